@@ -1,0 +1,279 @@
+//! The validated configuration: what the rest of vigil consumes.
+//!
+//! Owns the typed, defaulted shape of a config file. Everything here has passed validation
+//! (`config::load`), so consumers never re-check ranges or names. Pure data: no I/O.
+//! Equality (`PartialEq`) is what `reload` uses to decide whether a pod changed.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A whole validated config file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Where it was read from (for messages and reload).
+    pub source: PathBuf,
+    pub supervisor: SupervisorSpec,
+    /// Pods in file order of their names (sorted by name; TOML tables are unordered).
+    pub pods: Vec<PodSpec>,
+}
+
+/// `[supervisor]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SupervisorSpec {
+    /// Control socket path; `None` means the per-user default (see `control::default_socket_path`).
+    pub socket: Option<PathBuf>,
+    /// Socket file mode (default 0o600).
+    pub socket_mode: u32,
+    /// Group owning the socket, name or gid.
+    pub socket_group: Option<String>,
+    pub admin_uids: Vec<u32>,
+    pub admin_gids: Vec<u32>,
+    pub cgroup_root: CgroupRoot,
+    /// Name of the child cgroup vigil creates when its own cgroup is the hierarchy root.
+    pub cgroup_name: String,
+    /// Container logs are also written to `<log_dir>/<pod>/<container>.log` when set.
+    pub log_dir: Option<PathBuf>,
+    /// Rotate a log file when it passes this size (bytes).
+    pub log_max_file_bytes: u64,
+    /// Rotated files kept (`.1` … `.N`).
+    pub log_max_files: u32,
+    /// Per-container in-memory ring buffer size (bytes).
+    pub log_buffer_bytes: usize,
+    /// Forward container output to vigil's stdout as `pod/container | line`.
+    pub log_forward: bool,
+    pub shutdown_timeout: Duration,
+    /// `oom_score_adj` vigil sets for itself (`None`: leave it).
+    pub oom_score_adj: Option<i32>,
+}
+
+impl Default for SupervisorSpec {
+    fn default() -> Self {
+        SupervisorSpec {
+            socket: None,
+            socket_mode: 0o600,
+            socket_group: None,
+            admin_uids: Vec::new(),
+            admin_gids: Vec::new(),
+            cgroup_root: CgroupRoot::Auto,
+            cgroup_name: "vigil".to_string(),
+            log_dir: None,
+            log_max_file_bytes: 10 * 1024 * 1024,
+            log_max_files: 3,
+            log_buffer_bytes: 1024 * 1024,
+            log_forward: true,
+            shutdown_timeout: Duration::from_secs(60),
+            oom_score_adj: Some(-900),
+        }
+    }
+}
+
+/// `supervisor.cgroup_root`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CgroupRoot {
+    /// The subtree vigil owns on the cgroup2 mount (see `cgroup::discover`).
+    Auto,
+    /// No cgroups at all: process groups only.
+    None,
+    /// An explicit directory on a cgroup2 mount that vigil owns.
+    Path(PathBuf),
+}
+
+/// `restart_policy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RestartPolicy {
+    #[default]
+    Always,
+    OnFailure,
+    Never,
+}
+
+impl RestartPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RestartPolicy::Always => "Always",
+            RestartPolicy::OnFailure => "OnFailure",
+            RestartPolicy::Never => "Never",
+        }
+    }
+}
+
+/// Restart back-off (semantics.md §2). Kubelet defaults: 10 s doubling to 300 s, forgiven
+/// after a run of more than 600 s.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Backoff {
+    pub initial: Duration,
+    pub max: Duration,
+    pub reset_after: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            initial: Duration::from_secs(10),
+            max: Duration::from_secs(300),
+            reset_after: Duration::from_secs(600),
+        }
+    }
+}
+
+/// `depends_on = { other = "ready" }`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DependencyCondition {
+    /// Every container of the other pod has started (running, startup probe passed).
+    Started,
+    /// The other pod is Ready.
+    Ready,
+    /// The other pod has Succeeded.
+    Completed,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dependency {
+    pub pod: String,
+    pub condition: DependencyCondition,
+}
+
+/// One pod.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodSpec {
+    pub name: String,
+    pub restart_policy: RestartPolicy,
+    pub depends_on: Vec<Dependency>,
+    pub init_containers: Vec<ContainerSpec>,
+    pub containers: Vec<ContainerSpec>,
+}
+
+/// One container, with the pod-level defaults already folded in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContainerSpec {
+    pub name: String,
+    /// argv; never empty.
+    pub command: Vec<String>,
+    /// Extra environment, in key order.
+    pub env: Vec<(String, String)>,
+    pub working_dir: Option<PathBuf>,
+    /// User name or numeric uid (resolved at spawn time, before fork).
+    pub user: Option<String>,
+    /// Group name or numeric gid.
+    pub group: Option<String>,
+    /// Signal number sent first when stopping (default SIGTERM).
+    pub stop_signal: i32,
+    /// The signal's name as configured, for messages.
+    pub stop_signal_name: String,
+    /// Effective restart policy (container override, else the pod's).
+    pub restart_policy: RestartPolicy,
+    pub termination_grace: Duration,
+    pub backoff: Backoff,
+    pub max_restarts: Option<u32>,
+    /// Capabilities kept in the bounding set (e.g. `CAP_NET_BIND_SERVICE`).
+    pub capabilities: Vec<String>,
+    pub no_new_privs: bool,
+    pub rlimits: Vec<Rlimit>,
+    pub resources: Resources,
+    pub startup_probe: Option<ProbeSpec>,
+    pub liveness_probe: Option<ProbeSpec>,
+    pub readiness_probe: Option<ProbeSpec>,
+}
+
+/// `rlimits = { nofile = 1024 }` (soft = hard).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rlimit {
+    /// `libc::RLIMIT_*` resource number.
+    pub resource: u32,
+    /// Lower-case name (`nofile`).
+    pub name: &'static str,
+    pub soft: u64,
+    pub hard: u64,
+}
+
+/// `[...containers.resources]`: cgroup v2 limits.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Resources {
+    pub memory_max: Option<u64>,
+    pub memory_high: Option<u64>,
+    pub swap_max: Option<u64>,
+    pub pids_max: Option<u64>,
+    /// Cores (1.5 = `150000 100000` in `cpu.max`).
+    pub cpu_max: Option<f64>,
+    /// `cpu.weight`, 1..=10000.
+    pub cpu_weight: Option<u32>,
+    /// `memory.oom.group`.
+    pub oom_group: bool,
+}
+
+impl Resources {
+    /// Whether any limit asks for a cgroup controller.
+    pub fn any(&self) -> bool {
+        self.memory_max.is_some()
+            || self.memory_high.is_some()
+            || self.swap_max.is_some()
+            || self.pids_max.is_some()
+            || self.cpu_max.is_some()
+            || self.cpu_weight.is_some()
+            || self.oom_group
+    }
+}
+
+/// Which probe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ProbeKind {
+    Startup,
+    Liveness,
+    Readiness,
+}
+
+impl ProbeKind {
+    pub const ALL: [ProbeKind; 3] = [
+        ProbeKind::Startup,
+        ProbeKind::Liveness,
+        ProbeKind::Readiness,
+    ];
+
+    /// `Liveness`, as in "Liveness probe failed: …".
+    pub fn title(self) -> &'static str {
+        match self {
+            ProbeKind::Startup => "Startup",
+            ProbeKind::Liveness => "Liveness",
+            ProbeKind::Readiness => "Readiness",
+        }
+    }
+
+    /// `liveness`, as in JSON and config keys (`liveness_probe`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProbeKind::Startup => "startup",
+            ProbeKind::Liveness => "liveness",
+            ProbeKind::Readiness => "readiness",
+        }
+    }
+}
+
+/// One probe, defaults applied (semantics.md §4).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProbeSpec {
+    pub action: ProbeAction,
+    pub initial_delay: Duration,
+    pub period: Duration,
+    pub timeout: Duration,
+    pub success_threshold: u32,
+    pub failure_threshold: u32,
+    /// Grace period for a kill caused by this probe (else the container's).
+    pub termination_grace: Option<Duration>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProbeAction {
+    Exec {
+        command: Vec<String>,
+    },
+    HttpGet {
+        host: String,
+        port: u16,
+        path: String,
+        headers: Vec<(String, String)>,
+    },
+    TcpSocket {
+        host: String,
+        port: u16,
+    },
+}

@@ -1,0 +1,2 @@
+//! (skeleton)
+pub mod client;

@@ -1,0 +1,172 @@
+//! The pure lifecycle core: pods, containers, restart back-off, probes bookkeeping, events.
+//!
+//! Owns every decision about what should run, when, and why it stopped. It must not do I/O,
+//! read the clock, or touch libc/nix/mio: the runtime shell passes `now` in and turns the
+//! [`Action`]s it polls out into syscalls, then feeds the outcomes back as [`Input`]s. Modelled
+//! on quinn-proto: `handle(now, input)`, `handle_timeout(now)`, `poll_timeout()`,
+//! `poll_action()`. Every input is total: nothing here returns an error for a stale or odd
+//! input, it is dropped (stale generation) or recorded.
+//!
+//! Every spawn bumps the container's [`Generation`]; inputs and actions carry
+//! `(ContainerKey, Generation)` so a late exit or probe result of an earlier run is ignored.
+
+pub mod status;
+mod supervisor;
+
+pub use status::*;
+pub use supervisor::Supervisor;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::config::spec::{Config, ContainerSpec, ProbeKind, ProbeSpec};
+
+/// The core's notion of time: a monotonic instant supplied by the caller.
+pub type Time = Instant;
+
+/// Identifies one container slot (init or regular) for as long as its pod definition lives.
+/// A pod replaced by reload gets new keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ContainerKey(pub u32);
+
+/// Bumped on every spawn of a container; 0 means "never spawned".
+pub type Generation = u64;
+
+/// How a main process ended, as the runtime saw it at reap time.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ExitInfo {
+    /// Exit code if it exited.
+    pub code: Option<i32>,
+    /// Signal number if it was killed by a signal.
+    pub signal: Option<i32>,
+    /// How much `memory.events` `oom_kill` rose during this run (read synchronously at reap).
+    pub oom_kill_delta: u64,
+    /// How much `memory.events` `oom_group_kill` rose during this run.
+    pub oom_group_kill_delta: u64,
+    /// `memory.max` of the container's cgroup, if limited (for the OOMKilled message).
+    pub memory_max: Option<u64>,
+    /// `memory.peak` at reap, if known.
+    pub memory_peak: Option<u64>,
+}
+
+/// Outcome of one probe attempt. Target failures are outcomes, not errors.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProbeOutcome {
+    Success(String),
+    Failure(String),
+}
+
+/// Something that happened outside the core.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Input {
+    /// The runtime started the process asked for by [`Action::Spawn`].
+    Spawned {
+        key: ContainerKey,
+        generation: Generation,
+        pid: u32,
+    },
+    /// The process could not be started (reason `StartError`); `message` carries the OS error.
+    SpawnFailed {
+        key: ContainerKey,
+        generation: Generation,
+        message: String,
+    },
+    /// The main process was reaped.
+    Exited {
+        key: ContainerKey,
+        generation: Generation,
+        exit: ExitInfo,
+    },
+    /// A probe started by [`Action::StartProbe`] finished.
+    ProbeResult {
+        key: ContainerKey,
+        generation: Generation,
+        kind: ProbeKind,
+        seq: u64,
+        outcome: ProbeOutcome,
+        duration: Duration,
+    },
+    /// `memory.events` `oom_kill` rose while the main process lives: `delta` more kills.
+    OomKills {
+        key: ContainerKey,
+        generation: Generation,
+        delta: u64,
+        memory_max: Option<u64>,
+    },
+}
+
+/// Operator requests (control socket, signals, reload).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    Start {
+        pod: String,
+        container: Option<String>,
+    },
+    Stop {
+        pod: String,
+        container: Option<String>,
+    },
+    Restart {
+        pod: String,
+        container: Option<String>,
+    },
+    /// Graceful shutdown; `force` kills everything at once (second SIGTERM).
+    Shutdown { force: bool },
+    /// Apply a new, already validated config.
+    Reload(Box<Config>),
+}
+
+/// Why a [`Command`] was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandError {
+    /// Machine-readable: `not_found`, `invalid`, `shutting_down`.
+    pub kind: &'static str,
+    pub message: String,
+}
+
+/// What the core wants done. The runtime executes these in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Start a fresh run: new cgroup, spawn `container.command`; answer with
+    /// [`Input::Spawned`] or [`Input::SpawnFailed`].
+    Spawn {
+        key: ContainerKey,
+        generation: Generation,
+        pod: String,
+        container: Arc<ContainerSpec>,
+        init: bool,
+    },
+    /// Send `signal` to the main process of this run (the stop signal).
+    Signal {
+        key: ContainerKey,
+        generation: Generation,
+        signal: i32,
+    },
+    /// SIGKILL every process of this run (its cgroup, or process group without cgroups).
+    Kill {
+        key: ContainerKey,
+        generation: Generation,
+    },
+    /// Run one probe attempt; answer with [`Input::ProbeResult`] carrying the same `seq`.
+    /// The core enforces the timeout itself (it emits [`Action::CancelProbe`]).
+    StartProbe {
+        key: ContainerKey,
+        generation: Generation,
+        pod: String,
+        container: Arc<ContainerSpec>,
+        kind: ProbeKind,
+        seq: u64,
+        probe: Arc<ProbeSpec>,
+    },
+    /// Abandon a probe attempt (timed out, or its container stopped); kill an exec probe's tree.
+    CancelProbe {
+        key: ContainerKey,
+        generation: Generation,
+        kind: ProbeKind,
+        seq: u64,
+    },
+    /// The container slot is gone for good (pod removed by reload); free its resources.
+    Forget { key: ContainerKey },
+    /// Everything has stopped after a shutdown: exit the supervisor with this code.
+    Exit { code: i32 },
+}

@@ -1,0 +1,209 @@
+//! Snapshot types: the core's view of pods and containers, plus events.
+//!
+//! Plain data built by [`super::Supervisor`]; rendering (JSON, tables) lives in `control`.
+//! Times are monotonic [`Time`]s; the renderer converts them to wall-clock with an anchor.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{ContainerKey, Time};
+use crate::config::spec::{ContainerSpec, ProbeKind, RestartPolicy};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Pending => "Pending",
+            Phase::Running => "Running",
+            Phase::Succeeded => "Succeeded",
+            Phase::Failed => "Failed",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConditionType {
+    Initialized,
+    ContainersReady,
+    Ready,
+}
+
+impl ConditionType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConditionType::Initialized => "Initialized",
+            ConditionType::ContainersReady => "ContainersReady",
+            ConditionType::Ready => "Ready",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Condition {
+    pub kind: ConditionType,
+    pub status: bool,
+    pub reason: String,
+    pub message: String,
+    pub last_transition: Time,
+}
+
+/// Why a run ended (semantics.md §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TerminationReason {
+    Completed,
+    Error,
+    OomKilled,
+    LivenessProbeFailed,
+    StartupProbeFailed,
+    StartError,
+    Stopped,
+    RestartLimitExceeded,
+}
+
+impl TerminationReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TerminationReason::Completed => "Completed",
+            TerminationReason::Error => "Error",
+            TerminationReason::OomKilled => "OOMKilled",
+            TerminationReason::LivenessProbeFailed => "LivenessProbeFailed",
+            TerminationReason::StartupProbeFailed => "StartupProbeFailed",
+            TerminationReason::StartError => "StartError",
+            TerminationReason::Stopped => "Stopped",
+            TerminationReason::RestartLimitExceeded => "RestartLimitExceeded",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Terminated {
+    /// Exit code; 128+signal when killed by a signal; for StartError 128.
+    pub exit_code: i32,
+    pub signal: Option<i32>,
+    pub reason: TerminationReason,
+    pub message: String,
+    pub started_at: Option<Time>,
+    pub finished_at: Time,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ContainerState {
+    /// `reason`: `ContainerCreating`, `PodInitializing`, `CrashLoopBackOff`,
+    /// `WaitingForDependencies`, …
+    Waiting {
+        reason: String,
+        message: String,
+    },
+    Running {
+        started_at: Time,
+    },
+    Terminated(Terminated),
+}
+
+/// One probe attempt, kept for `describe`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProbeRecord {
+    pub at: Time,
+    pub duration: Duration,
+    pub success: bool,
+    pub message: String,
+}
+
+/// Published result of a probe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProbeResultState {
+    Unknown,
+    Success,
+    Failure,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProbeStatus {
+    pub kind: ProbeKind,
+    pub result: ProbeResultState,
+    /// Most recent last, at most a handful.
+    pub recent: Vec<ProbeRecord>,
+}
+
+/// Figures read from the container's cgroup by the runtime (not by the core).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ResourceFigures {
+    pub memory_current: Option<u64>,
+    pub memory_peak: Option<u64>,
+    pub memory_max: Option<u64>,
+    pub cpu_usage_usec: Option<u64>,
+    pub pids_current: Option<u64>,
+    /// `memory.pressure` `some avg10`.
+    pub memory_pressure_some_avg10: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContainerStatus {
+    pub key: ContainerKey,
+    pub name: String,
+    pub ready: bool,
+    pub started: bool,
+    pub restart_count: u32,
+    pub pid: Option<u32>,
+    pub state: ContainerState,
+    pub last_state: Option<Terminated>,
+    pub probes: Vec<ProbeStatus>,
+    /// OOM kills seen in this container over its life (main or not).
+    pub oom_kills: u64,
+    pub spec: Arc<ContainerSpec>,
+    /// Filled in by the runtime.
+    pub cgroup: Option<PathBuf>,
+    /// Filled in by the runtime.
+    pub resources: Option<ResourceFigures>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodStatus {
+    pub name: String,
+    pub phase: Phase,
+    pub restart_policy: RestartPolicy,
+    pub conditions: Vec<Condition>,
+    pub init_containers: Vec<ContainerStatus>,
+    pub containers: Vec<ContainerStatus>,
+    /// When the pod (this definition of it) was created.
+    pub created_at: Time,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Normal,
+    Warning,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
+        }
+    }
+}
+
+/// A kubectl-style event; repeats (same type, reason, object, message) aggregate into `count`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    /// Bumped (to a fresh, globally increasing value) every time the event is recorded or
+    /// aggregated, so followers can ask for everything after the last `seq` they saw.
+    pub seq: u64,
+    pub kind: EventType,
+    pub reason: String,
+    /// `pod/container`, or `pod` for pod-level events.
+    pub object: String,
+    pub message: String,
+    pub count: u32,
+    pub first: Time,
+    pub last: Time,
+}
