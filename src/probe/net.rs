@@ -421,6 +421,32 @@ mod tests {
     }
 
     #[test]
+    fn http_response_trickled_byte_by_byte_is_assembled() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            conn.set_nodelay(true).unwrap();
+            conn.set_read_timeout(Some(DEADLINE)).unwrap();
+            let _head = read_head(&conn);
+            let resp =
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nyes\r\n0\r\n\r\n";
+            for b in resp {
+                if conn.write_all(&[*b]).is_err() {
+                    return;
+                }
+            }
+            // Hold the connection open: the chunk terminator alone must finish the probe.
+            let mut rest = Vec::new();
+            let _ = conn.read_to_end(&mut rest);
+        });
+        assert_eq!(
+            run(&http(port, "/", &[])),
+            ProbeOutcome::Success("HTTP 200 OK, body: \"yes\"".to_string())
+        );
+    }
+
+    #[test]
     fn http_close_mid_headers_fails() {
         assert_eq!(
             respond("HTTP/1.1 200 OK\r\nContent-Ty"),
