@@ -841,6 +841,35 @@ mod tests {
     }
 
     #[test]
+    fn cgroup_root_none_means_no_manager() {
+        let m = Manager::setup(&CgroupRoot::None, "vigil", Controllers::MEMORY).unwrap();
+        assert!(m.is_none());
+    }
+
+    #[test]
+    fn path_root_off_cgroup2_is_refused_with_the_path() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("vigil");
+        let err =
+            Manager::setup(&CgroupRoot::Path(p.clone()), "vigil", Controllers::NONE).unwrap_err();
+        assert!(matches!(err, CgroupError::NotCgroup2 { .. }), "{err}");
+        assert!(err.to_string().contains(&*p.to_string_lossy()), "{err}");
+        assert!(!p.exists());
+    }
+
+    #[test]
+    fn pod_may_not_be_named_like_the_supervisor_leaf() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("root");
+        fake_cgroup(&root, "", "");
+        let m = Manager::with_root_and_mounts(&root, Vec::new()).unwrap();
+        let err = m
+            .create_container(SUPERVISOR_LEAF, "c", &Resources::default())
+            .unwrap_err();
+        assert!(err.to_string().contains("supervisor"), "{err}");
+    }
+
+    #[test]
     fn bad_names_are_refused_with_the_name() {
         for bad in ["", ".", "..", "a/b"] {
             let err = check_name(bad).unwrap_err();

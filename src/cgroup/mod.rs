@@ -16,7 +16,7 @@
 pub mod discover;
 pub mod files;
 pub mod limits;
-mod manager;
+pub mod manager;
 
 use std::io;
 use std::path::PathBuf;
@@ -354,3 +354,6 @@ mod tests {
         assert!(!e.is_unavailable());
     }
 }
+
+#[cfg(test)]
+mod native_tests;
