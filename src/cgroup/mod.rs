@@ -7,6 +7,14 @@
 //! `cgroup.subtree_control`), one fresh `<root>/<pod>/<container>` cgroup per run, kill,
 //! OOM counters, resource figures and removal.
 //!
+//! Wiring into the event loop (mio): register [`ContainerCgroup::events_fd`] and, if present,
+//! [`ContainerCgroup::memory_events_fd`] with `mio::unix::SourceFd` and `Interest::PRIORITY`
+//! (kernfs reports a changed interface file as EPOLLPRI|EPOLLERR; verified for cgroup.events
+//! on the dev host, and memory.events is notified the same way by the kernel, also for every
+//! ancestor). On each event re-read through the handle — `populated()` / `oom_counters()` —
+//! which also re-arms the descriptor; events can coalesce, so always compare values, never
+//! count events. Deregister before dropping the handle.
+//!
 //! Every operation is parameterised by a root directory, so tests point it at a temp dir; it
 //! never writes outside that root, with one documented exception (see [`Manager::setup`]).
 //! Kernel behaviour cited from Documentation/admin-guide/cgroup-v2.rst unless said otherwise.
@@ -23,7 +31,7 @@ use std::path::PathBuf;
 
 pub use manager::{ContainerCgroup, Manager};
 
-use crate::config::spec::Resources;
+use crate::config::spec::{Config, Resources};
 
 /// Everything that can go wrong in the cgroup layer; each variant names the failed operation
 /// and carries the path (or pid) it failed on.
@@ -142,6 +150,18 @@ impl Controllers {
             c = c | Controllers::CPU;
         }
         c
+    }
+
+    /// The controllers every limit in `config` needs (init containers included): what
+    /// [`Manager::setup`] and [`Manager::check_controllers`] should be given.
+    pub fn from_config(config: &Config) -> Controllers {
+        config
+            .pods
+            .iter()
+            .flat_map(|p| p.init_containers.iter().chain(p.containers.iter()))
+            .fold(Controllers::NONE, |acc, c| {
+                acc | Controllers::from_resources(&c.resources)
+            })
     }
 
     /// Parses controller names (unknown names such as `hugetlb` are ignored).
