@@ -1,0 +1,901 @@
+//! The subtree vigil manages: `<root>/supervisor` (vigil itself), `<root>/<pod>/<container>`
+//! (one fresh cgroup per run) and `<container>/probe-<kind>` (exec probes).
+//!
+//! Owns creation, controller enabling, placement handles, kill, OOM counters, figures and
+//! removal under one root directory. It must not write outside that root except: moving vigil
+//! back to the cgroup it came from at teardown, and (only when vigil's own cgroup is the
+//! hierarchy root, i.e. a VM, a container with its own cgroup namespace or a bare host) enabling
+//! controllers in that hierarchy root's `cgroup.subtree_control` so `<root>` can have them.
+//! Nothing here blocks in the event loop: the only waits are bounded ones used at startup,
+//! for leftovers, and in tests ([`ContainerCgroup::wait_unpopulated`], [`Manager::sweep_stale`]).
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use log::{debug, info, warn};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use super::discover::{self, MountEntry};
+use super::files::{self, *};
+use super::{CgroupError, Controllers, OomCounters, limits, missing_controllers_message};
+use crate::config::spec::{CgroupRoot, Resources};
+use crate::core::ResourceFigures;
+
+/// The leaf vigil moves itself into (cgroup v2's no-internal-processes rule: `<root>` can only
+/// enable controllers for its children if it holds no processes itself).
+pub const SUPERVISOR_LEAF: &str = "supervisor";
+
+/// Rounds of "list pids, SIGKILL each" in the kill fallback for kernels without cgroup.kill.
+const KILL_FALLBACK_ROUNDS: usize = 200;
+
+/// How long startup waits for a leftover cgroup to empty after it was killed.
+const LEFTOVER_WAIT: Duration = Duration::from_secs(2);
+
+/// vigil's cgroup subtree.
+#[derive(Debug)]
+pub struct Manager {
+    root: PathBuf,
+    /// The cgroup2 mount `root` is on (for messages).
+    mount: PathBuf,
+    /// Parsed mountinfo (to tell "bound to cgroup v1" from "not delegated").
+    mounts: Vec<MountEntry>,
+    /// vigil made `root` (or owns it as a child of the hierarchy root) and removes it at teardown.
+    owns_root: bool,
+    /// The cgroup vigil was in before it moved into `<root>/supervisor`.
+    origin: Option<PathBuf>,
+    /// Controllers vigil enables below `root` (and in every pod dir).
+    enable: Controllers,
+}
+
+impl Manager {
+    /// Sets vigil's cgroup subtree up from the configuration.
+    ///
+    /// - `CgroupRoot::None` → `Ok(None)`.
+    /// - `Auto`: the cgroup2 mount from /proc/self/mountinfo and vigil's own cgroup from
+    ///   /proc/self/cgroup. If that is the hierarchy root, `<mount>/<cgroup_name>` is created and
+    ///   owned; otherwise (systemd `Delegate=yes`) the own cgroup itself is the root (systemd owns
+    ///   it; vigil leaves it in place at teardown). If cgroup2 is not mounted or not writable
+    ///   (EACCES/EPERM/EROFS), a warning is logged and `Ok(None)` returned — unless `needs` is
+    ///   non-empty, then [`CgroupError::Unusable`].
+    /// - `Path(p)`: `p` must be on cgroup2; it is created if missing (and then owned).
+    ///
+    /// Then vigil moves itself (and every other process already in `<root>`) into
+    /// `<root>/supervisor`, if its own cgroup is `<root>` or above it, and enables in
+    /// `<root>/cgroup.subtree_control` the available controllers among memory and pids (always:
+    /// accounting for figures and OOM counters) plus cpu and io if `needs` has them. Missing
+    /// controllers are not an error here: call [`Manager::check_controllers`]. Call
+    /// [`Manager::sweep_stale`] next to clear a previous run's leftovers.
+    pub fn setup(
+        root: &CgroupRoot,
+        cgroup_name: &str,
+        needs: Controllers,
+    ) -> Result<Option<Manager>, CgroupError> {
+        let result = match root {
+            CgroupRoot::None => return Ok(None),
+            CgroupRoot::Auto => Self::setup_auto(cgroup_name, needs),
+            CgroupRoot::Path(p) => return Self::setup_path(p, needs).map(Some),
+        };
+        match result {
+            Ok(m) => Ok(Some(m)),
+            Err(e) if e.is_unavailable() && needs.is_empty() => {
+                warn!("running without cgroups: {e}");
+                Ok(None)
+            }
+            Err(e) if e.is_unavailable() => Err(CgroupError::Unusable {
+                needs: needs.names().join(", "),
+                source: Box::new(e),
+            }),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn setup_auto(cgroup_name: &str, needs: Controllers) -> Result<Manager, CgroupError> {
+        check_name(cgroup_name)?;
+        let mounts = read_mountinfo()?;
+        let mount =
+            discover::find_cgroup2(&mounts)
+                .cloned()
+                .ok_or_else(|| CgroupError::NoCgroup2 {
+                    path: discover::PROC_SELF_MOUNTINFO.into(),
+                })?;
+        let mut own_dir = own_cgroup_dir(&mount)?;
+        // Already in a supervisor leaf (systemd DelegateSubgroup=supervisor, or a re-exec):
+        // the root is its parent.
+        if own_dir != mount.mount_point
+            && own_dir.file_name().is_some_and(|n| n == SUPERVISOR_LEAF)
+            && let Some(parent) = own_dir.parent()
+        {
+            own_dir = parent.to_path_buf();
+        }
+        if own_dir == mount.mount_point {
+            let root = own_dir.join(cgroup_name);
+            if make_dir(&root)? {
+                info!("created cgroup {}", root.display());
+            }
+            // The hierarchy root is ours (VM, container namespace, bare host): give <root> the
+            // controllers it needs from there. After vigil left it below, it holds no process
+            // of ours; the true root is exempt from the no-internal-processes rule anyway.
+            let m = Self::adopt(root, mount, mounts, true, Some(own_dir.clone()), needs)?;
+            m.enable_in_parent(&own_dir);
+            m.enable_controllers(&m.root.clone())?;
+            Ok(m)
+        } else {
+            let m = Self::adopt(own_dir.clone(), mount, mounts, false, Some(own_dir), needs)?;
+            m.enable_controllers(&m.root)?;
+            Ok(m)
+        }
+    }
+
+    fn setup_path(path: &Path, needs: Controllers) -> Result<Manager, CgroupError> {
+        let mounts = read_mountinfo()?;
+        let mount = mounts
+            .iter()
+            .filter(|e| e.fstype == "cgroup2" && path.starts_with(&e.mount_point))
+            .max_by_key(|e| e.mount_point.as_os_str().len())
+            .cloned()
+            .ok_or_else(|| CgroupError::NotCgroup2 {
+                path: path.to_path_buf(),
+            })?;
+        let probe = if path.exists() {
+            path
+        } else {
+            path.parent().unwrap_or(path)
+        };
+        let is_cg2 = nix::sys::statfs::statfs(probe)
+            .map(|s| s.filesystem_type() == nix::sys::statfs::CGROUP2_SUPER_MAGIC)
+            .unwrap_or(false);
+        if !is_cg2 {
+            return Err(CgroupError::NotCgroup2 {
+                path: path.to_path_buf(),
+            });
+        }
+        let created = make_dir(path)?;
+        let own_dir = own_cgroup_dir(&mount).ok();
+        // Only move vigil if it sits in <root> or above it; a root elsewhere does not hold it.
+        let origin = own_dir.filter(|o| path.starts_with(o));
+        let m = Self::adopt(path.to_path_buf(), mount, mounts, created, origin, needs)?;
+        m.enable_controllers(&m.root)?;
+        Ok(m)
+    }
+
+    /// A manager for `root` that does NOT move the calling process (the caller guarantees that
+    /// `root` holds no processes, e.g. a fresh directory). `root` is created if missing and
+    /// then removed by [`Manager::teardown`]. Used by tests and by embedders.
+    pub fn with_root(root: &Path) -> Result<Manager, CgroupError> {
+        let mounts = read_mountinfo().unwrap_or_default();
+        Self::with_root_and_mounts(root, mounts)
+    }
+
+    pub(crate) fn with_root_and_mounts(
+        root: &Path,
+        mounts: Vec<MountEntry>,
+    ) -> Result<Manager, CgroupError> {
+        let created = make_dir(root)?;
+        let mount = mounts
+            .iter()
+            .filter(|e| e.fstype == "cgroup2" && root.starts_with(&e.mount_point))
+            .max_by_key(|e| e.mount_point.as_os_str().len())
+            .map(|e| e.mount_point.clone())
+            .unwrap_or_else(|| root.to_path_buf());
+        let m = Manager {
+            root: root.to_path_buf(),
+            mount,
+            mounts,
+            owns_root: created,
+            origin: None,
+            enable: Controllers::MEMORY | Controllers::PIDS,
+        };
+        m.enable_controllers(&m.root)?;
+        Ok(m)
+    }
+
+    /// Creates the supervisor leaf and moves vigil (and whatever else is in `<root>`) into it
+    /// if `origin` (vigil's own cgroup) is `<root>` or an ancestor.
+    fn adopt(
+        root: PathBuf,
+        mount: MountEntry,
+        mounts: Vec<MountEntry>,
+        owns_root: bool,
+        origin: Option<PathBuf>,
+        needs: Controllers,
+    ) -> Result<Manager, CgroupError> {
+        let leaf = root.join(SUPERVISOR_LEAF);
+        make_dir(&leaf)?;
+        let others: Vec<i32> = read_procs(&leaf)?
+            .into_iter()
+            .filter(|p| *p != std::process::id() as i32)
+            .collect();
+        if let Some(pid) = others.first() {
+            return Err(CgroupError::BadRoot {
+                path: root,
+                reason: format!(
+                    "pid {pid} is already in {}: is another vigil using it?",
+                    leaf.display()
+                ),
+            });
+        }
+        let moved = origin.is_some();
+        if moved {
+            // Writing "0" moves the writing process (all its threads) (cgroup-v2.rst).
+            write_file(&leaf, CGROUP_PROCS, "0")?;
+            debug!("moved vigil into {}", leaf.display());
+            // Under Delegate=yes other processes of the unit may share <root>; they must leave
+            // it too, or <root> cannot enable controllers.
+            for pid in read_procs(&root)? {
+                match write_file(&leaf, CGROUP_PROCS, &pid.to_string()) {
+                    Ok(()) => info!(
+                        "moved pid {pid} from {} into {}",
+                        root.display(),
+                        leaf.display()
+                    ),
+                    Err(e)
+                        if e.io_error().and_then(io::Error::raw_os_error) == Some(libc::ESRCH) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Ok(Manager {
+            root,
+            mount: mount.mount_point,
+            mounts,
+            owns_root,
+            origin: if moved { origin } else { None },
+            enable: Controllers::MEMORY | Controllers::PIDS | needs,
+        })
+    }
+
+    /// The hierarchy-root exception (see the module docs): best effort, logged.
+    fn enable_in_parent(&self, parent: &Path) {
+        let available = read_controllers(parent, CGROUP_CONTROLLERS).unwrap_or_default();
+        let enabled = read_controllers(parent, CGROUP_SUBTREE_CONTROL).unwrap_or_default();
+        for name in self
+            .enable
+            .intersection(available)
+            .difference(enabled)
+            .names()
+        {
+            match write_file(parent, CGROUP_SUBTREE_CONTROL, &format!("+{name}")) {
+                Ok(()) => info!("enabled {name} controller in {}", parent.display()),
+                Err(e) => warn!("{e}"),
+            }
+        }
+    }
+
+    /// Enables `self.enable ∩ available` in `dir/cgroup.subtree_control`, one controller per
+    /// write so a failure names the controller.
+    fn enable_controllers(&self, dir: &Path) -> Result<(), CgroupError> {
+        let available = read_controllers(dir, CGROUP_CONTROLLERS)?;
+        let enabled = read_controllers(dir, CGROUP_SUBTREE_CONTROL)?;
+        for name in self
+            .enable
+            .intersection(available)
+            .difference(enabled)
+            .names()
+        {
+            write_file(dir, CGROUP_SUBTREE_CONTROL, &format!("+{name}"))?;
+        }
+        Ok(())
+    }
+
+    /// Also enable `extra` (e.g. after a reload asks for cpu limits) in `<root>` and the
+    /// existing pod dirs. Missing ones are left to [`Manager::check_controllers`].
+    pub fn enable(&mut self, extra: Controllers) -> Result<(), CgroupError> {
+        self.enable = self.enable | extra;
+        self.enable_controllers(&self.root.clone())?;
+        for pod in self.pod_dirs()? {
+            self.enable_controllers(&pod)?;
+        }
+        Ok(())
+    }
+
+    /// vigil's root cgroup directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The controllers children of `<root>` get (`<root>/cgroup.subtree_control`).
+    pub fn enabled(&self) -> Result<Controllers, CgroupError> {
+        read_controllers(&self.root, CGROUP_SUBTREE_CONTROL)
+    }
+
+    /// `Err(ControllersMissing)` with an explanation if some of `needs` is not enabled for
+    /// vigil's containers.
+    pub fn check_controllers(&self, needs: Controllers) -> Result<(), CgroupError> {
+        let missing = needs.difference(self.enabled()?);
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let v1_bound = |c: &str| discover::v1_mount_of(&self.mounts, c).is_some();
+        // When a controller is held by cgroup v1, the mount root shows that best; otherwise
+        // show what <root> itself was given.
+        let at = if missing.names().iter().any(|c| v1_bound(c)) {
+            self.mount.as_path()
+        } else {
+            self.root.as_path()
+        };
+        let available = files::read_file(at, CGROUP_CONTROLLERS)
+            .map(|t| parse_controller_list(&t))
+            .unwrap_or_default();
+        Err(CgroupError::ControllersMissing {
+            message: missing_controllers_message(missing, at, &available, v1_bound),
+        })
+    }
+
+    /// Kills and removes every cgroup under `<root>` except `supervisor`: leftovers of a
+    /// previous vigil. Waits (bounded) for each to empty. Returns what was removed; failures
+    /// are logged and the path is left.
+    pub fn sweep_stale(&self) -> Vec<PathBuf> {
+        let mut cleaned = Vec::new();
+        let dirs = match self.pod_dirs() {
+            Ok(d) => d,
+            Err(e) => {
+                warn!("{e}");
+                return cleaned;
+            }
+        };
+        for dir in dirs {
+            match kill_and_remove(&dir, LEFTOVER_WAIT) {
+                Ok(()) => cleaned.push(dir),
+                Err(e) => warn!("leftover cgroup not cleaned: {e}"),
+            }
+        }
+        cleaned
+    }
+
+    /// Creates `<root>/<pod>` (if needed, with controllers enabled) and a fresh
+    /// `<root>/<pod>/<container>`: a leftover of the same name is killed and removed first,
+    /// because reusing a cgroup after `cgroup.kill` breaks later clone3(CLONE_INTO_CGROUP)
+    /// children (kernel 6.x quirk). Applies `res`, opens `cgroup.procs` for the child's
+    /// pre_exec and baselines `memory.events`.
+    pub fn create_container(
+        &self,
+        pod: &str,
+        container: &str,
+        res: &Resources,
+    ) -> Result<ContainerCgroup, CgroupError> {
+        check_name(pod)?;
+        check_name(container)?;
+        if pod == SUPERVISOR_LEAF {
+            return Err(CgroupError::BadRoot {
+                path: self.root.join(pod),
+                reason: format!("a pod may not be called {SUPERVISOR_LEAF:?} (vigil's own leaf)"),
+            });
+        }
+        let pod_dir = self.root.join(pod);
+        make_dir(&pod_dir)?;
+        self.enable_controllers(&pod_dir)?;
+        ContainerCgroup::create_fresh(&pod_dir.join(container), Some(res))
+    }
+
+    /// Removes `<root>/<pod>` if it has no containers left: `Ok(true)` if it is gone.
+    pub fn remove_pod_dir(&self, pod: &str) -> Result<bool, CgroupError> {
+        check_name(pod)?;
+        let dir = self.root.join(pod);
+        match std::fs::remove_dir(&dir) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(true),
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => Ok(false),
+            Err(source) => Err(CgroupError::Remove { path: dir, source }),
+        }
+    }
+
+    /// After a clean shutdown: removes every pod cgroup (those still populated are logged and
+    /// left). If vigil owns `<root>` and moved itself, it moves back to where it came from and
+    /// removes `supervisor` and `<root>`. Under Delegate=yes `<root>` is systemd's: vigil stays
+    /// in `<root>/supervisor` (it cannot rmdir the cgroup it is in) and leaves both.
+    pub fn teardown(&self) -> Result<(), CgroupError> {
+        for dir in self.pod_dirs()? {
+            if let Err(e) = remove_tree(&dir) {
+                warn!("at teardown: {e}");
+            }
+        }
+        if !self.owns_root {
+            return Ok(());
+        }
+        if let Some(origin) = &self.origin {
+            write_file(origin, CGROUP_PROCS, "0")?;
+            remove_dir(&self.root.join(SUPERVISOR_LEAF))?;
+        } else if let Err(e) = remove_dir(&self.root.join(SUPERVISOR_LEAF)) {
+            debug!("{e}");
+        }
+        remove_dir(&self.root)
+    }
+
+    /// Every directory under `<root>` but the supervisor leaf.
+    fn pod_dirs(&self) -> Result<Vec<PathBuf>, CgroupError> {
+        Ok(sub_dirs(&self.root)?
+            .into_iter()
+            .filter(|p| p.file_name().is_some_and(|n| n != SUPERVISOR_LEAF))
+            .collect())
+    }
+}
+
+/// One container's (or exec probe's) cgroup and the descriptors the runtime needs.
+#[derive(Debug)]
+pub struct ContainerCgroup {
+    path: PathBuf,
+    /// `cgroup.procs`, O_WRONLY|O_CLOEXEC: the child writes "0" to it in pre_exec.
+    procs: File,
+    /// `cgroup.events`, O_RDONLY: kernfs signals changes as EPOLLPRI.
+    events: File,
+    /// `memory.events`, if the memory controller is enabled for this cgroup.
+    memory_events: Option<File>,
+    baseline: OomCounters,
+}
+
+impl ContainerCgroup {
+    fn create_fresh(path: &Path, res: Option<&Resources>) -> Result<ContainerCgroup, CgroupError> {
+        if path.exists() {
+            warn!(
+                "cgroup {} exists from an earlier run; replacing it",
+                path.display()
+            );
+            kill_and_remove(path, LEFTOVER_WAIT)?;
+        }
+        make_dir(path)?;
+        match Self::open(path, res) {
+            Ok(c) => Ok(c),
+            Err(e) => {
+                // Do not leave a half-configured cgroup behind.
+                let _ = std::fs::remove_dir(path);
+                Err(e)
+            }
+        }
+    }
+
+    fn open(path: &Path, res: Option<&Resources>) -> Result<ContainerCgroup, CgroupError> {
+        if let Some(res) = res {
+            limits::apply(path, res)?;
+        }
+        let procs_path = path.join(CGROUP_PROCS);
+        let procs = OpenOptions::new()
+            .write(true)
+            .open(&procs_path)
+            .map_err(|source| CgroupError::Open {
+                path: procs_path,
+                source,
+            })?;
+        let events = open_read(path, CGROUP_EVENTS)?;
+        let memory_events = open_read_optional(path, MEMORY_EVENTS)?;
+        let mut c = ContainerCgroup {
+            path: path.to_path_buf(),
+            procs,
+            events,
+            memory_events,
+            baseline: OomCounters::default(),
+        };
+        c.baseline = c.oom_counters()?;
+        Ok(c)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// `cgroup.procs` opened for writing (CLOEXEC). In the child's pre_exec:
+    /// `write(fd, "0")` places the child before exec. Since Linux 5.16 the permission check
+    /// uses the opener's credentials, so it still works after dropping privileges.
+    pub fn procs_fd(&self) -> BorrowedFd<'_> {
+        self.procs.as_fd()
+    }
+
+    /// `cgroup.events`, for `mio::unix::SourceFd` with `Interest::PRIORITY`. Each event means
+    /// "re-read": call [`ContainerCgroup::populated`] (which reads through this descriptor and so
+    /// also re-arms it).
+    pub fn events_fd(&self) -> BorrowedFd<'_> {
+        self.events.as_fd()
+    }
+
+    /// `memory.events`, for mio the same way (`Interest::PRIORITY`); `None` without the memory
+    /// controller. Re-read with [`ContainerCgroup::oom_counters`] after each event.
+    pub fn memory_events_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.memory_events.as_ref().map(|f| f.as_fd())
+    }
+
+    /// Whether any process is in this cgroup or below (`cgroup.events` `populated`).
+    pub fn populated(&self) -> Result<bool, CgroupError> {
+        let path = self.path.join(CGROUP_EVENTS);
+        let text = reread(&self.events, &path)?;
+        parse_populated(&text, &path)
+    }
+
+    /// PIDs directly in this cgroup.
+    pub fn pids(&self) -> Result<Vec<i32>, CgroupError> {
+        read_procs(&self.path)
+    }
+
+    /// SIGKILLs every process in this cgroup and below: `cgroup.kill` (Linux 5.14+), else a
+    /// bounded loop of SIGKILL to each listed pid until none is left. Does not wait.
+    pub fn kill(&self) -> Result<(), CgroupError> {
+        kill_tree(&self.path)
+    }
+
+    /// Current `memory.events` counters (all 0 without the memory controller).
+    pub fn oom_counters(&self) -> Result<OomCounters, CgroupError> {
+        match &self.memory_events {
+            Some(f) => Ok(OomCounters::parse(&reread(
+                f,
+                &self.path.join(MEMORY_EVENTS),
+            )?)),
+            None => Ok(OomCounters::default()),
+        }
+    }
+
+    /// The counters when this cgroup was created.
+    pub fn oom_baseline(&self) -> OomCounters {
+        self.baseline
+    }
+
+    /// How much the counters rose during this run. Read it when the main process is reaped,
+    /// before [`ContainerCgroup::remove`].
+    pub fn oom_delta_since_baseline(&self) -> Result<OomCounters, CgroupError> {
+        Ok(self.oom_counters()?.since(self.baseline))
+    }
+
+    /// `memory.max` (`None` for `max` or without the memory controller).
+    pub fn memory_max(&self) -> Option<u64> {
+        self.read_value(MEMORY_MAX)
+            .and_then(|t| parse_max_value(&t))
+            .and_then(|v| v.limit())
+    }
+
+    /// Figures for status; whatever cannot be read is `None`.
+    pub fn figures(&self) -> ResourceFigures {
+        ResourceFigures {
+            memory_current: self.read_value(MEMORY_CURRENT).and_then(|t| parse_u64(&t)),
+            memory_peak: self.read_value(MEMORY_PEAK).and_then(|t| parse_u64(&t)),
+            memory_max: self.memory_max(),
+            cpu_usage_usec: self
+                .read_value(CPU_STAT)
+                .and_then(|t| parse_cpu_usage_usec(&t)),
+            pids_current: self.read_value(PIDS_CURRENT).and_then(|t| parse_u64(&t)),
+            memory_pressure_some_avg10: self
+                .read_value(MEMORY_PRESSURE)
+                .and_then(|t| parse_pressure_some_avg10(&t)),
+        }
+    }
+
+    fn read_value(&self, name: &str) -> Option<String> {
+        match read_optional(&self.path, name) {
+            Ok(t) => t,
+            Err(e) => {
+                debug!("{e}");
+                None
+            }
+        }
+    }
+
+    /// A fresh child cgroup `<this>/<name>` (e.g. `probe-liveness` for an exec probe), without
+    /// limits. Allowed while this cgroup holds processes because it enables no controllers for
+    /// its children (no-internal-processes applies only to cgroups with enabled controllers).
+    pub fn create_child(&self, name: &str) -> Result<ContainerCgroup, CgroupError> {
+        check_name(name)?;
+        Self::create_fresh(&self.path.join(name), None)
+    }
+
+    /// Removes this cgroup (and any empty child cgroups, deepest first). [`CgroupError::Busy`]
+    /// while processes remain: retry after the next `populated 0` event.
+    pub fn remove(&self) -> Result<(), CgroupError> {
+        remove_tree(&self.path)
+    }
+
+    /// Blocks up to `timeout` until `populated` is 0 (poll(2) on `cgroup.events` for POLLPRI):
+    /// `Ok(true)` once empty. Not for the event loop: startup, leftovers and tests only.
+    pub fn wait_unpopulated(&self, timeout: Duration) -> Result<bool, CgroupError> {
+        wait_unpopulated_file(&self.events, &self.path, timeout)
+    }
+}
+
+fn read_mountinfo() -> Result<Vec<MountEntry>, CgroupError> {
+    let text = files::read_path(Path::new(discover::PROC_SELF_MOUNTINFO))?;
+    Ok(discover::parse_mountinfo(&text))
+}
+
+fn own_cgroup_dir(mount: &MountEntry) -> Result<PathBuf, CgroupError> {
+    let path = Path::new(discover::PROC_SELF_CGROUP);
+    let text = files::read_path(path)?;
+    let own = discover::parse_own_cgroup(&text).ok_or_else(|| CgroupError::NoOwnCgroup {
+        path: path.to_path_buf(),
+    })?;
+    discover::cgroup_dir(mount, &own).ok_or_else(|| CgroupError::BadRoot {
+        path: PathBuf::from(&own),
+        reason: format!(
+            "vigil's cgroup is not visible under the cgroup2 mount {}",
+            mount.mount_point.display()
+        ),
+    })
+}
+
+/// A cgroup name: one non-empty path component.
+fn check_name(name: &str) -> Result<(), CgroupError> {
+    if name.is_empty() || name == "." || name == ".." || name.contains('/') || name.contains('\0') {
+        return Err(CgroupError::BadRoot {
+            path: PathBuf::from(name),
+            reason: "not a valid cgroup name (one path component)".to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// mkdir; `Ok(true)` if created, `Ok(false)` if it existed.
+fn make_dir(path: &Path) -> Result<bool, CgroupError> {
+    match std::fs::create_dir(path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+        Err(source) => Err(CgroupError::Create {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// rmdir; EBUSY (processes or children left) becomes [`CgroupError::Busy`]; gone is fine.
+fn remove_dir(path: &Path) -> Result<(), CgroupError> {
+    match std::fs::remove_dir(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::EBUSY) => Err(CgroupError::Busy {
+            path: path.to_path_buf(),
+        }),
+        Err(source) => Err(CgroupError::Remove {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// Sub-directories (child cgroups) of `dir`.
+fn sub_dirs(dir: &Path) -> Result<Vec<PathBuf>, CgroupError> {
+    let list_err = |source| CgroupError::List {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let mut out = Vec::new();
+    let rd = match std::fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(list_err(e)),
+    };
+    for entry in rd {
+        let entry = entry.map_err(list_err)?;
+        if entry.file_type().map_err(list_err)?.is_dir() {
+            out.push(entry.path());
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// rmdir `dir` after its child cgroups, deepest first.
+fn remove_tree(dir: &Path) -> Result<(), CgroupError> {
+    for child in sub_dirs(dir)? {
+        remove_tree(&child)?;
+    }
+    remove_dir(dir)
+}
+
+fn read_procs(dir: &Path) -> Result<Vec<i32>, CgroupError> {
+    match read_optional(dir, CGROUP_PROCS)? {
+        Some(t) => Ok(parse_procs(&t)),
+        None => Ok(Vec::new()),
+    }
+}
+
+fn read_controllers(dir: &Path, file: &str) -> Result<Controllers, CgroupError> {
+    let text = files::read_file(dir, file)?;
+    Ok(Controllers::from_names(text.split_whitespace()))
+}
+
+/// `cgroup.kill` on `dir`, or the SIGKILL-each-pid fallback when the file does not exist.
+fn kill_tree(dir: &Path) -> Result<(), CgroupError> {
+    match write_file(dir, CGROUP_KILL, "1") {
+        Ok(()) => Ok(()),
+        Err(CgroupError::Write { source, .. })
+            if source.kind() == io::ErrorKind::NotFound && dir.exists() =>
+        {
+            kill_by_pids(dir)
+        }
+        Err(CgroupError::Write { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The fallback for kernels before 5.14: SIGKILL every pid listed in `dir` and below, again
+/// and again until no pid is listed (a process forking between our read and our kill can
+/// otherwise escape), bounded. Exited processes leave cgroup.procs at once, zombies included
+/// (cgroup-v2.rst), so an empty listing means nothing is left to kill.
+pub(crate) fn kill_by_pids(dir: &Path) -> Result<(), CgroupError> {
+    for _ in 0..KILL_FALLBACK_ROUNDS {
+        let mut pids = Vec::new();
+        collect_pids(dir, &mut pids)?;
+        if pids.is_empty() {
+            return Ok(());
+        }
+        for (pid, from) in pids {
+            match kill(Pid::from_raw(pid), Signal::SIGKILL) {
+                Ok(()) | Err(nix::errno::Errno::ESRCH) => {}
+                Err(source) => {
+                    return Err(CgroupError::Signal {
+                        path: from,
+                        pid,
+                        source,
+                    });
+                }
+            }
+        }
+        std::thread::yield_now();
+    }
+    debug!(
+        "{}: processes still listed after SIGKILL rounds",
+        dir.display()
+    );
+    Ok(())
+}
+
+fn collect_pids(dir: &Path, out: &mut Vec<(i32, PathBuf)>) -> Result<(), CgroupError> {
+    out.extend(read_procs(dir)?.into_iter().map(|p| (p, dir.to_path_buf())));
+    for child in sub_dirs(dir)? {
+        collect_pids(&child, out)?;
+    }
+    Ok(())
+}
+
+/// Kill everything in `dir`, wait (bounded) for it to empty, then remove the tree.
+fn kill_and_remove(dir: &Path, wait: Duration) -> Result<(), CgroupError> {
+    kill_tree(dir)?;
+    let events = open_read(dir, CGROUP_EVENTS)?;
+    if !wait_unpopulated_file(&events, dir, wait)? {
+        return Err(CgroupError::Busy {
+            path: dir.to_path_buf(),
+        });
+    }
+    remove_tree(dir)
+}
+
+fn wait_unpopulated_file(
+    events: &File,
+    dir: &Path,
+    timeout: Duration,
+) -> Result<bool, CgroupError> {
+    let path = dir.join(CGROUP_EVENTS);
+    let deadline = Instant::now() + timeout;
+    loop {
+        // Reading also re-arms the kernfs notification for this descriptor.
+        if !parse_populated(&reread(events, &path)?, &path)? {
+            return Ok(true);
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(false);
+        }
+        // Wake on the POLLPRI change notification; cap each wait so a missed one costs little.
+        let ms = left.as_millis().min(50) as u16;
+        let mut fds = [PollFd::new(events.as_fd(), PollFlags::POLLPRI)];
+        match poll(&mut fds, PollTimeout::from(ms.max(1))) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(source) => return Err(CgroupError::Wait { path, source }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fake cgroup directory with the given interface files.
+    fn fake_cgroup(dir: &Path, controllers: &str, subtree: &str) {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join(CGROUP_CONTROLLERS), controllers).unwrap();
+        std::fs::write(dir.join(CGROUP_SUBTREE_CONTROL), subtree).unwrap();
+    }
+
+    #[test]
+    fn check_controllers_on_hybrid_names_the_v1_binding() {
+        let t = tempfile::tempdir().unwrap();
+        let mount = t.path().join("unified");
+        fake_cgroup(&mount, "hugetlb\n", "");
+        let root = mount.join("vigil");
+        fake_cgroup(&root, "", "");
+        let mountinfo = format!(
+            "35 31 0:32 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n\
+             41 31 0:38 / {} rw - cgroup2 cgroup2 rw\n",
+            mount.display()
+        );
+        let m =
+            Manager::with_root_and_mounts(&root, discover::parse_mountinfo(&mountinfo)).unwrap();
+        assert!(m.check_controllers(Controllers::NONE).is_ok());
+        let err = m.check_controllers(Controllers::MEMORY).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "memory controller not available in cgroup2 at {} (available: hugetlb); \
+                 it is bound to cgroup v1 on this host",
+                mount.display()
+            )
+        );
+    }
+
+    #[test]
+    fn check_controllers_passes_when_enabled_in_subtree_control() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("root");
+        fake_cgroup(&root, "cpu memory pids", "memory pids cpu");
+        let m = Manager::with_root_and_mounts(&root, Vec::new()).unwrap();
+        assert!(
+            m.check_controllers(Controllers::MEMORY | Controllers::PIDS | Controllers::CPU)
+                .is_ok()
+        );
+        let err = m.check_controllers(Controllers::IO).unwrap_err();
+        assert!(
+            err.to_string().contains("io controller not available"),
+            "{err}"
+        );
+        assert!(err.to_string().contains("not delegated"), "{err}");
+    }
+
+    #[test]
+    fn cgroup_root_none_means_no_manager() {
+        let m = Manager::setup(&CgroupRoot::None, "vigil", Controllers::MEMORY).unwrap();
+        assert!(m.is_none());
+    }
+
+    #[test]
+    fn path_root_off_cgroup2_is_refused_with_the_path() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("vigil");
+        let err =
+            Manager::setup(&CgroupRoot::Path(p.clone()), "vigil", Controllers::NONE).unwrap_err();
+        assert!(matches!(err, CgroupError::NotCgroup2 { .. }), "{err}");
+        assert!(err.to_string().contains(&*p.to_string_lossy()), "{err}");
+        assert!(!p.exists());
+    }
+
+    #[test]
+    fn pod_may_not_be_named_like_the_supervisor_leaf() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("root");
+        fake_cgroup(&root, "", "");
+        let m = Manager::with_root_and_mounts(&root, Vec::new()).unwrap();
+        let err = m
+            .create_container(SUPERVISOR_LEAF, "c", &Resources::default())
+            .unwrap_err();
+        assert!(err.to_string().contains("supervisor"), "{err}");
+    }
+
+    #[test]
+    fn bad_names_are_refused_with_the_name() {
+        for bad in ["", ".", "..", "a/b"] {
+            let err = check_name(bad).unwrap_err();
+            assert!(err.to_string().contains("not a valid cgroup name"), "{err}");
+        }
+        assert!(check_name("web-1").is_ok());
+    }
+
+    #[test]
+    fn sub_dirs_and_remove_tree_go_deepest_first() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("r");
+        std::fs::create_dir_all(root.join("pod/ctr/probe-liveness")).unwrap();
+        std::fs::create_dir_all(root.join("supervisor")).unwrap();
+        assert_eq!(sub_dirs(&root).unwrap().len(), 2);
+        remove_tree(&root.join("pod")).unwrap();
+        assert!(!root.join("pod").exists());
+        // Already gone is fine.
+        remove_tree(&root.join("pod")).unwrap();
+    }
+
+    #[test]
+    fn create_dir_errors_carry_the_path() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("missing/parent/x");
+        let err = make_dir(&p).unwrap_err();
+        assert!(err.to_string().contains(&*p.to_string_lossy()), "{err}");
+    }
+}
