@@ -190,6 +190,78 @@ fn tail_of(bytes: &[u8], n: usize) -> &[u8] {
 }
 
 // ---------------------------------------------------------------------------------------------
+// ContainerLog
+// ---------------------------------------------------------------------------------------------
+
+/// One container's capture: its ring buffer, its optional file, and its forwarder prefix.
+/// Convenience for the runtime; every part is usable on its own.
+#[derive(Debug)]
+pub struct ContainerLog {
+    pub buffer: LogBuffer,
+    pub file: Option<LogFile>,
+    source: String,
+}
+
+impl ContainerLog {
+    /// Sized and placed by `[supervisor]` (`log_buffer_bytes`, `log_dir`, `log_max_file_bytes`,
+    /// `log_max_files`). A log file that cannot be opened is returned as the error alongside a
+    /// capture without a file (the runtime logs it; capture goes on in memory).
+    pub fn new(
+        pod: &str,
+        container: &str,
+        sup: &crate::config::spec::SupervisorSpec,
+    ) -> (ContainerLog, Option<LogError>) {
+        let (file, err) = match &sup.log_dir {
+            Some(dir) => match LogFile::open(
+                dir,
+                pod,
+                container,
+                sup.log_max_file_bytes,
+                sup.log_max_files,
+            ) {
+                Ok(f) => (Some(f), None),
+                Err(e) => (None, Some(e)),
+            },
+            None => (None, None),
+        };
+        let log = ContainerLog {
+            buffer: LogBuffer::new(sup.log_buffer_bytes),
+            file,
+            source: format!("{pod}/{container}"),
+        };
+        (log, err)
+    }
+
+    /// `pod/container`, the forwarder prefix.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// Records one chunk read from the container's output pipe.
+    pub fn ingest(&mut self, chunk: &[u8], forwarder: Option<&mut Forwarder>) {
+        self.buffer.push(chunk);
+        if let Some(f) = &mut self.file {
+            f.write(chunk);
+        }
+        if let Some(fw) = forwarder {
+            fw.push(&self.source, chunk);
+        }
+    }
+
+    /// The output pipe reached EOF: forward any unfinished last line.
+    pub fn eof(&mut self, forwarder: Option<&mut Forwarder>) {
+        if let Some(fw) = forwarder {
+            fw.finish(&self.source);
+        }
+    }
+
+    /// A new run of the container starts: the current output becomes `--previous`.
+    pub fn new_run(&mut self) {
+        self.buffer.new_run();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // LogFile
 // ---------------------------------------------------------------------------------------------
 

@@ -269,3 +269,23 @@ fn nonblocking_stdout_does_not_block_and_leaves_pipes_and_ttys_alone() {
     // fd 1 keeps its own flags.
     assert_eq!(flags(io::stdout().as_fd()), before);
 }
+
+#[test]
+fn container_log_feeds_buffer_file_and_forwarder() {
+    let dir = tempfile::tempdir().unwrap();
+    let sup = crate::config::spec::SupervisorSpec {
+        log_dir: Some(dir.path().to_path_buf()),
+        log_buffer_bytes: 1024,
+        ..Default::default()
+    };
+    let (mut log, err) = ContainerLog::new("web", "app", &sup);
+    assert!(err.is_none(), "{err:?}");
+    let mut fw = Forwarder::default();
+    log.ingest(b"a\nb", Some(&mut fw));
+    log.eof(Some(&mut fw));
+    assert_eq!(log.buffer.tail_lines(None, false), b"a\nb");
+    assert_eq!(read(&dir.path().join("web/app.log")), b"a\nb");
+    assert_eq!(forwarded(&mut fw), "web/app | a\nweb/app | b\n");
+    log.new_run();
+    assert_eq!(log.buffer.tail_lines(Some(1), true), b"b");
+}

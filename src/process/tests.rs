@@ -317,6 +317,9 @@ fn missing_binary_is_command_not_found_with_path_and_os_error() {
     );
 
     // Bare names are looked up in the child's PATH.
+    let p = prepare(&["true".to_string()], &spec(None)).expect("prepare");
+    let pid = spawn(&p, None, Stdio::Null).expect("spawn true via PATH");
+    assert_eq!(wait_for(pid), Reaped::Exited { pid, code: 0 });
     let p = prepare(&["vigil-no-such-command".to_string()], &spec(None)).expect("prepare");
     let err = spawn(&p, None, Stdio::Null).unwrap_err();
     assert!(matches!(err, SpawnError::CommandNotFound { .. }), "{err:?}");
