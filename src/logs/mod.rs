@@ -12,7 +12,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::{self, ErrorKind, Write};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -538,61 +538,88 @@ impl Forwarder {
     /// Writes queued output to `fd` until it would block or the queue is empty. Only
     /// WouldBlock stops quietly; other errors (EPIPE when stdout went away) are returned and
     /// the queue is kept: the runtime decides whether to stop forwarding.
+    ///
+    /// Sockets are written with `send(MSG_DONTWAIT | MSG_NOSIGNAL)`, which is non-blocking per
+    /// call without touching the socket's shared flags (send(2)); other fds need `O_NONBLOCK`
+    /// (see [`nonblocking_stdout`]).
     pub fn flush(&mut self, fd: BorrowedFd<'_>) -> io::Result<()> {
+        use nix::errno::Errno;
+        use nix::sys::socket::MsgFlags;
+        let mut socket = true;
         loop {
             if self.out.is_empty() && !self.queue_drop_note() {
-                // Cannot happen (an empty queue fits any note) unless max_pending is tiny.
+                // Only when even an empty queue cannot hold the note (a tiny max_pending).
                 self.dropped = 0;
             }
             let (front, _) = self.out.as_slices();
             if front.is_empty() {
                 return Ok(());
             }
-            match nix::unistd::write(fd, front) {
+            let result = if socket {
+                match nix::sys::socket::send(
+                    fd.as_raw_fd(),
+                    front,
+                    MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL,
+                ) {
+                    Err(Errno::ENOTSOCK) => {
+                        socket = false;
+                        continue;
+                    }
+                    r => r,
+                }
+            } else {
+                nix::unistd::write(fd, front)
+            };
+            match result {
                 Ok(n) => {
                     self.out.drain(..n);
                 }
-                Err(nix::errno::Errno::EINTR) => continue,
-                Err(nix::errno::Errno::EAGAIN) => return Ok(()),
+                Err(Errno::EINTR) => continue,
+                Err(Errno::EAGAIN) => return Ok(()),
                 Err(e) => return Err(io::Error::from(e)),
             }
         }
     }
 }
 
-/// Returns an fd for writing to vigil's stdout that never blocks, for [`Forwarder::flush`].
+/// Returns an fd for writing to vigil's stdout that never blocks [`Forwarder::flush`].
 ///
 /// Side effects, in order of preference:
-/// - stdout is a regular file or /dev/null: a `dup` of fd 1 (such writes do not block).
+/// - a regular file or /dev/null: a `dup` of fd 1 (such writes do not block).
+/// - a socket (e.g. journald's stdout stream): a `dup` of fd 1, unchanged; `flush` uses
+///   `send(MSG_DONTWAIT)` on it.
 /// - a pipe, FIFO or terminal: reopened through `/proc/self/fd/1` with `O_NONBLOCK`, which
 ///   gives a *new* open file description, so fd 1 itself (shared with the shell that started
 ///   vigil, and with stderr when both are the same terminal) stays blocking.
-/// - otherwise (a socket, e.g. journald's stdout stream; or /proc unavailable): a `dup` of fd 1
-///   with `O_NONBLOCK` set, which changes the shared open file description: writes through fd 1
-///   (`println!`) may then fail with WouldBlock, so vigil must not print to stdout directly.
+/// - if that reopen fails (no /proc, or a pipe created by another user): a `dup` of fd 1 with
+///   `O_NONBLOCK` set, which **changes the shared open file description**: writes through fd 1
+///   (`println!`) may then fail with WouldBlock, and so may writes by other processes sharing
+///   it. vigil itself must then not print to stdout directly (it logs to stderr).
 pub fn nonblocking_stdout() -> Result<OwnedFd, LogError> {
     let err = |source| LogError::Stdout { source };
-    let stdout = io::stdout();
-    let fd = stdout.as_fd();
-    let dup = fd.try_clone_to_owned().map_err(err)?;
+    let dup = io::stdout().as_fd().try_clone_to_owned().map_err(err)?;
     let meta = File::from(dup.try_clone().map_err(err)?)
         .metadata()
         .map_err(err)?;
     let ft = meta.file_type();
-    if ft.is_file() || (ft.is_char_device() && is_dev_null(&meta)) {
+    if ft.is_file() || ft.is_socket() || (ft.is_char_device() && is_dev_null(&meta)) {
         return Ok(dup);
     }
-    if ft.is_fifo() || ft.is_char_device() {
-        if let Ok(f) = OpenOptions::new()
-            .append(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
-            .open("/proc/self/fd/1")
-        {
-            return Ok(f.into());
-        }
+    if let Some(f) = reopen_stdout_nonblocking() {
+        return Ok(f);
     }
     crate::process::set_nonblocking(&dup).map_err(|e| err(io::Error::other(e.to_string())))?;
     Ok(dup)
+}
+
+/// A private non-blocking open file description for fd 1 (pipes, FIFOs, terminals).
+fn reopen_stdout_nonblocking() -> Option<OwnedFd> {
+    OpenOptions::new()
+        .append(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open("/proc/self/fd/1")
+        .ok()
+        .map(OwnedFd::from)
 }
 
 fn is_dev_null(meta: &std::fs::Metadata) -> bool {

@@ -252,8 +252,9 @@ fn nonblocking_stdout_does_not_block_and_leaves_pipes_and_ttys_alone() {
         .metadata()
         .unwrap();
     let ft = meta.file_type();
-    if ft.is_socket() {
-        eprintln!("skipped: stdout is a socket; the fallback would change the shared description");
+    let plain = ft.is_file() || ft.is_socket() || (ft.is_char_device() && is_dev_null(&meta));
+    if !plain && reopen_stdout_nonblocking().is_none() {
+        eprintln!("skipped: stdout cannot be reopened; the fallback would change shared flags");
         return;
     }
     let flags = |fd: BorrowedFd<'_>| {
@@ -263,7 +264,7 @@ fn nonblocking_stdout_does_not_block_and_leaves_pipes_and_ttys_alone() {
     };
     let before = flags(io::stdout().as_fd());
     let fd = nonblocking_stdout().expect("stdout");
-    if ft.is_fifo() || (ft.is_char_device() && !is_dev_null(&meta)) {
+    if !plain {
         assert!(flags(fd.as_fd()).contains(nix::fcntl::OFlag::O_NONBLOCK));
     }
     // fd 1 keeps its own flags.
@@ -288,4 +289,20 @@ fn container_log_feeds_buffer_file_and_forwarder() {
     assert_eq!(forwarded(&mut fw), "web/app | a\nweb/app | b\n");
     log.new_run();
     assert_eq!(log.buffer.tail_lines(Some(1), true), b"b");
+}
+
+#[test]
+fn forwarder_writes_to_sockets_without_changing_their_flags() {
+    let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+    let mut fw = Forwarder::default();
+    fw.push("p/c", b"via socket\n");
+    fw.flush(a.as_fd()).unwrap();
+    assert!(!fw.pending());
+    let flags = nix::fcntl::fcntl(a.as_fd(), nix::fcntl::FcntlArg::F_GETFL).unwrap();
+    assert_eq!(flags & libc::O_NONBLOCK, 0);
+    drop(a);
+    let mut got = String::new();
+    let mut b = b;
+    std::io::Read::read_to_string(&mut b, &mut got).unwrap();
+    assert_eq!(got, "p/c | via socket\n");
 }
