@@ -1,0 +1,540 @@
+//! Tests with real short-lived children.
+//!
+//! cargo runs tests as threads of one process, so a `waitpid(-1)` here could steal another
+//! test's child. Every test therefore waits for its own pid only ([`try_reap`]); the one test of
+//! [`reap_all`] (and the one that changes process-wide signal dispositions) re-executes the
+//! test binary to run alone in a fresh process (see `isolated`).
+
+use super::*;
+use crate::config::spec::{Backoff, ContainerSpec, Resources, RestartPolicy, Rlimit};
+use std::io::ErrorKind;
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
+
+const DEADLINE: Duration = Duration::from_secs(20);
+const ISOLATED_ENV: &str = "VIGIL_ISOLATED_TEST";
+
+fn spec(user: Option<&str>) -> ContainerSpec {
+    ContainerSpec {
+        name: "t".into(),
+        command: vec!["/bin/true".into()],
+        env: Vec::new(),
+        working_dir: None,
+        user: user.map(str::to_string),
+        group: None,
+        stop_signal: libc::SIGTERM,
+        stop_signal_name: "SIGTERM".into(),
+        restart_policy: RestartPolicy::Always,
+        termination_grace: Duration::from_secs(1),
+        backoff: Backoff::default(),
+        max_restarts: None,
+        capabilities: Vec::new(),
+        no_new_privs: false,
+        rlimits: Vec::new(),
+        resources: Resources::default(),
+        startup_probe: None,
+        liveness_probe: None,
+        readiness_probe: None,
+    }
+}
+
+/// `RLIMIT_NOFILE` is `u32` on glibc and `c_int` on musl.
+#[allow(clippy::unnecessary_cast)]
+fn nofile(n: u64) -> Rlimit {
+    Rlimit {
+        resource: libc::RLIMIT_NOFILE as u32,
+        name: "nofile",
+        soft: n,
+        hard: n,
+    }
+}
+
+fn sh(script: &str) -> Vec<String> {
+    vec!["/bin/sh".into(), "-c".into(), script.into()]
+}
+
+/// Waits for `pid` (only that pid) with a deadline.
+fn wait_for(pid: u32) -> Reaped {
+    let start = Instant::now();
+    loop {
+        if let Some(r) = try_reap(pid).expect("waitpid") {
+            return r;
+        }
+        assert!(start.elapsed() < DEADLINE, "child {pid} did not exit");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Reads a non-blocking pipe until EOF, with a deadline.
+fn read_to_eof(fd: OwnedFd) -> String {
+    let mut f = File::from(fd);
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    let start = Instant::now();
+    loop {
+        match f.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                assert!(start.elapsed() < DEADLINE, "no EOF on child output");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => panic!("read child output: {e}"),
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Spawns `p`, collects its combined output and waits for it.
+fn run(p: &Prepared, cgroup: Option<BorrowedFd<'_>>) -> (u32, String, Reaped) {
+    let (r, w) = pipe_nonblocking().expect("pipe");
+    let pid = spawn(p, cgroup, Stdio::Combined(w)).expect("spawn");
+    let out = read_to_eof(r);
+    let reaped = wait_for(pid);
+    (pid, out, reaped)
+}
+
+/// `Key:\tvalue` from /proc/<pid>/status output.
+fn status_field<'a>(out: &'a str, key: &str) -> &'a str {
+    out.lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}:")))
+        .unwrap_or_else(|| panic!("{key} missing in {out}"))
+        .trim()
+}
+
+fn env_lines(out: &str) -> Vec<&str> {
+    out.lines().filter(|l| l.contains('=')).collect()
+}
+
+/// Runs the calling test alone in a fresh test process. Returns true in that process (run the
+/// body), false in the outer one (after checking the inner run passed).
+fn isolated(name: &str, extra_env: &[(&str, &str)]) -> bool {
+    if std::env::var(ISOLATED_ENV).as_deref() == Ok(name) {
+        return true;
+    }
+    let exe = std::env::current_exe().expect("current_exe");
+    let full = format!("process::tests::{name}");
+    let out = Command::new(exe)
+        .args([full.as_str(), "--exact", "--test-threads=1", "--nocapture"])
+        .env(ISOLATED_ENV, name)
+        .envs(extra_env.iter().copied())
+        .output()
+        .expect("re-run test binary");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "isolated {name} failed:\n{text}");
+    assert!(
+        text.contains("1 passed"),
+        "isolated {name} did not run:\n{text}"
+    );
+    false
+}
+
+const PROBE_SCRIPT: &str = "grep -E '^(SigBlk|SigIgn|NoNewPrivs|CapBnd|CapEff|Uid|Gid|Groups):' \
+     /proc/self/status; echo \"stat:$(cut -d')' -f2 /proc/self/stat)\"; \
+     echo \"nofile:$(ulimit -n)\"; env";
+
+#[test]
+fn child_gets_clean_signal_state_own_session_and_clean_env() {
+    if !isolated(
+        "child_gets_clean_signal_state_own_session_and_clean_env",
+        &[
+            ("NOTIFY_SOCKET", "/run/vigil-test.sock"),
+            ("LISTEN_FDS", "3"),
+            ("VIGIL_PARENT_ONLY", "1"),
+        ],
+    ) {
+        return;
+    }
+    // Process-wide and thread state that must not leak into children: an ignored signal and a
+    // blocked one (this test runs alone in its own process).
+    // SAFETY: plain libc calls on a valid, initialised sigset.
+    unsafe {
+        libc::signal(libc::SIGUSR2, libc::SIG_IGN);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGUSR1);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        assert_eq!(
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()),
+            0
+        );
+    }
+    let mut s = spec(None);
+    s.env = vec![
+        ("GREETING".into(), "hello".into()),
+        ("NOTIFY_SOCKET".into(), "/configured".into()),
+    ];
+    let p = prepare(&sh(PROBE_SCRIPT), &s).expect("prepare");
+    let (pid, out, reaped) = run(&p, None);
+    assert_eq!(reaped, Reaped::Exited { pid, code: 0 }, "{out}");
+
+    assert_eq!(status_field(&out, "SigBlk"), "0000000000000000");
+    assert_eq!(status_field(&out, "SigIgn"), "0000000000000000");
+    // After ')' in /proc/<pid>/stat: state ppid pgrp session ...
+    let stat: Vec<&str> = status_field(&out, "stat").split_whitespace().collect();
+    assert_eq!(stat[2], pid.to_string(), "process group is the child's own");
+    assert_eq!(stat[3], pid.to_string(), "session is the child's own");
+
+    let env = env_lines(&out);
+    assert!(
+        env.contains(&format!("PATH={DEFAULT_PATH}").as_str()),
+        "{env:?}"
+    );
+    assert!(env.contains(&"GREETING=hello"), "{env:?}");
+    assert!(env.iter().any(|l| l.starts_with("HOME=")), "{env:?}");
+    for banned in [
+        "NOTIFY_SOCKET=",
+        "LISTEN_FDS=",
+        "VIGIL_PARENT_ONLY=",
+        "VIGIL_ISOLATED",
+    ] {
+        assert!(
+            !env.iter().any(|l| l.starts_with(banned)),
+            "{banned} leaked: {env:?}"
+        );
+    }
+}
+
+#[test]
+fn root_child_runs_as_nobody_with_only_kept_caps_and_no_new_privs() {
+    if !Uid::effective().is_root() {
+        eprintln!("skipped: needs root to change user and drop bounding-set capabilities");
+        return;
+    }
+    let mut s = spec(Some("nobody"));
+    s.capabilities = vec!["CAP_NET_BIND_SERVICE".into()];
+    s.no_new_privs = true;
+    s.rlimits = vec![nofile(256)];
+    let p = prepare(&sh(PROBE_SCRIPT), &s).expect("prepare");
+    let (pid, out, reaped) = run(&p, None);
+    assert_eq!(reaped, Reaped::Exited { pid, code: 0 }, "{out}");
+
+    let nobody = User::from_name("nobody").unwrap().expect("nobody exists");
+    let uid = nobody.uid.as_raw();
+    let gid = nobody.gid.as_raw();
+    assert_eq!(
+        status_field(&out, "Uid"),
+        format!("{uid}\t{uid}\t{uid}\t{uid}")
+    );
+    assert_eq!(
+        status_field(&out, "Gid"),
+        format!("{gid}\t{gid}\t{gid}\t{gid}")
+    );
+    assert_eq!(status_field(&out, "Groups"), gid.to_string());
+    assert_eq!(status_field(&out, "CapBnd"), "0000000000000400");
+    assert_eq!(status_field(&out, "CapEff"), "0000000000000000");
+    assert_eq!(status_field(&out, "NoNewPrivs"), "1");
+    assert_eq!(status_field(&out, "nofile"), "256");
+    let env = env_lines(&out);
+    assert!(env.contains(&"USER=nobody"), "{env:?}");
+    assert!(
+        env.contains(&format!("HOME={}", nobody.dir.display()).as_str()),
+        "{env:?}"
+    );
+}
+
+#[test]
+fn rlimit_nofile_is_applied() {
+    let mut s = spec(None);
+    s.rlimits = vec![nofile(200)];
+    let p = prepare(&sh("echo \"nofile:$(ulimit -n)\""), &s).expect("prepare");
+    let (_, out, _) = run(&p, None);
+    assert_eq!(status_field(&out, "nofile"), "200");
+}
+
+#[test]
+fn configured_env_overrides_defaults_and_reserved_keys_are_dropped() {
+    let mut s = spec(None);
+    s.env = vec![
+        ("PATH".into(), "/opt/bin".into()),
+        ("WATCHDOG_USEC".into(), "1".into()),
+        ("A".into(), "1".into()),
+    ];
+    let p = prepare(&["/bin/true".to_string()], &s).expect("prepare");
+    let keys: Vec<&str> = p.env().iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(keys.iter().filter(|k| **k == "PATH").count(), 1);
+    assert!(p.env().contains(&("PATH".into(), "/opt/bin".into())));
+    assert!(p.env().contains(&("A".into(), "1".into())));
+    assert!(!keys.contains(&"WATCHDOG_USEC"));
+}
+
+#[test]
+fn bounding_set_drops_every_capability_but_the_kept_ones_for_non_root() {
+    if !can_drop_bounding() {
+        eprintln!("skipped: vigil's test process lacks CAP_SETPCAP, so nothing is dropped");
+        return;
+    }
+    let mut s = spec(Some("nobody"));
+    s.capabilities = vec!["net_bind_service".into()];
+    let p = prepare(&["/bin/true".to_string()], &s).expect("prepare");
+    let last = cap_last_cap() as libc::c_int;
+    assert!(!p.dropped_capabilities().contains(&10));
+    assert_eq!(p.dropped_capabilities().len(), last as usize);
+    assert!(p.dropped_capabilities().contains(&last));
+
+    // Root without an explicit list keeps its bounding set, like any root service.
+    let root = prepare(&["/bin/true".to_string()], &spec(Some("0"))).expect("prepare");
+    assert!(root.dropped_capabilities().is_empty());
+}
+
+#[test]
+fn unknown_capability_fails_in_prepare() {
+    let mut s = spec(None);
+    s.capabilities = vec!["CAP_FLY".into()];
+    let err = prepare(&["/bin/true".to_string()], &s).unwrap_err();
+    assert!(matches!(err, SpawnError::UnknownCapability { .. }), "{err}");
+}
+
+#[test]
+fn unknown_user_fails_in_prepare_before_any_fork() {
+    let err = prepare(
+        &["/bin/true".to_string()],
+        &spec(Some("vigil-no-such-user")),
+    )
+    .unwrap_err();
+    assert!(matches!(err, SpawnError::UnknownUser { .. }), "{err}");
+    assert_eq!(err.to_string(), "unknown user \"vigil-no-such-user\"");
+
+    let mut s = spec(None);
+    s.group = Some("vigil-no-such-group".into());
+    let err = prepare(&["/bin/true".to_string()], &s).unwrap_err();
+    assert!(matches!(err, SpawnError::UnknownGroup { .. }), "{err}");
+}
+
+#[test]
+fn missing_binary_is_command_not_found_with_path_and_os_error() {
+    let p = prepare(&["/nope/vigil-missing".to_string()], &spec(None)).expect("prepare");
+    let err = spawn(&p, None, Stdio::Null).unwrap_err();
+    assert!(matches!(err, SpawnError::CommandNotFound { .. }), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        "exec \"/nope/vigil-missing\": No such file or directory (os error 2)"
+    );
+
+    // Bare names are looked up in the child's PATH.
+    let p = prepare(&["true".to_string()], &spec(None)).expect("prepare");
+    let pid = spawn(&p, None, Stdio::Null).expect("spawn true via PATH");
+    assert_eq!(wait_for(pid), Reaped::Exited { pid, code: 0 });
+    let p = prepare(&["vigil-no-such-command".to_string()], &spec(None)).expect("prepare");
+    let err = spawn(&p, None, Stdio::Null).unwrap_err();
+    assert!(matches!(err, SpawnError::CommandNotFound { .. }), "{err:?}");
+}
+
+#[test]
+fn file_without_exec_bit_is_not_executable() {
+    let f = tempfile::NamedTempFile::new().expect("tempfile");
+    let path = f.path().to_string_lossy().into_owned();
+    let p = prepare(std::slice::from_ref(&path), &spec(None)).expect("prepare");
+    let err = spawn(&p, None, Stdio::Null).unwrap_err();
+    assert!(matches!(err, SpawnError::NotExecutable { .. }), "{err:?}");
+    assert!(err.to_string().contains(&path), "{err}");
+    assert!(err.to_string().contains("os error 13"), "{err}");
+}
+
+#[test]
+fn missing_working_dir_is_reported_as_working_dir_error() {
+    let mut s = spec(None);
+    s.working_dir = Some(PathBuf::from("/nope/vigil-missing-dir"));
+    let p = prepare(&["/bin/true".to_string()], &s).expect("prepare");
+    let err = spawn(&p, None, Stdio::Null).unwrap_err();
+    assert!(matches!(err, SpawnError::WorkingDir { .. }), "{err:?}");
+    assert!(err.to_string().contains("/nope/vigil-missing-dir"), "{err}");
+    assert!(err.to_string().contains("os error 2"), "{err}");
+}
+
+#[test]
+fn working_dir_is_applied() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = spec(None);
+    s.working_dir = Some(dir.path().to_path_buf());
+    let p = prepare(&sh("echo \"cwd:$(pwd -P)\""), &s).expect("prepare");
+    let (_, out, _) = run(&p, None);
+    let want = dir.path().canonicalize().unwrap();
+    assert_eq!(status_field(&out, "cwd"), want.to_string_lossy());
+}
+
+#[test]
+fn cgroup_placement_failure_is_reported_as_such() {
+    // A read-only fd: the child's write of "0" fails with EBADF.
+    let ro = File::open("/dev/null").expect("open /dev/null");
+    let p = prepare(&["/bin/true".to_string()], &spec(None)).expect("prepare");
+    let err = spawn(&p, Some(ro.as_fd()), Stdio::Null).unwrap_err();
+    assert!(matches!(err, SpawnError::CgroupPlacement { .. }), "{err:?}");
+    assert!(err.to_string().contains("os error 9"), "{err}");
+}
+
+/// The cgroup2 mount point and this process's cgroup path on it, if any.
+fn own_cgroup2_dir() -> Option<PathBuf> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mount = mountinfo.lines().find_map(|l| {
+        let (left, right) = l.split_once(" - ")?;
+        if right.split_whitespace().next()? != "cgroup2" {
+            return None;
+        }
+        left.split_whitespace().nth(4).map(PathBuf::from)
+    })?;
+    let cg = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let own = cg.lines().find_map(|l| l.strip_prefix("0::"))?;
+    Some(mount.join(own.trim_start_matches('/')))
+}
+
+#[test]
+fn child_is_placed_in_the_given_cgroup_before_it_runs() {
+    let Some(parent) = own_cgroup2_dir() else {
+        eprintln!("skipped: no cgroup2 mount");
+        return;
+    };
+    let dir = parent.join(format!("vigil-ptest-{}", std::process::id()));
+    if let Err(e) = std::fs::create_dir(&dir) {
+        eprintln!(
+            "skipped: cannot create scratch cgroup {}: {e}",
+            dir.display()
+        );
+        return;
+    }
+    let result = std::panic::catch_unwind(|| {
+        let procs = std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join("cgroup.procs"))
+            .expect("open cgroup.procs");
+        let p = prepare(
+            &["/bin/cat".into(), "/proc/self/cgroup".into()],
+            &spec(None),
+        )
+        .expect("prepare");
+        let (_, out, _) = run(&p, Some(procs.as_fd()));
+        let line = out
+            .lines()
+            .find(|l| l.starts_with("0::"))
+            .expect("0:: line");
+        assert!(
+            line.ends_with(&format!("/vigil-ptest-{}", std::process::id())),
+            "{line}"
+        );
+    });
+    // The child has been reaped, so the cgroup is empty again.
+    let start = Instant::now();
+    while let Err(e) = std::fs::remove_dir(&dir) {
+        if start.elapsed() > DEADLINE {
+            panic!("remove scratch cgroup {}: {e}", dir.display());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    if let Err(p) = result {
+        std::panic::resume_unwind(p);
+    }
+}
+
+#[test]
+fn signal_refuses_pids_that_would_mean_everyone() {
+    assert!(matches!(signal(0, 9), Err(SpawnError::InvalidPid { .. })));
+    assert!(matches!(
+        signal(u32::MAX, 9),
+        Err(SpawnError::InvalidPid { .. })
+    ));
+    assert!(matches!(
+        signal_group(1, 9),
+        Err(SpawnError::InvalidPid { .. })
+    ));
+    assert!(matches!(
+        signal(std::process::id(), 999),
+        Err(SpawnError::InvalidSignal { .. })
+    ));
+}
+
+#[test]
+fn signal_and_signal_group_terminate_the_tree() {
+    // sh prints its background grandchild's pid, then waits.
+    let p = prepare(&sh("sleep 300 & echo $!; wait"), &spec(None)).expect("prepare");
+    let (r, w) = pipe_nonblocking().expect("pipe");
+    let pid = spawn(&p, None, Stdio::Combined(w)).expect("spawn");
+    let mut f = File::from(r);
+    let mut line = Vec::new();
+    let start = Instant::now();
+    while !line.contains(&b'\n') {
+        let mut buf = [0u8; 64];
+        match f.read(&mut buf) {
+            Ok(0) => panic!("EOF before grandchild pid"),
+            Ok(n) => line.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                assert!(start.elapsed() < DEADLINE);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let grandchild: u32 = String::from_utf8_lossy(&line).trim().parse().expect("pid");
+    signal(pid, 0).expect("child alive");
+    signal_group(pid, libc::SIGKILL).expect("killpg");
+    assert_eq!(
+        wait_for(pid),
+        Reaped::Signaled {
+            pid,
+            signal: libc::SIGKILL,
+            core_dumped: false
+        }
+    );
+    // The grandchild was re-parented (to init or a subreaper) and dies of the same signal.
+    let start = Instant::now();
+    loop {
+        let gone = match std::fs::read_to_string(format!("/proc/{grandchild}/stat")) {
+            Err(_) => true,
+            Ok(s) => s
+                .rsplit(')')
+                .next()
+                .is_some_and(|r| r.trim_start().starts_with('Z')),
+        };
+        if gone {
+            break;
+        }
+        assert!(start.elapsed() < DEADLINE, "grandchild survived killpg");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn reap_all_collects_every_terminated_child() {
+    if !isolated("reap_all_collects_every_terminated_child", &[]) {
+        return;
+    }
+    let mut expected = Vec::new();
+    for code in 0..4 {
+        let p = prepare(&sh(&format!("exit {code}")), &spec(None)).expect("prepare");
+        let pid = spawn(&p, None, Stdio::Null).expect("spawn");
+        expected.push(Reaped::Exited { pid, code });
+    }
+    let p = prepare(&sh("kill -TERM $$"), &spec(None)).expect("prepare");
+    let pid = spawn(&p, None, Stdio::Null).expect("spawn");
+    expected.push(Reaped::Signaled {
+        pid,
+        signal: libc::SIGTERM,
+        core_dumped: false,
+    });
+
+    let mut got = Vec::new();
+    let start = Instant::now();
+    while got.len() < expected.len() {
+        got.extend(reap_all());
+        assert!(start.elapsed() < DEADLINE, "reaped only {got:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    got.sort_by_key(|r| r.pid());
+    expected.sort_by_key(|r| r.pid());
+    assert_eq!(got, expected);
+    // Nothing left: ECHILD ends the loop with an empty result.
+    assert!(reap_all().is_empty());
+}
+
+#[test]
+fn subreaper_can_be_set() {
+    if !isolated("subreaper_can_be_set", &[]) {
+        return;
+    }
+    set_child_subreaper().expect("prctl");
+    assert!(nix::sys::prctl::get_child_subreaper().expect("get"));
+}
