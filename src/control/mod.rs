@@ -25,3 +25,21 @@ pub fn default_socket_path() -> PathBuf {
         _ => PathBuf::from(format!("/tmp/vigil-{}/vigil.sock", euid.as_raw())),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_socket_path_depends_on_euid() {
+        let p = default_socket_path();
+        if nix::unistd::geteuid().is_root() {
+            assert_eq!(p, PathBuf::from("/run/vigil/vigil.sock"));
+        } else {
+            assert!(
+                p.ends_with("vigil/vigil.sock") || p.ends_with("vigil.sock"),
+                "{p:?}"
+            );
+        }
+    }
+}
