@@ -1,2 +1,45 @@
-//! (skeleton)
+//! The control surface: the Unix socket server's mechanics, the JSON-lines protocol, snapshot
+//! rendering (JSON on the server side, tables on the client side) and the CLI client.
+//!
+//! Owns everything between a snapshot of the core and the bytes on the socket or the terminal.
+//! It must not decide anything about pods: the runtime answers requests (it alone talks to the
+//! core) and tells the server what to send.
+
 pub mod client;
+pub mod protocol;
+pub mod render;
+pub mod server;
+pub mod time;
+
+use std::path::PathBuf;
+
+/// The default control socket: `/run/vigil/vigil.sock` for root,
+/// `$XDG_RUNTIME_DIR/vigil/vigil.sock` otherwise, else `/tmp/vigil-<uid>/vigil.sock`.
+pub fn default_socket_path() -> PathBuf {
+    let euid = nix::unistd::geteuid();
+    if euid.is_root() {
+        return PathBuf::from("/run/vigil/vigil.sock");
+    }
+    match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir).join("vigil").join("vigil.sock"),
+        _ => PathBuf::from(format!("/tmp/vigil-{}/vigil.sock", euid.as_raw())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_socket_path_depends_on_euid() {
+        let p = default_socket_path();
+        if nix::unistd::geteuid().is_root() {
+            assert_eq!(p, PathBuf::from("/run/vigil/vigil.sock"));
+        } else {
+            assert!(
+                p.ends_with("vigil/vigil.sock") || p.ends_with("vigil.sock"),
+                "{p:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,380 @@
+//! Time formatting for the control surface: monotonic → wall-clock anchoring, RFC 3339 (JSON),
+//! RFC 1123Z (`describe`), and kubectl's human durations (`AGE`, `(x8 over 39m)`).
+//!
+//! Owns only pure conversions. It must not read the clock itself except in
+//! [`WallClock::now`], the one convenience constructor the runtime calls; everything else takes
+//! `now` as an argument so renderers are testable on fixed values. Calendar arithmetic is
+//! Howard Hinnant's `civil_from_days` / `days_from_civil` (proleptic Gregorian, UTC only).
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Pairs one monotonic instant with the wall-clock time read at the same moment, so core
+/// [`Instant`]s can be shown as wall-clock times. The anchor is taken once per snapshot: a wall
+/// clock step between snapshots shifts what is shown, never the core's timers.
+#[derive(Debug, Clone, Copy)]
+pub struct WallClock {
+    pub mono: Instant,
+    pub wall: SystemTime,
+}
+
+impl WallClock {
+    pub fn new(mono: Instant, wall: SystemTime) -> WallClock {
+        WallClock { mono, wall }
+    }
+
+    /// Anchors at the current time (reads both clocks).
+    pub fn now() -> WallClock {
+        WallClock {
+            mono: Instant::now(),
+            wall: SystemTime::now(),
+        }
+    }
+
+    /// The wall-clock time of monotonic instant `t`.
+    pub fn to_system(&self, t: Instant) -> SystemTime {
+        if t >= self.mono {
+            self.wall + (t - self.mono)
+        } else {
+            let back = self.mono - t;
+            self.wall.checked_sub(back).unwrap_or(UNIX_EPOCH)
+        }
+    }
+
+    /// `t` as RFC 3339 UTC with second precision: `2026-11-22T00:48:17Z`.
+    pub fn rfc3339(&self, t: Instant) -> String {
+        rfc3339(self.to_system(t))
+    }
+}
+
+/// Seconds since the Unix epoch, negative before it (sub-second part truncated toward -∞).
+fn unix_seconds(t: SystemTime) -> i64 {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => d.as_secs() as i64,
+        Err(e) => {
+            let d = e.duration();
+            let s = d.as_secs() as i64;
+            if d.subsec_nanos() > 0 { -s - 1 } else { -s }
+        }
+    }
+}
+
+/// (year, month 1..=12, day 1..=31) of the day `z` days after 1970-01-01.
+pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097); // [0, 146096]
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365; // [0, 399]
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // [0, 365]
+    let mp = (5 * doy + 2) / 153; // [0, 11], March-based
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// Days since 1970-01-01 of a civil date (inverse of [`civil_from_days`]).
+pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let m = i64::from(m);
+    let mp = if m > 2 { m - 3 } else { m + 9 };
+    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+struct Civil {
+    year: i64,
+    month: u32,
+    day: u32,
+    hour: i64,
+    minute: i64,
+    second: i64,
+    /// 0 = Sunday.
+    weekday: usize,
+}
+
+fn civil(t: SystemTime) -> Civil {
+    let secs = unix_seconds(t);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let (year, month, day) = civil_from_days(days);
+    Civil {
+        year,
+        month,
+        day,
+        hour: rem / 3600,
+        minute: rem % 3600 / 60,
+        second: rem % 60,
+        // 1970-01-01 was a Thursday.
+        weekday: (days + 4).rem_euclid(7) as usize,
+    }
+}
+
+/// RFC 3339 UTC, second precision: `2026-11-22T00:48:17Z`.
+pub fn rfc3339(t: SystemTime) -> String {
+    let c = civil(t);
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+        c.year, c.month, c.day, c.hour, c.minute, c.second
+    )
+}
+
+/// RFC 1123 with numeric zone, as `kubectl describe` prints times: `Sun, 22 Nov 2026 00:48:17 +0000`.
+pub fn rfc1123z(t: SystemTime) -> String {
+    const DAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let c = civil(t);
+    format!(
+        "{}, {:02} {} {:04} {:02}:{:02}:{:02} +0000",
+        DAYS[c.weekday],
+        c.day,
+        MONTHS[(c.month - 1) as usize],
+        c.year,
+        c.hour,
+        c.minute,
+        c.second
+    )
+}
+
+/// Parses the RFC 3339 forms vigil emits and common variants: `YYYY-MM-DDTHH:MM:SS`, optional
+/// fraction, then `Z` or `±HH:MM`. `None` for anything else.
+pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
+    let b = s.as_bytes();
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
+        return None;
+    }
+    if b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let part = s.get(r)?;
+        if part.bytes().all(|c| c.is_ascii_digit()) {
+            part.parse().ok()
+        } else {
+            None
+        }
+    };
+    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 {
+        return None;
+    }
+    if second > 60 {
+        return None;
+    }
+    let mut i = 19;
+    let mut nanos: u32 = 0;
+    if b.get(i) == Some(&b'.') {
+        i += 1;
+        let start = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        if i == start {
+            return None;
+        }
+        let frac = &s[start..i.min(start + 9)];
+        let padded = format!("{frac:0<9}");
+        nanos = padded.parse().ok()?;
+    }
+    let offset: i64 = match b.get(i)? {
+        b'Z' | b'z' if i + 1 == b.len() => 0,
+        sign @ (b'+' | b'-') if i + 6 == b.len() && b[i + 3] == b':' => {
+            let h = num(i + 1..i + 3)?;
+            let m = num(i + 4..i + 6)?;
+            let off = h * 3600 + m * 60;
+            if *sign == b'+' { off } else { -off }
+        }
+        _ => return None,
+    };
+    let days = days_from_civil(year, month as u32, day as u32);
+    let secs = days * 86_400 + hour * 3600 + minute * 60 + second - offset;
+    let base = if secs >= 0 {
+        UNIX_EPOCH + Duration::from_secs(secs as u64)
+    } else {
+        UNIX_EPOCH.checked_sub(Duration::from_secs(secs.unsigned_abs()))?
+    };
+    Some(base + Duration::from_nanos(u64::from(nanos)))
+}
+
+/// kubectl's `HumanDuration` (k8s.io/apimachinery/pkg/util/duration): `45s`, `3m12s` under
+/// ten minutes, `42m` under three hours, `5h30m` under eight hours, `30h` under two days, `3d4h`
+/// under eight days, `300d` under two years, then `2y30d` / `9y`.
+pub fn human_duration(d: Duration) -> String {
+    let seconds = d.as_secs();
+    if seconds < 120 {
+        return format!("{seconds}s");
+    }
+    let minutes = seconds / 60;
+    if minutes < 10 {
+        let s = seconds % 60;
+        return if s == 0 {
+            format!("{minutes}m")
+        } else {
+            format!("{minutes}m{s}s")
+        };
+    }
+    if minutes < 60 * 3 {
+        return format!("{minutes}m");
+    }
+    let hours = minutes / 60;
+    if hours < 8 {
+        let m = minutes % 60;
+        return if m == 0 {
+            format!("{hours}h")
+        } else {
+            format!("{hours}h{m}m")
+        };
+    }
+    if hours < 48 {
+        return format!("{hours}h");
+    }
+    if hours < 24 * 8 {
+        let h = hours % 24;
+        return if h == 0 {
+            format!("{}d", hours / 24)
+        } else {
+            format!("{}d{}h", hours / 24, h)
+        };
+    }
+    if hours < 24 * 365 * 2 {
+        return format!("{}d", hours / 24);
+    }
+    if hours < 24 * 365 * 8 {
+        let dy = (hours / 24) % 365;
+        return if dy == 0 {
+            format!("{}y", hours / 24 / 365)
+        } else {
+            format!("{}y{}d", hours / 24 / 365, dy)
+        };
+    }
+    format!("{}y", hours / 24 / 365)
+}
+
+/// Age of `t` at `now` in kubectl style. Like kubectl, a time slightly in the future (clock
+/// skew) reads `0s`, and more than a second ahead reads `<invalid>`.
+pub fn age(now: SystemTime, t: SystemTime) -> String {
+    match now.duration_since(t) {
+        Ok(d) => human_duration(d),
+        Err(e) if e.duration() < Duration::from_secs(2) => "0s".to_string(),
+        Err(_) => "<invalid>".to_string(),
+    }
+}
+
+/// The `Age` cell of an event: `4m52s`, or `4m52s (x79 over 28m)` when it repeated.
+pub fn event_age(now: SystemTime, first: SystemTime, last: SystemTime, count: u64) -> String {
+    if count > 1 {
+        format!("{} (x{} over {})", age(now, last), count, age(now, first))
+    } else {
+        age(now, last)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(secs: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(secs)
+    }
+
+    #[test]
+    fn rfc3339_formats_utc_with_z() {
+        assert_eq!(rfc3339(at(0)), "1970-01-01T00:00:00Z");
+        // 2026-11-22T00:48:17Z
+        let t = days_from_civil(2026, 11, 22) * 86_400 + 48 * 60 + 17;
+        assert_eq!(rfc3339(at(t as u64)), "2026-11-22T00:48:17Z");
+        // Leap day.
+        let t = days_from_civil(2024, 2, 29) * 86_400 + 23 * 3600 + 59 * 60 + 59;
+        assert_eq!(rfc3339(at(t as u64)), "2024-02-29T23:59:59Z");
+        assert_eq!(rfc3339(at(951_782_400)), "2000-02-29T00:00:00Z");
+    }
+
+    #[test]
+    fn civil_round_trips_over_centuries() {
+        for days in (-800_000..800_000).step_by(37) {
+            let (y, m, d) = civil_from_days(days);
+            assert_eq!(days_from_civil(y, m, d), days, "{y}-{m}-{d}");
+        }
+    }
+
+    #[test]
+    fn rfc3339_parses_what_it_prints_and_offsets() {
+        let t = at(1_795_000_123);
+        assert_eq!(parse_rfc3339(&rfc3339(t)), Some(t));
+        assert_eq!(parse_rfc3339("1970-01-01T01:00:00+01:00"), Some(UNIX_EPOCH));
+        assert_eq!(
+            parse_rfc3339("1970-01-01T00:00:01.5Z"),
+            Some(UNIX_EPOCH + Duration::from_millis(1500))
+        );
+        assert_eq!(parse_rfc3339("1970-01-01 00:00:00"), None);
+        assert_eq!(parse_rfc3339("1970-13-01T00:00:00Z"), None);
+        assert_eq!(parse_rfc3339("garbage"), None);
+    }
+
+    #[test]
+    fn rfc1123z_has_weekday_and_month_names() {
+        assert_eq!(rfc1123z(at(0)), "Thu, 01 Jan 1970 00:00:00 +0000");
+        let t = days_from_civil(2026, 11, 22) * 86_400 + 48 * 60 + 17;
+        assert_eq!(rfc1123z(at(t as u64)), "Sun, 22 Nov 2026 00:48:17 +0000");
+    }
+
+    #[test]
+    fn wall_clock_maps_instants_before_and_after_anchor() {
+        let mono = Instant::now();
+        let clock = WallClock::new(mono + Duration::from_secs(100), at(1000));
+        assert_eq!(clock.to_system(mono), at(900));
+        assert_eq!(clock.to_system(mono + Duration::from_secs(130)), at(1030));
+        assert_eq!(clock.rfc3339(mono), "1970-01-01T00:15:00Z");
+    }
+
+    #[test]
+    fn human_duration_follows_kubectl_rules() {
+        let s = Duration::from_secs;
+        let cases = [
+            (0, "0s"),
+            (45, "45s"),
+            (119, "119s"),
+            (120, "2m"),
+            (312, "5m12s"),
+            (599, "9m59s"),
+            (600, "10m"),
+            (42 * 60 + 30, "42m"),
+            (179 * 60, "179m"),
+            (3 * 3600, "3h"),
+            (5 * 3600 + 30 * 60, "5h30m"),
+            (8 * 3600 + 59, "8h"),
+            (47 * 3600, "47h"),
+            (48 * 3600, "2d"),
+            (3 * 86_400 + 4 * 3600, "3d4h"),
+            (8 * 86_400, "8d"),
+            (400 * 86_400, "400d"),
+            (2 * 365 * 86_400 + 30 * 86_400, "2y30d"),
+            (9 * 365 * 86_400, "9y"),
+        ];
+        for (secs, want) in cases {
+            assert_eq!(human_duration(s(secs)), want, "{secs}s");
+        }
+    }
+
+    #[test]
+    fn age_tolerates_small_skew_and_flags_future() {
+        assert_eq!(age(at(100), at(58)), "42s");
+        assert_eq!(age(at(100), at(101)), "0s");
+        assert_eq!(age(at(100), at(110)), "<invalid>");
+    }
+
+    #[test]
+    fn event_age_shows_repeats_like_describe() {
+        let now = at(10_000);
+        assert_eq!(
+            event_age(now, at(10_000 - 28 * 60), at(10_000 - 292), 79),
+            "4m52s (x79 over 28m)"
+        );
+        assert_eq!(event_age(now, at(9_990), at(9_990), 1), "10s");
+    }
+}
