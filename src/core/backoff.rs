@@ -159,7 +159,8 @@ mod tests {
         assert_eq!(quantity(20 * 1024 * 1024), "20Mi");
         assert_eq!(quantity(1 << 30), "1Gi");
         assert_eq!(quantity(512 * 1024), "512Ki");
-        assert_eq!(quantity(20 * 1024 * 1024 - 512 * 1024), "19.5Mi");
+        assert_eq!(quantity(20 * 1024 * 1024 - 512 * 1024), "19968Ki");
+        assert_eq!(quantity(20 * 1024 * 1024 + 1), "20.0Mi");
         assert_eq!(quantity(100), "100");
     }
 

@@ -538,6 +538,10 @@ impl Supervisor {
             }
         }
 
+        // Conditions feed the `ready` dependency: bring them up to date first.
+        for pod in &mut self.pods {
+            pod.update_conditions(now);
+        }
         if self.shutdown.is_none() {
             self.start_ready_pods(now);
         } else {
