@@ -98,7 +98,7 @@ fn reload_adds_and_removes_pods() {
 }
 
 #[test]
-fn reload_stop_message_says_definition_changed() {
+fn reload_of_changed_pod_records_killing_event_for_old_run() {
     let mut h = H::new(config(base()));
     h.ack_spawns();
     let mut pods = base();
@@ -150,4 +150,21 @@ fn reload_adopts_new_shutdown_timeout() {
     h.cmd(Command::Reload(Box::new(cfg))).unwrap();
     h.cmd(Command::Shutdown { force: false }).unwrap();
     assert_eq!(h.step(), 7.0);
+}
+
+#[test]
+fn reload_removing_pod_in_backoff_forgets_it_at_once() {
+    let mut h = H::new(config(base()));
+    h.ack_spawns();
+    let key = h.key("old", "app");
+    h.exit("old", "app", 1);
+    h.spawned("old", "app");
+    h.exit("old", "app", 1);
+    h.take();
+    let mut pods = base();
+    pods.remove(2);
+    reload(&mut h, pods);
+    assert!(h.take().contains(&Action::Forget { key }));
+    assert!(h.sup.pod("old", h.now).is_none());
+    assert_eq!(h.sup.poll_timeout(), None);
 }
