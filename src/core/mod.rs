@@ -10,8 +10,16 @@
 //! Every spawn bumps the container's [`Generation`]; inputs and actions carry
 //! `(ContainerKey, Generation)` so a late exit or probe result of an earlier run is ignored.
 
+mod backoff;
+mod events;
+mod pod;
+mod probes;
 pub mod status;
 mod supervisor;
+#[cfg(test)]
+mod tests;
+
+pub use backoff::{go_duration, quantity};
 
 pub use status::*;
 pub use supervisor::Supervisor;

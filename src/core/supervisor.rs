@@ -1,58 +1,646 @@
-//! The supervisor state machine. (Skeleton: the core helper implements it.)
+//! The supervisor state machine: all pods of one `vigil run`.
+//!
+//! Owns the decisions that span pods — dependency gating, shutdown order and the exit code,
+//! reload (which pods changed, were added or removed) and operator commands — plus the action
+//! queue and the event log. Per-container lifecycle lives in `pod`. Timers are not stored
+//! separately: every slot knows its own deadlines (back-off, kill, probe schedule and
+//! timeouts), so `poll_timeout` is their minimum and nothing can go stale. No I/O, no clock.
 
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use super::events::EventLog;
+use super::pod::{MSG_DEFINITION_CHANGED, MSG_STOP_REQUEST, Next, Out, Pod, Stage, StopCause};
 use super::*;
-use crate::config::spec::Config;
+use crate::config::spec::{Config, DependencyCondition, PodSpec};
+
+#[derive(Debug)]
+struct Shutdown {
+    /// After this, everything still running is killed.
+    deadline: Time,
+    deadline_fired: bool,
+    /// A `Kill` was needed: exit code 1.
+    unclean: bool,
+}
 
 /// All pods of one `vigil run`, driven by the runtime.
 #[derive(Debug)]
 pub struct Supervisor {
-    _private: (),
+    /// In config order; pods being removed by a reload come last until they have stopped.
+    pods: Vec<Pod>,
+    actions: VecDeque<Action>,
+    events: EventLog,
+    next_key: u32,
+    probe_seq: u64,
+    shutdown_timeout: Duration,
+    shutdown: Option<Shutdown>,
+    exit_emitted: bool,
+    /// Target for `Out::unclean` while not shutting down (ignored).
+    scratch_unclean: bool,
+}
+
+fn not_found(message: String) -> CommandError {
+    CommandError {
+        kind: "not_found",
+        message,
+    }
+}
+
+fn invalid(message: String) -> CommandError {
+    CommandError {
+        kind: "invalid",
+        message,
+    }
+}
+
+fn shutting_down() -> CommandError {
+    CommandError {
+        kind: "shutting_down",
+        message: "the supervisor is shutting down".to_string(),
+    }
+}
+
+/// Where a container key lives.
+#[derive(Debug, Clone, Copy)]
+struct Loc {
+    pod: usize,
+    init: bool,
+    index: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Start,
+    Stop,
+    Restart,
 }
 
 impl Supervisor {
     /// A supervisor for `config`, starting its pods at `now` (actions queue up).
     pub fn new(config: &Config, now: Time) -> Self {
-        let _ = (config, now);
-        todo!()
+        let mut sup = Supervisor {
+            pods: Vec::new(),
+            actions: VecDeque::new(),
+            events: EventLog::default(),
+            next_key: 0,
+            probe_seq: 0,
+            shutdown_timeout: config.supervisor.shutdown_timeout,
+            shutdown: None,
+            exit_emitted: false,
+            scratch_unclean: false,
+        };
+        for spec in &config.pods {
+            let pod = Pod::new(spec.clone(), now, &mut sup.next_key);
+            sup.pods.push(pod);
+        }
+        sup.refresh(now);
+        sup
     }
 
-    /// Feed one input.
+    fn split(&mut self, now: Time) -> (&mut Vec<Pod>, Out<'_>) {
+        let shutting_down = self.shutdown.is_some();
+        let unclean = match &mut self.shutdown {
+            Some(s) => &mut s.unclean,
+            None => &mut self.scratch_unclean,
+        };
+        (
+            &mut self.pods,
+            Out {
+                now,
+                actions: &mut self.actions,
+                events: &mut self.events,
+                probe_seq: &mut self.probe_seq,
+                shutting_down,
+                unclean,
+            },
+        )
+    }
+
+    fn locate(&self, key: ContainerKey) -> Option<Loc> {
+        self.pods.iter().enumerate().find_map(|(p, pod)| {
+            if let Some(i) = pod.init.iter().position(|s| s.key == key) {
+                return Some(Loc {
+                    pod: p,
+                    init: true,
+                    index: i,
+                });
+            }
+            pod.main.iter().position(|s| s.key == key).map(|i| Loc {
+                pod: p,
+                init: false,
+                index: i,
+            })
+        })
+    }
+
+    /// Feed one input. Inputs for unknown keys or stale generations are dropped.
     pub fn handle(&mut self, now: Time, input: Input) {
-        let _ = (now, input);
-        todo!()
-    }
-
-    /// Apply an operator command; `Ok(message)` is a short human summary.
-    pub fn command(&mut self, now: Time, command: Command) -> Result<String, CommandError> {
-        let _ = (now, command);
-        todo!()
+        let (key, generation) = match &input {
+            Input::Spawned {
+                key, generation, ..
+            }
+            | Input::SpawnFailed {
+                key, generation, ..
+            }
+            | Input::Exited {
+                key, generation, ..
+            }
+            | Input::ProbeResult {
+                key, generation, ..
+            }
+            | Input::OomKills {
+                key, generation, ..
+            } => (*key, *generation),
+        };
+        let Some(loc) = self.locate(key) else {
+            return;
+        };
+        let (pods, mut out) = self.split(now);
+        let pod = &mut pods[loc.pod];
+        let name = pod.spec.name.clone();
+        let slot = if loc.init {
+            &mut pod.init[loc.index]
+        } else {
+            &mut pod.main[loc.index]
+        };
+        if slot.generation != generation {
+            return;
+        }
+        match input {
+            Input::Spawned { pid, .. } => slot.on_spawned(pid, &name, &mut out),
+            Input::SpawnFailed { message, .. } => slot.on_spawn_failed(message, &name, &mut out),
+            Input::Exited { exit, .. } => slot.on_exited(&exit, &name, &mut out),
+            Input::ProbeResult {
+                kind,
+                seq,
+                outcome,
+                duration,
+                ..
+            } => slot.on_probe_result(kind, seq, outcome, duration, &name, &mut out),
+            Input::OomKills {
+                delta, memory_max, ..
+            } => slot.on_oom_kills(delta, memory_max, &name, &mut out),
+        }
+        if loc.init {
+            pod.after_init(loc.index, &mut out);
+        }
+        self.refresh(now);
     }
 
     /// Fire every deadline at or before `now`.
     pub fn handle_timeout(&mut self, now: Time) {
-        let _ = now;
-        todo!()
+        if let Some(sd) = &mut self.shutdown
+            && !sd.deadline_fired
+            && sd.deadline <= now
+        {
+            sd.deadline_fired = true;
+            let (pods, mut out) = self.split(now);
+            for pod in pods.iter_mut() {
+                for slot in pod.init.iter_mut().chain(pod.main.iter_mut()) {
+                    slot.kill_now(StopCause::Shutdown, &mut out);
+                }
+            }
+        }
+        let (pods, mut out) = self.split(now);
+        for pod in pods.iter_mut() {
+            let name = pod.spec.name.clone();
+            for i in 0..pod.init.len() {
+                if pod.init[i].next_deadline().is_some_and(|t| t <= now) {
+                    pod.init[i].on_timeout(&name, &mut out);
+                    pod.after_init(i, &mut out);
+                }
+            }
+            for slot in pod.main.iter_mut() {
+                if slot.next_deadline().is_some_and(|t| t <= now) {
+                    slot.on_timeout(&name, &mut out);
+                }
+            }
+        }
+        self.refresh(now);
     }
 
     /// The earliest pending deadline, if any.
     pub fn poll_timeout(&self) -> Option<Time> {
-        todo!()
+        let slots = self
+            .pods
+            .iter()
+            .flat_map(|p| p.slots())
+            .filter_map(|s| s.next_deadline());
+        let shutdown = self
+            .shutdown
+            .as_ref()
+            .filter(|s| !s.deadline_fired && !self.exit_emitted)
+            .map(|s| s.deadline);
+        slots.chain(shutdown).min()
     }
 
     /// Next action to execute.
     pub fn poll_action(&mut self) -> Option<Action> {
-        todo!()
+        self.actions.pop_front()
     }
 
-    /// Snapshot of every pod, in config order.
+    /// Snapshot of every pod, in config order (pods still stopping after a reload removed
+    /// them come last).
     pub fn pods(&self, now: Time) -> Vec<PodStatus> {
         let _ = now;
-        todo!()
+        self.pods.iter().map(Pod::status).collect()
+    }
+
+    /// Snapshot of one pod.
+    pub fn pod(&self, name: &str, now: Time) -> Option<PodStatus> {
+        let _ = now;
+        self.pods.iter().find(|p| p.name() == name).map(Pod::status)
     }
 
     /// Events with `seq > after`, oldest first.
     pub fn events_since(&self, after: u64) -> Vec<Event> {
-        let _ = after;
-        todo!()
+        self.events.since(after)
+    }
+
+    /// The newest event `seq` (0 before any event): a follower starts from here.
+    pub fn last_event_seq(&self) -> u64 {
+        self.events.last_seq()
+    }
+
+    /// Whether a shutdown has begun (new starts and restarts are refused).
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutdown.is_some()
+    }
+
+    /// `(pod, container)` names of a key, for logs and messages.
+    pub fn container_name(&self, key: ContainerKey) -> Option<(String, String)> {
+        let loc = self.locate(key)?;
+        let pod = &self.pods[loc.pod];
+        let slot = if loc.init {
+            &pod.init[loc.index]
+        } else {
+            &pod.main[loc.index]
+        };
+        Some((pod.name().to_string(), slot.name().to_string()))
+    }
+
+    /// The key of `pod/container` (init or regular), if it exists.
+    pub fn container_key(&self, pod: &str, container: &str) -> Option<ContainerKey> {
+        self.pods
+            .iter()
+            .find(|p| p.name() == pod)?
+            .slots()
+            .find(|s| s.name() == container)
+            .map(|s| s.key)
+    }
+
+    /// Apply an operator command; `Ok(message)` is a short human summary.
+    pub fn command(&mut self, now: Time, command: Command) -> Result<String, CommandError> {
+        let result = match command {
+            Command::Start { pod, container } => self.operate(now, Op::Start, &pod, container),
+            Command::Stop { pod, container } => self.operate(now, Op::Stop, &pod, container),
+            Command::Restart { pod, container } => self.operate(now, Op::Restart, &pod, container),
+            Command::Shutdown { force } => Ok(self.begin_shutdown(now, force)),
+            Command::Reload(config) => self.reload(now, *config),
+        };
+        self.refresh(now);
+        result
+    }
+
+    fn operate(
+        &mut self,
+        now: Time,
+        op: Op,
+        pod_name: &str,
+        container: Option<String>,
+    ) -> Result<String, CommandError> {
+        if self.shutdown.is_some() && op != Op::Stop {
+            return Err(shutting_down());
+        }
+        let Some(p) = self
+            .pods
+            .iter()
+            .position(|p| p.name() == pod_name && p.next != Next::Remove)
+        else {
+            return Err(not_found(format!("pod {pod_name:?} not found")));
+        };
+        let (pods, mut out) = self.split(now);
+        let pod = &mut pods[p];
+        let request = |then_start| StopCause::Request {
+            message: MSG_STOP_REQUEST.to_string(),
+            then_start,
+        };
+        let Some(cname) = container else {
+            // The whole pod.
+            let name = pod.spec.name.clone();
+            return Ok(match op {
+                Op::Stop => {
+                    if pod.stage == Stage::Waiting {
+                        pod.held = true;
+                    }
+                    for slot in pod.init.iter_mut().chain(pod.main.iter_mut()) {
+                        slot.begin_stop(request(false), &name, &mut out);
+                    }
+                    format!("stopping pod {name}")
+                }
+                Op::Start | Op::Restart => {
+                    pod.held = false;
+                    match pod.stage {
+                        Stage::Waiting => {
+                            pod.deps_override = true;
+                            pod.begin(&mut out);
+                        }
+                        Stage::Init(i) => {
+                            let slot = &mut pod.init[i];
+                            if slot.is_active() && op == Op::Restart {
+                                slot.begin_stop(request(true), &name, &mut out);
+                            } else {
+                                slot.start_fresh(&name, &mut out);
+                            }
+                        }
+                        Stage::Main => {
+                            for slot in pod.main.iter_mut() {
+                                if slot.is_active() && op == Op::Restart {
+                                    slot.begin_stop(request(true), &name, &mut out);
+                                } else {
+                                    slot.start_fresh(&name, &mut out);
+                                }
+                            }
+                        }
+                    }
+                    if op == Op::Start {
+                        format!("starting pod {name}")
+                    } else {
+                        format!("restarting pod {name}")
+                    }
+                }
+            });
+        };
+        let name = pod.spec.name.clone();
+        let stage = pod.stage;
+        let (init, index) = if let Some(i) = pod.init.iter().position(|s| s.name() == cname) {
+            (true, i)
+        } else if let Some(i) = pod.main.iter().position(|s| s.name() == cname) {
+            (false, i)
+        } else {
+            return Err(not_found(format!(
+                "container {cname:?} not found in pod {pod_name:?}"
+            )));
+        };
+        let slot = if init {
+            &mut pod.init[index]
+        } else {
+            &mut pod.main[index]
+        };
+        if op == Op::Stop {
+            slot.begin_stop(request(false), &name, &mut out);
+            return Ok(format!("stopping {name}/{cname}"));
+        }
+        let may_start = if init {
+            stage == Stage::Init(index)
+        } else {
+            stage == Stage::Main
+        };
+        if op == Op::Restart && slot.is_active() {
+            slot.begin_stop(request(true), &name, &mut out);
+            return Ok(format!("restarting {name}/{cname}"));
+        }
+        if !may_start {
+            return Err(invalid(
+                if init && !matches!(stage, Stage::Init(i) if i < index) {
+                    format!("init container {name}/{cname} is not the pod's current step")
+                } else {
+                    format!(
+                        "{name}/{cname} cannot start before the pod's init containers have completed"
+                    )
+                },
+            ));
+        }
+        if slot.start_fresh(&name, &mut out) {
+            Ok(format!("starting {name}/{cname}"))
+        } else {
+            Ok(format!("{name}/{cname} is already running"))
+        }
+    }
+
+    fn begin_shutdown(&mut self, now: Time, force: bool) -> String {
+        if self.shutdown.is_none() {
+            self.shutdown = Some(Shutdown {
+                deadline: now + self.shutdown_timeout,
+                deadline_fired: false,
+                unclean: false,
+            });
+        }
+        if force {
+            let (pods, mut out) = self.split(now);
+            for pod in pods.iter_mut() {
+                pod.shutdown_initiated = true;
+                for slot in pod.init.iter_mut().chain(pod.main.iter_mut()) {
+                    slot.finish_for_shutdown(&mut out);
+                    slot.kill_now(StopCause::Shutdown, &mut out);
+                }
+            }
+            "killing everything".to_string()
+        } else {
+            "shutting down".to_string()
+        }
+    }
+
+    fn reload(&mut self, now: Time, config: Config) -> Result<String, CommandError> {
+        if self.shutdown.is_some() {
+            return Err(shutting_down());
+        }
+        self.shutdown_timeout = config.supervisor.shutdown_timeout;
+        let mut old: Vec<Option<Pod>> = std::mem::take(&mut self.pods)
+            .into_iter()
+            .map(Some)
+            .collect();
+        let (mut changed, mut added, mut removed, mut unchanged) = (0, 0, 0, 0);
+        let mut list = Vec::new();
+        for spec in config.pods {
+            let found = old
+                .iter()
+                .position(|p| p.as_ref().is_some_and(|p| p.name() == spec.name));
+            match found.and_then(|i| old[i].take()) {
+                Some(mut pod) => {
+                    let target: Option<&PodSpec> = match &pod.next {
+                        Next::Keep => Some(&pod.spec),
+                        Next::Replace(s) => Some(s),
+                        Next::Remove => None,
+                    };
+                    if target == Some(&spec) {
+                        unchanged += 1;
+                    } else {
+                        if pod.next == Next::Remove {
+                            added += 1;
+                        } else {
+                            changed += 1;
+                        }
+                        pod.next = Next::Replace(Box::new(spec));
+                        self.stop_for_reload(&mut pod, now);
+                    }
+                    list.push(pod);
+                }
+                None => {
+                    added += 1;
+                    list.push(Pod::new(spec, now, &mut self.next_key));
+                }
+            }
+        }
+        for mut pod in old.into_iter().flatten() {
+            if pod.next != Next::Remove {
+                removed += 1;
+            }
+            pod.next = Next::Remove;
+            self.stop_for_reload(&mut pod, now);
+            list.push(pod);
+        }
+        self.pods = list;
+        Ok(format!(
+            "reloaded: {changed} changed, {added} added, {removed} removed, {unchanged} unchanged"
+        ))
+    }
+
+    fn stop_for_reload(&mut self, pod: &mut Pod, now: Time) {
+        let (_, mut out) = self.split(now);
+        let name = pod.spec.name.clone();
+        for slot in pod.init.iter_mut().chain(pod.main.iter_mut()) {
+            if slot.is_active() || matches!(slot.state, super::pod::SlotState::BackOff { .. }) {
+                slot.begin_stop(
+                    StopCause::Request {
+                        message: MSG_DEFINITION_CHANGED.to_string(),
+                        then_start: false,
+                    },
+                    &name,
+                    &mut out,
+                );
+            }
+        }
+    }
+
+    /// Re-evaluate everything that depends on more than one slot: reload replacements,
+    /// dependency gates, shutdown order, the exit, and pod conditions.
+    fn refresh(&mut self, now: Time) {
+        // Reload: pods that finished stopping are replaced or forgotten.
+        let mut i = 0;
+        while i < self.pods.len() {
+            let pod = &self.pods[i];
+            if pod.next == Next::Keep || pod.any_active() {
+                i += 1;
+                continue;
+            }
+            for key in pod.keys() {
+                self.actions.push_back(Action::Forget { key });
+            }
+            match std::mem::replace(&mut self.pods[i].next, Next::Keep) {
+                Next::Replace(spec) => {
+                    self.pods[i] = Pod::new(*spec, now, &mut self.next_key);
+                    i += 1;
+                }
+                _ => {
+                    self.pods.remove(i);
+                }
+            }
+        }
+
+        // Conditions feed the `ready` dependency: bring them up to date first.
+        for pod in &mut self.pods {
+            pod.update_conditions(now);
+        }
+        if self.shutdown.is_none() {
+            self.start_ready_pods(now);
+        } else {
+            self.drive_shutdown(now);
+        }
+
+        for pod in &mut self.pods {
+            pod.update_conditions(now);
+        }
+    }
+
+    /// Start every waiting pod whose dependencies are met; name the unmet ones otherwise.
+    fn start_ready_pods(&mut self, now: Time) {
+        // Facts about each pod, taken before any start (a start changes no fact).
+        let facts: Vec<(String, bool, bool, bool)> = self
+            .pods
+            .iter()
+            .map(|p| {
+                (
+                    p.name().to_string(),
+                    p.all_started(),
+                    p.ready(),
+                    p.phase() == Phase::Succeeded,
+                )
+            })
+            .collect();
+        let (pods, mut out) = self.split(now);
+        for pod in pods.iter_mut() {
+            if pod.stage != Stage::Waiting || pod.held || pod.next != Next::Keep {
+                continue;
+            }
+            let unmet: Vec<String> = pod
+                .spec
+                .depends_on
+                .iter()
+                .filter(|d| {
+                    let f = facts.iter().find(|f| f.0 == d.pod);
+                    !f.is_some_and(|f| match d.condition {
+                        DependencyCondition::Started => f.1,
+                        DependencyCondition::Ready => f.2,
+                        DependencyCondition::Completed => f.3,
+                    })
+                })
+                .map(|d| {
+                    let what = match d.condition {
+                        DependencyCondition::Started => "started",
+                        DependencyCondition::Ready => "ready",
+                        DependencyCondition::Completed => "completed",
+                    };
+                    format!("pod {} to be {what}", d.pod)
+                })
+                .collect();
+            if unmet.is_empty() || pod.deps_override {
+                pod.begin(&mut out);
+            } else {
+                let message = format!("waiting for {}", unmet.join(", "));
+                for slot in pod.init.iter_mut().chain(pod.main.iter_mut()) {
+                    slot.set_waiting("WaitingForDependencies", message.clone());
+                }
+            }
+        }
+    }
+
+    /// Stop pods whose dependents have all stopped; emit `Exit` when nothing is left.
+    fn drive_shutdown(&mut self, now: Time) {
+        loop {
+            let mut progressed = false;
+            for i in 0..self.pods.len() {
+                if self.pods[i].shutdown_initiated {
+                    continue;
+                }
+                let name = self.pods[i].name().to_string();
+                let dependents_stopped = self.pods.iter().all(|p| {
+                    !p.spec.depends_on.iter().any(|d| d.pod == name)
+                        || (p.shutdown_initiated && !p.any_active())
+                });
+                if !dependents_stopped {
+                    continue;
+                }
+                let (pods, mut out) = self.split(now);
+                let pod = &mut pods[i];
+                pod.shutdown_initiated = true;
+                for slot in pod.init.iter_mut().chain(pod.main.iter_mut()) {
+                    slot.finish_for_shutdown(&mut out);
+                    slot.begin_stop(StopCause::Shutdown, &name, &mut out);
+                }
+                progressed = true;
+            }
+            if !progressed {
+                break;
+            }
+        }
+        if !self.exit_emitted && !self.pods.iter().any(Pod::any_active) {
+            self.exit_emitted = true;
+            let code = match &self.shutdown {
+                Some(s) if s.unclean => 1,
+                _ => 0,
+            };
+            self.actions.push_back(Action::Exit { code });
+        }
     }
 }

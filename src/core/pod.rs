@@ -1,0 +1,1108 @@
+//! One pod and the lifecycle of its container slots.
+//!
+//! Owns the per-container state machine (not started → creating → running → back-off or
+//! terminated), the restart decision (policy, back-off, `max_restarts`), stopping with a grace
+//! period, probe effects, the pod's stage (waiting for dependencies → init containers → main
+//! containers), its phase and its conditions. Everything it wants done is pushed to [`Out`];
+//! it never reads the clock or does I/O. Decisions that span pods (dependencies, shutdown
+//! order, reload) belong to the supervisor.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::backoff::{BackoffState, go_duration, quantity};
+use super::events::EventLog;
+use super::probes::{Probe, Recorded};
+use super::*;
+use crate::config::spec::{ContainerSpec, PodSpec, ProbeKind, RestartPolicy};
+
+/// Where slot transitions put their effects.
+pub(super) struct Out<'a> {
+    pub now: Time,
+    pub actions: &'a mut VecDeque<Action>,
+    pub events: &'a mut EventLog,
+    pub probe_seq: &'a mut u64,
+    /// No restarts and no new starts while the supervisor shuts down.
+    pub shutting_down: bool,
+    /// Set when a `Kill` was needed during shutdown (the exit code becomes 1).
+    pub unclean: &'a mut bool,
+}
+
+impl Out<'_> {
+    fn event(&mut self, kind: EventType, reason: &str, pod: &str, container: &str, msg: String) {
+        self.events
+            .record(self.now, kind, reason, format!("{pod}/{container}"), msg);
+    }
+}
+
+pub(super) const MSG_STOP_REQUEST: &str = "stopped by request";
+pub(super) const MSG_DEFINITION_CHANGED: &str = "definition changed";
+pub(super) const MSG_SHUTDOWN: &str = "supervisor shutting down";
+
+/// Why vigil is stopping a running container.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum StopCause {
+    /// A liveness or startup probe failure was published; `message` has the last output.
+    Probe { kind: ProbeKind, message: String },
+    /// Operator or reload; `then_start` restarts it at once after it exits (`restart`).
+    Request { message: String, then_start: bool },
+    /// Supervisor shutdown.
+    Shutdown,
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct Stopping {
+    cause: StopCause,
+    kill_at: Time,
+    killed: bool,
+}
+
+#[derive(Debug, Clone)]
+pub(super) enum SlotState {
+    /// Not started in this pod's life yet (waiting for dependencies or init containers).
+    NotStarted {
+        reason: &'static str,
+        message: String,
+    },
+    /// `Spawn` emitted, waiting for `Spawned`/`SpawnFailed`.
+    Creating {
+        pending: Option<StopCause>,
+        force_kill: bool,
+    },
+    Running {
+        pid: u32,
+        started_at: Time,
+        stopping: Option<Stopping>,
+    },
+    /// Crash-loop back-off: restart at `until`.
+    BackOff { until: Time, delay: Duration },
+    /// Terminated and not going to restart on its own.
+    Done(Terminated),
+}
+
+#[derive(Debug)]
+pub(super) struct Slot {
+    pub key: ContainerKey,
+    pub spec: Arc<ContainerSpec>,
+    pub init: bool,
+    pub generation: Generation,
+    pub state: SlotState,
+    pub last_state: Option<Terminated>,
+    pub restart_count: u32,
+    /// Automatic restarts since the last operator start (what `max_restarts` limits).
+    auto_restarts: u32,
+    runs: u32,
+    backoff: BackoffState,
+    probes: Vec<Probe>,
+    /// Startup probe passed (or none) in this run.
+    started: bool,
+    pub oom_kills: u64,
+    /// OOM kills already reported by `OomKills` during this run.
+    run_oom_seen: u64,
+}
+
+fn probe_spec(spec: &ContainerSpec, kind: ProbeKind) -> Option<&ProbeSpec> {
+    match kind {
+        ProbeKind::Startup => spec.startup_probe.as_ref(),
+        ProbeKind::Liveness => spec.liveness_probe.as_ref(),
+        ProbeKind::Readiness => spec.readiness_probe.as_ref(),
+    }
+}
+
+fn exit_desc(code: i32, signal: Option<i32>) -> String {
+    match signal {
+        Some(s) => format!("signal {s}"),
+        None => format!("exit code {code}"),
+    }
+}
+
+fn stopped(message: &str, now: Time) -> Terminated {
+    Terminated {
+        exit_code: 0,
+        signal: None,
+        reason: TerminationReason::Stopped,
+        message: message.to_string(),
+        started_at: None,
+        finished_at: now,
+    }
+}
+
+/// Why the main process ended (semantics.md §3), given what vigil was doing to it.
+fn termination(
+    exit: &ExitInfo,
+    cause: Option<&StopCause>,
+    started_at: Option<Time>,
+    now: Time,
+) -> Terminated {
+    let exit_code = match (exit.code, exit.signal) {
+        (Some(c), _) => c,
+        (None, Some(s)) => 128 + s,
+        (None, None) => -1,
+    };
+    let oom = exit.oom_group_kill_delta > 0 || (exit.signal == Some(9) && exit.oom_kill_delta > 0);
+    let (reason, message) = match cause {
+        Some(StopCause::Probe { kind, message }) => (
+            match kind {
+                ProbeKind::Startup => TerminationReason::StartupProbeFailed,
+                _ => TerminationReason::LivenessProbeFailed,
+            },
+            message.clone(),
+        ),
+        Some(StopCause::Request { message, .. }) => (TerminationReason::Stopped, message.clone()),
+        Some(StopCause::Shutdown) => (TerminationReason::Stopped, MSG_SHUTDOWN.to_string()),
+        None if oom => {
+            let message = match (exit.memory_max, exit.memory_peak) {
+                (Some(max), Some(peak)) => format!(
+                    "memory.max={} reached (peak {})",
+                    quantity(max),
+                    quantity(peak)
+                ),
+                (Some(max), None) => format!("memory.max={} reached", quantity(max)),
+                _ if exit.oom_group_kill_delta > 0 => {
+                    "the container was OOM-killed as a group".to_string()
+                }
+                _ => "the main process was OOM-killed".to_string(),
+            };
+            (TerminationReason::OomKilled, message)
+        }
+        None if exit.code == Some(0) => (TerminationReason::Completed, String::new()),
+        None => (
+            TerminationReason::Error,
+            match exit.signal {
+                Some(s) => format!("killed by signal {s}"),
+                None => format!("exited with code {exit_code}"),
+            },
+        ),
+    };
+    Terminated {
+        exit_code,
+        signal: exit.signal,
+        reason,
+        message,
+        started_at,
+        finished_at: now,
+    }
+}
+
+impl Slot {
+    pub(super) fn new(
+        key: ContainerKey,
+        spec: ContainerSpec,
+        init: bool,
+        reason: &'static str,
+        message: String,
+    ) -> Slot {
+        let probes = ProbeKind::ALL
+            .iter()
+            .filter_map(|&k| probe_spec(&spec, k).map(|p| Probe::new(k, Arc::new(p.clone()))))
+            .collect();
+        Slot {
+            key,
+            spec: Arc::new(spec),
+            init,
+            generation: 0,
+            state: SlotState::NotStarted { reason, message },
+            last_state: None,
+            restart_count: 0,
+            auto_restarts: 0,
+            runs: 0,
+            backoff: BackoffState::default(),
+            probes,
+            started: false,
+            oom_kills: 0,
+            run_oom_seen: 0,
+        }
+    }
+
+    pub(super) fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    /// A process exists or is being created.
+    pub(super) fn is_active(&self) -> bool {
+        matches!(
+            self.state,
+            SlotState::Creating { .. } | SlotState::Running { .. }
+        )
+    }
+
+    pub(super) fn is_running_started(&self) -> bool {
+        matches!(self.state, SlotState::Running { .. }) && self.started
+    }
+
+    pub(super) fn ready(&self) -> bool {
+        self.is_running_started()
+            && self
+                .probes
+                .iter()
+                .filter(|p| p.kind == ProbeKind::Readiness)
+                .all(|p| p.result == ProbeResultState::Success)
+    }
+
+    /// Whether a termination with this reason counts as a failure for the pod phase.
+    fn phase_failure(reason: TerminationReason) -> bool {
+        !matches!(
+            reason,
+            TerminationReason::Completed | TerminationReason::Stopped
+        )
+    }
+
+    pub(super) fn done_failed(&self) -> Option<bool> {
+        match &self.state {
+            SlotState::Done(t) => Some(Self::phase_failure(t.reason)),
+            _ => None,
+        }
+    }
+
+    pub(super) fn done_completed(&self) -> bool {
+        matches!(&self.state, SlotState::Done(t) if t.reason == TerminationReason::Completed)
+    }
+
+    pub(super) fn has_run(&self) -> bool {
+        self.runs > 0
+    }
+
+    /// Whether it is in, or about to be in, another run (running, creating a restart, or
+    /// backing off).
+    pub(super) fn live_or_restarting(&self) -> bool {
+        match self.state {
+            SlotState::Running { .. } | SlotState::BackOff { .. } => true,
+            SlotState::Creating { .. } => self.runs > 1,
+            _ => false,
+        }
+    }
+
+    pub(super) fn set_waiting(&mut self, reason: &'static str, message: String) {
+        if let SlotState::NotStarted { .. } = self.state {
+            self.state = SlotState::NotStarted { reason, message };
+        }
+    }
+
+    /// Forget back-off history and the restart budget (operator start/restart).
+    pub(super) fn fresh(&mut self) {
+        self.backoff.reset();
+        self.auto_restarts = 0;
+    }
+
+    /// Begin a new run: bump the generation and ask the runtime to spawn.
+    pub(super) fn spawn(&mut self, pod: &str, out: &mut Out) {
+        let prev = std::mem::replace(
+            &mut self.state,
+            SlotState::Creating {
+                pending: None,
+                force_kill: false,
+            },
+        );
+        if let SlotState::Done(t) = prev {
+            // A synthetic "stopped before it ran again" record is not a run worth keeping.
+            if !(t.reason == TerminationReason::Stopped && t.started_at.is_none()) {
+                self.last_state = Some(t);
+            }
+        }
+        self.generation += 1;
+        if self.runs > 0 {
+            self.restart_count += 1;
+        }
+        self.runs += 1;
+        self.started = false;
+        self.run_oom_seen = 0;
+        for p in &mut self.probes {
+            p.reset_for_run();
+        }
+        out.actions.push_back(Action::Spawn {
+            key: self.key,
+            generation: self.generation,
+            pod: pod.to_string(),
+            container: self.spec.clone(),
+            init: self.init,
+        });
+    }
+
+    fn activate_probes(&mut self, kinds: &[ProbeKind], now: Time) {
+        for p in &mut self.probes {
+            if kinds.contains(&p.kind) {
+                p.activate(now);
+            }
+        }
+    }
+
+    fn hold_probes(&mut self, out: &mut Out) {
+        for p in &mut self.probes {
+            if let Some(seq) = p.hold() {
+                out.actions.push_back(Action::CancelProbe {
+                    key: self.key,
+                    generation: self.generation,
+                    kind: p.kind,
+                    seq,
+                });
+            }
+        }
+    }
+
+    pub(super) fn on_spawned(&mut self, pid: u32, pod: &str, out: &mut Out) {
+        let SlotState::Creating {
+            pending,
+            force_kill,
+        } = &mut self.state
+        else {
+            return;
+        };
+        let pending = pending.take();
+        let force_kill = *force_kill;
+        self.state = SlotState::Running {
+            pid,
+            started_at: out.now,
+            stopping: None,
+        };
+        let name = self.spec.name.clone();
+        out.event(
+            EventType::Normal,
+            "Started",
+            pod,
+            &name,
+            format!("Started container {name}"),
+        );
+        if self.probes.iter().any(|p| p.kind == ProbeKind::Startup) {
+            self.activate_probes(&[ProbeKind::Startup], out.now);
+        } else {
+            self.started = true;
+            self.activate_probes(&[ProbeKind::Liveness, ProbeKind::Readiness], out.now);
+        }
+        if force_kill {
+            self.kill_now(pending.unwrap_or(StopCause::Shutdown), out);
+        } else if let Some(cause) = pending {
+            self.begin_stop(cause, pod, out);
+        }
+    }
+
+    pub(super) fn on_spawn_failed(&mut self, message: String, pod: &str, out: &mut Out) {
+        let SlotState::Creating { pending, .. } = &mut self.state else {
+            return;
+        };
+        let cause = pending.take();
+        let name = self.spec.name.clone();
+        out.event(
+            EventType::Warning,
+            "Failed",
+            pod,
+            &name,
+            format!("Error: failed to start container {name}: {message}"),
+        );
+        let term = Terminated {
+            exit_code: 128,
+            signal: None,
+            reason: TerminationReason::StartError,
+            message,
+            started_at: None,
+            finished_at: out.now,
+        };
+        self.conclude(term, cause, pod, out);
+    }
+
+    pub(super) fn on_exited(&mut self, exit: &ExitInfo, pod: &str, out: &mut Out) {
+        let (started_at, cause) = match &mut self.state {
+            SlotState::Running {
+                started_at,
+                stopping,
+                ..
+            } => (Some(*started_at), stopping.take().map(|s| s.cause)),
+            SlotState::Creating { pending, .. } => (None, pending.take()),
+            _ => return,
+        };
+        let term = termination(exit, cause.as_ref(), started_at, out.now);
+        // The reap-time counter covers the whole run; count only what `OomKills` did not.
+        let mut extra = exit.oom_kill_delta.saturating_sub(self.run_oom_seen);
+        if term.reason == TerminationReason::OomKilled && self.run_oom_seen + extra == 0 {
+            extra = 1;
+        }
+        self.oom_kills += extra;
+        self.run_oom_seen += extra;
+        self.conclude(term, cause, pod, out);
+    }
+
+    pub(super) fn on_oom_kills(
+        &mut self,
+        delta: u64,
+        memory_max: Option<u64>,
+        pod: &str,
+        out: &mut Out,
+    ) {
+        if !matches!(self.state, SlotState::Running { .. }) || delta == 0 {
+            return;
+        }
+        self.oom_kills += delta;
+        self.run_oom_seen += delta;
+        let procs = if delta == 1 { "process" } else { "processes" };
+        let limit = memory_max
+            .map(|m| format!(", memory.max={}", quantity(m)))
+            .unwrap_or_default();
+        let name = self.spec.name.clone();
+        out.event(
+            EventType::Warning,
+            "OOMKilling",
+            pod,
+            &name,
+            format!("{delta} {procs} OOM-killed in container={name} pod={pod}{limit}"),
+        );
+    }
+
+    /// A run ended: decide between terminated, back-off and an immediate restart.
+    fn conclude(&mut self, term: Terminated, cause: Option<StopCause>, pod: &str, out: &mut Out) {
+        self.hold_probes(out);
+        self.started = false;
+        match &cause {
+            Some(StopCause::Request {
+                then_start: true, ..
+            }) if !out.shutting_down => {
+                self.last_state = Some(term);
+                self.fresh();
+                self.spawn(pod, out);
+                return;
+            }
+            Some(StopCause::Request { .. }) | Some(StopCause::Shutdown) => {
+                self.state = SlotState::Done(term);
+                return;
+            }
+            _ => {}
+        }
+        if out.shutting_down {
+            self.state = SlotState::Done(term);
+            return;
+        }
+        let failure = term.reason != TerminationReason::Completed;
+        let restart = if self.init {
+            failure && self.spec.restart_policy != RestartPolicy::Never
+        } else {
+            match self.spec.restart_policy {
+                RestartPolicy::Always => true,
+                RestartPolicy::OnFailure => failure,
+                RestartPolicy::Never => false,
+            }
+        };
+        if !restart {
+            self.state = SlotState::Done(term);
+            return;
+        }
+        let name = self.spec.name.clone();
+        if let Some(limit) = self.spec.max_restarts
+            && self.auto_restarts >= limit
+        {
+            out.event(
+                EventType::Warning,
+                "RestartLimitExceeded",
+                pod,
+                &name,
+                format!("Container {name} reached its restart limit ({limit}); not restarting"),
+            );
+            let message = format!(
+                "restart limit {limit} reached; last exit: {} {}",
+                term.reason.as_str(),
+                exit_desc(term.exit_code, term.signal)
+            );
+            self.state = SlotState::Done(Terminated {
+                reason: TerminationReason::RestartLimitExceeded,
+                message,
+                ..term
+            });
+            return;
+        }
+        let delay = self
+            .backoff
+            .delay_after(&self.spec.backoff, term.finished_at);
+        let until = term.finished_at + delay;
+        self.last_state = Some(term);
+        if until <= out.now {
+            self.restart_now(pod, out);
+        } else {
+            out.event(
+                EventType::Warning,
+                "BackOff",
+                pod,
+                &name,
+                format!("Back-off restarting failed container {name} in pod {pod}"),
+            );
+            self.state = SlotState::BackOff { until, delay };
+        }
+    }
+
+    /// The automatic restart (back-off elapsed or none needed).
+    fn restart_now(&mut self, pod: &str, out: &mut Out) {
+        let finished = self
+            .last_state
+            .as_ref()
+            .map(|t| t.finished_at)
+            .unwrap_or(out.now);
+        self.backoff
+            .record_restart(&self.spec.backoff, finished, out.now);
+        self.auto_restarts += 1;
+        self.spawn(pod, out);
+    }
+
+    /// Start now from a non-active state with fresh back-off (operator start).
+    /// Returns false when it is already active.
+    pub(super) fn start_fresh(&mut self, pod: &str, out: &mut Out) -> bool {
+        if self.is_active() {
+            return false;
+        }
+        self.fresh();
+        self.spawn(pod, out);
+        true
+    }
+
+    /// Ask it to stop. Running: stop signal now, `Kill` after the grace period. Creating: the
+    /// stop happens as soon as it is spawned. Back-off/not started: terminated `Stopped` now
+    /// (except for a shutdown, which leaves never-started slots alone).
+    pub(super) fn begin_stop(&mut self, cause: StopCause, pod: &str, out: &mut Out) {
+        let name = self.spec.name.clone();
+        match &mut self.state {
+            SlotState::Running { stopping, .. } => {
+                if let Some(s) = stopping {
+                    // Operator intent and shutdown override a probe kill in progress.
+                    if !matches!(cause, StopCause::Probe { .. }) {
+                        s.cause = cause;
+                    }
+                    return;
+                }
+                let grace = match &cause {
+                    StopCause::Probe { kind, .. } => self
+                        .probes
+                        .iter()
+                        .find(|p| p.kind == *kind)
+                        .and_then(|p| p.spec.termination_grace)
+                        .unwrap_or(self.spec.termination_grace),
+                    _ => self.spec.termination_grace,
+                };
+                let message = match &cause {
+                    StopCause::Probe { kind, .. } => format!(
+                        "Container {name} failed {} probe, will be restarted",
+                        kind.as_str()
+                    ),
+                    _ => format!("Stopping container {name}"),
+                };
+                *stopping = Some(Stopping {
+                    cause,
+                    kill_at: out.now + grace,
+                    killed: false,
+                });
+                out.event(EventType::Normal, "Killing", pod, &name, message);
+                out.actions.push_back(Action::Signal {
+                    key: self.key,
+                    generation: self.generation,
+                    signal: self.spec.stop_signal,
+                });
+                self.hold_probes(out);
+            }
+            SlotState::Creating { pending, .. } => {
+                if !matches!(
+                    pending,
+                    Some(StopCause::Request { .. } | StopCause::Shutdown)
+                ) {
+                    *pending = Some(cause);
+                }
+            }
+            SlotState::BackOff { .. } => {
+                let message = match &cause {
+                    StopCause::Request { message, .. } => message.clone(),
+                    StopCause::Shutdown => MSG_SHUTDOWN.to_string(),
+                    StopCause::Probe { .. } => return,
+                };
+                self.state = SlotState::Done(stopped(&message, out.now));
+            }
+            SlotState::NotStarted { .. } => {
+                if let StopCause::Request { message, .. } = &cause {
+                    self.state = SlotState::Done(stopped(message, out.now));
+                }
+            }
+            SlotState::Done(_) => {}
+        }
+    }
+
+    /// SIGKILL it now (forced shutdown, global shutdown deadline).
+    pub(super) fn kill_now(&mut self, cause: StopCause, out: &mut Out) {
+        match &mut self.state {
+            SlotState::Running { stopping, .. } => {
+                match stopping {
+                    Some(s) if s.killed => return,
+                    Some(s) => s.killed = true,
+                    None => {
+                        *stopping = Some(Stopping {
+                            cause,
+                            kill_at: out.now,
+                            killed: true,
+                        })
+                    }
+                }
+                out.actions.push_back(Action::Kill {
+                    key: self.key,
+                    generation: self.generation,
+                });
+                if out.shutting_down {
+                    *out.unclean = true;
+                }
+                self.hold_probes(out);
+            }
+            SlotState::Creating {
+                pending,
+                force_kill,
+            } => {
+                *force_kill = true;
+                if pending.is_none() {
+                    *pending = Some(cause);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Shutdown reached a slot that is not running: it will not restart.
+    pub(super) fn finish_for_shutdown(&mut self, out: &mut Out) {
+        if let SlotState::BackOff { .. } = self.state {
+            self.state = SlotState::Done(stopped(MSG_SHUTDOWN, out.now));
+        }
+    }
+
+    pub(super) fn next_deadline(&self) -> Option<Time> {
+        match &self.state {
+            SlotState::BackOff { until, .. } => Some(*until),
+            SlotState::Running {
+                stopping: Some(s), ..
+            } => (!s.killed).then_some(s.kill_at),
+            SlotState::Running { stopping: None, .. } => {
+                self.probes.iter().filter_map(|p| p.next_deadline()).min()
+            }
+            _ => None,
+        }
+    }
+
+    pub(super) fn on_timeout(&mut self, pod: &str, out: &mut Out) {
+        match &mut self.state {
+            SlotState::BackOff { until, .. } if *until <= out.now => {
+                if out.shutting_down {
+                    self.state = SlotState::Done(stopped(MSG_SHUTDOWN, out.now));
+                } else {
+                    self.restart_now(pod, out);
+                }
+            }
+            SlotState::Running {
+                stopping: Some(s), ..
+            } if !s.killed && s.kill_at <= out.now => {
+                s.killed = true;
+                out.actions.push_back(Action::Kill {
+                    key: self.key,
+                    generation: self.generation,
+                });
+                if out.shutting_down {
+                    *out.unclean = true;
+                }
+            }
+            SlotState::Running { stopping: None, .. } => self.tick_probes(pod, out),
+            _ => {}
+        }
+    }
+
+    fn stopping(&self) -> bool {
+        !matches!(self.state, SlotState::Running { stopping: None, .. })
+    }
+
+    fn tick_probes(&mut self, pod: &str, out: &mut Out) {
+        for i in 0..self.probes.len() {
+            if self.stopping() {
+                return;
+            }
+            let kind = self.probes[i].kind;
+            if let Some(seq) = self.probes[i].timed_out(out.now) {
+                out.actions.push_back(Action::CancelProbe {
+                    key: self.key,
+                    generation: self.generation,
+                    kind,
+                    seq,
+                });
+                if let Some(rec) = self.probes[i].record_timeout() {
+                    self.apply_recorded(kind, rec, pod, out);
+                }
+            }
+            if self.stopping() {
+                return;
+            }
+            if let Some(seq) = self.probes[i].try_start(out.now, out.probe_seq) {
+                out.actions.push_back(Action::StartProbe {
+                    key: self.key,
+                    generation: self.generation,
+                    pod: pod.to_string(),
+                    container: self.spec.clone(),
+                    kind,
+                    seq,
+                    probe: self.probes[i].spec.clone(),
+                });
+            }
+        }
+    }
+
+    pub(super) fn on_probe_result(
+        &mut self,
+        kind: ProbeKind,
+        seq: u64,
+        outcome: ProbeOutcome,
+        duration: Duration,
+        pod: &str,
+        out: &mut Out,
+    ) {
+        if self.stopping() {
+            return;
+        }
+        let Some(probe) = self.probes.iter_mut().find(|p| p.kind == kind) else {
+            return;
+        };
+        if let Some(rec) = probe.on_result(seq, outcome, duration) {
+            self.apply_recorded(kind, rec, pod, out);
+        }
+    }
+
+    fn apply_recorded(&mut self, kind: ProbeKind, rec: Recorded, pod: &str, out: &mut Out) {
+        let name = self.spec.name.clone();
+        if let Some(msg) = &rec.failure {
+            out.event(
+                EventType::Warning,
+                "Unhealthy",
+                pod,
+                &name,
+                format!("{} probe failed: {msg}", kind.title()),
+            );
+        }
+        match (kind, rec.published) {
+            (ProbeKind::Startup, Some(ProbeResultState::Success)) => {
+                self.started = true;
+                if let Some(p) = self.probes.iter_mut().find(|p| p.kind == kind) {
+                    p.hold();
+                }
+                self.activate_probes(&[ProbeKind::Liveness, ProbeKind::Readiness], out.now);
+            }
+            (ProbeKind::Startup | ProbeKind::Liveness, Some(ProbeResultState::Failure)) => {
+                let last = self
+                    .probes
+                    .iter()
+                    .find(|p| p.kind == kind)
+                    .map(|p| p.last_failure.clone())
+                    .unwrap_or_default();
+                let message = format!("{} probe failed: {last}", kind.title());
+                self.begin_stop(StopCause::Probe { kind, message }, pod, out);
+            }
+            _ => {}
+        }
+    }
+
+    pub(super) fn status(&self, pod: &str) -> ContainerStatus {
+        let (state, pid) = match &self.state {
+            SlotState::NotStarted { reason, message } => (
+                ContainerState::Waiting {
+                    reason: reason.to_string(),
+                    message: message.clone(),
+                },
+                None,
+            ),
+            SlotState::Creating { .. } => (
+                ContainerState::Waiting {
+                    reason: "ContainerCreating".to_string(),
+                    message: String::new(),
+                },
+                None,
+            ),
+            SlotState::Running {
+                pid, started_at, ..
+            } => (
+                ContainerState::Running {
+                    started_at: *started_at,
+                },
+                Some(*pid),
+            ),
+            SlotState::BackOff { delay, .. } => (
+                ContainerState::Waiting {
+                    reason: "CrashLoopBackOff".to_string(),
+                    message: format!(
+                        "back-off {} restarting failed container={} pod={pod}",
+                        go_duration(*delay),
+                        self.spec.name
+                    ),
+                },
+                None,
+            ),
+            SlotState::Done(t) => (ContainerState::Terminated(t.clone()), None),
+        };
+        ContainerStatus {
+            key: self.key,
+            name: self.spec.name.clone(),
+            ready: self.ready(),
+            started: self.is_running_started(),
+            restart_count: self.restart_count,
+            pid,
+            state,
+            last_state: self.last_state.clone(),
+            probes: self.probes.iter().map(|p| p.status()).collect(),
+            oom_kills: self.oom_kills,
+            spec: self.spec.clone(),
+            cgroup: None,
+            resources: None,
+        }
+    }
+}
+
+/// Where a pod is in its start-up sequence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Stage {
+    /// Waiting for `depends_on` (or held by a stop before it began).
+    Waiting,
+    /// Running init container `i`.
+    Init(usize),
+    /// Init containers done; regular containers started.
+    Main,
+}
+
+/// What reload decided for a pod that is still being stopped.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Next {
+    Keep,
+    /// Once stopped, replace with this definition (new keys).
+    Replace(Box<PodSpec>),
+    /// Once stopped, forget it.
+    Remove,
+}
+
+#[derive(Debug)]
+pub(super) struct Pod {
+    pub spec: PodSpec,
+    pub created_at: Time,
+    pub init: Vec<Slot>,
+    pub main: Vec<Slot>,
+    pub stage: Stage,
+    /// The operator started it regardless of its dependencies.
+    pub deps_override: bool,
+    /// Stopped by the operator before it began: do not auto-start on dependencies.
+    pub held: bool,
+    pub next: Next,
+    pub shutdown_initiated: bool,
+    pub conditions: Vec<Condition>,
+}
+
+fn condition(kind: ConditionType, now: Time) -> Condition {
+    Condition {
+        kind,
+        status: false,
+        reason: String::new(),
+        message: String::new(),
+        last_transition: now,
+    }
+}
+
+impl Pod {
+    pub(super) fn new(spec: PodSpec, now: Time, next_key: &mut u32) -> Pod {
+        let mut key = || {
+            *next_key += 1;
+            ContainerKey(*next_key)
+        };
+        let init = spec
+            .init_containers
+            .iter()
+            .map(|c| Slot::new(key(), c.clone(), true, "PodInitializing", String::new()))
+            .collect();
+        let main = spec
+            .containers
+            .iter()
+            .map(|c| Slot::new(key(), c.clone(), false, "PodInitializing", String::new()))
+            .collect();
+        let mut pod = Pod {
+            spec,
+            created_at: now,
+            init,
+            main,
+            stage: Stage::Waiting,
+            deps_override: false,
+            held: false,
+            next: Next::Keep,
+            shutdown_initiated: false,
+            conditions: vec![
+                condition(ConditionType::Initialized, now),
+                condition(ConditionType::ContainersReady, now),
+                condition(ConditionType::Ready, now),
+            ],
+        };
+        pod.update_conditions(now);
+        pod
+    }
+
+    pub(super) fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    pub(super) fn slots(&self) -> impl Iterator<Item = &Slot> {
+        self.init.iter().chain(self.main.iter())
+    }
+
+    pub(super) fn any_active(&self) -> bool {
+        self.slots().any(Slot::is_active)
+    }
+
+    pub(super) fn keys(&self) -> Vec<ContainerKey> {
+        self.slots().map(|s| s.key).collect()
+    }
+
+    /// Leave `Waiting`: first init container, or all regular containers.
+    pub(super) fn begin(&mut self, out: &mut Out) {
+        self.advance_to(0, out);
+    }
+
+    /// Run init container `i`, or the regular containers once `i` is past the last init.
+    pub(super) fn advance_to(&mut self, i: usize, out: &mut Out) {
+        if out.shutting_down {
+            return;
+        }
+        let name = self.spec.name.clone();
+        if i < self.init.len() {
+            self.stage = Stage::Init(i);
+            for s in self.main.iter_mut() {
+                s.set_waiting("PodInitializing", String::new());
+            }
+            self.init[i].spawn(&name, out);
+        } else {
+            self.stage = Stage::Main;
+            for s in self.main.iter_mut() {
+                if !s.is_active() {
+                    s.spawn(&name, out);
+                }
+            }
+        }
+    }
+
+    /// After an init slot concluded: move on if it completed.
+    pub(super) fn after_init(&mut self, i: usize, out: &mut Out) {
+        if self.stage == Stage::Init(i) && self.init[i].done_completed() {
+            self.advance_to(i + 1, out);
+        }
+    }
+
+    pub(super) fn phase(&self) -> Phase {
+        match self.stage {
+            Stage::Waiting => Phase::Pending,
+            // An init container that will not run again (failed under Never, or was
+            // stopped) means the pod cannot proceed.
+            Stage::Init(i) => match self.init[i].done_failed() {
+                Some(_) if !self.init[i].done_completed() => Phase::Failed,
+                _ => Phase::Pending,
+            },
+            Stage::Main => {
+                let done: Vec<Option<bool>> = self.main.iter().map(Slot::done_failed).collect();
+                if done.iter().all(Option::is_some) {
+                    if done.contains(&Some(true)) {
+                        Phase::Failed
+                    } else {
+                        Phase::Succeeded
+                    }
+                } else if self
+                    .main
+                    .iter()
+                    .any(|s| s.live_or_restarting() || (s.done_failed().is_some() && s.has_run()))
+                {
+                    Phase::Running
+                } else {
+                    Phase::Pending
+                }
+            }
+        }
+    }
+
+    /// Every regular container is running and started (dependency condition `started`).
+    pub(super) fn all_started(&self) -> bool {
+        self.main.iter().all(Slot::is_running_started)
+    }
+
+    pub(super) fn initialized(&self) -> bool {
+        self.stage == Stage::Main || self.init.is_empty()
+    }
+
+    fn set_condition(
+        &mut self,
+        kind: ConditionType,
+        status: bool,
+        reason: &str,
+        message: String,
+        now: Time,
+    ) {
+        if let Some(c) = self.conditions.iter_mut().find(|c| c.kind == kind) {
+            if c.status != status {
+                c.last_transition = now;
+            }
+            c.status = status;
+            c.reason = reason.to_string();
+            c.message = message;
+        }
+    }
+
+    pub(super) fn update_conditions(&mut self, now: Time) {
+        let terminal = matches!(self.phase(), Phase::Succeeded | Phase::Failed);
+        if self.initialized() {
+            self.set_condition(ConditionType::Initialized, true, "", String::new(), now);
+        } else {
+            let incomplete: Vec<&str> = self
+                .init
+                .iter()
+                .filter(|s| !s.done_completed())
+                .map(Slot::name)
+                .collect();
+            let message = format!(
+                "containers with incomplete status: [{}]",
+                incomplete.join(" ")
+            );
+            self.set_condition(
+                ConditionType::Initialized,
+                false,
+                "ContainersNotInitialized",
+                message,
+                now,
+            );
+        }
+        let unready: Vec<String> = self
+            .main
+            .iter()
+            .filter(|s| !s.ready())
+            .map(|s| s.name().to_string())
+            .collect();
+        let (status, reason, message) = if unready.is_empty() {
+            (true, "", String::new())
+        } else if terminal {
+            (false, "PodCompleted", String::new())
+        } else {
+            (
+                false,
+                "ContainersNotReady",
+                format!("containers with unready status: [{}]", unready.join(" ")),
+            )
+        };
+        self.set_condition(
+            ConditionType::ContainersReady,
+            status,
+            reason,
+            message.clone(),
+            now,
+        );
+        self.set_condition(ConditionType::Ready, status, reason, message, now);
+    }
+
+    pub(super) fn ready(&self) -> bool {
+        self.conditions
+            .iter()
+            .any(|c| c.kind == ConditionType::Ready && c.status)
+    }
+
+    pub(super) fn status(&self) -> PodStatus {
+        let name = self.name();
+        PodStatus {
+            name: name.to_string(),
+            phase: self.phase(),
+            restart_policy: self.spec.restart_policy,
+            conditions: self.conditions.clone(),
+            init_containers: self.init.iter().map(|s| s.status(name)).collect(),
+            containers: self.main.iter().map(|s| s.status(name)).collect(),
+            created_at: self.created_at,
+        }
+    }
+}

@@ -1,0 +1,230 @@
+//! Probe bookkeeping for one probe of one container (semantics.md §4).
+//!
+//! Owns the schedule (the k-th attempt of a run is due at `base + k × period`, `base` being the
+//! moment the probe was activated plus its initial delay — monotonic deadlines, no drift), the
+//! one attempt in flight and its timeout deadline, the success/failure run that gates
+//! publishing (kubelet `prober/worker.go`: a result is published after `success_threshold` /
+//! `failure_threshold` identical results in a row), and the last few attempts for `describe`.
+//! It does not decide what a published result means for the container (that is the slot's
+//! job) and never runs a probe itself: it hands out sequence numbers for `StartProbe`.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::backoff::go_duration;
+use super::{ProbeOutcome, ProbeRecord, ProbeResultState, ProbeStatus, Time};
+use crate::config::spec::{ProbeKind, ProbeSpec};
+
+/// Attempts kept per probe for diagnosis.
+pub(super) const PROBE_HISTORY: usize = 10;
+
+#[derive(Debug, Clone, Copy)]
+struct InFlight {
+    seq: u64,
+    started: Time,
+    deadline: Time,
+}
+
+/// What recording one attempt produced.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Recorded {
+    /// The failure message, if the attempt failed (for the `Unhealthy` event).
+    pub failure: Option<String>,
+    /// The newly published result, if the published result changed.
+    pub published: Option<ProbeResultState>,
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct Probe {
+    pub kind: ProbeKind,
+    pub spec: Arc<ProbeSpec>,
+    pub result: ProbeResultState,
+    /// `(base, k)`: the next attempt is due at `base + k × period`. `None`: not running
+    /// (gated by the startup probe, held after a kill, or the container is not running).
+    schedule: Option<(Time, u64)>,
+    in_flight: Option<InFlight>,
+    /// The current run of identical results.
+    last: Option<bool>,
+    run_len: u32,
+    recent: VecDeque<ProbeRecord>,
+    /// Message of the most recent failed attempt (for the probe-kill termination message).
+    pub last_failure: String,
+}
+
+/// The published result before any attempt (kubelet's initial values).
+pub(super) fn initial_result(kind: ProbeKind) -> ProbeResultState {
+    match kind {
+        ProbeKind::Readiness => ProbeResultState::Failure,
+        ProbeKind::Liveness => ProbeResultState::Success,
+        ProbeKind::Startup => ProbeResultState::Unknown,
+    }
+}
+
+fn add(t: Time, d: Duration) -> Time {
+    // A deadline beyond what Instant can hold is as good as never; clamp to a far one.
+    t.checked_add(d)
+        .unwrap_or_else(|| t + Duration::from_secs(100 * 365 * 24 * 3600))
+}
+
+impl Probe {
+    pub(super) fn new(kind: ProbeKind, spec: Arc<ProbeSpec>) -> Probe {
+        Probe {
+            kind,
+            spec,
+            result: initial_result(kind),
+            schedule: None,
+            in_flight: None,
+            last: None,
+            run_len: 0,
+            recent: VecDeque::new(),
+            last_failure: String::new(),
+        }
+    }
+
+    /// A new run: initial result, nothing scheduled; the history of attempts is kept.
+    pub(super) fn reset_for_run(&mut self) {
+        self.result = initial_result(self.kind);
+        self.schedule = None;
+        self.in_flight = None;
+        self.last = None;
+        self.run_len = 0;
+    }
+
+    /// Start the schedule: the first attempt is due at `now + initial_delay`.
+    pub(super) fn activate(&mut self, now: Time) {
+        self.schedule = Some((add(now, self.spec.initial_delay), 0));
+    }
+
+    /// Stop scheduling; returns the sequence number of an attempt to cancel.
+    pub(super) fn hold(&mut self) -> Option<u64> {
+        self.schedule = None;
+        self.in_flight.take().map(|f| f.seq)
+    }
+
+    fn period(&self) -> Duration {
+        // Validation forbids a zero period; guard anyway so a schedule can never spin.
+        self.spec.period.max(Duration::from_millis(1))
+    }
+
+    fn due_at(&self) -> Option<Time> {
+        let (base, k) = self.schedule?;
+        let k = u32::try_from(k).unwrap_or(u32::MAX);
+        Some(add(
+            base,
+            self.period().checked_mul(k).unwrap_or(Duration::MAX),
+        ))
+    }
+
+    pub(super) fn next_deadline(&self) -> Option<Time> {
+        match (self.due_at(), self.in_flight.map(|f| f.deadline)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The in-flight attempt whose timeout has passed, if any.
+    pub(super) fn timed_out(&self, now: Time) -> Option<u64> {
+        self.in_flight.filter(|f| f.deadline <= now).map(|f| f.seq)
+    }
+
+    /// Record the in-flight attempt as timed out (the caller cancels it).
+    pub(super) fn record_timeout(&mut self) -> Option<Recorded> {
+        let f = self.in_flight.take()?;
+        let message = format!("probe timed out after {}", go_duration(self.spec.timeout));
+        Some(self.record(f.started, self.spec.timeout, false, message))
+    }
+
+    /// If an attempt is due, advance the schedule past `now` and return the new attempt's
+    /// sequence number — unless the previous attempt is still in flight, in which case this
+    /// slot is skipped (never two at once).
+    pub(super) fn try_start(&mut self, now: Time, next_seq: &mut u64) -> Option<u64> {
+        let due = self.due_at()?;
+        if due > now {
+            return None;
+        }
+        let (base, _) = self.schedule?;
+        let period = self.period().as_nanos();
+        let elapsed = now.saturating_duration_since(base).as_nanos();
+        let k = u64::try_from(elapsed / period + 1).unwrap_or(u64::MAX);
+        self.schedule = Some((base, k));
+        if self.in_flight.is_some() {
+            return None;
+        }
+        *next_seq += 1;
+        let seq = *next_seq;
+        self.in_flight = Some(InFlight {
+            seq,
+            started: now,
+            deadline: add(now, self.spec.timeout),
+        });
+        Some(seq)
+    }
+
+    /// A result arrived; `None` when it is not for the attempt in flight (late or unknown).
+    pub(super) fn on_result(
+        &mut self,
+        seq: u64,
+        outcome: ProbeOutcome,
+        duration: Duration,
+    ) -> Option<Recorded> {
+        let f = self.in_flight.filter(|f| f.seq == seq)?;
+        self.in_flight = None;
+        let (success, message) = match outcome {
+            ProbeOutcome::Success(m) => (true, m),
+            ProbeOutcome::Failure(m) => (false, m),
+        };
+        Some(self.record(f.started, duration, success, message))
+    }
+
+    fn record(&mut self, at: Time, duration: Duration, success: bool, message: String) -> Recorded {
+        self.recent.push_back(ProbeRecord {
+            at,
+            duration,
+            success,
+            message: message.clone(),
+        });
+        while self.recent.len() > PROBE_HISTORY {
+            self.recent.pop_front();
+        }
+        if self.last == Some(success) {
+            self.run_len = self.run_len.saturating_add(1);
+        } else {
+            self.last = Some(success);
+            self.run_len = 1;
+        }
+        let threshold = if success {
+            self.spec.success_threshold
+        } else {
+            self.spec.failure_threshold
+        }
+        .max(1);
+        let mut published = None;
+        if self.run_len >= threshold {
+            let new = if success {
+                ProbeResultState::Success
+            } else {
+                ProbeResultState::Failure
+            };
+            if new != self.result {
+                self.result = new;
+                published = Some(new);
+            }
+        }
+        let failure = if success {
+            None
+        } else {
+            self.last_failure = message.clone();
+            Some(message)
+        };
+        Recorded { failure, published }
+    }
+
+    pub(super) fn status(&self) -> ProbeStatus {
+        ProbeStatus {
+            kind: self.kind,
+            result: self.result,
+            recent: self.recent.iter().cloned().collect(),
+        }
+    }
+}

@@ -1,0 +1,10 @@
+//! Virtual-time tests of the core: time is `t0 + offset`, and the harness jumps straight to
+//! `poll_timeout()`, so minutes of back-off run in microseconds. Files by topic.
+
+mod backoff;
+mod harness;
+mod lifecycle;
+mod probes;
+mod reasons;
+mod reload;
+mod shutdown;
