@@ -126,12 +126,11 @@ impl V<'_> {
     fn int(&mut self, v: &S<i64>, field: &str, lo: i64, hi: i64) -> Option<i64> {
         let x = *v.get_ref();
         if x < lo || x > hi {
-            let msg = if hi == i64::MAX || (hi >= u32::MAX as i64 - 1 && x >= lo) {
-                if x < lo {
-                    format!("must be >= {lo}, got {x}")
-                } else {
-                    format!("must be <= {hi}, got {x}")
-                }
+            // With a huge upper bound (u32 ids, counts) only the violated side is worth saying.
+            let msg = if hi >= MAX_ID && x < lo {
+                format!("must be >= {lo}, got {x}")
+            } else if hi >= MAX_ID {
+                format!("must be <= {hi}, got {x}")
             } else {
                 format!("must be between {lo} and {hi}, got {x}")
             };

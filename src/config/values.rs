@@ -313,10 +313,7 @@ mod tests {
 
     #[test]
     fn rlimit_names_and_values() {
-        assert_eq!(
-            parse_rlimit_name("nofile"),
-            Ok(("nofile", RLIMITS[9].1))
-        );
+        assert_eq!(parse_rlimit_name("nofile"), Ok(("nofile", RLIMITS[9].1)));
         assert_eq!(parse_rlimit_name("RLIMIT_CORE").map(|r| r.0), Ok("core"));
         assert!(parse_rlimit_name("files").is_err());
         assert_eq!(parse_rlimit_str("unlimited"), Ok(libc::RLIM_INFINITY));
