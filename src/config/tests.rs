@@ -952,12 +952,9 @@ fn every_key_deserializes() {
         for f in fields {
             out.push(f.name);
             match &f.kind {
-                schema::Kind::Table(inner) | schema::Kind::TableArray(inner) => keys(inner, out),
-                schema::Kind::Map(inner) => {
-                    if let schema::Kind::Table(t) = inner {
-                        keys(t, out)
-                    }
-                }
+                schema::Kind::Table(inner)
+                | schema::Kind::TableArray(inner)
+                | schema::Kind::Map(schema::Kind::Table(inner)) => keys(inner, out),
                 _ => {}
             }
         }
