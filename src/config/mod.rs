@@ -1,15 +1,156 @@
 //! Configuration: TOML → raw serde mirror → validated [`spec::Config`].
 //!
-//! Owns parsing, validation with located messages (`FILE:LINE:COL: message`) and defaults.
+//! Owns parsing, validation with located messages (`FILE:LINE:COL: message`) and defaults,
+//! the config-file lookup order, the bundled default and `vigil check`.
 //! Must not touch the system beyond reading the file (user names, cgroup controllers are
 //! checked elsewhere, at start).
+//!
+//! Pipeline: `toml::de::DeTable::parse` (syntax; one located error) → [`schema`] walk (every
+//! unknown key and wrongly typed value, all at once) → serde into [`raw`] (spanned values) →
+//! [`validate`] (ranges, names, references; every problem) → [`spec::Config`].
 
+mod error;
+mod raw;
+mod schema;
 pub mod spec;
+mod validate;
+pub mod values;
 
-use std::path::PathBuf;
+pub use error::{ConfigError, ConfigErrors};
 
-/// `vigil check`: validate and print every problem; returns the exit code. (Skeleton.)
-pub fn check_main(path: Option<PathBuf>) -> i32 {
-    let _ = path;
-    todo!()
+use std::path::{Path, PathBuf};
+
+use error::{Problem, locate};
+use spec::Config;
+
+/// The default config compiled into the binary, used by `vigil run` when no file is given
+/// and `/etc/vigil/vigil.toml` does not exist.
+pub const BUNDLED_DEFAULT: &str = include_str!("../../config/default.toml");
+
+/// The system-wide config file looked up after `-c` and `$VIGIL_CONFIG`.
+pub const SYSTEM_CONFIG: &str = "/etc/vigil/vigil.toml";
+
+/// The name the bundled default goes by in messages and `Config::source`.
+pub const BUNDLED_NAME: &str = "<bundled default>";
+
+/// Where a config comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigSource {
+    File(PathBuf),
+    /// [`BUNDLED_DEFAULT`].
+    Bundled,
 }
+
+impl ConfigSource {
+    /// The path shown in messages (`<bundled default>` for the bundled one).
+    pub fn display_path(&self) -> PathBuf {
+        match self {
+            ConfigSource::File(p) => p.clone(),
+            ConfigSource::Bundled => PathBuf::from(BUNDLED_NAME),
+        }
+    }
+}
+
+/// interface.md lookup: an explicit `-c FILE` (clap also fills it from `$VIGIL_CONFIG`), else
+/// `/etc/vigil/vigil.toml` if it exists, else the bundled default.
+pub fn resolve_path(explicit: Option<PathBuf>) -> ConfigSource {
+    resolve_path_in(explicit, Path::new(SYSTEM_CONFIG))
+}
+
+/// [`resolve_path`] with the system file location as a parameter (for tests).
+pub fn resolve_path_in(explicit: Option<PathBuf>, system: &Path) -> ConfigSource {
+    match explicit {
+        Some(p) => ConfigSource::File(p),
+        None if system.exists() => ConfigSource::File(system.to_path_buf()),
+        None => ConfigSource::Bundled,
+    }
+}
+
+/// Load and validate a config from wherever `source` says.
+pub fn load_source(source: &ConfigSource) -> Result<Config, ConfigErrors> {
+    match source {
+        ConfigSource::File(p) => load(p),
+        ConfigSource::Bundled => load_str(BUNDLED_DEFAULT, Path::new(BUNDLED_NAME)),
+    }
+}
+
+/// Read and validate a config file. An unreadable file is one unlocated error naming the
+/// path and the OS error.
+pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => load_str(&text, path),
+        Err(e) => Err(ConfigErrors::unlocated(
+            path,
+            format!("cannot read config file: {e}"),
+        )),
+    }
+}
+
+/// Validate config text; `source` is used for messages and `Config::source`.
+pub fn load_str(text: &str, source: &Path) -> Result<Config, ConfigErrors> {
+    let doc = match toml::de::DeTable::parse(text) {
+        Ok(doc) => doc,
+        Err(e) => {
+            let span = e.span().unwrap_or(0..0);
+            let message = format!("TOML syntax error: {}", e.message().trim_end());
+            return Err(locate(text, source, vec![Problem::new(span, "", message)]));
+        }
+    };
+    let mut problems = Vec::new();
+    schema::check_document(doc.get_ref(), &mut problems);
+    if !problems.is_empty() {
+        return Err(locate(text, source, problems));
+    }
+    let raw: raw::RawConfig =
+        match serde::Deserialize::deserialize(toml::de::Deserializer::from(doc)) {
+            Ok(raw) => raw,
+            Err(e) => {
+                // The schema walk should have caught this; report serde's view, located.
+                let span = e.span().unwrap_or(0..0);
+                let message = e.message().trim_end().to_string();
+                return Err(locate(text, source, vec![Problem::new(span, "", message)]));
+            }
+        };
+    match validate::validate(&raw, source, &mut problems) {
+        Some(config) if problems.is_empty() => Ok(config),
+        _ => Err(locate(text, source, problems)),
+    }
+}
+
+fn plural(n: usize, word: &str) -> String {
+    if n == 1 {
+        format!("{n} {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}
+
+/// `vigil check`: validate and print every problem to stderr (exit 1), or
+/// `FILE: ok (N pods, M containers)` to stdout (exit 0). Containers count init containers too.
+pub fn check_main(path: Option<PathBuf>) -> i32 {
+    let source = resolve_path(path);
+    let shown = source.display_path();
+    match load_source(&source) {
+        Ok(config) => {
+            let containers: usize = config
+                .pods
+                .iter()
+                .map(|p| p.init_containers.len() + p.containers.len())
+                .sum();
+            println!(
+                "{}: ok ({}, {})",
+                shown.display(),
+                plural(config.pods.len(), "pod"),
+                plural(containers, "container")
+            );
+            0
+        }
+        Err(errors) => {
+            eprintln!("{errors}");
+            1
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

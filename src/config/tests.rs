@@ -1,0 +1,1028 @@
+//! Unit tests of the whole config pipeline on strings: every problem class with its exact
+//! `LINE:COL` and field, all-problems-at-once reporting, defaults folding, the shipped files.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::spec::*;
+use super::*;
+
+/// A minimal valid pod; its lines are 1–3, so appended keys start at line 4 and belong to
+/// `pods.web.containers[0]`.
+const POD: &str = "[[pods.web.containers]]\nname = \"app\"\ncommand = [\"/bin/app\"]\n";
+
+fn errors(text: &str) -> Vec<String> {
+    match load_str(text, Path::new("t.toml")) {
+        Ok(_) => panic!("expected errors, config was accepted:\n{text}"),
+        Err(e) => e.iter().map(|e| e.to_string()).collect(),
+    }
+}
+
+/// Exactly one problem, starting with `prefix` (`t.toml:L:C: field: `) and containing `msg`.
+#[track_caller]
+fn one(text: &str, prefix: &str, msg: &str) {
+    let errs = errors(text);
+    assert_eq!(errs.len(), 1, "expected one error, got {errs:#?}");
+    assert_has(&errs[0], prefix, msg);
+}
+
+#[track_caller]
+fn assert_has(err: &str, prefix: &str, msg: &str) {
+    assert!(
+        err.starts_with(&format!("t.toml:{prefix}")) && err.contains(msg),
+        "error {err:?} does not start with t.toml:{prefix:?} / contain {msg:?}"
+    );
+}
+
+fn ok(text: &str) -> Config {
+    match load_str(text, Path::new("t.toml")) {
+        Ok(c) => c,
+        Err(e) => panic!("unexpected errors:\n{e}"),
+    }
+}
+
+fn container(c: &Config) -> &ContainerSpec {
+    &c.pods[0].containers[0]
+}
+
+// ---- syntax, unknown keys, types --------------------------------------------------------------
+
+#[test]
+fn syntax_error_is_located_and_stops() {
+    one(
+        "a = [1,\nb = 2\n",
+        "2:3: ",
+        "TOML syntax error: unexpected `=`",
+    );
+}
+
+#[test]
+fn duplicate_key_is_a_syntax_error() {
+    one(
+        &format!("{POD}name = \"again\"\n"),
+        "4:1: ",
+        "TOML syntax error",
+    );
+}
+
+#[test]
+fn every_unknown_key_is_reported_at_once() {
+    let text = format!(
+        "{POD}colour = 1\n\
+         [pods.web.containers.liveness_probe]\n\
+         exec = {{ command = [\"x\"] }}\n\
+         perod_seconds = 3\n\
+         [supervisor]\n\
+         foo = 1\n"
+    );
+    let errs = errors(&text);
+    assert_eq!(errs.len(), 3, "{errs:#?}");
+    assert_has(
+        &errs[0],
+        "4:1: pods.web.containers[0].colour: ",
+        "unknown key \"colour\"; expected one of: name, command",
+    );
+    assert_has(
+        &errs[1],
+        "7:1: pods.web.containers[0].liveness_probe.perod_seconds: ",
+        "unknown key \"perod_seconds\"; did you mean \"period_seconds\"?",
+    );
+    assert_has(&errs[2], "9:1: supervisor.foo: ", "unknown key \"foo\"");
+}
+
+#[test]
+fn unknown_top_level_and_pod_keys_are_reported() {
+    let text = format!("[pod.web]\nx = 1\n[pods.web]\nrestart = \"Never\"\n{POD}");
+    let errs = errors(&text);
+    assert_eq!(errs.len(), 2, "{errs:#?}");
+    assert_has(&errs[0], "1:2: pod: ", "did you mean \"pods\"?");
+    assert_has(
+        &errs[1],
+        "4:1: pods.web.restart: ",
+        "unknown key \"restart\"",
+    );
+}
+
+#[test]
+fn wrong_types_are_all_reported_with_expected_and_found() {
+    let text = format!(
+        "{POD}max_restarts = \"ten\"\nno_new_privs = 1\ncapabilities = [\"CAP_CHOWN\", 3]\n"
+    );
+    let errs = errors(&text);
+    assert_eq!(errs.len(), 3, "{errs:#?}");
+    assert_has(
+        &errs[0],
+        "4:16: pods.web.containers[0].max_restarts: ",
+        "expected an integer, found a string",
+    );
+    assert_has(
+        &errs[1],
+        "5:16: pods.web.containers[0].no_new_privs: ",
+        "expected a boolean (true or false), found an integer",
+    );
+    assert_has(
+        &errs[2],
+        "6:30: pods.web.containers[0].capabilities[1]: ",
+        "expected a string, found an integer",
+    );
+}
+
+#[test]
+fn containers_as_a_table_instead_of_an_array_is_a_type_error() {
+    one(
+        "[pods.web.containers]\nname = \"a\"\n",
+        "1:1: pods.web.containers: ",
+        "expected an array of tables, found a table",
+    );
+}
+
+// ---- durations and thresholds ------------------------------------------------------------------
+
+#[test]
+fn probe_period_and_timeout_must_be_positive() {
+    let text = format!(
+        "{POD}[pods.web.containers.liveness_probe]\n\
+         exec = {{ command = [\"true\"] }}\n\
+         period_seconds = 0\n\
+         timeout_seconds = -1\n\
+         initial_delay_seconds = -0.5\n"
+    );
+    let errs = errors(&text);
+    assert_eq!(errs.len(), 3, "{errs:#?}");
+    let p = "pods.web.containers[0].liveness_probe";
+    assert_has(
+        &errs[0],
+        &format!("6:18: {p}.period_seconds: "),
+        "must be > 0 seconds, got 0",
+    );
+    assert_has(
+        &errs[1],
+        &format!("7:19: {p}.timeout_seconds: "),
+        "must be > 0 seconds, got -1",
+    );
+    assert_has(
+        &errs[2],
+        &format!("8:25: {p}.initial_delay_seconds: "),
+        "must be >= 0 seconds, got -0.5",
+    );
+}
+
+#[test]
+fn nan_and_infinite_durations_are_rejected() {
+    one(
+        &format!("{POD}termination_grace_period_seconds = nan\n"),
+        "4:36: pods.web.containers[0].termination_grace_period_seconds: ",
+        "must be a finite number of seconds, got NaN",
+    );
+    one(
+        "[supervisor]\nshutdown_timeout_seconds = inf\n",
+        "2:28: supervisor.shutdown_timeout_seconds: ",
+        "finite",
+    );
+}
+
+#[test]
+fn negative_grace_period_is_rejected() {
+    let text = format!("[pods.web]\ntermination_grace_period_seconds = -3\n{POD}");
+    one(
+        &text,
+        "2:36: pods.web.termination_grace_period_seconds: ",
+        "must be >= 0 seconds, got -3",
+    );
+}
+
+#[test]
+fn backoff_fields_are_checked() {
+    let text =
+        format!("[pods.web]\nbackoff = {{ initial_seconds = -1, reset_after_seconds = 0 }}\n{POD}");
+    let errs = errors(&text);
+    assert_eq!(errs.len(), 2, "{errs:#?}");
+    assert_has(
+        &errs[0],
+        "2:31: pods.web.backoff.initial_seconds: ",
+        "must be >= 0",
+    );
+    assert_has(
+        &errs[1],
+        "2:57: pods.web.backoff.reset_after_seconds: ",
+        "must be > 0",
+    );
+}
+
+#[test]
+fn backoff_max_below_initial_is_rejected_after_folding() {
+    // The pod's max (5) is below the default initial (10).
+    one(
+        &format!("[pods.web]\nbackoff = {{ max_seconds = 5 }}\n{POD}"),
+        "2:27: pods.web.backoff.max_seconds: ",
+        "max_seconds (5) must be >= initial_seconds (10)",
+    );
+    // The container's initial (20) is above the pod's max (15).
+    one(
+        &format!(
+            "[pods.web]\nbackoff = {{ initial_seconds = 1, max_seconds = 15 }}\n{POD}\
+             backoff = {{ initial_seconds = 20 }}\n"
+        ),
+        "6:31: pods.web.containers[0].backoff.initial_seconds: ",
+        "max_seconds (15) must be >= initial_seconds (20)",
+    );
+}
+
+#[test]
+fn success_threshold_must_be_one_for_liveness_and_startup() {
+    let text = format!(
+        "{POD}[pods.web.containers.startup_probe]\n\
+         tcp_socket = {{ port = 80 }}\n\
+         success_threshold = 2\n\
+         [pods.web.containers.readiness_probe]\n\
+         tcp_socket = {{ port = 80 }}\n\
+         success_threshold = 2\n\
+         failure_threshold = 0\n"
+    );
+    let errs = errors(&text);
+    assert_eq!(errs.len(), 2, "{errs:#?}");
+    assert_has(
+        &errs[0],
+        "6:21: pods.web.containers[0].startup_probe.success_threshold: ",
+        "must be 1 for startup probes, got 2",
+    );
+    assert_has(
+        &errs[1],
+        "10:21: pods.web.containers[0].readiness_probe.failure_threshold: ",
+        "must be >= 1, got 0",
+    );
+}
+
+// ---- names and structure -----------------------------------------------------------------------
+
+#[test]
+fn duplicate_container_names_span_init_and_regular_containers() {
+    let text = "[[pods.web.init_containers]]\nname = \"app\"\ncommand = [\"/bin/init\"]\n\
+                [[pods.web.containers]]\nname = \"app\"\ncommand = [\"/bin/app\"]\n";
+    one(
+        text,
+        "5:8: pods.web.containers[0].name: ",
+        "duplicate container name \"app\" in pod \"web\"",
+    );
+}
+
+#[test]
+fn pod_and_container_names_must_be_cgroup_safe() {
+    let text = "[[pods.Web.containers]]\nname = \"a/b\"\ncommand = [\"x\"]\n\
+                [[pods.supervisor.containers]]\nname = \"memory.max\"\ncommand = [\"x\"]\n";
+    let errs = errors(text);
+    assert_eq!(errs.len(), 4, "{errs:#?}");
+    assert_has(&errs[0], "1:8: pods.Web: ", "invalid pod name \"Web\"");
+    assert_has(
+        &errs[1],
+        "2:8: pods.Web.containers[0].name: ",
+        "invalid container name \"a/b\"",
+    );
+    assert_has(&errs[2], "4:8: pods.supervisor: ", "reserved");
+    assert_has(
+        &errs[3],
+        "5:8: pods.supervisor.containers[0].name: ",
+        "collide with a cgroup interface file",
+    );
+}
+
+#[test]
+fn pod_without_containers_is_rejected() {
+    one(
+        "[pods.idle]\nrestart_policy = \"Never\"\n",
+        "1:1: pods.idle: ",
+        "pod has no containers; add at least one [[pods.idle.containers]] table",
+    );
+    one(
+        "[pods.idle]\ncontainers = []\n",
+        "1:1: pods.idle: ",
+        "pod has no containers",
+    );
+}
+
+#[test]
+fn missing_name_and_command_are_reported_at_the_container() {
+    let errs = errors("[[pods.web.containers]]\nenv = { A = \"1\" }\n");
+    assert_eq!(errs.len(), 2, "{errs:#?}");
+    assert_has(
+        &errs[0],
+        "1:1: pods.web.containers[0].command: ",
+        "missing required key \"command\"",
+    );
+    assert_has(
+        &errs[1],
+        "1:1: pods.web.containers[0].name: ",
+        "missing required key \"name\"",
+    );
+}
+
+#[test]
+fn empty_command_and_empty_program_are_rejected() {
+    one(
+        "[[pods.web.containers]]\nname = \"a\"\ncommand = []\n",
+        "3:11: pods.web.containers[0].command: ",
+        "must not be empty",
+    );
+    one(
+        "[[pods.web.containers]]\nname = \"a\"\ncommand = [\"\", \"x\"]\n",
+        "3:12: pods.web.containers[0].command[0]: ",
+        "must not be empty: it is the program to run",
+    );
+}
+
+#[test]
+fn restart_policy_must_be_known() {
+    one(
+        &format!("[pods.web]\nrestart_policy = \"always\"\n{POD}"),
+        "2:18: pods.web.restart_policy: ",
+        "invalid restart_policy \"always\"; expected Always, OnFailure or Never",
+    );
+}
+
+#[test]
+fn init_containers_take_no_probes_and_no_always() {
+    let text = "[[pods.web.init_containers]]\nname = \"init\"\ncommand = [\"x\"]\n\
+                restart_policy = \"Always\"\n\
+                readiness_probe = { exec = { command = [\"true\"] } }\n{POD}";
+    let errs = errors(&text.replace("{POD}", POD));
+    assert_eq!(errs.len(), 2, "{errs:#?}");
+    assert_has(
+        &errs[0],
+        "4:18: pods.web.init_containers[0].restart_policy: ",
+        "must be OnFailure or Never",
+    );
+    assert_has(
+        &errs[1],
+        "5:19: pods.web.init_containers[0].readiness_probe: ",
+        "probes are not supported on init containers",
+    );
+}
+
+// ---- depends_on ----------------------------------------------------------------------------
+
+fn pod(name: &str, extra: &str) -> String {
+    format!("[pods.{name}]\n{extra}\n[[pods.{name}.containers]]\nname = \"c\"\ncommand = [\"x\"]\n")
+}
+
+#[test]
+fn depends_on_unknown_pod_self_and_bad_condition() {
+    let text = format!(
+        "{}{}",
+        pod("web", "depends_on = { dbb = \"ready\", web = \"started\" }"),
+        pod("db", "depends_on = { web = \"healthy\" }")
+    );
+    let errs = errors(&text);
+    assert_eq!(errs.len(), 3, "{errs:#?}");
+    assert_has(
+        &errs[0],
+        "2:16: pods.web.depends_on.dbb: ",
+        "depends on unknown pod \"dbb\"; did you mean \"db\"?",
+    );
+    assert_has(
+        &errs[1],
+        "2:31: pods.web.depends_on.web: ",
+        "a pod cannot depend on itself",
+    );
+    assert_has(
+        &errs[2],
+        "7:22: pods.db.depends_on.web: ",
+        "invalid condition \"healthy\"; expected started, ready or completed",
+    );
+}
+
+#[test]
+fn dependency_cycle_reports_the_path() {
+    let text = format!(
+        "{}{}{}",
+        pod("a", "depends_on = { b = \"ready\" }"),
+        pod("b", "depends_on = { c = \"started\" }"),
+        pod("c", "depends_on = { a = \"ready\" }")
+    );
+    one(
+        &text,
+        "12:16: pods.c.depends_on.a: ",
+        "dependency cycle: a -> b -> c -> a",
+    );
+}
+
+#[test]
+fn completed_dependency_on_a_pod_that_always_restarts_is_rejected() {
+    let text = format!(
+        "{}{}",
+        pod("job", ""),
+        pod("web", "depends_on = { job = \"completed\" }")
+    );
+    one(
+        &text,
+        "7:22: pods.web.depends_on.job: ",
+        "pod \"job\" can never complete: its container \"c\" has restart_policy Always",
+    );
+    let fixed = format!(
+        "{}{}",
+        pod("job", "restart_policy = \"OnFailure\""),
+        pod("web", "depends_on = { job = \"completed\" }")
+    );
+    let c = ok(&fixed);
+    assert_eq!(
+        c.pods[1].depends_on,
+        vec![Dependency {
+            pod: "job".into(),
+            condition: DependencyCondition::Completed
+        }]
+    );
+}
+
+// ---- resources, signals, capabilities, rlimits -----------------------------------------------
+
+#[test]
+fn resource_values_are_checked() {
+    let text = format!(
+        "{POD}[pods.web.containers.resources]\n\
+         memory_max = \"20Mx\"\n\
+         pids_max = 0\n\
+         cpu_max = 0\n\
+         cpu_weight = 10001\n\
+         memory_high = -5\n"
+    );
+    let errs = errors(&text);
+    assert_eq!(errs.len(), 5, "{errs:#?}");
+    let p = "pods.web.containers[0].resources";
+    assert_has(
+        &errs[0],
+        &format!("5:14: {p}.memory_max: "),
+        "invalid quantity \"20Mx\"",
+    );
+    assert_has(
+        &errs[1],
+        &format!("6:12: {p}.pids_max: "),
+        "must be >= 1, got 0",
+    );
+    assert_has(
+        &errs[2],
+        &format!("7:11: {p}.cpu_max: "),
+        "must be > 0 cores",
+    );
+    assert_has(
+        &errs[3],
+        &format!("8:14: {p}.cpu_weight: "),
+        "must be between 1 and 10000, got 10001",
+    );
+    assert_has(
+        &errs[4],
+        &format!("9:15: {p}.memory_high: "),
+        "must be >= 0 bytes, got -5",
+    );
+}
+
+#[test]
+fn resources_accept_quantities_and_max() {
+    let c = ok(&format!(
+        "{POD}resources = {{ memory_max = \"256Mi\", memory_high = 200000000, swap_max = \"0\", \
+         pids_max = \"max\", cpu_max = 1.5, cpu_weight = 200, oom_group = true }}\n"
+    ));
+    let r = &container(&c).resources;
+    assert_eq!(r.memory_max, Some(256 << 20));
+    assert_eq!(r.memory_high, Some(200_000_000));
+    assert_eq!(r.swap_max, Some(0));
+    assert_eq!(r.pids_max, None);
+    assert_eq!(r.cpu_max, Some(1.5));
+    assert_eq!(r.cpu_weight, Some(200));
+    assert!(r.oom_group);
+}
+
+#[test]
+fn unknown_signal_capability_and_rlimit_are_rejected() {
+    let text = format!(
+        "{POD}stop_signal = \"SIGFOO\"\n\
+         capabilities = [\"CAP_NET_BIND_SERVICE\", \"CAP_FLY\"]\n\
+         rlimits = {{ files = 10, nofile = {{ soft = 10, hard = 5 }} }}\n"
+    );
+    let errs = errors(&text);
+    assert_eq!(errs.len(), 4, "{errs:#?}");
+    let p = "pods.web.containers[0]";
+    assert_has(
+        &errs[0],
+        &format!("4:15: {p}.stop_signal: "),
+        "unknown signal \"SIGFOO\"",
+    );
+    assert_has(
+        &errs[1],
+        &format!("5:41: {p}.capabilities[1]: "),
+        "unknown capability \"CAP_FLY\"",
+    );
+    assert_has(
+        &errs[2],
+        &format!("6:13: {p}.rlimits.files: "),
+        "unknown rlimit \"files\"",
+    );
+    assert_has(
+        &errs[3],
+        &format!("6:34: {p}.rlimits.nofile: "),
+        "soft limit (10) must be <= hard limit (5)",
+    );
+}
+
+#[test]
+fn signals_capabilities_and_rlimits_are_canonicalised() {
+    let c = ok(&format!(
+        "{POD}stop_signal = \"term\"\ncapabilities = [\"net_bind_service\", \"CAP_NET_BIND_SERVICE\"]\n\
+         rlimits = {{ nofile = 1024, core = \"unlimited\", nproc = {{ soft = 10, hard = 20 }} }}\n"
+    ));
+    let k = container(&c);
+    assert_eq!(
+        (k.stop_signal, k.stop_signal_name.as_str()),
+        (15, "SIGTERM")
+    );
+    assert_eq!(k.capabilities, vec!["CAP_NET_BIND_SERVICE".to_string()]);
+    let lims: Vec<(&str, u64, u64)> = k.rlimits.iter().map(|r| (r.name, r.soft, r.hard)).collect();
+    assert_eq!(
+        lims,
+        vec![
+            ("core", libc::RLIM_INFINITY, libc::RLIM_INFINITY),
+            ("nofile", 1024, 1024),
+            ("nproc", 10, 20)
+        ]
+    );
+    let c = ok(&format!("{POD}stop_signal = 3\n"));
+    assert_eq!(container(&c).stop_signal_name, "SIGQUIT");
+}
+
+// ---- probes ------------------------------------------------------------------------------------
+
+#[test]
+fn probe_needs_exactly_one_action() {
+    one(
+        &format!("{POD}[pods.web.containers.liveness_probe]\nperiod_seconds = 5\n"),
+        "4:1: pods.web.containers[0].liveness_probe: ",
+        "probe needs exactly one action: exec, http_get or tcp_socket",
+    );
+    one(
+        &format!(
+            "{POD}liveness_probe = {{ exec = {{ command = [\"true\"] }}, tcp_socket = {{ port = 1 }} }}\n"
+        ),
+        "4:64: pods.web.containers[0].liveness_probe.tcp_socket: ",
+        "probe has more than one action (exec, tcp_socket)",
+    );
+}
+
+#[test]
+fn http_probe_port_path_and_scheme_are_checked() {
+    let text = format!(
+        "{POD}[pods.web.containers.readiness_probe.http_get]\n\
+         port = 70000\n\
+         path = \"healthz\"\n\
+         scheme = \"https\"\n\
+         [pods.web.containers.liveness_probe]\n\
+         tcp_socket = {{ port = 0 }}\n"
+    );
+    let errs = errors(&text);
+    assert_eq!(errs.len(), 4, "{errs:#?}");
+    let p = "pods.web.containers[0]";
+    assert_has(
+        &errs[0],
+        &format!("5:8: {p}.readiness_probe.http_get.port: "),
+        "must be between 1 and 65535, got 70000",
+    );
+    assert_has(
+        &errs[1],
+        &format!("6:8: {p}.readiness_probe.http_get.path: "),
+        "must start with '/', got \"healthz\"",
+    );
+    assert_has(
+        &errs[2],
+        &format!("7:10: {p}.readiness_probe.http_get.scheme: "),
+        "https probes are not supported yet (no TLS); use scheme = \"http\"",
+    );
+    assert_has(
+        &errs[3],
+        &format!("9:23: {p}.liveness_probe.tcp_socket.port: "),
+        "must be between 1 and 65535, got 0",
+    );
+}
+
+#[test]
+fn http_probe_without_port_is_rejected() {
+    one(
+        &format!("{POD}liveness_probe = {{ http_get = {{ path = \"/\" }} }}\n"),
+        "4:31: pods.web.containers[0].liveness_probe.http_get.port: ",
+        "missing required key \"port\"",
+    );
+}
+
+#[test]
+fn probe_defaults_follow_the_kubelet() {
+    let c = ok(&format!(
+        "{POD}liveness_probe = {{ http_get = {{ port = 8080 }} }}\n\
+         readiness_probe = {{ tcp_socket = {{ port = 8080 }}, period_seconds = 0.25, success_threshold = 2 }}\n"
+    ));
+    let k = container(&c);
+    let l = k.liveness_probe.as_ref().expect("liveness");
+    assert_eq!(
+        l.action,
+        ProbeAction::HttpGet {
+            host: "127.0.0.1".into(),
+            port: 8080,
+            path: "/".into(),
+            headers: vec![]
+        }
+    );
+    assert_eq!(
+        (l.initial_delay, l.period, l.timeout),
+        (
+            Duration::ZERO,
+            Duration::from_secs(10),
+            Duration::from_secs(1)
+        )
+    );
+    assert_eq!((l.success_threshold, l.failure_threshold), (1, 3));
+    assert_eq!(l.termination_grace, None);
+    let r = k.readiness_probe.as_ref().expect("readiness");
+    assert_eq!(
+        r.action,
+        ProbeAction::TcpSocket {
+            host: "127.0.0.1".into(),
+            port: 8080
+        }
+    );
+    assert_eq!(r.period, Duration::from_millis(250));
+    assert_eq!(r.success_threshold, 2);
+    assert!(k.startup_probe.is_none());
+}
+
+// ---- supervisor --------------------------------------------------------------------------------
+
+#[test]
+fn supervisor_values_are_checked() {
+    let text = "[supervisor]\n\
+                socket_mode = \"0968\"\n\
+                cgroup_root = \"sys/fs/cgroup\"\n\
+                admin_uids = [0, -1]\n\
+                log_buffer_bytes = \"max\"\n\
+                oom_score_adj = 2000\n\
+                socket = \"vigil.sock\"\n";
+    let errs = errors(text);
+    assert_eq!(errs.len(), 6, "{errs:#?}");
+    assert_has(
+        &errs[0],
+        "2:15: supervisor.socket_mode: ",
+        "expected an octal string like \"0660\"",
+    );
+    assert_has(
+        &errs[1],
+        "3:15: supervisor.cgroup_root: ",
+        "expected \"auto\", \"none\" or an absolute path",
+    );
+    assert_has(
+        &errs[2],
+        "4:18: supervisor.admin_uids[1]: ",
+        "must be >= 0, got -1",
+    );
+    assert_has(
+        &errs[3],
+        "5:20: supervisor.log_buffer_bytes: ",
+        "\"max\" is not allowed here",
+    );
+    assert_has(
+        &errs[4],
+        "6:17: supervisor.oom_score_adj: ",
+        "between -1000 and 1000",
+    );
+    assert_has(
+        &errs[5],
+        "7:10: supervisor.socket: ",
+        "must be an absolute path",
+    );
+}
+
+#[test]
+fn supervisor_defaults_and_values() {
+    let c = ok("");
+    assert_eq!(c.supervisor, SupervisorSpec::default());
+    assert!(c.pods.is_empty());
+    let c = ok("[supervisor]\n\
+                socket = \"/run/v.sock\"\nsocket_mode = \"0660\"\nsocket_group = \"vigil\"\n\
+                admin_uids = [1000]\nadmin_gids = [27]\ncgroup_root = \"none\"\n\
+                cgroup_name = \"vigil-test\"\nlog_dir = \"/var/log/vigil\"\n\
+                log_max_file_bytes = \"1Mi\"\nlog_max_files = 5\nlog_buffer_bytes = 65536\n\
+                log_forward = false\nshutdown_timeout_seconds = 2.5\noom_score_adj = \"inherit\"\n");
+    let s = &c.supervisor;
+    assert_eq!(s.socket.as_deref(), Some(Path::new("/run/v.sock")));
+    assert_eq!(s.socket_mode, 0o660);
+    assert_eq!(s.socket_group.as_deref(), Some("vigil"));
+    assert_eq!(
+        (s.admin_uids.clone(), s.admin_gids.clone()),
+        (vec![1000], vec![27])
+    );
+    assert_eq!(s.cgroup_root, CgroupRoot::None);
+    assert_eq!(s.cgroup_name, "vigil-test");
+    assert_eq!(s.log_dir.as_deref(), Some(Path::new("/var/log/vigil")));
+    assert_eq!(
+        (s.log_max_file_bytes, s.log_max_files, s.log_buffer_bytes),
+        (1 << 20, 5, 65536)
+    );
+    assert!(!s.log_forward);
+    assert_eq!(s.shutdown_timeout, Duration::from_millis(2500));
+    assert_eq!(s.oom_score_adj, None);
+    let c = ok("[supervisor]\ncgroup_root = \"/sys/fs/cgroup/vigil\"\nsocket_mode = 0o640\n");
+    assert_eq!(
+        c.supervisor.cgroup_root,
+        CgroupRoot::Path("/sys/fs/cgroup/vigil".into())
+    );
+    assert_eq!(c.supervisor.socket_mode, 0o640);
+}
+
+// ---- all at once, folding ----------------------------------------------------------------------
+
+#[test]
+fn a_file_with_many_problems_reports_all_of_them_in_file_order() {
+    let text = "[supervisor]\n\
+                shutdown_timeout_seconds = -1\n\
+                [pods.web]\n\
+                restart_policy = \"Sometimes\"\n\
+                depends_on = { ghost = \"ready\" }\n\
+                [[pods.web.containers]]\n\
+                name = \"App\"\n\
+                command = []\n\
+                stop_signal = \"SIGNOPE\"\n\
+                [pods.web.containers.liveness_probe]\n\
+                period_seconds = 0\n\
+                success_threshold = 3\n\
+                [pods.web.containers.resources]\n\
+                memory_max = \"20Mx\"\n";
+    let errs = errors(text);
+    let located: Vec<&str> = errs
+        .iter()
+        .map(|e| e.split(": ").nth(1).unwrap_or(""))
+        .collect();
+    assert_eq!(
+        located,
+        vec![
+            "supervisor.shutdown_timeout_seconds",
+            "pods.web.restart_policy",
+            "pods.web.depends_on.ghost",
+            "pods.web.containers[0].name",
+            "pods.web.containers[0].command",
+            "pods.web.containers[0].stop_signal",
+            "pods.web.containers[0].liveness_probe",
+            "pods.web.containers[0].liveness_probe.period_seconds",
+            "pods.web.containers[0].liveness_probe.success_threshold",
+            "pods.web.containers[0].resources.memory_max",
+        ],
+        "{errs:#?}"
+    );
+    assert!(errs[0].starts_with("t.toml:2:28: "), "{}", errs[0]);
+    assert!(errs[9].starts_with("t.toml:14:14: "), "{}", errs[9]);
+}
+
+#[test]
+fn containers_inherit_pod_settings_unless_they_override() {
+    let c = ok("[pods.web]\n\
+                restart_policy = \"OnFailure\"\n\
+                termination_grace_period_seconds = 7\n\
+                backoff = { initial_seconds = 0.5, max_seconds = 8 }\n\
+                max_restarts = 4\n\
+                [[pods.web.init_containers]]\nname = \"init\"\ncommand = [\"/bin/init\"]\n\
+                [[pods.web.containers]]\nname = \"a\"\ncommand = [\"/bin/a\"]\n\
+                [[pods.web.containers]]\nname = \"b\"\ncommand = [\"/bin/b\"]\n\
+                restart_policy = \"Never\"\ntermination_grace_period_seconds = 1.5\n\
+                backoff = { max_seconds = 2 }\nmax_restarts = 0\nno_new_privs = false\n");
+    let p = &c.pods[0];
+    assert_eq!(p.restart_policy, RestartPolicy::OnFailure);
+    let a = &p.containers[0];
+    assert_eq!(a.restart_policy, RestartPolicy::OnFailure);
+    assert_eq!(a.termination_grace, Duration::from_secs(7));
+    assert_eq!(
+        a.backoff,
+        Backoff {
+            initial: Duration::from_millis(500),
+            max: Duration::from_secs(8),
+            reset_after: Duration::from_secs(600)
+        }
+    );
+    assert_eq!(a.max_restarts, Some(4));
+    assert!(a.no_new_privs);
+    assert_eq!(
+        (a.stop_signal, a.stop_signal_name.as_str()),
+        (libc::SIGTERM, "SIGTERM")
+    );
+    let b = &p.containers[1];
+    assert_eq!(b.restart_policy, RestartPolicy::Never);
+    assert_eq!(b.termination_grace, Duration::from_millis(1500));
+    assert_eq!(b.backoff.initial, Duration::from_millis(500));
+    assert_eq!(b.backoff.max, Duration::from_secs(2));
+    assert_eq!(b.max_restarts, Some(0));
+    assert!(!b.no_new_privs);
+    assert_eq!(
+        p.init_containers[0].restart_policy,
+        RestartPolicy::OnFailure
+    );
+}
+
+#[test]
+fn defaults_apply_when_nothing_is_set() {
+    let c = ok(POD);
+    let p = &c.pods[0];
+    assert_eq!(p.restart_policy, RestartPolicy::Always);
+    let k = container(&c);
+    assert_eq!(k.restart_policy, RestartPolicy::Always);
+    assert_eq!(k.termination_grace, Duration::from_secs(30));
+    assert_eq!(k.backoff, Backoff::default());
+    assert_eq!(k.max_restarts, None);
+    assert!(k.no_new_privs && k.capabilities.is_empty() && k.rlimits.is_empty());
+    assert!(!k.resources.any());
+    assert_eq!(c.source, Path::new("t.toml"));
+}
+
+#[test]
+fn init_containers_of_an_always_pod_restart_only_on_failure() {
+    let c = ok(&format!(
+        "[[pods.web.init_containers]]\nname = \"i\"\ncommand = [\"x\"]\n{POD}"
+    ));
+    assert_eq!(
+        c.pods[0].init_containers[0].restart_policy,
+        RestartPolicy::OnFailure
+    );
+}
+
+#[test]
+fn pods_are_sorted_by_name_and_env_by_key() {
+    let c = ok(&format!(
+        "{}{}[[pods.alpha.containers]]\nname = \"c\"\ncommand = [\"x\"]\nenv = {{ Z = \"1\", A = \"2\" }}\n",
+        pod("zulu", ""),
+        pod("mike", "")
+    ));
+    let names: Vec<&str> = c.pods.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["alpha", "mike", "zulu"]);
+    assert_eq!(
+        c.pods[0].containers[0].env,
+        vec![
+            ("A".to_string(), "2".to_string()),
+            ("Z".to_string(), "1".to_string())
+        ]
+    );
+}
+
+// ---- schema and raw agree; shipped files are valid -----------------------------------------
+
+/// Uses every key of the schema once; must be accepted (proves `raw.rs` agrees with
+/// `schema.rs`, since serde runs only after the schema walk passed).
+const KITCHEN_SINK: &str = r#"
+[supervisor]
+socket = "/run/vigil/vigil.sock"
+socket_mode = "0660"
+socket_group = "vigil"
+admin_uids = [1000]
+admin_gids = [1000]
+cgroup_root = "auto"
+cgroup_name = "vigil"
+log_dir = "/var/log/vigil"
+log_max_file_bytes = "10Mi"
+log_max_files = 3
+log_buffer_bytes = "1Mi"
+log_forward = true
+shutdown_timeout_seconds = 60
+oom_score_adj = -900
+
+[pods.db]
+restart_policy = "Always"
+[[pods.db.containers]]
+name = "db"
+command = ["/usr/bin/db"]
+
+[pods.web]
+restart_policy = "Always"
+termination_grace_period_seconds = 30
+backoff = { initial_seconds = 10, max_seconds = 300, reset_after_seconds = 600 }
+max_restarts = 100
+depends_on = { db = "ready" }
+
+[[pods.web.init_containers]]
+name = "migrate"
+command = ["/usr/bin/migrate", "--once"]
+
+[[pods.web.containers]]
+name = "app"
+command = ["/usr/bin/app", "--port", "8080"]
+env = { RUST_LOG = "info" }
+working_dir = "/srv/app"
+user = "app"
+group = 1000
+stop_signal = "SIGTERM"
+restart_policy = "OnFailure"
+termination_grace_period_seconds = 10
+backoff = { initial_seconds = 1, max_seconds = 30, reset_after_seconds = 60 }
+max_restarts = 5
+capabilities = ["CAP_NET_BIND_SERVICE"]
+no_new_privs = true
+rlimits = { nofile = { soft = 1024, hard = 4096 }, core = 0 }
+
+[pods.web.containers.resources]
+memory_max = "256Mi"
+memory_high = "200Mi"
+swap_max = "0"
+pids_max = 512
+cpu_max = 1.5
+cpu_weight = 100
+oom_group = false
+
+[pods.web.containers.startup_probe]
+exec = { command = ["/usr/bin/check"] }
+failure_threshold = 30
+period_seconds = 1
+
+[pods.web.containers.liveness_probe]
+http_get = { host = "127.0.0.1", port = 8080, path = "/healthz", scheme = "http", headers = { X-Probe = "1" } }
+initial_delay_seconds = 5
+period_seconds = 5
+timeout_seconds = 1
+success_threshold = 1
+failure_threshold = 3
+termination_grace_period_seconds = 2
+
+[pods.web.containers.readiness_probe]
+tcp_socket = { host = "localhost", port = 8080 }
+period_seconds = 2
+"#;
+
+#[test]
+fn every_key_deserializes() {
+    let c = ok(KITCHEN_SINK);
+    assert_eq!(c.pods.len(), 2);
+    fn keys(fields: &[schema::Field], out: &mut Vec<&'static str>) {
+        for f in fields {
+            out.push(f.name);
+            match &f.kind {
+                schema::Kind::Table(inner)
+                | schema::Kind::TableArray(inner)
+                | schema::Kind::Map(schema::Kind::Table(inner)) => keys(inner, out),
+                _ => {}
+            }
+        }
+    }
+    let mut all = Vec::new();
+    keys(schema::ROOT, &mut all);
+    for k in all {
+        let used = KITCHEN_SINK.contains(&format!("{k} ="))
+            || KITCHEN_SINK.contains(&format!("[{k}"))
+            || KITCHEN_SINK.contains(&format!(".{k}"));
+        assert!(used, "schema key {k} is not exercised by KITCHEN_SINK");
+    }
+}
+
+#[test]
+fn shipped_default_and_examples_are_valid() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+    let mut files = vec![root.join("default.toml")];
+    let mut examples: Vec<_> = std::fs::read_dir(root.join("examples"))
+        .expect("config/examples exists")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    examples.sort();
+    assert!(
+        examples.len() >= 4,
+        "expected at least 4 examples, found {examples:?}"
+    );
+    files.extend(examples);
+    for f in files {
+        if let Err(e) = load(&f) {
+            panic!("{} is invalid:\n{e}", f.display());
+        }
+    }
+    let bundled = load_source(&ConfigSource::Bundled).expect("bundled default is valid");
+    assert_eq!(bundled.source, Path::new(BUNDLED_NAME));
+    assert!(bundled.pods.len() >= 3);
+}
+
+// ---- lookup and I/O ------------------------------------------------------------------------
+
+#[test]
+fn resolve_path_prefers_explicit_then_system_file_then_bundled() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let system = dir.path().join("vigil.toml");
+    assert_eq!(resolve_path_in(None, &system), ConfigSource::Bundled);
+    std::fs::write(&system, "").expect("write");
+    assert_eq!(
+        resolve_path_in(None, &system),
+        ConfigSource::File(system.clone())
+    );
+    let explicit = dir.path().join("other.toml");
+    assert_eq!(
+        resolve_path_in(Some(explicit.clone()), &system),
+        ConfigSource::File(explicit)
+    );
+}
+
+#[test]
+fn unreadable_file_names_the_path_and_os_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing = dir.path().join("nope.toml");
+    let e = load(&missing).expect_err("missing file");
+    assert_eq!(e.len(), 1);
+    let s = e.to_string();
+    assert!(
+        s.starts_with(&format!("{}: cannot read config file: ", missing.display())),
+        "{s}"
+    );
+    assert!(s.contains("No such file or directory"), "{s}");
+}
