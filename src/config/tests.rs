@@ -128,6 +128,38 @@ fn wrong_types_are_all_reported_with_expected_and_found() {
 }
 
 #[test]
+fn structural_and_value_problems_are_reported_in_the_same_run() {
+    // The wrongly typed name is reported once (not again as "missing"); the unknown key and
+    // the bad command element do not hide the bad restart_policy and the bad signal.
+    let text = "[pods.web]\nrestart_policy = \"Sometimes\"\nfoo = 1\n\
+                [[pods.web.containers]]\nname = 7\ncommand = [\"/bin/a\", 2]\n\
+                stop_signal = \"SIGNOPE\"\n";
+    let errs = errors(text);
+    assert_eq!(errs.len(), 5, "{errs:#?}");
+    assert_has(
+        &errs[0],
+        "2:18: pods.web.restart_policy: ",
+        "invalid restart_policy",
+    );
+    assert_has(&errs[1], "3:1: pods.web.foo: ", "unknown key \"foo\"");
+    assert_has(
+        &errs[2],
+        "5:8: pods.web.containers[0].name: ",
+        "expected a string, found an integer",
+    );
+    assert_has(
+        &errs[3],
+        "6:22: pods.web.containers[0].command[1]: ",
+        "expected a string, found an integer",
+    );
+    assert_has(
+        &errs[4],
+        "7:15: pods.web.containers[0].stop_signal: ",
+        "unknown signal",
+    );
+}
+
+#[test]
 fn containers_as_a_table_instead_of_an_array_is_a_type_error() {
     one(
         "[pods.web.containers]\nname = \"a\"\n",
@@ -290,12 +322,12 @@ fn pod_and_container_names_must_be_cgroup_safe() {
 fn pod_without_containers_is_rejected() {
     one(
         "[pods.idle]\nrestart_policy = \"Never\"\n",
-        "1:1: pods.idle: ",
+        "1:1: pods.idle.containers: ",
         "pod has no containers; add at least one [[pods.idle.containers]] table",
     );
     one(
         "[pods.idle]\ncontainers = []\n",
-        "1:1: pods.idle: ",
+        "1:1: pods.idle.containers: ",
         "pod has no containers",
     );
 }

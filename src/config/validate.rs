@@ -432,7 +432,7 @@ impl V<'_> {
         if no_containers {
             self.err(
                 span(raw_s),
-                &path,
+                &join(&path, "containers"),
                 format!("pod has no containers; add at least one [[{path}.containers]] table"),
             );
         }
