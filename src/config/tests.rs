@@ -595,6 +595,26 @@ fn probe_needs_exactly_one_action() {
         "4:64: pods.web.containers[0].liveness_probe.tcp_socket: ",
         "probe has more than one action (exec, tcp_socket)",
     );
+    // Each action present is still checked.
+    let errs = errors(&format!(
+        "{POD}readiness_probe = {{ exec = {{ command = [] }}, http_get = {{ port = 80, path = \"x\" }} }}\n"
+    ));
+    assert_eq!(errs.len(), 3, "{errs:#?}");
+    assert_has(
+        &errs[0],
+        "4:40: pods.web.containers[0].readiness_probe.exec.command: ",
+        "must not be empty",
+    );
+    assert_has(
+        &errs[1],
+        "4:57: pods.web.containers[0].readiness_probe.http_get: ",
+        "more than one action",
+    );
+    assert_has(
+        &errs[2],
+        "4:77: pods.web.containers[0].readiness_probe.http_get.path: ",
+        "must start with '/'",
+    );
 }
 
 #[test]
@@ -755,6 +775,11 @@ fn supervisor_defaults_and_values() {
     assert!(!s.log_forward);
     assert_eq!(s.shutdown_timeout, Duration::from_millis(2500));
     assert_eq!(s.oom_score_adj, None);
+    one(
+        "[supervisor]\nsocket_mode = 660\n",
+        "2:15: supervisor.socket_mode: ",
+        "660 is out of range (integers are decimal); write the mode as an octal string like \"0660\" or as 0o660",
+    );
     let c = ok("[supervisor]\ncgroup_root = \"/sys/fs/cgroup/vigil\"\nsocket_mode = 0o640\n");
     assert_eq!(
         c.supervisor.cgroup_root,
