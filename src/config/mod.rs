@@ -96,22 +96,25 @@ pub fn load_str(text: &str, source: &Path) -> Result<Config, ConfigErrors> {
             return Err(locate(text, source, vec![Problem::new(span, "", message)]));
         }
     };
-    let mut problems = Vec::new();
-    schema::check_document(doc.get_ref(), &mut problems);
-    if !problems.is_empty() {
-        return Err(locate(text, source, problems));
-    }
+    let mut doc = doc;
+    let walk = schema::check_document(doc.get_mut());
+    let mut problems = walk.problems.clone();
     let raw: raw::RawConfig =
         match serde::Deserialize::deserialize(toml::de::Deserializer::from(doc)) {
             Ok(raw) => raw,
             Err(e) => {
-                // The schema walk should have caught this; report serde's view, located.
+                // The schema walk should have made this impossible; report serde's view too.
                 let span = e.span().unwrap_or(0..0);
                 let message = e.message().trim_end().to_string();
-                return Err(locate(text, source, vec![Problem::new(span, "", message)]));
+                problems.push(Problem::new(span, "", message));
+                return Err(locate(text, source, problems));
             }
         };
-    match validate::validate(&raw, source, &mut problems) {
+    let mut checked = Vec::new();
+    let config = validate::validate(&raw, source, &mut checked);
+    // A value the walk removed shows up again as "missing"; it has been reported already.
+    problems.extend(checked.into_iter().filter(|p| !walk.explains(&p.field)));
+    match config {
         Some(config) if problems.is_empty() => Ok(config),
         _ => Err(locate(text, source, problems)),
     }

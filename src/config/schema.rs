@@ -2,8 +2,10 @@
 //! reports EVERY unknown key and wrongly typed value at once.
 //!
 //! Why not only serde's `deny_unknown_fields`: serde stops at the first problem, and a user
-//! fixing a file one error per run is what ripgrep-style "report everything" avoids. serde
-//! (`raw.rs`) still runs afterwards, as a second line of defence, on a tree this walk passed.
+//! fixing a file one error per run is what ripgrep-style "report everything" avoids. The walk
+//! removes what it reported, so serde (`raw.rs`) then runs on a clean tree — still with
+//! `deny_unknown_fields`, as a second line of defence — and `validate` checks the values of
+//! everything else in the same run.
 //! The lists here and the structs in `raw.rs` must agree; `tests::every_key_deserializes`
 //! keeps them honest. Must not judge values (ranges, names): that is `validate`.
 
@@ -187,19 +189,56 @@ fn describe_kind(k: &Kind) -> &'static str {
     }
 }
 
-/// Walk the whole document; every problem found is appended to `out`.
-pub(crate) fn check_document(root: &DeTable<'_>, out: &mut Vec<Problem>) {
-    check_table(root, ROOT, "", out);
+/// What the walk found: the problems, and the dotted paths of the entries it removed from the
+/// tree so that serde and `validate` can still check everything else.
+#[derive(Debug, Default)]
+pub(crate) struct Walk {
+    pub problems: Vec<Problem>,
+    pub removed: Vec<String>,
 }
 
-fn check_table(table: &DeTable<'_>, fields: &[Field], path: &str, out: &mut Vec<Problem>) {
-    for (key, value) in table.iter() {
+impl Walk {
+    /// Whether a later problem on `field` is a consequence of an entry removed here (the
+    /// entry itself, or something inside it), and so would only repeat what was said.
+    pub fn explains(&self, field: &str) -> bool {
+        self.removed.iter().any(|r| {
+            field == r
+                || field
+                    .strip_prefix(r.as_str())
+                    .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
+        })
+    }
+}
+
+/// Walk the whole document, reporting every unknown key and wrongly typed value, and remove
+/// those entries (a wrongly typed array element takes its whole array) so that the rest can
+/// be deserialized and validated in the same run.
+pub(crate) fn check_document(root: &mut DeTable<'_>) -> Walk {
+    let mut walk = Walk::default();
+    check_table(root, ROOT, "", &mut walk);
+    walk
+}
+
+fn check_table(table: &mut DeTable<'_>, fields: &[Field], path: &str, walk: &mut Walk) {
+    let mut remove = Vec::new();
+    for (key, value) in table.iter_mut() {
         let name = key.get_ref().as_ref();
         let field_path = join(path, name);
-        match fields.iter().find(|fl| fl.name == name) {
-            Some(fl) => check_value(value, &fl.kind, &field_path, out),
-            None => out.push(unknown_key(key, fields, field_path)),
+        let keep = match fields.iter().find(|fl| fl.name == name) {
+            Some(fl) => check_value(value, &fl.kind, &field_path, walk),
+            None => {
+                walk.problems
+                    .push(unknown_key(key, fields, field_path.clone()));
+                false
+            }
+        };
+        if !keep {
+            remove.push(name.to_string());
+            walk.removed.push(field_path);
         }
+    }
+    for name in remove {
+        table.remove(name.as_str());
     }
 }
 
@@ -228,9 +267,12 @@ fn unknown_key(
     Problem::new(key.span(), path, message)
 }
 
-fn check_value(value: &Spanned<DeValue<'_>>, kind: &Kind, path: &str, out: &mut Vec<Problem>) {
-    let v = value.get_ref();
-    let ok = match (kind, v) {
+/// Check one value against `kind`; false when it must be removed (wrong type, or an array
+/// with a wrongly typed element).
+fn check_value(value: &mut Spanned<DeValue<'_>>, kind: &Kind, path: &str, walk: &mut Walk) -> bool {
+    let span = value.span();
+    let v = value.get_mut();
+    let ok = match (kind, &mut *v) {
         (Kind::Str, DeValue::String(_))
         | (Kind::Int, DeValue::Integer(_))
         | (Kind::Num, DeValue::Integer(_) | DeValue::Float(_))
@@ -239,36 +281,41 @@ fn check_value(value: &Spanned<DeValue<'_>>, kind: &Kind, path: &str, out: &mut 
         | (Kind::NumOrStr, DeValue::String(_) | DeValue::Integer(_) | DeValue::Float(_))
         | (Kind::Rlimit, DeValue::String(_) | DeValue::Integer(_)) => true,
         (Kind::StrArray, DeValue::Array(items)) => {
-            check_items(items.iter(), &Kind::Str, path, out);
-            true
+            return check_items(items.iter_mut(), &Kind::Str, path, walk);
         }
         (Kind::IntArray, DeValue::Array(items)) => {
-            check_items(items.iter(), &Kind::Int, path, out);
-            true
+            return check_items(items.iter_mut(), &Kind::Int, path, walk);
         }
         (Kind::Table(fields), DeValue::Table(t)) => {
-            check_table(t, fields, path, out);
+            check_table(t, fields, path, walk);
             true
         }
         (Kind::TableArray(fields), DeValue::Array(items)) => {
-            check_items(items.iter(), &Kind::Table(fields), path, out);
-            true
+            return check_items(items.iter_mut(), &Kind::Table(fields), path, walk);
         }
         (Kind::Map(inner), DeValue::Table(t)) => {
-            for (k, item) in t.iter() {
-                check_value(item, inner, &join(path, k.get_ref()), out);
+            let mut remove = Vec::new();
+            for (k, item) in t.iter_mut() {
+                let item_path = join(path, k.get_ref());
+                if !check_value(item, inner, &item_path, walk) {
+                    remove.push(k.get_ref().to_string());
+                    walk.removed.push(item_path);
+                }
+            }
+            for k in remove {
+                t.remove(k.as_str());
             }
             true
         }
         (Kind::Rlimit, DeValue::Table(t)) => {
-            check_table(t, RLIMIT_PAIR, path, out);
+            check_table(t, RLIMIT_PAIR, path, walk);
             true
         }
         _ => false,
     };
     if !ok {
-        out.push(Problem::new(
-            value.span(),
+        walk.problems.push(Problem::new(
+            span,
             path,
             format!(
                 "expected {}, found {}",
@@ -277,15 +324,19 @@ fn check_value(value: &Spanned<DeValue<'_>>, kind: &Kind, path: &str, out: &mut 
             ),
         ));
     }
+    ok
 }
 
+/// Check every element (all are reported); false if any is wrongly typed.
 fn check_items<'a, 'i: 'a>(
-    items: impl Iterator<Item = &'a Spanned<DeValue<'i>>>,
+    items: impl Iterator<Item = &'a mut Spanned<DeValue<'i>>>,
     kind: &Kind,
     path: &str,
-    out: &mut Vec<Problem>,
-) {
+    walk: &mut Walk,
+) -> bool {
+    let mut all_ok = true;
     for (i, item) in items.enumerate() {
-        check_value(item, kind, &format!("{path}[{i}]"), out);
+        all_ok &= check_value(item, kind, &format!("{path}[{i}]"), walk);
     }
+    all_ok
 }

@@ -128,6 +128,38 @@ fn wrong_types_are_all_reported_with_expected_and_found() {
 }
 
 #[test]
+fn structural_and_value_problems_are_reported_in_the_same_run() {
+    // The wrongly typed name is reported once (not again as "missing"); the unknown key and
+    // the bad command element do not hide the bad restart_policy and the bad signal.
+    let text = "[pods.web]\nrestart_policy = \"Sometimes\"\nfoo = 1\n\
+                [[pods.web.containers]]\nname = 7\ncommand = [\"/bin/a\", 2]\n\
+                stop_signal = \"SIGNOPE\"\n";
+    let errs = errors(text);
+    assert_eq!(errs.len(), 5, "{errs:#?}");
+    assert_has(
+        &errs[0],
+        "2:18: pods.web.restart_policy: ",
+        "invalid restart_policy",
+    );
+    assert_has(&errs[1], "3:1: pods.web.foo: ", "unknown key \"foo\"");
+    assert_has(
+        &errs[2],
+        "5:8: pods.web.containers[0].name: ",
+        "expected a string, found an integer",
+    );
+    assert_has(
+        &errs[3],
+        "6:22: pods.web.containers[0].command[1]: ",
+        "expected a string, found an integer",
+    );
+    assert_has(
+        &errs[4],
+        "7:15: pods.web.containers[0].stop_signal: ",
+        "unknown signal",
+    );
+}
+
+#[test]
 fn containers_as_a_table_instead_of_an_array_is_a_type_error() {
     one(
         "[pods.web.containers]\nname = \"a\"\n",
@@ -290,12 +322,12 @@ fn pod_and_container_names_must_be_cgroup_safe() {
 fn pod_without_containers_is_rejected() {
     one(
         "[pods.idle]\nrestart_policy = \"Never\"\n",
-        "1:1: pods.idle: ",
+        "1:1: pods.idle.containers: ",
         "pod has no containers; add at least one [[pods.idle.containers]] table",
     );
     one(
         "[pods.idle]\ncontainers = []\n",
-        "1:1: pods.idle: ",
+        "1:1: pods.idle.containers: ",
         "pod has no containers",
     );
 }
@@ -563,6 +595,26 @@ fn probe_needs_exactly_one_action() {
         "4:64: pods.web.containers[0].liveness_probe.tcp_socket: ",
         "probe has more than one action (exec, tcp_socket)",
     );
+    // Each action present is still checked.
+    let errs = errors(&format!(
+        "{POD}readiness_probe = {{ exec = {{ command = [] }}, http_get = {{ port = 80, path = \"x\" }} }}\n"
+    ));
+    assert_eq!(errs.len(), 3, "{errs:#?}");
+    assert_has(
+        &errs[0],
+        "4:40: pods.web.containers[0].readiness_probe.exec.command: ",
+        "must not be empty",
+    );
+    assert_has(
+        &errs[1],
+        "4:57: pods.web.containers[0].readiness_probe.http_get: ",
+        "more than one action",
+    );
+    assert_has(
+        &errs[2],
+        "4:77: pods.web.containers[0].readiness_probe.http_get.path: ",
+        "must start with '/'",
+    );
 }
 
 #[test]
@@ -723,6 +775,11 @@ fn supervisor_defaults_and_values() {
     assert!(!s.log_forward);
     assert_eq!(s.shutdown_timeout, Duration::from_millis(2500));
     assert_eq!(s.oom_score_adj, None);
+    one(
+        "[supervisor]\nsocket_mode = 660\n",
+        "2:15: supervisor.socket_mode: ",
+        "660 is out of range (integers are decimal); write the mode as an octal string like \"0660\" or as 0o660",
+    );
     let c = ok("[supervisor]\ncgroup_root = \"/sys/fs/cgroup/vigil\"\nsocket_mode = 0o640\n");
     assert_eq!(
         c.supervisor.cgroup_root,

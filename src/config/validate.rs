@@ -252,12 +252,19 @@ impl V<'_> {
         }
         if let Some(v) = &s.socket_mode {
             let field = join(p, "socket_mode");
-            let mode = match v.get_ref() {
-                StrOrInt::Str(t) => values::parse_octal_mode(t),
-                StrOrInt::Int(n) => u32::try_from(*n)
-                    .map_err(|_| format!("mode {n} is out of range"))
-                    .and_then(values::check_mode),
-            };
+            let mode =
+                match v.get_ref() {
+                    StrOrInt::Str(t) => values::parse_octal_mode(t),
+                    // `socket_mode = 660` is decimal 660 = 0o1224: almost certainly meant octal.
+                    StrOrInt::Int(n) => u32::try_from(*n).ok().filter(|m| *m <= 0o777).ok_or_else(
+                        || {
+                            format!(
+                                "{n} is out of range (integers are decimal); write the mode as an \
+                             octal string like \"0{n}\" or as 0o{n}"
+                            )
+                        },
+                    ),
+                };
             match mode {
                 Ok(m) => spec.socket_mode = m,
                 Err(m) => self.err(span(v), &field, m),
@@ -432,7 +439,7 @@ impl V<'_> {
         if no_containers {
             self.err(
                 span(raw_s),
-                &path,
+                &join(&path, "containers"),
                 format!("pod has no containers; add at least one [[{path}.containers]] table"),
             );
         }
@@ -798,7 +805,8 @@ impl V<'_> {
                 ),
             );
         }
-        let action = if let Some(e) = &raw.exec {
+        // Every action present is checked, so a second problem is not hidden by the first.
+        let exec = raw.exec.as_ref().and_then(|e| {
             let field = join(&join(path, "exec"), "command");
             match &e.get_ref().command {
                 Some(c) => Some(ProbeAction::Exec {
@@ -809,7 +817,8 @@ impl V<'_> {
                     None
                 }
             }
-        } else if let Some(h) = &raw.http_get {
+        });
+        let http = raw.http_get.as_ref().map(|h| {
             let p = join(path, "http_get");
             let hr = h.get_ref();
             let port = self.port(hr.port.as_ref(), span(h), &p);
@@ -846,24 +855,24 @@ impl V<'_> {
                 }
             }
             let headers = self.headers(hr.headers.as_ref(), &join(&p, "headers"));
-            Some(ProbeAction::HttpGet {
+            ProbeAction::HttpGet {
                 host,
                 port: port.unwrap_or(0),
                 path: path_s,
                 headers,
-            })
-        } else if let Some(t) = &raw.tcp_socket {
+            }
+        });
+        let tcp = raw.tcp_socket.as_ref().map(|t| {
             let p = join(path, "tcp_socket");
             let tr = t.get_ref();
             let port = self.port(tr.port.as_ref(), span(t), &p);
             let host = self.host(tr.host.as_ref(), &p);
-            Some(ProbeAction::TcpSocket {
+            ProbeAction::TcpSocket {
                 host,
                 port: port.unwrap_or(0),
-            })
-        } else {
-            None
-        };
+            }
+        });
+        let action = exec.or(http).or(tcp);
         let initial_delay = self.opt_seconds(
             &raw.initial_delay_seconds,
             &join(path, "initial_delay_seconds"),

@@ -1,0 +1,174 @@
+//! `vigil check` end to end: the built binary on good and bad files (exit codes, output
+//! format `FILE:LINE:COL: field: message`, one problem per line on stderr).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn vigil_check(config: Option<&Path>, env_config: Option<&Path>) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_vigil"));
+    cmd.arg("check").env_remove("VIGIL_CONFIG");
+    if let Some(c) = config {
+        cmd.arg("-c").arg(c);
+    }
+    if let Some(e) = env_config {
+        cmd.env("VIGIL_CONFIG", e);
+    }
+    cmd.output().expect("run vigil check")
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).expect("write config");
+    p
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+const GOOD: &str = r#"
+[pods.web]
+depends_on = { db = "ready" }
+[[pods.web.init_containers]]
+name = "migrate"
+command = ["/bin/true"]
+[[pods.web.containers]]
+name = "app"
+command = ["/bin/sleep", "1000"]
+[pods.web.containers.readiness_probe]
+tcp_socket = { port = 8080 }
+
+[pods.db]
+[[pods.db.containers]]
+name = "db"
+command = ["/bin/sleep", "1000"]
+"#;
+
+#[test]
+fn check_accepts_a_valid_file_and_counts_pods_and_containers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = write(dir.path(), "good.toml", GOOD);
+    let out = vigil_check(Some(&f), None);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        format!("{}: ok (2 pods, 3 containers)\n", f.display())
+    );
+    assert_eq!(text(&out.stderr), "");
+}
+
+#[test]
+fn check_reports_every_problem_located_on_stderr_and_exits_1() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = write(
+        dir.path(),
+        "bad.toml",
+        "[pods.web]\n\
+         restart_policy = \"Sometimes\"\n\
+         colour = \"blue\"\n\
+         [[pods.web.containers]]\n\
+         name = \"app\"\n\
+         command = [\"/bin/app\"]\n\
+         [pods.web.containers.liveness_probe]\n\
+         http_get = { port = 8080, scheme = \"https\" }\n\
+         period_seconds = 0\n",
+    );
+    let out = vigil_check(Some(&f), None);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(text(&out.stdout), "");
+    let stderr = text(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    let p = f.display();
+    assert_eq!(
+        lines,
+        vec![
+            format!(
+                "{p}:2:18: pods.web.restart_policy: invalid restart_policy \"Sometimes\"; \
+                 expected Always, OnFailure or Never"
+            ),
+            format!(
+                "{p}:3:1: pods.web.colour: unknown key \"colour\"; expected one of: \
+                 restart_policy, termination_grace_period_seconds, backoff, max_restarts, \
+                 depends_on, init_containers, containers"
+            ),
+            format!(
+                "{p}:8:36: pods.web.containers[0].liveness_probe.http_get.scheme: https probes \
+                 are not supported yet (no TLS); use scheme = \"http\""
+            ),
+            format!(
+                "{p}:9:18: pods.web.containers[0].liveness_probe.period_seconds: must be > 0 \
+                 seconds, got 0"
+            ),
+        ],
+        "{stderr}"
+    );
+}
+
+#[test]
+fn check_reports_a_syntax_error_with_its_location() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = write(dir.path(), "syntax.toml", "[pods.web\nx = 1\n");
+    let out = vigil_check(Some(&f), None);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with(&format!("{}:1:", f.display())) && stderr.contains("TOML syntax error"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn check_names_an_unreadable_file_and_the_os_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing = dir.path().join("missing.toml");
+    let out = vigil_check(Some(&missing), None);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "{}: cannot read config file: No such file or directory (os error 2)\n",
+            missing.display()
+        )
+    );
+}
+
+#[test]
+fn check_reads_vigil_config_from_the_environment() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = write(dir.path(), "env.toml", GOOD);
+    let out = vigil_check(None, Some(&f));
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    assert!(text(&out.stdout).starts_with(&format!("{}: ok", f.display())));
+}
+
+#[test]
+fn check_without_a_file_validates_the_bundled_default() {
+    if Path::new("/etc/vigil/vigil.toml").exists() {
+        println!("skipped: /etc/vigil/vigil.toml exists here and takes precedence");
+        return;
+    }
+    let out = vigil_check(None, None);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.starts_with("<bundled default>: ok ("), "{stdout}");
+}
+
+#[test]
+fn check_accepts_every_shipped_example() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+    let mut files = vec![root.join("default.toml")];
+    for e in std::fs::read_dir(root.join("examples")).expect("config/examples") {
+        files.push(e.expect("dir entry").path());
+    }
+    for f in files {
+        let out = vigil_check(Some(&f), None);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}: {}",
+            f.display(),
+            text(&out.stderr)
+        );
+    }
+}
