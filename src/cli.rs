@@ -131,6 +131,18 @@ pub enum Cmd {
 
 /// Entry point used by `main`: returns the process exit code.
 pub fn main() -> i32 {
+    // Started by the kernel as init (`/sbin/init`, `rdinit=`), vigil gets no subcommand — and
+    // possibly stray kernel command-line words as arguments: behave as `vigil run`.
+    if crate::runtime::is_pid1() {
+        let first = std::env::args().nth(1);
+        let known = first.as_deref().is_some_and(|a| {
+            use clap::CommandFactory;
+            a.starts_with('-') || Cli::command().find_subcommand(a).is_some()
+        });
+        if !known {
+            return crate::runtime::run_main(None);
+        }
+    }
     let cli = Cli::parse();
     match cli.command {
         Cmd::Run { config } => crate::runtime::run_main(config),

@@ -1,8 +1,82 @@
-//! (skeleton)
+//! The runtime shell: the one thread, the one `mio::Poll`, and the only code that reads the
+//! clock.
+//!
+//! Owns every file descriptor of a running supervisor (signal self-pipe, control socket,
+//! container output pipes, cgroup event files, probe sockets) and the pid → owner table of the
+//! reaper. Each loop turn: poll with the timeout the core asks for → read the clock once →
+//! turn ready sources into [`Input`]s → `core.handle(now, …)` / `handle_timeout(now)` → drain
+//! `poll_action()` into the executor, whose outcomes go straight back in as inputs. It must not
+//! make lifecycle decisions (restart, back-off, reasons): those are the core's.
+
+mod pid1;
+mod shell;
+mod slots;
+
 use std::path::PathBuf;
 
-/// `vigil run`: returns the exit code.
+use log::error;
+
+pub use pid1::is_pid1;
+
+/// `vigil run`: load the config, supervise until shutdown, return the exit code.
 pub fn run_main(config: Option<PathBuf>) -> i32 {
-    let _ = config;
-    todo!()
+    init_logger();
+    let pid1 = pid1::is_pid1();
+    if pid1 {
+        pid1::mount_api_filesystems();
+        install_pid1_panic_hook();
+    }
+    let source = crate::config::resolve_path(config);
+    let code = match crate::config::load_source(&source) {
+        Err(errors) => {
+            for e in errors.iter() {
+                error!("{e}");
+            }
+            1
+        }
+        Ok(config) => match shell::Shell::new(config, source) {
+            Ok(shell) => shell.run(),
+            Err(e) => {
+                error!("cannot start: {e}");
+                1
+            }
+        },
+    };
+    if pid1 {
+        finish_as_pid1(code);
+    }
+    code
+}
+
+/// Logging to stderr (the journal under systemd, the console as PID 1). `VIGIL_LOG` or
+/// `RUST_LOG` set the filter; the default is `info`.
+fn init_logger() {
+    let filter = std::env::var("VIGIL_LOG")
+        .or_else(|_| std::env::var("RUST_LOG"))
+        .unwrap_or_else(|_| "info".to_string());
+    let mut builder = env_logger::Builder::new();
+    builder.parse_filters(&filter);
+    builder.format_target(false);
+    let _ = builder.try_init();
+}
+
+/// As PID 1, the end of `run` is the end of the system: sweep what is left, sync, and power
+/// off (VM) — or just exit with the code inside a container's PID namespace.
+fn finish_as_pid1(code: i32) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    pid1::sweep_and_sync(deadline);
+    log::info!("vigil: exiting with code {code}");
+    if pid1::in_initial_pid_namespace() {
+        pid1::power_off();
+    }
+}
+
+/// A panic in PID 1 must not take the system down silently: log it, then bring everything
+/// down cleanly (sweep, sync, power off). The loop also catches panics per turn where it can.
+fn install_pid1_panic_hook() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        error!("vigil (pid 1) panicked: {info}");
+        default(info);
+    }));
 }

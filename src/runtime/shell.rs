@@ -1,0 +1,1573 @@
+//! The event loop and the executor.
+//!
+//! Tokens: fixed ones for the signal pipe, the control listener and vigil's own stdout; the
+//! control server allocates connection tokens from [`CONN_TOKEN_BASE`]; everything else
+//! (pipes, cgroup event files, probe sockets) gets a fresh token from [`DYN_TOKEN_BASE`] up,
+//! recorded in `tokens` with its owner. An event for an unknown token is logged, not fatal.
+
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use libc::SIGPWR;
+use log::{debug, error, info, warn};
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token};
+use signal_hook::consts::signal::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
+use signal_hook_mio::v1_0::Signals;
+
+use super::slots::{PidOwner, ProbeHow, ProbeRun, Probes, Run, Slot, TokenOwner};
+use crate::cgroup::{ContainerCgroup, Controllers, Manager};
+use crate::config::spec::{Config, ContainerSpec, ProbeAction, ProbeKind, ProbeSpec};
+use crate::config::{self, ConfigSource};
+use crate::control::protocol::{self, Request, RequestCmd};
+use crate::control::render;
+use crate::control::server::{ConnId, Incoming, Server};
+use crate::control::time::WallClock;
+use crate::core::{
+    Action, Command, ContainerKey, ExitInfo, Generation, Input, ProbeOutcome, Supervisor,
+};
+use crate::logs::{self, ContainerLog, Forwarder};
+use crate::process::{self, Reaped, Stdio};
+
+const SIGNAL_TOKEN: Token = Token(0);
+const LISTENER_TOKEN: Token = Token(1);
+const STDOUT_TOKEN: Token = Token(2);
+/// Control connections: `CONN_TOKEN_BASE..DYN_TOKEN_BASE`.
+pub const CONN_TOKEN_BASE: usize = 1 << 20;
+const DYN_TOKEN_BASE: usize = 1 << 30;
+
+/// Bytes read from one pipe per readiness event, so one chatty container cannot starve the
+/// loop (the pipe is edge-triggered: we re-arm by reading until WouldBlock or the cap, and
+/// keep a "more to read" list for the cap case).
+const PIPE_READ_CAP: usize = 256 * 1024;
+
+/// Errors that stop vigil from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("creating the event loop: {0}")]
+    Poll(io::Error),
+    #[error("installing signal handlers: {0}")]
+    Signals(io::Error),
+    #[error(transparent)]
+    Cgroup(#[from] crate::cgroup::CgroupError),
+    #[error(transparent)]
+    Control(#[from] crate::control::server::ControlError),
+    #[error("socket_group \"{0}\" is not a known group name or gid")]
+    UnknownSocketGroup(String),
+}
+
+/// A follower of `events -f` or `logs -f` on a control connection.
+enum Follower {
+    Events {
+        conn: ConnId,
+        id: serde_json::Value,
+        last_seq: u64,
+    },
+    Logs {
+        conn: ConnId,
+        id: serde_json::Value,
+        key: ContainerKey,
+        offset: u64,
+    },
+}
+
+pub struct Shell {
+    poll: Poll,
+    signals: Signals,
+    core: Supervisor,
+    clock: WallClock,
+    config: Config,
+    source: ConfigSource,
+    server: Server,
+    cgroups: Option<Manager>,
+    slots: HashMap<ContainerKey, Slot>,
+    pids: HashMap<u32, PidOwner>,
+    tokens: HashMap<Token, TokenOwner>,
+    pipes: HashMap<Token, OwnedFd>,
+    /// Pipes that hit the per-event read cap and still have data.
+    pipes_more: Vec<Token>,
+    next_token: usize,
+    probes: Probes,
+    /// Cgroups of finished runs, waiting for `populated 0` to be removed.
+    dying: HashMap<u64, (ContainerCgroup, Token)>,
+    next_dying: u64,
+    /// Spawns waiting for the previous run's cgroup to disappear.
+    deferred: Vec<(Instant, Action)>,
+    /// Container output forwarded to vigil's stdout (`log_forward`), through a non-blocking
+    /// descriptor of its own so a slow reader of stdout never blocks the loop.
+    forwarder: Option<(Forwarder, OwnedFd)>,
+    followers: Vec<Follower>,
+    stdout_watched: bool,
+    stop_signals: u32,
+    exit_code: Option<i32>,
+    watchdog: Option<Duration>,
+    next_watchdog: Option<Instant>,
+    last_status: String,
+    next_status: Instant,
+    started_at: Instant,
+}
+
+impl Shell {
+    pub fn new(config: Config, source: ConfigSource) -> Result<Shell, StartError> {
+        let poll = Poll::new().map_err(StartError::Poll)?;
+        let mut signals = Signals::new([SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGPWR])
+            .map_err(StartError::Signals)?;
+        poll.registry()
+            .register(&mut signals, SIGNAL_TOKEN, Interest::READABLE)
+            .map_err(StartError::Signals)?;
+
+        if !super::pid1::is_pid1() {
+            // Orphans of our containers are re-parented to us, so nothing escapes reaping.
+            if let Err(e) = process::set_child_subreaper() {
+                warn!("cannot become a child subreaper: {e}");
+            }
+        }
+        if let Some(adj) = config.supervisor.oom_score_adj {
+            set_oom_score_adj(adj);
+        }
+
+        let needs = needed_controllers(&config);
+        let cgroups = Manager::setup(
+            &config.supervisor.cgroup_root,
+            &config.supervisor.cgroup_name,
+            needs,
+        )?;
+        if let Some(m) = &cgroups {
+            info!("cgroups: containers go under {}", m.root().display());
+            for stale in m.sweep_stale() {
+                warn!(
+                    "cleaned up cgroup left by an earlier vigil: {}",
+                    stale.display()
+                );
+            }
+        } else if config.supervisor.cgroup_root != crate::config::spec::CgroupRoot::None {
+            warn!("running without cgroups: containers are tracked by process group only");
+        }
+
+        let socket = config
+            .supervisor
+            .socket
+            .clone()
+            .unwrap_or_else(crate::control::default_socket_path);
+        let group = match &config.supervisor.socket_group {
+            Some(g) => Some(resolve_group(g)?),
+            None => None,
+        };
+        let mut server = Server::bind(
+            &socket,
+            config.supervisor.socket_mode,
+            group,
+            CONN_TOKEN_BASE,
+        )?;
+        server.register(poll.registry(), LISTENER_TOKEN)?;
+        info!("control socket listening on {}", socket.display());
+
+        let now = Instant::now();
+        let core = Supervisor::new(&config, now);
+        let forwarder = if config.supervisor.log_forward {
+            match logs::nonblocking_stdout() {
+                Ok(fd) => Some((Forwarder::default(), fd)),
+                Err(e) => {
+                    warn!("not forwarding container output: {e}");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        Ok(Shell {
+            poll,
+            signals,
+            core,
+            clock: WallClock::now(),
+            config,
+            source,
+            server,
+            cgroups,
+            slots: HashMap::new(),
+            pids: HashMap::new(),
+            tokens: HashMap::new(),
+            pipes: HashMap::new(),
+            pipes_more: Vec::new(),
+            next_token: DYN_TOKEN_BASE,
+            probes: HashMap::new(),
+            dying: HashMap::new(),
+            next_dying: 0,
+            deferred: Vec::new(),
+            forwarder,
+            followers: Vec::new(),
+            stdout_watched: false,
+            stop_signals: 0,
+            exit_code: None,
+            watchdog: sd_notify::watchdog_enabled(),
+            next_watchdog: None,
+            last_status: String::new(),
+            next_status: now,
+            started_at: now,
+        })
+    }
+
+    /// Run until the core says exit; returns the exit code.
+    pub fn run(mut self) -> i32 {
+        let mut events = Events::with_capacity(256);
+        let now = Instant::now();
+        self.drain_actions(now);
+        let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
+        if let Some(w) = self.watchdog {
+            self.next_watchdog = Some(now + w / 2);
+        }
+        self.update_status(now);
+        loop {
+            let timeout = self.next_timeout(Instant::now());
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    error!("poll failed: {e}");
+                }
+                continue;
+            }
+            let now = Instant::now();
+            for event in events.iter() {
+                self.dispatch(event, now);
+            }
+            self.turn(now);
+            if let Some(code) = self.exit_code {
+                self.finish();
+                return code;
+            }
+            if self.server.has_backlog() {
+                let backlog = self.server.process_backlog(self.poll.registry());
+                for inc in backlog {
+                    self.answer(inc, now);
+                }
+            }
+        }
+    }
+
+    /// Everything after the ready sources of one turn have been handled.
+    fn turn(&mut self, now: Instant) {
+        self.read_more_pipes(now);
+        self.core.handle_timeout(now);
+        self.retry_deferred(now);
+        self.retry_dying();
+        self.drain_actions(now);
+        self.push_followers();
+        self.flush_forwarder();
+        if let Some(at) = self.next_watchdog
+            && now >= at
+        {
+            let _ = sd_notify::notify(&[sd_notify::NotifyState::Watchdog]);
+            self.next_watchdog = self.watchdog.map(|w| now + w / 2);
+        }
+        if now >= self.next_status {
+            self.update_status(now);
+        }
+    }
+
+    fn next_timeout(&self, now: Instant) -> Option<Duration> {
+        let mut deadline = self.core.poll_timeout();
+        let mut consider = |t: Instant| {
+            deadline = Some(deadline.map_or(t, |d| d.min(t)));
+        };
+        if let Some(w) = self.next_watchdog {
+            consider(w);
+        }
+        for (at, _) in &self.deferred {
+            consider(*at);
+        }
+        if !self.dying.is_empty() {
+            // Fallback in case a populated-0 notification is missed.
+            consider(now + Duration::from_millis(200));
+        }
+        if !self.pipes_more.is_empty() {
+            consider(now);
+        }
+        if self.watchdog.is_some() || !self.last_status.is_empty() {
+            consider(self.next_status);
+        }
+        deadline.map(|d| d.saturating_duration_since(now))
+    }
+
+    fn alloc_token(&mut self, owner: TokenOwner) -> Token {
+        let t = Token(self.next_token);
+        self.next_token += 1;
+        self.tokens.insert(t, owner);
+        t
+    }
+
+    // ---- dispatch -------------------------------------------------------------------------
+
+    fn dispatch(&mut self, event: &mio::event::Event, now: Instant) {
+        match event.token() {
+            SIGNAL_TOKEN => self.on_signals(now),
+            LISTENER_TOKEN => self.on_control(event, now),
+            STDOUT_TOKEN => self.flush_forwarder(),
+            t if t.0 >= CONN_TOKEN_BASE && t.0 < DYN_TOKEN_BASE => self.on_control(event, now),
+            t => match self.tokens.get(&t).copied() {
+                Some(TokenOwner::Pipe { key, generation }) => self.on_pipe(t, key, generation),
+                Some(TokenOwner::MemoryEvents { key, generation }) => {
+                    self.on_memory_events(key, generation, now)
+                }
+                Some(TokenOwner::DyingCgroup { .. }) => self.retry_dying(),
+                Some(TokenOwner::NetProbe { key, kind }) => {
+                    self.on_net_probe(key, kind, event, now)
+                }
+                Some(TokenOwner::ProbePipe { key, kind }) => self.on_probe_pipe(key, kind),
+                None => debug!("event for unknown token {t:?}"),
+            },
+        }
+    }
+
+    fn on_signals(&mut self, now: Instant) {
+        let pending: Vec<i32> = self.signals.pending().collect();
+        for sig in pending {
+            match sig {
+                SIGCHLD => self.reap(now),
+                SIGTERM | SIGINT | SIGPWR => {
+                    self.stop_signals += 1;
+                    let force = self.stop_signals > 1;
+                    info!(
+                        "received {}: {}",
+                        signal_name(sig),
+                        if force {
+                            "forcing shutdown"
+                        } else {
+                            "shutting down"
+                        }
+                    );
+                    if !force {
+                        let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
+                    }
+                    let _ = self.core.command(now, Command::Shutdown { force });
+                }
+                SIGHUP => match self.reload(now) {
+                    Ok(msg) => info!("SIGHUP: {msg}"),
+                    Err(e) => error!("SIGHUP: reload failed, nothing changed:\n{e}"),
+                },
+                _ => {}
+            }
+        }
+        // Reaping may be due even without SIGCHLD coalescing issues; cheap to check.
+        self.reap(now);
+    }
+
+    // ---- reaping --------------------------------------------------------------------------
+
+    fn reap(&mut self, now: Instant) {
+        for reaped in process::reap_all() {
+            let (pid, code, signal) = match reaped {
+                Reaped::Exited { pid, code } => (pid, Some(code), None),
+                Reaped::Signaled { pid, signal, .. } => (pid, None, Some(signal)),
+            };
+            match self.pids.remove(&pid) {
+                Some(PidOwner::Main { key, generation }) => {
+                    self.on_main_exit(key, generation, code, signal, now)
+                }
+                Some(PidOwner::ExecProbe { key, kind, seq }) => {
+                    self.on_exec_probe_exit(key, kind, seq, code, signal, now)
+                }
+                None => debug!("reaped pid {pid} (not a container's main process)"),
+            }
+        }
+    }
+
+    fn on_main_exit(
+        &mut self,
+        key: ContainerKey,
+        generation: Generation,
+        code: Option<i32>,
+        signal: Option<i32>,
+        now: Instant,
+    ) {
+        let mut exit = ExitInfo {
+            code,
+            signal,
+            ..ExitInfo::default()
+        };
+        let mut leftover_cgroup = None;
+        let mut pgid = None;
+        if let Some(slot) = self.slots.get_mut(&key)
+            && let Some(run) = slot.run.as_mut()
+            && run.generation == generation
+        {
+            run.exited = true;
+            pgid = run.pid;
+            if let Some(cg) = run.cgroup.take() {
+                // Read the OOM counters synchronously, before anything else happens to the
+                // cgroup, so an OOM kill can never be mistaken for a plain SIGKILL.
+                match cg.oom_delta_since_baseline() {
+                    Ok(d) => {
+                        // Kills already reported while it ran (OomKills) are not reported
+                        // again; the core only needs to know whether any happened.
+                        exit.oom_kill_delta = d.oom_kill;
+                        exit.oom_group_kill_delta = d.oom_group_kill;
+                    }
+                    Err(e) => debug!("{e}"),
+                }
+                exit.memory_max = cg.memory_max();
+                exit.memory_peak = cg.figures().memory_peak;
+                leftover_cgroup = Some(cg);
+            }
+        }
+        // Whatever the main process left behind dies with it.
+        match leftover_cgroup {
+            Some(cg) => self.retire_cgroup(key, generation, cg),
+            None => {
+                if let Some(pgid) = pgid {
+                    let _ = process::signal_group(pgid, libc::SIGKILL);
+                }
+            }
+        }
+        self.deregister_memory_events(key, generation);
+        self.feed(
+            now,
+            Input::Exited {
+                key,
+                generation,
+                exit,
+            },
+        );
+    }
+
+    /// Kill what is left in a finished run's cgroup and remove it once empty.
+    fn retire_cgroup(&mut self, key: ContainerKey, generation: Generation, cg: ContainerCgroup) {
+        if let Ok(true) = cg.populated() {
+            if let Err(e) = cg.kill() {
+                warn!("{e}");
+            }
+        }
+        match cg.remove() {
+            Ok(()) => {}
+            Err(e) => {
+                debug!("cgroup of {key:?}/{generation} not removable yet: {e}");
+                let id = self.next_dying;
+                self.next_dying += 1;
+                let token = self.alloc_token(TokenOwner::DyingCgroup { id });
+                let fd = cg.events_fd().as_raw_fd();
+                if let Err(e) =
+                    self.poll
+                        .registry()
+                        .register(&mut SourceFd(&fd), token, Interest::PRIORITY)
+                {
+                    debug!("cannot watch {}: {e}", cg.path().display());
+                }
+                self.dying.insert(id, (cg, token));
+            }
+        }
+    }
+
+    fn retry_dying(&mut self) {
+        let ids: Vec<u64> = self.dying.keys().copied().collect();
+        for id in ids {
+            let Some((cg, token)) = self.dying.remove(&id) else {
+                continue;
+            };
+            if let Ok(true) = cg.populated() {
+                let _ = cg.kill();
+                self.dying.insert(id, (cg, token));
+                continue;
+            }
+            let fd = cg.events_fd().as_raw_fd();
+            let _ = self.poll.registry().deregister(&mut SourceFd(&fd));
+            match cg.remove() {
+                Ok(()) => {
+                    self.tokens.remove(&token);
+                }
+                Err(_) => {
+                    let _ = self.poll.registry().register(
+                        &mut SourceFd(&fd),
+                        token,
+                        Interest::PRIORITY,
+                    );
+                    self.dying.insert(id, (cg, token));
+                }
+            }
+        }
+    }
+
+    // ---- actions --------------------------------------------------------------------------
+
+    fn feed(&mut self, now: Instant, input: Input) {
+        self.core.handle(now, input);
+    }
+
+    fn drain_actions(&mut self, now: Instant) {
+        while let Some(action) = self.core.poll_action() {
+            self.execute(action, now);
+        }
+    }
+
+    fn execute(&mut self, action: Action, now: Instant) {
+        match action {
+            Action::Spawn { .. } => {
+                if let Some(input) = self.spawn(&action, now) {
+                    self.feed(now, input);
+                }
+            }
+            Action::Signal {
+                key,
+                generation,
+                signal,
+            } => {
+                if let Some(pid) = self.live_pid(key, generation)
+                    && let Err(e) = process::signal(pid, signal)
+                {
+                    debug!("{e}");
+                }
+            }
+            Action::Kill { key, generation } => self.kill_run(key, generation),
+            Action::StartProbe {
+                key,
+                generation,
+                container,
+                kind,
+                seq,
+                probe,
+                ..
+            } => {
+                if let Some(input) =
+                    self.start_probe(key, generation, &container, kind, seq, &probe, now)
+                {
+                    self.feed(now, input);
+                }
+            }
+            Action::CancelProbe {
+                key,
+                generation,
+                kind,
+                seq,
+            } => self.cancel_probe(key, generation, kind, seq),
+            Action::Forget { key } => {
+                self.kill_run_any(key);
+                self.slots.remove(&key);
+                self.followers
+                    .retain(|f| !matches!(f, Follower::Logs { key: k, .. } if *k == key));
+            }
+            Action::Exit { code } => self.exit_code = Some(code),
+        }
+    }
+
+    fn live_pid(&self, key: ContainerKey, generation: Generation) -> Option<u32> {
+        let run = self.slots.get(&key)?.run.as_ref()?;
+        (run.generation == generation && !run.exited)
+            .then_some(run.pid)
+            .flatten()
+    }
+
+    fn kill_run(&mut self, key: ContainerKey, generation: Generation) {
+        let Some(run) = self.slots.get(&key).and_then(|s| s.run.as_ref()) else {
+            return;
+        };
+        if run.generation != generation || run.exited {
+            return;
+        }
+        match &run.cgroup {
+            Some(cg) => {
+                if let Err(e) = cg.kill() {
+                    warn!("{e}");
+                    if let Some(pid) = run.pid {
+                        let _ = process::signal_group(pid, libc::SIGKILL);
+                    }
+                }
+            }
+            None => {
+                if let Some(pid) = run.pid {
+                    let _ = process::signal_group(pid, libc::SIGKILL);
+                    let _ = process::signal(pid, libc::SIGKILL);
+                }
+            }
+        }
+    }
+
+    fn kill_run_any(&mut self, key: ContainerKey) {
+        if let Some(generation) = self
+            .slots
+            .get(&key)
+            .and_then(|s| s.run.as_ref())
+            .map(|r| r.generation)
+        {
+            self.kill_run(key, generation);
+        }
+    }
+
+    /// Execute a Spawn action; returns the input to feed back, or `None` when deferred.
+    fn spawn(&mut self, action: &Action, now: Instant) -> Option<Input> {
+        let Action::Spawn {
+            key,
+            generation,
+            pod,
+            container,
+            ..
+        } = action
+        else {
+            return None;
+        };
+        let (key, generation) = (*key, *generation);
+        let sup = &self.config.supervisor;
+        let slot = self.slots.entry(key).or_insert_with(|| {
+            let (log, err) = ContainerLog::new(pod, &container.name, sup);
+            if let Some(e) = err {
+                warn!("{e}");
+            }
+            Slot {
+                pod: pod.clone(),
+                name: container.name.clone(),
+                spec: container.clone(),
+                log,
+                run: None,
+            }
+        });
+        slot.spec = container.clone();
+        let failed = |message: String| {
+            Some(Input::SpawnFailed {
+                key,
+                generation,
+                message,
+            })
+        };
+
+        // A fresh cgroup per run (platform-notes: never reuse a cgroup after cgroup.kill).
+        if let Some(m) = &self.cgroups {
+            let path = m.root().join(pod).join(&container.name);
+            if self.dying.values().any(|(cg, _)| cg.path() == path) {
+                // The previous run's cgroup still holds dying processes: retry shortly rather
+                // than block the loop waiting for the kernel to empty it.
+                self.deferred
+                    .push((now + Duration::from_millis(5), action.clone()));
+                return None;
+            }
+        }
+        let cgroup = match &self.cgroups {
+            Some(m) => match m.create_container(pod, &container.name, &container.resources) {
+                Ok(cg) => Some(cg),
+                Err(e) => return failed(format!("cgroup placement failed: {e}")),
+            },
+            None => None,
+        };
+
+        let prepared = match process::prepare(&container.command, container) {
+            Ok(p) => p,
+            Err(e) => {
+                if let Some(cg) = cgroup {
+                    self.retire_cgroup(key, generation, cg);
+                }
+                return failed(e.to_string());
+            }
+        };
+        let pipes = process::pipe_nonblocking()
+            .and_then(|out| process::pipe_nonblocking().map(|err| (out, err)));
+        let ((out_r, out_w), (err_r, err_w)) = match pipes {
+            Ok(p) => p,
+            Err(e) => {
+                if let Some(cg) = cgroup {
+                    self.retire_cgroup(key, generation, cg);
+                }
+                return failed(e.to_string());
+            }
+        };
+        let spawned = process::spawn(
+            &prepared,
+            cgroup.as_ref().map(|c| c.procs_fd()),
+            Stdio::Separate {
+                stdout: out_w,
+                stderr: err_w,
+            },
+        );
+        let pid = match spawned {
+            Ok(pid) => pid,
+            Err(e) => {
+                if let Some(cg) = cgroup {
+                    self.retire_cgroup(key, generation, cg);
+                }
+                return failed(e.to_string());
+            }
+        };
+        self.pids.insert(pid, PidOwner::Main { key, generation });
+
+        let mut pipe_tokens = Vec::new();
+        for fd in [out_r, err_r] {
+            let token = self.alloc_token(TokenOwner::Pipe { key, generation });
+            let raw = fd.as_raw_fd();
+            match self
+                .poll
+                .registry()
+                .register(&mut SourceFd(&raw), token, Interest::READABLE)
+            {
+                Ok(()) => {
+                    self.pipes.insert(token, fd);
+                    pipe_tokens.push(token);
+                }
+                Err(e) => {
+                    warn!("cannot watch output of pid {pid}: {e}");
+                    self.tokens.remove(&token);
+                }
+            }
+        }
+        if let Some(cg) = &cgroup
+            && let Some(fd) = cg.memory_events_fd()
+        {
+            let token = self.alloc_token(TokenOwner::MemoryEvents { key, generation });
+            let raw = fd.as_raw_fd();
+            if let Err(e) =
+                self.poll
+                    .registry()
+                    .register(&mut SourceFd(&raw), token, Interest::PRIORITY)
+            {
+                debug!("cannot watch memory.events of {}: {e}", cg.path().display());
+                self.tokens.remove(&token);
+            }
+        }
+        let slot = self.slots.get_mut(&key)?;
+        slot.log.new_run();
+        let oom_seen = cgroup
+            .as_ref()
+            .map(|c| c.oom_baseline())
+            .unwrap_or_default();
+        slot.run = Some(Run {
+            generation,
+            pid: Some(pid),
+            oom_seen,
+            cgroup,
+            pipes: pipe_tokens,
+            exited: false,
+        });
+        debug!(
+            "spawned {}/{} pid {pid} (generation {generation})",
+            slot.pod, slot.name
+        );
+        Some(Input::Spawned {
+            key,
+            generation,
+            pid,
+        })
+    }
+
+    fn retry_deferred(&mut self, now: Instant) {
+        if self.deferred.is_empty() {
+            return;
+        }
+        let due: Vec<Action> = {
+            let (due, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.deferred)
+                .into_iter()
+                .partition(|(at, _)| *at <= now);
+            self.deferred = keep;
+            due.into_iter().map(|(_, a)| a).collect()
+        };
+        for action in due {
+            if let Some(input) = self.spawn(&action, now) {
+                self.feed(now, input);
+            }
+        }
+    }
+
+    fn deregister_memory_events(&mut self, key: ContainerKey, generation: Generation) {
+        let tokens: Vec<Token> = self
+            .tokens
+            .iter()
+            .filter(|(_, o)| **o == TokenOwner::MemoryEvents { key, generation })
+            .map(|(t, _)| *t)
+            .collect();
+        for t in tokens {
+            self.tokens.remove(&t);
+        }
+    }
+
+    fn on_memory_events(&mut self, key: ContainerKey, generation: Generation, now: Instant) {
+        let Some(run) = self.slots.get_mut(&key).and_then(|s| s.run.as_mut()) else {
+            return;
+        };
+        if run.generation != generation || run.exited {
+            return;
+        }
+        let Some(cg) = run.cgroup.as_ref() else {
+            return;
+        };
+        let Ok(now_counters) = cg.oom_counters() else {
+            return;
+        };
+        // Events merge: compare values, never count wake-ups.
+        let delta = now_counters.oom_kill.saturating_sub(run.oom_seen.oom_kill);
+        run.oom_seen = now_counters;
+        if delta > 0 {
+            let memory_max = cg.memory_max();
+            self.feed(
+                now,
+                Input::OomKills {
+                    key,
+                    generation,
+                    delta,
+                    memory_max,
+                },
+            );
+        }
+    }
+
+    // ---- container output -----------------------------------------------------------------
+
+    fn on_pipe(&mut self, token: Token, key: ContainerKey, _generation: Generation) {
+        self.read_pipe(token, key);
+    }
+
+    fn read_pipe(&mut self, token: Token, key: ContainerKey) {
+        let Some(fd) = self.pipes.get(&token) else {
+            return;
+        };
+        let mut buf = Vec::new();
+        let result = logs::drain_pipe(fd.as_fd(), &mut buf, PIPE_READ_CAP);
+        let eof = matches!(result, Ok(ref r) if r.eof) || result.is_err();
+        if let Some(slot) = self.slots.get_mut(&key) {
+            let mut fw = self.forwarder.as_mut().map(|(f, _)| f);
+            if !buf.is_empty() {
+                slot.log.ingest(&buf, fw.as_deref_mut());
+            }
+            if eof {
+                slot.log.eof(fw);
+            }
+        }
+        match result {
+            Ok(r) if r.eof => self.close_pipe(token, key),
+            Ok(r) => {
+                if r.bytes >= PIPE_READ_CAP && !self.pipes_more.contains(&token) {
+                    self.pipes_more.push(token);
+                }
+            }
+            Err(e) => {
+                debug!("reading container output: {e}");
+                self.close_pipe(token, key);
+            }
+        }
+    }
+
+    fn read_more_pipes(&mut self, _now: Instant) {
+        let more = std::mem::take(&mut self.pipes_more);
+        for token in more {
+            if let Some(TokenOwner::Pipe { key, .. }) = self.tokens.get(&token).copied() {
+                self.read_pipe(token, key);
+            }
+        }
+    }
+
+    fn close_pipe(&mut self, token: Token, key: ContainerKey) {
+        if let Some(fd) = self.pipes.remove(&token) {
+            let raw = fd.as_raw_fd();
+            let _ = self.poll.registry().deregister(&mut SourceFd(&raw));
+        }
+        self.tokens.remove(&token);
+        self.pipes_more.retain(|t| *t != token);
+        if let Some(run) = self.slots.get_mut(&key).and_then(|s| s.run.as_mut()) {
+            run.pipes.retain(|t| *t != token);
+        }
+    }
+
+    fn flush_forwarder(&mut self) {
+        let Some((fw, fd)) = self.forwarder.as_mut() else {
+            return;
+        };
+        if let Err(e) = fw.flush(fd.as_fd()) {
+            debug!("forwarding container output: {e}");
+        }
+        let want = fw.pending();
+        let raw = fd.as_raw_fd();
+        // Wait for stdout to drain only while something is queued.
+        if want != self.stdout_watched {
+            let registry = self.poll.registry();
+            let _ = if want {
+                registry.register(&mut SourceFd(&raw), STDOUT_TOKEN, Interest::WRITABLE)
+            } else {
+                registry.deregister(&mut SourceFd(&raw))
+            };
+            self.stdout_watched = want;
+        }
+    }
+
+    // ---- probes ---------------------------------------------------------------------------
+
+    #[allow(clippy::too_many_arguments)]
+    fn start_probe(
+        &mut self,
+        key: ContainerKey,
+        generation: Generation,
+        container: &Arc<ContainerSpec>,
+        kind: ProbeKind,
+        seq: u64,
+        probe: &Arc<ProbeSpec>,
+        now: Instant,
+    ) -> Option<Input> {
+        // A previous attempt still in flight is abandoned (the core never doubles; this only
+        // happens when its cancel raced with the next start).
+        self.cancel_probe_any(key, kind);
+        let result = |outcome| {
+            Some(Input::ProbeResult {
+                key,
+                generation,
+                kind,
+                seq,
+                outcome,
+                duration: Duration::ZERO,
+            })
+        };
+        match &probe.action {
+            ProbeAction::Exec { command } => {
+                let cgroup = match self
+                    .slots
+                    .get(&key)
+                    .and_then(|s| s.run.as_ref())
+                    .and_then(|r| r.cgroup.as_ref())
+                {
+                    Some(cg) => match cg.create_child(&format!("probe-{}", kind.as_str())) {
+                        Ok(c) => Some(c),
+                        Err(e) => {
+                            return result(ProbeOutcome::Failure(format!(
+                                "cannot create the probe's cgroup: {e}"
+                            )));
+                        }
+                    },
+                    None => None,
+                };
+                let prepared = match process::prepare(command, container) {
+                    Ok(p) => p,
+                    Err(e) => return result(ProbeOutcome::Failure(e.to_string())),
+                };
+                let (r, w) = match process::pipe_nonblocking() {
+                    Ok(p) => p,
+                    Err(e) => return result(ProbeOutcome::Failure(e.to_string())),
+                };
+                let pid = match process::spawn(
+                    &prepared,
+                    cgroup.as_ref().map(|c| c.procs_fd()),
+                    Stdio::Combined(w),
+                ) {
+                    Ok(pid) => pid,
+                    Err(e) => {
+                        if let Some(cg) = cgroup {
+                            let _ = cg.kill();
+                            let _ = cg.remove();
+                        }
+                        return result(ProbeOutcome::Failure(e.to_string()));
+                    }
+                };
+                self.pids
+                    .insert(pid, PidOwner::ExecProbe { key, kind, seq });
+                let token = self.alloc_token(TokenOwner::ProbePipe { key, kind });
+                let raw = r.as_raw_fd();
+                let pipe = match self.poll.registry().register(
+                    &mut SourceFd(&raw),
+                    token,
+                    Interest::READABLE,
+                ) {
+                    Ok(()) => Some((r, token)),
+                    Err(_) => {
+                        self.tokens.remove(&token);
+                        None
+                    }
+                };
+                self.probes.insert(
+                    (key, kind),
+                    ProbeRun {
+                        generation,
+                        seq,
+                        started: now,
+                        how: ProbeHow::Exec {
+                            pid,
+                            pipe,
+                            output: Vec::new(),
+                            cgroup,
+                        },
+                    },
+                );
+                None
+            }
+            action @ (ProbeAction::HttpGet { .. } | ProbeAction::TcpSocket { .. }) => {
+                let token = self.alloc_token(TokenOwner::NetProbe { key, kind });
+                match crate::probe::NetProbe::start(action, self.poll.registry(), token) {
+                    Ok(p) => {
+                        self.probes.insert(
+                            (key, kind),
+                            ProbeRun {
+                                generation,
+                                seq,
+                                started: now,
+                                how: ProbeHow::Net { probe: p, token },
+                            },
+                        );
+                        None
+                    }
+                    Err(outcome) => {
+                        self.tokens.remove(&token);
+                        result(outcome)
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_net_probe(
+        &mut self,
+        key: ContainerKey,
+        kind: ProbeKind,
+        event: &mio::event::Event,
+        now: Instant,
+    ) {
+        let Some(run) = self.probes.get_mut(&(key, kind)) else {
+            return;
+        };
+        let ProbeHow::Net { probe, .. } = &mut run.how else {
+            return;
+        };
+        if let Some(outcome) = probe.on_event(self.poll.registry(), event) {
+            let Some(run) = self.probes.remove(&(key, kind)) else {
+                return;
+            };
+            if let ProbeHow::Net { token, .. } = run.how {
+                self.tokens.remove(&token);
+            }
+            self.feed(
+                now,
+                Input::ProbeResult {
+                    key,
+                    generation: run.generation,
+                    kind,
+                    seq: run.seq,
+                    outcome,
+                    duration: now.saturating_duration_since(run.started),
+                },
+            );
+        }
+    }
+
+    fn on_probe_pipe(&mut self, key: ContainerKey, kind: ProbeKind) {
+        let Some(run) = self.probes.get_mut(&(key, kind)) else {
+            return;
+        };
+        let ProbeHow::Exec { pipe, output, .. } = &mut run.how else {
+            return;
+        };
+        let Some((fd, token)) = pipe.as_ref() else {
+            return;
+        };
+        let token = *token;
+        let mut buf = Vec::new();
+        let res = logs::drain_pipe(fd.as_fd(), &mut buf, 64 * 1024);
+        // Keep only the first bytes: the result message needs no more.
+        let room = 4096usize.saturating_sub(output.len());
+        output.extend_from_slice(&buf[..buf.len().min(room)]);
+        if !matches!(res, Ok(ref r) if !r.eof) {
+            if let Some((fd, _)) = pipe.take() {
+                let raw = fd.as_raw_fd();
+                let _ = self.poll.registry().deregister(&mut SourceFd(&raw));
+            }
+            self.tokens.remove(&token);
+        }
+    }
+
+    fn on_exec_probe_exit(
+        &mut self,
+        key: ContainerKey,
+        kind: ProbeKind,
+        seq: u64,
+        code: Option<i32>,
+        signal: Option<i32>,
+        now: Instant,
+    ) {
+        let matches = self.probes.get(&(key, kind)).is_some_and(|r| r.seq == seq);
+        if !matches {
+            return; // cancelled earlier; its tree was killed then
+        }
+        // Collect the last output before deciding.
+        self.on_probe_pipe(key, kind);
+        let Some(run) = self.probes.remove(&(key, kind)) else {
+            return;
+        };
+        let ProbeHow::Exec {
+            pipe,
+            output,
+            cgroup,
+            ..
+        } = run.how
+        else {
+            return;
+        };
+        if let Some((fd, token)) = pipe {
+            let raw = fd.as_raw_fd();
+            let _ = self.poll.registry().deregister(&mut SourceFd(&raw));
+            self.tokens.remove(&token);
+        }
+        if let Some(cg) = cgroup {
+            let _ = cg.kill();
+            if cg.remove().is_err() {
+                self.retire_cgroup(key, run.generation, cg);
+            }
+        }
+        let message = crate::probe::exec_message(&output);
+        let outcome = match (code, signal) {
+            (Some(0), _) => ProbeOutcome::Success(message),
+            (Some(c), _) => ProbeOutcome::Failure(if message.is_empty() {
+                format!("command exited with code {c}")
+            } else {
+                format!("command exited with code {c}: {message}")
+            }),
+            (None, Some(s)) => {
+                ProbeOutcome::Failure(format!("command killed by {}", signal_name(s)))
+            }
+            (None, None) => ProbeOutcome::Failure("command ended".to_string()),
+        };
+        self.feed(
+            now,
+            Input::ProbeResult {
+                key,
+                generation: run.generation,
+                kind,
+                seq,
+                outcome,
+                duration: now.saturating_duration_since(run.started),
+            },
+        );
+    }
+
+    fn cancel_probe(
+        &mut self,
+        key: ContainerKey,
+        generation: Generation,
+        kind: ProbeKind,
+        seq: u64,
+    ) {
+        if self
+            .probes
+            .get(&(key, kind))
+            .is_some_and(|r| r.seq == seq && r.generation == generation)
+        {
+            self.cancel_probe_any(key, kind);
+        }
+    }
+
+    fn cancel_probe_any(&mut self, key: ContainerKey, kind: ProbeKind) {
+        let Some(run) = self.probes.remove(&(key, kind)) else {
+            return;
+        };
+        match run.how {
+            ProbeHow::Net { probe, token } => {
+                probe.cancel(self.poll.registry());
+                self.tokens.remove(&token);
+            }
+            ProbeHow::Exec {
+                pid, pipe, cgroup, ..
+            } => {
+                // Kill the probe's whole tree; its pid stays in the reaper table (as an owner
+                // whose seq no longer matches) so it is reaped and ignored.
+                match &cgroup {
+                    Some(cg) => {
+                        let _ = cg.kill();
+                    }
+                    None => {
+                        let _ = process::signal_group(pid, libc::SIGKILL);
+                    }
+                }
+                if let Some((fd, token)) = pipe {
+                    let raw = fd.as_raw_fd();
+                    let _ = self.poll.registry().deregister(&mut SourceFd(&raw));
+                    self.tokens.remove(&token);
+                }
+                if let Some(cg) = cgroup
+                    && cg.remove().is_err()
+                {
+                    self.retire_cgroup(key, run.generation, cg);
+                }
+            }
+        }
+    }
+
+    // ---- control --------------------------------------------------------------------------
+
+    fn on_control(&mut self, event: &mio::event::Event, now: Instant) {
+        let incoming = self.server.on_event(self.poll.registry(), event);
+        for inc in incoming {
+            self.answer(inc, now);
+        }
+    }
+
+    fn answer(&mut self, inc: Incoming, now: Instant) {
+        let Incoming {
+            conn,
+            peer,
+            request,
+        } = inc;
+        let request: Request = match request {
+            Ok(r) => r,
+            Err(e) => {
+                self.server.send(self.poll.registry(), conn, &e.reply());
+                return;
+            }
+        };
+        let id = request.id.clone();
+        if request.cmd.is_mutating() && !self.authorised(peer.uid, peer.gid) {
+            warn!(
+                "control: refused {} from pid {} uid {}",
+                request.cmd.name(),
+                peer.pid,
+                peer.uid
+            );
+            let line = protocol::reply_err(
+                &id,
+                "permission_denied",
+                &format!(
+                    "{} needs root, vigil's own uid, or a uid/gid in admin_uids/admin_gids (you are uid {})",
+                    request.cmd.name(),
+                    peer.uid
+                ),
+            );
+            self.server.send(self.poll.registry(), conn, &line);
+            return;
+        }
+        let reply = match request.cmd {
+            RequestCmd::Version => Ok(render::version_json()),
+            RequestCmd::Status { pod } => {
+                let pods = self.snapshot(now);
+                match pod {
+                    Some(name) => match pods.iter().find(|p| p.name == name) {
+                        Some(p) => Ok(serde_json::json!({
+                            "pods": [render::pod_json(p, &self.clock)]
+                        })),
+                        None => Err(("not_found", format!("no pod named \"{name}\""))),
+                    },
+                    None => Ok(render::status_json(&pods, &self.clock)),
+                }
+            }
+            RequestCmd::Describe { pod } => {
+                let pods = self.snapshot(now);
+                match pods.iter().find(|p| p.name == pod) {
+                    Some(p) => Ok(render::describe_json(
+                        p,
+                        &self.core.events_since(0),
+                        &self.clock,
+                    )),
+                    None => Err(("not_found", format!("no pod named \"{pod}\""))),
+                }
+            }
+            RequestCmd::Events { follow } => {
+                let events = self.core.events_since(0);
+                if follow {
+                    self.server.set_follow(conn, id.clone());
+                    for e in &events {
+                        let line = protocol::reply_event(&id, render::event_json(e, &self.clock));
+                        self.server.send(self.poll.registry(), conn, &line);
+                    }
+                    let last_seq = events.iter().map(|e| e.seq).max().unwrap_or(0);
+                    self.followers.push(Follower::Events { conn, id, last_seq });
+                    return;
+                }
+                Ok(render::events_json(&events, &self.clock))
+            }
+            RequestCmd::Logs {
+                pod,
+                container,
+                follow,
+                tail,
+                previous,
+            } => match self.find_slot(&pod, container.as_deref()) {
+                Err(e) => Err(("not_found", e)),
+                Ok(key) => {
+                    let Some(slot) = self.slots.get(&key) else {
+                        return;
+                    };
+                    let data = slot.log.buffer.tail_lines(tail, previous);
+                    let offset = slot.log.buffer.total_written();
+                    if follow {
+                        self.server.set_streaming(conn);
+                        let line = protocol::reply_log(&id, &data);
+                        self.server.send(self.poll.registry(), conn, &line);
+                        self.followers.push(Follower::Logs {
+                            conn,
+                            id,
+                            key,
+                            offset,
+                        });
+                        return;
+                    }
+                    Ok(serde_json::json!({
+                        "pod": slot.pod, "container": slot.name,
+                        "log": String::from_utf8_lossy(&data),
+                        "dropped_bytes": slot.log.buffer.dropped_bytes(),
+                    }))
+                }
+            },
+            RequestCmd::Start { pod, container } => {
+                self.command(now, Command::Start { pod, container })
+            }
+            RequestCmd::Stop { pod, container } => {
+                self.command(now, Command::Stop { pod, container })
+            }
+            RequestCmd::Restart { pod, container } => {
+                self.command(now, Command::Restart { pod, container })
+            }
+            RequestCmd::Shutdown => {
+                let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
+                self.command(now, Command::Shutdown { force: false })
+            }
+            RequestCmd::Reload => match self.reload(now) {
+                Ok(msg) => Ok(serde_json::json!({"message": msg})),
+                Err(e) => Err(("invalid_config", e)),
+            },
+        };
+        let line = match reply {
+            Ok(v) => protocol::reply_ok(&id, v),
+            Err((kind, message)) => protocol::reply_err(&id, kind, &message),
+        };
+        self.server.send(self.poll.registry(), conn, &line);
+        self.drain_actions(now);
+    }
+
+    fn command(
+        &mut self,
+        now: Instant,
+        command: Command,
+    ) -> Result<serde_json::Value, (&'static str, String)> {
+        match self.core.command(now, command) {
+            Ok(message) => Ok(serde_json::json!({"message": message})),
+            Err(e) => Err((e.kind, e.message)),
+        }
+    }
+
+    fn authorised(&self, uid: u32, gid: u32) -> bool {
+        uid == 0
+            || uid == nix::unistd::geteuid().as_raw()
+            || self.config.supervisor.admin_uids.contains(&uid)
+            || self.config.supervisor.admin_gids.contains(&gid)
+    }
+
+    fn find_slot(&self, pod: &str, container: Option<&str>) -> Result<ContainerKey, String> {
+        let pods = self.core.pods(Instant::now());
+        let Some(p) = pods.iter().find(|p| p.name == pod) else {
+            return Err(format!("no pod named \"{pod}\""));
+        };
+        let all: Vec<_> = p
+            .init_containers
+            .iter()
+            .chain(p.containers.iter())
+            .collect();
+        let c = match container {
+            Some(name) => all.iter().find(|c| c.name == name).copied(),
+            None => p.containers.first(),
+        };
+        match c {
+            Some(c) if self.slots.contains_key(&c.key) => Ok(c.key),
+            Some(c) => Err(format!(
+                "container {pod}/{} has not run yet: no logs",
+                c.name
+            )),
+            None => Err(format!(
+                "pod \"{pod}\" has no container named \"{}\"",
+                container.unwrap_or("")
+            )),
+        }
+    }
+
+    /// Core snapshot plus what only the shell knows: cgroup paths and figures.
+    fn snapshot(&self, now: Instant) -> Vec<crate::core::PodStatus> {
+        let mut pods = self.core.pods(now);
+        for pod in &mut pods {
+            for c in pod
+                .init_containers
+                .iter_mut()
+                .chain(pod.containers.iter_mut())
+            {
+                if let Some(run) = self.slots.get(&c.key).and_then(|s| s.run.as_ref())
+                    && let Some(cg) = &run.cgroup
+                {
+                    c.cgroup = Some(cg.path().to_path_buf());
+                    c.resources = Some(cg.figures());
+                }
+            }
+        }
+        pods
+    }
+
+    fn push_followers(&mut self) {
+        for closed in self.server.take_closed() {
+            self.followers.retain(|f| match f {
+                Follower::Events { conn, .. } | Follower::Logs { conn, .. } => *conn != closed,
+            });
+        }
+        if self.followers.is_empty() {
+            return;
+        }
+        let mut followers = std::mem::take(&mut self.followers);
+        followers.retain_mut(|f| match f {
+            Follower::Events { conn, id, last_seq } => {
+                if !self.server.is_open(*conn) {
+                    return false;
+                }
+                for e in self.core.events_since(*last_seq) {
+                    *last_seq = (*last_seq).max(e.seq);
+                    let line = protocol::reply_event(id, render::event_json(&e, &self.clock));
+                    self.server.send(self.poll.registry(), *conn, &line);
+                }
+                true
+            }
+            Follower::Logs {
+                conn,
+                id,
+                key,
+                offset,
+            } => {
+                if !self.server.is_open(*conn) {
+                    return false;
+                }
+                let Some(slot) = self.slots.get(key) else {
+                    return false;
+                };
+                let read = slot.log.buffer.read_since(*offset);
+                *offset = read.next;
+                if !read.bytes.is_empty() {
+                    let line = protocol::reply_log(id, &read.bytes);
+                    self.server.send(self.poll.registry(), *conn, &line);
+                }
+                true
+            }
+        });
+        self.followers = followers;
+    }
+
+    // ---- reload, status, shutdown ---------------------------------------------------------
+
+    fn reload(&mut self, now: Instant) -> Result<String, String> {
+        let _ = sd_notify::notify(&[
+            sd_notify::NotifyState::Reloading,
+            sd_notify::NotifyState::monotonic_usec_now()
+                .unwrap_or(sd_notify::NotifyState::Custom("")),
+        ]);
+        let result = match config::load_source(&self.source) {
+            Err(errors) => Err(errors.to_string()),
+            Ok(new) => {
+                if let Some(m) = &self.cgroups
+                    && let Err(e) = m.check_controllers(needed_controllers(&new))
+                {
+                    Err(e.to_string())
+                } else {
+                    self.config.supervisor.admin_uids = new.supervisor.admin_uids.clone();
+                    self.config.supervisor.admin_gids = new.supervisor.admin_gids.clone();
+                    let r = self
+                        .core
+                        .command(now, Command::Reload(Box::new(new.clone())))
+                        .map_err(|e| e.message);
+                    if r.is_ok() {
+                        self.config = new;
+                    }
+                    r
+                }
+            }
+        };
+        let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
+        self.drain_actions(now);
+        result
+    }
+
+    fn update_status(&mut self, now: Instant) {
+        self.next_status = now + Duration::from_secs(1);
+        if std::env::var_os("NOTIFY_SOCKET").is_none() {
+            return;
+        }
+        let pods = self.core.pods(now);
+        let line = status_line(&pods);
+        if line != self.last_status {
+            let _ = sd_notify::notify(&[sd_notify::NotifyState::Status(&line)]);
+            self.last_status = line;
+        }
+    }
+
+    fn finish(&mut self) {
+        // Kill anything a probe left, then remove every cgroup we made.
+        let keys: Vec<_> = self.probes.keys().copied().collect();
+        for (key, kind) in keys {
+            self.cancel_probe_any(key, kind);
+        }
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while !self.dying.is_empty() && Instant::now() < deadline {
+            self.retry_dying();
+            if !self.dying.is_empty() {
+                // Shutdown path only: the loop has ended, a brief wait for the kernel to
+                // empty the last cgroups is all that is left to do.
+                std::thread::sleep(Duration::from_millis(5));
+                self.reap(Instant::now());
+            }
+        }
+        if let Some(m) = &self.cgroups
+            && let Err(e) = m.teardown()
+        {
+            warn!("{e}");
+        }
+        self.flush_forwarder();
+        // The server (and with it the socket file) goes when the shell is dropped.
+        let uptime = self.started_at.elapsed();
+        info!(
+            "vigil stopped after {:.1}s (exit code {})",
+            uptime.as_secs_f64(),
+            self.exit_code.unwrap_or(0)
+        );
+        let _ = SystemTime::now();
+    }
+}
+
+/// "4 pods: 3 running, 1 in back-off; 5/6 containers ready"
+fn status_line(pods: &[crate::core::PodStatus]) -> String {
+    use crate::core::{ContainerState, Phase};
+    let mut running = 0;
+    let mut backoff = 0;
+    let mut other = 0;
+    let (mut ready, mut total) = (0, 0);
+    for p in pods {
+        let in_backoff = p.containers.iter().any(|c| {
+            matches!(&c.state, ContainerState::Waiting { reason, .. } if reason == "CrashLoopBackOff")
+        });
+        if in_backoff {
+            backoff += 1;
+        } else if p.phase == Phase::Running {
+            running += 1;
+        } else {
+            other += 1;
+        }
+        total += p.containers.len();
+        ready += p.containers.iter().filter(|c| c.ready).count();
+    }
+    let mut parts = vec![format!("{running} running")];
+    if backoff > 0 {
+        parts.push(format!("{backoff} in back-off"));
+    }
+    if other > 0 {
+        parts.push(format!("{other} other"));
+    }
+    format!(
+        "{} pods: {}; {ready}/{total} containers ready",
+        pods.len(),
+        parts.join(", ")
+    )
+}
+
+fn needed_controllers(config: &Config) -> Controllers {
+    Controllers::from_config(config)
+}
+
+fn resolve_group(name: &str) -> Result<u32, StartError> {
+    if let Ok(gid) = name.parse::<u32>() {
+        return Ok(gid);
+    }
+    match nix::unistd::Group::from_name(name) {
+        Ok(Some(g)) => Ok(g.gid.as_raw()),
+        _ => Err(StartError::UnknownSocketGroup(name.to_string())),
+    }
+}
+
+/// vigil protects itself from the kernel's global OOM killer (proc(5): oom_score_adj).
+fn set_oom_score_adj(adj: i32) {
+    let path = "/proc/self/oom_score_adj";
+    if let Err(e) = std::fs::write(path, adj.to_string()) {
+        debug!("cannot write {adj} to {path}: {e}");
+    }
+}
+
+fn signal_name(sig: i32) -> String {
+    nix::sys::signal::Signal::try_from(sig)
+        .map(|s| s.as_str().to_string())
+        .unwrap_or_else(|_| format!("signal {sig}"))
+}

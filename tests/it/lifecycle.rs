@@ -1,0 +1,269 @@
+//! Restart policies, back-off, init containers, stop/grace/kill, start errors — with real
+//! children and short back-off.
+
+use std::time::Duration;
+
+use crate::common::{Vigil, alive, state_reason};
+
+const T: Duration = Duration::from_secs(15);
+
+#[test]
+fn crash_loop_restarts_with_backoff_and_records_error_exit() {
+    let v = Vigil::start(
+        r#"
+[pods.crash]
+backoff = { initial_seconds = 0.1, max_seconds = 0.4 }
+[[pods.crash.containers]]
+name = "c"
+command = ["sh", "-c", "exit 3"]
+"#,
+    );
+    v.wait_for(T, "three restarts", |v| {
+        v.container("crash", "c")["restart_count"]
+            .as_u64()
+            .unwrap_or(0)
+            >= 3
+    });
+    let c = v.container("crash", "c");
+    let last = &c["last_state"]["terminated"];
+    assert_eq!(last["exit_code"], 3);
+    assert_eq!(last["reason"], "Error");
+    assert_eq!(
+        v.pod("crash")["phase"],
+        "Running",
+        "a crash-looping Always pod stays Running"
+    );
+    let events = v.request(r#"{"cmd":"events"}"#);
+    let backoff = events["result"]["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .find(|e| e["reason"] == "BackOff")
+        .cloned()
+        .expect("a BackOff event");
+    assert_eq!(backoff["type"], "Warning");
+    assert!(backoff["count"].as_u64().unwrap_or(0) >= 1);
+}
+
+#[test]
+fn crash_loop_shows_crashloopbackoff_while_waiting() {
+    let v = Vigil::start(
+        r#"
+[pods.crash]
+backoff = { initial_seconds = 5, max_seconds = 5 }
+[[pods.crash.containers]]
+name = "c"
+command = ["sh", "-c", "exit 1"]
+"#,
+    );
+    // First restart is immediate, the second waits 5 s in CrashLoopBackOff.
+    v.wait_for(T, "CrashLoopBackOff", |v| {
+        state_reason(&v.container("crash", "c")) == "CrashLoopBackOff"
+    });
+    let c = v.container("crash", "c");
+    assert_eq!(
+        c["state"]["waiting"]["message"],
+        "back-off 5s restarting failed container=c pod=crash"
+    );
+}
+
+#[test]
+fn never_policy_failure_leaves_pod_failed_without_restart() {
+    let v = Vigil::start(
+        r#"
+[pods.once]
+restart_policy = "Never"
+[[pods.once.containers]]
+name = "c"
+command = ["sh", "-c", "exit 7"]
+"#,
+    );
+    v.wait_for(T, "Failed phase", |v| v.pod("once")["phase"] == "Failed");
+    let c = v.container("once", "c");
+    assert_eq!(c["restart_count"], 0);
+    assert_eq!(c["state"]["terminated"]["exit_code"], 7);
+    assert_eq!(c["state"]["terminated"]["reason"], "Error");
+}
+
+#[test]
+fn onfailure_success_completes_without_restart() {
+    let v = Vigil::start(
+        r#"
+[pods.job]
+restart_policy = "OnFailure"
+[[pods.job.containers]]
+name = "c"
+command = ["sh", "-c", "echo done"]
+"#,
+    );
+    v.wait_for(T, "Succeeded phase", |v| {
+        v.pod("job")["phase"] == "Succeeded"
+    });
+    let c = v.container("job", "c");
+    assert_eq!(c["restart_count"], 0);
+    assert_eq!(c["state"]["terminated"]["reason"], "Completed");
+    assert_eq!(c["state"]["terminated"]["exit_code"], 0);
+}
+
+#[test]
+fn init_container_runs_first_and_its_failure_blocks_the_pod() {
+    let v = Vigil::start(
+        r#"
+[pods.good]
+[[pods.good.init_containers]]
+name = "init"
+command = ["sh", "-c", "exit 0"]
+[[pods.good.containers]]
+name = "app"
+command = ["sleep", "60"]
+
+[pods.bad]
+restart_policy = "Never"
+[[pods.bad.init_containers]]
+name = "init"
+command = ["sh", "-c", "exit 2"]
+[[pods.bad.containers]]
+name = "app"
+command = ["sleep", "60"]
+"#,
+    );
+    v.wait_for(T, "good app running", |v| {
+        state_reason(&v.container("good", "app")) == "Running"
+    });
+    assert_eq!(
+        v.container("good", "init")["state"]["terminated"]["reason"],
+        "Completed"
+    );
+    v.wait_for(T, "bad pod Failed", |v| v.pod("bad")["phase"] == "Failed");
+    assert!(
+        v.container("bad", "app")["state"]["running"].is_null(),
+        "the app of a pod whose init container failed never starts"
+    );
+}
+
+#[test]
+fn stop_kills_a_process_that_ignores_sigterm_after_the_grace_period() {
+    let v = Vigil::start(
+        r#"
+[pods.stubborn]
+termination_grace_period_seconds = 0.5
+[[pods.stubborn.containers]]
+name = "c"
+command = ["sh", "-c", "trap '' TERM; while true; do sleep 0.05; done"]
+"#,
+    );
+    v.wait_for(T, "running", |v| {
+        state_reason(&v.container("stubborn", "c")) == "Running"
+    });
+    let pid = v.container("stubborn", "c")["pid"].as_u64().expect("pid");
+    let r = v.request(r#"{"id":1,"cmd":"stop","pod":"stubborn"}"#);
+    assert_eq!(r["ok"], true, "{r}");
+    v.wait_for(T, "Stopped", |v| {
+        v.container("stubborn", "c")["state"]["terminated"]["reason"] == "Stopped"
+    });
+    let t = v.container("stubborn", "c")["state"]["terminated"].clone();
+    assert_eq!(
+        t["signal"], 9,
+        "killed by SIGKILL after the grace period: {t}"
+    );
+    assert!(!alive(pid));
+    // Stopped containers are not restarted.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(v.container("stubborn", "c")["restart_count"], 0);
+}
+
+#[test]
+fn missing_binary_is_start_error_and_other_pods_keep_running() {
+    let v = Vigil::start(
+        r#"
+[pods.broken]
+backoff = { initial_seconds = 0.2 }
+[[pods.broken.containers]]
+name = "c"
+command = ["/nonexistent/binary"]
+
+[pods.fine]
+[[pods.fine.containers]]
+name = "c"
+command = ["sleep", "60"]
+"#,
+    );
+    v.wait_for(T, "StartError recorded", |v| {
+        let c = v.container("broken", "c");
+        c["last_state"]["terminated"]["reason"] == "StartError"
+            || c["state"]["terminated"]["reason"] == "StartError"
+    });
+    let c = v.container("broken", "c");
+    let t = if c["last_state"]["terminated"].is_object() {
+        &c["last_state"]["terminated"]
+    } else {
+        &c["state"]["terminated"]
+    };
+    let msg = t["message"].as_str().unwrap_or("");
+    assert!(
+        msg.contains("/nonexistent/binary"),
+        "message names the binary: {msg}"
+    );
+    assert!(
+        msg.contains("No such file"),
+        "message carries the OS error: {msg}"
+    );
+    assert_eq!(state_reason(&v.container("fine", "c")), "Running");
+}
+
+#[test]
+fn shutdown_stops_everything_and_exits_zero() {
+    let v = Vigil::start(
+        r#"
+[pods.a]
+[[pods.a.containers]]
+name = "c"
+command = ["sleep", "60"]
+[pods.b]
+[[pods.b.containers]]
+name = "c"
+command = ["sleep", "60"]
+"#,
+    );
+    v.wait_for(T, "both running", |v| {
+        state_reason(&v.container("a", "c")) == "Running"
+            && state_reason(&v.container("b", "c")) == "Running"
+    });
+    let pids: Vec<u64> = ["a", "b"]
+        .iter()
+        .map(|p| v.container(p, "c")["pid"].as_u64().expect("pid"))
+        .collect();
+    let socket = v.socket.clone();
+    assert_eq!(v.shutdown(), 0);
+    for pid in pids {
+        assert!(!alive(pid), "pid {pid} survived shutdown");
+    }
+    assert!(!socket.exists(), "socket file removed on exit");
+}
+
+#[test]
+fn grandchild_in_the_same_session_dies_with_its_container() {
+    let v = Vigil::start(
+        r#"
+[pods.tree]
+restart_policy = "Never"
+[[pods.tree.containers]]
+name = "c"
+command = ["sh", "-c", "sleep 987 & sleep 0.3; exit 0"]
+"#,
+    );
+    v.wait_for(T, "Succeeded", |v| v.pod("tree")["phase"] == "Succeeded");
+    // The background `sleep 987` (a number no other test uses) must not outlive its container.
+    let deadline = std::time::Instant::now() + T;
+    loop {
+        let survivors = crate::common::processes_with_cmdline("sleep\0987\0");
+        if survivors.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "sleep 987 survived: {survivors:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

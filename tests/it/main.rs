@@ -1,0 +1,7 @@
+//! Integration tests: the real `vigil` binary with real short-lived children, driven through
+//! its control socket. One test binary, files by topic.
+
+mod common;
+mod control;
+mod lifecycle;
+mod reload;

@@ -1,0 +1,117 @@
+//! `vigil reload` / SIGHUP: an invalid file changes nothing; changed pods restart, new ones
+//! start, removed ones stop, unchanged ones are untouched.
+
+use std::time::Duration;
+
+use crate::common::{Vigil, state_reason, supervisor_header};
+
+const T: Duration = Duration::from_secs(15);
+
+fn pod(name: &str, cmd: &str) -> String {
+    format!(
+        "[pods.{name}]\nbackoff = {{ initial_seconds = 0.1, max_seconds = 0.2 }}\n[[pods.{name}.containers]]\nname = \"c\"\ncommand = [\"sh\", \"-c\", \"{cmd}\"]\n"
+    )
+}
+
+#[test]
+fn reload_restarts_changed_starts_new_stops_removed_and_keeps_unchanged() {
+    let v = Vigil::start(&format!(
+        "{}{}{}",
+        pod("keep", "exec sleep 60"),
+        pod("change", "exec sleep 60"),
+        pod("remove", "exec sleep 60")
+    ));
+    v.wait_for(T, "all running", |v| {
+        ["keep", "change", "remove"]
+            .iter()
+            .all(|p| state_reason(&v.container(p, "c")) == "Running")
+    });
+    let keep_pid = v.container("keep", "c")["pid"].clone();
+    let change_pid = v.container("change", "c")["pid"].clone();
+    std::fs::write(
+        &v.config,
+        format!(
+            "{}{}{}{}",
+            supervisor_header(&v.socket),
+            pod("keep", "exec sleep 60"),
+            pod("change", "exec sleep 61"),
+            pod("added", "exec sleep 60")
+        ),
+    )
+    .expect("rewrite config");
+    let r = v.request(r#"{"id":1,"cmd":"reload"}"#);
+    assert_eq!(r["ok"], true, "{r}");
+    v.wait_for(T, "changed and added running, removed gone", |v| {
+        state_reason(&v.container("change", "c")) == "Running"
+            && v.container("change", "c")["pid"] != change_pid
+            && state_reason(&v.container("added", "c")) == "Running"
+            && v.pod("remove").is_null()
+    });
+    assert_eq!(
+        v.container("keep", "c")["pid"],
+        keep_pid,
+        "unchanged pod untouched"
+    );
+}
+
+#[test]
+fn invalid_reload_changes_nothing_and_reports_the_error() {
+    let v = Vigil::start(&pod("keep", "exec sleep 60"));
+    v.wait_for(T, "running", |v| {
+        state_reason(&v.container("keep", "c")) == "Running"
+    });
+    let pid = v.container("keep", "c")["pid"].clone();
+    std::fs::write(
+        &v.config,
+        format!(
+            "{}[pods.keep]\nrestart_policy = \"Sometimes\"\n",
+            supervisor_header(&v.socket)
+        ),
+    )
+    .expect("rewrite");
+    let r = v.request(r#"{"id":1,"cmd":"reload"}"#);
+    assert_eq!(r["ok"], false);
+    assert_eq!(r["error"]["kind"], "invalid_config");
+    let msg = r["error"]["message"].as_str().unwrap_or("");
+    assert!(msg.contains("restart_policy"), "{msg}");
+    assert!(
+        msg.contains(&v.config.display().to_string()),
+        "names the file: {msg}"
+    );
+    assert_eq!(v.container("keep", "c")["pid"], pid);
+}
+
+#[test]
+fn reload_during_backoff_keeps_the_crash_loop_history() {
+    let v = Vigil::start(&format!(
+        "{}{}",
+        pod("crash", "exit 1"),
+        pod("other", "exec sleep 60")
+    ));
+    v.wait_for(T, "two restarts", |v| {
+        v.container("crash", "c")["restart_count"]
+            .as_u64()
+            .unwrap_or(0)
+            >= 2
+    });
+    std::fs::write(
+        &v.config,
+        format!(
+            "{}{}{}",
+            supervisor_header(&v.socket),
+            pod("crash", "exit 1"),
+            pod("other", "exec sleep 62")
+        ),
+    )
+    .expect("rewrite");
+    let before = v.container("crash", "c")["restart_count"]
+        .as_u64()
+        .unwrap_or(0);
+    assert_eq!(v.request(r#"{"cmd":"reload"}"#)["ok"], true);
+    assert!(
+        v.container("crash", "c")["restart_count"]
+            .as_u64()
+            .unwrap_or(0)
+            >= before
+    );
+}

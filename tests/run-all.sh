@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Every test of vigil, from a fresh Debian 12 machine: installs what the tests need (QEMU,
+# busybox, cpio and Debian's kernel for the VM suite), then runs formatting and lint checks,
+# the unit and integration tests, and the real-kernel VM scenarios.
+#
+#   tests/run-all.sh            # everything
+#   SKIP_VM=1 tests/run-all.sh  # without the VM suite
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "toolchain"
+cargo --version
+rustup component list --installed 2>/dev/null | grep -qE '^(rustfmt|clippy)' || rustup component add rustfmt clippy || true
+
+step "format and lint"
+cargo fmt --all -- --check
+cargo clippy --all-targets --quiet -- -D warnings
+
+step "unit and integration tests"
+cargo test --all-targets 2>&1 | tee target/test-output.txt
+# the quick benchmark budget check (a few seconds; generous bounds, never tight timings)
+if [ -x bench/run.sh ]; then
+  step "benchmark budget (quick)"
+  bench/run.sh --quick --check
+fi
+
+if [ "${SKIP_VM:-0}" != 1 ]; then
+  step "real-kernel scenarios in a VM (vigil as PID 1)"
+  tests/vm/run.sh
+fi
+step "all tests passed"
