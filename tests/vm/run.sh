@@ -202,6 +202,16 @@ judge() {
             grep -E -q -- "$pat" "$logf" || WHY="${WHY:+$WHY; }console lacks /$pat/"
         done <"$sdir/expect"
     fi
+    # When PID 1 exits, the kernel panics and says how: exitcode is a wait(2) status.
+    local code
+    code=$(grep -E -o 'Attempted to kill init! exitcode=0x[0-9a-f]+' "$logf" | head -n1 | sed 's/.*=//' || true)
+    if [[ -n $WHY && -n $code ]]; then
+        if ((code & 0x7f)); then
+            WHY="$WHY; PID 1 died of signal $((code & 0x7f))"
+        else
+            WHY="$WHY; PID 1 exited with status $(((code >> 8) & 0xff))"
+        fi
+    fi
     if ((BOOT_RC == 124 || BOOT_RC == 137)); then
         WHY="${WHY:+$WHY; }the guest did not power off within VM_TIMEOUT=${VM_TIMEOUT}s"
     elif ((BOOT_RC != 0)); then

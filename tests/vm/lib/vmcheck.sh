@@ -3,14 +3,16 @@
 #   VIGIL-VM-RESULT: PASS <scenario>     or     VIGIL-VM-RESULT: FAIL <scenario>: <why>
 # on the console, then asks vigil to shut down (which powers the guest off).
 
-export PATH=/bin:/sbin:/usr/bin:/usr/local/bin
+export PATH=/bin:/sbin:/usr/bin:/usr/local/bin:$PATH
+# VMCHECK_OUT and VMCHECK_NO_WAIT exist to try a checker outside the guest with a fake vigil.
+VMCHECK_OUT=${VMCHECK_OUT:-/dev/console}
 : "${SCENARIO:?set SCENARIO before sourcing vmcheck.sh}"
 
 # Written to /dev/console directly, so the verdict does not depend on vigil forwarding
 # container output; falls back to stdout.
 console() {
-    if [ -w /dev/console ]; then
-        printf '%s\n' "$*" >/dev/console
+    if [ -w "$VMCHECK_OUT" ]; then
+        printf '%s\n' "$*" >>"$VMCHECK_OUT"
     else
         printf '%s\n' "$*"
     fi
@@ -23,6 +25,7 @@ uptime_s() { cut -d' ' -f1 /proc/uptime; }
 
 finish() {
     vigil shutdown >/dev/null 2>&1 || say "vigil shutdown failed (exit $?)"
+    [ -n "${VMCHECK_NO_WAIT:-}" ] && exit 0
     # vigil stops this container as part of the shutdown; do not race it with our own exit.
     sleep 1000
 }
@@ -79,6 +82,11 @@ wait_until() {
         sleep 0.1
     done
 }
+
+# running CMDLINE… / gone CMDLINE…: whether a process with exactly this command line exists
+# (for wait_until, which re-runs its command: a "$(…)" argument would be expanded only once).
+running() { [ -n "$(vmh pids "$@")" ]; }
+gone() { [ -z "$(vmh pids "$@")" ]; }
 
 # The supervisor is answering and lists this checker.
 wait_json 30 pods.name=checker.name checker >/dev/null

@@ -26,7 +26,8 @@ const USAGE: &str = "usage: vmh COMMAND …
   zombies [-v]               print how many processes are in state Z (-v: also list them)
   pids <CMDLINE…>            print the PIDs whose command line (space-joined) equals CMDLINE
   cgroups [ROOT]             list cgroup dirs under ROOT (/sys/fs/cgroup/vigil) with process counts
-  json <PATH>                print the value at a dotted PATH of the JSON on stdin (exit 1 if absent)
+  json [-d DEF] <PATH…>      print the value at each dotted PATH of the JSON on stdin, one a line
+                             (absent: print DEF, or exit 1)
   wait-json <SECS> <CMD…> -- <PATH> <EXPECTED>
                              run CMD until its JSON output has EXPECTED at PATH (EXPECTED may be
                              prefixed by >= <= > < != for a numeric or inequality test)
@@ -254,22 +255,39 @@ fn lookup(text: &str, path: &str) -> Result<Vec<String>, String> {
         .collect())
 }
 
+/// `json [-d DEFAULT] PATH…`: one line per PATH (strings raw). Several documents on stdin (one
+/// object a line) give one line per document that has the PATH. An absent PATH prints DEFAULT
+/// when given, else makes the exit status 1.
 fn json_cmd(args: &[&str]) -> Result<(), String> {
-    let path = args
-        .first()
-        .ok_or_else(|| format!("missing PATH\n{USAGE}"))?;
+    let (default, paths) = match args {
+        ["-d", d, rest @ ..] => (Some(*d), rest),
+        rest => (None, rest),
+    };
+    if paths.is_empty() {
+        return Err(format!("missing PATH\n{USAGE}"));
+    }
     let mut text = String::new();
     std::io::stdin()
         .read_to_string(&mut text)
         .map_err(|e| format!("reading stdin: {e}"))?;
-    let found = lookup(&text, path)?;
-    if found.is_empty() {
-        return Err(format!("{path}: absent"));
+    let mut absent = Vec::new();
+    for path in paths {
+        let found = lookup(&text, path)?;
+        if found.is_empty() {
+            match default {
+                Some(d) => println!("{d}"),
+                None => absent.push(*path),
+            }
+        }
+        for v in found {
+            println!("{v}");
+        }
     }
-    for v in found {
-        println!("{v}");
+    if absent.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("absent: {}", absent.join(" ")))
     }
-    Ok(())
 }
 
 /// `EXPECTED` against an actual value: `>=3`, `<=3`, `>3`, `<3` compare numerically, `!=x`
