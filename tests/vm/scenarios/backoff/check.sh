@@ -1,7 +1,8 @@
 #!/bin/sh
-# How the schedule is checked: the status is sampled as fast as the guest allows. Whenever
-# restart_count is n, last_state.terminated is run n+1's record (started_at, finished_at) —
-# the run that just ended. For two samples with restart counts n-1 and n, the delay of restart
+# How the schedule is checked: the status is sampled as fast as the guest allows. A sample
+# taken while the container waits in CrashLoopBackOff with restart_count n has, as
+# last_state.terminated, run n+1's record (started_at, finished_at): the run that just ended.
+# (Samples taken while a run is running are ignored: their last_state is the run before.) For two samples with restart counts n-1 and n, the delay of restart
 # n is started_at(run n+1) - finished_at(run n). Expected: restart 1 immediate (0), then
 # initial × 2^(n-2) capped at max: 0.1, 0.2, 0.4, 0.4 … Tolerance: not more than 10 ms early
 # (timestamp rounding), not more than 50 ms late (scheduling in an emulated guest). At least
@@ -21,8 +22,8 @@ while :; do
     set -- $(printf '%s' "$s" | vmh json -d - $c.restart_count \
         $c.last_state.terminated.started_at $c.last_state.terminated.finished_at \
         $c.last_state.terminated.exit_code $c.state.waiting.reason)
-    [ "$5" = CrashLoopBackOff ] && waiting_seen=1
-    if [ "$2" != - ] && [ "$3" != - ]; then
+    if [ "$5" = CrashLoopBackOff ] && [ "$2" != - ] && [ "$3" != - ]; then
+        waiting_seen=1
         [ "$4" = 3 ] || fail "last_state.terminated.exit_code is $4, expected 3"
         line="$1 $2 $3"
         [ "$line" = "$last" ] || echo "$line" >>$samples.raw
