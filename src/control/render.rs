@@ -949,12 +949,12 @@ mod tests {
         assert_eq!(pod["name"], "web");
         assert_eq!(pod["phase"], "Running");
         assert_eq!(pod["restart_policy"], "Always");
-        assert_eq!(pod["created_at"], "1970-01-12T12:46:40Z");
+        assert_eq!(pod["created_at"], "1970-01-12T12:46:40.000Z");
         assert_eq!(
             pod["conditions"][0],
             json!({"type": "ContainersReady", "status": "False", "reason": "ContainersNotReady",
                    "message": "containers with unready status: [app]",
-                   "last_transition_time": "1970-01-12T13:42:40Z"})
+                   "last_transition_time": "1970-01-12T13:42:40.000Z"})
         );
         let app = &pod["containers"][0];
         assert_eq!(app["ready"], false);
@@ -969,8 +969,8 @@ mod tests {
             app["last_state"],
             json!({"terminated": {"exit_code": 137, "signal": 9, "reason": "OOMKilled",
                                   "message": "memory limit 20Mi reached",
-                                  "started_at": "1970-01-12T13:41:40Z",
-                                  "finished_at": "1970-01-12T13:42:40Z"}})
+                                  "started_at": "1970-01-12T13:41:40.000Z",
+                                  "finished_at": "1970-01-12T13:42:40.000Z"}})
         );
         assert_eq!(app["cgroup"], "/sys/fs/cgroup/vigil/web/app");
         assert_eq!(
@@ -990,7 +990,7 @@ mod tests {
         assert_eq!(sidecar["last_state"], json!({}));
         assert_eq!(
             sidecar["state"],
-            json!({"running": {"started_at": "1970-01-12T13:36:40Z"}})
+            json!({"running": {"started_at": "1970-01-12T13:36:40.000Z"}})
         );
         assert_eq!(sidecar["resources"]["memory_current"], Value::Null);
         // Exactly one state key, always.
@@ -1020,8 +1020,8 @@ mod tests {
             v,
             json!({"seq": 17, "type": "Warning", "reason": "BackOff", "object": "web/app",
                    "message": "Back-off restarting failed container app in pod web",
-                   "count": 79, "first_timestamp": "1970-01-12T13:18:40Z",
-                   "last_timestamp": "1970-01-12T13:41:48Z"})
+                   "count": 79, "first_timestamp": "1970-01-12T13:18:40.000Z",
+                   "last_timestamp": "1970-01-12T13:41:48.000Z"})
         );
     }
 
@@ -1062,7 +1062,7 @@ mod tests {
     }
 
     fn pod_with(init: Value, containers: Value, initialized: bool) -> Value {
-        json!({"pods": [{"name": "p", "phase": "Pending", "created_at": "1970-01-12T13:46:00Z",
+        json!({"pods": [{"name": "p", "phase": "Pending", "created_at": "1970-01-12T13:46:00.000Z",
             "conditions": [{"type": "Initialized", "status": if initialized {"True"} else {"False"}}],
             "init_containers": init, "containers": containers}]})
     }
@@ -1081,7 +1081,7 @@ mod tests {
     #[test]
     fn status_column_follows_kubectl_display_reasons() {
         let waiting = |r: &str| json!({"name": "c", "ready": false, "restart_count": 0, "state": {"waiting": {"reason": r}}, "last_state": {}});
-        let running = |ready: bool| json!({"name": "c", "ready": ready, "restart_count": 0, "state": {"running": {"started_at": "1970-01-12T13:46:00Z"}}, "last_state": {}});
+        let running = |ready: bool| json!({"name": "c", "ready": ready, "restart_count": 0, "state": {"running": {"started_at": "1970-01-12T13:46:00.000Z"}}, "last_state": {}});
         let terminated = |code: i64, reason: &str| json!({"name": "c", "ready": false, "restart_count": 0, "state": {"terminated": {"exit_code": code, "reason": reason, "signal": null}}, "last_state": {}});
         let cases = [
             (

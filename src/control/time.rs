@@ -112,11 +112,16 @@ fn civil(t: SystemTime) -> Civil {
     }
 }
 
-/// RFC 3339 UTC, second precision: `2026-11-22T00:48:17Z`.
+/// RFC 3339 UTC with milliseconds: `2026-11-22T00:48:17.250Z`. Sub-second precision lets a
+/// script measure back-off delays and probe timing from status alone.
 pub fn rfc3339(t: SystemTime) -> String {
     let c = civil(t);
+    let millis = t
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_millis())
+        .unwrap_or(0);
     format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{millis:03}Z",
         c.year, c.month, c.day, c.hour, c.minute, c.second
     )
 }
@@ -284,14 +289,14 @@ mod tests {
 
     #[test]
     fn rfc3339_formats_utc_with_z() {
-        assert_eq!(rfc3339(at(0)), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(at(0)), "1970-01-01T00:00:00.000Z");
         // 2026-11-22T00:48:17Z
         let t = days_from_civil(2026, 11, 22) * 86_400 + 48 * 60 + 17;
-        assert_eq!(rfc3339(at(t as u64)), "2026-11-22T00:48:17Z");
+        assert_eq!(rfc3339(at(t as u64)), "2026-11-22T00:48:17.000Z");
         // Leap day.
         let t = days_from_civil(2024, 2, 29) * 86_400 + 23 * 3600 + 59 * 60 + 59;
-        assert_eq!(rfc3339(at(t as u64)), "2024-02-29T23:59:59Z");
-        assert_eq!(rfc3339(at(951_782_400)), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc3339(at(t as u64)), "2024-02-29T23:59:59.000Z");
+        assert_eq!(rfc3339(at(951_782_400)), "2000-02-29T00:00:00.000Z");
     }
 
     #[test]
@@ -312,7 +317,7 @@ mod tests {
             Some(UNIX_EPOCH + Duration::from_millis(1500))
         );
         assert_eq!(parse_rfc3339("1970-01-01 00:00:00"), None);
-        assert_eq!(parse_rfc3339("1970-13-01T00:00:00Z"), None);
+        assert_eq!(parse_rfc3339("1970-13-01T00:00:00.000Z"), None);
         assert_eq!(parse_rfc3339("garbage"), None);
     }
 
@@ -329,7 +334,7 @@ mod tests {
         let clock = WallClock::new(mono + Duration::from_secs(100), at(1000));
         assert_eq!(clock.to_system(mono), at(900));
         assert_eq!(clock.to_system(mono + Duration::from_secs(130)), at(1030));
-        assert_eq!(clock.rfc3339(mono), "1970-01-01T00:15:00Z");
+        assert_eq!(clock.rfc3339(mono), "1970-01-01T00:15:00.000Z");
     }
 
     #[test]
