@@ -95,6 +95,17 @@ fn has_any_cgroup2(mountinfo: &str) -> bool {
 /// short sleep between reaping rounds is acceptable here.
 pub fn sweep_and_sync(deadline: std::time::Instant) {
     use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+    // Say what is left: nothing after an orderly stop (zombies only wait to be reaped here).
+    let left = leftover_processes();
+    if left.is_empty() {
+        info!("pid1: final sweep: no process left");
+    } else {
+        warn!(
+            "pid1: final sweep: killing {} process(es) left over: {}",
+            left.len(),
+            left.join(", ")
+        );
+    }
     let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
     loop {
         match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
@@ -110,6 +121,44 @@ pub fn sweep_and_sync(deadline: std::time::Instant) {
         }
     }
     nix::unistd::sync();
+}
+
+/// Live processes other than this one and kernel threads, as `pid (comm)`, from `/proc`
+/// (zombies and kernel threads — children of kthreadd, PID 2 — are not counted).
+fn leftover_processes() -> Vec<String> {
+    let me = std::process::id();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut left = Vec::new();
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == me || pid == 2 {
+            continue;
+        }
+        // /proc/PID/stat: "pid (comm) state ppid …"; comm may contain spaces and parentheses.
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some((head, tail)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let comm = head.split_once('(').map_or("?", |(_, c)| c);
+        let mut fields = tail.split_whitespace();
+        let state = fields.next().unwrap_or("");
+        let ppid = fields.next().unwrap_or("");
+        if state == "Z" || ppid == "2" || ppid == "0" {
+            continue;
+        }
+        left.push(format!("{pid} ({comm})"));
+    }
+    left
 }
 
 /// Whether this is the initial PID namespace (a whole machine or VM) rather than a

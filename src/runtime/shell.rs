@@ -108,7 +108,14 @@ pub struct Shell {
     last_status: String,
     next_status: Instant,
     started_at: Instant,
+    /// Loop turns that panicked (see [`Shell::on_panic`]).
+    panics: u32,
+    #[cfg(feature = "fault-injection")]
+    fault: super::fault::Fault,
 }
+
+/// The exit code after a loop turn panicked (EX_SOFTWARE from sysexits.h).
+const EXIT_PANIC: i32 = 70;
 
 impl Shell {
     pub fn new(config: Config, source: ConfigSource) -> Result<Shell, StartError> {
@@ -207,6 +214,9 @@ impl Shell {
             last_status: String::new(),
             next_status: now,
             started_at: now,
+            panics: 0,
+            #[cfg(feature = "fault-injection")]
+            fault: super::fault::Fault::from_env(now),
         })
     }
 
@@ -229,21 +239,63 @@ impl Shell {
                 continue;
             }
             let now = Instant::now();
-            for event in events.iter() {
-                self.dispatch(event, now);
-            }
-            self.turn(now);
-            if let Some(code) = self.exit_code {
-                self.finish();
+            // A panic must not take the supervisor (or, as PID 1, the system) down without
+            // stopping the pods: the hook has logged it; stop everything in an orderly way.
+            let turn = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                self.one_turn(&events, now)
+            }));
+            let done = match turn {
+                Ok(done) => done,
+                Err(_) => self.on_panic(now),
+            };
+            if let Some(code) = done {
                 return code;
             }
-            if self.server.has_backlog() {
-                let backlog = self.server.process_backlog(self.poll.registry());
-                for inc in backlog {
-                    self.answer(inc, now);
-                }
+        }
+    }
+
+    /// Handle the ready events and everything due; `Some(code)` once vigil is to exit.
+    fn one_turn(&mut self, events: &Events, now: Instant) -> Option<i32> {
+        #[cfg(feature = "fault-injection")]
+        self.fault.check(now);
+        for event in events.iter() {
+            self.dispatch(event, now);
+        }
+        self.turn(now);
+        if let Some(code) = self.exit_code {
+            let code = if self.panics > 0 { EXIT_PANIC } else { code };
+            self.exit_code = Some(code);
+            self.finish();
+            return Some(code);
+        }
+        if self.server.has_backlog() {
+            let backlog = self.server.process_backlog(self.poll.registry());
+            for inc in backlog {
+                self.answer(inc, now);
             }
         }
+        None
+    }
+
+    /// A loop turn panicked. The first time: shut down as on SIGTERM and keep looping so that
+    /// every pod is stopped and every cgroup removed, then exit with [`EXIT_PANIC`]. A second
+    /// panic means the state cannot be trusted to finish that: give up and exit now (as PID 1,
+    /// the final sweep then kills what is left and powers off).
+    fn on_panic(&mut self, now: Instant) -> Option<i32> {
+        self.panics += 1;
+        if self.panics == 1 {
+            error!("a loop turn panicked: stopping every pod and exiting");
+            let stop = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let _ = self.core.command(now, Command::Shutdown { force: false });
+                self.drain_actions(now);
+            }));
+            if stop.is_ok() {
+                return None;
+            }
+            self.panics += 1;
+        }
+        error!("panicked again while shutting down: giving up, exiting now");
+        Some(EXIT_PANIC)
     }
 
     /// Everything after the ready sources of one turn have been handled.
@@ -271,6 +323,10 @@ impl Shell {
         let mut consider = |t: Instant| {
             deadline = Some(deadline.map_or(t, |d| d.min(t)));
         };
+        #[cfg(feature = "fault-injection")]
+        if let Some(t) = self.fault.deadline() {
+            consider(t);
+        }
         if let Some(w) = self.next_watchdog {
             consider(w);
         }

@@ -1,0 +1,50 @@
+//! Fault injection for the VM tests (cargo feature `fault-injection`, off by default, so a
+//! production build has no way to trigger it).
+//!
+//! Owns reading `VIGIL_FAULT_PANIC_AFTER_SECS` (seconds after start at which a loop turn
+//! panics) and `VIGIL_FAULT_PANICS` (how many turns panic, default 1: 2 exercises the
+//! "panicked again while shutting down" path). Must not do anything else: it only panics.
+
+use std::time::{Duration, Instant};
+
+use log::warn;
+
+pub struct Fault {
+    at: Option<Instant>,
+    left: u32,
+}
+
+impl Fault {
+    pub fn from_env(start: Instant) -> Fault {
+        let secs = std::env::var("VIGIL_FAULT_PANIC_AFTER_SECS")
+            .ok()
+            .and_then(|s| s.trim().parse::<f64>().ok())
+            .filter(|s| s.is_finite() && *s >= 0.0);
+        let left = std::env::var("VIGIL_FAULT_PANICS")
+            .ok()
+            .and_then(|s| s.trim().parse::<u32>().ok())
+            .unwrap_or(1);
+        if let Some(s) = secs {
+            warn!("fault injection: a loop turn will panic after {s}s ({left} time(s))");
+        }
+        Fault {
+            at: secs.map(|s| start + Duration::from_secs_f64(s)),
+            left,
+        }
+    }
+
+    /// When the loop must wake up for the next injected panic.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.at.filter(|_| self.left > 0)
+    }
+
+    /// Panic if one is due.
+    pub fn check(&mut self, now: Instant) {
+        if let Some(at) = self.deadline()
+            && now >= at
+        {
+            self.left -= 1;
+            panic!("fault injection: VIGIL_FAULT_PANIC_AFTER_SECS reached");
+        }
+    }
+}
