@@ -113,7 +113,8 @@ ensure_vigil() {
         return
     fi
     log "building vigil (static, release)"
-    build_static "$REPO/Cargo.toml" "$CACHE/target-vigil" --bin vigil
+    # fault-injection: test-only hooks (e.g. VIGIL_FAULT_PANIC_AFTER_SECS for `panic`).
+    build_static "$REPO/Cargo.toml" "$CACHE/target-vigil" --bin vigil --features fault-injection
     VIGIL=$CACHE/target-vigil/$TARGET/release/vigil
 }
 
@@ -166,14 +167,18 @@ pack() {
 
 # Boot it; the console goes to $CACHE/logs/<name>.log. Sets BOOT_RC (124: timed out).
 boot() {
-    local name=$1 accel=(-accel tcg)
+    local name=$1 accel=(-accel tcg) extra=
+    # A scenario's `cmdline`: more kernel parameters; NAME=VALUE ones become init's environment.
+    if [[ -f $HERE/scenarios/$name/cmdline ]]; then
+        extra=" $(grep -v '^#' "$HERE/scenarios/$name/cmdline" | tr '\n' ' ' | sed 's/ *$//')"
+    fi
     [[ $VM_ACCEL == kvm ]] && accel=(-accel kvm -cpu host)
     mkdir -p "$CACHE/logs"
     BOOT_RC=0
     timeout -k 5 "$VM_TIMEOUT" qemu-system-x86_64 "${accel[@]}" -m "$VM_MEMORY" -smp 1 \
         -nographic -no-reboot -net none \
         -kernel "$KERNEL" -initrd "$CACHE/work/$name/initramfs.cpio.gz" \
-        -append "console=ttyS0 quiet panic=-1 rdinit=$RDINIT" \
+        -append "console=ttyS0 quiet panic=-1 rdinit=$RDINIT$extra" \
         </dev/null 2>&1 | tr -d '\r' >"$CACHE/logs/$name.log" || BOOT_RC=${PIPESTATUS[0]}
     ((keep)) || rm -f "$CACHE/work/$name/initramfs.cpio.gz"
 }
@@ -199,6 +204,10 @@ judge() {
         local pat
         while IFS= read -r pat; do
             [[ -z $pat || $pat == \#* ]] && continue
+            if [[ $pat == !* ]]; then # `!PATTERN`: the console must not contain it
+                ! grep -E -q -- "${pat#!}" "$logf" || WHY="${WHY:+$WHY; }console has /${pat#!}/"
+                continue
+            fi
             grep -E -q -- "$pat" "$logf" || WHY="${WHY:+$WHY; }console lacks /$pat/"
         done <"$sdir/expect"
     fi
