@@ -8,12 +8,15 @@
 # a KVM guest was seen to hang at boot on the CI kind of machine), VM_MEMORY (MiB, 512),
 # VM_SHIM=1 (boot through a small /init that mounts /proc, /sys, /dev, cgroup2 and then
 # execs `vigil run`, for a vigil without its PID-1 mounts), VIGIL_BIN (use this static vigil
-# instead of building one), VM_LOG_LINES (console lines printed for a failure, default 400).
+# instead of building one), VM_LOG_LINES (console lines printed for a failure, default 400),
+# VM_SCENARIOS (the scenario directory, default tests/vm/scenarios; bench/vm.sh points it at
+# tests/vm/bench-scenarios).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 CACHE=${VM_CACHE:-$HERE/.cache}
+SCENARIOS=$(cd "${VM_SCENARIOS:-$HERE/scenarios}" && pwd)
 VM_TIMEOUT=${VM_TIMEOUT:-180}
 VM_ACCEL=${VM_ACCEL:-tcg}
 VM_MEMORY=${VM_MEMORY:-512}
@@ -27,7 +30,7 @@ keep=0
 names=()
 usage() {
     sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'
-    echo "Scenarios: $(cd "$HERE/scenarios" && echo *)"
+    echo "Scenarios: $(cd "$SCENARIOS" && echo *)"
 }
 while (($#)); do
     case $1 in
@@ -40,10 +43,10 @@ while (($#)); do
     shift
 done
 if ((${#names[@]} == 0)); then
-    for d in "$HERE"/scenarios/*/; do names+=("$(basename "$d")"); done
+    for d in "$SCENARIOS"/*/; do names+=("$(basename "$d")"); done
 fi
 for n in "${names[@]}"; do
-    [[ -d $HERE/scenarios/$n ]] || { echo "run.sh: no scenario '$n' in $HERE/scenarios" >&2; exit 2; }
+    [[ -d $SCENARIOS/$n ]] || { echo "run.sh: no scenario '$n' in $SCENARIOS" >&2; exit 2; }
 done
 
 log() { printf '== %s\n' "$*" >&2; }
@@ -119,11 +122,11 @@ ensure_vigil() {
 }
 
 # --- one scenario ---------------------------------------------------------------------------
-needs_vigil() { [[ -f $HERE/scenarios/$1/vigil.toml ]]; }
+needs_vigil() { [[ -f $SCENARIOS/$1/vigil.toml ]]; }
 
 # Stage and pack the scenario's initramfs; sets RDINIT.
 pack() {
-    local name=$1 sdir=$HERE/scenarios/$1 work=$CACHE/work/$1
+    local name=$1 sdir=$SCENARIOS/$1 work=$CACHE/work/$1
     local root=$work/root
     rm -rf "$work"
     mkdir -p "$root"/{bin,sbin,etc/vigil,proc,sys,dev,run,tmp,root,var/log,usr/local/bin,usr/local/lib}
@@ -141,7 +144,7 @@ pack() {
     printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"$root/etc/passwd"
     printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"
     cp "$VMH" "$root/usr/local/bin/vmh"
-    cp "$HERE/lib/vmcheck.sh" "$root/usr/local/lib/vmcheck.sh"
+    cp "$HERE"/lib/vm*.sh "$root/usr/local/lib/"
     if needs_vigil "$name"; then
         cp "$VIGIL" "$root/bin/vigil"
         ln -s ../bin/vigil "$root/sbin/init"
@@ -169,8 +172,8 @@ pack() {
 boot() {
     local name=$1 accel=(-accel tcg) extra=
     # A scenario's `cmdline`: more kernel parameters; NAME=VALUE ones become init's environment.
-    if [[ -f $HERE/scenarios/$name/cmdline ]]; then
-        extra=" $(grep -v '^#' "$HERE/scenarios/$name/cmdline" | tr '\n' ' ' | sed 's/ *$//')"
+    if [[ -f $SCENARIOS/$name/cmdline ]]; then
+        extra=" $(grep -v '^#' "$SCENARIOS/$name/cmdline" | tr '\n' ' ' | sed 's/ *$//')"
     fi
     [[ $VM_ACCEL == kvm ]] && accel=(-accel kvm -cpu host)
     mkdir -p "$CACHE/logs"
@@ -185,7 +188,7 @@ boot() {
 
 # Decide; sets WHY (empty: passed).
 judge() {
-    local name=$1 sdir=$HERE/scenarios/$1 logf=$CACHE/logs/$1.log
+    local name=$1 sdir=$SCENARIOS/$1 logf=$CACHE/logs/$1.log
     local tag="VIGIL-VM-RESULT: (PASS|FAIL) $name"
     WHY=
     local failed

@@ -17,6 +17,30 @@ unsafe extern "C" {
     fn fork() -> i32;
     fn waitpid(pid: i32, status: *mut i32, options: i32) -> i32;
     fn _exit(code: i32) -> !;
+    fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32;
+}
+
+/// struct timespec on x86_64 Linux.
+#[repr(C)]
+struct Timespec {
+    tv_sec: i64,
+    tv_nsec: i64,
+}
+
+/// CLOCK_BOOTTIME (linux/time.h): /proc/uptime's clock and that of /proc/PID/stat starttime.
+const CLOCK_BOOTTIME: i32 = 7;
+
+fn boottime() -> f64 {
+    let mut ts = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one struct timespec into the valid, exclusively borrowed `ts`.
+    let rc = unsafe { clock_gettime(CLOCK_BOOTTIME, &mut ts) };
+    if rc != 0 {
+        return f64::NAN;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
 }
 
 const USAGE: &str = "usage: vmh COMMAND …
@@ -32,7 +56,10 @@ const USAGE: &str = "usage: vmh COMMAND …
                              run CMD until its JSON output has EXPECTED at PATH (EXPECTED may be
                              prefixed by >= <= > < != for a numeric or inequality test)
   ts <RFC3339>               print the timestamp as seconds since the epoch (fractional)
-  now                        print the wall clock as seconds since the epoch (fractional)";
+  now                        print the wall clock as seconds since the epoch (fractional)
+  kmsg-now <TAG>             write \"TAG wall=<now> boot=<CLOCK_BOOTTIME>\" to /dev/kmsg: ties the
+                             kernel log's clock (dmesg timestamps) to the wall clock and to
+                             uptime (/proc/PID/stat starttime), to microseconds";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -47,6 +74,7 @@ fn main() -> ExitCode {
         Some("json") => json_cmd(&rest),
         Some("wait-json") => wait_json(&rest),
         Some("ts") => ts(&rest),
+        Some("kmsg-now") => kmsg_now(&rest),
         Some("now") => {
             println!("{:.6}", now());
             Ok(())
@@ -60,6 +88,20 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// One write(2) to /dev/kmsg right after reading the clock: the record's printk timestamp and
+/// the wall time in its text are microseconds apart.
+fn kmsg_now(args: &[&str]) -> Result<(), String> {
+    let tag = args.first().ok_or("kmsg-now: a TAG is needed")?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/kmsg")
+        .map_err(|e| format!("/dev/kmsg: {e}"))?;
+    let (wall, boot) = (now(), boottime());
+    let line = format!("{tag} wall={wall:.6} boot={boot:.6}\n");
+    f.write_all(line.as_bytes())
+        .map_err(|e| format!("/dev/kmsg: {e}"))
 }
 
 fn now() -> f64 {
