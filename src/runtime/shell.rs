@@ -55,6 +55,8 @@ pub enum StartError {
     Cgroup(#[from] crate::cgroup::CgroupError),
     #[error(transparent)]
     Control(#[from] crate::control::server::ControlError),
+    #[error(transparent)]
+    Harden(#[from] super::harden::HardenError),
     #[error("socket_group \"{0}\" is not a known group name or gid")]
     UnknownSocketGroup(String),
 }
@@ -112,6 +114,9 @@ pub struct Shell {
 
 impl Shell {
     pub fn new(config: Config, source: ConfigSource) -> Result<Shell, StartError> {
+        let socket_path = config.supervisor.socket.clone();
+        let socket_path = socket_path.unwrap_or_else(crate::control::default_socket_path);
+        let host = super::harden::check_startup(&source, &socket_path)?;
         let poll = Poll::new().map_err(StartError::Poll)?;
         let mut signals = Signals::new([SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGPWR])
             .map_err(StartError::Signals)?;
@@ -135,6 +140,7 @@ impl Shell {
             &config.supervisor.cgroup_name,
             needs,
         )?;
+        host.after_cgroup_setup(&config, cgroups.is_some());
         if let Some(m) = &cgroups {
             info!("cgroups: containers go under {}", m.root().display());
             for stale in m.sweep_stale() {
