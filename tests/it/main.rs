@@ -3,5 +3,6 @@
 
 mod common;
 mod control;
+mod host;
 mod lifecycle;
 mod reload;
