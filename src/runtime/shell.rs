@@ -1568,7 +1568,13 @@ fn resolve_group(name: &str) -> Result<u32, StartError> {
 fn set_oom_score_adj(adj: i32) {
     let path = "/proc/self/oom_score_adj";
     if let Err(e) = std::fs::write(path, adj.to_string()) {
-        debug!("cannot write {adj} to {path}: {e}");
+        // As root this is a real loss of protection (no CAP_SYS_RESOURCE?); unprivileged it is
+        // expected for a negative value.
+        if nix::unistd::Uid::effective().is_root() {
+            warn!("cannot write {adj} to {path}: {e}");
+        } else {
+            debug!("cannot write {adj} to {path}: {e}");
+        }
     }
 }
 
