@@ -141,7 +141,8 @@ fn unit_timeout_stop_exceeds_the_default_shutdown_timeout() {
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or_else(|| panic!("{key} missing or not plain seconds"))
     };
-    // vigil's own default shutdown_timeout_seconds is 60 (and it caps grace periods by it).
+    // vigil's default shutdown_timeout_seconds is 60, and it bounds the whole shutdown (grace
+    // periods included): past it vigil kills what is left.
     assert!(secs("TimeoutStopSec=") > 60);
     assert!(secs("WatchdogSec=") >= 2);
 }
