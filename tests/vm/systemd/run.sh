@@ -22,7 +22,7 @@ VM_ACCEL=${VM_ACCEL:-tcg}
 VM_MEMORY=${VM_MEMORY:-2048}
 TARGET=x86_64-unknown-linux-gnu
 SUITE=bookworm
-INCLUDE=systemd,systemd-sysv,dbus,python3-minimal
+INCLUDE=systemd,systemd-sysv,dbus
 PACKAGES=(qemu-system-x86 cpio debootstrap)
 SD=$CACHE/systemd
 
