@@ -4,4 +4,5 @@
 mod common;
 mod control;
 mod lifecycle;
+mod probes;
 mod reload;
