@@ -696,3 +696,71 @@ termination_grace_period_seconds = 1.5
         recent(&v.container("hold", "c"), "liveness").len() > 2
     });
 }
+
+#[test]
+fn slow_exec_probe_is_never_started_twice() {
+    let marks = tempfile::tempdir().expect("tempdir");
+    let log = marks.path().join("runs");
+    // Each attempt takes 0.5 s, the period is 0.1 s and the timeout 5 s: attempts that are due
+    // while one runs are skipped, so starts and ends strictly alternate.
+    let v = Vigil::start(&format!(
+        r#"
+[pods.slowprobe]
+[[pods.slowprobe.containers]]
+name = "c"
+command = ["sleep", "300"]
+[pods.slowprobe.containers.readiness_probe]
+exec = {{ command = ["sh", "-c", "echo start >> {log}; sleep 0.5; echo end >> {log}"] }}
+period_seconds = 0.1
+timeout_seconds = 5
+"#,
+        log = log.display()
+    ));
+    v.wait_for(T, "three finished attempts", |v| {
+        recent(&v.container("slowprobe", "c"), "readiness").len() >= 3
+    });
+    let text = std::fs::read_to_string(&log).expect("runs log");
+    let lines: Vec<&str> = text.lines().collect();
+    for (i, l) in lines.iter().enumerate() {
+        let want = if i % 2 == 0 { "start" } else { "end" };
+        assert_eq!(*l, want, "attempt overlap at line {i}: {lines:?}");
+    }
+    let c = v.container("slowprobe", "c");
+    assert_eq!(c["ready"], true);
+    for r in recent(&c, "readiness") {
+        assert_eq!(r["success"], true, "{r}");
+        assert!(
+            r["duration_ms"].as_f64().unwrap_or(0.0) >= 450.0,
+            "the recorded duration is the attempt's: {r}"
+        );
+    }
+}
+
+#[test]
+fn readiness_is_published_only_after_success_threshold_successes_in_a_row() {
+    let v = Vigil::start(
+        r#"
+[pods.gate]
+[[pods.gate.containers]]
+name = "c"
+command = ["sleep", "300"]
+[pods.gate.containers.readiness_probe]
+exec = { command = ["true"] }
+period_seconds = 0.2
+success_threshold = 3
+"#,
+    );
+    // Every snapshot: ready exactly when three successes have been recorded.
+    v.wait_for(T, "the container to become ready", |v| {
+        let c = v.container("gate", "c");
+        let successes = recent(&c, "readiness")
+            .iter()
+            .filter(|r| r["success"] == true)
+            .count();
+        let ready = c["ready"] == true;
+        assert_eq!(ready, successes >= 3, "{successes} successes: {c}");
+        ready
+    });
+    let c = v.container("gate", "c");
+    assert_eq!(probe(&c, "readiness")["result"], "success");
+}
