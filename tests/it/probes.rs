@@ -436,7 +436,7 @@ name = "c"
 command = ["sleep", "300"]
 [pods.hang.containers.readiness_probe]
 exec = {{ command = ["sh", "-c", "sleep 4242 & echo $$ $! >> {}; wait"] }}
-period_seconds = 0.5
+period_seconds = 0.4
 timeout_seconds = 0.3
 failure_threshold = 1
 "#,
@@ -460,6 +460,18 @@ fn check_timed_out_exec_probe(v: &Vigil) {
     assert!(
         find_event(v, "Unhealthy", "Readiness probe failed: probe timed out").is_some(),
         "a visible Unhealthy event"
+    );
+    // Timed-out attempts release what they held (pipes, probe cgroups).
+    let vigil_pid = v.child.as_ref().expect("running").id();
+    let baseline = open_fds(vigil_pid);
+    v.wait_for(T, "eight more timed-out attempts", |v| {
+        find_event(v, "Unhealthy", "Readiness probe failed: probe timed out")
+            .is_some_and(|e| e["count"].as_u64() >= Some(10))
+    });
+    let after = open_fds(vigil_pid);
+    assert!(
+        after <= baseline + 3,
+        "no descriptor leak per attempt: {baseline} fds before, {after} after"
     );
 
     // Every attempt but possibly the one in flight now is gone: no survivor, no zombie.
@@ -763,4 +775,54 @@ success_threshold = 3
     });
     let c = v.container("gate", "c");
     assert_eq!(probe(&c, "readiness")["result"], "success");
+}
+
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+#[test]
+fn http_probe_against_a_silent_server_times_out_without_leaking_sockets() {
+    // Listens (so connect succeeds through the backlog) but never answers.
+    let silent = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = silent.local_addr().expect("addr").port();
+    let v = Vigil::start(&format!(
+        r#"
+[pods.mute]
+[[pods.mute.containers]]
+name = "c"
+command = ["sleep", "300"]
+[pods.mute.containers.readiness_probe]
+http_get = {{ port = {port}, path = "/healthz" }}
+period_seconds = 0.1
+timeout_seconds = 0.05
+"#
+    ));
+    let vigil_pid = v.child.as_ref().expect("running").id();
+    v.wait_for(T, "a first timed-out attempt", |v| {
+        !recent(&v.container("mute", "c"), "readiness").is_empty()
+    });
+    let baseline = open_fds(vigil_pid);
+    v.wait_for(T, "twenty more timed-out attempts", |v| {
+        let c = v.container("mute", "c");
+        let n = probe(&c, "readiness")["recent"]
+            .as_array()
+            .map_or(0, Vec::len);
+        n >= 10 && {
+            let u = find_event(v, "Unhealthy", "Readiness probe failed: probe timed out");
+            u.is_some_and(|e| e["count"].as_u64() >= Some(20))
+        }
+    });
+    for r in recent(&v.container("mute", "c"), "readiness") {
+        assert_eq!(r["success"], false, "{r}");
+        assert_eq!(r["message"], "probe timed out after 50ms", "{r}");
+    }
+    let after = open_fds(vigil_pid);
+    assert!(
+        after <= baseline + 2,
+        "timed-out attempts close their sockets: {baseline} fds before, {after} after"
+    );
+    drop(silent);
 }
