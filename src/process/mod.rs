@@ -613,6 +613,21 @@ fn child_setup(plan: &ChildPlan) -> io::Result<()> {
         }
     }
 
+    // 3b. Containers do not inherit vigil's own protection from the OOM killer
+    // (`oom_score_adj` is inherited across fork and exec, proc(5)): back to the neutral 0.
+    // Raising the value needs no privilege; failure (no /proc) is harmless and ignored.
+    // SAFETY: open(2)/write(2)/close(2) are async-signal-safe; the path is a static C string.
+    unsafe {
+        let fd = libc::open(
+            c"/proc/self/oom_score_adj".as_ptr(),
+            libc::O_WRONLY | libc::O_CLOEXEC,
+        );
+        if fd >= 0 {
+            libc::write(fd, b"0".as_ptr().cast(), 1);
+            libc::close(fd);
+        }
+    }
+
     // 4. Resource limits, while still privileged (raising a hard limit needs
     // CAP_SYS_RESOURCE, setrlimit(2)).
     for (resource, lim) in &plan.rlimits {
