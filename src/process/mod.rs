@@ -13,7 +13,7 @@
 //! uid/gid changes *before* `pre_exec` closures, so the bounding-set drops (which need
 //! CAP_SETPCAP) and raising rlimits would then run unprivileged and fail. Doing everything in one
 //! closure keeps the order under our control:
-//! signal state → oom_score_adj → setsid → cgroup placement → rlimits → bounding set → clear
+//! signal state → setsid → cgroup placement → oom_score_adj → rlimits → bounding set → clear
 //! ambient set → keep-caps → setgroups → setgid → setuid → raise kept capabilities (permitted,
 //! effective, inheritable, ambient) → no_new_privs → chdir → mark stray fds CLOEXEC.
 //!
@@ -151,9 +151,6 @@ pub struct Prepared {
     cap_drop: Vec<libc::c_int>,
     /// Capability numbers raised into the ambient set after setuid (non-root users only).
     ambient: Vec<libc::c_int>,
-    /// Reset the child's oom_score_adj to 0 (vigil protects itself; its children must not
-    /// inherit that protection).
-    reset_oom_score_adj: bool,
     no_new_privs: bool,
 }
 
@@ -300,14 +297,6 @@ fn parse_capability(name: &str) -> Result<caps::Capability, SpawnError> {
     })
 }
 
-/// vigil's own oom_score_adj (proc(5)); 0 when unreadable.
-fn own_oom_score_adj() -> i32 {
-    std::fs::read_to_string("/proc/self/oom_score_adj")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(0)
-}
-
 /// Whether this process may drop bounding-set capabilities (needs CAP_SETPCAP, capabilities(7)).
 fn can_drop_bounding() -> bool {
     caps::has_cap(None, caps::CapSet::Effective, caps::Capability::CAP_SETPCAP).unwrap_or(false)
@@ -331,8 +320,6 @@ fn can_drop_bounding() -> bool {
 ///   inheritable and ambient sets, so they are usable by the program it execs (like systemd's
 ///   `AmbientCapabilities=`); a kept capability vigil does not hold itself is skipped with a
 ///   warning.
-/// - oom_score_adj: reset to 0 in the child when vigil's own is negative, so that containers
-///   do not inherit the supervisor's protection from the OOM killer.
 pub fn prepare(argv: &[String], spec: &ContainerSpec) -> Result<Prepared, SpawnError> {
     if argv.is_empty() || argv[0].is_empty() {
         return Err(SpawnError::EmptyCommand);
@@ -493,7 +480,6 @@ pub fn prepare(argv: &[String], spec: &ContainerSpec) -> Result<Prepared, SpawnE
         rlimits,
         cap_drop,
         ambient,
-        reset_oom_score_adj: own_oom_score_adj() < 0,
         no_new_privs: spec.no_new_privs,
     })
 }
@@ -601,7 +587,6 @@ struct ChildPlan {
     /// capset(2) payload for the kept capabilities (`None`: no ambient raise).
     capset: Option<CapSet>,
     ambient: Vec<libc::c_int>,
-    reset_oom_score_adj: bool,
     creds: Option<Creds>,
     no_new_privs: bool,
     working_dir: Option<CString>,
@@ -709,22 +694,6 @@ fn child_setup(plan: &ChildPlan) -> io::Result<()> {
         return fail(Step::SignalReset);
     }
 
-    // 1b. Do not inherit vigil's OOM protection (proc(5): raising oom_score_adj needs no
-    // privilege). Errors are ignored: without /proc there is nothing to reset.
-    if plan.reset_oom_score_adj {
-        // SAFETY: open/write/close are async-signal-safe; the path is a static C string.
-        unsafe {
-            let fd = libc::open(
-                c"/proc/self/oom_score_adj".as_ptr(),
-                libc::O_WRONLY | libc::O_CLOEXEC,
-            );
-            if fd >= 0 {
-                libc::write(fd, b"0".as_ptr().cast(), 1);
-                libc::close(fd);
-            }
-        }
-    }
-
     // 2. Own session and process group, so killpg(pid) reaches the whole tree without cgroups
     // and terminal signals to vigil's group do not hit the child.
     // SAFETY: setsid(2) is async-signal-safe.
@@ -739,6 +708,21 @@ fn child_setup(plan: &ChildPlan) -> io::Result<()> {
         // SAFETY: write(2) on a caller-owned fd with a static 1-byte buffer.
         if unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) } != 1 {
             return fail(Step::Cgroup);
+        }
+    }
+
+    // 3b. Containers do not inherit vigil's own protection from the OOM killer
+    // (`oom_score_adj` is inherited across fork and exec, proc(5)): back to the neutral 0.
+    // Raising the value needs no privilege; failure (no /proc) is harmless and ignored.
+    // SAFETY: open(2)/write(2)/close(2) are async-signal-safe; the path is a static C string.
+    unsafe {
+        let fd = libc::open(
+            c"/proc/self/oom_score_adj".as_ptr(),
+            libc::O_WRONLY | libc::O_CLOEXEC,
+        );
+        if fd >= 0 {
+            libc::write(fd, b"0".as_ptr().cast(), 1);
+            libc::close(fd);
         }
     }
 
@@ -912,7 +896,6 @@ pub fn spawn(
         cap_drop: p.cap_drop.clone(),
         capset: (!p.ambient.is_empty()).then(|| CapSet::all_three(&p.ambient)),
         ambient: p.ambient.clone(),
-        reset_oom_score_adj: p.reset_oom_score_adj,
         creds: p.creds.clone(),
         no_new_privs: p.no_new_privs,
         working_dir: p.working_dir_c.clone(),

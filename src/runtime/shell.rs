@@ -57,6 +57,8 @@ pub enum StartError {
     Control(#[from] crate::control::server::ControlError),
     #[error(transparent)]
     Harden(#[from] super::harden::HardenError),
+    #[error("containers set resource limits but vigil runs without cgroups")]
+    NoCgroupsForLimits,
     #[error("socket_group \"{0}\" is not a known group name or gid")]
     UnknownSocketGroup(String),
 }
@@ -142,6 +144,15 @@ impl Shell {
         )?;
         host.after_cgroup_setup(&config, cgroups.is_some());
         if let Some(m) = &cgroups {
+            // A limit whose controller is missing is an error at start, naming the controller,
+            // the hierarchy path and what is available.
+            if let Err(e) = m.check_controllers(needs) {
+                // Leave nothing behind: undo the delegation dance before refusing to start.
+                if let Err(t) = m.teardown() {
+                    warn!("{t}");
+                }
+                return Err(e.into());
+            }
             info!("cgroups: containers go under {}", m.root().display());
             for stale in m.sweep_stale() {
                 warn!(
@@ -149,6 +160,14 @@ impl Shell {
                     stale.display()
                 );
             }
+        } else if !needs.is_empty() {
+            // Limits cannot be enforced without cgroups: refuse rather than run unconfined.
+            return Err(
+                crate::cgroup::Manager::preflight(&config.supervisor.cgroup_root, needs)
+                    .err()
+                    .map(StartError::from)
+                    .unwrap_or(StartError::NoCgroupsForLimits),
+            );
         } else if config.supervisor.cgroup_root != crate::config::spec::CgroupRoot::None {
             warn!("running without cgroups: containers are tracked by process group only");
         }

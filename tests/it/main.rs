@@ -5,4 +5,5 @@ mod common;
 mod control;
 mod host;
 mod lifecycle;
+mod probes;
 mod reload;
