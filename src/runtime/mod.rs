@@ -10,6 +10,7 @@
 
 #[cfg(feature = "fault-injection")]
 mod fault;
+mod harden;
 mod pid1;
 mod shell;
 mod slots;

@@ -298,3 +298,28 @@ command = ["sleep", "60"]
         "the container is back to the neutral oom_score_adj"
     );
 }
+
+#[test]
+fn limits_without_cgroups_refuse_to_start_with_a_clear_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("vigil.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "{}[pods.p]\n[[pods.p.containers]]\nname = \"c\"\ncommand = [\"sleep\", \"60\"]\n[pods.p.containers.resources]\nmemory_max = \"20Mi\"\n",
+            crate::common::supervisor_header(&dir.path().join("s.sock"))
+        ),
+    )
+    .expect("write");
+    let out = std::process::Command::new(crate::common::BIN)
+        .args(["run", "-c"])
+        .arg(&config)
+        .output()
+        .expect("run vigil");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cgroup_root = \"none\"") && err.contains("memory"),
+        "{err}"
+    );
+}

@@ -3,5 +3,7 @@
 
 mod common;
 mod control;
+mod host;
 mod lifecycle;
+mod probes;
 mod reload;
