@@ -69,7 +69,7 @@ ensure_vigil() {
     if [[ -n ${VIGIL_BIN:-} ]]; then VIGIL=$VIGIL_BIN; return; fi
     log "building vigil (static, release)"
     RUSTFLAGS="-C target-feature=+crt-static" CARGO_TARGET_DIR=$CACHE/target-vigil \
-        cargo build --quiet --release --locked --target "$TARGET" --manifest-path "$REPO/Cargo.toml" --bin vigil
+        cargo build --quiet --release --locked --target "$TARGET" --manifest-path "$REPO/Cargo.toml" --bin vigil --features fault-injection
     VIGIL=$CACHE/target-vigil/$TARGET/release/vigil
 }
 
