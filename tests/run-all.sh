@@ -17,6 +17,7 @@ rustup component list --installed 2>/dev/null | grep -qE '^(rustfmt|clippy)' || 
 step "format and lint"
 cargo fmt --all -- --check
 cargo clippy --all-targets --quiet -- -D warnings
+cargo clippy --all-targets --quiet --features fault-injection -- -D warnings
 
 step "unit and integration tests"
 cargo test --all-targets 2>&1 | tee target/test-output.txt

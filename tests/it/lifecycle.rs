@@ -149,11 +149,14 @@ fn stop_kills_a_process_that_ignores_sigterm_after_the_grace_period() {
 termination_grace_period_seconds = 0.5
 [[pods.stubborn.containers]]
 name = "c"
-command = ["sh", "-c", "trap '' TERM; while true; do sleep 0.05; done"]
+command = ["sh", "-c", "trap '' TERM; echo trap-set; while true; do sleep 0.05; done"]
 "#,
     );
-    v.wait_for(T, "running", |v| {
-        state_reason(&v.container("stubborn", "c")) == "Running"
+    // Stop only once the shell ignores SIGTERM, or the stop could beat the trap.
+    v.wait_for(T, "the trap to be set", |v| {
+        v.request(r#"{"cmd":"logs","pod":"stubborn"}"#)["result"]["log"]
+            .as_str()
+            .is_some_and(|l| l.contains("trap-set"))
     });
     let pid = v.container("stubborn", "c")["pid"].as_u64().expect("pid");
     let r = v.request(r#"{"id":1,"cmd":"stop","pod":"stubborn"}"#);
