@@ -263,6 +263,40 @@ impl Shell {
         }
         if now >= self.next_status {
             self.update_status(now);
+            self.ensure_socket();
+        }
+    }
+
+    /// A control socket file deleted behind vigil's back is re-created on SIGHUP and, at most
+    /// once a second, whenever the loop is awake (docs/bad-input.md).
+    fn ensure_socket(&mut self) {
+        if std::fs::symlink_metadata(self.server.path()).is_ok() {
+            return;
+        }
+        let group = match &self.config.supervisor.socket_group {
+            Some(g) => match resolve_group(g) {
+                Ok(gid) => Some(gid),
+                Err(e) => {
+                    error!(
+                        "control socket {} was deleted; {e}",
+                        self.server.path().display()
+                    );
+                    return;
+                }
+            },
+            None => None,
+        };
+        match self.server.recreate_if_missing(
+            self.poll.registry(),
+            self.config.supervisor.socket_mode,
+            group,
+        ) {
+            Ok(true) => warn!(
+                "control socket {} was deleted; re-created it",
+                self.server.path().display()
+            ),
+            Ok(false) => {}
+            Err(e) => error!("control socket was deleted and cannot be re-created: {e}"),
         }
     }
 
@@ -342,10 +376,13 @@ impl Shell {
                     }
                     let _ = self.core.command(now, Command::Shutdown { force });
                 }
-                SIGHUP => match self.reload(now) {
-                    Ok(msg) => info!("SIGHUP: {msg}"),
-                    Err(e) => error!("SIGHUP: reload failed, nothing changed:\n{e}"),
-                },
+                SIGHUP => {
+                    self.ensure_socket();
+                    match self.reload(now) {
+                        Ok(msg) => info!("SIGHUP: {msg}"),
+                        Err(e) => error!("SIGHUP: reload failed, nothing changed:\n{e}"),
+                    }
+                }
                 _ => {}
             }
         }
