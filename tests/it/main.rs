@@ -3,5 +3,6 @@
 
 mod common;
 mod control;
+mod faults;
 mod lifecycle;
 mod reload;
