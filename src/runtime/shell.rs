@@ -43,6 +43,8 @@ const DYN_TOKEN_BASE: usize = 1 << 30;
 /// loop (the pipe is edge-triggered: we re-arm by reading until WouldBlock or the cap, and
 /// keep a "more to read" list for the cap case).
 const PIPE_READ_CAP: usize = 256 * 1024;
+/// Exit code after an internal error (a panic) forced the shutdown (sysexits EX_SOFTWARE).
+const PANIC_EXIT_CODE: i32 = 70;
 
 /// Errors that stop vigil from starting.
 #[derive(Debug, thiserror::Error)]
@@ -103,6 +105,8 @@ pub struct Shell {
     stdout_watched: bool,
     stop_signals: u32,
     exit_code: Option<i32>,
+    /// Turns that panicked (see [`Shell::on_panic`]).
+    panics: u32,
     watchdog: Option<Duration>,
     next_watchdog: Option<Instant>,
     last_status: String,
@@ -202,6 +206,7 @@ impl Shell {
             stdout_watched: false,
             stop_signals: 0,
             exit_code: None,
+            panics: 0,
             watchdog: sd_notify::watchdog_enabled(),
             next_watchdog: None,
             last_status: String::new(),
@@ -229,13 +234,25 @@ impl Shell {
                 continue;
             }
             let now = Instant::now();
-            for event in events.iter() {
-                self.dispatch(event, now);
+            // A panic in one turn (a bug) must not kill the supervisor and orphan every
+            // container: it is logged and turns into a graceful shutdown, exit code 70.
+            let turn = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                for event in events.iter() {
+                    self.dispatch(event, now);
+                }
+                self.turn(now);
+            }));
+            if turn.is_err() && self.on_panic(now) {
+                self.finish();
+                return PANIC_EXIT_CODE;
             }
-            self.turn(now);
             if let Some(code) = self.exit_code {
                 self.finish();
-                return code;
+                return if self.panics > 0 {
+                    PANIC_EXIT_CODE
+                } else {
+                    code
+                };
             }
             if self.server.has_backlog() {
                 let backlog = self.server.process_backlog(self.poll.registry());
@@ -244,6 +261,25 @@ impl Shell {
                 }
             }
         }
+    }
+
+    /// After a panicked turn: the first asks for a graceful shutdown, the third forces it,
+    /// the tenth gives up on the loop (returns true: finish now).
+    fn on_panic(&mut self, now: Instant) -> bool {
+        self.panics += 1;
+        error!(
+            "vigil: internal error (panic {} in the event loop); shutting down",
+            self.panics
+        );
+        if self.panics >= 10 {
+            for key in self.slots.keys().copied().collect::<Vec<_>>() {
+                self.kill_run_any(key);
+            }
+            return true;
+        }
+        let force = self.panics >= 3;
+        let _ = self.core.command(now, Command::Shutdown { force });
+        false
     }
 
     /// Everything after the ready sources of one turn have been handled.
