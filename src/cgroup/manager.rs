@@ -326,6 +326,51 @@ impl Manager {
         })
     }
 
+    /// Read-only pre-flight for `vigil check`: would `needs` be satisfiable under `root`?
+    /// Looks at the cgroup2 mount and the cgroup vigil would use, writes nothing. `Ok(())` also
+    /// when `root` is `none` and nothing is needed.
+    pub fn preflight(root: &CgroupRoot, needs: Controllers) -> Result<(), CgroupError> {
+        if needs.is_empty() {
+            return Ok(());
+        }
+        let mounts = read_mountinfo()?;
+        let Some(mount) = discover::find_cgroup2(&mounts).cloned() else {
+            return Err(CgroupError::Unusable {
+                needs: needs.names().join(", "),
+                source: Box::new(CgroupError::NoCgroup2 {
+                    path: discover::PROC_SELF_MOUNTINFO.into(),
+                }),
+            });
+        };
+        // Where the controllers would come from: the parent of vigil's subtree.
+        let at = match root {
+            CgroupRoot::None => {
+                return Err(CgroupError::BadRoot {
+                    path: PathBuf::from("none"),
+                    reason: format!(
+                        "cgroup_root = \"none\" but a container sets limits that need the {} \
+                         controller(s)",
+                        needs.names().join(", ")
+                    ),
+                });
+            }
+            CgroupRoot::Path(p) => p.parent().unwrap_or(p).to_path_buf(),
+            CgroupRoot::Auto => own_cgroup_dir(&mount)?,
+        };
+        let available_list = files::read_file(&at, CGROUP_CONTROLLERS)
+            .map(|t| parse_controller_list(&t))
+            .unwrap_or_default();
+        let available = Controllers::from_names(available_list.iter().map(String::as_str));
+        let missing = needs.difference(available);
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let v1_bound = |c: &str| discover::v1_mount_of(&mounts, c).is_some();
+        Err(CgroupError::ControllersMissing {
+            message: missing_controllers_message(missing, &at, &available_list, v1_bound),
+        })
+    }
+
     /// Kills and removes every cgroup under `<root>` except `supervisor`: leftovers of a
     /// previous vigil. Waits (bounded) for each to empty. Returns what was removed; failures
     /// are logged and the path is left.

@@ -135,6 +135,13 @@ pub fn check_main(path: Option<PathBuf>) -> i32 {
     let shown = source.display_path();
     match load_source(&source) {
         Ok(config) => {
+            // Limits need controllers: say now, not at start, when this host cannot give them.
+            let needs = crate::cgroup::Controllers::from_config(&config);
+            if let Err(e) = crate::cgroup::Manager::preflight(&config.supervisor.cgroup_root, needs)
+            {
+                eprintln!("{}: {e}", shown.display());
+                return 1;
+            }
             let containers: usize = config
                 .pods
                 .iter()

@@ -530,13 +530,16 @@ impl Server {
     /// Queues `line` (one `\n`-terminated reply) for `conn` and writes what the socket takes
     /// now. Each call counts as the answer to one request handed out. Returns false if the
     /// connection is gone (closed earlier, or cut now because its client stopped reading and
-    /// more than [`MAX_PENDING_OUTPUT`] would be waiting).
+    /// more than [`MAX_PENDING_OUTPUT`] was already waiting).
     pub fn send(&mut self, registry: &Registry, conn: ConnId, line: &str) -> bool {
         let Some(c) = self.conn_mut(conn) else {
             return false;
         };
         c.awaiting = c.awaiting.saturating_sub(1);
-        if c.pending_output() + line.len() > MAX_PENDING_OUTPUT {
+        // The bound is on what the client has left unread *before* this reply: any single
+        // reply is accepted (a status of 1,000 pods or a 1 MiB log can exceed the bound on its
+        // own), but a client that leaves more than the bound unread is cut.
+        if c.pending_output() > MAX_PENDING_OUTPUT {
             log::warn!(
                 "control: client pid {} uid {} is not reading ({} bytes pending); disconnecting",
                 c.peer.pid,

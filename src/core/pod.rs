@@ -687,14 +687,14 @@ impl Slot {
             SlotState::Running {
                 stopping: Some(s), ..
             } if !s.killed && s.kill_at <= out.now => {
+                // SIGKILL after the grace period is the normal end of a stop (semantics §6):
+                // it does not make a shutdown unclean; only the global deadline or a forced
+                // shutdown does (see `kill_now`).
                 s.killed = true;
                 out.actions.push_back(Action::Kill {
                     key: self.key,
                     generation: self.generation,
                 });
-                if out.shutting_down {
-                    *out.unclean = true;
-                }
             }
             SlotState::Running { stopping: None, .. } => self.tick_probes(pod, out),
             _ => {}

@@ -13,8 +13,15 @@
 //! uid/gid changes *before* `pre_exec` closures, so the bounding-set drops (which need
 //! CAP_SETPCAP) and raising rlimits would then run unprivileged and fail. Doing everything in one
 //! closure keeps the order under our control:
-//! signal state → setsid → cgroup placement → rlimits → bounding set → ambient set →
-//! setgroups → setgid → setuid → no_new_privs → chdir → mark stray fds CLOEXEC.
+//! signal state → setsid → cgroup placement → oom_score_adj → rlimits → bounding set → clear
+//! ambient set → keep-caps → setgroups → setgid → setuid → raise kept capabilities (permitted,
+//! effective, inheritable, ambient) → no_new_privs → chdir → mark stray fds CLOEXEC.
+//!
+//! Kept capabilities of a non-root container are made usable the way systemd's
+//! `AmbientCapabilities=` does it: `PR_SET_KEEPCAPS` before setuid keeps the permitted set across
+//! the uid change, then capset(2) narrows permitted/effective/inheritable to the kept ones and
+//! `PR_CAP_AMBIENT_RAISE` puts them in the ambient set, which survives execve(2) of an ordinary
+//! (non-setuid, no file capabilities) program (capabilities(7), "Ambient capability set").
 //!
 //! Exec failures come back from std through its CLOEXEC error pipe as the `spawn()` error, so a
 //! missing binary is reported synchronously by [`spawn`]. Failures of our own setup steps use the
@@ -142,6 +149,8 @@ pub struct Prepared {
     rlimits: Vec<(u32, libc::rlimit)>,
     /// Capability numbers to drop from the bounding set (empty: leave it alone).
     cap_drop: Vec<libc::c_int>,
+    /// Capability numbers raised into the ambient set after setuid (non-root users only).
+    ambient: Vec<libc::c_int>,
     no_new_privs: bool,
 }
 
@@ -174,6 +183,11 @@ impl Prepared {
     /// The capability numbers dropped from the bounding set.
     pub fn dropped_capabilities(&self) -> &[libc::c_int] {
         &self.cap_drop
+    }
+
+    /// The capability numbers a non-root child gets in its ambient (and effective) set.
+    pub fn ambient_capabilities(&self) -> &[libc::c_int] {
+        &self.ambient
     }
 }
 
@@ -301,7 +315,11 @@ fn can_drop_bounding() -> bool {
 ///   dropped from the bounding set when the child runs as a non-root user, or when a root
 ///   child has an explicit capability list (interface: "kept in the bounding set; all others
 ///   dropped for non-root users"). A root child without a list keeps the full set, like any
-///   root service. Drops are skipped when vigil itself lacks CAP_SETPCAP.
+///   root service. Drops are skipped when vigil itself lacks CAP_SETPCAP. A root vigil starting
+///   a non-root child also raises the kept capabilities into the child's permitted, effective,
+///   inheritable and ambient sets, so they are usable by the program it execs (like systemd's
+///   `AmbientCapabilities=`); a kept capability vigil does not hold itself is skipped with a
+///   warning.
 pub fn prepare(argv: &[String], spec: &ContainerSpec) -> Result<Prepared, SpawnError> {
     if argv.is_empty() || argv[0].is_empty() {
         return Err(SpawnError::EmptyCommand);
@@ -408,6 +426,24 @@ pub fn prepare(argv: &[String], spec: &ContainerSpec) -> Result<Prepared, SpawnE
         }
         Vec::new()
     };
+    let changes_to_non_root = creds.as_ref().and_then(|c| c.uid).is_some_and(|u| u != 0);
+    let ambient = if euid == 0 && changes_to_non_root {
+        let mut out = Vec::new();
+        for name in &spec.capabilities {
+            let cap = parse_capability(name)?;
+            if caps::has_cap(None, caps::CapSet::Permitted, cap).unwrap_or(false) {
+                out.push(cap.index() as libc::c_int);
+            } else {
+                log::warn!(
+                    "container {}: vigil does not hold {cap} itself; not passing it on",
+                    spec.name
+                );
+            }
+        }
+        out
+    } else {
+        Vec::new()
+    };
 
     let rlimits = spec
         .rlimits
@@ -443,6 +479,7 @@ pub fn prepare(argv: &[String], spec: &ContainerSpec) -> Result<Prepared, SpawnE
         creds,
         rlimits,
         cap_drop,
+        ambient,
         no_new_privs: spec.no_new_privs,
     })
 }
@@ -493,10 +530,13 @@ enum Step {
     Setuid,
     NoNewPrivs,
     Chdir,
+    KeepCaps,
+    Capset,
+    AmbientRaise,
 }
 
 impl Step {
-    const ALL: [Step; 11] = [
+    const ALL: [Step; 14] = [
         Step::SignalReset,
         Step::Setsid,
         Step::Cgroup,
@@ -508,6 +548,9 @@ impl Step {
         Step::Setuid,
         Step::NoNewPrivs,
         Step::Chdir,
+        Step::KeepCaps,
+        Step::Capset,
+        Step::AmbientRaise,
     ];
 
     fn from_byte(b: u8) -> Option<Step> {
@@ -527,6 +570,9 @@ impl Step {
             Step::Setuid => "setuid",
             Step::NoNewPrivs => "set no_new_privs",
             Step::Chdir => "chdir",
+            Step::KeepCaps => "keep capabilities across setuid",
+            Step::Capset => "set kept capabilities (capset)",
+            Step::AmbientRaise => "raise ambient capabilities",
         }
     }
 }
@@ -538,9 +584,61 @@ struct ChildPlan {
     step_fd: RawFd,
     rlimits: Vec<(u32, libc::rlimit)>,
     cap_drop: Vec<libc::c_int>,
+    /// capset(2) payload for the kept capabilities (`None`: no ambient raise).
+    capset: Option<CapSet>,
+    ambient: Vec<libc::c_int>,
     creds: Option<Creds>,
     no_new_privs: bool,
     working_dir: Option<CString>,
+}
+
+/// `struct __user_cap_header_struct` (linux/capability.h).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+/// `struct __user_cap_data_struct` (linux/capability.h).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// `_LINUX_CAPABILITY_VERSION_3`: 64-bit sets as two 32-bit data structs.
+const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+/// A capset(2) call prepared in the parent.
+#[derive(Debug, Clone, Copy)]
+struct CapSet {
+    header: CapHeader,
+    data: [CapData; 2],
+}
+
+impl CapSet {
+    /// The same capabilities in the permitted, effective and inheritable sets.
+    fn all_three(caps: &[libc::c_int]) -> CapSet {
+        let mut data = [CapData::default(); 2];
+        for &c in caps {
+            let (i, bit) = ((c / 32) as usize, 1u32 << (c % 32));
+            if let Some(d) = data.get_mut(i) {
+                d.effective |= bit;
+                d.permitted |= bit;
+                d.inheritable |= bit;
+            }
+        }
+        CapSet {
+            header: CapHeader {
+                version: LINUX_CAPABILITY_VERSION_3,
+                pid: 0,
+            },
+            data,
+        }
+    }
 }
 
 /// Records which step failed and returns the errno as an `io::Error` (no allocation:
@@ -613,6 +711,21 @@ fn child_setup(plan: &ChildPlan) -> io::Result<()> {
         }
     }
 
+    // 3b. Containers do not inherit vigil's own protection from the OOM killer
+    // (`oom_score_adj` is inherited across fork and exec, proc(5)): back to the neutral 0.
+    // Raising the value needs no privilege; failure (no /proc) is harmless and ignored.
+    // SAFETY: open(2)/write(2)/close(2) are async-signal-safe; the path is a static C string.
+    unsafe {
+        let fd = libc::open(
+            c"/proc/self/oom_score_adj".as_ptr(),
+            libc::O_WRONLY | libc::O_CLOEXEC,
+        );
+        if fd >= 0 {
+            libc::write(fd, b"0".as_ptr().cast(), 1);
+            libc::close(fd);
+        }
+    }
+
     // 4. Resource limits, while still privileged (raising a hard limit needs
     // CAP_SYS_RESOURCE, setrlimit(2)).
     for (resource, lim) in &plan.rlimits {
@@ -648,7 +761,14 @@ fn child_setup(plan: &ChildPlan) -> io::Result<()> {
     }
 
     // 7-9. Credentials: groups and gid while we still may, uid last (setuid(2) drops the
-    // permitted/effective/ambient capability sets when leaving uid 0).
+    // permitted/effective/ambient capability sets when leaving uid 0 — unless keep-caps is set,
+    // which keeps the permitted set; the flag itself is cleared again by execve).
+    if plan.capset.is_some() {
+        // SAFETY: prctl with integer arguments only.
+        if unsafe { libc::prctl(libc::PR_SET_KEEPCAPS, 1 as libc::c_ulong, 0, 0, 0) } != 0 {
+            return fail(Step::KeepCaps);
+        }
+    }
     if let Some(c) = &plan.creds {
         // SAFETY: pointer and length describe the parent-allocated Vec.
         if unsafe { libc::setgroups(c.groups.len() as libc::size_t, c.groups.as_ptr()) } != 0 {
@@ -662,6 +782,40 @@ fn child_setup(plan: &ChildPlan) -> io::Result<()> {
             // SAFETY: as above.
             if unsafe { libc::setuid(uid) } != 0 {
                 return fail(Step::Setuid);
+            }
+        }
+    }
+
+    // 9b. Kept capabilities of a non-root child: narrow permitted to them and put them in the
+    // effective and inheritable sets (a subset of the kept permitted set, so allowed without
+    // CAP_SETPCAP, capset(2)), then raise each into the ambient set, which needs it permitted
+    // and inheritable (prctl(2), PR_CAP_AMBIENT_RAISE).
+    if let Some(cs) = &plan.capset {
+        // SAFETY: raw capset(2) with pointers to the plan's header and two data structs, the
+        // layout _LINUX_CAPABILITY_VERSION_3 expects.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_capset,
+                &cs.header as *const CapHeader,
+                cs.data.as_ptr(),
+            )
+        };
+        if rc != 0 {
+            return fail(Step::Capset);
+        }
+        for &cap in &plan.ambient {
+            // SAFETY: prctl with integer arguments only.
+            let rc = unsafe {
+                libc::prctl(
+                    libc::PR_CAP_AMBIENT,
+                    libc::PR_CAP_AMBIENT_RAISE as libc::c_ulong,
+                    cap as libc::c_ulong,
+                    0,
+                    0,
+                )
+            };
+            if rc != 0 {
+                return fail(Step::AmbientRaise);
             }
         }
     }
@@ -740,6 +894,8 @@ pub fn spawn(
         step_fd: step_w.as_raw_fd(),
         rlimits: p.rlimits.clone(),
         cap_drop: p.cap_drop.clone(),
+        capset: (!p.ambient.is_empty()).then(|| CapSet::all_three(&p.ambient)),
+        ambient: p.ambient.clone(),
         creds: p.creds.clone(),
         no_new_privs: p.no_new_privs,
         working_dir: p.working_dir_c.clone(),

@@ -134,7 +134,7 @@ fn isolated(name: &str, extra_env: &[(&str, &str)]) -> bool {
     false
 }
 
-const PROBE_SCRIPT: &str = "grep -E '^(SigBlk|SigIgn|NoNewPrivs|CapBnd|CapEff|Uid|Gid|Groups):' \
+const PROBE_SCRIPT: &str = "grep -E '^(SigBlk|SigIgn|NoNewPrivs|CapBnd|CapEff|CapPrm|CapInh|CapAmb|Uid|Gid|Groups):' \
      /proc/self/status; echo \"stat:$(cut -d')' -f2 /proc/self/stat)\"; \
      echo \"nofile:$(ulimit -n)\"; env";
 
@@ -201,7 +201,7 @@ fn child_gets_clean_signal_state_own_session_and_clean_env() {
 }
 
 #[test]
-fn root_child_runs_as_nobody_with_only_kept_caps_and_no_new_privs() {
+fn root_child_runs_as_nobody_with_only_kept_caps_usable_and_no_new_privs() {
     if !Uid::effective().is_root() {
         eprintln!("skipped: needs root to change user and drop bounding-set capabilities");
         return;
@@ -227,7 +227,15 @@ fn root_child_runs_as_nobody_with_only_kept_caps_and_no_new_privs() {
     );
     assert_eq!(status_field(&out, "Groups"), gid.to_string());
     assert_eq!(status_field(&out, "CapBnd"), "0000000000000400");
-    assert_eq!(status_field(&out, "CapEff"), "0000000000000000");
+    // The kept capability is usable by the non-root program: effective, permitted,
+    // inheritable and ambient hold exactly CAP_NET_BIND_SERVICE (bit 10).
+    for set in ["CapEff", "CapPrm", "CapInh", "CapAmb"] {
+        assert_eq!(
+            status_field(&out, set),
+            "0000000000000400",
+            "{set} in {out}"
+        );
+    }
     assert_eq!(status_field(&out, "NoNewPrivs"), "1");
     assert_eq!(status_field(&out, "nofile"), "256");
     let env = env_lines(&out);
@@ -236,6 +244,41 @@ fn root_child_runs_as_nobody_with_only_kept_caps_and_no_new_privs() {
         env.contains(&format!("HOME={}", nobody.dir.display()).as_str()),
         "{env:?}"
     );
+}
+
+#[test]
+fn nobody_child_without_kept_caps_has_empty_capability_sets() {
+    if !Uid::effective().is_root() {
+        eprintln!("skipped: needs root to change user");
+        return;
+    }
+    let p = prepare(&sh(PROBE_SCRIPT), &spec(Some("nobody"))).expect("prepare");
+    assert!(p.ambient_capabilities().is_empty());
+    let (pid, out, reaped) = run(&p, None);
+    assert_eq!(reaped, Reaped::Exited { pid, code: 0 }, "{out}");
+    for set in ["CapEff", "CapPrm", "CapInh", "CapAmb"] {
+        assert_eq!(
+            status_field(&out, set),
+            "0000000000000000",
+            "{set} in {out}"
+        );
+    }
+}
+
+#[test]
+fn child_does_not_inherit_a_negative_oom_score_adj() {
+    if !isolated("child_does_not_inherit_a_negative_oom_score_adj", &[]) {
+        return;
+    }
+    // Lowering needs CAP_SYS_RESOURCE; without it there is nothing to test.
+    if std::fs::write("/proc/self/oom_score_adj", "-500").is_err() {
+        eprintln!("skipped: cannot lower this process's oom_score_adj");
+        return;
+    }
+    let p = prepare(&sh("cat /proc/self/oom_score_adj"), &spec(None)).expect("prepare");
+    let (pid, out, reaped) = run(&p, None);
+    assert_eq!(reaped, Reaped::Exited { pid, code: 0 }, "{out}");
+    assert_eq!(out.trim(), "0");
 }
 
 #[test]

@@ -8,6 +8,7 @@
 //! `poll_action()` into the executor, whose outcomes go straight back in as inputs. It must not
 //! make lifecycle decisions (restart, back-off, reasons): those are the core's.
 
+mod harden;
 mod pid1;
 mod shell;
 mod slots;

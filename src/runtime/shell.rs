@@ -57,6 +57,10 @@ pub enum StartError {
     Cgroup(#[from] crate::cgroup::CgroupError),
     #[error(transparent)]
     Control(#[from] crate::control::server::ControlError),
+    #[error(transparent)]
+    Harden(#[from] super::harden::HardenError),
+    #[error("containers set resource limits but vigil runs without cgroups")]
+    NoCgroupsForLimits,
     #[error("socket_group \"{0}\" is not a known group name or gid")]
     UnknownSocketGroup(String),
 }
@@ -116,6 +120,9 @@ pub struct Shell {
 
 impl Shell {
     pub fn new(config: Config, source: ConfigSource) -> Result<Shell, StartError> {
+        let socket_path = config.supervisor.socket.clone();
+        let socket_path = socket_path.unwrap_or_else(crate::control::default_socket_path);
+        let host = super::harden::check_startup(&source, &socket_path)?;
         let poll = Poll::new().map_err(StartError::Poll)?;
         let mut signals = Signals::new([SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGPWR])
             .map_err(StartError::Signals)?;
@@ -139,7 +146,17 @@ impl Shell {
             &config.supervisor.cgroup_name,
             needs,
         )?;
+        host.after_cgroup_setup(&config, cgroups.is_some());
         if let Some(m) = &cgroups {
+            // A limit whose controller is missing is an error at start, naming the controller,
+            // the hierarchy path and what is available.
+            if let Err(e) = m.check_controllers(needs) {
+                // Leave nothing behind: undo the delegation dance before refusing to start.
+                if let Err(t) = m.teardown() {
+                    warn!("{t}");
+                }
+                return Err(e.into());
+            }
             info!("cgroups: containers go under {}", m.root().display());
             for stale in m.sweep_stale() {
                 warn!(
@@ -147,6 +164,14 @@ impl Shell {
                     stale.display()
                 );
             }
+        } else if !needs.is_empty() {
+            // Limits cannot be enforced without cgroups: refuse rather than run unconfined.
+            return Err(
+                crate::cgroup::Manager::preflight(&config.supervisor.cgroup_root, needs)
+                    .err()
+                    .map(StartError::from)
+                    .unwrap_or(StartError::NoCgroupsForLimits),
+            );
         } else if config.supervisor.cgroup_root != crate::config::spec::CgroupRoot::None {
             warn!("running without cgroups: containers are tracked by process group only");
         }
@@ -1635,7 +1660,13 @@ fn resolve_group(name: &str) -> Result<u32, StartError> {
 fn set_oom_score_adj(adj: i32) {
     let path = "/proc/self/oom_score_adj";
     if let Err(e) = std::fs::write(path, adj.to_string()) {
-        debug!("cannot write {adj} to {path}: {e}");
+        // As root this is a real loss of protection (no CAP_SYS_RESOURCE?); unprivileged it is
+        // expected for a negative value.
+        if nix::unistd::Uid::effective().is_root() {
+            warn!("cannot write {adj} to {path}: {e}");
+        } else {
+            debug!("cannot write {adj} to {path}: {e}");
+        }
     }
 }
 

@@ -282,3 +282,36 @@ fn which(cmd: &str) -> Option<std::path::PathBuf> {
             .find(|f| f.exists())
     })
 }
+
+#[test]
+fn a_container_flooding_output_does_not_starve_status_queries() {
+    let v = Vigil::start(
+        r#"
+[pods.flood]
+restart_policy = "Never"
+[[pods.flood.containers]]
+name = "c"
+command = ["sh", "-c", "yes vigil-flood-line | head -c 100000000; echo flood-done; exec sleep 60"]
+"#,
+    );
+    v.wait_for(T, "flooding", |v| {
+        state_reason(&v.container("flood", "c")) == "Running"
+    });
+    // Status keeps being answered while 100 MB go through the loop.
+    for _ in 0..50 {
+        assert_eq!(v.request(r#"{"cmd":"status"}"#)["ok"], true);
+    }
+    v.wait_for(Duration::from_secs(60), "all output consumed", |v| {
+        let r = v.request(r#"{"cmd":"logs","pod":"flood","tail":1}"#);
+        r["result"]["log"]
+            .as_str()
+            .is_some_and(|l| l.contains("flood-done"))
+    });
+    // The ring holds the newest output only (bounded memory).
+    let r = v.request(r#"{"cmd":"logs","pod":"flood"}"#);
+    let len = r["result"]["log"].as_str().map(str::len).unwrap_or(0);
+    assert!(
+        len <= 1024 * 1024 + 64,
+        "ring bounded by log_buffer_bytes: {len}"
+    );
+}

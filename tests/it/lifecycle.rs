@@ -267,3 +267,59 @@ command = ["sh", "-c", "sleep 987 & sleep 0.3; exit 0"]
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[test]
+fn containers_do_not_inherit_vigils_oom_protection() {
+    let v = Vigil::start(
+        r#"
+[pods.p]
+[[pods.p.containers]]
+name = "c"
+command = ["sleep", "60"]
+"#,
+    );
+    v.wait_for(T, "running", |v| {
+        state_reason(&v.container("p", "c")) == "Running"
+    });
+    let pid = v.container("p", "c")["pid"].as_u64().expect("pid");
+    let vigil_pid = v.child.as_ref().expect("running").id();
+    let read = |pid: u64| {
+        std::fs::read_to_string(format!("/proc/{pid}/oom_score_adj"))
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default()
+    };
+    if read(u64::from(vigil_pid)) != "-900" {
+        eprintln!("skipped: vigil could not lower its own oom_score_adj (not root?)");
+        return;
+    }
+    assert_eq!(
+        read(pid),
+        "0",
+        "the container is back to the neutral oom_score_adj"
+    );
+}
+
+#[test]
+fn limits_without_cgroups_refuse_to_start_with_a_clear_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("vigil.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "{}[pods.p]\n[[pods.p.containers]]\nname = \"c\"\ncommand = [\"sleep\", \"60\"]\n[pods.p.containers.resources]\nmemory_max = \"20Mi\"\n",
+            crate::common::supervisor_header(&dir.path().join("s.sock"))
+        ),
+    )
+    .expect("write");
+    let out = std::process::Command::new(crate::common::BIN)
+        .args(["run", "-c"])
+        .arg(&config)
+        .output()
+        .expect("run vigil");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cgroup_root = \"none\"") && err.contains("memory"),
+        "{err}"
+    );
+}

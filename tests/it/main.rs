@@ -4,5 +4,7 @@
 mod common;
 mod control;
 mod faults;
+mod host;
 mod lifecycle;
+mod probes;
 mod reload;

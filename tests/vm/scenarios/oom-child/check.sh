@@ -10,7 +10,8 @@ expect_json $c.restart_count 0
 expect_json $c.last_state '{}'
 expect_json pods.name=oom-child.phase Running
 has_oom_event() {
-    vigil events -o json 2>/dev/null | grep -E '"reason" *: *"OOMKilling"' | grep -q 'oom-child/parent'
+    # One event object per line, whatever the JSON layout.
+    vigil events -o json 2>/dev/null | tr -d '\n' | tr '}' '\n' | grep '"OOMKilling"' | grep -q 'oom-child/parent'
 }
 wait_until 30 "an OOMKilling event for oom-child/parent in vigil events -o json" has_oom_event
 if vigil events -o json 2>/dev/null | grep -q '"OOMKilled"'; then

@@ -1,0 +1,323 @@
+//! Supervisor hardening checks made once at startup.
+//!
+//! Owns: refusing to run as root from a config file or in a socket directory that someone other
+//! than root could change (a group- or world-writable file or directory, or one not owned by
+//! root, would let that someone run anything as root through vigil), and warning when vigil runs
+//! as root under systemd without cgroup delegation (`Delegate=yes`), where systemd considers
+//! the unit's cgroup its own and vigil's containers cannot be isolated or accounted reliably.
+//!
+//! Must not: change anything (no chmod, no chown, no cgroup writes), or fail startup for the
+//! delegation check (that is a warning: vigil still works with process groups). The decisions
+//! are pure functions over what was read, so they are tested without root or systemd.
+
+#![allow(unsafe_code)]
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use log::warn;
+
+use crate::cgroup::discover;
+use crate::config::ConfigSource;
+use crate::config::spec::{CgroupRoot, Config};
+
+/// Extended attributes systemd sets on a cgroup it delegated (`Delegate=yes`): `trusted.`
+/// since systemd 251, `user.` since 252 (systemd's docs, "Control Group APIs and Delegation").
+const DELEGATE_XATTRS: [&str; 2] = ["trusted.delegate", "user.delegate"];
+
+/// Why vigil refuses to start.
+#[derive(Debug, thiserror::Error)]
+pub enum HardenError {
+    #[error(
+        "refusing to run as root with {what} {path}: {problem} (mode {mode:04o}, owner uid {uid}); \
+         it must be owned by root and not writable by group or others (chmod go-w, chown root)"
+    )]
+    Unsafe {
+        what: &'static str,
+        path: PathBuf,
+        problem: &'static str,
+        mode: u32,
+        uid: u32,
+    },
+    #[error("cannot check {what} {path}: {source}")]
+    Stat {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// What is wrong with a path owned by `uid` with permission bits `mode`, for a root vigil.
+/// `None`: safe. The sticky bit does not make a world-writable directory safe here: anyone may
+/// still create the socket name first.
+pub fn path_problem(mode: u32, uid: u32) -> Option<&'static str> {
+    if uid != 0 {
+        Some("not owned by root")
+    } else if mode & 0o002 != 0 {
+        Some("writable by others")
+    } else if mode & 0o020 != 0 {
+        Some("writable by its group")
+    } else {
+        None
+    }
+}
+
+fn check_path(what: &'static str, path: &Path) -> Result<(), HardenError> {
+    let meta = std::fs::metadata(path).map_err(|source| HardenError::Stat {
+        what,
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mode = meta.mode() & 0o7777;
+    match path_problem(mode, meta.uid()) {
+        None => Ok(()),
+        Some(problem) => Err(HardenError::Unsafe {
+            what,
+            path: path.to_path_buf(),
+            problem,
+            mode,
+            uid: meta.uid(),
+        }),
+    }
+}
+
+/// What the startup checks found out about the host, for [`HostCheck::after_cgroup_setup`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostCheck {
+    root: bool,
+    /// The systemd unit vigil runs in (`None`: not under systemd).
+    systemd_unit: Option<String>,
+    /// vigil's own cgroup v2 directory, read before vigil moved itself anywhere.
+    own_cgroup: Option<PathBuf>,
+    /// Whether that cgroup is delegated: `Some(false)` when it demonstrably is not.
+    delegated: Option<bool>,
+}
+
+/// The checks made before anything is created: refuses an unsafe config file or socket
+/// directory when running as root, and reads what the delegation warning needs later.
+pub fn check_startup(source: &ConfigSource, socket: &Path) -> Result<HostCheck, HardenError> {
+    let root = nix::unistd::Uid::effective().is_root();
+    if root {
+        if let ConfigSource::File(path) = source {
+            check_path("config file", path)?;
+        }
+        if let Some(dir) = socket.parent().filter(|d| !d.as_os_str().is_empty())
+            && dir.exists()
+        {
+            check_path("socket directory", dir)?;
+        }
+    }
+    let own_cgroup = own_cgroup_dir();
+    let own_path = std::fs::read_to_string(discover::PROC_SELF_CGROUP)
+        .ok()
+        .and_then(|t| discover::parse_own_cgroup(&t));
+    let systemd_unit = systemd_unit(
+        std::env::var_os("INVOCATION_ID").is_some(),
+        own_path.as_deref(),
+    );
+    let delegated = match (&systemd_unit, &own_cgroup) {
+        (Some(_), Some(dir)) => Some(is_delegated(dir)),
+        _ => None,
+    };
+    Ok(HostCheck {
+        root,
+        systemd_unit,
+        own_cgroup,
+        delegated,
+    })
+}
+
+/// The unit name when vigil runs under systemd: `INVOCATION_ID` is set by systemd for every
+/// service it starts (systemd.exec(5)), and a service's cgroup ends in `.service`.
+pub fn systemd_unit(invocation_id: bool, own_cgroup: Option<&str>) -> Option<String> {
+    let last = own_cgroup
+        .and_then(|p| p.trim_end_matches('/').rsplit('/').next())
+        .filter(|s| !s.is_empty());
+    match last {
+        Some(name) if name.ends_with(".service") => Some(name.to_string()),
+        _ if invocation_id => Some(last.unwrap_or("unknown unit").to_string()),
+        _ => None,
+    }
+}
+
+fn own_cgroup_dir() -> Option<PathBuf> {
+    let mounts = std::fs::read_to_string(discover::PROC_SELF_MOUNTINFO).ok()?;
+    let mounts = discover::parse_mountinfo(&mounts);
+    let mount = discover::find_cgroup2(&mounts)?;
+    let own = std::fs::read_to_string(discover::PROC_SELF_CGROUP).ok()?;
+    let own = discover::parse_own_cgroup(&own)?;
+    discover::cgroup_dir(mount, &own)
+}
+
+/// A cgroup is delegated to us when systemd marked it so, or when it is the root of what we
+/// see (VM, container with its own cgroup namespace: everything below is ours). Without the
+/// mark, it is not, unless its `cgroup.subtree_control` is ours to write (older systemd that
+/// set no mark but chowned the subtree for an unprivileged delegate).
+fn is_delegated(dir: &Path) -> bool {
+    if DELEGATE_XATTRS.iter().any(|name| has_xattr(dir, name)) {
+        return true;
+    }
+    if own_is_hierarchy_root(dir) {
+        return true;
+    }
+    let control = dir.join("cgroup.subtree_control");
+    let euid = nix::unistd::Uid::effective().as_raw();
+    euid != 0
+        && std::fs::metadata(&control).is_ok_and(|m| m.uid() == euid)
+        && nix::unistd::access(&control, nix::unistd::AccessFlags::W_OK).is_ok()
+}
+
+fn own_is_hierarchy_root(dir: &Path) -> bool {
+    let Ok(mounts) = std::fs::read_to_string(discover::PROC_SELF_MOUNTINFO) else {
+        return false;
+    };
+    let mounts = discover::parse_mountinfo(&mounts);
+    discover::find_cgroup2(&mounts).is_some_and(|m| m.mount_point == dir)
+}
+
+/// Whether `path` has the extended attribute `name` (any value).
+fn has_xattr(path: &Path, name: &str) -> bool {
+    let (Ok(p), Ok(n)) = (
+        CString::new(path.as_os_str().as_bytes()),
+        CString::new(name),
+    ) else {
+        return false;
+    };
+    // SAFETY: both pointers are valid NUL-terminated strings owned above; a null buffer with
+    // size 0 asks only for the value's length (getxattr(2)), so nothing is written.
+    let rc = unsafe { libc::getxattr(p.as_ptr(), n.as_ptr(), std::ptr::null_mut(), 0) };
+    rc >= 0
+}
+
+impl HostCheck {
+    /// The warning to give once the cgroup manager was set up (`cgroups_ok`: it returned a
+    /// manager), or `None`. Only for a root vigil under systemd that wanted cgroups.
+    pub fn delegation_warning(&self, cgroup_root: &CgroupRoot, cgroups_ok: bool) -> Option<String> {
+        if !self.root || *cgroup_root == CgroupRoot::None {
+            return None;
+        }
+        let unit = self.systemd_unit.as_deref()?;
+        let why = if !cgroups_ok {
+            "vigil could not set up its cgroups".to_string()
+        } else if self.delegated == Some(false) {
+            format!(
+                "its cgroup {} is not delegated",
+                self.own_cgroup
+                    .as_deref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default()
+            )
+        } else {
+            return None;
+        };
+        Some(format!(
+            "running as root under systemd ({unit}) without cgroup delegation: {why}; systemd \
+             may move or kill container processes behind vigil's back. Add Delegate=yes to the \
+             unit (see systemd/vigil.service)"
+        ))
+    }
+
+    /// Logs [`Self::delegation_warning`], if any.
+    pub fn after_cgroup_setup(&self, config: &Config, cgroups_ok: bool) {
+        if let Some(w) = self.delegation_warning(&config.supervisor.cgroup_root, cgroups_ok) {
+            warn!("{w}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(root: bool, unit: Option<&str>, delegated: Option<bool>) -> HostCheck {
+        HostCheck {
+            root,
+            systemd_unit: unit.map(str::to_string),
+            own_cgroup: Some(PathBuf::from("/sys/fs/cgroup/system.slice/vigil.service")),
+            delegated,
+        }
+    }
+
+    #[test]
+    fn group_or_world_writable_or_foreign_owned_paths_are_problems() {
+        assert_eq!(path_problem(0o644, 0), None);
+        assert_eq!(path_problem(0o700, 0), None);
+        assert_eq!(path_problem(0o755, 0), None);
+        assert_eq!(path_problem(0o664, 0), Some("writable by its group"));
+        assert_eq!(path_problem(0o646, 0), Some("writable by others"));
+        assert_eq!(path_problem(0o1777, 0), Some("writable by others"));
+        assert_eq!(path_problem(0o644, 1000), Some("not owned by root"));
+    }
+
+    #[test]
+    fn unsafe_error_names_path_mode_and_fix() {
+        let e = HardenError::Unsafe {
+            what: "config file",
+            path: PathBuf::from("/etc/vigil/vigil.toml"),
+            problem: "writable by others",
+            mode: 0o666,
+            uid: 0,
+        };
+        let m = e.to_string();
+        assert!(m.contains("/etc/vigil/vigil.toml"), "{m}");
+        assert!(m.contains("mode 0666"), "{m}");
+        assert!(m.contains("writable by others"), "{m}");
+    }
+
+    #[test]
+    fn systemd_is_detected_by_invocation_id_or_service_cgroup() {
+        assert_eq!(
+            systemd_unit(false, Some("/system.slice/vigil.service")),
+            Some("vigil.service".into())
+        );
+        assert_eq!(
+            systemd_unit(false, Some("/system.slice/vigil.service/supervisor")),
+            None
+        );
+        assert_eq!(
+            systemd_unit(true, Some("/system.slice/vigil.service/supervisor")),
+            Some("supervisor".into())
+        );
+        assert_eq!(systemd_unit(true, Some("/")), Some("unknown unit".into()));
+        assert_eq!(
+            systemd_unit(false, Some("/user.slice/session-1.scope")),
+            None
+        );
+        assert_eq!(systemd_unit(false, None), None);
+    }
+
+    #[test]
+    fn warns_only_for_root_under_systemd_without_delegation() {
+        let auto = CgroupRoot::Auto;
+        let w = host(true, Some("vigil.service"), Some(false)).delegation_warning(&auto, true);
+        let w = w.expect("warning");
+        assert!(
+            w.contains("vigil.service") && w.contains("Delegate=yes"),
+            "{w}"
+        );
+        assert!(
+            host(true, Some("vigil.service"), Some(true))
+                .delegation_warning(&auto, false)
+                .is_some_and(|w| w.contains("could not set up"))
+        );
+        assert_eq!(
+            host(true, Some("vigil.service"), Some(true)).delegation_warning(&auto, true),
+            None
+        );
+        assert_eq!(
+            host(false, Some("vigil.service"), Some(false)).delegation_warning(&auto, true),
+            None
+        );
+        assert_eq!(
+            host(true, None, None).delegation_warning(&auto, false),
+            None
+        );
+        assert_eq!(
+            host(true, Some("vigil.service"), Some(false))
+                .delegation_warning(&CgroupRoot::None, false),
+            None
+        );
+    }
+}
