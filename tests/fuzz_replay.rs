@@ -73,3 +73,14 @@ fn cgroup_files_corpus_replays_without_panic() {
 fn core_sequence_corpus_replays_without_panic() {
     replay("core_sequence");
 }
+
+#[test]
+fn core_harness_drives_restarts() {
+    // Spawn answered, process exits, time passes to the next deadline — repeated.
+    let data: Vec<u8> = [4u8, 0, 0, 4, 0, 0, 4, 0, 0, 6, 0, 0, 0, 2, 2].repeat(30);
+    let spawns = harness::core_sequence_spawns(&data);
+    assert!(
+        spawns >= 10,
+        "the crash-loop input spawned only {spawns} runs"
+    );
+}

@@ -676,6 +676,12 @@ impl World {
 /// restart_count never decreases; a `Never` container is restarted only on request; a forced
 /// shutdown ends with `Exit` and no live run, every spawn matched by one termination.
 pub fn core_sequence(data: &[u8]) {
+    core_sequence_spawns(data);
+}
+
+/// [`core_sequence`], returning how many runs the core spawned (to check that the harness
+/// really drives the core).
+pub fn core_sequence_spawns(data: &[u8]) -> u64 {
     let mut world = World::new();
     let mut bytes = Bytes(data);
     let mut steps = 0;
@@ -684,4 +690,5 @@ pub fn core_sequence(data: &[u8]) {
         steps += 1;
     }
     world.finish();
+    world.spawns
 }
