@@ -1,6 +1,8 @@
 //! `vigil check` end to end: the built binary on good and bad files (exit codes, output
 //! format `FILE:LINE:COL: field: message`, one problem per line on stderr).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

@@ -409,6 +409,37 @@ impl Server {
         Ok(())
     }
 
+    /// Re-creates the socket file if it was deleted behind vigil's back (e.g. by a cleanup of
+    /// `/run`): binds a fresh listener at the same path with `mode` and `group`, registers it
+    /// under the old listener's token and closes the old one. Open connections are kept.
+    /// Returns whether it re-created the socket; a file that exists (ours, or someone else's)
+    /// is left alone.
+    pub fn recreate_if_missing(
+        &mut self,
+        registry: &Registry,
+        mode: u32,
+        group: Option<u32>,
+    ) -> Result<bool, ControlError> {
+        match std::fs::symlink_metadata(&self.path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            _ => return Ok(false),
+        }
+        let mut fresh = Server::bind(&self.path, mode, group, self.conn_token_base)?;
+        std::mem::swap(&mut self.listener, &mut fresh.listener);
+        self.file_id = fresh.file_id.take();
+        if let Some(token) = self.listener_token {
+            // The old listener (now in `fresh`) leaves the poll before it is closed.
+            let _ = registry.deregister(&mut fresh.listener);
+            registry
+                .register(&mut self.listener, token, Interest::READABLE)
+                .map_err(|source| ControlError::Register {
+                    path: self.path.clone(),
+                    source,
+                })?;
+        }
+        Ok(true)
+    }
+
     /// Whether `token` is the listener's or one of the connection tokens.
     pub fn owns(&self, token: Token) -> bool {
         Some(token) == self.listener_token

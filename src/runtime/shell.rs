@@ -107,13 +107,13 @@ pub struct Shell {
     stdout_watched: bool,
     stop_signals: u32,
     exit_code: Option<i32>,
+    /// Turns that panicked (see [`Shell::on_panic`]).
+    panics: u32,
     watchdog: Option<Duration>,
     next_watchdog: Option<Instant>,
     last_status: String,
     next_status: Instant,
     started_at: Instant,
-    /// Loop turns that panicked (see [`Shell::on_panic`]).
-    panics: u32,
     #[cfg(feature = "fault-injection")]
     fault: super::fault::Fault,
 }
@@ -234,12 +234,12 @@ impl Shell {
             stdout_watched: false,
             stop_signals: 0,
             exit_code: None,
+            panics: 0,
             watchdog: sd_notify::watchdog_enabled(),
             next_watchdog: None,
             last_status: String::new(),
             next_status: now,
             started_at: now,
-            panics: 0,
             #[cfg(feature = "fault-injection")]
             fault: super::fault::Fault::from_env(now),
         })
@@ -340,6 +340,40 @@ impl Shell {
         }
         if now >= self.next_status {
             self.update_status(now);
+            self.ensure_socket();
+        }
+    }
+
+    /// A control socket file deleted behind vigil's back is re-created on SIGHUP and, at most
+    /// once a second, whenever the loop is awake (docs/bad-input.md).
+    fn ensure_socket(&mut self) {
+        if std::fs::symlink_metadata(self.server.path()).is_ok() {
+            return;
+        }
+        let group = match &self.config.supervisor.socket_group {
+            Some(g) => match resolve_group(g) {
+                Ok(gid) => Some(gid),
+                Err(e) => {
+                    error!(
+                        "control socket {} was deleted; {e}",
+                        self.server.path().display()
+                    );
+                    return;
+                }
+            },
+            None => None,
+        };
+        match self.server.recreate_if_missing(
+            self.poll.registry(),
+            self.config.supervisor.socket_mode,
+            group,
+        ) {
+            Ok(true) => warn!(
+                "control socket {} was deleted; re-created it",
+                self.server.path().display()
+            ),
+            Ok(false) => {}
+            Err(e) => error!("control socket was deleted and cannot be re-created: {e}"),
         }
     }
 
@@ -423,10 +457,13 @@ impl Shell {
                     }
                     let _ = self.core.command(now, Command::Shutdown { force });
                 }
-                SIGHUP => match self.reload(now) {
-                    Ok(msg) => info!("SIGHUP: {msg}"),
-                    Err(e) => error!("SIGHUP: reload failed, nothing changed:\n{e}"),
-                },
+                SIGHUP => {
+                    self.ensure_socket();
+                    match self.reload(now) {
+                        Ok(msg) => info!("SIGHUP: {msg}"),
+                        Err(e) => error!("SIGHUP: reload failed, nothing changed:\n{e}"),
+                    }
+                }
                 _ => {}
             }
         }

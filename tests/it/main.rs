@@ -1,8 +1,11 @@
 //! Integration tests: the real `vigil` binary with real short-lived children, driven through
 //! its control socket. One test binary, files by topic.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
 mod common;
 mod control;
+mod faults;
 mod host;
 mod lifecycle;
 mod probes;

@@ -1,0 +1,478 @@
+//! Fault injection: vigil facing misbehaving containers, probe targets, a deleted socket,
+//! cgroups tampered with, file-descriptor exhaustion and its own SIGKILL. Each test states
+//! the outcome it checks; docs/bad-input.md lists them with the other bad inputs.
+//!
+//! Cgroup faults run natively with `cgroup_root` pointing at a scratch directory this test
+//! creates on the cgroup2 mount (`<mount>/vigil-fault-<pid>-<n>`) and removes afterwards;
+//! without a writable cgroup2 mount they skip with a printed reason.
+//!
+//! A container that ignores SIGTERM is covered in lifecycle.rs
+//! (`stop_kills_a_process_that_ignores_sigterm_after_the_grace_period`): SIGKILL after the
+//! grace period, reason `Stopped`, signal 9.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::common::{Vigil, alive, state_reason, supervisor_header};
+
+const T: Duration = Duration::from_secs(20);
+
+/// A cgroup2 directory made for one test; on drop everything in it is killed and every
+/// directory under it removed (deepest first).
+struct ScratchCgroup {
+    path: PathBuf,
+}
+
+impl ScratchCgroup {
+    fn new() -> Option<ScratchCgroup> {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let mount = cgroup2_mount()?;
+        let path = mount.join(format!(
+            "vigil-fault-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        if let Err(e) = std::fs::create_dir(&path) {
+            eprintln!("skipping: cannot create {}: {e}", path.display());
+            return None;
+        }
+        if !path.join("cgroup.kill").exists() {
+            eprintln!("skipping: cgroup.kill (Linux 5.14) is missing");
+            let _ = std::fs::remove_dir(&path);
+            return None;
+        }
+        Some(ScratchCgroup { path })
+    }
+
+    /// Every directory under the scratch cgroup, deepest first.
+    fn dirs(&self) -> Vec<PathBuf> {
+        fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+            if let Ok(entries) = std::fs::read_dir(dir) {
+                for e in entries.flatten() {
+                    if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                        walk(&e.path(), out);
+                    }
+                }
+            }
+            out.push(dir.to_path_buf());
+        }
+        let mut out = Vec::new();
+        walk(&self.path, &mut out);
+        out
+    }
+
+    /// Container cgroups (`<root>/<pod>/<container>`) still present.
+    fn container_dirs(&self) -> Vec<PathBuf> {
+        self.dirs()
+            .into_iter()
+            .filter(|d| d.parent().and_then(Path::parent) == Some(self.path.as_path()))
+            .collect()
+    }
+}
+
+impl Drop for ScratchCgroup {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.path.join("cgroup.freeze"), "0");
+        let _ = std::fs::write(self.path.join("cgroup.kill"), "1");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        for dir in self.dirs() {
+            while std::fs::remove_dir(&dir).is_err() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+}
+
+/// The cgroup2 mount point (the unified one on hybrid hosts), if writable by us.
+fn cgroup2_mount() -> Option<PathBuf> {
+    let Ok(mounts) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        eprintln!("skipping: no /proc/self/mountinfo");
+        return None;
+    };
+    for line in mounts.lines() {
+        let Some((left, right)) = line.split_once(" - ") else {
+            continue;
+        };
+        if right.starts_with("cgroup2 ") {
+            if let Some(mp) = left.split_whitespace().nth(4) {
+                return Some(PathBuf::from(mp));
+            }
+        }
+    }
+    eprintln!("skipping: no cgroup2 mount");
+    None
+}
+
+/// Starts vigil with `cgroup_root` at `cg` (no resources: no controllers needed).
+fn start_with_cgroup_root(cg: &ScratchCgroup, pods: &str) -> Vigil {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let socket = dir.path().join("vigil.sock");
+    let config = dir.path().join("vigil.toml");
+    let header = supervisor_header(&socket).replace(
+        "cgroup_root = \"none\"",
+        &format!("cgroup_root = \"{}\"", cg.path.display()),
+    );
+    std::fs::write(&config, format!("{header}{pods}")).expect("write config");
+    Vigil::start_with(dir, socket, config)
+}
+
+/// A sleep duration unique to this test process, so leftover processes can be found by
+/// their command line without confusing them with anyone else's.
+fn unique_sleep(salt: u32) -> String {
+    format!("{}", 1_000_000 + std::process::id() * 10 + salt)
+}
+
+fn pids_of_sleep(arg: &str) -> Vec<u32> {
+    crate::common::processes_with_cmdline(&format!("sleep\0{arg}\0"))
+}
+
+#[test]
+fn container_that_closes_its_stdout_keeps_running_and_stops_cleanly() {
+    // Outcome: closing stdout/stderr is not a termination; the container runs on, vigil
+    // answers, and stop ends it with reason Stopped.
+    let v = Vigil::start(
+        r#"
+[pods.mute]
+termination_grace_period_seconds = 2
+[[pods.mute.containers]]
+name = "c"
+command = ["sh", "-c", "echo before; exec >&- 2>&-; exec sleep 60"]
+"#,
+    );
+    v.wait_for(T, "running", |v| {
+        state_reason(&v.container("mute", "c")) == "Running"
+    });
+    v.wait_for(T, "output captured", |v| {
+        let r = v.request(r#"{"cmd":"logs","pod":"mute","container":"c"}"#);
+        r.to_string().contains("before")
+    });
+    // Well after the pipes closed it is still the same run.
+    std::thread::sleep(Duration::from_millis(300));
+    let c = v.container("mute", "c");
+    assert_eq!(state_reason(&c), "Running", "{c}");
+    assert_eq!(c["restart_count"], 0, "{c}");
+    let pid = c["pid"].as_u64().expect("pid");
+    let r = v.request(r#"{"cmd":"stop","pod":"mute"}"#);
+    assert_eq!(r["ok"], true, "{r}");
+    v.wait_for(T, "Stopped", |v| {
+        v.container("mute", "c")["state"]["terminated"]["reason"] == "Stopped"
+    });
+    assert!(!alive(pid));
+}
+
+#[test]
+fn fork_loop_is_stopped_with_nothing_left_in_its_cgroup() {
+    // Outcome: a container forking as fast as it can is ended by one cgroup.kill; no process
+    // survives, the container cgroup is removed.
+    let Some(cg) = ScratchCgroup::new() else {
+        return;
+    };
+    let arg = unique_sleep(1);
+    let v = start_with_cgroup_root(
+        &cg,
+        &format!(
+            r#"
+[pods.forky]
+termination_grace_period_seconds = 0.2
+[[pods.forky.containers]]
+name = "c"
+command = ["sh", "-c", "trap '' TERM; while :; do sleep {arg} & done"]
+"#
+        ),
+    );
+    v.wait_for(T, "forking", |v| {
+        state_reason(&v.container("forky", "c")) == "Running" && pids_of_sleep(&arg).len() > 20
+    });
+    let r = v.request(r#"{"cmd":"stop","pod":"forky"}"#);
+    assert_eq!(r["ok"], true, "{r}");
+    v.wait_for(T, "Stopped", |v| {
+        v.container("forky", "c")["state"]["terminated"]["reason"] == "Stopped"
+    });
+    v.wait_for(T, "every forked process gone", |_| {
+        pids_of_sleep(&arg).is_empty()
+    });
+    v.wait_for(T, "container cgroup removed", |_| {
+        cg.container_dirs().is_empty()
+    });
+    assert_eq!(v.shutdown(), 0);
+}
+
+#[test]
+fn frozen_cgroup_is_still_stopped() {
+    // Outcome: a container whose cgroup was frozen behind vigil's back (cgroup.freeze = 1)
+    // cannot act on SIGTERM, but cgroup.kill kills frozen tasks: the stop ends after the
+    // grace period with SIGKILL and reason Stopped, and the cgroup goes.
+    let Some(cg) = ScratchCgroup::new() else {
+        return;
+    };
+    let v = start_with_cgroup_root(
+        &cg,
+        r#"
+[pods.icy]
+termination_grace_period_seconds = 0.3
+[[pods.icy.containers]]
+name = "c"
+command = ["sleep", "60"]
+"#,
+    );
+    v.wait_for(T, "running", |v| {
+        state_reason(&v.container("icy", "c")) == "Running"
+    });
+    let c = v.container("icy", "c");
+    let pid = c["pid"].as_u64().expect("pid");
+    let dir = PathBuf::from(c["cgroup"].as_str().expect("cgroup path in status"));
+    std::fs::write(dir.join("cgroup.freeze"), "1").expect("freeze");
+    let r = v.request(r#"{"cmd":"stop","pod":"icy"}"#);
+    assert_eq!(r["ok"], true, "{r}");
+    v.wait_for(T, "Stopped", |v| {
+        v.container("icy", "c")["state"]["terminated"]["reason"] == "Stopped"
+    });
+    assert!(!alive(pid));
+    v.wait_for(T, "frozen cgroup removed", |_| !dir.exists());
+    assert_eq!(v.shutdown(), 0);
+}
+
+#[test]
+fn removing_a_live_container_cgroup_is_refused_by_the_kernel_and_changes_nothing() {
+    // Outcome: rmdir of a populated cgroup fails with EBUSY, so a container's cgroup cannot
+    // be removed behind vigil's back while it runs; the container keeps running and stops
+    // normally.
+    let Some(cg) = ScratchCgroup::new() else {
+        return;
+    };
+    let v = start_with_cgroup_root(
+        &cg,
+        r#"
+[pods.p]
+termination_grace_period_seconds = 1
+[[pods.p.containers]]
+name = "c"
+command = ["sleep", "60"]
+"#,
+    );
+    v.wait_for(T, "running", |v| {
+        state_reason(&v.container("p", "c")) == "Running"
+    });
+    let dir = PathBuf::from(v.container("p", "c")["cgroup"].as_str().expect("cgroup"));
+    let err = std::fs::remove_dir(&dir).expect_err("populated cgroup cannot be removed");
+    assert_eq!(err.raw_os_error(), Some(libc::EBUSY), "{err}");
+    assert_eq!(state_reason(&v.container("p", "c")), "Running");
+    assert_eq!(v.shutdown(), 0);
+}
+
+#[test]
+fn probe_target_that_accepts_and_hangs_times_out_and_vigil_stays_responsive() {
+    // Outcome: an HTTP probe against a server that accepts and never answers fails with a
+    // timeout message; meanwhile status requests are answered at once.
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    listener
+        .set_nonblocking(true)
+        .expect("nonblocking listener");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop_flag = stop.clone();
+    // Accepts every connection and holds it open without a byte of reply.
+    let held = std::thread::spawn(move || {
+        let mut conns = Vec::new();
+        while !stop_flag.load(Ordering::Relaxed) {
+            match listener.accept() {
+                Ok((conn, _)) => conns.push(conn),
+                Err(_) => std::thread::sleep(Duration::from_millis(10)),
+            }
+        }
+        conns.len()
+    });
+    let v = Vigil::start(&format!(
+        r#"
+[pods.web]
+[[pods.web.containers]]
+name = "c"
+command = ["sleep", "60"]
+[pods.web.containers.readiness_probe]
+http_get = {{ port = {port}, path = "/" }}
+period_seconds = 0.5
+timeout_seconds = 0.3
+"#
+    ));
+    v.wait_for(T, "Unhealthy event naming the timeout", |v| {
+        let r = v.request(r#"{"cmd":"events"}"#);
+        r.to_string().contains("Readiness probe failed") && r.to_string().contains("timed out")
+    });
+    // Responsive: several status round trips while probes hang.
+    for _ in 0..20 {
+        let started = Instant::now();
+        let c = v.container("web", "c");
+        assert_eq!(c["ready"], false, "{c}");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "status answered"
+        );
+    }
+    assert_eq!(v.shutdown(), 0);
+    stop.store(true, Ordering::Relaxed);
+    assert!(held.join().expect("acceptor") > 0, "probes connected");
+}
+
+#[test]
+fn deleted_control_socket_is_recreated_on_sighup() {
+    // Outcome: deleting the socket file makes vigil unreachable until SIGHUP (or its next
+    // periodic check): then it binds a fresh socket at the same path and logs a warning.
+    let v = Vigil::start(
+        r#"
+[pods.p]
+[[pods.p.containers]]
+name = "c"
+command = ["sleep", "60"]
+"#,
+    );
+    std::fs::remove_file(&v.socket).expect("delete socket");
+    assert!(v.try_request(r#"{"cmd":"version"}"#).is_none());
+    let pid = v.child.as_ref().expect("running").id();
+    let st = Command::new("kill")
+        .args(["-HUP", &pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(st.success());
+    v.wait_for(T, "socket answers again", |v| {
+        v.try_request(r#"{"cmd":"version"}"#).is_some()
+    });
+    assert!(v.log().contains("re-created"), "{}", v.log());
+    assert_eq!(state_reason(&v.container("p", "c")), "Running");
+    assert_eq!(v.shutdown(), 0);
+}
+
+/// Number of open descriptors of `pid`.
+fn fd_count(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+fn set_nofile(pid: u32, limit: &str) {
+    let st = Command::new("prlimit")
+        .arg("--pid")
+        .arg(pid.to_string())
+        .arg(format!("--nofile={limit}"))
+        .status();
+    assert!(
+        matches!(st, Ok(s) if s.success()),
+        "prlimit --nofile={limit} failed"
+    );
+}
+
+#[test]
+fn emfile_at_spawn_is_a_start_error_and_vigil_recovers() {
+    // Outcome: with no descriptor left, spawns fail as StartError carrying the OS error
+    // (EMFILE, "Too many open files"); vigil keeps running, and once descriptors are
+    // available again the container starts.
+    if Command::new("prlimit").arg("--version").output().is_err() {
+        eprintln!("skipping: prlimit (util-linux) not found");
+        return;
+    }
+    let v = Vigil::start(
+        r#"
+[pods.loop]
+backoff = { initial_seconds = 0.1, max_seconds = 0.2 }
+[[pods.loop.containers]]
+name = "c"
+command = ["sh", "-c", "sleep 0.2; exit 1"]
+"#,
+    );
+    let pid = v.child.as_ref().expect("running").id();
+    v.wait_for(T, "first restart", |v| {
+        v.container("loop", "c")["restart_count"].as_u64() >= Some(1)
+    });
+    // A connection opened beforehand keeps working while no new one can be accepted.
+    let conn = UnixStream::connect(&v.socket).expect("connect");
+    conn.set_read_timeout(Some(T)).expect("timeout");
+    let mut reader = BufReader::new(conn.try_clone().expect("dup"));
+    let mut writer = conn;
+    let mut events = || {
+        writer.write_all(b"{\"cmd\":\"events\"}\n").expect("send");
+        let mut line = String::new();
+        reader.read_line(&mut line).expect("reply");
+        line
+    };
+    // No descriptor left: the soft limit at what is open now.
+    let open = fd_count(pid);
+    set_nofile(pid, &format!("{open}:{}", open + 1024));
+    let deadline = Instant::now() + T;
+    loop {
+        let line = events();
+        if line.contains("Too many open files") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no EMFILE reported: {line}\n{}",
+            v.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    set_nofile(pid, &format!("{0}:{0}", open + 1024));
+    v.wait_for(T, "socket answers again", |v| {
+        v.try_request(r#"{"cmd":"version"}"#).is_some()
+    });
+    let r = v.request(r#"{"cmd":"events"}"#).to_string();
+    assert!(r.contains("Too many open files"), "StartError event: {r}");
+    let before = v.container("loop", "c")["restart_count"].as_u64();
+    v.wait_for(T, "restarts resume", |v| {
+        v.container("loop", "c")["restart_count"].as_u64() > before
+            && state_reason(&v.container("loop", "c")) == "Running"
+    });
+    assert_eq!(v.shutdown(), 0);
+}
+
+#[test]
+fn restart_after_sigkill_of_vigil_cleans_up_the_old_cgroups() {
+    // Outcome: after `kill -9` of vigil its containers live on in their cgroups; the next
+    // vigil on the same cgroup_root finds them, kills them, removes their cgroups, logs
+    // "cleaned up cgroup left by an earlier vigil", and starts anew.
+    let Some(cg) = ScratchCgroup::new() else {
+        return;
+    };
+    let arg = unique_sleep(2);
+    let pods = format!(
+        r#"
+[pods.orphan]
+[[pods.orphan.containers]]
+name = "c"
+command = ["sleep", "{arg}"]
+"#
+    );
+    let mut first = start_with_cgroup_root(&cg, &pods);
+    first.wait_for(T, "running", |v| {
+        state_reason(&v.container("orphan", "c")) == "Running"
+    });
+    let old_pid = first.container("orphan", "c")["pid"].as_u64().expect("pid");
+    let mut child = first.child.take().expect("running");
+    child.kill().expect("SIGKILL vigil");
+    let _ = child.wait();
+    assert!(alive(old_pid), "the container outlives a SIGKILLed vigil");
+    // The socket file is left behind; the next vigil must replace it (stale, ECONNREFUSED).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let socket = first.socket.clone();
+    let config = first.config.clone();
+    std::fs::copy(&config, dir.path().join("vigil.toml")).expect("copy config");
+    let second = Vigil::start_with(dir, socket, config);
+    second.wait_for(T, "old container killed", |_| !alive(old_pid));
+    assert!(
+        second
+            .log()
+            .contains("cleaned up cgroup left by an earlier vigil"),
+        "{}",
+        second.log()
+    );
+    second.wait_for(T, "new run", |v| {
+        let c = v.container("orphan", "c");
+        state_reason(&c) == "Running" && c["pid"].as_u64() != Some(old_pid)
+    });
+    assert_eq!(pids_of_sleep(&arg).len(), 1, "only the new run is alive");
+    assert_eq!(second.shutdown(), 0);
+    drop(first);
+}
