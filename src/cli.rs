@@ -143,7 +143,14 @@ pub fn main() -> i32 {
             return crate::runtime::run_main(None);
         }
     }
-    let cli = Cli::parse();
+    // interface.md: bad usage exits 1 (2 means "cannot reach the supervisor").
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { 1 } else { 0 };
+        }
+    };
     match cli.command {
         Cmd::Run { config } => crate::runtime::run_main(config),
         Cmd::Check { config } => crate::config::check_main(config),

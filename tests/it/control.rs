@@ -315,3 +315,25 @@ command = ["sh", "-c", "yes vigil-flood-line | head -c 100000000; echo flood-don
         "ring bounded by log_buffer_bytes: {len}"
     );
 }
+
+#[test]
+fn bad_usage_exits_one() {
+    for args in [
+        &["bogus"][..],
+        &["status", "-o", "yaml"],
+        &["logs"],
+        &["logs", "p", "--tail", "x"],
+    ] {
+        let out = std::process::Command::new(BIN)
+            .args(args)
+            .output()
+            .expect("run");
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(!out.stderr.is_empty());
+    }
+    let out = std::process::Command::new(BIN)
+        .arg("--help")
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(0));
+}
