@@ -505,7 +505,9 @@ impl Server {
             return false;
         };
         c.awaiting = c.awaiting.saturating_sub(1);
-        if c.pending_output() + line.len() > MAX_PENDING_OUTPUT {
+        // A client is cut only when it leaves output unread: one reply bigger than the cap
+        // (e.g. the status of 1,000 pods) goes to a client that has read everything so far.
+        if c.pending_output() > 0 && c.pending_output() + line.len() > MAX_PENDING_OUTPUT {
             log::warn!(
                 "control: client pid {} uid {} is not reading ({} bytes pending); disconnecting",
                 c.peer.pid,
@@ -1016,6 +1018,40 @@ mod tests {
         );
         assert_eq!(last.unwrap()["id"], json!(99));
         drop(slow);
+    }
+
+    #[test]
+    fn one_reply_larger_than_the_pending_cap_reaches_a_reading_client() {
+        let mut h = Harness::new();
+        let big = "z".repeat(MAX_PENDING_OUTPUT + 4096);
+        let mut handler = |server: &mut Server, registry: &Registry, inc: Incoming| {
+            let line = match inc.request {
+                Ok(r) => protocol::reply_ok(&r.id, json!({"status": big})),
+                Err(e) => e.reply(),
+            };
+            server.send(registry, inc.conn, &line);
+        };
+        let path = h.path.clone();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut c = connect(&path);
+            c.write_all(b"{\"id\":7,\"cmd\":\"status\"}\n").unwrap();
+            tx.send(read_lines(&c, 1).remove(0)).unwrap();
+        });
+        let mut got = None;
+        h.run_until(
+            |_| {
+                got = got.take().or_else(|| rx.try_recv().ok());
+                got.is_some()
+            },
+            &mut handler,
+        );
+        let v = got.unwrap();
+        assert_eq!(v["id"], json!(7));
+        assert_eq!(
+            v["result"]["status"].as_str().map(str::len),
+            Some(MAX_PENDING_OUTPUT + 4096)
+        );
     }
 
     #[test]
