@@ -1053,6 +1053,40 @@ mod tests {
     }
 
     #[test]
+    fn one_reply_larger_than_the_pending_cap_reaches_a_reading_client() {
+        let mut h = Harness::new();
+        let big = "z".repeat(MAX_PENDING_OUTPUT + 4096);
+        let mut handler = |server: &mut Server, registry: &Registry, inc: Incoming| {
+            let line = match inc.request {
+                Ok(r) => protocol::reply_ok(&r.id, json!({"status": big})),
+                Err(e) => e.reply(),
+            };
+            server.send(registry, inc.conn, &line);
+        };
+        let path = h.path.clone();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut c = connect(&path);
+            c.write_all(b"{\"id\":7,\"cmd\":\"status\"}\n").unwrap();
+            tx.send(read_lines(&c, 1).remove(0)).unwrap();
+        });
+        let mut got = None;
+        h.run_until(
+            |_| {
+                got = got.take().or_else(|| rx.try_recv().ok());
+                got.is_some()
+            },
+            &mut handler,
+        );
+        let v = got.unwrap();
+        assert_eq!(v["id"], json!(7));
+        assert_eq!(
+            v["result"]["status"].as_str().map(str::len),
+            Some(MAX_PENDING_OUTPUT + 4096)
+        );
+    }
+
+    #[test]
     fn two_hundred_concurrent_connections_are_served() {
         let mut h = Harness::new();
         let path = h.path.clone();

@@ -1341,7 +1341,7 @@ impl Shell {
         let reply = match request.cmd {
             RequestCmd::Version => Ok(render::version_json()),
             RequestCmd::Status { pod } => {
-                let pods = self.snapshot(now);
+                let pods = self.snapshot(now, pod.as_deref());
                 match pod {
                     Some(name) => match pods.iter().find(|p| p.name == name) {
                         Some(p) => Ok(serde_json::json!({
@@ -1353,7 +1353,7 @@ impl Shell {
                 }
             }
             RequestCmd::Describe { pod } => {
-                let pods = self.snapshot(now);
+                let pods = self.snapshot(now, Some(pod.as_str()));
                 match pods.iter().find(|p| p.name == pod) {
                     Some(p) => Ok(render::describe_json(
                         p,
@@ -1481,9 +1481,14 @@ impl Shell {
         }
     }
 
-    /// Core snapshot plus what only the shell knows: cgroup paths and figures.
-    fn snapshot(&self, now: Instant) -> Vec<crate::core::PodStatus> {
+    /// Core snapshot plus what only the shell knows: cgroup paths and figures. With `only`,
+    /// just that pod (reading cgroup figures costs a few file reads per container, so a query
+    /// for one pod must not pay for all of them).
+    fn snapshot(&self, now: Instant, only: Option<&str>) -> Vec<crate::core::PodStatus> {
         let mut pods = self.core.pods(now);
+        if let Some(name) = only {
+            pods.retain(|p| p.name == name);
+        }
         for pod in &mut pods {
             for c in pod
                 .init_containers

@@ -1,0 +1,1121 @@
+#!/usr/bin/env python3
+"""vigil benchmarks, side by side with peer supervisors (python3 stdlib only).
+
+Driven by bench/run.sh, which installs the peers and builds vigil first. Workloads:
+
+  idle     N `vbsleep` children (a symlink to sleep, so its comm names our children only):
+           time until all N run (start-up), then the supervisor's own RSS/PSS and CPU s/min
+           over a quiet window
+  restart  children that exit 1 at once (bench/stamp.c); exit-to-next-start gaps from the
+           stamps they write; the smallest delay each tool allows
+  status   per-request latency of status queries through each tool's CLI and its raw
+           socket (or status file)
+  vigil    vigil only: probe lateness at 500 probes/s, log throughput, status latency with
+           100 pods and 8 concurrent clients, container start rate into fresh cgroups
+
+Rounds alternate the tools (rotated order each round); the table gives medians over rounds.
+Only processes this script started are signalled, by PID. Scratch: --work (default
+target/bench/run). Results: --out (JSON), read by bench/plot.py.
+
+--quick --check: vigil only, a few seconds: idle RSS at 100 children and restart reaction,
+compared with bench/budget.json (generous bounds); exit 1 when over budget.
+"""
+import argparse
+import http.client
+import json
+import math
+import os
+import platform
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+SLEEP_COMM = "vbsleep"
+STAMP_COMM = "vbstamp"
+CHILD_COMMS = {SLEEP_COMM, STAMP_COMM, "sh", "dash", "run", "yes", "head"}
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------------------ /proc
+def proc_table():
+    """pid -> (ppid, comm, starttime) for every process."""
+    t = {}
+    for e in os.scandir("/proc"):
+        if not e.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{e.name}/stat", "rb") as f:
+                s = f.read()
+        except OSError:
+            continue
+        r = s.rindex(b")")
+        comm = s[s.index(b"(") + 1 : r].decode(errors="replace")
+        f = s[r + 2 :].split()
+        t[int(e.name)] = (int(f[1]), comm, int(f[19]))
+    return t
+
+
+def descendants(root, t=None):
+    t = t if t is not None else proc_table()
+    kids = {}
+    for pid, (ppid, _, _) in t.items():
+        kids.setdefault(ppid, []).append(pid)
+    out, todo = [], [root]
+    while todo:
+        p = todo.pop()
+        if p in t:
+            out.append(p)
+        todo.extend(kids.get(p, ()))
+    return out, t
+
+
+def own_pids(root):
+    """The supervisor's own processes: its tree without the supervised children."""
+    pids, t = descendants(root)
+    return [p for p in pids if t[p][1] not in CHILD_COMMS]
+
+
+def count_children(root, comm=SLEEP_COMM):
+    pids, t = descendants(root)
+    return sum(1 for p in pids if t[p][1] == comm)
+
+
+def cpu_ns(pids):
+    """pid -> on-CPU ns summed over its threads (schedstat)."""
+    out = {}
+    for p in pids:
+        total = 0
+        try:
+            for tid in os.listdir(f"/proc/{p}/task"):
+                try:
+                    with open(f"/proc/{p}/task/{tid}/schedstat") as f:
+                        total += int(f.read().split()[0])
+                except OSError:
+                    pass
+        except OSError:
+            continue
+        out[p] = total
+    return out
+
+
+def mem_kib(pids):
+    """(RSS sum, PSS sum) in KiB."""
+    rss = pss = 0
+    for p in pids:
+        try:
+            with open(f"/proc/{p}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        rss += int(line.split()[1])
+            with open(f"/proc/{p}/smaps_rollup") as f:
+                for line in f:
+                    if line.startswith("Pss:"):
+                        pss += int(line.split()[1])
+        except OSError:
+            pass
+    return rss, pss
+
+
+def pct(xs, q):
+    if not xs:
+        return float("nan")
+    xs = sorted(xs)
+    k = (len(xs) - 1) * q
+    lo, hi = math.floor(k), math.ceil(k)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def wait_until(pred, timeout, poll=0.02):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(poll)
+    return pred()
+
+
+def real_exe(name):
+    """The real script behind a pyenv shim (a shim costs ~50 ms per call)."""
+    p = shutil.which(name)
+    if p and "/shims/" in p and shutil.which("pyenv"):
+        r = subprocess.run(["pyenv", "which", name], capture_output=True, text=True)
+        if r.returncode == 0 and r.stdout.strip():
+            return r.stdout.strip()
+    return p
+
+
+# ------------------------------------------------------------------------------ tools
+class Tool:
+    """One supervisor under test: writes its config for a list of services, starts, stops."""
+
+    name = "?"
+    exe = None
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+
+    def available(self):
+        return self.exe is not None and shutil.which(self.exe) is not None
+
+    def version(self):
+        return "?"
+
+    def setup(self, d, services):
+        """services: list of (name, argv) — argv[0] is vbsleep or vbstamp with args."""
+        raise NotImplementedError
+
+    def cmd(self, d):
+        raise NotImplementedError
+
+    def stop_signal(self):
+        return signal.SIGTERM
+
+    def status_cli(self, d, svc):
+        return None
+
+    def status_raw(self, d, svc):
+        """A callable doing one raw status query, and a label."""
+        return None, None
+
+    def cleanup(self, d):
+        pass
+
+
+def write_run(path, argv, ctx):
+    """A runit/s6 `run`: the stamp binary itself (no shell in the measured path) with its
+    arguments in ./stamp.args, or a shell script exec'ing the command."""
+    path.mkdir(parents=True, exist_ok=True)
+    if Path(argv[0]).name == STAMP_COMM:
+        shutil.copy(ctx.stamp, path / "run")
+        (path / "stamp.args").write_text(" ".join(argv[1:]) + "\n")
+    else:
+        (path / "run").write_text("#!/bin/sh\nexec " + " ".join(argv) + "\n")
+    os.chmod(path / "run", 0o755)
+
+
+class Vigil(Tool):
+    name = "vigil"
+
+    def available(self):
+        return self.ctx.vigil is not None and os.access(self.ctx.vigil, os.X_OK)
+
+    def version(self):
+        r = subprocess.run([self.ctx.vigil, "--version"], capture_output=True, text=True)
+        return (r.stdout.strip() or r.stderr.strip() or "?").splitlines()[0]
+
+    def sock(self, d):
+        return str(d / "vigil.sock")
+
+    def setup(self, d, services, cgroups=True, extra_pod=None, log_dir=None):
+        lines = [
+            "[supervisor]",
+            f'socket = "{self.sock(d)}"',
+            'cgroup_root = "auto"' if cgroups and self.ctx.cgroups else 'cgroup_root = "none"',
+            f'cgroup_name = "{self.ctx.cgroup_name}"',
+            "log_forward = false",
+            "shutdown_timeout_seconds = 20",
+        ]
+        if log_dir:
+            lines.append(f'log_dir = "{log_dir}"')
+        for name, argv in services:
+            lines += [
+                "",
+                f"[pods.{name}]",
+                'restart_policy = "Always"',
+                "termination_grace_period_seconds = 5",
+                "backoff = { initial_seconds = 0, max_seconds = 0, reset_after_seconds = 600 }",
+                f"[[pods.{name}.containers]]",
+                'name = "c"',
+                "command = " + json.dumps([str(a) for a in argv]),
+            ]
+            if extra_pod:
+                lines += extra_pod(name)
+        (d / "vigil.toml").write_text("\n".join(lines) + "\n")
+
+    def cmd(self, d):
+        return [self.ctx.vigil, "run", "-c", str(d / "vigil.toml")]
+
+    def status_cli(self, d, svc):
+        return [self.ctx.vigil, "status", svc, "--socket", self.sock(d)]
+
+    def status_raw(self, d, svc):
+        path = self.sock(d)
+        req = (json.dumps({"id": 1, "cmd": "status", "pod": svc}) + "\n").encode()
+
+        def one():
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.connect(path)
+                s.sendall(req)
+                buf = b""
+                while not buf.endswith(b"\n"):
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        break
+                    buf += chunk
+            return buf
+
+        return one, "JSON line, new connection each"
+
+    def cleanup(self, d):
+        remove_cgroup(self.ctx)
+
+
+class Supervisord(Tool):
+    name = "supervisord"
+    exe = "supervisord"
+
+    def version(self):
+        r = subprocess.run([real_exe("supervisord"), "--version"], capture_output=True, text=True)
+        return "supervisor " + r.stdout.strip()
+
+    def setup(self, d, services):
+        c = [
+            "[supervisord]",
+            "nodaemon=true",
+            f"logfile={d}/supervisord.log",
+            f"pidfile={d}/supervisord.pid",
+            "loglevel=warn",
+            f"minfds={max(1024, 8 * len(services) + 256)}",
+            "[unix_http_server]",
+            f"file={d}/supervisor.sock",
+            "[rpcinterface:supervisor]",
+            "supervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface",
+            "[supervisorctl]",
+            f"serverurl=unix://{d}/supervisor.sock",
+        ]
+        for name, argv in services:
+            c += [
+                f"[program:{name}]",
+                "command=" + " ".join(str(a) for a in argv),
+                "autostart=true",
+                "autorestart=true",
+                "startsecs=0",  # no BACKOFF state: the smallest restart delay it allows
+                "startretries=1000000",
+                "stdout_logfile=NONE",
+                "stderr_logfile=NONE",
+                "stopwaitsecs=5",
+            ]
+        (d / "supervisord.conf").write_text("\n".join(c) + "\n")
+
+    def cmd(self, d):
+        return [real_exe("supervisord"), "-c", str(d / "supervisord.conf")]
+
+    def status_cli(self, d, svc):
+        return [real_exe("supervisorctl"), "-c", str(d / "supervisord.conf"), "status", svc]
+
+    def status_raw(self, d, svc):
+        path = str(d / "supervisor.sock")
+        body = (
+            "<?xml version='1.0'?><methodCall><methodName>supervisor.getProcessInfo</methodName>"
+            f"<params><param><value><string>{svc}</string></value></param></params></methodCall>"
+        )
+
+        class Conn(http.client.HTTPConnection):
+            def connect(self):
+                self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                self.sock.connect(path)
+
+        def one():
+            c = Conn("localhost")
+            c.request("POST", "/RPC2", body, {"Content-Type": "text/xml"})
+            data = c.getresponse().read()
+            c.close()
+            return data
+
+        return one, "XML-RPC getProcessInfo, new connection each"
+
+
+class Runit(Tool):
+    name = "runit"
+    exe = "runsvdir"
+
+    def version(self):
+        return "runit " + dpkg_version("runit")
+
+    def setup(self, d, services):
+        for name, argv in services:
+            write_run(d / "service" / name, argv, self.ctx)
+
+    def cmd(self, d):
+        return ["runsvdir", str(d / "service")]
+
+    def stop_signal(self):
+        return signal.SIGHUP  # runsvdir: TERM every runsv, which stops its service, then exit
+
+    def status_cli(self, d, svc):
+        return ["sv", "status", str(d / "service" / svc)]
+
+    def status_raw(self, d, svc):
+        path = d / "service" / svc / "supervise" / "status"
+        return (lambda: path.read_bytes()), "read supervise/status (a file, no IPC)"
+
+
+class S6(Tool):
+    name = "s6"
+    exe = "s6-svscan"
+
+    def version(self):
+        return "s6 " + dpkg_version("s6")
+
+    def setup(self, d, services):
+        self.max = len(services) + 16
+        for name, argv in services:
+            write_run(d / "scan" / name, argv, self.ctx)
+
+    def cmd(self, d):
+        # -c: s6-svscan supervises at most 500 services unless told otherwise
+        return ["s6-svscan", "-c", str(max(500, self.max)), str(d / "scan")]
+
+    def status_cli(self, d, svc):
+        return ["s6-svstat", str(d / "scan" / svc)]
+
+    def status_raw(self, d, svc):
+        path = d / "scan" / svc / "supervise" / "status"
+        return (lambda: path.read_bytes()), "read supervise/status (a file, no IPC)"
+
+
+class Horust(Tool):
+    name = "horust"
+    exe = "horust"
+
+    def version(self):
+        r = subprocess.run(["horust", "--version"], capture_output=True, text=True)
+        return r.stdout.strip() or "?"
+
+    def setup(self, d, services):
+        (d / "services").mkdir(parents=True, exist_ok=True)
+        (d / "uds").mkdir(parents=True, exist_ok=True)
+        for name, argv in services:
+            (d / "services" / f"{name}.toml").write_text(
+                f"command = {json.dumps(' '.join(str(a) for a in argv))}\n"
+                '[restart]\nstrategy = "always"\nbackoff = "0s"\nattempts = 0\n'
+            )
+
+    def cmd(self, d):
+        return ["horust", "--services-path", str(d / "services"), "--uds-folder-path", str(d / "uds")]
+
+    def status_cli(self, d, svc):
+        return ["horustctl", "--uds-folder-path", str(d / "uds"), "status", f"{svc}.toml"]
+
+
+def dpkg_version(pkg):
+    r = subprocess.run(["dpkg-query", "-W", "-f=${Version}", pkg], capture_output=True, text=True)
+    return r.stdout.strip() or "?"
+
+
+def remove_cgroup(ctx):
+    """Remove the scratch cgroup tree vigil made under our own cgroup name, if it is left."""
+    for mnt in ("/sys/fs/cgroup/unified", "/sys/fs/cgroup"):
+        root = Path(mnt) / ctx.cgroup_name
+        if not root.is_dir():
+            continue
+        for dirpath, _dirs, _files in sorted(os.walk(root), key=lambda w: -len(w[0])):
+            try:
+                os.rmdir(dirpath)
+            except OSError:
+                pass
+
+
+# ------------------------------------------------------------------------------ running
+class Running:
+    """A started supervisor in its own session; stop() ends it and anything it left."""
+
+    def __init__(self, tool, d):
+        self.tool, self.d = tool, d
+        self.out = open(d / "supervisor.out", "wb")
+        self.t0 = time.monotonic()
+        self.p = subprocess.Popen(
+            tool.cmd(d), cwd=d, stdin=subprocess.DEVNULL, stdout=self.out,
+            stderr=subprocess.STDOUT, start_new_session=True,
+        )
+
+    def stop(self):
+        pids, t = descendants(self.p.pid)
+        snap = {p: t[p][2] for p in pids}
+        if self.p.poll() is None:
+            try:
+                self.p.send_signal(self.tool.stop_signal())
+            except ProcessLookupError:
+                pass
+            try:
+                self.p.wait(timeout=25)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+        # anything it left behind (ours: same pid and start time as in the snapshot)
+        def alive():
+            now = proc_table()
+            return [p for p, st in snap.items() if p in now and now[p][2] == st and p != self.p.pid]
+
+        left = wait_until(lambda: not alive(), 5) or alive()
+        for p in left if isinstance(left, list) else []:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.out.close()
+        self.tool.cleanup(self.d)
+
+
+def fresh_dir(ctx, tag):
+    d = ctx.work / tag
+    if d.exists():
+        shutil.rmtree(d)
+    d.mkdir(parents=True)
+    return d
+
+
+def sleepers(ctx, n):
+    return [(f"svc{i:04d}", [str(ctx.sleep), "100000"]) for i in range(n)]
+
+
+# ------------------------------------------------------------------------------ workloads
+def w_idle(ctx, tool, n, window, settle):
+    d = fresh_dir(ctx, f"{tool.name}-idle-{n}")
+    tool.setup(d, sleepers(ctx, n))
+    r = Running(tool, d)
+    try:
+        ok = wait_until(lambda: count_children(r.p.pid) >= n, ctx.start_timeout, poll=0.01)
+        startup = time.monotonic() - r.t0
+        if not ok:
+            log(f"  {tool.name} idle n={n}: only {count_children(r.p.pid)} children after {ctx.start_timeout}s")
+            return None
+        time.sleep(settle)
+        own = own_pids(r.p.pid)
+        a = cpu_ns(own)
+        t1 = time.monotonic()
+        time.sleep(window)
+        b = cpu_ns(own)
+        dt = time.monotonic() - t1
+        used = sum(b[p] - a[p] for p in a if p in b)
+        rss, pss = mem_kib(own)
+        res = {
+            "startup_s": startup, "rss_kib": rss, "pss_kib": pss, "own_procs": len(own),
+            "cpu_s_per_min": used / 1e9 * 60 / dt,
+        }
+        log(f"  {tool.name} idle n={n}: start {startup:.3f}s rss {rss} KiB pss {pss} KiB "
+            f"procs {len(own)} cpu {res['cpu_s_per_min']:.4f} s/min")
+        return res
+    finally:
+        r.stop()
+
+
+def read_gaps(files):
+    gaps = []
+    for f in files:
+        try:
+            rows = [tuple(map(int, line.split())) for line in Path(f).read_text().splitlines() if line.strip()]
+        except OSError:
+            continue
+        for (_s0, e0), (s1, _e1) in zip(rows, rows[1:]):
+            gaps.append((s1 - e0) / 1e6)
+    return gaps
+
+
+def w_restart(ctx, tool, parallel, target, max_s):
+    """parallel == 1: one service that exits at once, restarted with the smallest delay the
+    tool allows. parallel > 1: that many services that each live 1.0-1.5 s (staggered, so
+    their restarts do not coincide) — the same restart load on every tool, and past the 1 s
+    minimum run time after which runit restarts at once. Stops after `target` gaps or max_s."""
+    d = fresh_dir(ctx, f"{tool.name}-restart-{parallel}")
+    files = [d / f"stamps-{i:03d}" for i in range(parallel)]
+    live = [0] if parallel == 1 else [1000 + (i * 500) // parallel for i in range(parallel)]
+    svcs = [(f"svc{i:04d}", [str(ctx.stamp), str(files[i]), str(live[i])]) for i in range(parallel)]
+    tool.setup(d, svcs)
+    r = Running(tool, d)
+
+    def lines():
+        n = 0
+        for f in files:
+            try:
+                n += max(0, f.read_bytes().count(b"\n") - 1)
+            except OSError:
+                pass
+        return n
+
+    try:
+        wait_until(lambda: lines() >= target, max_s, poll=0.1)
+    finally:
+        r.stop()
+    gaps = read_gaps(files)
+    if not gaps:
+        log(f"  {tool.name} restart: no restarts recorded")
+        return None
+    res = {"n": len(gaps), "p50_ms": pct(gaps, 0.5), "p99_ms": pct(gaps, 0.99), "max_ms": max(gaps),
+           "parallel": parallel}
+    log(f"  {tool.name} restart x{parallel}: n={len(gaps)} p50 {res['p50_ms']:.2f} ms "
+        f"p99 {res['p99_ms']:.2f} ms")
+    return res
+
+
+def spawn_wait(argv):
+    pid = os.posix_spawn(argv[0] if "/" in argv[0] else shutil.which(argv[0]), argv, os.environ,
+                         file_actions=[(os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+                                       (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0)])
+    _, st = os.waitpid(pid, 0)
+    return st
+
+
+def time_calls(fn, count, budget_s):
+    xs = []
+    end = time.monotonic() + budget_s
+    for _ in range(count):
+        t = time.perf_counter()
+        fn()
+        xs.append((time.perf_counter() - t) * 1000)
+        if time.monotonic() > end:
+            break
+    return xs
+
+
+def w_status(ctx, tool, count, budget_s):
+    d = fresh_dir(ctx, f"{tool.name}-status")
+    tool.setup(d, sleepers(ctx, 10))
+    r = Running(tool, d)
+    try:
+        if not wait_until(lambda: count_children(r.p.pid) >= 10, ctx.start_timeout):
+            return None
+        time.sleep(1)
+        svc = "svc0003"
+        res = {}
+        cli = tool.status_cli(d, svc)
+        if cli:
+            cli[0] = shutil.which(cli[0]) or cli[0]
+            st = spawn_wait(cli)
+            if st != 0:
+                log(f"  {tool.name} status CLI exits {st}: {cli}")
+            xs = time_calls(lambda: spawn_wait(cli), count, budget_s)
+            res.update(cli_n=len(xs), cli_p50_ms=pct(xs, 0.5), cli_p99_ms=pct(xs, 0.99))
+        fn, label = tool.status_raw(d, svc)
+        if fn:
+            fn()
+            xs = time_calls(fn, count, budget_s)
+            res.update(raw_n=len(xs), raw_p50_ms=pct(xs, 0.5), raw_p99_ms=pct(xs, 0.99), raw_how=label)
+        log(f"  {tool.name} status: " + " ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}"
+                                               for k, v in res.items()))
+        return res
+    finally:
+        r.stop()
+
+
+def floor_fork_exec(count):
+    t = shutil.which("true")
+    xs = time_calls(lambda: spawn_wait([t]), count, 30)
+    return pct(xs, 0.5)
+
+
+# ------------------------------------------------------------------------------ vigil only
+class VSock:
+    """A persistent JSON-lines connection to vigil's socket."""
+
+    def __init__(self, path):
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.s.connect(path)
+        self.f = self.s.makefile("rb")
+        self.i = 0
+
+    def req(self, cmd, **kw):
+        self.i += 1
+        self.s.sendall((json.dumps({"id": self.i, "cmd": cmd, **kw}) + "\n").encode())
+        return json.loads(self.f.readline())
+
+    def close(self):
+        self.f.close()
+        self.s.close()
+
+
+def parse_ts(s):
+    return datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
+
+
+LISTENER = r"""
+import json, selectors, signal, socket, sys, time
+n, out = int(sys.argv[1]), sys.argv[2]
+sel = selectors.DefaultSelector()
+ports, times = [], {}
+for i in range(n):
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(64); s.setblocking(False)
+    p = s.getsockname()[1]; ports.append(p); times[p] = []
+    sel.register(s, selectors.EVENT_READ, ("listen", p, i % 2 == 1))
+print(json.dumps(ports), flush=True)
+stop = []
+signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
+RESP = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+while not stop:
+    for key, _ in sel.select(0.2):
+        kind = key.data[0]
+        if kind == "listen":
+            now = time.time()
+            try:
+                c, _ = key.fileobj.accept()
+            except OSError:
+                continue
+            times[key.data[1]].append(now)
+            if key.data[2]:
+                c.setblocking(False); sel.register(c, selectors.EVENT_READ, ("http", b""))
+            else:
+                c.close()
+        else:
+            c = key.fileobj
+            try:
+                b = c.recv(4096)
+            except OSError:
+                b = b""
+            buf = key.data[1] + b
+            if b"\r\n\r\n" in buf or not b:
+                sel.unregister(c)
+                if b:
+                    try: c.sendall(RESP)
+                    except OSError: pass
+                c.close()
+            else:
+                sel.modify(c, selectors.EVENT_READ, ("http", buf))
+json.dump(times, open(out, "w"))
+"""
+
+
+def w_probes(ctx, vigil, n, window):
+    d = fresh_dir(ctx, "vigil-probes")
+    lp = subprocess.Popen([sys.executable, "-c", LISTENER, str(n), str(d / "accepts.json")],
+                          stdout=subprocess.PIPE, text=True, start_new_session=True)
+    ports = json.loads(lp.stdout.readline())
+    period, delay = 1.0, 1.0
+    svcs = sleepers(ctx, n)
+    port_of = {name: ports[i] for i, (name, _) in enumerate(svcs)}
+
+    def probe(name):
+        i = ports.index(port_of[name])
+        act = (f"http_get = {{ port = {port_of[name]}, path = \"/\" }}" if i % 2 == 1
+               else f"tcp_socket = {{ port = {port_of[name]} }}")
+        return [f"[pods.{name}.containers.readiness_probe]", act,
+                f"initial_delay_seconds = {delay}", f"period_seconds = {period}", "timeout_seconds = 1"]
+
+    vigil.setup(d, svcs, extra_pod=probe)
+    r = Running(vigil, d)
+    try:
+        if not wait_until(lambda: count_children(r.p.pid) >= n, ctx.start_timeout):
+            return None
+        time.sleep(3)
+        vs = VSock(vigil.sock(d))
+        pods = vs.req("status")["result"]["pods"]
+        vs.close()
+        started = {p["name"]: parse_ts(p["containers"][0]["state"]["running"]["started_at"]) for p in pods}
+        own = own_pids(r.p.pid)
+        a = cpu_ns(own)
+        w0 = time.time()
+        t1 = time.monotonic()
+        time.sleep(window)
+        b = cpu_ns(own)
+        cpu = sum(b[p] - a[p] for p in a if p in b) / 1e9 * 60 / (time.monotonic() - t1)
+        w1 = time.time()
+        rss, _ = mem_kib(own)
+        ready = sum(1 for p in pods if p["containers"][0].get("ready"))
+    finally:
+        r.stop()
+        lp.send_signal(signal.SIGTERM)
+        lp.wait(timeout=10)
+    acc = json.loads((d / "accepts.json").read_text())
+    late = {"tcp": [], "http": []}
+    jitter = []
+    for i, (name, _) in enumerate(svcs):
+        s = started.get(name)
+        if s is None:
+            continue
+        mine = []
+        for t in acc.get(str(port_of[name]), []):
+            if not (w0 <= t <= w1):
+                continue
+            k = round((t - s - delay) / period)
+            mine.append((t - (s + delay + k * period)) * 1000)
+        late["http" if i % 2 else "tcp"].extend(mine)
+        if mine:  # against the container's own best phase: drift and jitter only
+            jitter.extend(x - min(mine) for x in mine)
+    allx = late["tcp"] + late["http"]
+    res = {
+        "containers": n, "probes_per_s": len(allx) / (w1 - w0), "cpu_s_per_min": cpu, "rss_kib": rss,
+        "late_p50_ms": pct(allx, 0.5), "late_p99_ms": pct(allx, 0.99), "late_max_ms": max(allx) if allx else None,
+        "tcp_late_p99_ms": pct(late["tcp"], 0.99), "http_late_p99_ms": pct(late["http"], 0.99),
+        "jitter_p50_ms": pct(jitter, 0.5), "jitter_p99_ms": pct(jitter, 0.99), "ready_at_start": ready,
+    }
+    log(f"  vigil probes: {res['probes_per_s']:.0f}/s late p50 {res['late_p50_ms']:.2f} ms "
+        f"p99 {res['late_p99_ms']:.2f} ms cpu {cpu:.3f} s/min rss {rss} KiB")
+    return res
+
+
+def w_logs(ctx, vigil, mbytes, to_files):
+    d = fresh_dir(ctx, "vigil-logs")
+    total = mbytes * 1_000_000
+    line = "x" * 99
+    cmd = ["/bin/sh", "-c", f"yes '{line}' | head -c {total}"]
+    vigil.setup(d, [("loud", cmd)], log_dir=str(d / "logs") if to_files else None)
+    text = (d / "vigil.toml").read_text().replace('restart_policy = "Always"', 'restart_policy = "Never"')
+    (d / "vigil.toml").write_text(text)
+    r = Running(vigil, d)
+    lat = []
+    try:
+        vs = wait_until(lambda: os.path.exists(vigil.sock(d)) and VSock(vigil.sock(d)), 20)
+        done = None
+        end = time.monotonic() + 120
+        while time.monotonic() < end:
+            t = time.perf_counter()
+            st = vs.req("status", pod="loud")
+            lat.append((time.perf_counter() - t) * 1000)
+            c = st["result"]["pods"][0]["containers"][0]
+            if "terminated" in c["state"]:
+                done = c["state"]["terminated"]
+                break
+            time.sleep(0.005)
+        vs.close()
+    finally:
+        r.stop()
+    if not done:
+        return None
+    secs = parse_ts(done["finished_at"]) - parse_ts(done["started_at"])
+    res = {"mb": mbytes, "to_files": to_files, "seconds": secs, "mb_per_s": mbytes / secs,
+           "status_n": len(lat), "status_p50_ms": pct(lat, 0.5), "status_p99_ms": pct(lat, 0.99)}
+    log(f"  vigil logs ({'files' if to_files else 'memory'}): {res['mb_per_s']:.0f} MB/s; status meanwhile "
+        f"p50 {res['status_p50_ms']:.2f} ms p99 {res['status_p99_ms']:.2f} ms")
+    return res
+
+
+def _client(path, secs, q):
+    vs = VSock(path)
+    n = 0
+    end = time.monotonic() + secs
+    while time.monotonic() < end:
+        vs.req("status")
+        n += 1
+    vs.close()
+    q.put(n)
+
+
+def w_status100(ctx, vigil, pods, count, clients, secs):
+    import multiprocessing as mp
+
+    d = fresh_dir(ctx, "vigil-status100")
+    vigil.setup(d, sleepers(ctx, pods))
+    r = Running(vigil, d)
+    try:
+        if not wait_until(lambda: count_children(r.p.pid) >= pods, ctx.start_timeout):
+            return None
+        time.sleep(1)
+        vs = VSock(vigil.sock(d))
+        size = len(json.dumps(vs.req("status")))
+        xs = time_calls(lambda: vs.req("status"), count, 60)
+        one = time_calls(lambda: vs.req("status", pod="svc0003"), count, 60)
+        vs.close()
+        q = mp.Queue()
+        procs = [mp.Process(target=_client, args=(vigil.sock(d), secs, q)) for _ in range(clients)]
+        t = time.monotonic()
+        for p in procs:
+            p.start()
+        total = sum(q.get(timeout=secs + 30) for _ in procs)
+        for p in procs:
+            p.join()
+        el = time.monotonic() - t
+    finally:
+        r.stop()
+    res = {"pods": pods, "reply_bytes": size, "p50_ms": pct(xs, 0.5), "p99_ms": pct(xs, 0.99),
+           "one_pod_p50_ms": pct(one, 0.5), "one_pod_p99_ms": pct(one, 0.99),
+           "clients": clients, "req_per_s": total / el}
+    log(f"  vigil status {pods} pods: p50 {res['p50_ms']:.2f} ms p99 {res['p99_ms']:.2f} ms "
+        f"({size} B); one pod p50 {res['one_pod_p50_ms']:.3f} ms; {clients} clients {res['req_per_s']:.0f} req/s")
+    return res
+
+
+def w_startrate(ctx, vigil, n, cgroups):
+    d = fresh_dir(ctx, f"vigil-start-{n}-{'cg' if cgroups else 'nocg'}")
+    vigil.setup(d, sleepers(ctx, n), cgroups=cgroups)
+    r = Running(vigil, d)
+    try:
+        if not wait_until(lambda: count_children(r.p.pid) >= n, ctx.start_timeout, poll=0.01):
+            return None
+        startup = time.monotonic() - r.t0
+        vs = wait_until(lambda: VSock(vigil.sock(d)), 10)
+        pods = vs.req("status")["result"]["pods"]
+        vs.close()
+        ts = sorted(parse_ts(p["containers"][0]["state"]["running"]["started_at"]) for p in pods)
+        cg = pods[0]["containers"][0].get("cgroup")
+    finally:
+        r.stop()
+    spread = ts[-1] - ts[0]
+    res = {"n": n, "cgroups": bool(cg), "startup_s": startup, "spawn_spread_s": spread,
+           "per_s": n / startup}
+    log(f"  vigil start {n} ({'cgroups' if cg else 'no cgroups'}): all running after {startup:.3f}s, "
+        f"{res['per_s']:.0f} containers/s (launch to all running)")
+    return res
+
+
+# ------------------------------------------------------------------------------ main
+def median_of(runs, key):
+    xs = [r[key] for r in runs if r and r.get(key) is not None and not (isinstance(r[key], float) and math.isnan(r[key]))]
+    return statistics.median(xs) if xs else None
+
+
+def machine_info(ctx, tools):
+    def sh(*a):
+        try:
+            return subprocess.run(a, capture_output=True, text=True).stdout.strip()
+        except OSError:
+            return "?"
+
+    cpu = "?"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    osr = "?"
+    try:
+        for line in open("/etc/os-release"):
+            if line.startswith("PRETTY_NAME="):
+                osr = line.split("=", 1)[1].strip().strip('"')
+    except OSError:
+        pass
+    mem = sh("awk", "/MemTotal/ {printf \"%.0f GiB\", $2/1048576}", "/proc/meminfo")
+    return {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "os": osr,
+            "kernel": platform.release(), "cpu": cpu, "cpus": os.cpu_count(), "mem": mem,
+            "loadavg": open("/proc/loadavg").read().split()[:3],
+            "versions": {t.name: t.version() for t in tools}, "rustc": sh("rustc", "--version"),
+            "python": platform.python_version()}
+
+
+def fmt(v, unit=""):
+    if v is None:
+        return "—"
+    if isinstance(v, float):
+        if abs(v) >= 100:
+            return f"{v:,.0f}{unit}"
+        if abs(v) >= 1:
+            return f"{v:.2f}{unit}"
+        return f"{v:.3g}{unit}"
+    return f"{v}{unit}"
+
+
+def ratio(a, b):
+    if a is None or b is None or b == 0:
+        return "—"
+    return f"{a / b:.2g}"
+
+
+def print_tables(res):
+    tools = res["tools"]
+    peers = [t for t in tools if t != "vigil"]
+    out = []
+
+    def table(title, rows, unit):
+        out.append(f"\n### {title}\n")
+        head = "| | " + " | ".join(tools) + " | " + " | ".join(f"vigil/{p}" for p in peers) + " |"
+        out.append(head)
+        out.append("|" + "---|" * (1 + len(tools) + len(peers)))
+        for label, vals in rows:
+            cells = [fmt(vals.get(t), unit) for t in tools]
+            rs = [ratio(vals.get("vigil"), vals.get(p)) for p in peers]
+            out.append(f"| {label} | " + " | ".join(cells) + " | " + " | ".join(rs) + " |")
+
+    idle = res["summary"].get("idle", {})
+    for key, title, unit in (("rss_kib", "Supervisor RSS, KiB (sum over its own processes)", ""),
+                             ("pss_kib", "Supervisor PSS, KiB (shared pages split; fair for many-process designs)", ""),
+                             ("cpu_s_per_min", "Idle CPU, s/min (schedstat)", ""),
+                             ("startup_s", "Start-up: launch until all N children run, s", "")):
+        rows = [(f"N={n}", {t: idle.get(t, {}).get(str(n), {}).get(key) for t in tools})
+                for n in res["params"]["sizes"]]
+        table(title, rows, unit)
+    rs = res["summary"].get("restart_lone", {})
+    table("Restart reaction, one service exiting at once: exit → next start, ms (smallest delay each tool allows)",
+          [(k, {t: (rs.get(t) or {}).get(k) for t in tools}) for k in ("p50_ms", "p99_ms", "n")], "")
+    rs = res["summary"].get("restart", {})
+    table(f"Restart reaction under load: {res['params']['restart_parallel']} services each living 1.0-1.5 s, exit → next start, ms",
+          [(k, {t: rs.get(t, {}).get(k) for t in tools}) for k in ("p50_ms", "p99_ms", "n")], "")
+    st = res["summary"].get("status", {})
+    table("Status query latency, ms per request",
+          [(k, {t: st.get(t, {}).get(k) for t in tools})
+           for k in ("cli_p50_ms", "cli_p99_ms", "raw_p50_ms", "raw_p99_ms")], "")
+    if res.get("fork_exec_floor_ms") is not None:
+        out.append(f"\nfork+exec floor (`true`, same spawn loop): {res['fork_exec_floor_ms']:.3f} ms")
+    text = "\n".join(out)
+    print(text)
+    return text
+
+
+def full(ctx, args):
+    tools_all = [Vigil(ctx), Supervisord(ctx), Runit(ctx), S6(ctx)] + ([Horust(ctx)] if args.with_horust else [])
+    wanted = set(args.tools.split(",")) if args.tools else None
+    tools = []
+    for t in tools_all:
+        if wanted and t.name not in wanted:
+            continue
+        if t.available():
+            tools.append(t)
+        else:
+            log(f"skip {t.name}: not installed")
+    sizes = [int(x) for x in args.sizes.split(",")]
+    only = set(args.only.split(",")) if args.only else {"idle", "restart", "status", "vigil"}
+    res = {"params": vars(args) | {"sizes": sizes}, "machine": machine_info(ctx, tools),
+           "tools": [t.name for t in tools], "runs": {}}
+    runs = res["runs"]
+    for rnd in range(args.rounds):
+        order = tools[rnd % len(tools):] + tools[: rnd % len(tools)]
+        log(f"== round {rnd + 1}/{args.rounds}: {' '.join(t.name for t in order)}")
+        if "idle" in only:
+            for n in sizes:
+                for t in order:
+                    runs.setdefault("idle", {}).setdefault(t.name, {}).setdefault(str(n), []).append(
+                        w_idle(ctx, t, n, args.idle_window, args.settle))
+        if "restart" in only:
+            for t in order:
+                runs.setdefault("restart", {}).setdefault(t.name, []).append(
+                    w_restart(ctx, t, args.restart_parallel, args.restarts, args.restart_max_s))
+        if "status" in only:
+            for t in order:
+                runs.setdefault("status", {}).setdefault(t.name, []).append(
+                    w_status(ctx, t, args.status_count, args.status_budget_s))
+    summ = res["summary"] = {}
+    for t, by_n in runs.get("idle", {}).items():
+        for n, rr in by_n.items():
+            summ.setdefault("idle", {}).setdefault(t, {})[n] = {
+                k: median_of(rr, k) for k in ("rss_kib", "pss_kib", "cpu_s_per_min", "startup_s", "own_procs")}
+    for w in ("restart", "status"):
+        for t, rr in runs.get(w, {}).items():
+            keys = {k for r in rr if r for k, v in r.items() if isinstance(v, (int, float))}
+            summ.setdefault(w, {})[t] = {k: median_of(rr, k) for k in sorted(keys)}
+    if "restart" in only:
+        for t in tools:
+            summ.setdefault("restart_lone", {})[t.name] = (
+                w_restart(ctx, t, 1, args.serial_restarts, 120) if t.name == "vigil"
+                else w_restart(ctx, t, 1, args.serial_restarts, args.lone_max_s))
+    if "status" in only:
+        res["fork_exec_floor_ms"] = floor_fork_exec(args.status_count)
+    vigil = next((t for t in tools if t.name == "vigil"), None)
+    if vigil and "vigil" in only:
+        log("== vigil only")
+        vo = res["vigil_only"] = {}
+        vo["probes"] = w_probes(ctx, vigil, args.probe_containers, args.probe_window)
+        vo["logs_memory"] = w_logs(ctx, vigil, args.log_mb, False)
+        vo["logs_files"] = w_logs(ctx, vigil, args.log_mb, True)
+        vo["status_100"] = w_status100(ctx, vigil, 100, args.status_count, 8, 3)
+        vo["start_cgroups"] = w_startrate(ctx, vigil, args.start_n, True)
+        vo["start_no_cgroups"] = w_startrate(ctx, vigil, args.start_n, False)
+        for n in (100, 1000):
+            if str(n) not in runs.get("idle", {}).get("vigil", {}):
+                vo[f"idle_{n}"] = w_idle(ctx, vigil, n, args.idle_window, args.settle)
+    res["table_md"] = print_tables(res)
+    if res.get("vigil_only"):
+        print("\nvigil only:")
+        for k, v in res["vigil_only"].items():
+            print(f"  {k}: {json.dumps(v)}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(res, indent=1, default=str))
+    log(f"results: {args.out}")
+
+
+def quick(ctx, args):
+    """A few seconds, vigil only: idle RSS at 100 children and restart reaction."""
+    vigil = Vigil(ctx)
+    idle = w_idle(ctx, vigil, 100, 2.0, 1.0)
+    rst = w_restart(ctx, vigil, 1, 300, 30) if ctx.stamp else None
+    got = {"idle_rss_kib_100": idle and idle["rss_kib"], "startup_s_100": idle and idle["startup_s"],
+           "restart_p50_ms": rst and rst["p50_ms"], "restart_p99_ms": rst and rst["p99_ms"]}
+    print("quick: " + json.dumps(got))
+    if not args.check:
+        return 0
+    budget = json.loads((HERE / "budget.json").read_text())
+    prof = budget["profiles"][ctx.profile]
+    margin = budget["margin"]
+    bad = []
+    for key, rec in prof.items():
+        v = got.get(key)
+        if v is None:
+            if key.startswith("restart") and not ctx.stamp:
+                print(f"  {key}: skipped (no C compiler for the stamp helper)")
+                continue
+            bad.append(f"{key}: not measured")
+            continue
+        limit = rec * margin["factor"] + margin["absolute"].get(key, 0)
+        status = "ok" if v <= limit else "OVER BUDGET"
+        print(f"  {key}: {v:.3f} (recorded {rec}, limit {limit:.3f}) {status}")
+        if v > limit:
+            bad.append(f"{key} = {v:.3f} > {limit:.3f}")
+    if bad:
+        print("benchmark budget exceeded: " + "; ".join(bad))
+        return 1
+    print(f"benchmark budget ok ({ctx.profile} build)")
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--vigil", required=True, help="the vigil binary")
+    ap.add_argument("--profile", default="release")
+    ap.add_argument("--stamp", help="the compiled bench/stamp.c")
+    ap.add_argument("--work", type=Path, default=REPO / "target" / "bench" / "run")
+    ap.add_argument("--out", type=Path, default=REPO / "target" / "bench" / "results.json")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--check", action="store_true")
+    ap.add_argument("--with-horust", action="store_true")
+    ap.add_argument("--tools", help="comma list (default: all installed)")
+    ap.add_argument("--only", help="comma list of idle,restart,status,vigil")
+    ap.add_argument("--no-cgroups", action="store_true", help="run vigil with cgroup_root = none")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--sizes", default="10,100,200,1000")
+    ap.add_argument("--idle-window", type=float, default=15.0)
+    ap.add_argument("--settle", type=float, default=3.0)
+    ap.add_argument("--restarts", type=int, default=500)
+    ap.add_argument("--restart-parallel", type=int, default=40)
+    ap.add_argument("--restart-max-s", type=float, default=40.0)
+    ap.add_argument("--lone-max-s", type=float, default=15.0, help="peers' one-service restart run")
+    ap.add_argument("--serial-restarts", type=int, default=1000)
+    ap.add_argument("--status-count", type=int, default=1000)
+    ap.add_argument("--status-budget-s", type=float, default=20.0)
+    ap.add_argument("--probe-containers", type=int, default=500)
+    ap.add_argument("--probe-window", type=float, default=20.0)
+    ap.add_argument("--log-mb", type=int, default=100)
+    ap.add_argument("--start-n", type=int, default=1000)
+    ap.add_argument("--start-timeout", type=float, default=120.0)
+    args = ap.parse_args()
+
+    class Ctx:
+        pass
+
+    ctx = Ctx()
+    ctx.vigil = os.path.abspath(args.vigil)
+    ctx.profile = args.profile
+    ctx.stamp = os.path.abspath(args.stamp) if args.stamp else None
+    ctx.work = args.work.resolve()
+    ctx.work.mkdir(parents=True, exist_ok=True)
+    ctx.start_timeout = args.start_timeout
+    ctx.cgroups = os.geteuid() == 0 and not args.no_cgroups
+    ctx.cgroup_name = f"vigil-bench-{os.getpid()}"
+    ctx.sleep = ctx.work / SLEEP_COMM
+    if not ctx.sleep.is_symlink():
+        ctx.sleep.symlink_to(shutil.which("sleep"))
+    if ctx.stamp:  # the copy's name is its comm
+        dst = ctx.work / STAMP_COMM
+        shutil.copy(ctx.stamp, dst)
+        ctx.stamp = dst
+    try:
+        if args.quick:
+            return quick(ctx, args)
+        full(ctx, args)
+        return 0
+    finally:
+        remove_cgroup(ctx)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# vigil benchmarks side by side with peer supervisors, in one run.
+#
+#   bench/run.sh                  # install the peers, build vigil (release), run everything
+#                                 #   (~20 min), print tables; results in target/bench/results.json
+#   bench/run.sh --quick --check  # a few seconds, vigil only: idle RSS and restart reaction
+#                                 #   against bench/budget.json (used by tests/run-all.sh)
+#   bench/run.sh --with-horust    # also build Horust from crates.io (~3 min) and compare it
+#   bench/run.sh --no-install     # use the peers already installed
+#   bench/run.sh --rounds 1 --sizes 10,200 --tools vigil,runit ...   # see bench/bench.py --help
+#
+# Peers come from the package registries: supervisord (PyPI `supervisor`), runit and s6
+# (Debian). Nothing of theirs is kept in the repository. Needs root for apt and for vigil's
+# cgroups (without root vigil runs with cgroup_root = "none").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+quick=0 install=1 horust=0 release=0 pass=()
+for a in "$@"; do
+  case "$a" in
+    --quick) quick=1; pass+=("$a") ;;
+    --no-install) install=0 ;;
+    --with-horust) horust=1; pass+=("$a") ;;
+    --release) release=1 ;;
+    *) pass+=("$a") ;;
+  esac
+done
+
+mkdir -p target/bench
+stamp=target/bench/vbstamp
+cc_bin=$(command -v cc || command -v gcc || true)
+build_stamp() {
+  if [ -n "$cc_bin" ]; then
+    if [ ! -x "$stamp" ] || [ bench/stamp.c -nt "$stamp" ]; then
+      "$cc_bin" -O2 -static -o "$stamp" bench/stamp.c 2>/dev/null ||
+        "$cc_bin" -O2 -o "$stamp" bench/stamp.c
+    fi
+    echo "--stamp=$stamp"
+  fi
+}
+
+if [ "$quick" = 1 ]; then
+  # The quick check uses the debug build that `cargo test` just made, unless --release.
+  if [ "$release" = 1 ]; then profile=release; cargo build --release --quiet
+  else profile=debug; cargo build --quiet; fi
+  exec python3 bench/bench.py --vigil "target/$profile/vigil" --profile "$profile" \
+    $(build_stamp) "${pass[@]}"
+fi
+
+if [ "$install" = 1 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    need=()
+    command -v runsvdir >/dev/null || need+=(runit)
+    command -v s6-svscan >/dev/null || need+=(s6)
+    command -v cc >/dev/null || need+=(gcc libc6-dev)
+    if [ ${#need[@]} -gt 0 ]; then
+      echo "installing ${need[*]} (apt)"
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >/dev/null ||
+        { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >/dev/null; } ||
+        echo "apt could not install ${need[*]}; those peers are skipped"
+    fi
+  fi
+  if ! command -v supervisord >/dev/null; then
+    echo "installing supervisor (pip)"
+    python3 -m pip install -q supervisor || echo "pip could not install supervisor; skipped"
+    command -v pyenv >/dev/null && pyenv rehash || true
+  fi
+  if [ "$horust" = 1 ] && ! command -v horust >/dev/null; then
+    echo "building horust from crates.io (about 3 min)"
+    cargo install --locked -q horust horustctl || echo "horust did not build; skipped"
+  fi
+fi
+cc_bin=$(command -v cc || command -v gcc || true)
+cargo build --release --quiet
+exec python3 bench/bench.py --vigil target/release/vigil --profile release $(build_stamp) "${pass[@]}"
