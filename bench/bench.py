@@ -12,6 +12,7 @@ Driven by bench/run.sh, which installs the peers and builds vigil first. Workloa
            socket (or status file)
   vigil    vigil only: probe lateness at 500 probes/s, log throughput, status latency with
            100 pods and 8 concurrent clients, container start rate into fresh cgroups
+  probes   the probe workload of `vigil` alone (--only probes)
 
 Rounds alternate the tools (rotated order each round); the table gives medians over rounds.
 Only processes this script started are signalled, by PID. Scratch: --work (default
@@ -645,10 +646,10 @@ LISTENER = r"""
 import json, selectors, signal, socket, sys, time
 n, out = int(sys.argv[1]), sys.argv[2]
 sel = selectors.DefaultSelector()
-ports, times = [], {}
+ports, stamps = [], []
 for i in range(n):
     s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(64); s.setblocking(False)
-    p = s.getsockname()[1]; ports.append(p); times[p] = []
+    p = s.getsockname()[1]; ports.append(p)
     sel.register(s, selectors.EVENT_READ, ("listen", p, i % 2 == 1))
 print(json.dumps(ports), flush=True)
 stop = []
@@ -658,12 +659,11 @@ while not stop:
     for key, _ in sel.select(0.2):
         kind = key.data[0]
         if kind == "listen":
-            now = time.time()
             try:
                 c, _ = key.fileobj.accept()
             except OSError:
                 continue
-            times[key.data[1]].append(now)
+            stamps.append((key.data[1], time.time_ns()))
             if key.data[2]:
                 c.setblocking(False); sel.register(c, selectors.EVENT_READ, ("http", b""))
             else:
@@ -683,22 +683,68 @@ while not stop:
                 c.close()
             else:
                 sel.modify(c, selectors.EVENT_READ, ("http", buf))
-json.dump(times, open(out, "w"))
+with open(out, "w") as f:
+    f.write("# sniff off (python listener)\n")
+    f.writelines(f"A {p} {t}\n" for p, t in stamps)
 """
 
 
+def read_probe_stamps(path):
+    """The listener's OUT file: ({'S': {port: [s]}, 'A': {port: [s]}}, sniff header line)."""
+    got = {"S": {}, "A": {}}
+    head = ""
+    for line in path.read_text().splitlines():
+        if line.startswith("#"):
+            head = line[1:].strip()
+            continue
+        kind, port, ns = line.split()
+        got[kind].setdefault(int(port), []).append(int(ns) / 1e9)
+    return got, head
+
+
+def lateness(times, base, delay, period, w0, w1):
+    """ms after each attempt's deadline base + delay + k × period, for times in [w0, w1]."""
+    out = []
+    for t in times:
+        if w0 <= t <= w1:
+            k = round((t - base - delay) / period)
+            out.append((t - (base + delay + k * period)) * 1000)
+    return out
+
+
+def late_summary(xs):
+    return {"n": len(xs), "p50_ms": pct(xs, 0.5), "p99_ms": pct(xs, 0.99),
+            "max_ms": max(xs) if xs else None}
+
+
 def w_probes(ctx, vigil, n, window):
+    """500 containers each probed every second (half TCP, half HTTP) against local listeners.
+
+    Lateness of each probe's start against its deadline, three ways:
+      syn     the kernel's timestamp of the probe's SYN on lo (bench/probesrv.c, packet socket,
+              SO_TIMESTAMPNS): taken inside vigil's connect(), so it does not depend on when the
+              listener runs. Deadline = running.started_at + initial delay + k × period;
+              started_at is shown truncated to the ms, so this over-states by 0-1 ms (`syn`),
+              and `syn_lb` is a lower bound (the base moved up by what the truncation can hide
+              and the earliest SYN allows; vigil never starts a probe before its deadline).
+      record  vigil's own records (`probes[].recent[].time`: the loop's clock reading for the
+              turn that started the attempt) against the same deadline; both ms-truncated, so
+              ±1 ms. Only the last 10 attempts per probe are kept: read once after the window.
+      accept  the listener's clock after accept() returned: includes its own wake-up (what
+              the first version of this benchmark reported).
+    """
     d = fresh_dir(ctx, "vigil-probes")
-    lp = subprocess.Popen([sys.executable, "-c", LISTENER, str(n), str(d / "accepts.json")],
-                          stdout=subprocess.PIPE, text=True, start_new_session=True)
+    srv = [str(ctx.probesrv), str(n), str(d / "stamps.txt")] if ctx.probesrv else \
+        [sys.executable, "-c", LISTENER, str(n), str(d / "stamps.txt")]
+    lp = subprocess.Popen(srv, stdout=subprocess.PIPE, text=True, start_new_session=True)
     ports = json.loads(lp.stdout.readline())
     period, delay = 1.0, 1.0
     svcs = sleepers(ctx, n)
     port_of = {name: ports[i] for i, (name, _) in enumerate(svcs)}
+    is_http = {name: i % 2 == 1 for i, (name, _) in enumerate(svcs)}
 
     def probe(name):
-        i = ports.index(port_of[name])
-        act = (f"http_get = {{ port = {port_of[name]}, path = \"/\" }}" if i % 2 == 1
+        act = (f"http_get = {{ port = {port_of[name]}, path = \"/\" }}" if is_http[name]
                else f"tcp_socket = {{ port = {port_of[name]} }}")
         return [f"[pods.{name}.containers.readiness_probe]", act,
                 f"initial_delay_seconds = {delay}", f"period_seconds = {period}", "timeout_seconds = 1"]
@@ -711,7 +757,6 @@ def w_probes(ctx, vigil, n, window):
         time.sleep(3)
         vs = VSock(vigil.sock(d))
         pods = vs.req("status")["result"]["pods"]
-        vs.close()
         started = {p["name"]: parse_ts(p["containers"][0]["state"]["running"]["started_at"]) for p in pods}
         own = own_pids(r.p.pid)
         a = cpu_ns(own)
@@ -722,36 +767,49 @@ def w_probes(ctx, vigil, n, window):
         cpu = sum(b[p] - a[p] for p in a if p in b) / 1e9 * 60 / (time.monotonic() - t1)
         w1 = time.time()
         rss, _ = mem_kib(own)
-        ready = sum(1 for p in pods if p["containers"][0].get("ready"))
+        after = vs.req("status")["result"]["pods"]  # after the window: it does not disturb it
+        vs.close()
+        ready = sum(1 for p in after if p["containers"][0].get("ready"))
+        records = {p["name"]: [parse_ts(x["time"]) for pr in p["containers"][0]["probes"]
+                               for x in pr["recent"]] for p in after}
     finally:
         r.stop()
         lp.send_signal(signal.SIGTERM)
         lp.wait(timeout=10)
-    acc = json.loads((d / "accepts.json").read_text())
-    late = {"tcp": [], "http": []}
+    got, sniff = read_probe_stamps(d / "stamps.txt")
+    late = {"syn": [], "syn_lb": [], "syn_tcp": [], "syn_http": [], "record": [], "accept": []}
     jitter = []
-    for i, (name, _) in enumerate(svcs):
+    early = 0
+    for name, _ in svcs:
         s = started.get(name)
         if s is None:
             continue
-        mine = []
-        for t in acc.get(str(port_of[name]), []):
-            if not (w0 <= t <= w1):
-                continue
-            k = round((t - s - delay) / period)
-            mine.append((t - (s + delay + k * period)) * 1000)
-        late["http" if i % 2 else "tcp"].extend(mine)
-        if mine:  # against the container's own best phase: drift and jitter only
-            jitter.extend(x - min(mine) for x in mine)
-    allx = late["tcp"] + late["http"]
+        syn = lateness(got["S"].get(port_of[name], []), s, delay, period, w0, w1)
+        late["syn"].extend(syn)
+        late["syn_http" if is_http[name] else "syn_tcp"].extend(syn)
+        if syn:
+            # The true base is in [s, s + 1 ms) and no attempt starts before its deadline.
+            shift = min(1.0, max(0.0, min(syn)))
+            late["syn_lb"].extend(x - shift for x in syn)
+            jitter.extend(x - min(syn) for x in syn)
+            early += sum(1 for x in syn if x < 0)
+        late["record"].extend(lateness(records.get(name, []), s, delay, period, w0, w1))
+        late["accept"].extend(lateness(got["A"].get(port_of[name], []), s, delay, period, w0, w1))
+    main = "syn" if late["syn"] else "accept"
+    allx = late[main]
     res = {
-        "containers": n, "probes_per_s": len(allx) / (w1 - w0), "cpu_s_per_min": cpu, "rss_kib": rss,
+        "containers": n, "listener": "probesrv.c" if ctx.probesrv else "python", "sniff": sniff,
+        "clock": main, "probes_per_s": len(allx) / (w1 - w0), "cpu_s_per_min": cpu, "rss_kib": rss,
         "late_p50_ms": pct(allx, 0.5), "late_p99_ms": pct(allx, 0.99), "late_max_ms": max(allx) if allx else None,
-        "tcp_late_p99_ms": pct(late["tcp"], 0.99), "http_late_p99_ms": pct(late["http"], 0.99),
-        "jitter_p50_ms": pct(jitter, 0.5), "jitter_p99_ms": pct(jitter, 0.99), "ready_at_start": ready,
-    }
-    log(f"  vigil probes: {res['probes_per_s']:.0f}/s late p50 {res['late_p50_ms']:.2f} ms "
-        f"p99 {res['late_p99_ms']:.2f} ms cpu {cpu:.3f} s/min rss {rss} KiB")
+        "jitter_p50_ms": pct(jitter, 0.5), "jitter_p99_ms": pct(jitter, 0.99), "syn_before_deadline": early,
+        "ready_at_end": ready,
+    } | {k: late_summary(v) for k, v in late.items()}
+    (d / "lateness.json").write_text(json.dumps(late))
+    log(f"  vigil probes ({main} clock): {res['probes_per_s']:.0f}/s late p50 {res['late_p50_ms']:.2f} ms "
+        f"p99 {res['late_p99_ms']:.2f} ms max {res['late_max_ms']:.2f} ms; "
+        + "; ".join(f"{k} p50 {v['p50_ms']:.2f} p99 {v['p99_ms']:.2f} (n={v['n']})"
+                    for k, v in ((k, res[k]) for k in late) if v["n"])
+        + f"; cpu {cpu:.3f} s/min rss {rss} KiB; ready {ready}/{n}")
     return res
 
 
@@ -1002,10 +1060,11 @@ def full(ctx, args):
     if "status" in only:
         res["fork_exec_floor_ms"] = floor_fork_exec(args.status_count)
     vigil = next((t for t in tools if t.name == "vigil"), None)
-    if vigil and "vigil" in only:
+    if vigil and only & {"vigil", "probes"}:
         log("== vigil only")
         vo = res["vigil_only"] = {}
         vo["probes"] = w_probes(ctx, vigil, args.probe_containers, args.probe_window)
+    if vigil and "vigil" in only:
         vo["logs_memory"] = w_logs(ctx, vigil, args.log_mb, False)
         vo["logs_files"] = w_logs(ctx, vigil, args.log_mb, True)
         vo["status_100"] = w_status100(ctx, vigil, 100, args.status_count, 8, 3)
@@ -1063,13 +1122,14 @@ def main():
     ap.add_argument("--vigil", required=True, help="the vigil binary")
     ap.add_argument("--profile", default="release")
     ap.add_argument("--stamp", help="the compiled bench/stamp.c")
+    ap.add_argument("--probesrv", help="the compiled bench/probesrv.c (else a Python listener)")
     ap.add_argument("--work", type=Path, default=REPO / "target" / "bench" / "run")
     ap.add_argument("--out", type=Path, default=REPO / "target" / "bench" / "results.json")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--with-horust", action="store_true")
     ap.add_argument("--tools", help="comma list (default: all installed)")
-    ap.add_argument("--only", help="comma list of idle,restart,status,vigil")
+    ap.add_argument("--only", help="comma list of idle,restart,status,vigil (probes: only the vigil probe workload)")
     ap.add_argument("--no-cgroups", action="store_true", help="run vigil with cgroup_root = none")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--sizes", default="10,100,200,1000")
@@ -1096,6 +1156,7 @@ def main():
     ctx.vigil = os.path.abspath(args.vigil)
     ctx.profile = args.profile
     ctx.stamp = os.path.abspath(args.stamp) if args.stamp else None
+    ctx.probesrv = os.path.abspath(args.probesrv) if args.probesrv else None
     ctx.work = args.work.resolve()
     ctx.work.mkdir(parents=True, exist_ok=True)
     ctx.start_timeout = args.start_timeout

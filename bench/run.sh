@@ -8,6 +8,7 @@
 #   bench/run.sh --with-horust    # also build Horust from crates.io (~3 min) and compare it
 #   bench/run.sh --no-install     # use the peers already installed
 #   bench/run.sh --rounds 1 --sizes 10,200 --tools vigil,runit ...   # see bench/bench.py --help
+#   bench/run.sh --no-install --tools vigil --only probes        # the probe workload alone (~1 min)
 #
 # Peers come from the package registries: supervisord (PyPI `supervisor`), runit and s6
 # (Debian). Nothing of theirs is kept in the repository. Needs root for apt and for vigil's
@@ -28,14 +29,23 @@ done
 
 mkdir -p target/bench
 stamp=target/bench/vbstamp
+probesrv=target/bench/vbprobesrv
 cc_bin=$(command -v cc || command -v gcc || true)
 build_stamp() {
+  # The C helpers: the restart stamp and the probe benchmark's listener (bench/*.c).
   if [ -n "$cc_bin" ]; then
     if [ ! -x "$stamp" ] || [ bench/stamp.c -nt "$stamp" ]; then
       "$cc_bin" -O2 -static -o "$stamp" bench/stamp.c 2>/dev/null ||
         "$cc_bin" -O2 -o "$stamp" bench/stamp.c
     fi
     echo "--stamp=$stamp"
+    if [ "$quick" = 0 ]; then
+      if [ ! -x "$probesrv" ] || [ bench/probesrv.c -nt "$probesrv" ]; then
+        "$cc_bin" -O2 -static -o "$probesrv" bench/probesrv.c 2>/dev/null ||
+          "$cc_bin" -O2 -o "$probesrv" bench/probesrv.c
+      fi
+      echo "--probesrv=$probesrv"
+    fi
   fi
 }
 
