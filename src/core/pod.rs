@@ -990,9 +990,8 @@ impl Pod {
                 _ => Phase::Pending,
             },
             Stage::Main => {
-                let done: Vec<Option<bool>> = self.main.iter().map(Slot::done_failed).collect();
-                if done.iter().all(Option::is_some) {
-                    if done.contains(&Some(true)) {
+                if self.main.iter().all(|s| s.done_failed().is_some()) {
+                    if self.main.iter().any(|s| s.done_failed() == Some(true)) {
                         Phase::Failed
                     } else {
                         Phase::Succeeded

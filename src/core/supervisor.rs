@@ -10,7 +10,9 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use super::events::EventLog;
-use super::pod::{MSG_DEFINITION_CHANGED, MSG_STOP_REQUEST, Next, Out, Pod, Stage, StopCause};
+use super::pod::{
+    MSG_DEFINITION_CHANGED, MSG_STOP_REQUEST, Next, Out, Pod, Slot, Stage, StopCause,
+};
 use super::*;
 use crate::config::spec::{Config, DependencyCondition, PodSpec};
 
@@ -184,7 +186,7 @@ impl Supervisor {
         if loc.init {
             pod.after_init(loc.index, &mut out);
         }
-        self.refresh(now);
+        self.refresh_touched(now, Some(&[loc.pod]));
     }
 
     /// Fire every deadline at or before `now`.
@@ -201,22 +203,29 @@ impl Supervisor {
                 }
             }
         }
+        let all = self.shutdown.as_ref().is_some_and(|sd| sd.deadline <= now);
+        let mut touched = Vec::new();
         let (pods, mut out) = self.split(now);
-        for pod in pods.iter_mut() {
+        for (p, pod) in pods.iter_mut().enumerate() {
+            let due = |s: &Slot| s.next_deadline().is_some_and(|t| t <= now);
+            if !pod.init.iter().chain(pod.main.iter()).any(due) {
+                continue;
+            }
+            touched.push(p);
             let name = pod.spec.name.clone();
             for i in 0..pod.init.len() {
-                if pod.init[i].next_deadline().is_some_and(|t| t <= now) {
+                if due(&pod.init[i]) {
                     pod.init[i].on_timeout(&name, &mut out);
                     pod.after_init(i, &mut out);
                 }
             }
             for slot in pod.main.iter_mut() {
-                if slot.next_deadline().is_some_and(|t| t <= now) {
+                if due(slot) {
                     slot.on_timeout(&name, &mut out);
                 }
             }
         }
-        self.refresh(now);
+        self.refresh_touched(now, (!all).then_some(&touched[..]));
     }
 
     /// The earliest pending deadline, if any.
@@ -516,6 +525,17 @@ impl Supervisor {
     /// Re-evaluate everything that depends on more than one slot: reload replacements,
     /// dependency gates, shutdown order, the exit, and pod conditions.
     fn refresh(&mut self, now: Time) {
+        self.refresh_touched(now, None);
+    }
+
+    /// [`Self::refresh`] after a change confined to the pods at `touched` (indices into
+    /// `pods`; `None`: any pod may have changed). A pod's conditions depend on its own slots
+    /// only, so the others' are left alone unless a reload replacement, a dependency start or
+    /// the shutdown order moves them. This runs after every input: with hundreds of pods
+    /// probed every second, re-deriving every pod's conditions each time was most of
+    /// vigil's CPU and delayed the next probe starts.
+    fn refresh_touched(&mut self, now: Time, touched: Option<&[usize]>) {
+        let mut all = touched.is_none();
         // Reload: pods that finished stopping are replaced or forgotten.
         let mut i = 0;
         while i < self.pods.len() {
@@ -524,6 +544,7 @@ impl Supervisor {
                 i += 1;
                 continue;
             }
+            all = true; // indices move
             for key in pod.keys() {
                 self.actions.push_back(Action::Forget { key });
             }
@@ -539,22 +560,39 @@ impl Supervisor {
         }
 
         // Conditions feed the `ready` dependency: bring them up to date first.
-        for pod in &mut self.pods {
-            pod.update_conditions(now);
+        if all {
+            for pod in &mut self.pods {
+                pod.update_conditions(now);
+            }
+        } else {
+            for &p in touched.unwrap_or_default() {
+                if let Some(pod) = self.pods.get_mut(p) {
+                    pod.update_conditions(now);
+                }
+            }
         }
-        if self.shutdown.is_none() {
-            self.start_ready_pods(now);
+        let moved = if self.shutdown.is_none() {
+            self.start_ready_pods(now)
         } else {
             self.drive_shutdown(now);
-        }
-
-        for pod in &mut self.pods {
-            pod.update_conditions(now);
+            true
+        };
+        // Without a start or a stop since the pass above, it would change nothing.
+        if all || moved {
+            for pod in &mut self.pods {
+                pod.update_conditions(now);
+            }
         }
     }
 
     /// Start every waiting pod whose dependencies are met; name the unmet ones otherwise.
-    fn start_ready_pods(&mut self, now: Time) {
+    /// Returns whether any pod was waiting (and so may have changed).
+    fn start_ready_pods(&mut self, now: Time) -> bool {
+        let waits = |p: &Pod| p.stage == Stage::Waiting && !p.held && p.next == Next::Keep;
+        // The steady state (nothing waiting) skips the facts: an allocation per pod.
+        if !self.pods.iter().any(waits) {
+            return false;
+        }
         // Facts about each pod, taken before any start (a start changes no fact).
         let facts: Vec<(String, bool, bool, bool)> = self
             .pods
@@ -570,7 +608,7 @@ impl Supervisor {
             .collect();
         let (pods, mut out) = self.split(now);
         for pod in pods.iter_mut() {
-            if pod.stage != Stage::Waiting || pod.held || pod.next != Next::Keep {
+            if !waits(pod) {
                 continue;
             }
             let unmet: Vec<String> = pod
@@ -603,6 +641,7 @@ impl Supervisor {
                 }
             }
         }
+        true
     }
 
     /// Stop pods whose dependents have all stopped; emit `Exit` when nothing is left.

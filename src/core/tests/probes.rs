@@ -300,3 +300,38 @@ fn in_flight_probe_is_cancelled_when_container_exits() {
         seq
     }));
 }
+
+#[test]
+fn probe_results_update_their_own_pods_conditions_and_leave_the_others_alone() {
+    let probed_pod = |name: &str, delay: f64| {
+        let mut c = container("app");
+        let mut p = probe(1.0);
+        p.initial_delay = secs(delay);
+        c.readiness_probe = Some(p);
+        pod(name, vec![c])
+    };
+    let mut h = H::new(config(vec![probed_pod("a", 0.2), probed_pod("b", 0.5)]));
+    h.ack_spawns();
+    let ready = |h: &H, p: &str| h.condition(p, ConditionType::Ready);
+    let b_before = ready(&h, "b");
+
+    assert_eq!(h.step(), 0.2);
+    let (_, seq) = h.probe_starts()[0];
+    h.probe_result("a", "app", ProbeKind::Readiness, seq, true);
+    assert!(ready(&h, "a").status);
+    assert_eq!(ready(&h, "a").last_transition, h.now);
+    assert!(h.condition("a", ConditionType::ContainersReady).status);
+    assert_eq!(ready(&h, "b"), b_before, "b had no result yet");
+
+    assert_eq!(h.step(), 0.5);
+    let (_, seq) = h.probe_starts()[0];
+    h.probe_result("b", "app", ProbeKind::Readiness, seq, true);
+    let b = ready(&h, "b");
+    assert!(b.status && b.reason.is_empty() && b.message.is_empty());
+    assert_eq!(b.last_transition, h.now);
+    assert_eq!(
+        ready(&h, "a").last_transition,
+        h.t0 + secs(0.2),
+        "a did not flip again"
+    );
+}
