@@ -621,7 +621,11 @@ impl Shell {
         match action {
             Action::Spawn { .. } => {
                 if let Some(input) = self.spawn(&action, now) {
-                    self.feed(now, input);
+                    // The run starts when its process does, not when the turn began: a turn
+                    // spawning hundreds of containers lasts a second, and `started_at` — the
+                    // base of the probe schedule — must not predate the process by that much
+                    // (nor put every probe of the batch on the same instant).
+                    self.feed(Instant::now(), input);
                 }
             }
             Action::Signal {
