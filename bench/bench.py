@@ -802,14 +802,16 @@ def w_probes(ctx, vigil, n, window):
         "clock": main, "probes_per_s": len(allx) / (w1 - w0), "cpu_s_per_min": cpu, "rss_kib": rss,
         "late_p50_ms": pct(allx, 0.5), "late_p99_ms": pct(allx, 0.99), "late_max_ms": max(allx) if allx else None,
         "jitter_p50_ms": pct(jitter, 0.5), "jitter_p99_ms": pct(jitter, 0.99), "syn_before_deadline": early,
-        "ready_at_end": ready,
+        "ready_at_end": ready, "distinct_started_ms": len(set(started.values())),
+        "started_spread_s": max(started.values()) - min(started.values()) if started else None,
     } | {k: late_summary(v) for k, v in late.items()}
     (d / "lateness.json").write_text(json.dumps(late))
     log(f"  vigil probes ({main} clock): {res['probes_per_s']:.0f}/s late p50 {res['late_p50_ms']:.2f} ms "
         f"p99 {res['late_p99_ms']:.2f} ms max {res['late_max_ms']:.2f} ms; "
         + "; ".join(f"{k} p50 {v['p50_ms']:.2f} p99 {v['p99_ms']:.2f} (n={v['n']})"
                     for k, v in ((k, res[k]) for k in late) if v["n"])
-        + f"; cpu {cpu:.3f} s/min rss {rss} KiB; ready {ready}/{n}")
+        + f"; cpu {cpu:.3f} s/min rss {rss} KiB; ready {ready}/{n}; "
+        f"{res['distinct_started_ms']} distinct started_at over {res['started_spread_s']:.3f} s")
     return res
 
 
