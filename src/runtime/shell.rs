@@ -402,7 +402,7 @@ impl Shell {
         if self.watchdog.is_some() || !self.last_status.is_empty() {
             consider(self.next_status);
         }
-        deadline.map(|d| d.saturating_duration_since(now))
+        deadline.map(|d| wake_early_for_slack(d.saturating_duration_since(now)))
     }
 
     fn alloc_token(&mut self, owner: TokenOwner) -> Token {
@@ -1703,4 +1703,54 @@ fn signal_name(sig: i32) -> String {
     nix::sys::signal::Signal::try_from(sig)
         .map(|s| s.as_str().to_string())
         .unwrap_or_else(|_| format!("signal {sig}"))
+}
+
+/// The poll timeout for a deadline `remaining` away. epoll_wait lets the kernel fire up to
+/// 0.1 % of the timeout late (timer slack: 1 ms on a 1 s sleep, 10 ms on a 10 s probe period,
+/// and mio has already rounded up to the millisecond), so a long sleep ends early by twice
+/// that; the next turn finds nothing due and sleeps the few milliseconds left, with a slack of
+/// microseconds. Short timeouts are left alone.
+fn wake_early_for_slack(remaining: Duration) -> Duration {
+    if remaining < Duration::from_millis(50) {
+        remaining
+    } else {
+        remaining - remaining / 500
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_poll_timeouts_end_early_enough_to_absorb_the_kernels_timer_slack() {
+        for us in [
+            50_000,
+            100_000,
+            999_700,
+            1_000_000,
+            10_000_000,
+            10_000_400,
+            3_600_000_000,
+        ] {
+            let d = Duration::from_micros(us);
+            let t = wake_early_for_slack(d);
+            // mio rounds up to the next millisecond, then the kernel may add 0.1 %.
+            let rounded = Duration::from_millis(t.as_nanos().div_ceil(1_000_000) as u64);
+            let latest = rounded + rounded / 1000;
+            assert!(
+                latest <= d + Duration::from_micros(100),
+                "{us} us: may wake at {latest:?}"
+            );
+            assert!(t >= d - d / 100, "{us} us: wakes far too early ({t:?})");
+        }
+    }
+
+    #[test]
+    fn short_poll_timeouts_are_kept() {
+        for ms in [0, 1, 2, 49] {
+            let d = Duration::from_millis(ms);
+            assert_eq!(wake_early_for_slack(d), d);
+        }
+    }
 }
