@@ -717,7 +717,7 @@ def late_summary(xs):
             "max_ms": max(xs) if xs else None}
 
 
-def w_probes(ctx, vigil, n, window):
+def w_probes(ctx, vigil, n, window, period=1.0):
     """500 containers each probed every second (half TCP, half HTTP) against local listeners.
 
     Lateness of each probe's start against its deadline, three ways:
@@ -738,7 +738,7 @@ def w_probes(ctx, vigil, n, window):
         [sys.executable, "-c", LISTENER, str(n), str(d / "stamps.txt")]
     lp = subprocess.Popen(srv, stdout=subprocess.PIPE, text=True, start_new_session=True)
     ports = json.loads(lp.stdout.readline())
-    period, delay = 1.0, 1.0
+    delay = 1.0
     svcs = sleepers(ctx, n)
     port_of = {name: ports[i] for i, (name, _) in enumerate(svcs)}
     is_http = {name: i % 2 == 1 for i, (name, _) in enumerate(svcs)}
@@ -798,7 +798,7 @@ def w_probes(ctx, vigil, n, window):
     main = "syn" if late["syn"] else "accept"
     allx = late[main]
     res = {
-        "containers": n, "listener": "probesrv.c" if ctx.probesrv else "python", "sniff": sniff,
+        "containers": n, "period_s": period, "listener": "probesrv.c" if ctx.probesrv else "python", "sniff": sniff,
         "clock": main, "probes_per_s": len(allx) / (w1 - w0), "cpu_s_per_min": cpu, "rss_kib": rss,
         "late_p50_ms": pct(allx, 0.5), "late_p99_ms": pct(allx, 0.99), "late_max_ms": max(allx) if allx else None,
         "jitter_p50_ms": pct(jitter, 0.5), "jitter_p99_ms": pct(jitter, 0.99), "syn_before_deadline": early,
@@ -1065,7 +1065,7 @@ def full(ctx, args):
     if vigil and only & {"vigil", "probes"}:
         log("== vigil only")
         vo = res["vigil_only"] = {}
-        vo["probes"] = w_probes(ctx, vigil, args.probe_containers, args.probe_window)
+        vo["probes"] = w_probes(ctx, vigil, args.probe_containers, args.probe_window, args.probe_period)
     if vigil and "vigil" in only:
         vo["logs_memory"] = w_logs(ctx, vigil, args.log_mb, False)
         vo["logs_files"] = w_logs(ctx, vigil, args.log_mb, True)
@@ -1146,6 +1146,7 @@ def main():
     ap.add_argument("--status-budget-s", type=float, default=20.0)
     ap.add_argument("--probe-containers", type=int, default=500)
     ap.add_argument("--probe-window", type=float, default=20.0)
+    ap.add_argument("--probe-period", type=float, default=1.0, help="probe period_seconds")
     ap.add_argument("--log-mb", type=int, default=100)
     ap.add_argument("--start-n", type=int, default=1000)
     ap.add_argument("--start-timeout", type=float, default=120.0)
