@@ -791,10 +791,12 @@ def w_probes(ctx, vigil, n, window, period=1.0):
             # The true base is in [s, s + 1 ms) and no attempt starts before its deadline.
             shift = min(1.0, max(0.0, min(syn)))
             late["syn_lb"].extend(x - shift for x in syn)
-            jitter.extend(x - min(syn) for x in syn)
             early += sum(1 for x in syn if x < 0)
         late["record"].extend(lateness(records.get(name, []), s, delay, period, w0, w1))
-        late["accept"].extend(lateness(got["A"].get(port_of[name], []), s, delay, period, w0, w1))
+        acc = lateness(got["A"].get(port_of[name], []), s, delay, period, w0, w1)
+        late["accept"].extend(acc)
+        mine = syn or acc  # against the container's own earliest attempt: scatter only
+        jitter.extend(x - min(mine) for x in mine)
     main = "syn" if late["syn"] else "accept"
     allx = late[main]
     res = {
