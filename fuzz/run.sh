@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every vigil fuzz target with cargo-fuzz (libFuzzer + AddressSanitizer) for SECONDS each
-# (default 25), starting from and growing the committed corpus in fuzz/corpus/<target>/.
+# (default 25), starting from the committed corpus in fuzz/corpus/<target>/ (FUZZ_GROW=1 adds
+# what it finds there; otherwise new inputs go to fuzz/target/scratch-corpus/).
 #
 #   fuzz/run.sh [SECONDS] [TARGET...]
 #
@@ -35,8 +36,17 @@ for t in "${targets[@]}"; do cargo "+$toolchain" fuzz build -O "$t"; done
 failed=()
 for t in "${targets[@]}"; do
     mkdir -p "corpus/$t"
+    # New inputs go to a scratch directory unless FUZZ_GROW=1 asks to grow the committed
+    # corpus (then minimise it with `cargo fuzz cmin` before committing).
+    if [ "${FUZZ_GROW:-0}" = 1 ]; then
+        dirs=("corpus/$t")
+    else
+        scratch="target/scratch-corpus/$t"
+        mkdir -p "$scratch"
+        dirs=("$scratch" "corpus/$t")
+    fi
     echo "== fuzz $t for ${seconds}s" >&2
-    if ! cargo "+$toolchain" fuzz run -O "$t" "corpus/$t" -- \
+    if ! cargo "+$toolchain" fuzz run -O "$t" "${dirs[@]}" -- \
         -max_total_time="$seconds" -rss_limit_mb=2048 -max_len=8192 -print_final_stats=1 \
         2>"artifacts-$t.log"; then
         failed+=("$t")

@@ -3,8 +3,8 @@
 # busybox, cpio and Debian's kernel for the VM suite), then runs formatting and lint checks,
 # the unit and integration tests, and the real-kernel VM scenarios.
 #
-#   tests/run-all.sh            # everything
-#   SKIP_VM=1 tests/run-all.sh  # without the VM suite
+#   tests/run-all.sh            # everything (~10-15 min on 2 cores)
+#   SKIP_VM=1 SKIP_FUZZ=1 SKIP_SOAK=1 tests/run-all.sh   # only the cargo tests and lints
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,6 +25,16 @@ cargo test --all-targets 2>&1 | tee target/test-output.txt
 if [ -x bench/run.sh ]; then
   step "benchmark budget (quick)"
   bench/run.sh --quick --check
+fi
+
+if [ "${SKIP_FUZZ:-0}" != 1 ]; then
+  step "fuzzing, ${FUZZ_SECONDS:-15}s per target (cargo-fuzz, libFuzzer + AddressSanitizer)"
+  fuzz/run.sh "${FUZZ_SECONDS:-15}"
+fi
+
+if [ "${SKIP_SOAK:-0}" != 1 ]; then
+  step "soak (quick): restarts, probes and status queries; RSS, fds and pipes must stay flat"
+  tests/soak/run.sh --quick
 fi
 
 if [ "${SKIP_VM:-0}" != 1 ]; then

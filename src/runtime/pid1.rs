@@ -77,6 +77,22 @@ pub fn mount_api_filesystems() {
             warn!("pid1: cannot create {target}: {e}");
             continue;
         }
+        // cgroup2 with `favordynmods` (Linux 6.0+, Documentation/admin-guide/cgroup-v2.rst):
+        // moving a process between cgroups then no longer waits for an RCU grace period, and
+        // vigil moves every container's first process. Older kernels refuse the option.
+        if fstype == "cgroup2"
+            && mount(
+                Some(source),
+                Path::new(target),
+                Some(fstype),
+                flags,
+                Some("nsdelegate,favordynmods"),
+            )
+            .is_ok()
+        {
+            info!("pid1: mounted cgroup2 on {target} (nsdelegate,favordynmods)");
+            continue;
+        }
         match mount(Some(source), Path::new(target), Some(fstype), flags, data) {
             Ok(()) => info!("pid1: mounted {fstype} on {target}"),
             Err(e) => warn!("pid1: mounting {fstype} on {target} failed: {e}"),

@@ -115,3 +115,48 @@ fn reload_during_backoff_keeps_the_crash_loop_history() {
             >= before
     );
 }
+
+#[test]
+fn reload_that_only_changes_a_probe_restarts_that_pod_with_the_new_probe() {
+    let with_probe = |period: &str| {
+        format!(
+            "{}[pods.web.containers.readiness_probe]\nexec = {{ command = [\"true\"] }}\nperiod_seconds = {period}\n",
+            pod("web", "exec sleep 60")
+        )
+    };
+    let v = Vigil::start(&format!(
+        "{}{}",
+        with_probe("0.2"),
+        pod("other", "exec sleep 60")
+    ));
+    v.wait_for(T, "web ready", |v| v.container("web", "c")["ready"] == true);
+    let web_pid = v.container("web", "c")["pid"].clone();
+    let other_pid = v.container("other", "c")["pid"].clone();
+    std::fs::write(
+        &v.config,
+        format!(
+            "{}{}{}",
+            supervisor_header(&v.socket),
+            with_probe("0.3"),
+            pod("other", "exec sleep 60")
+        ),
+    )
+    .expect("rewrite");
+    let r = v.request(r#"{"cmd":"reload"}"#);
+    assert_eq!(r["ok"], true, "{r}");
+    v.wait_for(T, "web restarted with the new probe and ready again", |v| {
+        let c = v.container("web", "c");
+        c["ready"] == true && c["pid"] != web_pid
+    });
+    assert_eq!(
+        v.container("other", "c")["pid"],
+        other_pid,
+        "other pod untouched"
+    );
+    let d = v.request(r#"{"cmd":"describe","pod":"web"}"#);
+    let text = d["result"].to_string();
+    assert!(
+        text.contains(r#""period_seconds":0.3"#),
+        "new probe in effect: {text}"
+    );
+}

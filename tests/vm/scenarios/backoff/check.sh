@@ -4,9 +4,10 @@
 # last_state.terminated, run n+1's record (started_at, finished_at): the run that just ended.
 # (Samples taken while a run is running are ignored: their last_state is the run before.) For two samples with restart counts n-1 and n, the delay of restart
 # n is started_at(run n+1) - finished_at(run n). Expected: restart 1 immediate (0), then
-# initial × 2^(n-2) capped at max: 0.1, 0.2, 0.4, 0.4 … Tolerance: not more than 10 ms early
+# initial × 2^(n-2) capped at max: 0.2, 0.4, 0.8, 1.6, 1.6 … Tolerance: not more than 10 ms early
 # (timestamp rounding), not more than 50 ms late (scheduling in an emulated guest). At least
-# one delay on the doubling part (0.1 or 0.2) and one at the cap must have been observed.
+# one delay on the doubling part (0.2 to 0.8; it lasts 1.4 s, long enough for the checker to
+# sample however late it starts) and one at the cap must have been observed.
 SCENARIO=backoff
 . /usr/local/lib/vmcheck.sh
 c=pods.name=backoff.containers.name=crash
@@ -41,7 +42,7 @@ case $(get $c.last_state.terminated.started_at) in
 *.*) ;;
 *) fail "timestamps lack sub-second precision: cannot check a 0.1 s schedule" ;;
 esac
-report=$(awk -v initial=0.1 -v max=0.4 '
+report=$(awk -v initial=0.2 -v max=1.6 '
     { rc[NR] = $1; st[NR] = $2; fin[NR] = $3 }
     END {
         bad = 0; doubling = 0; cap = 0
