@@ -8,5 +8,6 @@ mod control;
 mod faults;
 mod host;
 mod lifecycle;
+mod pid1;
 mod probes;
 mod reload;
