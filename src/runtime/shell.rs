@@ -1310,6 +1310,9 @@ impl Shell {
     }
 
     fn answer(&mut self, inc: Incoming, now: Instant) {
+        // Re-anchor wall-clock times at every answer, so a stepped system clock (NTP, a VM
+        // resumed) shows up in what is reported; the core's timers never see it.
+        self.clock = WallClock::now();
         let Incoming {
             conn,
             peer,
