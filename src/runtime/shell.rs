@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use libc::SIGPWR;
 use log::{debug, error, info, warn};
@@ -421,7 +421,7 @@ impl Shell {
             STDOUT_TOKEN => self.flush_forwarder(),
             t if t.0 >= CONN_TOKEN_BASE && t.0 < DYN_TOKEN_BASE => self.on_control(event, now),
             t => match self.tokens.get(&t).copied() {
-                Some(TokenOwner::Pipe { key, generation }) => self.on_pipe(t, key, generation),
+                Some(TokenOwner::Pipe { key, .. }) => self.read_pipe(t, key),
                 Some(TokenOwner::MemoryEvents { key, generation }) => {
                     self.on_memory_events(key, generation, now)
                 }
@@ -927,10 +927,6 @@ impl Shell {
     }
 
     // ---- container output -----------------------------------------------------------------
-
-    fn on_pipe(&mut self, token: Token, key: ContainerKey, _generation: Generation) {
-        self.read_pipe(token, key);
-    }
 
     fn read_pipe(&mut self, token: Token, key: ContainerKey) {
         let Some(fd) = self.pipes.get(&token) else {
@@ -1635,7 +1631,6 @@ impl Shell {
             uptime.as_secs_f64(),
             self.exit_code.unwrap_or(0)
         );
-        let _ = SystemTime::now();
     }
 }
 
