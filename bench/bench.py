@@ -393,8 +393,13 @@ class Horust(Tool):
     exe = "horust"
 
     def version(self):
-        r = subprocess.run(["horust", "--version"], capture_output=True, text=True)
-        return r.stdout.strip() or "?"
+        # horust has no --version; cargo's install list knows what it built
+        try:
+            r = subprocess.run(["cargo", "install", "--list"], capture_output=True, text=True)
+        except OSError:
+            return "horust ?"
+        got = [line.rstrip(":") for line in r.stdout.splitlines() if line.startswith("horust")]
+        return ", ".join(got) or "horust ?"
 
     def setup(self, d, services):
         (d / "services").mkdir(parents=True, exist_ok=True)

@@ -121,7 +121,9 @@ def main():
         els.append(f'<text x="{lx + 18}" y="{height - 16}">{escape(t)}</text>')
         lx += 30 + 8 * len(t)
     m = res.get("machine", {})
-    note = f"bench/run.sh, {m.get('date', '')}, {m.get('cpus', '?')} vCPU, kernel {m.get('kernel', '?')}; medians of {res['params'].get('rounds', '?')} rounds"
+    rounds = res["params"].get("rounds", "?")
+    how = "1 round" if rounds == 1 else f"medians of {rounds} rounds"
+    note = f"bench/run.sh, {m.get('date', '')}, {m.get('cpus', '?')} vCPU, kernel {m.get('kernel', '?')}; {how}"
     els.append(f'<text x="{width - 8}" y="{height - 16}" text-anchor="end" fill="#666">{escape(note)}</text>')
     svg = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">\n'
