@@ -12,6 +12,7 @@
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -464,7 +465,10 @@ impl Manager {
 #[derive(Debug)]
 pub struct ContainerCgroup {
     path: PathBuf,
-    /// `cgroup.procs`, O_WRONLY|O_CLOEXEC: the child writes "0" to it in pre_exec.
+    /// The directory itself, O_RDONLY|O_DIRECTORY|O_CLOEXEC: for `clone3(CLONE_INTO_CGROUP)`.
+    dir: File,
+    /// `cgroup.procs`, O_WRONLY|O_CLOEXEC: where clone3 is unusable, the child writes "0" to it
+    /// in pre_exec.
     procs: File,
     /// `cgroup.events`, O_RDONLY: kernfs signals changes as EPOLLPRI.
     events: File,
@@ -497,6 +501,14 @@ impl ContainerCgroup {
         if let Some(res) = res {
             limits::apply(path, res)?;
         }
+        let dir = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY)
+            .open(path)
+            .map_err(|source| CgroupError::Open {
+                path: path.to_path_buf(),
+                source,
+            })?;
         let procs_path = path.join(CGROUP_PROCS);
         let procs = OpenOptions::new()
             .write(true)
@@ -509,6 +521,7 @@ impl ContainerCgroup {
         let memory_events = open_read_optional(path, MEMORY_EVENTS)?;
         let mut c = ContainerCgroup {
             path: path.to_path_buf(),
+            dir,
             procs,
             events,
             memory_events,
@@ -520,6 +533,12 @@ impl ContainerCgroup {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The cgroup directory opened O_RDONLY|O_DIRECTORY (CLOEXEC): the fd
+    /// `clone3(CLONE_INTO_CGROUP)` creates a child in.
+    pub fn dir_fd(&self) -> BorrowedFd<'_> {
+        self.dir.as_fd()
     }
 
     /// `cgroup.procs` opened for writing (CLOEXEC). In the child's pre_exec:

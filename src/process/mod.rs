@@ -6,8 +6,14 @@
 //! wrappers, and the `waitpid(-1, WNOHANG)` reap loop.
 //!
 //! Must not: keep any state about children (the runtime's pid table does that), wait for a child
-//! in a blocking way, open cgroup files (the caller passes an already-open `cgroup.procs` fd), or
-//! allocate, lock, log or touch the environment between fork and exec (see `child_setup`).
+//! in a blocking way, open cgroup files (the caller passes the cgroup's already-open directory
+//! and `cgroup.procs` fds, [`CgroupTarget`]), or allocate, lock, log or touch the environment
+//! between fork and exec (see `child_setup`).
+//!
+//! Two spawn paths run the same `child_setup`: with a cgroup directory, `clone3` with
+//! `CLONE_INTO_CGROUP` creates the child inside its cgroup (module `raw`; no migration, so no
+//! wait for the kernel's cgroup write lock); otherwise, and as the fallback where clone3 is
+//! unusable, `std::process::Command` + `pre_exec`, where the child writes "0" to `cgroup.procs`.
 //!
 //! Why `std::process::Command` with one `pre_exec` and not `Command::uid/gid`: std runs its own
 //! uid/gid changes *before* `pre_exec` closures, so the bounding-set drops (which need
@@ -23,8 +29,9 @@
 //! `PR_CAP_AMBIENT_RAISE` puts them in the ambient set, which survives execve(2) of an ordinary
 //! (non-setuid, no file capabilities) program (capabilities(7), "Ambient capability set").
 //!
-//! Exec failures come back from std through its CLOEXEC error pipe as the `spawn()` error, so a
-//! missing binary is reported synchronously by [`spawn`]. Failures of our own setup steps use the
+//! Exec failures come back from std through its CLOEXEC error pipe as the `spawn()` error (the
+//! clone3 path has its own pipe with the same meaning, see `raw`), so a missing binary is
+//! reported synchronously by [`spawn`]. Failures of our own setup steps use the
 //! same path; to tell them apart the child also writes one step byte into a second CLOEXEC pipe
 //! before failing, which the parent reads after `spawn()` returns.
 
@@ -152,6 +159,8 @@ pub struct Prepared {
     /// Capability numbers raised into the ambient set after setuid (non-root users only).
     ambient: Vec<libc::c_int>,
     no_new_privs: bool,
+    /// argv/envp and PATH candidates for the clone3 path (see `raw`).
+    exec: raw::ExecTarget,
 }
 
 impl Prepared {
@@ -471,7 +480,9 @@ pub fn prepare(argv: &[String], spec: &ContainerSpec) -> Result<Prepared, SpawnE
         None => None,
     };
 
+    let exec = raw::exec_target(argv, &env)?;
     Ok(Prepared {
+        exec,
         argv: argv.to_vec(),
         env,
         working_dir: spec.working_dir.clone(),
@@ -533,10 +544,11 @@ enum Step {
     KeepCaps,
     Capset,
     AmbientRaise,
+    Stdio,
 }
 
 impl Step {
-    const ALL: [Step; 14] = [
+    const ALL: [Step; 15] = [
         Step::SignalReset,
         Step::Setsid,
         Step::Cgroup,
@@ -551,6 +563,7 @@ impl Step {
         Step::KeepCaps,
         Step::Capset,
         Step::AmbientRaise,
+        Step::Stdio,
     ];
 
     fn from_byte(b: u8) -> Option<Step> {
@@ -573,6 +586,7 @@ impl Step {
             Step::KeepCaps => "keep capabilities across setuid",
             Step::Capset => "set kept capabilities (capset)",
             Step::AmbientRaise => "raise ambient capabilities",
+            Step::Stdio => "redirect stdin/stdout/stderr",
         }
     }
 }
@@ -769,18 +783,28 @@ fn child_setup(plan: &ChildPlan) -> io::Result<()> {
             return fail(Step::KeepCaps);
         }
     }
+    // Raw syscalls, not glibc's wrappers: those broadcast the change to every thread glibc
+    // believes exists, which after a raw clone3 (no atfork handlers) are the parent's threads.
+    // The kernel calls change only the calling thread, which is all a single-threaded child has.
     if let Some(c) = &plan.creds {
         // SAFETY: pointer and length describe the parent-allocated Vec.
-        if unsafe { libc::setgroups(c.groups.len() as libc::size_t, c.groups.as_ptr()) } != 0 {
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_setgroups,
+                c.groups.len() as libc::size_t,
+                c.groups.as_ptr(),
+            )
+        };
+        if rc != 0 {
             return fail(Step::Setgroups);
         }
-        // SAFETY: plain syscall wrapper; single-threaded child, so no setxid broadcast.
-        if unsafe { libc::setgid(c.gid) } != 0 {
+        // SAFETY: raw syscall with an integer argument.
+        if unsafe { libc::syscall(libc::SYS_setgid, c.gid) } != 0 {
             return fail(Step::Setgid);
         }
         if let Some(uid) = c.uid {
             // SAFETY: as above.
-            if unsafe { libc::setuid(uid) } != 0 {
+            if unsafe { libc::syscall(libc::SYS_setuid, uid) } != 0 {
                 return fail(Step::Setuid);
             }
         }
@@ -853,13 +877,102 @@ fn child_setup(plan: &ChildPlan) -> io::Result<()> {
     Ok(())
 }
 
-/// Forks and execs `p`, returning the child's pid. The child is a session leader (pid = pgid =
-/// sid), runs with stdin on /dev/null and its output on `stdio`, and is placed in the cgroup
-/// whose `cgroup.procs` is `cgroup_procs` before it runs any of its own code.
+/// The cgroup a child is started in: the cgroup2 directory (O_RDONLY|O_DIRECTORY, for
+/// `clone3(CLONE_INTO_CGROUP)`) and its `cgroup.procs` opened for writing (for the `Command`
+/// fallback, where the child writes "0" to it before exec).
+#[derive(Debug, Clone, Copy)]
+pub struct CgroupTarget<'a> {
+    /// `None`: always use the `Command` path with `procs`.
+    pub dir: Option<BorrowedFd<'a>>,
+    pub procs: BorrowedFd<'a>,
+}
+
+/// Set once clone3 turned out unusable on this system, so the fallback is logged once and
+/// later spawns skip the attempt.
+static CLONE3_UNUSABLE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Starts `p`, returning the child's pid. The child is a session leader (pid = pgid = sid),
+/// runs with stdin on /dev/null and its output on `stdio`, and is in `cgroup` (if given) before
+/// it runs any of the program's code.
 ///
-/// The caller reaps it (see [`reap_all`]); std's `Child` handle is dropped without waiting.
-/// Exec and setup failures are reported here, synchronously.
+/// With a cgroup directory the child is created directly in it with
+/// `clone3(CLONE_INTO_CGROUP)` (see `raw`: no migration, so no wait for the kernel's cgroup
+/// write lock); without one, or when clone3 is unusable (ENOSYS, E2BIG, EINVAL, EBADF, EPERM,
+/// or a child killed at birth), it uses `std::process::Command` whose child writes "0" to
+/// `cgroup.procs`. Both run the same `child_setup` and report errors the same way.
+///
+/// The caller reaps it (see [`reap_all`]). Exec and setup failures are reported here,
+/// synchronously.
 pub fn spawn(
+    p: &Prepared,
+    cgroup: Option<CgroupTarget<'_>>,
+    stdio: Stdio,
+) -> Result<u32, SpawnError> {
+    let dir = cgroup.and_then(|c| c.dir);
+    match dir {
+        Some(dir) if !CLONE3_UNUSABLE.load(std::sync::atomic::Ordering::Relaxed) => {
+            // The raw path consumes `stdio`; keep duplicates for a possible fallback.
+            let spare = dup_stdio(&stdio)?;
+            match raw::spawn(p, child_plan(p, None), Some(dir.as_raw_fd()), stdio) {
+                Ok(pid) => Ok(pid),
+                Err(raw::RawError::Failed(e)) => Err(e),
+                Err(raw::RawError::Unsupported(errno)) => {
+                    if !CLONE3_UNUSABLE.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                        log::debug!(
+                            "clone3 into a cgroup is unusable here ({errno}); spawning through \
+                             cgroup.procs from now on"
+                        );
+                    }
+                    spawn_command(p, cgroup.map(|c| c.procs), spare)
+                }
+                Err(raw::RawError::KilledAtBirth) => {
+                    log::debug!(
+                        "{:?}: clone3 child was killed at birth (its cgroup saw cgroup.kill); \
+                         spawning through cgroup.procs",
+                        p.argv0()
+                    );
+                    spawn_command(p, cgroup.map(|c| c.procs), spare)
+                }
+            }
+        }
+        _ => spawn_command(p, cgroup.map(|c| c.procs), stdio),
+    }
+}
+
+/// Duplicates (CLOEXEC) the descriptors of `stdio`.
+fn dup_stdio(stdio: &Stdio) -> Result<Stdio, SpawnError> {
+    let dup = |fd: &OwnedFd| {
+        fd.try_clone()
+            .map_err(|source| SpawnError::DupFd { source })
+    };
+    Ok(match stdio {
+        Stdio::Combined(fd) => Stdio::Combined(dup(fd)?),
+        Stdio::Separate { stdout, stderr } => Stdio::Separate {
+            stdout: dup(stdout)?,
+            stderr: dup(stderr)?,
+        },
+        Stdio::Null => Stdio::Null,
+    })
+}
+
+/// The child's setup plan (the step fd is filled in by each path).
+fn child_plan(p: &Prepared, cgroup_procs: Option<RawFd>) -> ChildPlan {
+    ChildPlan {
+        cgroup_procs,
+        step_fd: -1,
+        rlimits: p.rlimits.clone(),
+        cap_drop: p.cap_drop.clone(),
+        capset: (!p.ambient.is_empty()).then(|| CapSet::all_three(&p.ambient)),
+        ambient: p.ambient.clone(),
+        creds: p.creds.clone(),
+        no_new_privs: p.no_new_privs,
+        working_dir: p.working_dir_c.clone(),
+    }
+}
+
+/// The `std::process::Command` path: fork, [`child_setup`] in `pre_exec` (including the
+/// `cgroup.procs` write), execvp.
+fn spawn_command(
     p: &Prepared,
     cgroup_procs: Option<BorrowedFd<'_>>,
     stdio: Stdio,
@@ -889,17 +1002,8 @@ pub fn spawn(
         .stdout(out)
         .stderr(err);
 
-    let plan = ChildPlan {
-        cgroup_procs: cgroup_procs.map(|fd| fd.as_raw_fd()),
-        step_fd: step_w.as_raw_fd(),
-        rlimits: p.rlimits.clone(),
-        cap_drop: p.cap_drop.clone(),
-        capset: (!p.ambient.is_empty()).then(|| CapSet::all_three(&p.ambient)),
-        ambient: p.ambient.clone(),
-        creds: p.creds.clone(),
-        no_new_privs: p.no_new_privs,
-        working_dir: p.working_dir_c.clone(),
-    };
+    let mut plan = child_plan(p, cgroup_procs.map(|fd| fd.as_raw_fd()));
+    plan.step_fd = step_w.as_raw_fd();
     // SAFETY: `child_setup` is async-signal-safe (see its doc): it only reads `plan`, which was
     // fully allocated here in the parent, and makes raw syscalls. The raw fds in `plan` stay
     // open until after `spawn()` returns: `step_w` is dropped below and `cgroup_procs` is
@@ -1084,6 +1188,8 @@ pub fn try_reap(pid: u32) -> Result<Option<Reaped>, SpawnError> {
 pub fn set_child_subreaper() -> Result<(), SpawnError> {
     nix::sys::prctl::set_child_subreaper(true).map_err(|source| SpawnError::Subreaper { source })
 }
+
+mod raw;
 
 #[cfg(test)]
 mod tests;

@@ -9,6 +9,7 @@ use super::*;
 use crate::config::spec::{Backoff, ContainerSpec, Resources, RestartPolicy, Rlimit};
 use std::io::ErrorKind;
 use std::os::fd::AsFd;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 const DEADLINE: Duration = Duration::from_secs(20);
@@ -86,8 +87,56 @@ fn read_to_eof(fd: OwnedFd) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Spawns `p`, collects its combined output and waits for it.
-fn run(p: &Prepared, cgroup: Option<BorrowedFd<'_>>) -> (u32, String, Reaped) {
+/// Which spawn path a test drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Via {
+    /// `std::process::Command` + `pre_exec` (spawns without a cgroup directory).
+    Command,
+    /// The raw clone3 path (without CLONE_INTO_CGROUP unless the test gives a directory).
+    Clone3,
+}
+
+const BOTH: [Via; 2] = [Via::Command, Via::Clone3];
+
+/// Spawns `p` through `via`; `cgroup` only for `Via::Command` (the procs fd).
+fn spawn_via(
+    via: Via,
+    p: &Prepared,
+    cgroup: Option<BorrowedFd<'_>>,
+    stdio: Stdio,
+) -> Result<u32, SpawnError> {
+    match via {
+        Via::Command => spawn(
+            p,
+            cgroup.map(|procs| CgroupTarget { dir: None, procs }),
+            stdio,
+        ),
+        Via::Clone3 => {
+            assert!(
+                cgroup.is_none(),
+                "use spawn() with a CgroupTarget for clone3"
+            );
+            match raw::spawn(p, child_plan(p, None), None, stdio) {
+                Ok(pid) => Ok(pid),
+                Err(raw::RawError::Failed(e)) => Err(e),
+                Err(raw::RawError::Unsupported(e)) => panic!("clone3 unusable here: {e}"),
+                Err(raw::RawError::KilledAtBirth) => panic!("clone3 child killed at birth"),
+            }
+        }
+    }
+}
+
+/// Spawns `p` through `via`, collects its combined output and waits for it.
+fn run_via(via: Via, p: &Prepared) -> (u32, String, Reaped) {
+    let (r, w) = pipe_nonblocking().expect("pipe");
+    let pid = spawn_via(via, p, None, Stdio::Combined(w)).expect("spawn");
+    let out = read_to_eof(r);
+    let reaped = wait_for(pid);
+    (pid, out, reaped)
+}
+
+/// Spawns `p` with [`spawn`] (the production entry), collects output and waits for it.
+fn run(p: &Prepared, cgroup: Option<CgroupTarget<'_>>) -> (u32, String, Reaped) {
     let (r, w) = pipe_nonblocking().expect("pipe");
     let pid = spawn(p, cgroup, Stdio::Combined(w)).expect("spawn");
     let out = read_to_eof(r);
@@ -170,8 +219,14 @@ fn child_gets_clean_signal_state_own_session_and_clean_env() {
         ("NOTIFY_SOCKET".into(), "/configured".into()),
     ];
     let p = prepare(&sh(PROBE_SCRIPT), &s).expect("prepare");
-    let (pid, out, reaped) = run(&p, None);
-    assert_eq!(reaped, Reaped::Exited { pid, code: 0 }, "{out}");
+    for via in BOTH {
+        check_clean_state(via, &p);
+    }
+}
+
+fn check_clean_state(via: Via, p: &Prepared) {
+    let (pid, out, reaped) = run_via(via, p);
+    assert_eq!(reaped, Reaped::Exited { pid, code: 0 }, "{via:?}: {out}");
 
     assert_eq!(status_field(&out, "SigBlk"), "0000000000000000");
     assert_eq!(status_field(&out, "SigIgn"), "0000000000000000");
@@ -211,8 +266,14 @@ fn root_child_runs_as_nobody_with_only_kept_caps_usable_and_no_new_privs() {
     s.no_new_privs = true;
     s.rlimits = vec![nofile(256)];
     let p = prepare(&sh(PROBE_SCRIPT), &s).expect("prepare");
-    let (pid, out, reaped) = run(&p, None);
-    assert_eq!(reaped, Reaped::Exited { pid, code: 0 }, "{out}");
+    for via in BOTH {
+        check_nobody_with_kept_caps(via, &p);
+    }
+}
+
+fn check_nobody_with_kept_caps(via: Via, p: &Prepared) {
+    let (pid, out, reaped) = run_via(via, p);
+    assert_eq!(reaped, Reaped::Exited { pid, code: 0 }, "{via:?}: {out}");
 
     let nobody = User::from_name("nobody").unwrap().expect("nobody exists");
     let uid = nobody.uid.as_raw();
@@ -254,14 +315,16 @@ fn nobody_child_without_kept_caps_has_empty_capability_sets() {
     }
     let p = prepare(&sh(PROBE_SCRIPT), &spec(Some("nobody"))).expect("prepare");
     assert!(p.ambient_capabilities().is_empty());
-    let (pid, out, reaped) = run(&p, None);
-    assert_eq!(reaped, Reaped::Exited { pid, code: 0 }, "{out}");
-    for set in ["CapEff", "CapPrm", "CapInh", "CapAmb"] {
-        assert_eq!(
-            status_field(&out, set),
-            "0000000000000000",
-            "{set} in {out}"
-        );
+    for via in BOTH {
+        let (pid, out, reaped) = run_via(via, &p);
+        assert_eq!(reaped, Reaped::Exited { pid, code: 0 }, "{via:?}: {out}");
+        for set in ["CapEff", "CapPrm", "CapInh", "CapAmb"] {
+            assert_eq!(
+                status_field(&out, set),
+                "0000000000000000",
+                "{via:?}: {set} in {out}"
+            );
+        }
     }
 }
 
@@ -276,9 +339,11 @@ fn child_does_not_inherit_a_negative_oom_score_adj() {
         return;
     }
     let p = prepare(&sh("cat /proc/self/oom_score_adj"), &spec(None)).expect("prepare");
-    let (pid, out, reaped) = run(&p, None);
-    assert_eq!(reaped, Reaped::Exited { pid, code: 0 }, "{out}");
-    assert_eq!(out.trim(), "0");
+    for via in BOTH {
+        let (pid, out, reaped) = run_via(via, &p);
+        assert_eq!(reaped, Reaped::Exited { pid, code: 0 }, "{via:?}: {out}");
+        assert_eq!(out.trim(), "0", "{via:?}");
+    }
 }
 
 #[test]
@@ -286,8 +351,10 @@ fn rlimit_nofile_is_applied() {
     let mut s = spec(None);
     s.rlimits = vec![nofile(200)];
     let p = prepare(&sh("echo \"nofile:$(ulimit -n)\""), &s).expect("prepare");
-    let (_, out, _) = run(&p, None);
-    assert_eq!(status_field(&out, "nofile"), "200");
+    for via in BOTH {
+        let (_, out, _) = run_via(via, &p);
+        assert_eq!(status_field(&out, "nofile"), "200", "{via:?}");
+    }
 }
 
 #[test]
@@ -351,21 +418,27 @@ fn unknown_user_fails_in_prepare_before_any_fork() {
 
 #[test]
 fn missing_binary_is_command_not_found_with_path_and_os_error() {
-    let p = prepare(&["/nope/vigil-missing".to_string()], &spec(None)).expect("prepare");
-    let err = spawn(&p, None, Stdio::Null).unwrap_err();
-    assert!(matches!(err, SpawnError::CommandNotFound { .. }), "{err:?}");
-    assert_eq!(
-        err.to_string(),
-        "exec \"/nope/vigil-missing\": No such file or directory (os error 2)"
-    );
+    for via in BOTH {
+        let p = prepare(&["/nope/vigil-missing".to_string()], &spec(None)).expect("prepare");
+        let err = spawn_via(via, &p, None, Stdio::Null).unwrap_err();
+        assert!(matches!(err, SpawnError::CommandNotFound { .. }), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            "exec \"/nope/vigil-missing\": No such file or directory (os error 2)"
+        );
 
-    // Bare names are looked up in the child's PATH.
-    let p = prepare(&["true".to_string()], &spec(None)).expect("prepare");
-    let pid = spawn(&p, None, Stdio::Null).expect("spawn true via PATH");
-    assert_eq!(wait_for(pid), Reaped::Exited { pid, code: 0 });
-    let p = prepare(&["vigil-no-such-command".to_string()], &spec(None)).expect("prepare");
-    let err = spawn(&p, None, Stdio::Null).unwrap_err();
-    assert!(matches!(err, SpawnError::CommandNotFound { .. }), "{err:?}");
+        // Bare names are looked up in the child's PATH.
+        let p = prepare(&["true".to_string()], &spec(None)).expect("prepare");
+        let pid = spawn_via(via, &p, None, Stdio::Null).expect("spawn true via PATH");
+        assert_eq!(wait_for(pid), Reaped::Exited { pid, code: 0 }, "{via:?}");
+        let p = prepare(&["vigil-no-such-command".to_string()], &spec(None)).expect("prepare");
+        let err = spawn_via(via, &p, None, Stdio::Null).unwrap_err();
+        assert!(matches!(err, SpawnError::CommandNotFound { .. }), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            "exec \"vigil-no-such-command\": No such file or directory (os error 2)"
+        );
+    }
 }
 
 #[test]
@@ -373,10 +446,14 @@ fn file_without_exec_bit_is_not_executable() {
     let f = tempfile::NamedTempFile::new().expect("tempfile");
     let path = f.path().to_string_lossy().into_owned();
     let p = prepare(std::slice::from_ref(&path), &spec(None)).expect("prepare");
-    let err = spawn(&p, None, Stdio::Null).unwrap_err();
-    assert!(matches!(err, SpawnError::NotExecutable { .. }), "{err:?}");
-    assert!(err.to_string().contains(&path), "{err}");
-    assert!(err.to_string().contains("os error 13"), "{err}");
+    for via in BOTH {
+        let err = spawn_via(via, &p, None, Stdio::Null).unwrap_err();
+        assert!(matches!(err, SpawnError::NotExecutable { .. }), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            format!("exec {path:?}: Permission denied (os error 13)")
+        );
+    }
 }
 
 #[test]
@@ -384,10 +461,15 @@ fn missing_working_dir_is_reported_as_working_dir_error() {
     let mut s = spec(None);
     s.working_dir = Some(PathBuf::from("/nope/vigil-missing-dir"));
     let p = prepare(&["/bin/true".to_string()], &s).expect("prepare");
-    let err = spawn(&p, None, Stdio::Null).unwrap_err();
-    assert!(matches!(err, SpawnError::WorkingDir { .. }), "{err:?}");
-    assert!(err.to_string().contains("/nope/vigil-missing-dir"), "{err}");
-    assert!(err.to_string().contains("os error 2"), "{err}");
+    for via in BOTH {
+        let err = spawn_via(via, &p, None, Stdio::Null).unwrap_err();
+        assert!(matches!(err, SpawnError::WorkingDir { .. }), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            "change to working directory \"/nope/vigil-missing-dir\": \
+             No such file or directory (os error 2)"
+        );
+    }
 }
 
 #[test]
@@ -396,9 +478,11 @@ fn working_dir_is_applied() {
     let mut s = spec(None);
     s.working_dir = Some(dir.path().to_path_buf());
     let p = prepare(&sh("echo \"cwd:$(pwd -P)\""), &s).expect("prepare");
-    let (_, out, _) = run(&p, None);
     let want = dir.path().canonicalize().unwrap();
-    assert_eq!(status_field(&out, "cwd"), want.to_string_lossy());
+    for via in BOTH {
+        let (_, out, _) = run_via(via, &p);
+        assert_eq!(status_field(&out, "cwd"), want.to_string_lossy(), "{via:?}");
+    }
 }
 
 #[test]
@@ -406,7 +490,7 @@ fn cgroup_placement_failure_is_reported_as_such() {
     // A read-only fd: the child's write of "0" fails with EBADF.
     let ro = File::open("/dev/null").expect("open /dev/null");
     let p = prepare(&["/bin/true".to_string()], &spec(None)).expect("prepare");
-    let err = spawn(&p, Some(ro.as_fd()), Stdio::Null).unwrap_err();
+    let err = spawn_via(Via::Command, &p, Some(ro.as_fd()), Stdio::Null).unwrap_err();
     assert!(matches!(err, SpawnError::CgroupPlacement { .. }), "{err:?}");
     assert!(err.to_string().contains("os error 9"), "{err}");
 }
@@ -426,41 +510,36 @@ fn own_cgroup2_dir() -> Option<PathBuf> {
     Some(mount.join(own.trim_start_matches('/')))
 }
 
-#[test]
-fn child_is_placed_in_the_given_cgroup_before_it_runs() {
+/// Runs `body` with a fresh scratch cgroup `<own cgroup>/vigil-<tag>-<pid>` (its directory fd
+/// and its cgroup.procs fd), then removes it. Skips (returns false) without cgroup2 access.
+fn with_scratch_cgroup(tag: &str, body: impl FnOnce(&Path, CgroupTarget<'_>)) -> bool {
     let Some(parent) = own_cgroup2_dir() else {
         eprintln!("skipped: no cgroup2 mount");
-        return;
+        return false;
     };
-    let dir = parent.join(format!("vigil-ptest-{}", std::process::id()));
+    let dir = parent.join(format!("vigil-{tag}-{}", std::process::id()));
     if let Err(e) = std::fs::create_dir(&dir) {
         eprintln!(
             "skipped: cannot create scratch cgroup {}: {e}",
             dir.display()
         );
-        return;
+        return false;
     }
-    let result = std::panic::catch_unwind(|| {
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let procs = std::fs::OpenOptions::new()
             .write(true)
             .open(dir.join("cgroup.procs"))
             .expect("open cgroup.procs");
-        let p = prepare(
-            &["/bin/cat".into(), "/proc/self/cgroup".into()],
-            &spec(None),
-        )
-        .expect("prepare");
-        let (_, out, _) = run(&p, Some(procs.as_fd()));
-        let line = out
-            .lines()
-            .find(|l| l.starts_with("0::"))
-            .expect("0:: line");
-        assert!(
-            line.ends_with(&format!("/vigil-ptest-{}", std::process::id())),
-            "{line}"
+        let dir_fd = File::open(&dir).expect("open cgroup dir");
+        body(
+            &dir,
+            CgroupTarget {
+                dir: Some(dir_fd.as_fd()),
+                procs: procs.as_fd(),
+            },
         );
-    });
-    // The child has been reaped, so the cgroup is empty again.
+    }));
+    // Every child has been reaped, so the cgroup is empty again.
     let start = Instant::now();
     while let Err(e) = std::fs::remove_dir(&dir) {
         if start.elapsed() > DEADLINE {
@@ -470,6 +549,170 @@ fn child_is_placed_in_the_given_cgroup_before_it_runs() {
     }
     if let Err(p) = result {
         std::panic::resume_unwind(p);
+    }
+    true
+}
+
+/// The child's own `0::` line of /proc/self/cgroup, from `cat /proc/self/cgroup` output.
+fn cgroup_line(out: &str) -> &str {
+    out.lines()
+        .find(|l| l.starts_with("0::"))
+        .unwrap_or_else(|| panic!("no 0:: line in {out:?}"))
+}
+
+#[test]
+fn child_is_placed_in_the_given_cgroup_before_it_runs() {
+    with_scratch_cgroup("ptest", |dir, target| {
+        let want = format!("/{}", dir.file_name().unwrap().to_string_lossy());
+        let p = prepare(
+            &["/bin/cat".into(), "/proc/self/cgroup".into()],
+            &spec(None),
+        )
+        .expect("prepare");
+        // The Command path (cgroup.procs write in pre_exec).
+        let (_, out, reaped) = run(
+            &p,
+            Some(CgroupTarget {
+                dir: None,
+                ..target
+            }),
+        );
+        assert!(matches!(reaped, Reaped::Exited { code: 0, .. }), "{out}");
+        assert!(cgroup_line(&out).ends_with(&want), "Command: {out}");
+        // The raw clone3 path, born in the cgroup.
+        let (r, w) = pipe_nonblocking().expect("pipe");
+        let dir_fd = target.dir.unwrap().as_raw_fd();
+        let pid = match raw::spawn(&p, child_plan(&p, None), Some(dir_fd), Stdio::Combined(w)) {
+            Ok(pid) => pid,
+            Err(raw::RawError::Unsupported(e)) => {
+                eprintln!("skipped clone3 part: clone3 into a cgroup unusable here: {e}");
+                return;
+            }
+            Err(raw::RawError::KilledAtBirth) => panic!("fresh cgroup killed the child"),
+            Err(raw::RawError::Failed(e)) => panic!("clone3 spawn: {e}"),
+        };
+        let out = read_to_eof(r);
+        assert!(
+            matches!(wait_for(pid), Reaped::Exited { code: 0, .. }),
+            "{out}"
+        );
+        assert!(cgroup_line(&out).ends_with(&want), "clone3: {out}");
+        // The production entry with a directory takes that path and says the same.
+        let (_, out, _) = run(&p, Some(target));
+        assert!(cgroup_line(&out).ends_with(&want), "spawn: {out}");
+        assert!(!CLONE3_UNUSABLE.load(std::sync::atomic::Ordering::Relaxed));
+    });
+}
+
+#[test]
+fn clone3_into_a_killed_cgroup_falls_back_to_the_cgroup_procs_write() {
+    with_scratch_cgroup("killtest", |dir, target| {
+        if std::fs::write(dir.join("cgroup.kill"), "1").is_err() {
+            eprintln!("skipped: no cgroup.kill (Linux < 5.14)");
+            return;
+        }
+        let want = format!("/{}", dir.file_name().unwrap().to_string_lossy());
+        let p = prepare(
+            &["/bin/cat".into(), "/proc/self/cgroup".into()],
+            &spec(None),
+        )
+        .expect("prepare");
+        let dir_fd = target.dir.unwrap().as_raw_fd();
+        match raw::spawn(&p, child_plan(&p, None), Some(dir_fd), Stdio::Null) {
+            Err(raw::RawError::KilledAtBirth) => {}
+            Ok(pid) => {
+                // A kernel without that behaviour: the child simply ran.
+                eprintln!("note: this kernel does not kill clone3 children of a killed cgroup");
+                wait_for(pid);
+            }
+            Err(raw::RawError::Unsupported(e)) => {
+                eprintln!("skipped: clone3 into a cgroup unusable here: {e}");
+                return;
+            }
+            Err(raw::RawError::Failed(e)) => panic!("clone3 spawn: {e}"),
+        }
+        // spawn() still delivers a working child in the cgroup.
+        let (_, out, reaped) = run(&p, Some(target));
+        assert!(matches!(reaped, Reaped::Exited { code: 0, .. }), "{out}");
+        assert!(cgroup_line(&out).ends_with(&want), "{out}");
+    });
+}
+
+#[test]
+fn clone3_with_a_non_cgroup_directory_is_reported_unsupported() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = File::open(tmp.path()).expect("open tempdir");
+    let p = prepare(&["/bin/true".to_string()], &spec(None)).expect("prepare");
+    match raw::spawn(&p, child_plan(&p, None), Some(dir.as_raw_fd()), Stdio::Null) {
+        Err(raw::RawError::Unsupported(Errno::ENOSYS)) => {
+            eprintln!("skipped: no clone3 on this kernel");
+        }
+        Err(raw::RawError::Unsupported(e)) => assert_eq!(e, Errno::EBADF),
+        Ok(pid) => panic!("clone3 into a plain directory started pid {pid}"),
+        Err(raw::RawError::KilledAtBirth) => panic!("killed at birth"),
+        Err(raw::RawError::Failed(e)) => panic!("{e}"),
+    }
+}
+
+#[test]
+fn stdio_goes_where_asked_on_both_paths() {
+    let script = "echo out; echo err >&2; echo \"in:$(readlink /proc/self/fd/0)\"";
+    let p = prepare(&sh(script), &spec(None)).expect("prepare");
+    for via in BOTH {
+        let (out_r, out_w) = pipe_nonblocking().expect("pipe");
+        let (err_r, err_w) = pipe_nonblocking().expect("pipe");
+        let stdio = Stdio::Separate {
+            stdout: out_w,
+            stderr: err_w,
+        };
+        let pid = spawn_via(via, &p, None, stdio).expect("spawn");
+        assert_eq!(read_to_eof(out_r), "out\nin:/dev/null\n", "{via:?}");
+        assert_eq!(read_to_eof(err_r), "err\n", "{via:?}");
+        assert_eq!(wait_for(pid), Reaped::Exited { pid, code: 0 });
+
+        let (_, out, _) = run_via(via, &p);
+        assert_eq!(out, "out\nerr\nin:/dev/null\n", "{via:?}");
+
+        let p = prepare(&sh("echo out; echo err >&2; exit 3"), &spec(None)).expect("prepare");
+        let pid = spawn_via(via, &p, None, Stdio::Null).expect("spawn");
+        assert_eq!(wait_for(pid), Reaped::Exited { pid, code: 3 }, "{via:?}");
+    }
+}
+
+#[test]
+fn executable_file_without_a_format_is_run_by_the_shell_on_both_paths() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = dir.path().join("plain-script");
+    std::fs::write(&script, "echo \"script:$1\"\n").expect("write script");
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let p = prepare(
+        &[script.to_string_lossy().into_owned(), "arg1".into()],
+        &spec(None),
+    )
+    .expect("prepare");
+    for via in BOTH {
+        let (pid, out, reaped) = run_via(via, &p);
+        assert_eq!(reaped, Reaped::Exited { pid, code: 0 }, "{via:?}: {out}");
+        assert_eq!(out, "script:arg1\n", "{via:?}");
+    }
+}
+
+#[test]
+fn bare_name_found_later_in_path_skips_entries_without_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = spec(None);
+    s.env = vec![(
+        "PATH".into(),
+        format!(
+            "/nope/vigil-missing-dir:{}:/usr/bin:/bin",
+            dir.path().display()
+        ),
+    )];
+    let p = prepare(&["true".to_string()], &s).expect("prepare");
+    for via in BOTH {
+        let pid = spawn_via(via, &p, None, Stdio::Null).expect("spawn");
+        assert_eq!(wait_for(pid), Reaped::Exited { pid, code: 0 }, "{via:?}");
     }
 }
 

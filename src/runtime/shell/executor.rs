@@ -190,7 +190,10 @@ impl Shell {
         };
         let spawned = process::spawn(
             &prepared,
-            cgroup.as_ref().map(|c| c.procs_fd()),
+            cgroup.as_ref().map(|c| process::CgroupTarget {
+                dir: Some(c.dir_fd()),
+                procs: c.procs_fd(),
+            }),
             Stdio::Separate {
                 stdout: out_w,
                 stderr: err_w,

@@ -57,7 +57,10 @@ impl Shell {
                 };
                 let pid = match process::spawn(
                     &prepared,
-                    cgroup.as_ref().map(|c| c.procs_fd()),
+                    cgroup.as_ref().map(|c| process::CgroupTarget {
+                        dir: Some(c.dir_fd()),
+                        procs: c.procs_fd(),
+                    }),
                     Stdio::Combined(w),
                 ) {
                     Ok(pid) => pid,
