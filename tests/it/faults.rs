@@ -398,8 +398,15 @@ command = ["sh", "-c", "sleep 0.2; exit 1"]
         reader.read_line(&mut line).expect("reply");
         line
     };
-    // No descriptor left: the soft limit at what is open now.
-    let open = fd_count(pid);
+    // No descriptor left: the soft limit at what is open when nothing is being spawned (the
+    // smallest of a few counts: a count taken mid-spawn would leave free slots).
+    let open = (0..10)
+        .map(|_| {
+            std::thread::sleep(Duration::from_millis(15));
+            fd_count(pid)
+        })
+        .min()
+        .unwrap_or(0);
     set_nofile(pid, &format!("{open}:{}", open + 1024));
     let deadline = Instant::now() + T;
     loop {
