@@ -10,6 +10,7 @@ pub mod protocol;
 pub mod render;
 pub mod server;
 pub mod time;
+pub mod wire;
 
 use std::path::PathBuf;
 

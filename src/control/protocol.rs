@@ -11,22 +11,10 @@
 
 use serde_json::{Map, Value, json};
 
+use super::wire::ErrorKind;
+
 /// Longest request line accepted, newline excluded.
 pub const MAX_LINE: usize = 64 * 1024;
-
-/// Error kinds: the protocol's own…
-pub const BAD_REQUEST: &str = "bad_request";
-pub const UNKNOWN_COMMAND: &str = "unknown_command";
-pub const BAD_ARGUMENT: &str = "bad_argument";
-pub const TOO_LARGE: &str = "too_large";
-/// …and those the runtime answers with.
-pub const NOT_FOUND: &str = "not_found";
-pub const PERMISSION_DENIED: &str = "permission_denied";
-pub const INVALID_CONFIG: &str = "invalid_config";
-pub const SHUTTING_DOWN: &str = "shutting_down";
-pub const INTERNAL: &str = "internal";
-/// The server refused the connection (connection limit reached).
-pub const BUSY: &str = "busy";
 
 /// Every command name, for messages.
 pub const COMMANDS: [&str; 10] = [
@@ -157,13 +145,13 @@ impl RequestCmd {
 pub struct ProtoError {
     /// The request's id if it could be read, else null.
     pub id: Value,
-    /// One of [`BAD_REQUEST`], [`UNKNOWN_COMMAND`], [`BAD_ARGUMENT`], [`TOO_LARGE`].
-    pub kind: &'static str,
+    /// One of the protocol's own kinds: bad request, unknown command, bad argument, too large.
+    pub kind: ErrorKind,
     pub message: String,
 }
 
 impl ProtoError {
-    fn new(id: &Value, kind: &'static str, message: impl Into<String>) -> ProtoError {
+    fn new(id: &Value, kind: ErrorKind, message: impl Into<String>) -> ProtoError {
         ProtoError {
             id: id.clone(),
             kind,
@@ -180,7 +168,7 @@ impl ProtoError {
     pub fn too_large(len: usize) -> ProtoError {
         ProtoError {
             id: Value::Null,
-            kind: TOO_LARGE,
+            kind: ErrorKind::TooLarge,
             message: format!(
                 "request line too large: {len} bytes or more without a newline (limit {MAX_LINE})"
             ),
@@ -199,7 +187,7 @@ pub fn parse_request(line: &[u8]) -> Result<Request, ProtoError> {
     let text = std::str::from_utf8(line).map_err(|e| {
         ProtoError::new(
             &null,
-            BAD_REQUEST,
+            ErrorKind::BadRequest,
             format!(
                 "request is not UTF-8 (invalid byte at offset {})",
                 e.valid_up_to()
@@ -209,7 +197,7 @@ pub fn parse_request(line: &[u8]) -> Result<Request, ProtoError> {
     let value: Value = serde_json::from_str(text).map_err(|e| {
         ProtoError::new(
             &null,
-            BAD_REQUEST,
+            ErrorKind::BadRequest,
             format!(
                 "malformed JSON at column {}: {}",
                 e.column(),
@@ -220,7 +208,7 @@ pub fn parse_request(line: &[u8]) -> Result<Request, ProtoError> {
     let Value::Object(mut obj) = value else {
         return Err(ProtoError::new(
             &null,
-            BAD_REQUEST,
+            ErrorKind::BadRequest,
             format!("request must be a JSON object, got {}", type_name(&value)),
         ));
     };
@@ -230,7 +218,7 @@ pub fn parse_request(line: &[u8]) -> Result<Request, ProtoError> {
         Some(other) => {
             return Err(ProtoError::new(
                 &null,
-                BAD_REQUEST,
+                ErrorKind::BadRequest,
                 format!(
                     "field \"id\" must be a number, a string or null, got {}",
                     type_name(&other)
@@ -240,11 +228,17 @@ pub fn parse_request(line: &[u8]) -> Result<Request, ProtoError> {
     };
     let cmd = match obj.remove("cmd") {
         Some(Value::String(s)) => s,
-        None => return Err(ProtoError::new(&id, BAD_REQUEST, "missing field \"cmd\"")),
+        None => {
+            return Err(ProtoError::new(
+                &id,
+                ErrorKind::BadRequest,
+                "missing field \"cmd\"",
+            ));
+        }
         Some(other) => {
             return Err(ProtoError::new(
                 &id,
-                BAD_REQUEST,
+                ErrorKind::BadRequest,
                 format!("field \"cmd\" must be a string, got {}", type_name(&other)),
             ));
         }
@@ -286,7 +280,7 @@ pub fn parse_request(line: &[u8]) -> Result<Request, ProtoError> {
         other => {
             return Err(ProtoError::new(
                 &id,
-                UNKNOWN_COMMAND,
+                ErrorKind::UnknownCommand,
                 format!(
                     "unknown command {}; known commands: {}",
                     Value::from(other),
@@ -328,7 +322,7 @@ struct Args<'a> {
 
 impl Args<'_> {
     fn bad(&self, message: String) -> ProtoError {
-        ProtoError::new(self.id, BAD_ARGUMENT, message)
+        ProtoError::new(self.id, ErrorKind::BadArgument, message)
     }
 
     fn opt_str(&mut self, field: &str) -> Result<Option<String>, ProtoError> {
@@ -403,7 +397,7 @@ pub fn reply_ok(id: &Value, result: Value) -> String {
 }
 
 /// `{"id": …, "ok": false, "error": {"kind": …, "message": …}}\n`.
-pub fn reply_err(id: &Value, kind: &str, message: &str) -> String {
+pub fn reply_err(id: &Value, kind: ErrorKind, message: &str) -> String {
     line(json!({"id": id, "ok": false, "error": {"kind": kind, "message": message}}))
 }
 
@@ -523,16 +517,19 @@ mod tests {
     #[test]
     fn malformed_json_is_bad_request_with_column() {
         let e = err(r#"{"cmd" "status"}"#);
-        assert_eq!(e.kind, BAD_REQUEST);
+        assert_eq!(e.kind, ErrorKind::BadRequest);
         assert!(
             e.message.starts_with("malformed JSON at column 8: "),
             "{}",
             e.message
         );
         assert_eq!(e.id, Value::Null);
-        assert_eq!(err("[1,2]").kind, BAD_REQUEST);
+        assert_eq!(err("[1,2]").kind, ErrorKind::BadRequest);
         assert!(err("[1,2]").message.contains("an array"));
-        assert_eq!(err(&String::from_utf8_lossy(b"\xff")).kind, BAD_REQUEST);
+        assert_eq!(
+            err(&String::from_utf8_lossy(b"\xff")).kind,
+            ErrorKind::BadRequest
+        );
         let e = parse_request(b"{\"cmd\":\"\xff\"}").unwrap_err();
         assert!(e.message.contains("not UTF-8"), "{}", e.message);
     }
@@ -542,21 +539,21 @@ mod tests {
         let e = err(r#"{"id":1}"#);
         assert_eq!(
             (e.kind, e.message.as_str()),
-            (BAD_REQUEST, "missing field \"cmd\"")
+            (ErrorKind::BadRequest, "missing field \"cmd\"")
         );
         assert_eq!(e.id, json!(1));
         let e = err(r#"{"cmd":3}"#);
-        assert_eq!(e.kind, BAD_REQUEST);
+        assert_eq!(e.kind, ErrorKind::BadRequest);
         assert!(e.message.contains("\"cmd\" must be a string"));
         let e = err(r#"{"id":[1],"cmd":"status"}"#);
-        assert_eq!(e.kind, BAD_REQUEST);
+        assert_eq!(e.kind, ErrorKind::BadRequest);
         assert!(e.message.contains("\"id\""));
     }
 
     #[test]
     fn unknown_command_names_it() {
         let e = err(r#"{"cmd":"statsu"}"#);
-        assert_eq!(e.kind, UNKNOWN_COMMAND);
+        assert_eq!(e.kind, ErrorKind::UnknownCommand);
         assert!(
             e.message.starts_with("unknown command \"statsu\""),
             "{}",
@@ -567,17 +564,17 @@ mod tests {
     #[test]
     fn bad_arguments_name_the_field() {
         let e = err(r#"{"cmd":"describe","pod":5}"#);
-        assert_eq!(e.kind, BAD_ARGUMENT);
+        assert_eq!(e.kind, ErrorKind::BadArgument);
         assert_eq!(e.message, "field \"pod\" must be a string, got a number");
         let e = err(r#"{"cmd":"describe"}"#);
         assert_eq!(e.message, "command \"describe\" needs field \"pod\"");
         let e = err(r#"{"cmd":"logs","pod":"w","tail":-1}"#);
-        assert_eq!(e.kind, BAD_ARGUMENT);
+        assert_eq!(e.kind, ErrorKind::BadArgument);
         assert!(e.message.contains("\"tail\""));
         let e = err(r#"{"cmd":"events","follow":"yes"}"#);
         assert!(e.message.contains("\"follow\" must be a boolean"));
         let e = err(r#"{"cmd":"stop","pod":"web","contaner":"app"}"#);
-        assert_eq!(e.kind, BAD_ARGUMENT);
+        assert_eq!(e.kind, ErrorKind::BadArgument);
         assert_eq!(e.message, "unknown field \"contaner\" for command \"stop\"");
         let e = err(r#"{"cmd":"stop","pod":""}"#);
         assert!(e.message.contains("must not be empty"));
@@ -589,7 +586,7 @@ mod tests {
             "{{\"cmd\":\"status\",\"pod\":\"{}\"}}",
             "x".repeat(MAX_LINE)
         );
-        assert_eq!(err(&big).kind, TOO_LARGE);
+        assert_eq!(err(&big).kind, ErrorKind::TooLarge);
     }
 
     #[test]
@@ -625,7 +622,7 @@ mod tests {
             serde_json::from_str::<Value>(&r).unwrap(),
             json!({"id": 1, "ok": true, "result": {"text": "a\nb"}})
         );
-        let r = reply_err(&json!("x"), NOT_FOUND, "pod \"a\" not found");
+        let r = reply_err(&json!("x"), ErrorKind::NotFound, "pod \"a\" not found");
         assert_eq!(
             serde_json::from_str::<Value>(&r).unwrap(),
             json!({"id": "x", "ok": false, "error": {"kind": "not_found", "message": "pod \"a\" not found"}})

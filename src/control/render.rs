@@ -74,7 +74,7 @@ fn terminated_json(t: &Terminated, clock: &WallClock) -> Value {
 pub fn container_json(c: &ContainerStatus, clock: &WallClock) -> Value {
     let state = match &c.state {
         ContainerState::Waiting { reason, message } => {
-            json!({"waiting": {"reason": reason, "message": message}})
+            json!({"waiting": {"reason": reason.as_str(), "message": message}})
         }
         ContainerState::Running { started_at } => {
             json!({"running": {"started_at": clock.rfc3339(*started_at)}})
@@ -874,7 +874,7 @@ mod tests {
             restart_count: 3,
             pid: None,
             state: ContainerState::Waiting {
-                reason: "CrashLoopBackOff".into(),
+                reason: crate::core::WaitingReason::CrashLoopBackOff,
                 message: "back-off 40s restarting failed container=app pod=web".into(),
             },
             last_state: Some(Terminated {

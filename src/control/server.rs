@@ -681,7 +681,7 @@ impl Server {
                 );
                 let line = protocol::reply_err(
                     &Value::Null,
-                    protocol::BUSY,
+                    super::wire::ErrorKind::Busy,
                     &format!("too many connections ({} open)", self.open),
                 );
                 // Best effort: a fresh socket's buffer takes one short line.

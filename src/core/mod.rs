@@ -127,9 +127,63 @@ pub enum Command {
 /// Why a [`Command`] was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommandError {
-    /// Machine-readable: `not_found`, `invalid`, `shutting_down`.
-    pub kind: &'static str,
+    pub kind: CommandErrorKind,
     pub message: String,
+}
+
+/// The kinds of refusal the core can give. The control surface maps each to one of the wire's
+/// error kinds (README, "Control socket"); the core itself knows nothing of the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommandErrorKind {
+    /// No pod or container of that name (`not_found`).
+    NotFound,
+    /// The target exists but the request does not apply to it now, e.g. starting an init
+    /// container that is not the pod's current step (`bad_argument`).
+    NotApplicable,
+    /// A shutdown is under way; only `stop` is still accepted (`shutting_down`).
+    ShuttingDown,
+}
+
+/// Why a reload (SIGHUP or the `reload` request) changed nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReloadError {
+    /// The new config could not be read, parsed or validated, or this host cannot apply it.
+    /// The message names the file and each problem.
+    #[error("{0}")]
+    InvalidConfig(String),
+    /// The config is fine but the core refused to apply it (a shutdown is under way).
+    #[error("{}", .0.message)]
+    Refused(CommandError),
+}
+
+/// Why a container waits (kubelet's `ContainerStateWaiting.Reason` values vigil uses).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitingReason {
+    /// `Spawn` was emitted and the process is not running yet.
+    ContainerCreating,
+    /// The pod's init containers have not all completed.
+    PodInitializing,
+    /// Waiting out the restart back-off after a failed run.
+    CrashLoopBackOff,
+    /// A pod named in `depends_on` is not ready yet.
+    WaitingForDependencies,
+}
+
+impl WaitingReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WaitingReason::ContainerCreating => "ContainerCreating",
+            WaitingReason::PodInitializing => "PodInitializing",
+            WaitingReason::CrashLoopBackOff => "CrashLoopBackOff",
+            WaitingReason::WaitingForDependencies => "WaitingForDependencies",
+        }
+    }
+}
+
+impl std::fmt::Display for WaitingReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// What the core wants done. The runtime executes these in order.

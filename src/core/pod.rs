@@ -62,7 +62,7 @@ pub(super) struct Stopping {
 pub(super) enum SlotState {
     /// Not started in this pod's life yet (waiting for dependencies or init containers).
     NotStarted {
-        reason: &'static str,
+        reason: WaitingReason,
         message: String,
     },
     /// `Spawn` emitted, waiting for `Spawned`/`SpawnFailed`.
@@ -190,7 +190,7 @@ impl Slot {
         key: ContainerKey,
         spec: ContainerSpec,
         init: bool,
-        reason: &'static str,
+        reason: WaitingReason,
         message: String,
     ) -> Slot {
         let probes = ProbeKind::ALL
@@ -273,7 +273,7 @@ impl Slot {
         }
     }
 
-    pub(super) fn set_waiting(&mut self, reason: &'static str, message: String) {
+    pub(super) fn set_waiting(&mut self, reason: WaitingReason, message: String) {
         if let SlotState::NotStarted { .. } = self.state {
             self.state = SlotState::NotStarted { reason, message };
         }
@@ -796,14 +796,14 @@ impl Slot {
         let (state, pid) = match &self.state {
             SlotState::NotStarted { reason, message } => (
                 ContainerState::Waiting {
-                    reason: reason.to_string(),
+                    reason: *reason,
                     message: message.clone(),
                 },
                 None,
             ),
             SlotState::Creating { .. } => (
                 ContainerState::Waiting {
-                    reason: "ContainerCreating".to_string(),
+                    reason: WaitingReason::ContainerCreating,
                     message: String::new(),
                 },
                 None,
@@ -818,7 +818,7 @@ impl Slot {
             ),
             SlotState::BackOff { delay, .. } => (
                 ContainerState::Waiting {
-                    reason: "CrashLoopBackOff".to_string(),
+                    reason: WaitingReason::CrashLoopBackOff,
                     message: format!(
                         "back-off {} restarting failed container={} pod={pod}",
                         go_duration(*delay),
@@ -903,12 +903,28 @@ impl Pod {
         let init = spec
             .init_containers
             .iter()
-            .map(|c| Slot::new(key(), c.clone(), true, "PodInitializing", String::new()))
+            .map(|c| {
+                Slot::new(
+                    key(),
+                    c.clone(),
+                    true,
+                    WaitingReason::PodInitializing,
+                    String::new(),
+                )
+            })
             .collect();
         let main = spec
             .containers
             .iter()
-            .map(|c| Slot::new(key(), c.clone(), false, "PodInitializing", String::new()))
+            .map(|c| {
+                Slot::new(
+                    key(),
+                    c.clone(),
+                    false,
+                    WaitingReason::PodInitializing,
+                    String::new(),
+                )
+            })
             .collect();
         let mut pod = Pod {
             spec,
@@ -960,7 +976,7 @@ impl Pod {
         if i < self.init.len() {
             self.stage = Stage::Init(i);
             for s in self.main.iter_mut() {
-                s.set_waiting("PodInitializing", String::new());
+                s.set_waiting(WaitingReason::PodInitializing, String::new());
             }
             self.init[i].spawn(&name, out);
         } else {

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{ContainerKey, Time};
+use super::{ContainerKey, Time, WaitingReason};
 use crate::config::spec::{ContainerSpec, ProbeKind, RestartPolicy};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,10 +96,8 @@ pub struct Terminated {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum ContainerState {
-    /// `reason`: `ContainerCreating`, `PodInitializing`, `CrashLoopBackOff`,
-    /// `WaitingForDependencies`, …
     Waiting {
-        reason: String,
+        reason: WaitingReason,
         message: String,
     },
     Running {

@@ -43,21 +43,21 @@ pub struct Supervisor {
 
 fn not_found(message: String) -> CommandError {
     CommandError {
-        kind: "not_found",
+        kind: CommandErrorKind::NotFound,
         message,
     }
 }
 
 fn invalid(message: String) -> CommandError {
     CommandError {
-        kind: "invalid",
+        kind: CommandErrorKind::NotApplicable,
         message,
     }
 }
 
 fn shutting_down() -> CommandError {
     CommandError {
-        kind: "shutting_down",
+        kind: CommandErrorKind::ShuttingDown,
         message: "the supervisor is shutting down".to_string(),
     }
 }
@@ -637,7 +637,7 @@ impl Supervisor {
             } else {
                 let message = format!("waiting for {}", unmet.join(", "));
                 for slot in pod.init.iter_mut().chain(pod.main.iter_mut()) {
-                    slot.set_waiting("WaitingForDependencies", message.clone());
+                    slot.set_waiting(WaitingReason::WaitingForDependencies, message.clone());
                 }
             }
         }

@@ -50,7 +50,7 @@ fn crash_loop_waiting_state_and_backoff_event() {
     assert_eq!(
         h.waiting("web", "app"),
         Some((
-            "CrashLoopBackOff".to_string(),
+            WaitingReason::CrashLoopBackOff,
             "back-off 10s restarting failed container=app pod=web".to_string()
         ))
     );
@@ -86,10 +86,13 @@ fn crash_loop_waiting_state_and_backoff_event() {
 fn backoff_applies_to_exit_zero_under_always() {
     let mut h = one(container("app"));
     h.exit("web", "app", 0);
-    assert!(h.waiting("web", "app").unwrap().0 == "ContainerCreating");
+    assert!(h.waiting("web", "app").unwrap().0 == WaitingReason::ContainerCreating);
     h.spawned("web", "app");
     h.exit("web", "app", 0);
-    assert_eq!(h.waiting("web", "app").unwrap().0, "CrashLoopBackOff");
+    assert_eq!(
+        h.waiting("web", "app").unwrap().0,
+        WaitingReason::CrashLoopBackOff
+    );
 }
 
 #[test]
@@ -133,7 +136,7 @@ fn fractional_backoff_from_container_spec() {
     for _ in 0..5 {
         let f = h.t();
         h.exit("web", "app", 1);
-        if h.waiting("web", "app").unwrap().0 == "CrashLoopBackOff" {
+        if h.waiting("web", "app").unwrap().0 == WaitingReason::CrashLoopBackOff {
             deadlines.push(((h.step() - f) * 1000.0).round() as u64);
         } else {
             deadlines.push(0);
@@ -150,7 +153,10 @@ fn zero_initial_backoff_restarts_immediately_every_time() {
     let mut h = one(c);
     for _ in 0..5 {
         h.exit("web", "app", 1);
-        assert_eq!(h.waiting("web", "app").unwrap().0, "ContainerCreating");
+        assert_eq!(
+            h.waiting("web", "app").unwrap().0,
+            WaitingReason::ContainerCreating
+        );
         h.spawned("web", "app");
     }
     assert_eq!(h.status("web", "app").restart_count, 5);

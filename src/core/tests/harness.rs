@@ -266,7 +266,7 @@ impl H {
             .expect("condition")
     }
 
-    pub fn waiting(&self, pod: &str, c: &str) -> Option<(String, String)> {
+    pub fn waiting(&self, pod: &str, c: &str) -> Option<(WaitingReason, String)> {
         match self.status(pod, c).state {
             ContainerState::Waiting { reason, message } => Some((reason, message)),
             _ => None,

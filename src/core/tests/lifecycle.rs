@@ -30,7 +30,10 @@ fn spawn_then_spawned_gives_running_and_started_event() {
         &acts[..],
         [Action::Spawn { key: k, generation: 1, pod, init: false, .. }] if *k == key && pod == "web"
     ));
-    assert_eq!(h.waiting("web", "app").unwrap().0, "ContainerCreating");
+    assert_eq!(
+        h.waiting("web", "app").unwrap().0,
+        WaitingReason::ContainerCreating
+    );
     assert_eq!(h.phase("web"), Phase::Pending);
     let pid = h.spawned("web", "app");
     let st = h.status("web", "app");
@@ -55,7 +58,10 @@ fn init_containers_run_one_at_a_time_then_all_containers() {
     );
     let acts = h.take();
     assert!(has_spawn(&acts, i1) && !has_spawn(&acts, i2) && !has_spawn(&acts, a));
-    assert_eq!(h.waiting("web", "a").unwrap().0, "PodInitializing");
+    assert_eq!(
+        h.waiting("web", "a").unwrap().0,
+        WaitingReason::PodInitializing
+    );
     assert_eq!(h.phase("web"), Phase::Pending);
     let init = h.condition("web", ConditionType::Initialized);
     assert!(!init.status);
@@ -84,7 +90,10 @@ fn failed_init_container_restarts_with_backoff_under_always() {
     assert!(has_spawn(&h.take(), i1), "first restart immediate");
     h.spawned("web", "i1");
     h.exit("web", "i1", 1);
-    assert_eq!(h.waiting("web", "i1").unwrap().0, "CrashLoopBackOff");
+    assert_eq!(
+        h.waiting("web", "i1").unwrap().0,
+        WaitingReason::CrashLoopBackOff
+    );
     assert_eq!(h.step(), 10.0);
     assert!(has_spawn(&h.take(), i1));
     assert_eq!(h.phase("web"), Phase::Pending);
@@ -97,7 +106,10 @@ fn failed_init_container_fails_pod_under_never() {
     h.exit("web", "i1", 1);
     assert!(h.take().is_empty());
     assert_eq!(h.phase("web"), Phase::Failed);
-    assert_eq!(h.waiting("web", "a").unwrap().0, "PodInitializing");
+    assert_eq!(
+        h.waiting("web", "a").unwrap().0,
+        WaitingReason::PodInitializing
+    );
 }
 
 #[test]
@@ -140,7 +152,7 @@ fn dependent_pod_waits_until_dependency_ready() {
     assert_eq!(
         h.waiting("web", "app"),
         Some((
-            "WaitingForDependencies".to_string(),
+            WaitingReason::WaitingForDependencies,
             "waiting for pod db to be ready".to_string()
         ))
     );
@@ -190,7 +202,7 @@ fn unknown_pod_or_container_is_not_found() {
             container: None,
         })
         .unwrap_err();
-    assert_eq!(e.kind, "not_found");
+    assert_eq!(e.kind, CommandErrorKind::NotFound);
     assert!(e.message.contains("nope"));
     let e = h
         .cmd(Command::Start {
@@ -198,7 +210,7 @@ fn unknown_pod_or_container_is_not_found() {
             container: Some("zz".to_string()),
         })
         .unwrap_err();
-    assert_eq!(e.kind, "not_found");
+    assert_eq!(e.kind, CommandErrorKind::NotFound);
     assert!(e.message.contains("zz"));
 }
 
@@ -211,7 +223,10 @@ fn start_after_stop_runs_again_with_fresh_backoff() {
     h.exit("web", "app", 1);
     h.spawned("web", "app");
     h.exit("web", "app", 1);
-    assert_eq!(h.waiting("web", "app").unwrap().0, "CrashLoopBackOff");
+    assert_eq!(
+        h.waiting("web", "app").unwrap().0,
+        WaitingReason::CrashLoopBackOff
+    );
     h.cmd(Command::Stop {
         pod: "web".to_string(),
         container: None,
@@ -316,4 +331,18 @@ fn events_aggregate_and_bump_seq() {
     assert_eq!(again.first, first.first);
     assert_eq!(h.sup.events_since(first.seq).len(), 1);
     assert!(h.sup.events_since(again.seq).is_empty());
+}
+
+#[test]
+fn starting_a_container_before_its_init_containers_completed_is_not_applicable() {
+    let mut h = with_inits(RestartPolicy::Always);
+    h.take();
+    let e = h
+        .cmd(Command::Start {
+            pod: "web".to_string(),
+            container: Some("a".to_string()),
+        })
+        .unwrap_err();
+    assert_eq!(e.kind, CommandErrorKind::NotApplicable);
+    assert!(e.message.contains("web/a"), "{}", e.message);
 }

@@ -167,7 +167,10 @@ fn spawn_failure_is_start_error_and_backs_off() {
         generation: 2,
         message: "No such file or directory (os error 2)".to_string(),
     });
-    assert_eq!(h.waiting("web", "app").unwrap().0, "CrashLoopBackOff");
+    assert_eq!(
+        h.waiting("web", "app").unwrap().0,
+        WaitingReason::CrashLoopBackOff
+    );
     let last = h.status("web", "app").last_state.unwrap();
     assert_eq!(last.reason, TerminationReason::StartError);
     assert_eq!(last.exit_code, 128);

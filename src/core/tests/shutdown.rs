@@ -125,7 +125,10 @@ fn shutdown_during_backoff_cancels_restart() {
     h.exit("web", "a", 1);
     h.spawned("web", "a");
     h.exit("web", "a", 1);
-    assert_eq!(h.waiting("web", "a").unwrap().0, "CrashLoopBackOff");
+    assert_eq!(
+        h.waiting("web", "a").unwrap().0,
+        WaitingReason::CrashLoopBackOff
+    );
     h.take();
     shutdown(&mut h, false);
     assert_eq!(exit_code(&h.take()), Some(0));
@@ -147,9 +150,9 @@ fn commands_other_than_stop_are_refused_while_shutting_down() {
             container: None,
         })
         .unwrap_err();
-    assert_eq!(e.kind, "shutting_down");
+    assert_eq!(e.kind, CommandErrorKind::ShuttingDown);
     let e = h
         .cmd(Command::Reload(Box::new(config(vec![]))))
         .unwrap_err();
-    assert_eq!(e.kind, "shutting_down");
+    assert_eq!(e.kind, CommandErrorKind::ShuttingDown);
 }

@@ -2,6 +2,7 @@
 //! dispatch of each command, and the `events -f` / `logs -f` streams.
 
 use super::*;
+use crate::control::wire::ErrorKind;
 
 impl Shell {
     pub(super) fn on_control(&mut self, event: &mio::event::Event, now: Instant) {
@@ -37,7 +38,7 @@ impl Shell {
             );
             let line = protocol::reply_err(
                 &id,
-                "permission_denied",
+                ErrorKind::PermissionDenied,
                 &format!(
                     "{} needs root, vigil's own uid, or a uid/gid in admin_uids/admin_gids (you are uid {})",
                     request.cmd.name(),
@@ -56,7 +57,7 @@ impl Shell {
                         Some(p) => Ok(serde_json::json!({
                             "pods": [render::pod_json(p, &self.clock)]
                         })),
-                        None => Err(("not_found", format!("no pod named \"{name}\""))),
+                        None => Err((ErrorKind::NotFound, format!("no pod named \"{name}\""))),
                     },
                     None => Ok(render::status_json(&pods, &self.clock)),
                 }
@@ -69,7 +70,7 @@ impl Shell {
                         &self.core.events_since(0),
                         &self.clock,
                     )),
-                    None => Err(("not_found", format!("no pod named \"{pod}\""))),
+                    None => Err((ErrorKind::NotFound, format!("no pod named \"{pod}\""))),
                 }
             }
             RequestCmd::Events { follow } => {
@@ -93,7 +94,7 @@ impl Shell {
                 tail,
                 previous,
             } => match self.find_slot(&pod, container.as_deref()) {
-                Err(e) => Err(("not_found", e)),
+                Err(e) => Err((ErrorKind::NotFound, e)),
                 Ok(key) => {
                     let Some(slot) = self.slots.get(&key) else {
                         return;
@@ -134,7 +135,7 @@ impl Shell {
             }
             RequestCmd::Reload => match self.reload(now) {
                 Ok(msg) => Ok(serde_json::json!({"message": msg})),
-                Err(e) => Err(("invalid_config", e)),
+                Err(e) => Err((ErrorKind::from(&e), e.to_string())),
             },
         };
         let line = match reply {
@@ -149,10 +150,10 @@ impl Shell {
         &mut self,
         now: Instant,
         command: Command,
-    ) -> Result<serde_json::Value, (&'static str, String)> {
+    ) -> Result<serde_json::Value, (ErrorKind, String)> {
         match self.core.command(now, command) {
             Ok(message) => Ok(serde_json::json!({"message": message})),
-            Err(e) => Err((e.kind, e.message)),
+            Err(e) => Err((e.kind.into(), e.message)),
         }
     }
 

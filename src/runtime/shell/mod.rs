@@ -34,7 +34,8 @@ use crate::control::render;
 use crate::control::server::{ConnId, Incoming, Server};
 use crate::control::time::WallClock;
 use crate::core::{
-    Action, Command, ContainerKey, ExitInfo, Generation, Input, ProbeOutcome, Supervisor,
+    Action, Command, ContainerKey, ExitInfo, Generation, Input, ProbeOutcome, ReloadError,
+    Supervisor, WaitingReason,
 };
 use crate::logs::{self, ContainerLog, Forwarder};
 use crate::process::{self, Reaped, Stdio};
@@ -614,26 +615,26 @@ impl Shell {
 
     // ---- reload, status, shutdown ---------------------------------------------------------
 
-    fn reload(&mut self, now: Instant) -> Result<String, String> {
+    fn reload(&mut self, now: Instant) -> Result<String, ReloadError> {
         let _ = sd_notify::notify(&[
             sd_notify::NotifyState::Reloading,
             sd_notify::NotifyState::monotonic_usec_now()
                 .unwrap_or(sd_notify::NotifyState::Custom("")),
         ]);
         let result = match config::load_source(&self.source) {
-            Err(errors) => Err(errors.to_string()),
+            Err(errors) => Err(ReloadError::InvalidConfig(errors.to_string())),
             Ok(new) => {
                 if let Some(m) = &self.cgroups
                     && let Err(e) = m.check_controllers(needed_controllers(&new))
                 {
-                    Err(e.to_string())
+                    Err(ReloadError::InvalidConfig(e.to_string()))
                 } else {
                     self.config.supervisor.admin_uids = new.supervisor.admin_uids.clone();
                     self.config.supervisor.admin_gids = new.supervisor.admin_gids.clone();
                     let r = self
                         .core
                         .command(now, Command::Reload(Box::new(new.clone())))
-                        .map_err(|e| e.message);
+                        .map_err(ReloadError::Refused);
                     if r.is_ok() {
                         self.config = new;
                     }
@@ -700,7 +701,13 @@ fn status_line(pods: &[crate::core::PodStatus]) -> String {
     let (mut ready, mut total) = (0, 0);
     for p in pods {
         let in_backoff = p.containers.iter().any(|c| {
-            matches!(&c.state, ContainerState::Waiting { reason, .. } if reason == "CrashLoopBackOff")
+            matches!(
+                &c.state,
+                ContainerState::Waiting {
+                    reason: WaitingReason::CrashLoopBackOff,
+                    ..
+                }
+            )
         });
         if in_backoff {
             backoff += 1;
