@@ -2,8 +2,8 @@
 //! (`CLONE_INTO_CGROUP`, Linux 5.7) instead of migrating itself there by writing `cgroup.procs`.
 //!
 //! Owns: the exec plan built in the parent (argv/envp pointer arrays, PATH candidates), the raw
-//! child body (stdio → [`super::child_setup`] → execve) and the parent side (clone3, error-pipe
-//! protocol, error mapping through [`super::classify_spawn_error`]).
+//! child body (stdio → [`super::child::child_setup`] → execve) and the parent side (clone3, error-pipe
+//! protocol, error mapping through [`super::spawn::classify_spawn_error`]).
 //!
 //! Why: a migration takes the kernel's `cgroup_threadgroup_rwsem` for writing, which on a
 //! cgroup2 mount without `favordynmods` waits for an RCU grace period (~20 ms), and the parent
@@ -30,7 +30,10 @@ use std::path::Path;
 use nix::errno::Errno;
 use nix::fcntl::OFlag;
 
-use super::{ChildPlan, Prepared, SpawnError, Stdio, Step, child_setup, classify_spawn_error};
+use super::SpawnError;
+use super::child::{ChildPlan, Step, child_setup};
+use super::prepare::Prepared;
+use super::spawn::{Stdio, classify_spawn_error};
 
 /// `CLONE_INTO_CGROUP` (linux/sched.h). `libc::CLONE_INTO_CGROUP` is declared as a `c_int`
 /// and evaluates to 0, so it is defined here.

@@ -5,8 +5,18 @@
 //! [`reap_all`] (and the one that changes process-wide signal dispositions) re-executes the
 //! test binary to run alone in a fresh process (see `isolated`).
 
+use super::child::child_plan;
+use super::prepare::{can_drop_bounding, cap_last_cap};
+use super::spawn::CLONE3_UNUSABLE;
 use super::*;
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::process::Command;
+
 use crate::config::spec::{Backoff, ContainerSpec, Resources, RestartPolicy, Rlimit};
+use nix::errno::Errno;
+use nix::unistd::{Uid, User};
 use std::io::ErrorKind;
 use std::os::fd::AsFd;
 use std::path::Path;
@@ -718,18 +728,18 @@ fn bare_name_found_later_in_path_skips_entries_without_it() {
 
 #[test]
 fn signal_refuses_pids_that_would_mean_everyone() {
-    assert!(matches!(signal(0, 9), Err(SpawnError::InvalidPid { .. })));
+    assert!(matches!(signal(0, 9), Err(SignalError::InvalidPid { .. })));
     assert!(matches!(
         signal(u32::MAX, 9),
-        Err(SpawnError::InvalidPid { .. })
+        Err(SignalError::InvalidPid { .. })
     ));
     assert!(matches!(
         signal_group(1, 9),
-        Err(SpawnError::InvalidPid { .. })
+        Err(SignalError::InvalidPid { .. })
     ));
     assert!(matches!(
         signal(std::process::id(), 999),
-        Err(SpawnError::InvalidSignal { .. })
+        Err(SignalError::InvalidSignal { .. })
     ));
 }
 

@@ -1,0 +1,229 @@
+//! Forking a prepared child: [`spawn`] picks `clone3(CLONE_INTO_CGROUP)` (module `raw`) or
+//! `std::process::Command` + `pre_exec`, both running the same `child_setup`; and the pipes a
+//! child's output goes to.
+//!
+//! With a cgroup directory, `clone3` creates the child inside its cgroup (no migration, so no
+//! wait for the kernel's cgroup write lock); otherwise, and as the fallback where clone3 is
+//! unusable, `Command` + `pre_exec`, where the child writes "0" to `cgroup.procs`.
+//!
+//! Exec failures come back from std through its CLOEXEC error pipe as the `spawn()` error (the
+//! clone3 path has its own pipe with the same meaning, see `raw`), so a missing binary is
+//! reported synchronously by [`spawn`]. Failures of our own setup steps use the same path; to
+//! tell them apart the child also writes one step byte into a second CLOEXEC pipe before
+//! failing, which the parent reads after `spawn()` returns.
+//!
+//! Owns: the choice of path, the error classification and the output pipes. Must not: resolve
+//! names (that is [`prepare`](super::prepare)), keep any record of the child, or wait for it
+//! beyond the exec handshake.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+use nix::fcntl::{FcntlArg, OFlag, fcntl};
+
+use super::SpawnError;
+use super::child::{Step, child_plan, child_setup};
+use super::prepare::Prepared;
+use super::raw;
+
+/// Where a child's stdout and stderr go. stdin is always /dev/null.
+#[derive(Debug)]
+pub enum Stdio {
+    /// Both to one fd (the usual case: one pipe per container keeps the two streams in order).
+    Combined(OwnedFd),
+    /// Each to its own fd.
+    Separate { stdout: OwnedFd, stderr: OwnedFd },
+    /// Both to /dev/null.
+    Null,
+}
+
+/// A pipe for child output: the read end is `O_NONBLOCK|O_CLOEXEC` (for the event loop), the
+/// write end `O_CLOEXEC` only (std dup2s it onto the child's stdout/stderr, which clears
+/// CLOEXEC there; the child gets a blocking pipe as programs expect).
+pub fn pipe_nonblocking() -> Result<(OwnedFd, OwnedFd), SpawnError> {
+    let (r, w) =
+        nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|source| SpawnError::Pipe { source })?;
+    set_nonblocking(&r)?;
+    Ok((r, w))
+}
+
+/// Sets `O_NONBLOCK` on `fd`, keeping its other status flags.
+pub fn set_nonblocking(fd: &impl std::os::fd::AsFd) -> Result<(), SpawnError> {
+    let raw = fd.as_fd().as_raw_fd();
+    let err = |source| SpawnError::SetNonblocking { fd: raw, source };
+    let flags = fcntl(fd.as_fd(), FcntlArg::F_GETFL).map_err(err)?;
+    let flags = OFlag::from_bits_retain(flags) | OFlag::O_NONBLOCK;
+    fcntl(fd.as_fd(), FcntlArg::F_SETFL(flags)).map_err(err)?;
+    Ok(())
+}
+
+/// The cgroup a child is started in: the cgroup2 directory (O_RDONLY|O_DIRECTORY, for
+/// `clone3(CLONE_INTO_CGROUP)`) and its `cgroup.procs` opened for writing (for the `Command`
+/// fallback, where the child writes "0" to it before exec).
+#[derive(Debug, Clone, Copy)]
+pub struct CgroupTarget<'a> {
+    /// `None`: always use the `Command` path with `procs`.
+    pub dir: Option<BorrowedFd<'a>>,
+    pub procs: BorrowedFd<'a>,
+}
+
+/// Set once clone3 turned out unusable on this system, so the fallback is logged once and
+/// later spawns skip the attempt.
+pub(super) static CLONE3_UNUSABLE: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Starts `p`, returning the child's pid. The child is a session leader (pid = pgid = sid),
+/// runs with stdin on /dev/null and its output on `stdio`, and is in `cgroup` (if given) before
+/// it runs any of the program's code.
+///
+/// With a cgroup directory the child is created directly in it with
+/// `clone3(CLONE_INTO_CGROUP)` (see `raw`: no migration, so no wait for the kernel's cgroup
+/// write lock); without one, or when clone3 is unusable (ENOSYS, E2BIG, EINVAL, EBADF, EPERM,
+/// or a child killed at birth), it uses `std::process::Command` whose child writes "0" to
+/// `cgroup.procs`. Both run the same `child_setup` and report errors the same way.
+///
+/// The caller reaps it (see [`reap_all`]). Exec and setup failures are reported here,
+/// synchronously.
+pub fn spawn(
+    p: &Prepared,
+    cgroup: Option<CgroupTarget<'_>>,
+    stdio: Stdio,
+) -> Result<u32, SpawnError> {
+    let dir = cgroup.and_then(|c| c.dir);
+    match dir {
+        Some(dir) if !CLONE3_UNUSABLE.load(std::sync::atomic::Ordering::Relaxed) => {
+            // The raw path consumes `stdio`; keep duplicates for a possible fallback.
+            let spare = dup_stdio(&stdio)?;
+            match raw::spawn(p, child_plan(p, None), Some(dir.as_raw_fd()), stdio) {
+                Ok(pid) => Ok(pid),
+                Err(raw::RawError::Failed(e)) => Err(e),
+                Err(raw::RawError::Unsupported(errno)) => {
+                    if !CLONE3_UNUSABLE.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                        log::debug!(
+                            "clone3 into a cgroup is unusable here ({errno}); spawning through \
+                             cgroup.procs from now on"
+                        );
+                    }
+                    spawn_command(p, cgroup.map(|c| c.procs), spare)
+                }
+                Err(raw::RawError::KilledAtBirth) => {
+                    log::debug!(
+                        "{:?}: clone3 child was killed at birth (its cgroup saw cgroup.kill); \
+                         spawning through cgroup.procs",
+                        p.argv0()
+                    );
+                    spawn_command(p, cgroup.map(|c| c.procs), spare)
+                }
+            }
+        }
+        _ => spawn_command(p, cgroup.map(|c| c.procs), stdio),
+    }
+}
+
+/// Duplicates (CLOEXEC) the descriptors of `stdio`.
+fn dup_stdio(stdio: &Stdio) -> Result<Stdio, SpawnError> {
+    let dup = |fd: &OwnedFd| {
+        fd.try_clone()
+            .map_err(|source| SpawnError::DupFd { source })
+    };
+    Ok(match stdio {
+        Stdio::Combined(fd) => Stdio::Combined(dup(fd)?),
+        Stdio::Separate { stdout, stderr } => Stdio::Separate {
+            stdout: dup(stdout)?,
+            stderr: dup(stderr)?,
+        },
+        Stdio::Null => Stdio::Null,
+    })
+}
+
+/// `cgroup.procs` write), execvp.
+fn spawn_command(
+    p: &Prepared,
+    cgroup_procs: Option<BorrowedFd<'_>>,
+    stdio: Stdio,
+) -> Result<u32, SpawnError> {
+    let (out, err) = match stdio {
+        Stdio::Combined(fd) => {
+            let dup = fd
+                .try_clone()
+                .map_err(|source| SpawnError::DupFd { source })?;
+            (
+                std::process::Stdio::from(fd),
+                std::process::Stdio::from(dup),
+            )
+        }
+        Stdio::Separate { stdout, stderr } => (stdout.into(), stderr.into()),
+        Stdio::Null => (std::process::Stdio::null(), std::process::Stdio::null()),
+    };
+
+    let (step_r, step_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK)
+        .map_err(|source| SpawnError::Pipe { source })?;
+
+    let mut cmd = Command::new(&p.argv[0]);
+    cmd.args(&p.argv[1..])
+        .env_clear()
+        .envs(p.env.iter().map(|(k, v)| (k, v)))
+        .stdin(std::process::Stdio::null())
+        .stdout(out)
+        .stderr(err);
+
+    let mut plan = child_plan(p, cgroup_procs.map(|fd| fd.as_raw_fd()));
+    plan.step_fd = step_w.as_raw_fd();
+    // SAFETY: `child_setup` is async-signal-safe (see its doc): it only reads `plan`, which was
+    // fully allocated here in the parent, and makes raw syscalls. The raw fds in `plan` stay
+    // open until after `spawn()` returns: `step_w` is dropped below and `cgroup_procs` is
+    // borrowed for this whole call.
+    unsafe {
+        cmd.pre_exec(move || child_setup(&plan));
+    }
+
+    let result = cmd.spawn();
+    drop(cmd);
+    drop(step_w);
+    match result {
+        Ok(child) => {
+            // We reap via waitpid ourselves; dropping `Child` neither waits nor kills.
+            Ok(child.id())
+        }
+        Err(source) => {
+            let mut b = [0u8; 1];
+            let step = match File::from(step_r).read(&mut b) {
+                Ok(1) => Step::from_byte(b[0]),
+                _ => None,
+            };
+            Err(classify_spawn_error(p, step, source))
+        }
+    }
+}
+
+pub(super) fn classify_spawn_error(
+    p: &Prepared,
+    step: Option<Step>,
+    source: io::Error,
+) -> SpawnError {
+    let argv0 = p.argv[0].clone();
+    match step {
+        Some(Step::Cgroup) => SpawnError::CgroupPlacement { argv0, source },
+        Some(Step::Chdir) => SpawnError::WorkingDir {
+            path: p.working_dir.clone().unwrap_or_default(),
+            source,
+        },
+        Some(step) => SpawnError::ChildSetup {
+            argv0,
+            step: step.name(),
+            source,
+        },
+        None => match source.raw_os_error() {
+            Some(libc::ENOENT) | Some(libc::ENOTDIR) => {
+                SpawnError::CommandNotFound { argv0, source }
+            }
+            Some(libc::EACCES) | Some(libc::ENOEXEC) | Some(libc::EPERM) => {
+                SpawnError::NotExecutable { argv0, source }
+            }
+            _ => SpawnError::Exec { argv0, source },
+        },
+    }
+}
