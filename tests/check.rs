@@ -72,7 +72,7 @@ fn check_reports_every_problem_located_on_stderr_and_exits_1() {
          name = \"app\"\n\
          command = [\"/bin/app\"]\n\
          [pods.web.containers.liveness_probe]\n\
-         http_get = { port = 8080, scheme = \"https\" }\n\
+         http_get = { port = 8080, scheme = \"gopher\" }\n\
          period_seconds = 0\n",
     );
     let out = vigil_check(Some(&f), None);
@@ -94,8 +94,8 @@ fn check_reports_every_problem_located_on_stderr_and_exits_1() {
                  depends_on, init_containers, containers"
             ),
             format!(
-                "{p}:8:36: pods.web.containers[0].liveness_probe.http_get.scheme: https probes \
-                 are not supported yet (no TLS); use scheme = \"http\""
+                "{p}:8:36: pods.web.containers[0].liveness_probe.http_get.scheme: unsupported \
+                 scheme \"gopher\"; use \"HTTP\" or \"HTTPS\""
             ),
             format!(
                 "{p}:9:18: pods.web.containers[0].liveness_probe.period_seconds: must be > 0 \
@@ -104,6 +104,28 @@ fn check_reports_every_problem_located_on_stderr_and_exits_1() {
         ],
         "{stderr}"
     );
+}
+
+#[test]
+fn check_accepts_host_names_https_and_grpc_probes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = write(
+        dir.path(),
+        "names.toml",
+        "[[pods.web.containers]]\n\
+         name = \"app\"\n\
+         command = [\"/bin/app\"]\n\
+         liveness_probe = { http_get = { host = \"app.internal\", port = 8443, scheme = \"HTTPS\" } }\n\
+         readiness_probe = { grpc = { host = \"db.local\", port = 9090 } }\n\
+         startup_probe = { tcp_socket = { host = \"cache.local\", port = 6379 } }\n",
+    );
+    let out = vigil_check(Some(&f), None);
+    assert_eq!(text(&out.stderr), "");
+    assert_eq!(
+        text(&out.stdout),
+        format!("{}: ok (1 pod, 1 container)\n", f.display())
+    );
+    assert_eq!(out.status.code(), Some(0));
 }
 
 #[test]

@@ -14,6 +14,13 @@ step "toolchain"
 cargo --version
 rustup component list --installed 2>/dev/null | grep -qE '^(rustfmt|clippy)' || rustup component add rustfmt clippy || true
 
+step "test servers: openssl CLI (HTTPS probe tests), grpcio + grpcio-health-checking (gRPC probe tests)"
+command -v openssl >/dev/null || { apt-get update -qq && apt-get install -y -qq openssl; }
+if ! python3 -c 'import grpc, grpc_health.v1.health' 2>/dev/null; then
+  python3 -m pip install --quiet grpcio grpcio-health-checking \
+    || python3 -m pip install --quiet --break-system-packages grpcio grpcio-health-checking
+fi
+
 step "format and lint"
 cargo fmt --all -- --check
 cargo clippy --all-targets --quiet -- -D warnings
@@ -21,6 +28,8 @@ cargo clippy --all-targets --quiet --features fault-injection -- -D warnings
 
 step "unit and integration tests"
 cargo test --all-targets 2>&1 | tee target/test-output.txt
+step "gRPC probe tests against grpcio's health server (ignored in plain cargo test)"
+cargo test --all-targets grpc_server -- --ignored 2>&1 | tee -a target/test-output.txt
 # the quick benchmark budget check (a few seconds; generous bounds, never tight timings)
 if [ -x bench/run.sh ]; then
   step "benchmark budget (quick)"

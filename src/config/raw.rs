@@ -130,6 +130,7 @@ pub(crate) struct RawProbe {
     pub exec: Option<S<RawExec>>,
     pub http_get: Option<S<RawHttpGet>>,
     pub tcp_socket: Option<S<RawTcpSocket>>,
+    pub grpc: Option<S<RawGrpc>>,
     pub initial_delay_seconds: Option<S<f64>>,
     pub period_seconds: Option<S<f64>>,
     pub timeout_seconds: Option<S<f64>>,
@@ -152,6 +153,22 @@ pub(crate) struct RawHttpGet {
     pub path: Option<S<String>>,
     pub scheme: Option<S<String>>,
     pub headers: Option<StrMap>,
+    pub tls: Option<S<RawTls>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawTls {
+    pub ca_file: Option<S<String>>,
+    pub server_name: Option<S<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawGrpc {
+    pub host: Option<S<String>>,
+    pub port: Option<S<i64>>,
+    pub service: Option<S<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -79,6 +79,15 @@ pub(crate) const HTTP_GET: &[Field] = &[
     f("path", Kind::Str),
     f("scheme", Kind::Str),
     f("headers", Kind::Map(&Kind::Str)),
+    f("tls", Kind::Table(TLS)),
+];
+
+pub(crate) const TLS: &[Field] = &[f("ca_file", Kind::Str), f("server_name", Kind::Str)];
+
+pub(crate) const GRPC: &[Field] = &[
+    f("host", Kind::Str),
+    f("port", Kind::Int),
+    f("service", Kind::Str),
 ];
 
 pub(crate) const TCP_SOCKET: &[Field] = &[f("host", Kind::Str), f("port", Kind::Int)];
@@ -87,6 +96,7 @@ pub(crate) const PROBE: &[Field] = &[
     f("exec", Kind::Table(EXEC)),
     f("http_get", Kind::Table(HTTP_GET)),
     f("tcp_socket", Kind::Table(TCP_SOCKET)),
+    f("grpc", Kind::Table(GRPC)),
     f("initial_delay_seconds", Kind::Num),
     f("period_seconds", Kind::Num),
     f("timeout_seconds", Kind::Num),

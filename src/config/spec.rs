@@ -271,9 +271,48 @@ pub enum ProbeAction {
         port: u16,
         path: String,
         headers: Vec<(String, String)>,
+        scheme: HttpScheme,
+        /// Certificate checks for `Https` (unused for `Http`).
+        tls: TlsSpec,
     },
     TcpSocket {
         host: String,
         port: u16,
     },
+    /// `grpc.health.v1.Health/Check` over cleartext HTTP/2, as the kubelet's gRPC probe.
+    Grpc {
+        host: String,
+        port: u16,
+        /// The `service` field of the request; empty asks about the server as a whole.
+        service: String,
+    },
+}
+
+/// `http_get.scheme`: `HTTP` or `HTTPS` (either case).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HttpScheme {
+    #[default]
+    Http,
+    Https,
+}
+
+impl HttpScheme {
+    /// `http` / `https`, as in URLs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HttpScheme::Http => "http",
+            HttpScheme::Https => "https",
+        }
+    }
+}
+
+/// `http_get.tls`. Like the kubelet, an HTTPS probe does not verify the server's certificate
+/// unless `ca_file` is given; then the chain must lead to a certificate in that file and the
+/// leaf must be valid now and for `server_name` (default: the probe's host).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TlsSpec {
+    /// PEM file of the certificates to trust; `Some` turns verification on.
+    pub ca_file: Option<PathBuf>,
+    /// Name sent as SNI and checked against the certificate (default: the probe's host).
+    pub server_name: Option<String>,
 }

@@ -586,7 +586,7 @@ fn probe_needs_exactly_one_action() {
     one(
         &format!("{POD}[pods.web.containers.liveness_probe]\nperiod_seconds = 5\n"),
         "4:1: pods.web.containers[0].liveness_probe: ",
-        "probe needs exactly one action: exec, http_get or tcp_socket",
+        "probe needs exactly one action: exec, http_get, tcp_socket or grpc",
     );
     one(
         &format!(
@@ -623,7 +623,7 @@ fn http_probe_port_path_and_scheme_are_checked() {
         "{POD}[pods.web.containers.readiness_probe.http_get]\n\
          port = 70000\n\
          path = \"healthz\"\n\
-         scheme = \"https\"\n\
+         scheme = \"ftp\"\n\
          [pods.web.containers.liveness_probe]\n\
          tcp_socket = {{ port = 0 }}\n"
     );
@@ -643,12 +643,106 @@ fn http_probe_port_path_and_scheme_are_checked() {
     assert_has(
         &errs[2],
         &format!("7:10: {p}.readiness_probe.http_get.scheme: "),
-        "https probes are not supported yet (no TLS); use scheme = \"http\"",
+        "unsupported scheme \"ftp\"; use \"HTTP\" or \"HTTPS\"",
     );
     assert_has(
         &errs[3],
         &format!("9:23: {p}.liveness_probe.tcp_socket.port: "),
         "must be between 1 and 65535, got 0",
+    );
+}
+
+#[test]
+fn https_scheme_is_accepted_in_kubernetes_and_lowercase_spelling_with_optional_tls() {
+    for scheme in ["HTTPS", "https"] {
+        let c = ok(&format!(
+            "{POD}liveness_probe = {{ http_get = {{ port = 8443, scheme = \"{scheme}\" }} }}\n\
+             readiness_probe = {{ http_get = {{ port = 8443, scheme = \"{scheme}\", \
+             tls = {{ ca_file = \"/etc/ssl/app-ca.pem\", server_name = \"app.internal\" }} }} }}\n"
+        ));
+        let k = container(&c);
+        let ProbeAction::HttpGet { scheme, tls, .. } = &k.liveness_probe.as_ref().unwrap().action
+        else {
+            panic!("not http_get");
+        };
+        assert_eq!((*scheme, tls), (HttpScheme::Https, &TlsSpec::default()));
+        let ProbeAction::HttpGet { tls, .. } = &k.readiness_probe.as_ref().unwrap().action else {
+            panic!("not http_get");
+        };
+        assert_eq!(
+            tls,
+            &TlsSpec {
+                ca_file: Some("/etc/ssl/app-ca.pem".into()),
+                server_name: Some("app.internal".into()),
+            }
+        );
+    }
+    let c = ok(&format!(
+        "{POD}liveness_probe = {{ http_get = {{ port = 80, scheme = \"HTTP\" }} }}\n"
+    ));
+    assert!(matches!(
+        container(&c).liveness_probe.as_ref().unwrap().action,
+        ProbeAction::HttpGet {
+            scheme: HttpScheme::Http,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn tls_settings_are_checked() {
+    let text = format!(
+        "{POD}liveness_probe = {{ http_get = {{ port = 80, tls = {{ ca_file = \"/ca.pem\" }} }} }}\n\
+         readiness_probe = {{ http_get = {{ port = 443, scheme = \"HTTPS\", \
+         tls = {{ ca_file = \"ca.pem\", server_name = \"bad name!\" }} }} }}\n"
+    );
+    let errs = errors(&text);
+    assert_eq!(errs.len(), 3, "{errs:#?}");
+    let p = "pods.web.containers[0]";
+    assert_has(
+        &errs[0],
+        &format!("4:50: {p}.liveness_probe.http_get.tls: "),
+        "tls applies to scheme = \"HTTPS\" only",
+    );
+    assert_has(
+        &errs[1],
+        &format!("5:82: {p}.readiness_probe.http_get.tls.ca_file: "),
+        "must be an absolute path, got \"ca.pem\"",
+    );
+    assert_has(
+        &errs[2],
+        &format!("5:106: {p}.readiness_probe.http_get.tls.server_name: "),
+        "must be a DNS name or an IP address, got \"bad name!\"",
+    );
+}
+
+#[test]
+fn grpc_probe_takes_host_port_and_service() {
+    let c = ok(&format!(
+        "{POD}liveness_probe = {{ grpc = {{ port = 9090 }} }}\n\
+         readiness_probe = {{ grpc = {{ host = \"db.internal\", port = 9091, service = \"db\" }} }}\n"
+    ));
+    let k = container(&c);
+    assert_eq!(
+        k.liveness_probe.as_ref().unwrap().action,
+        ProbeAction::Grpc {
+            host: "127.0.0.1".into(),
+            port: 9090,
+            service: String::new(),
+        }
+    );
+    assert_eq!(
+        k.readiness_probe.as_ref().unwrap().action,
+        ProbeAction::Grpc {
+            host: "db.internal".into(),
+            port: 9091,
+            service: "db".into(),
+        }
+    );
+    one(
+        &format!("{POD}liveness_probe = {{ grpc = {{ service = \"x\" }} }}\n"),
+        "4:27: pods.web.containers[0].liveness_probe.grpc.port: ",
+        "missing required key \"port\"",
     );
 }
 
@@ -675,7 +769,9 @@ fn probe_defaults_follow_the_kubelet() {
             host: "127.0.0.1".into(),
             port: 8080,
             path: "/".into(),
-            headers: vec![]
+            headers: vec![],
+            scheme: HttpScheme::Http,
+            tls: TlsSpec::default(),
         }
     );
     assert_eq!(
@@ -945,6 +1041,7 @@ restart_policy = "Always"
 [[pods.db.containers]]
 name = "db"
 command = ["/usr/bin/db"]
+readiness_probe = { grpc = { host = "db.internal", port = 9090, service = "db" } }
 
 [pods.web]
 restart_policy = "Always"
@@ -988,7 +1085,7 @@ failure_threshold = 30
 period_seconds = 1
 
 [pods.web.containers.liveness_probe]
-http_get = { host = "127.0.0.1", port = 8080, path = "/healthz", scheme = "http", headers = { X-Probe = "1" } }
+http_get = { host = "127.0.0.1", port = 8080, path = "/healthz", scheme = "HTTPS", headers = { X-Probe = "1" }, tls = { ca_file = "/etc/ssl/app-ca.pem", server_name = "app.internal" } }
 initial_delay_seconds = 5
 period_seconds = 5
 timeout_seconds = 1

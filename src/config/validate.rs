@@ -16,12 +16,13 @@ use std::time::Duration;
 use super::error::Problem;
 use super::raw::{
     NumOrStr, RawBackoff, RawConfig, RawContainer, RawPod, RawProbe, RawResources, RawRlimit,
-    RawSupervisor, S, StrMap, StrOrInt,
+    RawSupervisor, RawTls, S, StrMap, StrOrInt,
 };
 use super::schema::join;
 use super::spec::{
-    Backoff, CgroupRoot, Config, ContainerSpec, Dependency, DependencyCondition, PodSpec,
-    ProbeAction, ProbeKind, ProbeSpec, Resources, RestartPolicy, Rlimit, SupervisorSpec,
+    Backoff, CgroupRoot, Config, ContainerSpec, Dependency, DependencyCondition, HttpScheme,
+    PodSpec, ProbeAction, ProbeKind, ProbeSpec, Resources, RestartPolicy, Rlimit, SupervisorSpec,
+    TlsSpec,
 };
 use super::values;
 
@@ -786,11 +787,14 @@ impl V<'_> {
         if let Some(t) = &raw.tcp_socket {
             actions.push(("tcp_socket", span(t)));
         }
+        if let Some(g) = &raw.grpc {
+            actions.push(("grpc", span(g)));
+        }
         if actions.is_empty() {
             self.err(
                 span(raw_s),
                 path,
-                "probe needs exactly one action: exec, http_get or tcp_socket",
+                "probe needs exactly one action: exec, http_get, tcp_socket or grpc",
             );
         }
         if actions.len() > 1 {
@@ -835,31 +839,30 @@ impl V<'_> {
                 }
                 None => "/".to_string(),
             };
-            if let Some(v) = &hr.scheme {
-                let field = join(&p, "scheme");
-                match v.get_ref().to_ascii_lowercase().as_str() {
-                    "http" => {}
-                    "https" => self.err(
-                        span(v),
-                        &field,
-                        "https probes are not supported yet (no TLS); use scheme = \"http\"",
-                    ),
-                    _ => self.err(
-                        span(v),
-                        &field,
-                        format!(
-                            "unsupported scheme {:?}; use scheme = \"http\"",
-                            v.get_ref()
-                        ),
-                    ),
-                }
-            }
+            let scheme = match &hr.scheme {
+                None => HttpScheme::Http,
+                Some(v) => match v.get_ref().as_str() {
+                    "http" | "HTTP" => HttpScheme::Http,
+                    "https" | "HTTPS" => HttpScheme::Https,
+                    other => {
+                        self.err(
+                            span(v),
+                            &join(&p, "scheme"),
+                            format!("unsupported scheme {other:?}; use \"HTTP\" or \"HTTPS\""),
+                        );
+                        HttpScheme::Http
+                    }
+                },
+            };
+            let tls = self.tls(hr.tls.as_ref(), scheme, &join(&p, "tls"));
             let headers = self.headers(hr.headers.as_ref(), &join(&p, "headers"));
             ProbeAction::HttpGet {
                 host,
                 port: port.unwrap_or(0),
                 path: path_s,
                 headers,
+                scheme,
+                tls,
             }
         });
         let tcp = raw.tcp_socket.as_ref().map(|t| {
@@ -872,7 +875,22 @@ impl V<'_> {
                 port: port.unwrap_or(0),
             }
         });
-        let action = exec.or(http).or(tcp);
+        let grpc = raw.grpc.as_ref().map(|g| {
+            let p = join(path, "grpc");
+            let gr = g.get_ref();
+            let port = self.port(gr.port.as_ref(), span(g), &p);
+            let host = self.host(gr.host.as_ref(), &p);
+            let service = match &gr.service {
+                Some(v) if self.no_nul(v, &join(&p, "service")) => v.get_ref().clone(),
+                _ => String::new(),
+            };
+            ProbeAction::Grpc {
+                host,
+                port: port.unwrap_or(0),
+                service,
+            }
+        });
+        let action = exec.or(http).or(tcp).or(grpc);
         let initial_delay = self.opt_seconds(
             &raw.initial_delay_seconds,
             &join(path, "initial_delay_seconds"),
@@ -937,6 +955,42 @@ impl V<'_> {
                 self.err(table, &join(path, "port"), "missing required key \"port\"");
                 None
             }
+        }
+    }
+
+    /// `http_get.tls`: only for HTTPS; `ca_file` absolute; `server_name` a DNS name or an
+    /// IP address (the forms rustls accepts as a server name).
+    fn tls(&mut self, raw: Option<&S<RawTls>>, scheme: HttpScheme, path: &str) -> TlsSpec {
+        let Some(raw) = raw else {
+            return TlsSpec::default();
+        };
+        if scheme != HttpScheme::Https {
+            self.err(
+                span(raw),
+                path,
+                "tls applies to scheme = \"HTTPS\" only; remove it or set the scheme",
+            );
+        }
+        let r = raw.get_ref();
+        let ca_file = r
+            .ca_file
+            .as_ref()
+            .and_then(|v| self.abs_path(v, &join(path, "ca_file")));
+        let server_name = r.server_name.as_ref().and_then(|v| {
+            let name = v.get_ref().trim();
+            if rustls::pki_types::ServerName::try_from(name).is_err() {
+                self.err(
+                    span(v),
+                    &join(path, "server_name"),
+                    format!("must be a DNS name or an IP address, got {:?}", v.get_ref()),
+                );
+                return None;
+            }
+            Some(name.to_string())
+        });
+        TlsSpec {
+            ca_file,
+            server_name,
         }
     }
 

@@ -170,9 +170,20 @@ pub fn probe_action_text(a: &ProbeAction) -> String {
     match a {
         ProbeAction::Exec { command } => format!("exec [{}]", command.join(" ")),
         ProbeAction::HttpGet {
-            host, port, path, ..
-        } => format!("http-get http://{host}:{port}{path}"),
+            host,
+            port,
+            path,
+            scheme,
+            ..
+        } => format!("http-get {}://{host}:{port}{path}", scheme.as_str()),
         ProbeAction::TcpSocket { host, port } => format!("tcp-socket {host}:{port}"),
+        ProbeAction::Grpc {
+            host,
+            port,
+            service,
+        } => format!("grpc {host}:{port} {service}")
+            .trim_end()
+            .to_string(),
     }
 }
 
@@ -847,6 +858,8 @@ mod tests {
                     port: 8080,
                     path: "/healthz".into(),
                     headers: vec![],
+                    scheme: crate::config::spec::HttpScheme::Http,
+                    tls: Default::default(),
                 },
                 initial_delay: Duration::ZERO,
                 period: Duration::from_secs(10),

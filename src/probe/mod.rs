@@ -1,12 +1,16 @@
-//! Probe actions: TCP and HTTP checks as non-blocking state machines, plus the message
-//! formatting for exec probes.
+//! Probe actions: TCP, HTTP(S) and gRPC checks as non-blocking state machines, plus the
+//! message formatting for exec probes.
 //!
 //! Owns: turning one probe attempt into a [`ProbeOutcome`] with a short, human message in the
 //! kubelet's words (`dial tcp 127.0.0.1:8080: connect: connection refused`, `HTTP probe failed
-//! with statuscode: 503`), and the pure HTTP/1.1 request builder and response parser
-//! ([`http`]), which are tested without sockets.
+//! with statuscode: 503`, `tls: certificate expired`), and the pure protocol halves, tested
+//! without sockets: the HTTP/1.1 request builder and response parser ([`http`]), the HTTP/2
+//! framing ([`h2`]) and the gRPC health check client on top of it ([`grpc`]). TLS is a rustls
+//! session driven over the same socket (`tls`); host names are resolved by [`resolve`].
 //!
-//! Must not: spawn threads, block, sleep, or own a clock. A network attempt ([`NetProbe`]) is
+//! Must not: block, sleep, or own a clock. The one exception to "no threads" is the
+//! resolver's helper thread, which exists because getaddrinfo(3) blocks; its cache expiry
+//! is the one clock read. A network attempt ([`NetProbe`]) is
 //! driven by readiness events of the runtime's mio `Poll`; the core enforces the timeout and
 //! tells the runtime to [`NetProbe::cancel`]. Exec probes are spawned and reaped by the
 //! runtime through the process module; this module only formats their output
@@ -14,8 +18,12 @@
 //! that is the core's job. A target that fails is an outcome (`Failure` with a message), never
 //! an `Err`.
 
+pub mod grpc;
+pub mod h2;
 pub mod http;
 mod net;
+pub mod resolve;
+mod tls;
 
 pub use net::NetProbe;
 
@@ -28,10 +36,9 @@ pub const EXEC_MESSAGE_BYTES: usize = 1024;
 /// message the user sees; [`ProbeError::outcome`] turns it into a `Failure`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProbeError {
-    /// The configured host is neither an IP literal nor `localhost`. Name lookups are blocking
-    /// (getaddrinfo), so the single-threaded loop refuses them rather than stall every pod.
-    #[error("probe host must be an IP address or localhost, not {host:?}")]
-    ResolveHost { host: String },
+    /// The host name did not resolve (getaddrinfo's reason, lower-cased as Go prints it).
+    #[error("dial tcp: lookup {host}: {reason}")]
+    Lookup { host: String, reason: String },
     /// The action handed to [`NetProbe::start`] was not `http_get` or `tcp_socket`.
     #[error("probe action is not a network probe")]
     NotNetwork,
@@ -50,6 +57,12 @@ pub enum ProbeError {
     /// Receiving the HTTP response failed.
     #[error("HTTP probe failed: read: {reason}")]
     Read { reason: String },
+    /// The TLS session failed: handshake, certificate, alert, or the CA file.
+    #[error("tls: {reason}")]
+    Tls { reason: String },
+    /// Sending or receiving on a gRPC probe's connection failed.
+    #[error("gRPC probe failed: {op}: {reason}")]
+    GrpcIo { op: &'static str, reason: String },
 }
 
 impl ProbeError {

@@ -1,5 +1,13 @@
-//! One in-flight `tcp_socket` or `http_get` attempt as a non-blocking state machine on the
-//! runtime's mio `Poll`.
+//! One in-flight `tcp_socket`, `http_get` (HTTP or HTTPS) or `grpc` attempt as a
+//! non-blocking state machine on the runtime's mio `Poll`.
+//!
+//! An attempt goes through up to three stages, all driven by readiness events for its one
+//! token: waiting for a host name ([`super::resolve`], an eventfd registered under the
+//! token), connecting, and talking. Talking is layered: a [`Session`] (the HTTP/1.1 request
+//! and parser, or the gRPC health check over HTTP/2) produces and consumes plaintext, and
+//! the transport carries it either straight over the socket or through a rustls session
+//! ([`super::tls`]) whose records are moved with `read_tls`/`write_tls` — so a TLS
+//! handshake waits on the same events and the same deadline as everything else.
 //!
 //! The socket is registered for both readable and writable readiness from the start. mio is
 //! edge-triggered, so every event drives the machine as far as it can go: each direction is
@@ -10,248 +18,546 @@
 //! `TcpStream::connect` docs).
 
 use std::io::{self, Read, Write};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 
 use mio::net::TcpStream;
+use mio::unix::SourceFd;
 use mio::{Interest, Registry, Token};
+use rustls::ClientConnection;
 
-use crate::config::spec::ProbeAction;
+use crate::config::spec::{HttpScheme, ProbeAction};
 use crate::core::ProbeOutcome;
 
+use super::grpc::HealthCheck;
 use super::http::{Progress, ResponseParser, build_request};
-use super::{ProbeError, io_reason};
+use super::resolve::{self, Lookup, Pending};
+use super::{ProbeError, io_reason, tls};
 
 /// Bytes read from the socket per `read(2)`.
 const READ_CHUNK: usize = 8 * 1024;
 
-enum Mode {
+/// The protocol spoken once connected, as plaintext in and out.
+enum Session {
     Tcp,
     Http {
         request: Vec<u8>,
         written: usize,
         parser: ResponseParser,
     },
+    Grpc(Box<HealthCheck>),
 }
 
-/// One in-flight network probe attempt. Dropping it closes the socket; prefer
-/// [`NetProbe::cancel`], which also deregisters it.
+impl Session {
+    /// Plaintext waiting to be sent.
+    fn output(&self) -> &[u8] {
+        match self {
+            Session::Tcp => &[],
+            Session::Http {
+                request, written, ..
+            } => &request[*written..],
+            Session::Grpc(h) => h.output(),
+        }
+    }
+
+    /// `n` bytes of [`Session::output`] were sent.
+    fn sent(&mut self, n: usize) {
+        match self {
+            Session::Tcp => {}
+            Session::Http { written, .. } => *written += n,
+            Session::Grpc(h) => h.sent(n),
+        }
+    }
+
+    /// Plaintext arrived; `Some` once the outcome is decided.
+    fn feed(&mut self, data: &[u8]) -> Option<ProbeOutcome> {
+        match self {
+            Session::Tcp => None,
+            Session::Http { parser, .. } => match parser.feed(data) {
+                Progress::Done(outcome) => Some(outcome),
+                Progress::NeedMore => None,
+            },
+            Session::Grpc(h) => h.feed(data),
+        }
+    }
+
+    /// The peer closed its side.
+    fn eof(&mut self) -> ProbeOutcome {
+        match self {
+            Session::Tcp => ProbeOutcome::Failure("connection closed".to_string()),
+            Session::Http { parser, .. } => parser.finish(),
+            Session::Grpc(h) => h.finish(),
+        }
+    }
+
+    /// Reading failed: an HTTP response whose status arrived is still judged by it.
+    fn read_failed(&mut self, err: &io::Error) -> ProbeError {
+        match self {
+            Session::Grpc(_) => ProbeError::GrpcIo {
+                op: "read",
+                reason: io_reason(err),
+            },
+            _ => ProbeError::Read {
+                reason: io_reason(err),
+            },
+        }
+    }
+
+    fn write_failed(&self, reason: String) -> ProbeError {
+        match self {
+            Session::Grpc(_) => ProbeError::GrpcIo {
+                op: "write",
+                reason,
+            },
+            _ => ProbeError::Write { reason },
+        }
+    }
+
+    fn judged_on_read_error(&mut self) -> Option<ProbeOutcome> {
+        match self {
+            Session::Http { parser, .. } if parser.status_known() => Some(parser.finish()),
+            _ => None,
+        }
+    }
+}
+
+/// Where the attempt is.
+enum Stage {
+    /// Waiting for the helper thread to resolve the host.
+    Resolving(Pending),
+    /// Socket open, connect in progress (or done and talking).
+    Connected {
+        stream: TcpStream,
+        connected: bool,
+        tls: Option<Box<ClientConnection>>,
+    },
+    /// Decided, or cancelled; nothing registered.
+    Finished,
+}
+
+/// One in-flight network probe attempt. Dropping it closes its descriptors; prefer
+/// [`NetProbe::cancel`], which also deregisters them.
 pub struct NetProbe {
-    stream: TcpStream,
-    addr: SocketAddr,
-    mode: Mode,
-    connected: bool,
-    finished: bool,
+    host: String,
+    port: u16,
+    addr: Option<SocketAddr>,
+    scheme: HttpScheme,
+    /// Boxed: the runtime keeps probes in flight in a map beside much smaller exec runs.
+    tls_spec: Box<crate::config::spec::TlsSpec>,
+    session: Box<Session>,
+    stage: Stage,
+    token: Token,
+    /// When the attempt times out and its timeout as configured (see [`NetProbe::expire_at`]).
+    deadline: Option<(std::time::Instant, std::time::Duration)>,
 }
 
 impl std::fmt::Debug for NetProbe {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NetProbe")
+            .field("host", &self.host)
+            .field("port", &self.port)
             .field("addr", &self.addr)
-            .field("http", &matches!(self.mode, Mode::Http { .. }))
-            .field("connected", &self.connected)
-            .field("finished", &self.finished)
+            .field("stage", &self.stage_name())
             .finish()
     }
 }
 
 impl NetProbe {
-    /// Start connecting to the target of an `http_get` or `tcp_socket` action and register the
-    /// socket under `token`. Failures that happen at once (host not an IP literal or
-    /// `localhost`, EMFILE, unreachable network…) come back as a finished outcome, with
-    /// nothing left registered.
+    /// Start an attempt for a network action and register what it waits on under `token`.
+    /// Failures that happen at once (EMFILE, unreachable network, a name the cache knows to
+    /// be unresolvable…) come back as a finished outcome, with nothing left registered.
     pub fn start(
         action: &ProbeAction,
         registry: &Registry,
         token: Token,
     ) -> Result<NetProbe, ProbeOutcome> {
-        let (host, port, mode) = match action {
-            ProbeAction::TcpSocket { host, port } => (host, *port, Mode::Tcp),
+        let (host, port, session, scheme, tls_spec) = match action {
+            ProbeAction::TcpSocket { host, port } => (
+                host,
+                *port,
+                Session::Tcp,
+                HttpScheme::Http,
+                Default::default(),
+            ),
             ProbeAction::HttpGet {
                 host,
                 port,
                 path,
                 headers,
+                scheme,
+                tls,
             } => (
                 host,
                 *port,
-                Mode::Http {
+                Session::Http {
                     request: build_request(host, *port, path, headers),
                     written: 0,
                     parser: ResponseParser::new(),
                 },
+                *scheme,
+                tls.clone(),
+            ),
+            ProbeAction::Grpc {
+                host,
+                port,
+                service,
+            } => (
+                host,
+                *port,
+                Session::Grpc(Box::new(HealthCheck::new(
+                    &super::http::authority(host, *port),
+                    service,
+                ))),
+                HttpScheme::Http,
+                Default::default(),
             ),
             ProbeAction::Exec { .. } => return Err(ProbeError::NotNetwork.outcome()),
         };
-        let addr = SocketAddr::new(resolve(host).map_err(|e| e.outcome())?, port);
-        let mut stream = TcpStream::connect(addr).map_err(|e| dial_error(addr, &e).outcome())?;
-        registry
-            .register(&mut stream, token, Interest::READABLE | Interest::WRITABLE)
-            .map_err(|e| {
-                ProbeError::Register {
-                    addr: addr.to_string(),
-                    reason: io_reason(&e),
-                }
-                .outcome()
-            })?;
-        Ok(NetProbe {
-            stream,
-            addr,
-            mode,
-            connected: false,
-            finished: false,
-        })
+        let mut probe = NetProbe {
+            host: host.clone(),
+            port,
+            addr: None,
+            scheme,
+            tls_spec: Box::new(tls_spec),
+            session: Box::new(session),
+            stage: Stage::Finished,
+            token,
+            deadline: None,
+        };
+        match resolve::lookup(host) {
+            Lookup::Ready(ip) => probe.connect(registry, ip).map_err(|e| e.outcome())?,
+            Lookup::Failed(e) => return Err(e.outcome()),
+            Lookup::Pending(pending) => {
+                let fd = pending.fd();
+                registry
+                    .register(&mut SourceFd(&fd), token, Interest::READABLE)
+                    .map_err(|e| {
+                        ProbeError::Register {
+                            addr: host.clone(),
+                            reason: io_reason(&e),
+                        }
+                        .outcome()
+                    })?;
+                probe.stage = Stage::Resolving(pending);
+            }
+        }
+        Ok(probe)
     }
 
-    /// The address being probed (after resolving `localhost`).
-    pub fn addr(&self) -> SocketAddr {
+    /// The address being probed, once the host is resolved.
+    pub fn addr(&self) -> Option<SocketAddr> {
         self.addr
     }
 
+    /// What the attempt is waiting for, for a timeout message: `resolve`, `connect`,
+    /// `tls handshake`, `response`, or `done`.
+    pub fn stage_name(&self) -> &'static str {
+        match &self.stage {
+            Stage::Resolving(_) => "resolve",
+            Stage::Connected {
+                connected: false, ..
+            } => "connect",
+            Stage::Connected { tls: Some(t), .. } if t.is_handshaking() => "tls handshake",
+            Stage::Connected { .. } => "response",
+            Stage::Finished => "done",
+        }
+    }
+
+    /// Tells the attempt when it times out (`started + timeout`, the core's deadline), so
+    /// that [`NetProbe::expired`] can name the stage it was stuck in.
+    pub fn expire_at(&mut self, started: std::time::Instant, timeout: std::time::Duration) {
+        self.deadline = Some((started + timeout, timeout));
+    }
+
+    /// At or after the deadline, while still resolving, connecting or in a TLS handshake:
+    /// the failure message naming that stage. `None` otherwise — a probe waiting for its
+    /// response is left to the core's own `probe timed out after …`.
+    pub fn expired(&self, now: std::time::Instant) -> Option<String> {
+        let (at, timeout) = self.deadline?;
+        if now < at || matches!(self.stage_name(), "response" | "done") {
+            return None;
+        }
+        Some(self.timeout_message(&crate::core::go_duration(timeout)))
+    }
+
+    /// The message for an attempt abandoned after `timeout` in its current stage, naming
+    /// what it was waiting for (`tls: handshake timed out after 1s`).
+    pub fn timeout_message(&self, timeout: &str) -> String {
+        match self.stage_name() {
+            "resolve" => format!("dial tcp: lookup {}: timed out after {timeout}", self.host),
+            "connect" => format!(
+                "dial tcp {}: connect: timed out after {timeout}",
+                self.addr.map(|a| a.to_string()).unwrap_or_default()
+            ),
+            "tls handshake" => format!("tls: handshake timed out after {timeout}"),
+            _ => format!("probe timed out after {timeout}"),
+        }
+    }
+
+    fn connect(&mut self, registry: &Registry, ip: std::net::IpAddr) -> Result<(), ProbeError> {
+        let addr = SocketAddr::new(ip, self.port);
+        self.addr = Some(addr);
+        let mut stream = TcpStream::connect(addr).map_err(|e| dial_error(addr, &e))?;
+        registry
+            .register(
+                &mut stream,
+                self.token,
+                Interest::READABLE | Interest::WRITABLE,
+            )
+            .map_err(|e| ProbeError::Register {
+                addr: addr.to_string(),
+                reason: io_reason(&e),
+            })?;
+        let tls = match self.scheme {
+            HttpScheme::Http => None,
+            HttpScheme::Https => match tls::client(&self.tls_spec, &self.host) {
+                Ok(c) => Some(Box::new(c)),
+                Err(e) => {
+                    let _ = registry.deregister(&mut stream);
+                    return Err(e);
+                }
+            },
+        };
+        self.stage = Stage::Connected {
+            stream,
+            connected: false,
+            tls,
+        };
+        Ok(())
+    }
+
     /// Drive the attempt on a readiness event for its token. Returns the outcome once the
-    /// attempt is decided; the socket is then deregistered (it closes on drop). Later calls
-    /// return `None`.
+    /// attempt is decided; its descriptors are then deregistered (they close on drop).
+    /// Later calls return `None`.
     pub fn on_event(
         &mut self,
         registry: &Registry,
         event: &mio::event::Event,
     ) -> Option<ProbeOutcome> {
         let _ = event; // Readiness kinds are not trusted: every direction is tried until WouldBlock.
-        if self.finished {
-            return None;
+        if let Stage::Resolving(pending) = &self.stage {
+            let answer = pending.take()?;
+            let fd = pending.fd();
+            if let Err(e) = registry.deregister(&mut SourceFd(&fd)) {
+                log::debug!("probe {}: deregister resolver eventfd: {e}", self.host);
+            }
+            self.stage = Stage::Finished;
+            let connected = answer.and_then(|ip| self.connect(registry, ip));
+            if let Err(e) = connected {
+                return Some(e.outcome());
+            }
         }
-        let outcome = self.drive()?;
-        self.finished = true;
-        if let Err(e) = registry.deregister(&mut self.stream) {
-            log::debug!("probe {}: deregister: {e}", self.addr);
-        }
+        let outcome = match self.drive() {
+            Ok(None) => return None,
+            Ok(Some(outcome)) => outcome,
+            Err(e) => e.outcome(),
+        };
+        self.release(registry);
         Some(outcome)
     }
 
-    /// Abandon the attempt (the core's timeout fired): deregister and close the socket.
+    /// Abandon the attempt (the core's timeout fired): deregister and close everything.
     pub fn cancel(mut self, registry: &Registry) {
-        if !self.finished
-            && let Err(e) = registry.deregister(&mut self.stream)
-        {
-            log::debug!("probe {}: deregister: {e}", self.addr);
-        }
+        self.release(registry);
     }
 
-    fn drive(&mut self) -> Option<ProbeOutcome> {
-        if !self.connected {
-            match self.check_connected() {
-                Ok(true) => self.connected = true,
-                Ok(false) => return None,
-                Err(e) => return Some(e.outcome()),
-            }
-        }
-        let addr = self.addr;
-        match &mut self.mode {
-            Mode::Tcp => Some(ProbeOutcome::Success(format!("connected to {addr}"))),
-            Mode::Http {
-                request,
-                written,
-                parser,
-            } => {
-                let write_error = write_request(&mut self.stream, request, written).err();
-                // Read even while the request is still going out: a server may answer (and
-                // close) early, and edge-triggered readiness must be drained either way.
-                match read_response(&mut self.stream, parser) {
-                    Ok(Some(outcome)) => Some(outcome),
-                    Ok(None) => write_error.map(|e| e.outcome()),
-                    Err(read_error) => Some(write_error.unwrap_or(read_error).outcome()),
+    fn release(&mut self, registry: &Registry) {
+        match std::mem::replace(&mut self.stage, Stage::Finished) {
+            Stage::Resolving(pending) => {
+                let fd = pending.fd();
+                if let Err(e) = registry.deregister(&mut SourceFd(&fd)) {
+                    log::debug!("probe {}: deregister resolver eventfd: {e}", self.host);
                 }
             }
+            Stage::Connected { mut stream, .. } => {
+                if let Err(e) = registry.deregister(&mut stream) {
+                    log::debug!("probe {}: deregister: {e}", self.host);
+                }
+            }
+            Stage::Finished => {}
         }
     }
 
-    /// Ok(true) once connected, Ok(false) while the connect is in progress.
-    fn check_connected(&mut self) -> Result<bool, ProbeError> {
-        match self.stream.take_error() {
-            Ok(None) => {}
-            Ok(Some(e)) | Err(e) => return Err(dial_error(self.addr, &e)),
-        }
-        match self.stream.peer_addr() {
-            Ok(_) => Ok(true),
-            Err(e)
-                if e.kind() == io::ErrorKind::NotConnected
-                    || e.kind() == io::ErrorKind::WouldBlock =>
-            {
-                Ok(false)
+    fn drive(&mut self) -> Result<Option<ProbeOutcome>, ProbeError> {
+        let Some(addr) = self.addr else {
+            return Ok(None);
+        };
+        let Stage::Connected {
+            stream,
+            connected,
+            tls,
+        } = &mut self.stage
+        else {
+            return Ok(None);
+        };
+        if !*connected {
+            if !check_connected(stream, addr)? {
+                return Ok(None);
             }
-            Err(e) => Err(dial_error(self.addr, &e)),
+            *connected = true;
+        }
+        if let Session::Tcp = *self.session {
+            return Ok(Some(ProbeOutcome::Success(format!("connected to {addr}"))));
+        }
+        match tls {
+            None => pump_plain(stream, &mut self.session),
+            Some(conn) => pump_tls(stream, conn, &mut self.session),
         }
     }
 }
 
-/// Writes what is left of the request until done or `WouldBlock`.
-fn write_request(
-    stream: &mut TcpStream,
-    request: &[u8],
-    written: &mut usize,
-) -> Result<(), ProbeError> {
-    while *written < request.len() {
-        match stream.write(&request[*written..]) {
-            Ok(0) => {
-                return Err(ProbeError::Write {
-                    reason: "connection closed".to_string(),
-                });
-            }
-            Ok(n) => *written += n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                return Err(ProbeError::Write {
-                    reason: io_reason(&e),
-                });
-            }
-        }
+/// Ok(true) once connected, Ok(false) while the connect is in progress.
+fn check_connected(stream: &mut TcpStream, addr: SocketAddr) -> Result<bool, ProbeError> {
+    match stream.take_error() {
+        Ok(None) => {}
+        Ok(Some(e)) | Err(e) => return Err(dial_error(addr, &e)),
     }
-    Ok(())
+    match stream.peer_addr() {
+        Ok(_) => Ok(true),
+        Err(e)
+            if e.kind() == io::ErrorKind::NotConnected || e.kind() == io::ErrorKind::WouldBlock =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(dial_error(addr, &e)),
+    }
 }
 
-/// Reads until the parser decides, EOF, or `WouldBlock` (`Ok(None)`). A read error after
-/// the status line arrived still yields the status-based outcome.
-fn read_response(
+/// Plaintext over the socket: write what the session has, read until it decides, EOF or
+/// `WouldBlock`; repeat while reading made the session produce more output (an HTTP/2
+/// SETTINGS acknowledgement). A write error is reported only if reading decides nothing:
+/// a server may answer (and close) before taking the whole request.
+fn pump_plain(
     stream: &mut TcpStream,
-    parser: &mut ResponseParser,
+    session: &mut Session,
 ) -> Result<Option<ProbeOutcome>, ProbeError> {
     let mut buf = [0u8; READ_CHUNK];
+    let mut write_error = None;
     loop {
-        match stream.read(&mut buf) {
-            Ok(0) => return Ok(Some(parser.finish())),
-            Ok(n) => {
-                if let Progress::Done(outcome) = parser.feed(&buf[..n]) {
-                    return Ok(Some(outcome));
+        while write_error.is_none() && !session.output().is_empty() {
+            match stream.write(session.output()) {
+                Ok(0) => write_error = Some(session.write_failed("connection closed".to_string())),
+                Ok(n) => session.sent(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => write_error = Some(session.write_failed(io_reason(&e))),
+            }
+        }
+        let mut answer_due = false;
+        loop {
+            match stream.read(&mut buf) {
+                Ok(0) => return Ok(Some(session.eof())),
+                Ok(n) => {
+                    if let Some(outcome) = session.feed(&buf[..n]) {
+                        return Ok(Some(outcome));
+                    }
+                    answer_due |= !session.output().is_empty();
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    if let Some(outcome) = session.judged_on_read_error() {
+                        return Ok(Some(outcome));
+                    }
+                    return Err(write_error.unwrap_or_else(|| session.read_failed(&e)));
                 }
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) if parser.status_known() => return Ok(Some(parser.finish())),
-            Err(e) => {
-                return Err(ProbeError::Read {
-                    reason: io_reason(&e),
-                });
-            }
+        }
+        if !answer_due || write_error.is_some() {
+            return write_error.map_or(Ok(None), Err);
         }
     }
 }
 
-/// IP literals (IPv6 with or without brackets) and `localhost` only: any other name would
-/// need a blocking resolver call on the event loop.
-fn resolve(host: &str) -> Result<IpAddr, ProbeError> {
-    let trimmed = host.trim();
-    if trimmed.eq_ignore_ascii_case("localhost") {
-        return Ok(IpAddr::V4(Ipv4Addr::LOCALHOST));
+/// The same over TLS: the session's plaintext goes into rustls, rustls' records go to the
+/// socket, records from the socket are processed and their plaintext fed to the session.
+fn pump_tls(
+    stream: &mut TcpStream,
+    conn: &mut ClientConnection,
+    session: &mut Session,
+) -> Result<Option<ProbeOutcome>, ProbeError> {
+    let mut buf = [0u8; READ_CHUNK];
+    let tls_error = |e: &rustls::Error| ProbeError::Tls {
+        reason: tls::describe(e),
+    };
+    loop {
+        // Plaintext into the session (buffered until the handshake is done).
+        while !session.output().is_empty() {
+            match conn.writer().write(session.output()) {
+                Ok(0) => break, // rustls' buffer is full: wait for the socket
+                Ok(n) => session.sent(n),
+                Err(e) => return Err(session.write_failed(io_reason(&e))),
+            }
+        }
+        // Records out.
+        while conn.wants_write() {
+            match conn.write_tls(stream) {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    return Err(if conn.is_handshaking() {
+                        ProbeError::Tls {
+                            reason: format!("handshake: write: {}", io_reason(&e)),
+                        }
+                    } else {
+                        session.write_failed(io_reason(&e))
+                    });
+                }
+            }
+        }
+        // Records in.
+        let eof = match conn.read_tls(stream) {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                if conn.is_handshaking() {
+                    return Err(ProbeError::Tls {
+                        reason: format!("handshake: read: {}", io_reason(&e)),
+                    });
+                }
+                if let Some(outcome) = session.judged_on_read_error() {
+                    return Ok(Some(outcome));
+                }
+                return Err(session.read_failed(&e));
+            }
+        };
+        let state = match conn.process_new_packets() {
+            Ok(state) => state,
+            Err(e) => {
+                // Send our alert if the socket takes it; the probe has failed either way.
+                let _ = conn.write_tls(stream);
+                return Err(tls_error(&e));
+            }
+        };
+        let closed = state.peer_has_closed();
+        if (eof || closed) && conn.is_handshaking() {
+            return Err(ProbeError::Tls {
+                reason: "connection closed during handshake".to_string(),
+            });
+        }
+        // Plaintext out of rustls.
+        loop {
+            match conn.reader().read(&mut buf) {
+                Ok(0) => return Ok(Some(session.eof())),
+                Ok(n) => {
+                    if let Some(outcome) = session.feed(&buf[..n]) {
+                        return Ok(Some(outcome));
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                // EOF without close_notify: the server closed, judge what arrived.
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                    return Ok(Some(session.eof()));
+                }
+                Err(e) => return Err(session.read_failed(&e)),
+            }
+        }
+        if eof || closed {
+            return Ok(Some(session.eof()));
+        }
     }
-    let literal = trimmed
-        .strip_prefix('[')
-        .and_then(|h| h.strip_suffix(']'))
-        .unwrap_or(trimmed);
-    literal
-        .parse::<IpAddr>()
-        .map_err(|_| ProbeError::ResolveHost {
-            host: host.to_string(),
-        })
 }
 
 /// Go words a failed `socket(2)` and a failed `connect(2)` differently; resource exhaustion
@@ -305,6 +611,8 @@ mod tests {
                 .iter()
                 .map(|(n, v)| (n.to_string(), v.to_string()))
                 .collect(),
+            scheme: HttpScheme::Http,
+            tls: Default::default(),
         }
     }
 
@@ -613,15 +921,42 @@ mod tests {
         );
     }
 
+    /// A name other than `localhost` that /etc/hosts maps to 127.0.0.1 (containers list
+    /// their host name), so the lookup goes through the resolver thread; `localhost` (the
+    /// fast path) if there is none.
+    fn loopback_name_in_etc_hosts() -> String {
+        let hosts = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
+        hosts
+            .lines()
+            .map(|l| l.split('#').next().unwrap_or(""))
+            .filter_map(|l| {
+                let mut words = l.split_whitespace();
+                (words.next() == Some("127.0.0.1"))
+                    .then(|| words.find(|w| !w.eq_ignore_ascii_case("localhost")))
+                    .flatten()
+                    .map(str::to_string)
+            })
+            .next()
+            .unwrap_or_else(|| "localhost".to_string())
+    }
+
     #[test]
-    fn host_names_other_than_localhost_are_refused_at_start() {
-        let poll = Poll::new().unwrap();
-        let err = NetProbe::start(&tcp("example.com", 80), poll.registry(), TOKEN).unwrap_err();
-        assert_eq!(
-            err,
-            ProbeOutcome::Failure(
-                "probe host must be an IP address or localhost, not \"example.com\"".to_string()
-            )
+    fn host_name_from_etc_hosts_is_resolved_off_the_loop_and_connected() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let outcome = run(&tcp(&loopback_name_in_etc_hosts(), port));
+        assert!(
+            matches!(&outcome, ProbeOutcome::Success(m) if m.ends_with(&format!(":{port}"))),
+            "{outcome:?}"
+        );
+    }
+
+    #[test]
+    fn unresolvable_host_fails_naming_it() {
+        let outcome = run(&tcp("no-such-host.invalid", 80));
+        assert!(
+            matches!(&outcome, ProbeOutcome::Failure(m) if m.starts_with("dial tcp: lookup no-such-host.invalid: ")),
+            "{outcome:?}"
         );
     }
 
@@ -632,5 +967,411 @@ mod tests {
             command: vec!["true".to_string()],
         };
         assert!(NetProbe::start(&action, poll.registry(), TOKEN).is_err());
+    }
+
+    // ---- HTTPS against `openssl s_server`, certificates made by rcgen ----------------------
+
+    /// Certificates for the TLS tests: a CA, a leaf for 127.0.0.1/localhost signed by it, an
+    /// expired leaf signed by it, and an unrelated CA.
+    struct Pki {
+        dir: tempfile::TempDir,
+    }
+
+    impl Pki {
+        fn new() -> Pki {
+            use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+            let dir = tempfile::tempdir().unwrap();
+            let write = |name: &str, text: String| std::fs::write(dir.path().join(name), text);
+            let ca_key = KeyPair::generate().unwrap();
+            let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+            ca_params
+                .distinguished_name
+                .push(rcgen::DnType::CommonName, "vigil test CA");
+            ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+            let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+            write("ca.pem", ca_cert.pem()).unwrap();
+            let issuer = Issuer::new(ca_params, ca_key);
+            let names = vec!["localhost".to_string(), "127.0.0.1".to_string()];
+            let leaf_key = KeyPair::generate().unwrap();
+            let leaf = CertificateParams::new(names.clone())
+                .unwrap()
+                .signed_by(&leaf_key, &issuer)
+                .unwrap();
+            write("leaf.pem", leaf.pem()).unwrap();
+            write("leaf.key", leaf_key.serialize_pem()).unwrap();
+            let mut old = CertificateParams::new(names).unwrap();
+            old.not_before = rcgen::date_time_ymd(2019, 1, 1);
+            old.not_after = rcgen::date_time_ymd(2020, 1, 1);
+            let expired = old.signed_by(&leaf_key, &issuer).unwrap();
+            write("expired.pem", expired.pem()).unwrap();
+            let other_key = KeyPair::generate().unwrap();
+            let mut other = CertificateParams::new(Vec::<String>::new()).unwrap();
+            other
+                .distinguished_name
+                .push(rcgen::DnType::CommonName, "another CA");
+            other.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+            write("other-ca.pem", other.self_signed(&other_key).unwrap().pem()).unwrap();
+            Pki { dir }
+        }
+
+        fn path(&self, name: &str) -> std::path::PathBuf {
+            self.dir.path().join(name)
+        }
+    }
+
+    /// `openssl s_server -www` on an ephemeral loopback port with `cert`; killed on drop.
+    struct OpensslServer {
+        child: std::process::Child,
+        port: u16,
+    }
+
+    impl OpensslServer {
+        fn start(pki: &Pki, cert: &str) -> OpensslServer {
+            let mut child = std::process::Command::new("openssl")
+                .args(["s_server", "-accept", "127.0.0.1:0", "-www", "-cert"])
+                .arg(pki.path(cert))
+                .arg("-key")
+                .arg(pki.path("leaf.key"))
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect(
+                    "the openssl CLI is needed for the HTTPS tests (tests/run-all.sh installs it)",
+                );
+            let stdout = child.stdout.take().unwrap();
+            let mut lines = BufReader::new(stdout).lines();
+            let port = loop {
+                let line = lines.next().expect("s_server exited").unwrap();
+                if let Some(addr) = line.strip_prefix("ACCEPT ") {
+                    break addr.rsplit(':').next().unwrap().parse().unwrap();
+                }
+            };
+            // Keep draining its output so it never blocks on a full pipe.
+            thread::spawn(move || for _ in lines {});
+            OpensslServer { child, port }
+        }
+    }
+
+    impl Drop for OpensslServer {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    fn https(
+        port: u16,
+        ca_file: Option<std::path::PathBuf>,
+        server_name: Option<&str>,
+    ) -> ProbeAction {
+        ProbeAction::HttpGet {
+            host: "127.0.0.1".to_string(),
+            port,
+            path: "/".to_string(),
+            headers: vec![],
+            scheme: HttpScheme::Https,
+            tls: crate::config::spec::TlsSpec {
+                ca_file,
+                server_name: server_name.map(str::to_string),
+            },
+        }
+    }
+
+    fn is_success(outcome: &ProbeOutcome) -> bool {
+        matches!(outcome, ProbeOutcome::Success(m) if m.starts_with("HTTP 200"))
+    }
+
+    #[test]
+    fn https_with_unknown_certificate_succeeds_without_verification_like_the_kubelet() {
+        let pki = Pki::new();
+        let server = OpensslServer::start(&pki, "leaf.pem");
+        let outcome = run(&https(server.port, None, None));
+        assert!(is_success(&outcome), "{outcome:?}");
+        let expired = OpensslServer::start(&pki, "expired.pem");
+        let outcome = run(&https(expired.port, None, None));
+        assert!(is_success(&outcome), "{outcome:?}");
+    }
+
+    #[test]
+    fn https_verified_against_ca_file_succeeds_for_ip_and_name() {
+        let pki = Pki::new();
+        let server = OpensslServer::start(&pki, "leaf.pem");
+        let outcome = run(&https(server.port, Some(pki.path("ca.pem")), None));
+        assert!(is_success(&outcome), "{outcome:?}");
+        let outcome = run(&https(
+            server.port,
+            Some(pki.path("ca.pem")),
+            Some("localhost"),
+        ));
+        assert!(is_success(&outcome), "{outcome:?}");
+    }
+
+    #[test]
+    fn https_expired_certificate_fails_when_verifying() {
+        let pki = Pki::new();
+        let server = OpensslServer::start(&pki, "expired.pem");
+        assert_eq!(
+            run(&https(server.port, Some(pki.path("ca.pem")), None)),
+            ProbeOutcome::Failure("tls: certificate expired".to_string())
+        );
+    }
+
+    #[test]
+    fn https_certificate_from_another_ca_or_for_another_name_fails() {
+        let pki = Pki::new();
+        let server = OpensslServer::start(&pki, "leaf.pem");
+        assert_eq!(
+            run(&https(server.port, Some(pki.path("other-ca.pem")), None)),
+            ProbeOutcome::Failure("tls: certificate signed by unknown authority".to_string())
+        );
+        assert_eq!(
+            run(&https(
+                server.port,
+                Some(pki.path("ca.pem")),
+                Some("db.internal")
+            )),
+            ProbeOutcome::Failure("tls: certificate is not valid for the server name".to_string())
+        );
+    }
+
+    #[test]
+    fn https_against_a_plain_http_server_fails_as_tls() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            let _ = conn.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+            let mut sink = Vec::new();
+            let _ = conn.read_to_end(&mut sink);
+        });
+        let outcome = run(&https(port, None, None));
+        assert!(
+            matches!(&outcome, ProbeOutcome::Failure(m) if m.starts_with("tls: ")),
+            "{outcome:?}"
+        );
+    }
+
+    #[test]
+    fn https_server_closing_mid_handshake_fails_naming_the_handshake() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            // Read the whole ClientHello record (so closing sends FIN, not RST), then close.
+            let mut head = [0u8; 5];
+            conn.read_exact(&mut head).unwrap();
+            let mut body = vec![0u8; usize::from(u16::from_be_bytes([head[3], head[4]]))];
+            conn.read_exact(&mut body).unwrap();
+        });
+        assert_eq!(
+            run(&https(port, None, None)),
+            ProbeOutcome::Failure("tls: connection closed during handshake".to_string())
+        );
+    }
+
+    #[test]
+    fn https_server_stalling_mid_handshake_stays_pending_and_times_out_as_handshake() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            // Read the ClientHello, then say nothing until the probe hangs up.
+            let mut sink = Vec::new();
+            let _ = conn.read_to_end(&mut sink);
+        });
+        let mut poll = Poll::new().unwrap();
+        let mut events = Events::with_capacity(16);
+        let mut probe = NetProbe::start(&https(port, None, None), poll.registry(), TOKEN).unwrap();
+        let until = Instant::now() + Duration::from_millis(300);
+        while Instant::now() < until {
+            poll.poll(&mut events, Some(Duration::from_millis(50)))
+                .unwrap();
+            for event in events.iter() {
+                assert_eq!(probe.on_event(poll.registry(), event), None);
+            }
+        }
+        assert_eq!(probe.stage_name(), "tls handshake");
+        let started = Instant::now();
+        probe.expire_at(started, Duration::from_secs(1));
+        assert_eq!(probe.expired(started), None);
+        assert_eq!(
+            probe.expired(started + Duration::from_secs(1)).as_deref(),
+            Some("tls: handshake timed out after 1s")
+        );
+        probe.cancel(poll.registry());
+    }
+
+    // ---- gRPC against grpcio's health service, and hand-made HTTP/2 peers ----------------
+
+    /// `tests/servers/grpc_health_server.py` (grpcio + grpcio-health-checking); killed on
+    /// drop. Panics with the install hint when the Python packages are missing.
+    struct GrpcServer {
+        child: std::process::Child,
+        port: u16,
+    }
+
+    impl GrpcServer {
+        fn start(statuses: &[&str]) -> GrpcServer {
+            let script = concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/servers/grpc_health_server.py"
+            );
+            let mut child = std::process::Command::new("python3")
+                .arg(script)
+                .args(statuses)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::inherit())
+                .spawn()
+                .expect("python3 is needed for the gRPC probe tests");
+            let stdout = child.stdout.take().unwrap();
+            let mut lines = BufReader::new(stdout).lines();
+            let port = match lines.next() {
+                Some(Ok(line)) if line.starts_with("PORT ") => line[5..].parse().unwrap(),
+                other => panic!(
+                    "the gRPC health server did not start ({other:?}); it needs \
+                     `pip install grpcio grpcio-health-checking` (tests/run-all.sh does it)"
+                ),
+            };
+            thread::spawn(move || for _ in lines {});
+            GrpcServer { child, port }
+        }
+    }
+
+    impl Drop for GrpcServer {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    fn grpc(port: u16, service: &str) -> ProbeAction {
+        ProbeAction::Grpc {
+            host: "127.0.0.1".to_string(),
+            port,
+            service: service.to_string(),
+        }
+    }
+
+    #[test]
+    #[ignore = "needs python3 with grpcio and grpcio-health-checking (tests/run-all.sh installs them)"]
+    fn grpc_server_serving_is_success_and_not_serving_is_failure() {
+        let server = GrpcServer::start(&["web=NOT_SERVING", "db=SERVING"]);
+        assert_eq!(
+            run(&grpc(server.port, "")),
+            ProbeOutcome::Success("SERVING".to_string())
+        );
+        assert_eq!(
+            run(&grpc(server.port, "db")),
+            ProbeOutcome::Success("SERVING".to_string())
+        );
+        assert_eq!(
+            run(&grpc(server.port, "web")),
+            ProbeOutcome::Failure("service unhealthy (responded with \"NOT_SERVING\")".to_string())
+        );
+    }
+
+    #[test]
+    #[ignore = "needs python3 with grpcio and grpcio-health-checking (tests/run-all.sh installs them)"]
+    fn grpc_server_unknown_service_fails_with_the_rpc_error() {
+        let server = GrpcServer::start(&[]);
+        let outcome = run(&grpc(server.port, "nosuch"));
+        assert!(
+            matches!(&outcome, ProbeOutcome::Failure(m)
+                if m.starts_with("gRPC probe failed: rpc error: code = NotFound desc = ")),
+            "{outcome:?}"
+        );
+    }
+
+    #[test]
+    #[ignore = "needs python3 with grpcio and grpcio-health-checking (tests/run-all.sh installs them)"]
+    fn grpc_server_many_checks_in_a_row_all_succeed() {
+        // Fresh connections each time, as the probe makes them; exercises HPACK state per
+        // connection and grpcio's SETTINGS/WINDOW_UPDATE/PING traffic.
+        let server = GrpcServer::start(&[]);
+        for _ in 0..20 {
+            assert_eq!(
+                run(&grpc(server.port, "")),
+                ProbeOutcome::Success("SERVING".to_string())
+            );
+        }
+    }
+
+    #[test]
+    fn grpc_against_an_http1_server_fails_without_hanging() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            let _ = conn.write_all(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n");
+        });
+        let outcome = run(&grpc(port, ""));
+        assert!(
+            matches!(&outcome, ProbeOutcome::Failure(m) if m.starts_with("gRPC probe failed: ")),
+            "{outcome:?}"
+        );
+    }
+
+    /// An HTTP/2 peer that reads the request, sends SETTINGS and response HEADERS, then
+    /// either closes or stalls (keeps the connection open until the probe hangs up).
+    fn h2_server_stopping_mid_stream(close: bool) -> u16 {
+        use super::super::h2 as frames;
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut preface = [0u8; 24];
+            conn.read_exact(&mut preface).unwrap();
+            let mut out = Vec::new();
+            frames::push_frame(&mut out, frames::SETTINGS, 0, 0, &[]);
+            let mut head = Vec::new();
+            frames::push_indexed(&mut head, 8);
+            frames::push_frame(&mut out, frames::HEADERS, frames::END_HEADERS, 1, &head);
+            conn.write_all(&out).unwrap();
+            if !close {
+                let mut sink = Vec::new();
+                let _ = conn.read_to_end(&mut sink);
+            } else {
+                // Drain what the probe sent so the close is a FIN.
+                conn.set_read_timeout(Some(Duration::from_millis(200)))
+                    .unwrap();
+                let mut buf = [0u8; 4096];
+                while matches!(conn.read(&mut buf), Ok(n) if n > 0) {}
+            }
+        });
+        port
+    }
+
+    #[test]
+    fn grpc_server_closing_mid_stream_fails() {
+        let port = h2_server_stopping_mid_stream(true);
+        assert_eq!(
+            run(&grpc(port, "")),
+            ProbeOutcome::Failure(
+                "gRPC probe failed: connection closed before the response ended".to_string()
+            )
+        );
+    }
+
+    #[test]
+    fn grpc_server_stalling_mid_stream_stays_pending_for_the_core_timeout() {
+        let port = h2_server_stopping_mid_stream(false);
+        let mut poll = Poll::new().unwrap();
+        let mut events = Events::with_capacity(16);
+        let mut probe = NetProbe::start(&grpc(port, ""), poll.registry(), TOKEN).unwrap();
+        let until = Instant::now() + Duration::from_millis(300);
+        while Instant::now() < until {
+            poll.poll(&mut events, Some(Duration::from_millis(50)))
+                .unwrap();
+            for event in events.iter() {
+                assert_eq!(probe.on_event(poll.registry(), event), None);
+            }
+        }
+        assert_eq!(probe.stage_name(), "response");
+        let started = Instant::now();
+        probe.expire_at(started, Duration::from_secs(1));
+        assert_eq!(probe.expired(started + Duration::from_secs(2)), None);
+        probe.cancel(poll.registry());
     }
 }

@@ -826,3 +826,149 @@ timeout_seconds = 0.05
     );
     drop(silent);
 }
+
+#[test]
+fn https_probe_stalling_in_the_handshake_times_out_naming_the_handshake_without_leaking() {
+    // Accepts through the backlog, never answers the ClientHello.
+    let silent = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = silent.local_addr().expect("addr").port();
+    let v = Vigil::start(&format!(
+        r#"
+[pods.mute]
+[[pods.mute.containers]]
+name = "c"
+command = ["sleep", "300"]
+[pods.mute.containers.readiness_probe]
+http_get = {{ port = {port}, scheme = "HTTPS" }}
+period_seconds = 0.1
+timeout_seconds = 0.05
+"#
+    ));
+    let vigil_pid = v.child.as_ref().expect("running").id();
+    v.wait_for(T, "a first timed-out handshake", |v| {
+        !recent(&v.container("mute", "c"), "readiness").is_empty()
+    });
+    let baseline = open_fds(vigil_pid);
+    v.wait_for(T, "ten more timed-out handshakes", |v| {
+        find_event(
+            v,
+            "Unhealthy",
+            "Readiness probe failed: tls: handshake timed out",
+        )
+        .is_some_and(|e| e["count"].as_u64() >= Some(10))
+    });
+    for r in recent(&v.container("mute", "c"), "readiness") {
+        assert_eq!(r["success"], false, "{r}");
+        assert_eq!(r["message"], "tls: handshake timed out after 50ms", "{r}");
+    }
+    let after = open_fds(vigil_pid);
+    assert!(
+        after <= baseline + 2,
+        "timed-out handshakes close their sockets: {baseline} fds before, {after} after"
+    );
+    drop(silent);
+}
+
+#[test]
+fn https_readiness_probe_against_openssl_s_server_in_the_container_becomes_ready() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    let made = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+        ])
+        .args(["-nodes", "-days", "2", "-subj", "/CN=localhost", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("the openssl CLI is needed (tests/run-all.sh installs it)");
+    assert!(made.status.success(), "{made:?}");
+    let port = free_port();
+    let v = Vigil::start(&format!(
+        r#"
+[pods.tls]
+[[pods.tls.containers]]
+name = "web"
+command = ["openssl", "s_server", "-quiet", "-www", "-accept", "127.0.0.1:{port}", "-cert", "{}", "-key", "{}"]
+[pods.tls.containers.readiness_probe]
+http_get = {{ host = "localhost", port = {port}, scheme = "HTTPS" }}
+period_seconds = 0.2
+"#,
+        cert.display(),
+        key.display()
+    ));
+    v.wait_for(T, "the HTTPS readiness probe to pass", |v| {
+        v.container("tls", "web")["ready"] == true
+    });
+    let ok = recent(&v.container("tls", "web"), "readiness");
+    let last = ok.last().expect("a result");
+    assert_eq!(last["success"], true, "{last}");
+    assert!(
+        last["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("HTTP 200")),
+        "{last}"
+    );
+}
+
+#[test]
+#[ignore = "needs python3 with grpcio and grpcio-health-checking (tests/run-all.sh installs them)"]
+fn grpc_server_readiness_follows_the_health_service_status() {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/servers/grpc_health_server.py"
+    );
+    // The server's port is ephemeral: start it here, then point vigil at it.
+    let mut server = Command::new("python3")
+        .arg(script)
+        .arg("db=NOT_SERVING")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(server.stdout.as_mut().expect("stdout")),
+        &mut line,
+    )
+    .expect("read port");
+    let port: u16 = line
+        .trim()
+        .strip_prefix("PORT ")
+        .unwrap_or_else(|| {
+            panic!("server did not start: {line:?}; pip install grpcio grpcio-health-checking")
+        })
+        .parse()
+        .expect("port");
+    let v = Vigil::start(&format!(
+        r#"
+[pods.rpc]
+[[pods.rpc.containers]]
+name = "app"
+command = ["sleep", "300"]
+[pods.rpc.containers.readiness_probe]
+grpc = {{ port = {port} }}
+period_seconds = 0.2
+[pods.rpc.containers.liveness_probe]
+grpc = {{ port = {port}, service = "db" }}
+period_seconds = 0.2
+failure_threshold = 1000
+"#
+    ));
+    v.wait_for(T, "the gRPC readiness probe to pass", |v| {
+        v.container("rpc", "app")["ready"] == true
+    });
+    v.wait_for(T, "a NOT_SERVING liveness result", |v| {
+        recent(&v.container("rpc", "app"), "liveness")
+            .iter()
+            .any(|r| r["message"] == "service unhealthy (responded with \"NOT_SERVING\")")
+    });
+    let _ = server.kill();
+    let _ = server.wait();
+}

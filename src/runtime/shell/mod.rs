@@ -334,6 +334,7 @@ impl Shell {
     /// Everything after the ready sources of one turn have been handled.
     fn turn(&mut self, now: Instant) {
         self.read_more_pipes(now);
+        self.expire_net_probes(now);
         self.core.handle_timeout(now);
         self.retry_deferred(now);
         self.retry_dying();

@@ -103,10 +103,13 @@ impl Shell {
                 );
                 None
             }
-            action @ (ProbeAction::HttpGet { .. } | ProbeAction::TcpSocket { .. }) => {
+            action @ (ProbeAction::HttpGet { .. }
+            | ProbeAction::TcpSocket { .. }
+            | ProbeAction::Grpc { .. }) => {
                 let token = self.alloc_token(TokenOwner::NetProbe { key, kind });
                 match crate::probe::NetProbe::start(action, self.poll.registry(), token) {
-                    Ok(p) => {
+                    Ok(mut p) => {
+                        p.expire_at(now, probe.timeout);
                         self.probes.insert(
                             (key, kind),
                             ProbeRun {
@@ -155,6 +158,41 @@ impl Shell {
                     kind,
                     seq: run.seq,
                     outcome,
+                    duration: now.saturating_duration_since(run.started),
+                },
+            );
+        }
+    }
+
+    /// Network probes past their timeout while still resolving, connecting or in a TLS
+    /// handshake end here with a message naming that stage (`tls: handshake timed out after
+    /// 1s`); this runs just before the core's timeouts, which would only say `probe timed
+    /// out`. Bounded by the number of probes in flight.
+    pub(super) fn expire_net_probes(&mut self, now: Instant) {
+        let due: Vec<_> = self
+            .probes
+            .iter()
+            .filter_map(|(k, run)| match &run.how {
+                ProbeHow::Net { probe, .. } => probe.expired(now).map(|m| (*k, m)),
+                ProbeHow::Exec { .. } => None,
+            })
+            .collect();
+        for ((key, kind), message) in due {
+            let Some(run) = self.probes.remove(&(key, kind)) else {
+                continue;
+            };
+            if let ProbeHow::Net { probe, token } = run.how {
+                probe.cancel(self.poll.registry());
+                self.tokens.remove(&token);
+            }
+            self.feed(
+                now,
+                Input::ProbeResult {
+                    key,
+                    generation: run.generation,
+                    kind,
+                    seq: run.seq,
+                    outcome: ProbeOutcome::Failure(message),
                     duration: now.saturating_duration_since(run.started),
                 },
             );
