@@ -16,7 +16,7 @@ use std::process::Command;
 
 use crate::config::spec::{Backoff, ContainerSpec, Resources, RestartPolicy, Rlimit};
 use nix::errno::Errno;
-use nix::unistd::{Uid, User};
+use nix::unistd::User;
 use std::io::ErrorKind;
 use std::os::fd::AsFd;
 use std::path::Path;
@@ -166,6 +166,15 @@ fn env_lines(out: &str) -> Vec<&str> {
     out.lines().filter(|l| l.contains('=')).collect()
 }
 
+/// Panics unless this process is root: tests that need root are `#[ignore = "needs root…"]`,
+/// and run that way (`--include-ignored`) without root they fail rather than pass untested.
+fn require_root(why: &str) {
+    assert!(
+        nix::unistd::Uid::effective().is_root(),
+        "this test needs root ({why}); run it as root or without --include-ignored"
+    );
+}
+
 /// Runs the calling test alone in a fresh test process. Returns true in that process (run the
 /// body), false in the outer one (after checking the inner run passed).
 fn isolated(name: &str, extra_env: &[(&str, &str)]) -> bool {
@@ -175,7 +184,13 @@ fn isolated(name: &str, extra_env: &[(&str, &str)]) -> bool {
     let exe = std::env::current_exe().expect("current_exe");
     let full = format!("process::tests::{name}");
     let out = Command::new(exe)
-        .args([full.as_str(), "--exact", "--test-threads=1", "--nocapture"])
+        .args([
+            full.as_str(),
+            "--exact",
+            "--include-ignored",
+            "--test-threads=1",
+            "--nocapture",
+        ])
         .env(ISOLATED_ENV, name)
         .envs(extra_env.iter().copied())
         .output()
@@ -266,11 +281,9 @@ fn check_clean_state(via: Via, p: &Prepared) {
 }
 
 #[test]
+#[ignore = "needs root (changes user and capabilities)"]
 fn root_child_runs_as_nobody_with_only_kept_caps_usable_and_no_new_privs() {
-    if !Uid::effective().is_root() {
-        eprintln!("skipped: needs root to change user and drop bounding-set capabilities");
-        return;
-    }
+    require_root("to change user and drop bounding-set capabilities");
     let mut s = spec(Some("nobody"));
     s.capabilities = vec!["CAP_NET_BIND_SERVICE".into()];
     s.no_new_privs = true;
@@ -318,11 +331,9 @@ fn check_nobody_with_kept_caps(via: Via, p: &Prepared) {
 }
 
 #[test]
+#[ignore = "needs root (changes user and capabilities)"]
 fn nobody_child_without_kept_caps_has_empty_capability_sets() {
-    if !Uid::effective().is_root() {
-        eprintln!("skipped: needs root to change user");
-        return;
-    }
+    require_root("to change user");
     let p = prepare(&sh(PROBE_SCRIPT), &spec(Some("nobody"))).expect("prepare");
     assert!(p.ambient_capabilities().is_empty());
     for via in BOTH {
@@ -338,16 +349,21 @@ fn nobody_child_without_kept_caps_has_empty_capability_sets() {
     }
 }
 
+/// The parent's value is a protective -500 where lowering is allowed (CAP_SYS_RESOURCE), else a
+/// raised 500 (raising needs no privilege, proc(5)); either way the child starts at 0.
 #[test]
-fn child_does_not_inherit_a_negative_oom_score_adj() {
-    if !isolated("child_does_not_inherit_a_negative_oom_score_adj", &[]) {
+fn child_does_not_inherit_the_parents_oom_score_adj() {
+    if !isolated("child_does_not_inherit_the_parents_oom_score_adj", &[]) {
         return;
     }
-    // Lowering needs CAP_SYS_RESOURCE; without it there is nothing to test.
-    if std::fs::write("/proc/self/oom_score_adj", "-500").is_err() {
-        eprintln!("skipped: cannot lower this process's oom_score_adj");
-        return;
-    }
+    let lower = caps::has_cap(
+        None,
+        caps::CapSet::Effective,
+        caps::Capability::CAP_SYS_RESOURCE,
+    )
+    .expect("read capabilities");
+    let adj = if lower { "-500" } else { "500" };
+    std::fs::write("/proc/self/oom_score_adj", adj).expect("set oom_score_adj");
     let p = prepare(&sh("cat /proc/self/oom_score_adj"), &spec(None)).expect("prepare");
     for via in BOTH {
         let (pid, out, reaped) = run_via(via, &p);
@@ -384,11 +400,12 @@ fn configured_env_overrides_defaults_and_reserved_keys_are_dropped() {
 }
 
 #[test]
+#[ignore = "needs root (CAP_SETPCAP)"]
 fn bounding_set_drops_every_capability_but_the_kept_ones_for_non_root() {
-    if !can_drop_bounding() {
-        eprintln!("skipped: vigil's test process lacks CAP_SETPCAP, so nothing is dropped");
-        return;
-    }
+    assert!(
+        can_drop_bounding(),
+        "this test needs CAP_SETPCAP (root): without it nothing is dropped"
+    );
     let mut s = spec(Some("nobody"));
     s.capabilities = vec!["net_bind_service".into()];
     let p = prepare(&["/bin/true".to_string()], &s).expect("prepare");
@@ -521,19 +538,14 @@ fn own_cgroup2_dir() -> Option<PathBuf> {
 }
 
 /// Runs `body` with a fresh scratch cgroup `<own cgroup>/vigil-<tag>-<pid>` (its directory fd
-/// and its cgroup.procs fd), then removes it. Skips (returns false) without cgroup2 access.
-fn with_scratch_cgroup(tag: &str, body: impl FnOnce(&Path, CgroupTarget<'_>)) -> bool {
-    let Some(parent) = own_cgroup2_dir() else {
-        eprintln!("skipped: no cgroup2 mount");
-        return false;
-    };
+/// and its cgroup.procs fd), then removes it. Panics without root or cgroup2 access (the
+/// callers are `#[ignore]`d for that reason).
+fn with_scratch_cgroup(tag: &str, body: impl FnOnce(&Path, CgroupTarget<'_>)) {
+    require_root("to create a cgroup");
+    let parent = own_cgroup2_dir().expect("this test needs a cgroup2 mount and there is none");
     let dir = parent.join(format!("vigil-{tag}-{}", std::process::id()));
     if let Err(e) = std::fs::create_dir(&dir) {
-        eprintln!(
-            "skipped: cannot create scratch cgroup {}: {e}",
-            dir.display()
-        );
-        return false;
+        panic!("cannot create scratch cgroup {}: {e}", dir.display());
     }
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let procs = std::fs::OpenOptions::new()
@@ -560,7 +572,6 @@ fn with_scratch_cgroup(tag: &str, body: impl FnOnce(&Path, CgroupTarget<'_>)) ->
     if let Err(p) = result {
         std::panic::resume_unwind(p);
     }
-    true
 }
 
 /// The child's own `0::` line of /proc/self/cgroup, from `cat /proc/self/cgroup` output.
@@ -571,6 +582,7 @@ fn cgroup_line(out: &str) -> &str {
 }
 
 #[test]
+#[ignore = "needs root and cgroup v2"]
 fn child_is_placed_in_the_given_cgroup_before_it_runs() {
     with_scratch_cgroup("ptest", |dir, target| {
         let want = format!("/{}", dir.file_name().unwrap().to_string_lossy());
@@ -595,8 +607,7 @@ fn child_is_placed_in_the_given_cgroup_before_it_runs() {
         let pid = match raw::spawn(&p, child_plan(&p, None), Some(dir_fd), Stdio::Combined(w)) {
             Ok(pid) => pid,
             Err(raw::RawError::Unsupported(e)) => {
-                eprintln!("skipped clone3 part: clone3 into a cgroup unusable here: {e}");
-                return;
+                panic!("this test needs clone3(CLONE_INTO_CGROUP) (Linux 5.7): {e}")
             }
             Err(raw::RawError::KilledAtBirth) => panic!("fresh cgroup killed the child"),
             Err(raw::RawError::Failed(e)) => panic!("clone3 spawn: {e}"),
@@ -615,11 +626,11 @@ fn child_is_placed_in_the_given_cgroup_before_it_runs() {
 }
 
 #[test]
+#[ignore = "needs root and cgroup v2"]
 fn clone3_into_a_killed_cgroup_falls_back_to_the_cgroup_procs_write() {
     with_scratch_cgroup("killtest", |dir, target| {
-        if std::fs::write(dir.join("cgroup.kill"), "1").is_err() {
-            eprintln!("skipped: no cgroup.kill (Linux < 5.14)");
-            return;
+        if let Err(e) = std::fs::write(dir.join("cgroup.kill"), "1") {
+            panic!("this test needs cgroup.kill (Linux 5.14): {e}");
         }
         let want = format!("/{}", dir.file_name().unwrap().to_string_lossy());
         let p = prepare(
@@ -636,8 +647,7 @@ fn clone3_into_a_killed_cgroup_falls_back_to_the_cgroup_procs_write() {
                 wait_for(pid);
             }
             Err(raw::RawError::Unsupported(e)) => {
-                eprintln!("skipped: clone3 into a cgroup unusable here: {e}");
-                return;
+                panic!("this test needs clone3(CLONE_INTO_CGROUP) (Linux 5.7): {e}")
             }
             Err(raw::RawError::Failed(e)) => panic!("clone3 spawn: {e}"),
         }
@@ -654,10 +664,11 @@ fn clone3_with_a_non_cgroup_directory_is_reported_unsupported() {
     let dir = File::open(tmp.path()).expect("open tempdir");
     let p = prepare(&["/bin/true".to_string()], &spec(None)).expect("prepare");
     match raw::spawn(&p, child_plan(&p, None), Some(dir.as_raw_fd()), Stdio::Null) {
-        Err(raw::RawError::Unsupported(Errno::ENOSYS)) => {
-            eprintln!("skipped: no clone3 on this kernel");
+        // EBADF: the directory is no cgroup. ENOSYS: no clone3 at all (Linux < 5.3, or a
+        // seccomp filter that hides it); unsupported all the same, and nothing was started.
+        Err(raw::RawError::Unsupported(e)) => {
+            assert!(matches!(e, Errno::EBADF | Errno::ENOSYS), "{e}")
         }
-        Err(raw::RawError::Unsupported(e)) => assert_eq!(e, Errno::EBADF),
         Ok(pid) => panic!("clone3 into a plain directory started pid {pid}"),
         Err(raw::RawError::KilledAtBirth) => panic!("killed at birth"),
         Err(raw::RawError::Failed(e)) => panic!("{e}"),

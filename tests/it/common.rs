@@ -221,3 +221,43 @@ pub fn processes_with_cmdline(cmdline: &str) -> Vec<u32> {
     }
     out
 }
+
+// ---- what a privileged test needs ------------------------------------------------------------
+//
+// Tests that need root, a cgroup2 mount or a host tool are marked `#[ignore = "needs …"]`, so an
+// unprivileged `cargo test` lists them as ignored; CI runs as root with `--include-ignored`.
+// Run that way, a test whose need is not met fails here, naming the need, rather than passing
+// without having run.
+
+/// Panics unless this process is root; `why` says what the test does with it.
+pub fn require_root(why: &str) {
+    assert!(
+        nix::unistd::Uid::effective().is_root(),
+        "this test needs root ({why}); run it as root or without --include-ignored"
+    );
+}
+
+/// The cgroup2 mount point (the unified one on hybrid hosts), from /proc/self/mountinfo;
+/// panics without one.
+pub fn require_cgroup2_mount() -> PathBuf {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").expect("read /proc/self/mountinfo");
+    let mounts = vigil::cgroup::discover::parse_mountinfo(&text);
+    vigil::cgroup::discover::find_cgroup2(&mounts)
+        .map(|m| m.mount_point.clone())
+        .expect("this test needs a cgroup2 mount and there is none")
+}
+
+/// Panics unless `program` runs with `arg` (e.g. `--version`); `package` says where it comes
+/// from. tests/run-all.sh installs every program named here.
+pub fn require_program(program: &str, arg: &str, package: &str) {
+    let ok = Command::new(program)
+        .arg(arg)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        ok,
+        "this test needs `{program}` (Debian package `{package}`); tests/run-all.sh installs it"
+    );
+}

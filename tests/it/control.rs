@@ -112,11 +112,10 @@ fn two_hundred_concurrent_connections_are_all_answered() {
 }
 
 #[test]
+#[ignore = "needs root (acts as another uid)"]
 fn non_admin_peer_may_read_but_not_stop() {
-    if !nix_is_root() || which("setpriv").is_none() {
-        eprintln!("skipped: needs root and setpriv to act as another uid");
-        return;
-    }
+    crate::common::require_root("to act as another uid");
+    crate::common::require_program("setpriv", "--version", "util-linux");
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::set_permissions(
         dir.path(),
@@ -264,23 +263,6 @@ fn events_follow_streams_new_events() {
     }
     assert!(reasons.iter().any(|r| r == "Started"), "{reasons:?}");
     assert!(reasons.iter().any(|r| r == "Killing"), "{reasons:?}");
-}
-
-fn nix_is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
-fn which(cmd: &str) -> Option<std::path::PathBuf> {
-    std::env::var_os("PATH").and_then(|p| {
-        std::env::split_paths(&p)
-            .map(|d| d.join(cmd))
-            .find(|f| f.exists())
-    })
 }
 
 #[test]

@@ -8,13 +8,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{BIN, Vigil, state_reason, supervisor_header};
+use crate::common::{
+    BIN, Vigil, require_cgroup2_mount, require_root, state_reason, supervisor_header,
+};
 
 const T: Duration = Duration::from_secs(20);
-
-fn is_root() -> bool {
-    nix::unistd::Uid::effective().is_root()
-}
 
 /// Starts `vigil run` on `pods` with extra environment variables (the harness's `start` has
 /// none) and `supervisor` lines added to the usual `[supervisor]` table.
@@ -85,14 +83,7 @@ fn repo_file(rel: &str) -> PathBuf {
 
 #[test]
 fn unit_file_passes_systemd_analyze_verify() {
-    if Command::new("systemd-analyze")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("skipped: systemd-analyze is not installed (Debian package `systemd`)");
-        return;
-    }
+    crate::common::require_program("systemd-analyze", "--version", "systemd");
     let unit = std::fs::read_to_string(repo_file("systemd/vigil.service")).expect("read unit");
     for key in [
         "Type=notify",
@@ -299,15 +290,12 @@ const PROBE: &str = "grep -E '^(Uid|Gid|Groups|CapInh|CapPrm|CapEff|CapBnd|CapAm
                      echo \"oom: $(cat /proc/self/oom_score_adj)\"; env | sed 's/^/env: /'";
 
 #[test]
+#[ignore = "needs root (changes user and capabilities)"]
 fn containers_run_as_their_user_with_kept_caps_only_no_new_privs_rlimits_and_clean_env() {
-    if !is_root() {
-        eprintln!("skipped: needs root to change user and capabilities");
-        return;
-    }
-    let Ok(Some(nobody)) = nix::unistd::User::from_name("nobody") else {
-        eprintln!("skipped: no user nobody");
-        return;
-    };
+    require_root("to change user and capabilities");
+    let nobody = nix::unistd::User::from_name("nobody")
+        .expect("look up user nobody")
+        .expect("this test needs a user `nobody`");
     let pods = format!(
         r#"
 [pods.lp]
@@ -380,24 +368,23 @@ no_new_privs = false
 }
 
 #[test]
+#[ignore = "needs root (changes user and capabilities)"]
 fn nobody_with_cap_net_bind_service_binds_port_80_and_without_it_cannot() {
-    if !is_root() {
-        eprintln!("skipped: needs root to change user and capabilities");
-        return;
-    }
+    require_root("to change user and capabilities");
     let python = "/usr/bin/python3";
-    if !Path::new(python).exists() {
-        eprintln!("skipped: {python} not installed");
-        return;
-    }
+    assert!(
+        Path::new(python).exists(),
+        "this test needs {python} (Debian package `python3`); tests/run-all.sh installs it"
+    );
     let start: u32 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_unprivileged_port_start")
         .ok()
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(1024);
-    if start <= 80 {
-        eprintln!("skipped: ip_unprivileged_port_start={start}, port 80 needs no capability");
-        return;
-    }
+    assert!(
+        start > 80,
+        "this test needs net.ipv4.ip_unprivileged_port_start > 80 (it is {start}): \
+         otherwise port 80 needs no capability and there is nothing to show"
+    );
     // bind() without listen(): the permission check comes first (EACCES), and SO_REUSEADDR
     // lets both binds coexist with each other.
     let script = "import socket,errno\\ns=socket.socket()\\ns.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\\ntry:\\n  s.bind(('127.0.0.1', 80)); print('bind: ok')\\nexcept OSError as e:\\n  print('bind: ' + errno.errorcode.get(e.errno, str(e.errno)))";
@@ -421,10 +408,10 @@ fn nobody_with_cap_net_bind_service_binds_port_80_and_without_it_cannot() {
     wait_terminated(&v, "without", "c");
     let with = logs(&v, "with/c");
     let without = logs(&v, "without/c");
-    if with.contains("bind: EADDRINUSE") {
-        eprintln!("skipped: 127.0.0.1:80 is in use on this host");
-        return;
-    }
+    assert!(
+        !with.contains("bind: EADDRINUSE"),
+        "this test needs 127.0.0.1:80 free, and it is in use on this host"
+    );
     assert_eq!(with.trim(), "bind: ok", "{with}");
     assert_eq!(without.trim(), "bind: EACCES", "{without}");
 }
@@ -471,11 +458,9 @@ fn refused(config: &Path) -> String {
 }
 
 #[test]
+#[ignore = "needs root (the check is a root vigil's)"]
 fn root_vigil_refuses_a_config_file_writable_by_others() {
-    if !is_root() {
-        eprintln!("skipped: the check applies to a root vigil only");
-        return;
-    }
+    require_root("the check applies to a root vigil only");
     let dir = tempfile::tempdir().expect("tempdir");
     let socket = dir.path().join("vigil.sock");
     let config = dir.path().join("vigil.toml");
@@ -493,11 +478,9 @@ fn root_vigil_refuses_a_config_file_writable_by_others() {
 }
 
 #[test]
+#[ignore = "needs root (the check is a root vigil's)"]
 fn root_vigil_refuses_a_group_writable_socket_directory() {
-    if !is_root() {
-        eprintln!("skipped: the check applies to a root vigil only");
-        return;
-    }
+    require_root("the check applies to a root vigil only");
     let dir = tempfile::tempdir().expect("tempdir");
     let sockdir = dir.path().join("run");
     std::fs::create_dir(&sockdir).expect("mkdir");
@@ -531,33 +514,16 @@ impl Drop for ScratchCgroup {
     }
 }
 
-fn cgroup2_mount() -> Option<PathBuf> {
-    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    text.lines().find_map(|l| {
-        let (pre, post) = l.split_once(" - ")?;
-        if post.split_whitespace().next() != Some("cgroup2") {
-            return None;
-        }
-        pre.split_whitespace().nth(4).map(PathBuf::from)
-    })
-}
-
 #[test]
+#[ignore = "needs root and cgroup v2"]
 fn root_vigil_under_systemd_without_delegation_warns() {
-    if !is_root() {
-        eprintln!("skipped: the warning is for a root vigil");
-        return;
-    }
-    let Some(mount) = cgroup2_mount() else {
-        eprintln!("skipped: no cgroup2 mount");
-        return;
-    };
+    require_root("the warning is for a root vigil");
+    let mount = require_cgroup2_mount();
     // A cgroup like a unit's without Delegate=yes: no delegate mark. vigil enters it before
     // it starts (as systemd would have put it there) and INVOCATION_ID says "systemd".
     let cg = ScratchCgroup(mount.join(format!("vigil-it-host-{}", std::process::id())));
-    if std::fs::create_dir(&cg.0).is_err() {
-        eprintln!("skipped: cannot create a cgroup under {}", mount.display());
-        return;
+    if let Err(e) = std::fs::create_dir(&cg.0) {
+        panic!("cannot create a cgroup under {}: {e}", mount.display());
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let socket = dir.path().join("vigil.sock");
@@ -607,10 +573,6 @@ fn root_vigil_under_systemd_without_delegation_warns() {
         let _ = child.kill();
     }
     let _ = child.wait();
-    if exited.is_some() && log.contains("cgroup") && !log.contains("delegation") {
-        eprintln!("skipped: vigil could not use cgroups here:\n{log}");
-        return;
-    }
     assert!(log.contains("without cgroup delegation"), "{log}");
     assert!(log.contains("Delegate=yes"), "{log}");
 }

@@ -28,15 +28,17 @@ fn children(ppid: u32) -> Vec<(u32, char)> {
 }
 
 #[test]
+#[ignore = "needs root (a PID namespace)"]
 fn as_pid1_of_a_pid_namespace_reaps_orphans_and_exits_zero_on_sigterm() {
+    crate::common::require_root("to create a PID namespace");
     let unshare_ok = Command::new("unshare")
         .args(["--pid", "--fork", "--mount-proc", "true"])
         .status()
         .is_ok_and(|s| s.success());
-    if !unshare_ok {
-        eprintln!("skipped: cannot create a PID namespace here (needs root and unshare)");
-        return;
-    }
+    assert!(
+        unshare_ok,
+        "`unshare --pid --fork --mount-proc true` failed: this test needs a PID namespace"
+    );
     let dir = tempfile::tempdir().expect("tempdir");
     let socket = dir.path().join("vigil.sock");
     let config = dir.path().join("vigil.toml");
