@@ -65,6 +65,16 @@ fn http_response_corpus_replays_without_panic() {
 }
 
 #[test]
+fn grpc_response_corpus_replays_without_panic() {
+    replay("grpc_response");
+}
+
+#[test]
+fn hpack_corpus_replays_without_panic() {
+    replay("hpack");
+}
+
+#[test]
 fn cgroup_files_corpus_replays_without_panic() {
     replay("cgroup_files");
 }

@@ -27,6 +27,8 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("config", config),
     ("control_request", control_request),
     ("http_response", http_response),
+    ("grpc_response", grpc_response),
+    ("hpack", hpack),
     ("cgroup_files", cgroup_files),
     ("core_sequence", core_sequence),
 ];
@@ -99,6 +101,64 @@ pub fn http_response(data: &[u8]) {
     let mut again = p.clone();
     if let Progress::Done(outcome) = again.feed(b"HTTP/1.1 500 x\r\n\r\n") {
         assert_eq!(outcome, pieces);
+    }
+}
+
+/// Any bytes as the server's side of a gRPC health check (HTTP/2 frames, header blocks,
+/// messages): the same outcome however the bytes are split, output only in whole frames
+/// after the request, and nothing changes once decided.
+pub fn grpc_response(data: &[u8]) {
+    let Some((&split, body)) = data.split_first() else {
+        return;
+    };
+    use vigil::probe::grpc::HealthCheck;
+    use vigil::probe::h2;
+    let fresh = || {
+        let mut hc = HealthCheck::new("127.0.0.1:9090", "svc");
+        let n = hc.output().len();
+        hc.sent(n);
+        hc
+    };
+    let mut one = fresh();
+    let whole = one.feed(body).unwrap_or_else(|| one.finish());
+    let step = usize::from(split % 32) + 1;
+    let mut hc = fresh();
+    let mut done = None;
+    let mut out = Vec::new();
+    for chunk in body.chunks(step) {
+        let decided = hc.feed(chunk);
+        out.extend_from_slice(hc.output());
+        let n = hc.output().len();
+        hc.sent(n);
+        if decided.is_some() {
+            done = decided;
+            break;
+        }
+    }
+    let pieces = done.unwrap_or_else(|| hc.finish());
+    assert_eq!(whole, pieces, "outcome depends on how the bytes were split");
+    // What the client sent back (SETTINGS and PING acknowledgements) is whole frames.
+    let mut rest = out.as_slice();
+    while !rest.is_empty() {
+        match h2::next_frame(rest) {
+            Ok(Some((_, n))) => rest = &rest[n..],
+            other => panic!("client output is not whole frames: {other:?}"),
+        }
+    }
+    assert_eq!(hc.feed(b"\0\0\0\x04\0\0\0\0\0"), Some(pieces));
+}
+
+/// Any bytes as HPACK header blocks: decoded or refused, never a panic, never more than the
+/// cap; the dynamic table carries over to a second block.
+pub fn hpack(data: &[u8]) {
+    use vigil::probe::h2::HeaderDecoder;
+    let mut decoder = HeaderDecoder::new();
+    let cut = data.len() / 2;
+    for block in [&data[..cut], &data[cut..]] {
+        if let Ok(fields) = decoder.decode(block, 4096) {
+            let size: usize = fields.iter().map(|(n, v)| n.len() + v.len() + 32).sum();
+            assert!(size <= 4096, "decoded {size} bytes past the cap");
+        }
     }
 }
 

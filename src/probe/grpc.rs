@@ -39,7 +39,7 @@ pub struct HealthCheck {
     out: Vec<u8>,
     sent: usize,
     input: Vec<u8>,
-    decoder: loona_hpack::Decoder<'static>,
+    decoder: h2::HeaderDecoder,
     /// A header block still waiting for CONTINUATION frames: (bytes, ends the stream).
     block: Option<(Vec<u8>, bool)>,
     /// Response headers, then trailers, in order.
@@ -92,7 +92,7 @@ impl HealthCheck {
             out,
             sent: 0,
             input: Vec::new(),
-            decoder: loona_hpack::Decoder::new(),
+            decoder: h2::HeaderDecoder::new(),
             block: None,
             headers: Vec::new(),
             header_blocks: 0,
@@ -126,10 +126,6 @@ impl HealthCheck {
             match h2::next_frame(&self.input[used..]) {
                 Ok(Some((frame, n))) => {
                     used += n;
-                    let frame = Frame {
-                        header: frame.header,
-                        payload: frame.payload,
-                    };
                     // Frames borrow `input`; copy the payload out before touching `self`.
                     let payload = frame.payload.to_vec();
                     if let Some(outcome) = self.on_frame(frame.header, &payload) {
@@ -172,10 +168,7 @@ impl HealthCheck {
 
     fn on_frame(&mut self, header: h2::FrameHeader, payload: &[u8]) -> Option<ProbeOutcome> {
         let frame = Frame { header, payload };
-        if let Some((block, _)) = &self.block
-            && (header.kind != h2::CONTINUATION || header.stream != STREAM)
-        {
-            let _ = block;
+        if self.block.is_some() && (header.kind != h2::CONTINUATION || header.stream != STREAM) {
             return Some(failure("bad HTTP/2 frame: header block interrupted"));
         }
         match header.kind {
@@ -277,20 +270,10 @@ impl HealthCheck {
         if block.len() > MAX_BLOCK {
             return Some(failure("response headers too large"));
         }
-        let mut fields = Vec::new();
-        let mut size = 0usize;
-        let decoded = self.decoder.decode_with_cb(&block, |name, value| {
-            size += name.len() + value.len() + 32;
-            if size <= MAX_BLOCK * 4 {
-                fields.push((name.into_owned(), value.into_owned()));
-            }
-        });
-        if let Err(e) = decoded {
-            return Some(failure(&format!("bad header block: {e:?}")));
-        }
-        if size > MAX_BLOCK * 4 {
-            return Some(failure("response headers too large"));
-        }
+        let fields = match self.decoder.decode(&block, MAX_BLOCK * 4) {
+            Ok(f) => f,
+            Err(e) => return Some(failure(&e.to_string())),
+        };
         self.header_blocks += 1;
         self.headers.extend(fields);
         if end_stream {

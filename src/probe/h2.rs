@@ -1,6 +1,7 @@
 //! The HTTP/2 framing a probe needs (RFC 9113), pure: frame headers, building the few
 //! frames a client sends, splitting a byte stream into frames, and the small HPACK encoder
-//! for request headers. Header blocks are decoded with `loona-hpack` (RFC 7541).
+//! for request headers. Header blocks are decoded with `loona-hpack` (RFC 7541) behind
+//! [`HeaderDecoder`], which caps what a block may expand to.
 //!
 //! Must not: do I/O or decide what a response means (that is [`super::grpc`]).
 
@@ -152,6 +153,60 @@ pub fn push_literal(out: &mut Vec<u8>, name_index: usize, name: &[u8], value: &[
         push_hpack_str(out, name);
     }
     push_hpack_str(out, value);
+}
+
+/// Why a header block could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HpackError {
+    #[error("bad header block: {0}")]
+    Malformed(String),
+    #[error("response headers too large")]
+    TooLarge,
+}
+
+/// HPACK decoding of response header blocks (RFC 7541) with a size cap; keeps the dynamic
+/// table between the blocks of one connection.
+pub struct HeaderDecoder {
+    inner: loona_hpack::Decoder<'static>,
+}
+
+impl Default for HeaderDecoder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl HeaderDecoder {
+    pub fn new() -> HeaderDecoder {
+        HeaderDecoder {
+            inner: loona_hpack::Decoder::new(),
+        }
+    }
+
+    /// The fields of one complete block, in order. Fails when the block is malformed or its
+    /// fields add up to more than `max` bytes (counted as RFC 9113 §6.5.2 does: name, value
+    /// and 32 per field).
+    #[allow(clippy::type_complexity)]
+    pub fn decode(
+        &mut self,
+        block: &[u8],
+        max: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, HpackError> {
+        let mut fields = Vec::new();
+        let mut size = 0usize;
+        self.inner
+            .decode_with_cb(block, |name, value| {
+                size = size.saturating_add(name.len() + value.len() + 32);
+                if size <= max {
+                    fields.push((name.into_owned(), value.into_owned()));
+                }
+            })
+            .map_err(|e| HpackError::Malformed(format!("{e:?}")))?;
+        if size > max {
+            return Err(HpackError::TooLarge);
+        }
+        Ok(fields)
+    }
 }
 
 #[cfg(test)]
