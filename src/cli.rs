@@ -153,7 +153,7 @@ pub fn main() -> i32 {
     };
     match cli.command {
         Cmd::Run { config } => crate::runtime::run_main(config),
-        Cmd::Check { config } => crate::config::check_main(config),
+        Cmd::Check { config } => crate::host::check_main(config),
         Cmd::Completions { shell } => {
             use clap::CommandFactory;
             let mut cmd = Cli::command();

@@ -3,13 +3,16 @@
 //! all driven by one synchronous mio event loop.
 //!
 //! Layout: [`core`] is pure (no I/O, no clock); [`runtime`] is the thin shell that owns every
-//! file descriptor; [`cgroup`], [`process`], [`probe`], [`control`] and [`logs`] are adapters.
+//! file descriptor; [`cgroup`], [`process`], [`probe`], [`control`] and [`logs`] are adapters;
+//! [`config`] reads only its file, and [`host`] is where a config meets the host (`vigil check`,
+//! the start-up checks, config values in the cgroup layer's own types).
 
 pub mod cgroup;
 pub mod cli;
 pub mod config;
 pub mod control;
 pub mod core;
+pub mod host;
 pub mod logs;
 pub mod probe;
 pub mod process;

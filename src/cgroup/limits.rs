@@ -1,4 +1,4 @@
-//! Turns a container's [`Resources`] into cgroup v2 interface-file writes.
+//! Turns a container's [`Limits`] into cgroup v2 interface-file writes.
 //!
 //! Owns the value formats (Documentation/admin-guide/cgroup-v2.rst): bytes for `memory.*`,
 //! `$MAX $PERIOD` for `cpu.max`, 1..=10000 for `cpu.weight`, `0|1` for `memory.oom.group`.
@@ -11,11 +11,11 @@ use std::path::Path;
 use log::warn;
 
 use super::CgroupError;
+use super::Limits;
 use super::files::{
     CPU_MAX, CPU_WEIGHT, MEMORY_HIGH, MEMORY_MAX, MEMORY_OOM_GROUP, MEMORY_SWAP_MAX, PIDS_MAX,
     write_file,
 };
-use crate::config::spec::Resources;
 
 /// The CFS period vigil uses for `cpu.max` (the kernel default, 100 ms).
 pub const CPU_PERIOD_USEC: u64 = 100_000;
@@ -28,7 +28,7 @@ pub fn cpu_max_value(cores: f64) -> String {
 }
 
 /// The writes `res` asks for, in order, as (file, value).
-pub fn planned_writes(res: &Resources) -> Vec<(&'static str, String)> {
+pub fn planned_writes(res: &Limits) -> Vec<(&'static str, String)> {
     let mut w = Vec::new();
     if let Some(v) = res.memory_max {
         w.push((MEMORY_MAX, v.to_string()));
@@ -56,7 +56,7 @@ pub fn planned_writes(res: &Resources) -> Vec<(&'static str, String)> {
 
 /// Applies `res` to the cgroup at `dir`. A missing `memory.swap.max` (no swap accounting on
 /// this kernel) is logged and skipped; any other failure is an error naming the file.
-pub fn apply(dir: &Path, res: &Resources) -> Result<(), CgroupError> {
+pub fn apply(dir: &Path, res: &Limits) -> Result<(), CgroupError> {
     for (file, value) in planned_writes(res) {
         match write_file(dir, file, &value) {
             Ok(()) => {}
@@ -111,7 +111,7 @@ mod tests {
             MEMORY_OOM_GROUP,
         ];
         let d = fixture(&all);
-        let res = Resources {
+        let res = Limits {
             memory_max: Some(20 * 1024 * 1024),
             memory_high: Some(16 * 1024 * 1024),
             swap_max: Some(0),
@@ -133,7 +133,7 @@ mod tests {
     #[test]
     fn unset_limits_write_nothing() {
         let d = fixture(&[MEMORY_MAX, PIDS_MAX]);
-        apply(d.path(), &Resources::default()).unwrap();
+        apply(d.path(), &Limits::default()).unwrap();
         assert_eq!(read(&d, MEMORY_MAX), "");
         assert_eq!(read(&d, PIDS_MAX), "");
     }
@@ -141,10 +141,10 @@ mod tests {
     #[test]
     fn missing_swap_file_is_tolerated() {
         let d = fixture(&[MEMORY_MAX]);
-        let res = Resources {
+        let res = Limits {
             memory_max: Some(1 << 20),
             swap_max: Some(0),
-            ..Resources::default()
+            ..Limits::default()
         };
         apply(d.path(), &res).unwrap();
         assert_eq!(read(&d, MEMORY_MAX), "1048576");
@@ -153,9 +153,9 @@ mod tests {
     #[test]
     fn missing_limit_file_is_an_error_naming_it() {
         let d = fixture(&[]);
-        let res = Resources {
+        let res = Limits {
             pids_max: Some(10),
-            ..Resources::default()
+            ..Limits::default()
         };
         let err = apply(d.path(), &res).unwrap_err();
         let msg = err.to_string();

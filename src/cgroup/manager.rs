@@ -24,8 +24,7 @@ use nix::unistd::Pid;
 use super::discover::{self, MountEntry};
 use super::files::{self, *};
 use super::{CgroupError, Controllers, OomCounters, limits, missing_controllers_message};
-use crate::config::spec::{CgroupRoot, Resources};
-use crate::core::ResourceFigures;
+use super::{Figures, Limits, RootSetting};
 
 /// The leaf vigil moves itself into (cgroup v2's no-internal-processes rule: `<root>` can only
 /// enable controllers for its children if it holds no processes itself).
@@ -56,7 +55,7 @@ pub struct Manager {
 impl Manager {
     /// Sets vigil's cgroup subtree up from the configuration.
     ///
-    /// - `CgroupRoot::None` → `Ok(None)`.
+    /// - `RootSetting::None` → `Ok(None)`.
     /// - `Auto`: the cgroup2 mount from /proc/self/mountinfo and vigil's own cgroup from
     ///   /proc/self/cgroup. If that is the hierarchy root, `<mount>/<cgroup_name>` is created and
     ///   owned; otherwise (systemd `Delegate=yes`) the own cgroup itself is the root (systemd owns
@@ -72,14 +71,14 @@ impl Manager {
     /// controllers are not an error here: call [`Manager::check_controllers`]. Call
     /// [`Manager::sweep_stale`] next to clear a previous run's leftovers.
     pub fn setup(
-        root: &CgroupRoot,
+        root: &RootSetting,
         cgroup_name: &str,
         needs: Controllers,
     ) -> Result<Option<Manager>, CgroupError> {
         let result = match root {
-            CgroupRoot::None => return Ok(None),
-            CgroupRoot::Auto => Self::setup_auto(cgroup_name, needs),
-            CgroupRoot::Path(p) => return Self::setup_path(p, needs).map(Some),
+            RootSetting::None => return Ok(None),
+            RootSetting::Auto => Self::setup_auto(cgroup_name, needs),
+            RootSetting::Path(p) => return Self::setup_path(p, needs).map(Some),
         };
         match result {
             Ok(m) => Ok(Some(m)),
@@ -330,7 +329,7 @@ impl Manager {
     /// Read-only pre-flight for `vigil check`: would `needs` be satisfiable under `root`?
     /// Looks at the cgroup2 mount and the cgroup vigil would use, writes nothing. `Ok(())` also
     /// when `root` is `none` and nothing is needed.
-    pub fn preflight(root: &CgroupRoot, needs: Controllers) -> Result<(), CgroupError> {
+    pub fn preflight(root: &RootSetting, needs: Controllers) -> Result<(), CgroupError> {
         if needs.is_empty() {
             return Ok(());
         }
@@ -345,7 +344,7 @@ impl Manager {
         };
         // Where the controllers would come from: the parent of vigil's subtree.
         let at = match root {
-            CgroupRoot::None => {
+            RootSetting::None => {
                 return Err(CgroupError::BadRoot {
                     path: PathBuf::from("none"),
                     reason: format!(
@@ -355,8 +354,8 @@ impl Manager {
                     ),
                 });
             }
-            CgroupRoot::Path(p) => p.parent().unwrap_or(p).to_path_buf(),
-            CgroupRoot::Auto => own_cgroup_dir(&mount)?,
+            RootSetting::Path(p) => p.parent().unwrap_or(p).to_path_buf(),
+            RootSetting::Auto => own_cgroup_dir(&mount)?,
         };
         let available_list = files::read_file(&at, CGROUP_CONTROLLERS)
             .map(|t| parse_controller_list(&t))
@@ -402,7 +401,7 @@ impl Manager {
         &self,
         pod: &str,
         container: &str,
-        res: &Resources,
+        res: &Limits,
     ) -> Result<ContainerCgroup, CgroupError> {
         check_name(pod)?;
         check_name(container)?;
@@ -478,7 +477,7 @@ pub struct ContainerCgroup {
 }
 
 impl ContainerCgroup {
-    fn create_fresh(path: &Path, res: Option<&Resources>) -> Result<ContainerCgroup, CgroupError> {
+    fn create_fresh(path: &Path, res: Option<&Limits>) -> Result<ContainerCgroup, CgroupError> {
         if path.exists() {
             warn!(
                 "cgroup {} exists from an earlier run; replacing it",
@@ -497,7 +496,7 @@ impl ContainerCgroup {
         }
     }
 
-    fn open(path: &Path, res: Option<&Resources>) -> Result<ContainerCgroup, CgroupError> {
+    fn open(path: &Path, res: Option<&Limits>) -> Result<ContainerCgroup, CgroupError> {
         if let Some(res) = res {
             limits::apply(path, res)?;
         }
@@ -609,8 +608,8 @@ impl ContainerCgroup {
     }
 
     /// Figures for status; whatever cannot be read is `None`.
-    pub fn figures(&self) -> ResourceFigures {
-        ResourceFigures {
+    pub fn figures(&self) -> Figures {
+        Figures {
             memory_current: self.read_value(MEMORY_CURRENT).and_then(|t| parse_u64(&t)),
             memory_peak: self.read_value(MEMORY_PEAK).and_then(|t| parse_u64(&t)),
             memory_max: self.memory_max(),
@@ -906,7 +905,7 @@ mod tests {
 
     #[test]
     fn cgroup_root_none_means_no_manager() {
-        let m = Manager::setup(&CgroupRoot::None, "vigil", Controllers::MEMORY).unwrap();
+        let m = Manager::setup(&RootSetting::None, "vigil", Controllers::MEMORY).unwrap();
         assert!(m.is_none());
     }
 
@@ -915,7 +914,7 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let p = t.path().join("vigil");
         let err =
-            Manager::setup(&CgroupRoot::Path(p.clone()), "vigil", Controllers::NONE).unwrap_err();
+            Manager::setup(&RootSetting::Path(p.clone()), "vigil", Controllers::NONE).unwrap_err();
         assert!(matches!(err, CgroupError::NotCgroup2 { .. }), "{err}");
         assert!(err.to_string().contains(&*p.to_string_lossy()), "{err}");
         assert!(!p.exists());
@@ -928,7 +927,7 @@ mod tests {
         fake_cgroup(&root, "", "");
         let m = Manager::with_root_and_mounts(&root, Vec::new()).unwrap();
         let err = m
-            .create_container(SUPERVISOR_LEAF, "c", &Resources::default())
+            .create_container(SUPERVISOR_LEAF, "c", &Limits::default())
             .unwrap_err();
         assert!(err.to_string().contains("supervisor"), "{err}");
     }

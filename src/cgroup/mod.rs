@@ -19,7 +19,9 @@
 //! never writes outside that root, with one documented exception (see [`Manager::setup`]).
 //! Kernel behaviour cited from Documentation/admin-guide/cgroup-v2.rst unless said otherwise.
 //! It must not decide lifecycle policy (when to kill, restart, report OOM): the runtime and the
-//! core do; this layer only performs and reports.
+//! core do; this layer only performs and reports. It speaks its own types ([`Limits`],
+//! [`RootSetting`], [`Figures`]) and imports neither the config nor the core: `crate::host`
+//! translates between them.
 
 pub mod discover;
 pub mod files;
@@ -31,7 +33,53 @@ use std::path::PathBuf;
 
 pub use manager::{ContainerCgroup, Manager};
 
-use crate::config::spec::{Config, Resources};
+/// The limits of one container cgroup, in cgroup v2 terms; `None` (or `false`) leaves the
+/// file alone. See [`limits`] for the value formats.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Limits {
+    /// `memory.max`, bytes.
+    pub memory_max: Option<u64>,
+    /// `memory.high`, bytes.
+    pub memory_high: Option<u64>,
+    /// `memory.swap.max`, bytes.
+    pub swap_max: Option<u64>,
+    /// `pids.max`.
+    pub pids_max: Option<u64>,
+    /// `cpu.max` in cores (1.5 → `150000 100000`).
+    pub cpu_max: Option<f64>,
+    /// `cpu.weight`, 1..=10000.
+    pub cpu_weight: Option<u32>,
+    /// `memory.oom.group` = 1.
+    pub oom_group: bool,
+}
+
+/// Where vigil's cgroup subtree goes (see [`Manager::setup`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RootSetting {
+    /// Found from vigil's own cgroup on the cgroup2 mount ([`discover`]).
+    Auto,
+    /// No cgroups: the runtime tracks process groups instead.
+    None,
+    /// An explicit directory on a cgroup2 mount that vigil owns.
+    Path(PathBuf),
+}
+
+/// Figures read from a container cgroup for status; whatever cannot be read is `None`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Figures {
+    /// `memory.current`.
+    pub memory_current: Option<u64>,
+    /// `memory.peak` (Linux 5.19).
+    pub memory_peak: Option<u64>,
+    /// `memory.max` (`None` for `max`).
+    pub memory_max: Option<u64>,
+    /// `usage_usec` of `cpu.stat`.
+    pub cpu_usage_usec: Option<u64>,
+    /// `pids.current`.
+    pub pids_current: Option<u64>,
+    /// `memory.pressure` `some avg10`.
+    pub memory_pressure_some_avg10: Option<f64>,
+}
 
 /// Everything that can go wrong in the cgroup layer; each variant names the failed operation
 /// and carries the path (or pid) it failed on.
@@ -134,7 +182,7 @@ impl Controllers {
     ];
 
     /// The controllers the limits in `res` need.
-    pub fn from_resources(res: &Resources) -> Controllers {
+    pub fn from_limits(res: &Limits) -> Controllers {
         let mut c = Controllers::NONE;
         if res.memory_max.is_some()
             || res.memory_high.is_some()
@@ -150,18 +198,6 @@ impl Controllers {
             c = c | Controllers::CPU;
         }
         c
-    }
-
-    /// The controllers every limit in `config` needs (init containers included): what
-    /// [`Manager::setup`] and [`Manager::check_controllers`] should be given.
-    pub fn from_config(config: &Config) -> Controllers {
-        config
-            .pods
-            .iter()
-            .flat_map(|p| p.init_containers.iter().chain(p.containers.iter()))
-            .fold(Controllers::NONE, |acc, c| {
-                acc | Controllers::from_resources(&c.resources)
-            })
     }
 
     /// Parses controller names (unknown names such as `hugetlb` are ignored).
@@ -282,23 +318,20 @@ mod tests {
 
     #[test]
     fn controllers_from_resources_follow_the_limits() {
-        assert!(Controllers::from_resources(&Resources::default()).is_empty());
-        let r = Resources {
+        assert!(Controllers::from_limits(&Limits::default()).is_empty());
+        let r = Limits {
             memory_max: Some(1),
             cpu_weight: Some(100),
-            ..Resources::default()
+            ..Limits::default()
         };
-        assert_eq!(
-            Controllers::from_resources(&r).names(),
-            vec!["memory", "cpu"]
-        );
-        let r = Resources {
+        assert_eq!(Controllers::from_limits(&r).names(), vec!["memory", "cpu"]);
+        let r = Limits {
             oom_group: true,
             pids_max: Some(3),
-            ..Resources::default()
+            ..Limits::default()
         };
         assert_eq!(
-            Controllers::from_resources(&r),
+            Controllers::from_limits(&r),
             Controllers::MEMORY | Controllers::PIDS
         );
     }

@@ -23,7 +23,6 @@ use super::discover;
 use super::files::{self, CGROUP_EVENTS};
 use super::manager::kill_by_pids;
 use super::*;
-use crate::config::spec::{CgroupRoot, Resources};
 
 const DEADLINE: Duration = Duration::from_secs(10);
 const CHILD_ENV: &str = "VIGIL_CGROUP_SELFMOVE_ROOT";
@@ -142,7 +141,7 @@ fn kill_empties_the_container_with_a_priority_event_and_remove_succeeds() {
     let s = scratch();
     let m = Manager::with_root(&s.root).unwrap();
     let c = m
-        .create_container("pod", "ctr", &Resources::default())
+        .create_container("pod", "ctr", &Limits::default())
         .unwrap();
     assert!(!c.populated().unwrap());
 
@@ -202,7 +201,7 @@ fn kill_empties_the_container_with_a_priority_event_and_remove_succeeds() {
 fn remove_while_populated_is_busy_then_succeeds_after_kill() {
     let s = scratch();
     let m = Manager::with_root(&s.root).unwrap();
-    let c = m.create_container("p", "c", &Resources::default()).unwrap();
+    let c = m.create_container("p", "c", &Limits::default()).unwrap();
     let mut child = spawn_in(&c, "exec sleep 100");
     wait_for("the process to be placed", || !c.pids().unwrap().is_empty());
     match c.remove() {
@@ -225,12 +224,12 @@ fn remove_while_populated_is_busy_then_succeeds_after_kill() {
 fn create_container_replaces_a_leftover_and_kills_its_processes() {
     let s = scratch();
     let m = Manager::with_root(&s.root).unwrap();
-    let old = m.create_container("p", "c", &Resources::default()).unwrap();
+    let old = m.create_container("p", "c", &Limits::default()).unwrap();
     let mut child = spawn_in(&old, "exec sleep 100");
     wait_for("the process to be placed", || {
         !old.pids().unwrap().is_empty()
     });
-    let fresh = m.create_container("p", "c", &Resources::default()).unwrap();
+    let fresh = m.create_container("p", "c", &Limits::default()).unwrap();
     assert_killed(&mut child);
     assert!(!fresh.populated().unwrap());
     assert!(fresh.pids().unwrap().is_empty());
@@ -245,7 +244,7 @@ fn sweep_stale_kills_and_removes_leftovers_but_not_the_supervisor_leaf() {
     let m = Manager::with_root(&s.root).unwrap();
     std::fs::create_dir(s.root.join(manager::SUPERVISOR_LEAF)).unwrap();
     let c = m
-        .create_container("old-pod", "c", &Resources::default())
+        .create_container("old-pod", "c", &Limits::default())
         .unwrap();
     let mut child = spawn_in(&c, "sleep 100 & exec sleep 100");
     wait_for("2 processes", || c.pids().unwrap().len() >= 2);
@@ -263,7 +262,7 @@ fn sweep_stale_kills_and_removes_leftovers_but_not_the_supervisor_leaf() {
 fn probe_child_cgroup_lives_inside_a_populated_container_and_dies_with_it() {
     let s = scratch();
     let m = Manager::with_root(&s.root).unwrap();
-    let c = m.create_container("p", "c", &Resources::default()).unwrap();
+    let c = m.create_container("p", "c", &Limits::default()).unwrap();
     let mut main = spawn_in(&c, "exec sleep 100");
     wait_for("main placed", || !c.pids().unwrap().is_empty());
     let probe = c.create_child("probe-liveness").unwrap();
@@ -300,7 +299,7 @@ fn probe_child_cgroup_lives_inside_a_populated_container_and_dies_with_it() {
 fn kill_fallback_sigkills_every_listed_pid_including_sub_cgroups() {
     let s = scratch();
     let m = Manager::with_root(&s.root).unwrap();
-    let c = m.create_container("p", "c", &Resources::default()).unwrap();
+    let c = m.create_container("p", "c", &Limits::default()).unwrap();
     let mut child = spawn_in(&c, "sleep 100 & setsid sh -c 'sleep 100' & wait");
     let probe = c.create_child("probe-startup").unwrap();
     let mut p = spawn_in(&probe, "exec sleep 100");
@@ -320,7 +319,7 @@ fn kill_fallback_sigkills_every_listed_pid_including_sub_cgroups() {
 fn figures_and_oom_counters_read_what_exists() {
     let s = scratch();
     let m = Manager::with_root(&s.root).unwrap();
-    let c = m.create_container("p", "c", &Resources::default()).unwrap();
+    let c = m.create_container("p", "c", &Limits::default()).unwrap();
     let f = c.figures();
     // cpu.stat exists on every cgroup v2 cgroup (core file since Linux 4.15).
     assert!(f.cpu_usage_usec.is_some(), "{f:?}");
@@ -343,11 +342,11 @@ fn limits_are_applied_when_controllers_exist_and_refused_naming_the_file_otherwi
     let s = scratch();
     let m = Manager::with_root(&s.root).unwrap();
     let needs = Controllers::MEMORY | Controllers::PIDS;
-    let res = Resources {
+    let res = Limits {
         memory_max: Some(20 * 1024 * 1024),
         pids_max: Some(32),
         oom_group: true,
-        ..Resources::default()
+        ..Limits::default()
     };
     if m.check_controllers(needs).is_err() {
         // A host without the controllers (the hybrid dev host): the limit is refused, and the
@@ -441,8 +440,8 @@ fn selfmove_child(root: &Path) {
     let expect = format!("0::/{}/supervisor", rel.display());
     let name = root.file_name().unwrap().to_str().unwrap();
     let configs = [
-        ("path", CgroupRoot::Path(root.to_path_buf())),
-        ("auto", CgroupRoot::Auto),
+        ("path", RootSetting::Path(root.to_path_buf())),
+        ("auto", RootSetting::Auto),
     ];
     for (what, cfg) in configs {
         let m = Manager::setup(&cfg, name, Controllers::NONE)
@@ -456,7 +455,7 @@ fn selfmove_child(root: &Path) {
             // vigil moves only when its own cgroup is the root or above it.
             println!("{what}: NOT-MOVED ({now})");
         }
-        let c = m.create_container("p", "c", &Resources::default()).unwrap();
+        let c = m.create_container("p", "c", &Limits::default()).unwrap();
         c.remove().unwrap();
         m.teardown().unwrap();
         assert!(!root.exists(), "{what}: teardown left {}", root.display());

@@ -1,9 +1,10 @@
 //! Configuration: TOML → raw serde mirror → validated [`spec::Config`].
 //!
 //! Owns parsing, validation with located messages (`FILE:LINE:COL: message`) and defaults,
-//! the config-file lookup order, the bundled default and `vigil check`.
-//! Must not touch the system beyond reading the file (user names, cgroup controllers are
-//! checked elsewhere, at start).
+//! the config-file lookup order and the bundled default.
+//! Must not touch the system beyond reading the file: user names are resolved by the process
+//! layer at spawn, and cgroup controllers are checked by [`crate::host`] (`vigil check`, and
+//! `vigil run` at start). It imports no other layer of vigil.
 //!
 //! Pipeline: `toml::de::DeTable::parse` (syntax; one located error) → [`schema`] walk (every
 //! unknown key and wrongly typed value, all at once) → serde into [`raw`] (spanned values) →
@@ -117,48 +118,6 @@ pub fn load_str(text: &str, source: &Path) -> Result<Config, ConfigErrors> {
     match config {
         Some(config) if problems.is_empty() => Ok(config),
         _ => Err(locate(text, source, problems)),
-    }
-}
-
-fn plural(n: usize, word: &str) -> String {
-    if n == 1 {
-        format!("{n} {word}")
-    } else {
-        format!("{n} {word}s")
-    }
-}
-
-/// `vigil check`: validate and print every problem to stderr (exit 1), or
-/// `FILE: ok (N pods, M containers)` to stdout (exit 0). Containers count init containers too.
-pub fn check_main(path: Option<PathBuf>) -> i32 {
-    let source = resolve_path(path);
-    let shown = source.display_path();
-    match load_source(&source) {
-        Ok(config) => {
-            // Limits need controllers: say now, not at start, when this host cannot give them.
-            let needs = crate::cgroup::Controllers::from_config(&config);
-            if let Err(e) = crate::cgroup::Manager::preflight(&config.supervisor.cgroup_root, needs)
-            {
-                eprintln!("{}: {e}", shown.display());
-                return 1;
-            }
-            let containers: usize = config
-                .pods
-                .iter()
-                .map(|p| p.init_containers.len() + p.containers.len())
-                .sum();
-            println!(
-                "{}: ok ({}, {})",
-                shown.display(),
-                plural(config.pods.len(), "pod"),
-                plural(containers, "container")
-            );
-            0
-        }
-        Err(errors) => {
-            eprintln!("{errors}");
-            1
-        }
     }
 }
 

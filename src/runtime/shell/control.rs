@@ -213,7 +213,7 @@ impl Shell {
                     && let Some(cg) = &run.cgroup
                 {
                     c.cgroup = Some(cg.path().to_path_buf());
-                    c.resources = Some(cg.figures());
+                    c.resources = Some(cg.figures().into());
                 }
             }
         }

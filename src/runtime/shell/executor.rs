@@ -161,10 +161,12 @@ impl Shell {
             }
         }
         let cgroup = match &self.cgroups {
-            Some(m) => match m.create_container(pod, &container.name, &container.resources) {
-                Ok(cg) => Some(cg),
-                Err(e) => return failed(format!("cgroup placement failed: {e}")),
-            },
+            Some(m) => {
+                match m.create_container(pod, &container.name, &(&container.resources).into()) {
+                    Ok(cg) => Some(cg),
+                    Err(e) => return failed(format!("cgroup placement failed: {e}")),
+                }
+            }
             None => None,
         };
 

@@ -153,7 +153,7 @@ impl Shell {
 
         let needs = needed_controllers(&config);
         let cgroups = Manager::setup(
-            &config.supervisor.cgroup_root,
+            &(&config.supervisor.cgroup_root).into(),
             &config.supervisor.cgroup_name,
             needs,
         )?;
@@ -177,12 +177,10 @@ impl Shell {
             }
         } else if !needs.is_empty() {
             // Limits cannot be enforced without cgroups: refuse rather than run unconfined.
-            return Err(
-                crate::cgroup::Manager::preflight(&config.supervisor.cgroup_root, needs)
-                    .err()
-                    .map(StartError::from)
-                    .unwrap_or(StartError::NoCgroupsForLimits),
-            );
+            return Err(crate::host::preflight(&config)
+                .err()
+                .map(StartError::from)
+                .unwrap_or(StartError::NoCgroupsForLimits));
         } else if config.supervisor.cgroup_root != crate::config::spec::CgroupRoot::None {
             warn!("running without cgroups: containers are tracked by process group only");
         }
@@ -735,7 +733,7 @@ fn status_line(pods: &[crate::core::PodStatus]) -> String {
 }
 
 fn needed_controllers(config: &Config) -> Controllers {
-    Controllers::from_config(config)
+    crate::host::needed_controllers(config)
 }
 
 fn resolve_group(name: &str) -> Result<u32, StartError> {

@@ -1,0 +1,114 @@
+//! Where a validated config meets this host: the host checks run before anything starts
+//! (`vigil check` and `vigil run` both make them), and the translation of config values into
+//! the cgroup layer's own types ([`cgroup::Limits`], [`cgroup::RootSetting`]) and of its
+//! figures into the core's ([`ResourceFigures`]).
+//!
+//! Owns `vigil check`. Must not start anything, create a cgroup or keep state: the checks only
+//! read the host. It exists so that [`config`](crate::config) reads nothing but its file and
+//! [`cgroup`] knows nothing of the config or the core.
+
+use std::path::PathBuf;
+
+use crate::cgroup::{self, CgroupError, Controllers, Manager};
+use crate::config::spec::{CgroupRoot, Config, Resources};
+use crate::config::{load_source, resolve_path};
+use crate::core::ResourceFigures;
+
+impl From<&Resources> for cgroup::Limits {
+    fn from(r: &Resources) -> cgroup::Limits {
+        cgroup::Limits {
+            memory_max: r.memory_max,
+            memory_high: r.memory_high,
+            swap_max: r.swap_max,
+            pids_max: r.pids_max,
+            cpu_max: r.cpu_max,
+            cpu_weight: r.cpu_weight,
+            oom_group: r.oom_group,
+        }
+    }
+}
+
+impl From<&CgroupRoot> for cgroup::RootSetting {
+    fn from(r: &CgroupRoot) -> cgroup::RootSetting {
+        match r {
+            CgroupRoot::Auto => cgroup::RootSetting::Auto,
+            CgroupRoot::None => cgroup::RootSetting::None,
+            CgroupRoot::Path(p) => cgroup::RootSetting::Path(p.clone()),
+        }
+    }
+}
+
+impl From<cgroup::Figures> for ResourceFigures {
+    fn from(f: cgroup::Figures) -> ResourceFigures {
+        ResourceFigures {
+            memory_current: f.memory_current,
+            memory_peak: f.memory_peak,
+            memory_max: f.memory_max,
+            cpu_usage_usec: f.cpu_usage_usec,
+            pids_current: f.pids_current,
+            memory_pressure_some_avg10: f.memory_pressure_some_avg10,
+        }
+    }
+}
+
+/// The controllers every limit in `config` needs (init containers included): what
+/// [`Manager::setup`] and [`Manager::check_controllers`] are given.
+pub fn needed_controllers(config: &Config) -> Controllers {
+    config
+        .pods
+        .iter()
+        .flat_map(|p| p.init_containers.iter().chain(p.containers.iter()))
+        .fold(Controllers::NONE, |acc, c| {
+            acc | Controllers::from_limits(&(&c.resources).into())
+        })
+}
+
+/// Whether this host can give `config` what its limits need, without changing anything
+/// ([`Manager::preflight`]).
+pub fn preflight(config: &Config) -> Result<(), CgroupError> {
+    Manager::preflight(
+        &(&config.supervisor.cgroup_root).into(),
+        needed_controllers(config),
+    )
+}
+
+fn plural(n: usize, word: &str) -> String {
+    if n == 1 {
+        format!("{n} {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}
+
+/// `vigil check`: validate and print every problem to stderr (exit 1), or
+/// `FILE: ok (N pods, M containers)` to stdout (exit 0). Containers count init containers too.
+/// A valid file whose limits this host cannot give (a missing controller) is an error too,
+/// said now rather than at start.
+pub fn check_main(path: Option<PathBuf>) -> i32 {
+    let source = resolve_path(path);
+    let shown = source.display_path();
+    match load_source(&source) {
+        Ok(config) => {
+            if let Err(e) = preflight(&config) {
+                eprintln!("{}: {e}", shown.display());
+                return 1;
+            }
+            let containers: usize = config
+                .pods
+                .iter()
+                .map(|p| p.init_containers.len() + p.containers.len())
+                .sum();
+            println!(
+                "{}: ok ({}, {})",
+                shown.display(),
+                plural(config.pods.len(), "pod"),
+                plural(containers, "container")
+            );
+            0
+        }
+        Err(errors) => {
+            eprintln!("{errors}");
+            1
+        }
+    }
+}
