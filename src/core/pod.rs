@@ -110,6 +110,21 @@ fn probe_spec(spec: &ContainerSpec, kind: ProbeKind) -> Option<&ProbeSpec> {
     }
 }
 
+/// Kubelet `kuberuntime_container.go` killContainer: "always give containers a minimal shutdown
+/// window to avoid unnecessary SIGKILLs" — a grace below `minimumGracePeriodInSeconds` (2 s) is
+/// raised to it. vigil applies the floor to what a Kubernetes spec can express, whole seconds
+/// (so `1` waits 2 s, as in a cluster), and keeps two vigil features: a grace of exactly `0`
+/// SIGKILLs right after the stop signal (the kubelet would wait 2 s), and a fractional grace
+/// (`0.5`) is honoured as written. README's divergence table lists both.
+pub(super) fn effective_grace(grace: Duration) -> Duration {
+    const MINIMUM: Duration = Duration::from_secs(2);
+    if grace.is_zero() || grace >= MINIMUM || grace.subsec_nanos() != 0 {
+        grace
+    } else {
+        MINIMUM
+    }
+}
+
 fn exit_desc(code: i32, signal: Option<i32>) -> String {
     match signal {
         Some(s) => format!("signal {s}"),
@@ -231,7 +246,13 @@ impl Slot {
         matches!(self.state, SlotState::Running { .. }) && self.started
     }
 
+    /// Kubelet `prober_manager.go` UpdatePodStatus: a regular container is ready when it runs,
+    /// has started and its readiness probe (if any) published Success; an init container is
+    /// ready once it has terminated with success, and not before.
     pub(super) fn ready(&self) -> bool {
+        if self.init {
+            return self.done_completed();
+        }
         self.is_running_started()
             && self
                 .probes
@@ -574,15 +595,21 @@ impl Slot {
                     _ => self.spec.termination_grace,
                 };
                 let message = match &cause {
-                    StopCause::Probe { kind, .. } => format!(
-                        "Container {name} failed {} probe, will be restarted",
-                        kind.as_str()
-                    ),
+                    // Kubelet `computePodActions`: ", will be restarted" only when the
+                    // container is going to be restarted (restart policy other than Never).
+                    StopCause::Probe { kind, .. } => {
+                        let then = if self.spec.restart_policy == RestartPolicy::Never {
+                            ""
+                        } else {
+                            ", will be restarted"
+                        };
+                        format!("Container {name} failed {} probe{then}", kind.as_str())
+                    }
                     _ => format!("Stopping container {name}"),
                 };
                 *stopping = Some(Stopping {
                     cause,
-                    kill_at: out.now + grace,
+                    kill_at: out.now + effective_grace(grace),
                     killed: false,
                 });
                 out.event(EventType::Normal, "Killing", pod, &name, message);
@@ -1052,9 +1079,21 @@ impl Pod {
         }
     }
 
+    /// Kubelet `status/generate.go`: GeneratePodInitializedCondition (a Succeeded pod's
+    /// `Initialized` says `PodCompleted`), GenerateContainersReadyCondition and
+    /// GeneratePodReadyCondition (a terminal phase makes both false with `PodCompleted` or
+    /// `PodFailed`, whatever the containers say).
     pub(super) fn update_conditions(&mut self, now: Time) {
-        let terminal = matches!(self.phase(), Phase::Succeeded | Phase::Failed);
-        if self.initialized() {
+        let phase = self.phase();
+        if phase == Phase::Succeeded {
+            self.set_condition(
+                ConditionType::Initialized,
+                true,
+                "PodCompleted",
+                String::new(),
+                now,
+            );
+        } else if self.initialized() {
             self.set_condition(ConditionType::Initialized, true, "", String::new(), now);
         } else {
             let incomplete: Vec<&str> = self
@@ -1081,16 +1120,15 @@ impl Pod {
             .filter(|s| !s.ready())
             .map(|s| s.name().to_string())
             .collect();
-        let (status, reason, message) = if unready.is_empty() {
-            (true, "", String::new())
-        } else if terminal {
-            (false, "PodCompleted", String::new())
-        } else {
-            (
+        let (status, reason, message) = match phase {
+            Phase::Succeeded => (false, "PodCompleted", String::new()),
+            Phase::Failed => (false, "PodFailed", String::new()),
+            _ if unready.is_empty() => (true, "", String::new()),
+            _ => (
                 false,
                 "ContainersNotReady",
                 format!("containers with unready status: [{}]", unready.join(" ")),
-            )
+            ),
         };
         self.set_condition(
             ConditionType::ContainersReady,

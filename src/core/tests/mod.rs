@@ -3,6 +3,7 @@
 
 mod backoff;
 mod harness;
+mod kubelet;
 mod lifecycle;
 mod probes;
 mod reasons;
