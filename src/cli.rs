@@ -1,9 +1,15 @@
-//! Command line: argv → subcommand. Owns the clap definition (also used for completions)
-//! and the mapping to exit codes: 0 success, 1 error or bad usage, 2 supervisor unreachable.
+//! Command line: argv → subcommand. Owns the clap definition (also used for completions),
+//! turning a client subcommand into a [`ClientCommand`] (target parsing, socket lookup), and
+//! the mapping to exit codes: 0 success, 1 error or bad usage, 2 supervisor unreachable.
+//!
+//! The top of the layering: it calls the runtime, `check` and the client; nothing imports it.
 
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::control::client::{self, ClientCommand};
+use crate::control::protocol::RequestCmd;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -25,13 +31,44 @@ pub enum Output {
     Json,
 }
 
+impl From<Output> for client::Output {
+    fn from(o: Output) -> client::Output {
+        match o {
+            Output::Table => client::Output::Table,
+            Output::Wide => client::Output::Wide,
+            Output::Json => client::Output::Json,
+        }
+    }
+}
+
 /// Options every client command shares.
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Default, Args)]
 pub struct ClientOpts {
-    /// Control socket path (default: /run/vigil/vigil.sock for root,
-    /// $XDG_RUNTIME_DIR/vigil/vigil.sock otherwise).
+    /// Control socket path (default: the `socket =` of the config given with -c or
+    /// $VIGIL_CONFIG, else /run/vigil/vigil.sock for root, $XDG_RUNTIME_DIR/vigil/vigil.sock
+    /// otherwise).
     #[arg(long, env = "VIGIL_SOCKET", global = true)]
     pub socket: Option<PathBuf>,
+    /// The supervisor's config file: its `socket =` is where to connect.
+    #[arg(short, long, env = "VIGIL_CONFIG", global = true)]
+    pub config: Option<PathBuf>,
+}
+
+impl ClientOpts {
+    /// `--socket`/`$VIGIL_SOCKET`, else the `socket =` of `-c`/`$VIGIL_CONFIG`, else the
+    /// default path. A config named but unreadable or invalid is an error (naming it).
+    pub fn socket_path(&self) -> Result<PathBuf, String> {
+        if let Some(s) = &self.socket {
+            return Ok(s.clone());
+        }
+        if let Some(path) = &self.config {
+            let config = crate::config::load(path).map_err(|e| e.to_string())?;
+            if let Some(s) = config.supervisor.socket {
+                return Ok(s);
+            }
+        }
+        Ok(crate::control::default_socket_path())
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -160,6 +197,151 @@ pub fn main() -> i32 {
             clap_complete::generate(shell, &mut cmd, "vigil", &mut std::io::stdout());
             0
         }
-        other => crate::control::client::main(other),
+        other => match client_command(other) {
+            Ok(cmd) => client::main(cmd),
+            Err(message) => {
+                eprintln!("error: {message}");
+                1
+            }
+        },
+    }
+}
+
+/// `POD` or `POD/CONTAINER`.
+pub fn parse_target(target: &str) -> Result<(String, Option<String>), String> {
+    let mut parts = target.split('/');
+    let pod = parts.next().unwrap_or("");
+    let container = parts.next();
+    if pod.is_empty() || parts.next().is_some() || container.is_some_and(str::is_empty) {
+        return Err(format!(
+            "invalid target {target:?}: expected POD or POD/CONTAINER"
+        ));
+    }
+    Ok((pod.to_string(), container.map(str::to_string)))
+}
+
+/// A client subcommand as the request the client sends, where to send it and how to show the
+/// answer. `run`, `check` and `completions` are not client commands.
+pub fn client_command(cmd: Cmd) -> Result<ClientCommand, String> {
+    let (request, client, output) = match cmd {
+        Cmd::Status {
+            pod,
+            output,
+            client,
+        } => (RequestCmd::Status { pod }, client, output),
+        Cmd::Describe {
+            pod,
+            output,
+            client,
+        } => (RequestCmd::Describe { pod }, client, output),
+        Cmd::Events {
+            follow,
+            output,
+            client,
+        } => (RequestCmd::Events { follow }, client, output),
+        Cmd::Logs {
+            target,
+            follow,
+            tail,
+            previous,
+            client,
+        } => {
+            let (pod, container) = parse_target(&target)?;
+            let request = RequestCmd::Logs {
+                pod,
+                container,
+                follow,
+                tail,
+                previous,
+            };
+            (request, client, Output::Table)
+        }
+        Cmd::Start { target, client } => {
+            let (pod, container) = parse_target(&target)?;
+            (RequestCmd::Start { pod, container }, client, Output::Table)
+        }
+        Cmd::Stop { target, client } => {
+            let (pod, container) = parse_target(&target)?;
+            (RequestCmd::Stop { pod, container }, client, Output::Table)
+        }
+        Cmd::Restart { target, client } => {
+            let (pod, container) = parse_target(&target)?;
+            (
+                RequestCmd::Restart { pod, container },
+                client,
+                Output::Table,
+            )
+        }
+        Cmd::Reload { client } => (RequestCmd::Reload, client, Output::Table),
+        Cmd::Shutdown { client } => (RequestCmd::Shutdown, client, Output::Table),
+        Cmd::Version { client } => (RequestCmd::Version, client, Output::Table),
+        Cmd::Run { .. } | Cmd::Check { .. } | Cmd::Completions { .. } => {
+            return Err("not a client command".to_string());
+        }
+    };
+    Ok(ClientCommand {
+        socket: client.socket_path()?,
+        request,
+        output: output.into(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_parse_pod_and_container() {
+        assert_eq!(parse_target("web"), Ok(("web".into(), None)));
+        assert_eq!(
+            parse_target("web/app"),
+            Ok(("web".into(), Some("app".into())))
+        );
+        for bad in ["", "/app", "web/", "a/b/c"] {
+            assert!(parse_target(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn bad_target_is_a_usage_error() {
+        let e = client_command(Cmd::Restart {
+            target: "a/b/c".into(),
+            client: ClientOpts::default(),
+        })
+        .unwrap_err();
+        assert!(e.contains("POD or POD/CONTAINER"), "{e}");
+    }
+
+    #[test]
+    fn the_socket_comes_from_the_flag_then_the_config_then_the_default() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("vigil.toml");
+        std::fs::write(
+            &config,
+            "[supervisor]\nsocket = \"/somewhere/else.sock\"\n\n[pods.web]\n[[pods.web.containers]]\nname = \"app\"\ncommand = [\"/bin/true\"]\n",
+        )
+        .unwrap();
+        let opts = |socket: Option<&str>, config: Option<&std::path::Path>| ClientOpts {
+            socket: socket.map(PathBuf::from),
+            config: config.map(std::path::Path::to_path_buf),
+        };
+        assert_eq!(
+            opts(Some("/x.sock"), Some(&config)).socket_path(),
+            Ok(PathBuf::from("/x.sock"))
+        );
+        assert_eq!(
+            opts(None, Some(&config)).socket_path(),
+            Ok(PathBuf::from("/somewhere/else.sock"))
+        );
+        assert_eq!(
+            opts(None, None).socket_path(),
+            Ok(crate::control::default_socket_path())
+        );
+        let missing = dir.path().join("missing.toml");
+        let e = opts(None, Some(&missing)).socket_path().unwrap_err();
+        assert!(
+            e.contains("missing.toml") && e.contains("cannot read"),
+            "{e}"
+        );
     }
 }

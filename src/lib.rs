@@ -12,6 +12,7 @@ pub mod cli;
 pub mod config;
 pub mod control;
 pub mod core;
+pub mod format;
 pub mod host;
 pub mod logs;
 pub mod probe;

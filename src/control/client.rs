@@ -1,20 +1,25 @@
-//! The CLI client: `vigil status|describe|events|logs|start|stop|restart|reload|shutdown|version`.
+//! The client: one request over the control socket and printing the answer.
 //!
-//! Owns one request/response exchange over the control socket and printing the answer. It must
-//! not interpret pod state beyond display: all rendering comes from `render` on the JSON the
-//! supervisor sent. Exit codes (interface.md): 0 success, 1 error reported by the supervisor or
-//! bad usage, 2 supervisor unreachable.
+//! Owns the exchange (connect, send, read reply lines until the answer or the end of a stream)
+//! and choosing how to show each reply. It takes a [`ClientCommand`] the CLI built (it knows
+//! nothing of argv or clap) and reads every reply into the [`wire`] types, so a reply missing a
+//! field or carrying an unknown kind fails loudly as an unreadable reply instead of printing
+//! blanks. It must not interpret pod state beyond display: tables and `describe` come from
+//! [`text`]. Exit codes (README): 0 success, 1 error reported by the supervisor or bad usage,
+//! 2 supervisor unreachable.
 
 use std::io::{self, BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::protocol::RequestCmd;
-use super::render;
-use crate::cli::{ClientOpts, Cmd, Output};
+use super::text;
+use super::wire;
+use crate::format;
 
 /// How long a one-shot request may wait for its answer.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -32,6 +37,8 @@ pub enum ClientError {
         path: PathBuf,
         source: serde_json::Error,
     },
+    #[error("vigil at {} sent a reply this client does not understand: {what}", path.display())]
+    OddReply { path: PathBuf, what: String },
 }
 
 impl ClientError {
@@ -43,58 +50,62 @@ impl ClientError {
     }
 }
 
-/// Client commands: returns the exit code.
-pub fn main(cmd: Cmd) -> i32 {
-    let stdout = io::stdout();
-    let stderr = io::stderr();
-    run(cmd, &mut stdout.lock(), &mut stderr.lock())
+/// How the answer is printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Output {
+    /// kubectl-style tables and text.
+    #[default]
+    Table,
+    /// Tables with PID, MEMORY and CPU.
+    Wide,
+    /// The reply's JSON (`status`, `describe`: pretty; events: one object a line).
+    Json,
 }
 
-/// What to do with the answer.
+/// Whether stdout is a terminal: container output is escaped for one (terminal control
+/// sequences shown, not run) and passed through byte for byte otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Terminal {
+    Yes,
+    No,
+}
+
+/// One client command, as the CLI built it: where to connect, what to ask, how to show it.
 #[derive(Debug, Clone, PartialEq)]
-enum Show {
-    Status { wide: bool },
-    Describe,
-    Events,
-    Logs,
-    Done(String),
-    Version,
+pub struct ClientCommand {
+    pub socket: PathBuf,
+    pub request: RequestCmd,
+    pub output: Output,
 }
 
-/// `POD` or `POD/CONTAINER`.
-pub fn parse_target(target: &str) -> Result<(String, Option<String>), String> {
-    let mut parts = target.split('/');
-    let pod = parts.next().unwrap_or("");
-    let container = parts.next();
-    if pod.is_empty() || parts.next().is_some() || container.is_some_and(str::is_empty) {
-        return Err(format!(
-            "invalid target {target:?}: expected POD or POD/CONTAINER"
-        ));
-    }
-    Ok((pod.to_string(), container.map(str::to_string)))
+/// Runs one client command against stdout/stderr; returns the exit code.
+pub fn main(cmd: ClientCommand) -> i32 {
+    use std::io::IsTerminal as _;
+    let stdout = io::stdout();
+    let terminal = if stdout.is_terminal() {
+        Terminal::Yes
+    } else {
+        Terminal::No
+    };
+    let stderr = io::stderr();
+    run(&cmd, terminal, &mut stdout.lock(), &mut stderr.lock())
 }
 
 /// Runs one client command, writing to `out` / `err`; returns the exit code.
-pub fn run(cmd: Cmd, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
-    let (request, client, output, show) = match plan(cmd) {
-        Ok(p) => p,
-        Err(message) => {
-            let _ = writeln!(err, "error: {message}");
-            return 1;
-        }
-    };
-    let path = client
-        .socket
-        .clone()
-        .unwrap_or_else(super::default_socket_path);
-    if show == Show::Version {
+pub fn run(
+    cmd: &ClientCommand,
+    terminal: Terminal,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> i32 {
+    if cmd.request == RequestCmd::Version {
         let _ = writeln!(out, "Client Version: {}", env!("CARGO_PKG_VERSION"));
     }
-    match exchange(&path, &request, output, &show, out) {
+    match exchange(cmd, terminal, out) {
         Ok(Outcome::Done) => 0,
-        Ok(Outcome::Refused { kind, message }) => {
-            log::debug!("request refused: {kind}");
-            let _ = writeln!(err, "error: {message}");
+        Ok(Outcome::Refused(e)) => {
+            log::debug!("request refused: {}", e.kind);
+            let _ = writeln!(err, "error: {}", e.message);
             1
         }
         Err(e) => {
@@ -104,103 +115,9 @@ pub fn run(cmd: Cmd, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     }
 }
 
-type Plan = (RequestCmd, ClientOpts, Output, Show);
-
-fn plan(cmd: Cmd) -> Result<Plan, String> {
-    let target = |t: &str| parse_target(t);
-    Ok(match cmd {
-        Cmd::Status {
-            pod,
-            output,
-            client,
-        } => (
-            RequestCmd::Status { pod },
-            client,
-            output,
-            Show::Status {
-                wide: output == Output::Wide,
-            },
-        ),
-        Cmd::Describe {
-            pod,
-            output,
-            client,
-        } => (RequestCmd::Describe { pod }, client, output, Show::Describe),
-        Cmd::Events {
-            follow,
-            output,
-            client,
-        } => (RequestCmd::Events { follow }, client, output, Show::Events),
-        Cmd::Logs {
-            target: t,
-            follow,
-            tail,
-            previous,
-            client,
-        } => {
-            let (pod, container) = target(&t)?;
-            (
-                RequestCmd::Logs {
-                    pod,
-                    container,
-                    follow,
-                    tail,
-                    previous,
-                },
-                client,
-                Output::Table,
-                Show::Logs,
-            )
-        }
-        Cmd::Start { target: t, client } => {
-            let (pod, container) = target(&t)?;
-            (
-                RequestCmd::Start { pod, container },
-                client,
-                Output::Table,
-                Show::Done(format!("{t}: started")),
-            )
-        }
-        Cmd::Stop { target: t, client } => {
-            let (pod, container) = target(&t)?;
-            (
-                RequestCmd::Stop { pod, container },
-                client,
-                Output::Table,
-                Show::Done(format!("{t}: stopped")),
-            )
-        }
-        Cmd::Restart { target: t, client } => {
-            let (pod, container) = target(&t)?;
-            (
-                RequestCmd::Restart { pod, container },
-                client,
-                Output::Table,
-                Show::Done(format!("{t}: restarted")),
-            )
-        }
-        Cmd::Reload { client } => (
-            RequestCmd::Reload,
-            client,
-            Output::Table,
-            Show::Done("config reloaded".to_string()),
-        ),
-        Cmd::Shutdown { client } => (
-            RequestCmd::Shutdown,
-            client,
-            Output::Table,
-            Show::Done("shutting down".to_string()),
-        ),
-        Cmd::Version { client } => (RequestCmd::Version, client, Output::Table, Show::Version),
-        Cmd::Run { .. } | Cmd::Check { .. } | Cmd::Completions { .. } => {
-            return Err("not a client command".to_string());
-        }
-    })
-}
-
 enum Outcome {
     Done,
-    Refused { kind: String, message: String },
+    Refused(wire::ErrorBody),
 }
 
 fn following(request: &RequestCmd) -> bool {
@@ -225,15 +142,35 @@ impl Sink<'_> {
             self.closed = true;
         }
     }
+
+    /// Container output: escaped for a terminal, verbatim otherwise.
+    fn put_log(&mut self, chunk: &str, terminal: Terminal) {
+        match terminal {
+            Terminal::Yes => self.put(&format::escape_controls(chunk, "\n\t")),
+            Terminal::No => self.put(chunk),
+        }
+    }
+
+    /// One JSON value on one line.
+    fn put_json_line(&mut self, v: &Value) {
+        self.put(&format!("{v}\n"));
+    }
+}
+
+/// Reads `v` as the reply type `T`; a missing or mistyped field is an unreadable reply.
+fn typed<T: DeserializeOwned>(path: &Path, v: &Value) -> Result<T, ClientError> {
+    T::deserialize(v).map_err(|source| ClientError::BadReply {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 fn exchange(
-    path: &Path,
-    request: &RequestCmd,
-    output: Output,
-    show: &Show,
+    cmd: &ClientCommand,
+    terminal: Terminal,
     out: &mut dyn Write,
 ) -> Result<Outcome, ClientError> {
+    let path = cmd.socket.as_path();
     let io_err = |source| ClientError::Exchange {
         path: path.to_path_buf(),
         source,
@@ -242,22 +179,23 @@ fn exchange(
         path: path.to_path_buf(),
         source,
     })?;
-    let follow = following(request);
+    let follow = following(&cmd.request);
     if !follow {
         stream
             .set_read_timeout(Some(REPLY_TIMEOUT))
             .map_err(io_err)?;
     }
-    let mut obj = request.to_json();
+    let mut obj = cmd.request.to_json();
     obj.insert("id".into(), Value::from(1));
     let mut line = Value::Object(obj).to_string();
     line.push('\n');
     stream.write_all(line.as_bytes()).map_err(io_err)?;
 
     let mut sink = Sink { out, closed: false };
-    let json = output == Output::Json;
-    if follow && !json && *show == Show::Events {
-        sink.put(&render::event_follow_header());
+    let json = cmd.output == Output::Json;
+    let events = matches!(cmd.request, RequestCmd::Events { .. });
+    if follow && !json && events {
+        sink.put(&text::event_follow_header());
     }
     let mut reader = BufReader::new(&stream);
     let mut answered = false;
@@ -274,32 +212,37 @@ fn exchange(
                 })
             };
         }
-        let reply: Value = serde_json::from_str(&buf).map_err(|source| ClientError::BadReply {
+        let raw: Value = serde_json::from_str(&buf).map_err(|source| ClientError::BadReply {
             path: path.to_path_buf(),
             source,
         })?;
+        let reply: wire::ReplyLine = typed(path, &raw)?;
         answered = true;
-        if reply["ok"].as_bool() != Some(true) {
-            let e = &reply["error"];
-            return Ok(Outcome::Refused {
-                kind: e["kind"].as_str().unwrap_or("unknown").to_string(),
-                message: e["message"]
-                    .as_str()
-                    .unwrap_or("request failed")
-                    .to_string(),
-            });
+        if !reply.ok {
+            return match reply.error {
+                Some(e) => Ok(Outcome::Refused(e)),
+                None => Err(ClientError::OddReply {
+                    path: path.to_path_buf(),
+                    what: "\"ok\": false without an \"error\"".to_string(),
+                }),
+            };
         }
         let now = SystemTime::now();
-        if let Some(ev) = reply.get("event") {
+        if let Some(ev) = &reply.event {
             if json {
-                sink.put(&format!("{ev}\n"));
+                sink.put_json_line(&raw["event"]);
             } else {
-                sink.put(&render::event_follow_line(ev, now));
+                sink.put(&text::event_follow_line(ev, now));
             }
-        } else if let Some(chunk) = reply.get("log").and_then(Value::as_str) {
-            sink.put(chunk);
-        } else if let Some(result) = reply.get("result") {
-            show_result(&mut sink, result, output, show, follow, now);
+        } else if let Some(chunk) = &reply.log {
+            sink.put_log(chunk, terminal);
+        } else if let Some(result) = &reply.result {
+            show_result(&mut sink, path, cmd, terminal, result, now)?;
+        } else {
+            return Err(ClientError::OddReply {
+                path: path.to_path_buf(),
+                what: "\"ok\": true without a \"result\", \"event\" or \"log\"".to_string(),
+            });
         }
         if sink.closed || !follow {
             return Ok(Outcome::Done);
@@ -307,53 +250,77 @@ fn exchange(
     }
 }
 
+/// Shows a `result`: it is read into the reply type the request expects first, so `-o json`
+/// too fails loudly on a reply this client cannot read.
 fn show_result(
     sink: &mut Sink,
+    path: &Path,
+    cmd: &ClientCommand,
+    terminal: Terminal,
     result: &Value,
-    output: Output,
-    show: &Show,
-    follow: bool,
     now: SystemTime,
-) {
-    if output == Output::Json {
-        if follow {
-            // A follow stream may open with the backlog as a result: one event per line.
-            for ev in result["events"].as_array().into_iter().flatten() {
-                sink.put(&format!("{ev}\n"));
+) -> Result<(), ClientError> {
+    let json = cmd.output == Output::Json;
+    let pretty = |sink: &mut Sink| {
+        let text = serde_json::to_string_pretty(result).unwrap_or_default();
+        sink.put(&format!("{text}\n"));
+    };
+    match &cmd.request {
+        RequestCmd::Status { .. } => {
+            let reply: wire::StatusReply = typed(path, result)?;
+            if json {
+                pretty(sink);
+            } else {
+                sink.put(&text::status_table(&reply, cmd.output == Output::Wide, now));
             }
-        } else {
-            let pretty = serde_json::to_string_pretty(result).unwrap_or_default();
-            sink.put(&format!("{pretty}\n"));
         }
-        return;
+        RequestCmd::Describe { .. } => {
+            let reply: wire::DescribeReply = typed(path, result)?;
+            if json {
+                pretty(sink);
+            } else {
+                sink.put(&text::describe_text(&reply, now));
+            }
+        }
+        RequestCmd::Events { follow } => {
+            let reply: wire::EventsReply = typed(path, result)?;
+            if json {
+                // One object a line, what `jq` and log shippers read.
+                for ev in result["events"].as_array().into_iter().flatten() {
+                    sink.put_json_line(ev);
+                }
+            } else if *follow {
+                for ev in &reply.events {
+                    sink.put(&text::event_follow_line(ev, now));
+                }
+            } else {
+                sink.put(&text::events_table(&reply.events, now));
+            }
+        }
+        RequestCmd::Logs { .. } => {
+            let reply: wire::LogsReply = typed(path, result)?;
+            sink.put_log(&reply.log, terminal);
+        }
+        RequestCmd::Version => {
+            let reply: wire::VersionReply = typed(path, result)?;
+            sink.put(&format!(
+                "Server Version: {}\n",
+                format::cell(&reply.version)
+            ));
+        }
+        RequestCmd::Start { .. }
+        | RequestCmd::Stop { .. }
+        | RequestCmd::Restart { .. }
+        | RequestCmd::Reload
+        | RequestCmd::Shutdown => {
+            let reply: wire::MessageReply = typed(path, result)?;
+            sink.put(&format!(
+                "{}\n",
+                format::escape_controls(&reply.message, "\n\t")
+            ));
+        }
     }
-    match show {
-        Show::Status { wide } => sink.put(&render::status_table(result, *wide, now)),
-        Show::Describe => sink.put(&render::describe_text(
-            &result["pod"],
-            &result["events"],
-            now,
-        )),
-        Show::Events if follow => {
-            for ev in result["events"].as_array().into_iter().flatten() {
-                sink.put(&render::event_follow_line(ev, now));
-            }
-        }
-        Show::Events => sink.put(&render::events_table(result, now)),
-        Show::Logs => {
-            if let Some(text) = result["log"].as_str() {
-                sink.put(text);
-            }
-        }
-        Show::Done(default) => {
-            let message = result["message"].as_str().unwrap_or(default);
-            sink.put(&format!("{message}\n"));
-        }
-        Show::Version => {
-            let v = result["version"].as_str().unwrap_or("unknown");
-            sink.put(&format!("Server Version: {v}\n"));
-        }
-    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -361,8 +328,11 @@ mod tests {
     use super::*;
     use std::os::unix::net::UnixListener;
     use std::thread::JoinHandle;
+    use std::time::Instant;
 
     use serde_json::json;
+
+    use crate::control::render::{self, Secrets, fixtures::*};
 
     /// A one-connection fake supervisor: records the request, sends `replies`, then closes.
     fn fake(path: &Path, replies: Vec<Value>) -> JoinHandle<Value> {
@@ -380,15 +350,17 @@ mod tests {
         })
     }
 
-    fn opts(path: &Path) -> ClientOpts {
-        ClientOpts {
-            socket: Some(path.to_path_buf()),
+    fn command(path: &Path, request: RequestCmd, output: Output) -> ClientCommand {
+        ClientCommand {
+            socket: path.to_path_buf(),
+            request,
+            output,
         }
     }
 
-    fn run_cmd(cmd: Cmd) -> (i32, String, String) {
+    fn run_in(cmd: ClientCommand, terminal: Terminal) -> (i32, String, String) {
         let (mut out, mut err) = (Vec::new(), Vec::new());
-        let code = run(cmd, &mut out, &mut err);
+        let code = run(&cmd, terminal, &mut out, &mut err);
         (
             code,
             String::from_utf8(out).unwrap(),
@@ -396,27 +368,34 @@ mod tests {
         )
     }
 
-    #[test]
-    fn targets_parse_pod_and_container() {
-        assert_eq!(parse_target("web"), Ok(("web".into(), None)));
-        assert_eq!(
-            parse_target("web/app"),
-            Ok(("web".into(), Some("app".into())))
-        );
-        for bad in ["", "/app", "web/", "a/b/c"] {
-            assert!(parse_target(bad).is_err(), "{bad}");
-        }
+    fn run_cmd(cmd: ClientCommand) -> (i32, String, String) {
+        run_in(cmd, Terminal::No)
+    }
+
+    /// A complete `status` result as the server renders it.
+    fn status_result() -> Value {
+        let mono = Instant::now();
+        wire::to_json(&render::status(
+            &[sample_pod(mono)],
+            &clock(mono),
+            Secrets::Shown,
+        ))
+        .unwrap()
+    }
+
+    fn ok(result: Value) -> Value {
+        json!({"id": 1, "ok": true, "result": result})
     }
 
     #[test]
     fn unreachable_supervisor_exits_2_with_the_path() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("none.sock");
-        let (code, out, err) = run_cmd(Cmd::Status {
-            pod: None,
-            output: Output::Table,
-            client: opts(&path),
-        });
+        let (code, out, err) = run_cmd(command(
+            &path,
+            RequestCmd::Status { pod: None },
+            Output::Table,
+        ));
         assert_eq!(code, 2);
         assert!(out.is_empty());
         assert!(
@@ -432,23 +411,18 @@ mod tests {
     fn status_prints_a_table_from_the_reply() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.sock");
-        let server = fake(
+        let server = fake(&path, vec![ok(status_result())]);
+        let (code, out, err) = run_cmd(command(
             &path,
-            vec![json!({"id": 1, "ok": true, "result": {"pods": [{
-                "name": "web", "phase": "Running", "created_at": "2000-01-01T00:00:00Z",
-                "conditions": [], "init_containers": [],
-                "containers": [{"name": "app", "ready": true, "restart_count": 0,
-                                "state": {"running": {"started_at": "2000-01-01T00:00:00Z"}},
-                                "last_state": {}}]}]}})],
-        );
-        let (code, out, err) = run_cmd(Cmd::Status {
-            pod: Some("web".into()),
-            output: Output::Table,
-            client: opts(&path),
-        });
+            RequestCmd::Status {
+                pod: Some("web".into()),
+            },
+            Output::Table,
+        ));
         assert_eq!((code, err.as_str()), (0, ""));
         assert!(
-            out.starts_with("NAME   READY   STATUS    RESTARTS   AGE\nweb    1/1     Running   0"),
+            out.starts_with("NAME   READY   STATUS             RESTARTS")
+                && out.contains("\nweb    1/2     CrashLoopBackOff   3 ("),
             "{out}"
         );
         assert_eq!(
@@ -458,18 +432,88 @@ mod tests {
     }
 
     #[test]
+    fn a_reply_missing_or_renaming_a_field_fails_loudly() {
+        let dir = tempfile::tempdir().unwrap();
+        // Each case: a path to a field of the first container, removed or renamed.
+        let cases: [(&[&str], Option<&str>); 6] = [
+            (&["restart_count"], None),
+            (&["restart_count"], Some("restarts")),
+            (&["state", "waiting", "reason"], Some("why")),
+            (&["pid"], None),
+            (&["resources", "memory_current"], None),
+            (&["spec", "env"], Some("environment")),
+        ];
+        for (i, (field, rename)) in cases.iter().enumerate() {
+            let mut result = status_result();
+            let (last, parents) = field.split_last().unwrap();
+            let mut obj = &mut result["pods"][0]["containers"][0];
+            for p in parents {
+                obj = &mut obj[*p];
+            }
+            let map = obj.as_object_mut().unwrap();
+            let value = map.remove(*last).unwrap();
+            if let Some(new) = rename {
+                map.insert(new.to_string(), value);
+            }
+            for output in [Output::Table, Output::Json] {
+                let path = dir.path().join(format!("s{i}{output:?}.sock"));
+                let _server = fake(&path, vec![ok(result.clone())]);
+                let (code, out, err) =
+                    run_cmd(command(&path, RequestCmd::Status { pod: None }, output));
+                assert_eq!(code, 1, "{field:?} {rename:?}: {out}");
+                assert!(out.is_empty(), "{field:?}: printed {out}");
+                assert!(
+                    err.contains("sent an unreadable reply") && err.contains(*last),
+                    "{field:?} {rename:?}: {err}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn an_unknown_state_or_error_kind_fails_loudly() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut result = status_result();
+        result["pods"][0]["containers"][0]["state"] = json!({"sleeping": {}});
+        let path = dir.path().join("a.sock");
+        let _server = fake(&path, vec![ok(result)]);
+        let (code, _, err) = run_cmd(command(
+            &path,
+            RequestCmd::Status { pod: None },
+            Output::Table,
+        ));
+        assert_eq!(code, 1);
+        assert!(err.contains("sleeping"), "{err}");
+
+        let path = dir.path().join("b.sock");
+        let _server = fake(
+            &path,
+            vec![json!({"id": 1, "ok": false, "error": {"kind": "nope", "message": "m"}})],
+        );
+        let (code, _, err) = run_cmd(command(&path, RequestCmd::Reload, Output::Table));
+        assert_eq!(code, 1);
+        assert!(
+            err.contains("unreadable reply") && err.contains("nope"),
+            "{err}"
+        );
+
+        let path = dir.path().join("c.sock");
+        let _server = fake(&path, vec![json!({"id": 1, "ok": true})]);
+        let (code, _, err) = run_cmd(command(&path, RequestCmd::Reload, Output::Table));
+        assert_eq!(code, 1);
+        assert!(err.contains("does not understand"), "{err}");
+    }
+
+    #[test]
     fn json_output_prints_the_result_only() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.sock");
-        let _server = fake(
+        let _server = fake(&path, vec![ok(json!({"pods": []}))]);
+        let (code, out, _) = run_cmd(command(
             &path,
-            vec![json!({"id": 1, "ok": true, "result": {"pods": []}})],
-        );
-        let (code, out, _) = run_cmd(Cmd::Status {
-            pod: None,
-            output: Output::Json,
-            client: opts(&path),
-        });
+            RequestCmd::Status { pod: None },
+            Output::Json,
+        ));
         assert_eq!(code, 0);
         assert_eq!(
             serde_json::from_str::<Value>(&out).unwrap(),
@@ -488,10 +532,14 @@ mod tests {
                         "message": "uid 1000 may not stop pods"}}),
             ],
         );
-        let (code, out, err) = run_cmd(Cmd::Stop {
-            target: "web/app".into(),
-            client: opts(&path),
-        });
+        let (code, out, err) = run_cmd(command(
+            &path,
+            RequestCmd::Stop {
+                pod: "web".into(),
+                container: Some("app".into()),
+            },
+            Output::Table,
+        ));
         assert_eq!(code, 1);
         assert!(out.is_empty());
         assert_eq!(err, "error: uid 1000 may not stop pods\n");
@@ -501,32 +549,23 @@ mod tests {
         );
     }
 
-    #[test]
-    fn bad_target_is_a_usage_error() {
-        let (code, _, err) = run_cmd(Cmd::Restart {
-            target: "a/b/c".into(),
-            client: ClientOpts { socket: None },
-        });
-        assert_eq!(code, 1);
-        assert!(err.contains("POD or POD/CONTAINER"), "{err}");
+    fn event(reason: &str) -> Value {
+        json!({"seq": 1, "type": "Normal", "reason": reason, "object": "web/app",
+               "message": "m", "count": 1, "first_timestamp": "2000-01-01T00:00:00Z",
+               "last_timestamp": "2000-01-01T00:00:00Z"})
     }
 
     #[test]
     fn events_follow_streams_until_eof() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.sock");
-        let ev = |reason: &str| {
-            json!({"id": 1, "ok": true, "event": {"type": "Normal", "reason": reason,
-                   "object": "web/app", "message": "m", "count": 1,
-                   "first_timestamp": "2000-01-01T00:00:00Z",
-                   "last_timestamp": "2000-01-01T00:00:00Z"}})
-        };
+        let ev = |reason: &str| json!({"id": 1, "ok": true, "event": event(reason)});
         let server = fake(&path, vec![ev("Started"), ev("Killing")]);
-        let (code, out, _) = run_cmd(Cmd::Events {
-            follow: true,
-            output: Output::Json,
-            client: opts(&path),
-        });
+        let (code, out, _) = run_cmd(command(
+            &path,
+            RequestCmd::Events { follow: true },
+            Output::Json,
+        ));
         assert_eq!(code, 0);
         let reasons: Vec<Value> = out
             .lines()
@@ -540,6 +579,38 @@ mod tests {
     }
 
     #[test]
+    fn events_as_json_are_one_object_a_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sock");
+        let _server = fake(
+            &path,
+            vec![ok(json!({"events": [event("Started"), event("Killing")]}))],
+        );
+        let (code, out, _) = run_cmd(command(
+            &path,
+            RequestCmd::Events { follow: false },
+            Output::Json,
+        ));
+        assert_eq!(code, 0);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 2, "{out}");
+        assert_eq!(
+            serde_json::from_str::<Value>(lines[1]).unwrap(),
+            event("Killing")
+        );
+    }
+
+    fn logs(follow: bool) -> RequestCmd {
+        RequestCmd::Logs {
+            pod: "web".into(),
+            container: None,
+            follow,
+            tail: Some(5),
+            previous: false,
+        }
+    }
+
+    #[test]
     fn logs_print_chunks_verbatim() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.sock");
@@ -547,17 +618,11 @@ mod tests {
             &path,
             vec![
                 json!({"id": 1, "ok": true, "log": "one\n"}),
-                json!({"id": 1, "ok": true, "log": "two\n"}),
+                json!({"id": 1, "ok": true, "log": "two\x1b[31m\n"}),
             ],
         );
-        let (code, out, _) = run_cmd(Cmd::Logs {
-            target: "web".into(),
-            follow: true,
-            tail: Some(5),
-            previous: false,
-            client: opts(&path),
-        });
-        assert_eq!((code, out.as_str()), (0, "one\ntwo\n"));
+        let (code, out, _) = run_cmd(command(&path, logs(true), Output::Table));
+        assert_eq!((code, out.as_str()), (0, "one\ntwo\x1b[31m\n"));
         assert_eq!(
             server.join().unwrap(),
             json!({"id": 1, "cmd": "logs", "pod": "web", "follow": true, "tail": 5,
@@ -566,16 +631,26 @@ mod tests {
     }
 
     #[test]
-    fn version_prints_client_and_server() {
+    fn logs_to_a_terminal_escape_control_sequences() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.sock");
         let _server = fake(
             &path,
-            vec![json!({"id": 1, "ok": true, "result": {"version": "9.9.9"}})],
+            vec![ok(json!({"pod": "web", "container": "app",
+                           "log": "title\x1b]0;owned\x07\n\tred\x1b[31m\n",
+                           "dropped_bytes": 0}))],
         );
-        let (code, out, _) = run_cmd(Cmd::Version {
-            client: opts(&path),
-        });
+        let (code, out, _) = run_in(command(&path, logs(false), Output::Table), Terminal::Yes);
+        assert_eq!(code, 0);
+        assert_eq!(out, "title\\x1b]0;owned\\x07\n\tred\\x1b[31m\n");
+    }
+
+    #[test]
+    fn version_prints_client_and_server() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sock");
+        let _server = fake(&path, vec![ok(json!({"version": "9.9.9"}))]);
+        let (code, out, _) = run_cmd(command(&path, RequestCmd::Version, Output::Table));
         assert_eq!(code, 0);
         assert_eq!(
             out,
@@ -591,9 +666,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.sock");
         let _server = fake(&path, vec![]);
-        let (code, _, err) = run_cmd(Cmd::Reload {
-            client: opts(&path),
-        });
+        let (code, _, err) = run_cmd(command(&path, RequestCmd::Reload, Output::Table));
         assert_eq!(code, 1);
         assert!(err.contains("without answering"), "{err}");
     }

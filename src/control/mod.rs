@@ -1,14 +1,20 @@
-//! The control surface: the Unix socket server's mechanics, the JSON-lines protocol, snapshot
-//! rendering (JSON on the server side, tables on the client side) and the CLI client.
+//! The control surface: the Unix socket server's mechanics, the JSON-lines protocol, the reply
+//! types both ends share, and the client.
+//!
+//! - [`wire`]: every reply's `Serialize`/`Deserialize` types and the error kinds;
+//! - [`render`]: the core's snapshot → wire (server side; secrets redacted for non-admins);
+//! - [`text`]: wire → kubectl-style tables and `describe` (client side);
+//! - [`protocol`], [`server`]: request parsing and the socket; [`client`]: one exchange.
 //!
 //! Owns everything between a snapshot of the core and the bytes on the socket or the terminal.
 //! It must not decide anything about pods: the runtime answers requests (it alone talks to the
-//! core) and tells the server what to send.
+//! core) and tells the server what to send. Nothing here imports the CLI.
 
 pub mod client;
 pub mod protocol;
 pub mod render;
 pub mod server;
+pub mod text;
 pub mod time;
 pub mod wire;
 

@@ -1,5 +1,5 @@
-//! Time formatting for the control surface: monotonic → wall-clock anchoring, RFC 3339 (JSON),
-//! RFC 1123Z (`describe`), and kubectl's human durations (`AGE`, `(x8 over 39m)`).
+//! Time for the control surface: monotonic → wall-clock anchoring, RFC 3339 (JSON) and
+//! RFC 1123Z (`describe`). kubectl's human durations (`AGE`) are in [`crate::format`].
 //!
 //! Owns only pure conversions. It must not read the clock itself except in
 //! [`WallClock::now`], the one convenience constructor the runtime calls; everything else takes
@@ -206,79 +206,6 @@ pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
     Some(base + Duration::from_nanos(u64::from(nanos)))
 }
 
-/// kubectl's `HumanDuration` (k8s.io/apimachinery/pkg/util/duration): `45s`, `3m12s` under
-/// ten minutes, `42m` under three hours, `5h30m` under eight hours, `30h` under two days, `3d4h`
-/// under eight days, `300d` under two years, then `2y30d` / `9y`.
-pub fn human_duration(d: Duration) -> String {
-    let seconds = d.as_secs();
-    if seconds < 120 {
-        return format!("{seconds}s");
-    }
-    let minutes = seconds / 60;
-    if minutes < 10 {
-        let s = seconds % 60;
-        return if s == 0 {
-            format!("{minutes}m")
-        } else {
-            format!("{minutes}m{s}s")
-        };
-    }
-    if minutes < 60 * 3 {
-        return format!("{minutes}m");
-    }
-    let hours = minutes / 60;
-    if hours < 8 {
-        let m = minutes % 60;
-        return if m == 0 {
-            format!("{hours}h")
-        } else {
-            format!("{hours}h{m}m")
-        };
-    }
-    if hours < 48 {
-        return format!("{hours}h");
-    }
-    if hours < 24 * 8 {
-        let h = hours % 24;
-        return if h == 0 {
-            format!("{}d", hours / 24)
-        } else {
-            format!("{}d{}h", hours / 24, h)
-        };
-    }
-    if hours < 24 * 365 * 2 {
-        return format!("{}d", hours / 24);
-    }
-    if hours < 24 * 365 * 8 {
-        let dy = (hours / 24) % 365;
-        return if dy == 0 {
-            format!("{}y", hours / 24 / 365)
-        } else {
-            format!("{}y{}d", hours / 24 / 365, dy)
-        };
-    }
-    format!("{}y", hours / 24 / 365)
-}
-
-/// Age of `t` at `now` in kubectl style. Like kubectl, a time slightly in the future (clock
-/// skew) reads `0s`, and more than a second ahead reads `<invalid>`.
-pub fn age(now: SystemTime, t: SystemTime) -> String {
-    match now.duration_since(t) {
-        Ok(d) => human_duration(d),
-        Err(e) if e.duration() < Duration::from_secs(2) => "0s".to_string(),
-        Err(_) => "<invalid>".to_string(),
-    }
-}
-
-/// The `Age` cell of an event: `4m52s`, or `4m52s (x79 over 28m)` when it repeated.
-pub fn event_age(now: SystemTime, first: SystemTime, last: SystemTime, count: u64) -> String {
-    if count > 1 {
-        format!("{} (x{} over {})", age(now, last), count, age(now, first))
-    } else {
-        age(now, last)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -335,51 +262,5 @@ mod tests {
         assert_eq!(clock.to_system(mono), at(900));
         assert_eq!(clock.to_system(mono + Duration::from_secs(130)), at(1030));
         assert_eq!(clock.rfc3339(mono), "1970-01-01T00:15:00.000Z");
-    }
-
-    #[test]
-    fn human_duration_follows_kubectl_rules() {
-        let s = Duration::from_secs;
-        let cases = [
-            (0, "0s"),
-            (45, "45s"),
-            (119, "119s"),
-            (120, "2m"),
-            (312, "5m12s"),
-            (599, "9m59s"),
-            (600, "10m"),
-            (42 * 60 + 30, "42m"),
-            (179 * 60, "179m"),
-            (3 * 3600, "3h"),
-            (5 * 3600 + 30 * 60, "5h30m"),
-            (8 * 3600 + 59, "8h"),
-            (47 * 3600, "47h"),
-            (48 * 3600, "2d"),
-            (3 * 86_400 + 4 * 3600, "3d4h"),
-            (8 * 86_400, "8d"),
-            (400 * 86_400, "400d"),
-            (2 * 365 * 86_400 + 30 * 86_400, "2y30d"),
-            (9 * 365 * 86_400, "9y"),
-        ];
-        for (secs, want) in cases {
-            assert_eq!(human_duration(s(secs)), want, "{secs}s");
-        }
-    }
-
-    #[test]
-    fn age_tolerates_small_skew_and_flags_future() {
-        assert_eq!(age(at(100), at(58)), "42s");
-        assert_eq!(age(at(100), at(101)), "0s");
-        assert_eq!(age(at(100), at(110)), "<invalid>");
-    }
-
-    #[test]
-    fn event_age_shows_repeats_like_describe() {
-        let now = at(10_000);
-        assert_eq!(
-            event_age(now, at(10_000 - 28 * 60), at(10_000 - 292), 79),
-            "4m52s (x79 over 28m)"
-        );
-        assert_eq!(event_age(now, at(9_990), at(9_990), 1), "10s");
     }
 }

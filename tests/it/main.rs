@@ -11,3 +11,4 @@ mod lifecycle;
 mod pid1;
 mod probes;
 mod reload;
+mod wire;

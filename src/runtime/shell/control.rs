@@ -2,7 +2,7 @@
 //! dispatch of each command, and the `events -f` / `logs -f` streams.
 
 use super::*;
-use crate::control::wire::ErrorKind;
+use crate::control::wire::{self, ErrorKind};
 
 impl Shell {
     pub(super) fn on_control(&mut self, event: &mio::event::Event, now: Instant) {
@@ -48,27 +48,30 @@ impl Shell {
             self.server.send(self.poll.registry(), conn, &line);
             return;
         }
+        let secrets = if self.authorised(peer.uid, peer.gid) {
+            render::Secrets::Shown
+        } else {
+            render::Secrets::Redacted
+        };
         let reply = match request.cmd {
-            RequestCmd::Version => Ok(render::version_json()),
+            RequestCmd::Version => wire_json(&render::version()),
             RequestCmd::Status { pod } => {
                 let pods = self.snapshot(now, pod.as_deref());
                 match pod {
-                    Some(name) => match pods.iter().find(|p| p.name == name) {
-                        Some(p) => Ok(serde_json::json!({
-                            "pods": [render::pod_json(p, &self.clock)]
-                        })),
-                        None => Err((ErrorKind::NotFound, format!("no pod named \"{name}\""))),
-                    },
-                    None => Ok(render::status_json(&pods, &self.clock)),
+                    Some(name) if !pods.iter().any(|p| p.name == name) => {
+                        Err((ErrorKind::NotFound, format!("no pod named \"{name}\"")))
+                    }
+                    _ => wire_json(&render::status(&pods, &self.clock, secrets)),
                 }
             }
             RequestCmd::Describe { pod } => {
                 let pods = self.snapshot(now, Some(pod.as_str()));
                 match pods.iter().find(|p| p.name == pod) {
-                    Some(p) => Ok(render::describe_json(
+                    Some(p) => wire_json(&render::describe(
                         p,
                         &self.core.events_since(0),
                         &self.clock,
+                        secrets,
                     )),
                     None => Err((ErrorKind::NotFound, format!("no pod named \"{pod}\""))),
                 }
@@ -78,14 +81,15 @@ impl Shell {
                 if follow {
                     self.server.set_follow(conn, id.clone());
                     for e in &events {
-                        let line = protocol::reply_event(&id, render::event_json(e, &self.clock));
-                        self.server.send(self.poll.registry(), conn, &line);
+                        if let Some(line) = event_line(&id, e, &self.clock) {
+                            self.server.send(self.poll.registry(), conn, &line);
+                        }
                     }
                     let last_seq = events.iter().map(|e| e.seq).max().unwrap_or(0);
                     self.followers.push(Follower::Events { conn, id, last_seq });
                     return;
                 }
-                Ok(render::events_json(&events, &self.clock))
+                wire_json(&render::events(&events, &self.clock))
             }
             RequestCmd::Logs {
                 pod,
@@ -113,11 +117,12 @@ impl Shell {
                         });
                         return;
                     }
-                    Ok(serde_json::json!({
-                        "pod": slot.pod, "container": slot.name,
-                        "log": String::from_utf8_lossy(&data),
-                        "dropped_bytes": slot.log.buffer.dropped_bytes(),
-                    }))
+                    wire_json(&wire::LogsReply {
+                        pod: slot.pod.clone(),
+                        container: slot.name.clone(),
+                        log: String::from_utf8_lossy(&data).into_owned(),
+                        dropped_bytes: slot.log.buffer.dropped_bytes(),
+                    })
                 }
             },
             RequestCmd::Start { pod, container } => {
@@ -134,7 +139,7 @@ impl Shell {
                 self.command(now, Command::Shutdown { force: false })
             }
             RequestCmd::Reload => match self.reload(now) {
-                Ok(msg) => Ok(serde_json::json!({"message": msg})),
+                Ok(message) => wire_json(&wire::MessageReply { message }),
                 Err(e) => Err((ErrorKind::from(&e), e.to_string())),
             },
         };
@@ -152,7 +157,7 @@ impl Shell {
         command: Command,
     ) -> Result<serde_json::Value, (ErrorKind, String)> {
         match self.core.command(now, command) {
-            Ok(message) => Ok(serde_json::json!({"message": message})),
+            Ok(message) => wire_json(&wire::MessageReply { message }),
             Err(e) => Err((e.kind.into(), e.message)),
         }
     }
@@ -237,8 +242,9 @@ impl Shell {
                 }
                 for e in self.core.events_since(*last_seq) {
                     *last_seq = (*last_seq).max(e.seq);
-                    let line = protocol::reply_event(id, render::event_json(&e, &self.clock));
-                    self.server.send(self.poll.registry(), *conn, &line);
+                    if let Some(line) = event_line(id, &e, &self.clock) {
+                        self.server.send(self.poll.registry(), *conn, &line);
+                    }
                 }
                 true
             }
@@ -264,5 +270,21 @@ impl Shell {
             }
         });
         self.followers = followers;
+    }
+}
+
+/// A reply value as JSON; a value that cannot be serialized (a bug) is an `internal` error.
+fn wire_json<T: serde::Serialize>(v: &T) -> Result<serde_json::Value, (ErrorKind, String)> {
+    wire::to_json(v).map_err(|e| (ErrorKind::Internal, format!("cannot encode the reply: {e}")))
+}
+
+/// One followed event's reply line; `None` (logged) if it cannot be encoded (a bug).
+fn event_line(id: &serde_json::Value, e: &crate::core::Event, clock: &WallClock) -> Option<String> {
+    match wire::to_json(&render::event(e, clock)) {
+        Ok(v) => Some(protocol::reply_event(id, v)),
+        Err(err) => {
+            error!("control: cannot encode event {}: {err}", e.seq);
+            None
+        }
     }
 }

@@ -1,0 +1,729 @@
+//! Wire → text: the reply types of [`super::wire`] as kubectl-style tables and `describe`
+//! output (client side).
+//!
+//! Owns how a reply is shown to people. Pure functions: `now` is an argument. It must not talk
+//! to the socket, and it reads only the wire types, so a field the server stops sending fails
+//! when the reply is read, never here as an empty cell. Everything from outside (names,
+//! messages, commands, environment) goes through [`format::cell`], so it cannot drive the
+//! terminal.
+
+use std::fmt::Write as _;
+use std::time::SystemTime;
+
+use super::time;
+use super::wire::{self, Container, Pod, State, Timestamp};
+use crate::core::{ConditionType, TerminationReason, WaitingReason};
+use crate::format::{self, cell};
+
+/// Aligns `\t`-separated cells like Go's `text/tabwriter` (what kubectl uses): a column's width
+/// is the widest cell in the run of consecutive lines that have that column, plus `padding`,
+/// at least `min_width`; the last cell of a line is not padded. Trailing blanks are trimmed.
+pub fn tabwrite(text: &str, min_width: usize, padding: usize) -> String {
+    let lines: Vec<Vec<&str>> = text.lines().map(|l| l.split('\t').collect()).collect();
+    let max_cols = lines.iter().map(Vec::len).max().unwrap_or(0);
+    // widths[i][j]: width of column j on line i (if it is an aligned, non-last cell).
+    let mut widths = vec![vec![0usize; max_cols]; lines.len()];
+    for col in 0..max_cols.saturating_sub(1) {
+        let mut i = 0;
+        while i < lines.len() {
+            if lines[i].len() <= col + 1 {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            let mut w = 0;
+            while i < lines.len() && lines[i].len() > col + 1 {
+                w = w.max(lines[i][col].chars().count());
+                i += 1;
+            }
+            let w = (w + padding).max(min_width);
+            for row in &mut widths[start..i] {
+                row[col] = w;
+            }
+        }
+    }
+    let mut out = String::new();
+    for (i, cells) in lines.iter().enumerate() {
+        let mut line = String::new();
+        for (j, cell) in cells.iter().enumerate() {
+            line.push_str(cell);
+            if j + 1 < cells.len() {
+                let pad = widths[i][j].saturating_sub(cell.chars().count());
+                line.extend(std::iter::repeat_n(' ', pad));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+fn condition_true(pod: &Pod, kind: ConditionType) -> bool {
+    pod.conditions.iter().any(|c| c.kind == kind && c.status)
+}
+
+/// The STATUS column: kubectl's `printPod` display reason.
+pub fn pod_display_status(pod: &Pod) -> String {
+    pod_status_and_restarts(pod, SystemTime::UNIX_EPOCH).0
+}
+
+/// (STATUS, RESTARTS, READY) following kubectl's `printPod`.
+fn pod_status_and_restarts(pod: &Pod, now: SystemTime) -> (String, String, String) {
+    let mut reason = pod.phase.as_str().to_string();
+    let mut restarts: u64 = 0;
+    let mut last_restart: Option<SystemTime> = None;
+    let note_last = |c: &Container, last: &mut Option<SystemTime>| {
+        if let Some(t) = &c.last_state.terminated {
+            let t = t.finished_at.0;
+            *last = Some(last.map_or(t, |l| l.max(t)));
+        }
+    };
+    let mut initializing = false;
+    for (i, c) in pod.init_containers.iter().enumerate() {
+        restarts += u64::from(c.restart_count);
+        note_last(c, &mut last_restart);
+        match &c.state {
+            State::Terminated(t) if t.exit_code == 0 => continue,
+            State::Terminated(t) => reason = format!("Init:{}", t.reason.as_str()),
+            State::Waiting(w) if w.reason != WaitingReason::PodInitializing => {
+                reason = format!("Init:{}", w.reason);
+            }
+            _ => reason = format!("Init:{}/{}", i, pod.init_containers.len()),
+        }
+        initializing = true;
+        break;
+    }
+    if !initializing || condition_true(pod, ConditionType::Initialized) {
+        restarts = 0;
+        let mut has_running = false;
+        for c in pod.containers.iter().rev() {
+            restarts += u64::from(c.restart_count);
+            note_last(c, &mut last_restart);
+            match &c.state {
+                State::Waiting(w) => reason = w.reason.to_string(),
+                State::Terminated(t) => reason = t.reason.as_str().to_string(),
+                State::Running(_) if c.ready => has_running = true,
+                State::Running(_) => {}
+            }
+        }
+        // A completed sidecar must not hide running containers.
+        if reason == TerminationReason::Completed.as_str() && has_running {
+            reason = if condition_true(pod, ConditionType::Ready) {
+                "Running".to_string()
+            } else {
+                "NotReady".to_string()
+            };
+        }
+    }
+    let restarts_text = match last_restart {
+        Some(t) if restarts > 0 => format!("{restarts} ({} ago)", format::age(now, t)),
+        _ => restarts.to_string(),
+    };
+    let ready = pod.containers.iter().filter(|c| c.ready).count();
+    (
+        reason,
+        restarts_text,
+        format!("{ready}/{}", pod.containers.len()),
+    )
+}
+
+/// `vigil status`: like `kubectl get pods` (`wide` adds PID, MEMORY, CPU).
+pub fn status_table(reply: &wire::StatusReply, wide: bool, now: SystemTime) -> String {
+    if reply.pods.is_empty() {
+        return "No pods configured.\n".to_string();
+    }
+    let mut text = String::from("NAME\tREADY\tSTATUS\tRESTARTS\tAGE");
+    if wide {
+        text.push_str("\tPID\tMEMORY\tCPU");
+    }
+    text.push('\n');
+    for pod in &reply.pods {
+        let (status, restarts, ready) = pod_status_and_restarts(pod, now);
+        let age = format::age(now, pod.created_at.0);
+        let _ = write!(
+            text,
+            "{}\t{ready}\t{status}\t{restarts}\t{age}",
+            cell(&pod.name)
+        );
+        if wide {
+            let pids: Vec<String> = pod
+                .containers
+                .iter()
+                .filter_map(|c| c.pid.map(|p| p.to_string()))
+                .collect();
+            let sum = |figure: fn(&wire::Figures) -> Option<u64>| -> Option<u64> {
+                let figures: Vec<u64> = pod
+                    .containers
+                    .iter()
+                    .filter_map(|c| figure(&c.resources))
+                    .collect();
+                (!figures.is_empty()).then(|| figures.iter().sum())
+            };
+            let none = || "<none>".to_string();
+            let _ = write!(
+                text,
+                "\t{}\t{}\t{}",
+                if pids.is_empty() {
+                    none()
+                } else {
+                    pids.join(",")
+                },
+                sum(|f| f.memory_current).map_or_else(none, format::human_bytes),
+                sum(|f| f.cpu_usage_usec).map_or_else(none, format::human_cpu),
+            );
+        }
+        text.push('\n');
+    }
+    // kubectl get: min width 6, padding 3.
+    tabwrite(&text, 6, 3)
+}
+
+fn event_age(e: &wire::Event, now: SystemTime) -> String {
+    format::event_age(
+        now,
+        e.first_timestamp.0,
+        e.last_timestamp.0,
+        u64::from(e.count),
+    )
+}
+
+/// `vigil events`: `LAST SEEN  TYPE  REASON  OBJECT  MESSAGE`, oldest first.
+pub fn events_table(events: &[wire::Event], now: SystemTime) -> String {
+    if events.is_empty() {
+        return "No events.\n".to_string();
+    }
+    let mut text = String::from("LAST SEEN\tTYPE\tREASON\tOBJECT\tMESSAGE\n");
+    for e in events {
+        let _ = writeln!(
+            text,
+            "{}\t{}\t{}\t{}\t{}",
+            event_age(e, now),
+            e.kind.as_str(),
+            cell(&e.reason),
+            cell(&e.object),
+            cell(&e.message)
+        );
+    }
+    tabwrite(&text, 6, 3)
+}
+
+/// One followed event as a table row with fixed column widths (the table cannot be realigned
+/// once printed).
+pub fn event_follow_line(e: &wire::Event, now: SystemTime) -> String {
+    format!(
+        "{:<12} {:<8} {:<22} {:<24} {}\n",
+        event_age(e, now),
+        e.kind.as_str(),
+        cell(&e.reason),
+        cell(&e.object),
+        cell(&e.message)
+    )
+}
+
+/// The header matching [`event_follow_line`].
+pub fn event_follow_header() -> String {
+    format!(
+        "{:<12} {:<8} {:<22} {:<24} {}\n",
+        "LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"
+    )
+}
+
+/// Appends a `key:\tvalue` line at `indent` levels of two spaces.
+fn kv(out: &mut String, indent: usize, key: &str, value: impl std::fmt::Display) {
+    let _ = writeln!(out, "{}{key}:\t{value}", "  ".repeat(indent));
+}
+
+fn plain(out: &mut String, indent: usize, text: &str) {
+    let _ = writeln!(out, "{}{text}", "  ".repeat(indent));
+}
+
+fn rfc1123(t: Timestamp) -> String {
+    time::rfc1123z(t.0)
+}
+
+/// An argument as `describe` lists it: empty ones as `""` so they are visible.
+fn arg_text(arg: &str) -> String {
+    if arg.is_empty() {
+        "\"\"".to_string()
+    } else {
+        cell(arg)
+    }
+}
+
+fn describe_terminated(out: &mut String, title: &str, t: &wire::Terminated) {
+    kv(out, 2, title, "Terminated");
+    kv(out, 3, "Reason", t.reason.as_str());
+    if !t.message.is_empty() {
+        kv(out, 3, "Message", cell(&t.message));
+    }
+    kv(out, 3, "Exit Code", t.exit_code);
+    if let Some(sig) = t.signal.filter(|s| *s != 0) {
+        kv(out, 3, "Signal", sig);
+    }
+    if let Some(s) = t.started_at {
+        kv(out, 3, "Started", rfc1123(s));
+    }
+    kv(out, 3, "Finished", rfc1123(t.finished_at));
+}
+
+/// The `State:` block as `kubectl describe` prints it.
+fn describe_state(out: &mut String, state: &State) {
+    match state {
+        State::Waiting(w) => {
+            kv(out, 2, "State", "Waiting");
+            kv(out, 3, "Reason", w.reason);
+            if !w.message.is_empty() {
+                kv(out, 3, "Message", cell(&w.message));
+            }
+        }
+        State::Running(r) => {
+            kv(out, 2, "State", "Running");
+            kv(out, 3, "Started", rfc1123(r.started_at));
+        }
+        State::Terminated(t) => describe_terminated(out, "State", t),
+    }
+}
+
+fn describe_probe_line(p: &wire::ProbeSpec) -> String {
+    format!(
+        "{} delay={} timeout={} period={} #success={} #failure={}",
+        cell(&p.action),
+        format::seconds(p.initial_delay_seconds),
+        format::seconds(p.timeout_seconds),
+        format::seconds(p.period_seconds),
+        p.success_threshold,
+        p.failure_threshold,
+    )
+}
+
+fn describe_container(out: &mut String, c: &Container, now: SystemTime) {
+    plain(out, 1, &format!("{}:", cell(&c.name)));
+    let spec = &c.spec;
+    plain(out, 2, "Command:");
+    for arg in &spec.command {
+        plain(out, 3, &arg_text(arg));
+    }
+    describe_state(out, &c.state);
+    if let Some(t) = &c.last_state.terminated {
+        describe_terminated(out, "Last State", t);
+    }
+    let tf = |b: bool| if b { "True" } else { "False" };
+    kv(out, 2, "Ready", tf(c.ready));
+    kv(out, 2, "Started", tf(c.started));
+    kv(out, 2, "Restart Count", c.restart_count);
+    kv(out, 2, "Restart Policy", spec.restart_policy.as_str());
+    if let Some(pid) = c.pid {
+        kv(out, 2, "PID", pid);
+    }
+    if let Some(cg) = &c.cgroup {
+        kv(out, 2, "Cgroup", cell(cg));
+    }
+    for (probe, title) in [
+        (&spec.liveness_probe, "Liveness"),
+        (&spec.readiness_probe, "Readiness"),
+        (&spec.startup_probe, "Startup"),
+    ] {
+        if let Some(p) = probe {
+            kv(out, 2, title, describe_probe_line(p));
+        }
+    }
+
+    // Limits, in kubectl's spelling where one exists.
+    let limits = &spec.limits;
+    let mut lim = Vec::new();
+    if let Some(cpu) = limits.cpu_max {
+        lim.push(("cpu", format!("{}m", (cpu * 1000.0).round() as u64)));
+    }
+    if let Some(w) = limits.cpu_weight {
+        lim.push(("cpu.weight", w.to_string()));
+    }
+    if let Some(m) = limits.memory_max {
+        lim.push(("memory", format::human_bytes(m)));
+    }
+    if let Some(m) = limits.memory_high {
+        lim.push(("memory.high", format::human_bytes(m)));
+    }
+    if let Some(m) = limits.swap_max {
+        lim.push(("swap", format::human_bytes(m)));
+    }
+    if let Some(p) = limits.pids_max {
+        lim.push(("pids", p.to_string()));
+    }
+    if limits.oom_group {
+        lim.push(("oom.group", "true".to_string()));
+    }
+    if !lim.is_empty() {
+        plain(out, 2, "Limits:");
+        for (k, v) in lim {
+            kv(out, 3, k, v);
+        }
+    }
+
+    // Current figures from the cgroup.
+    let r = &c.resources;
+    let mut figures = Vec::new();
+    if let Some(m) = r.memory_current {
+        let mut s = format::human_bytes(m);
+        if let Some(p) = r.memory_peak {
+            let _ = write!(s, " (peak {})", format::human_bytes(p));
+        }
+        figures.push(("Memory", s));
+    }
+    if r.oom_kills > 0 {
+        figures.push(("OOM Kills", r.oom_kills.to_string()));
+    }
+    if let Some(u) = r.cpu_usage_usec {
+        figures.push(("CPU Time", format::human_cpu(u)));
+    }
+    if let Some(p) = r.pids_current {
+        figures.push(("Pids", p.to_string()));
+    }
+    if let Some(p) = r.memory_pressure_some_avg10 {
+        figures.push(("Memory Pressure", format!("some avg10={p:.2}")));
+    }
+    if !figures.is_empty() {
+        plain(out, 2, "Resources:");
+        for (k, v) in figures {
+            kv(out, 3, k, v);
+        }
+    }
+
+    if c.probes.iter().any(|p| !p.recent.is_empty()) {
+        plain(out, 2, "Probe Results:");
+        for p in &c.probes {
+            for rec in &p.recent {
+                let outcome = if rec.success { "success" } else { "failure" };
+                let _ = writeln!(
+                    out,
+                    "      {}\t{outcome}\t{} ago\t{:.0}ms\t{}",
+                    p.kind.as_str(),
+                    format::age(now, rec.time.0),
+                    rec.duration_ms,
+                    cell(&rec.message)
+                );
+            }
+        }
+    }
+    if spec.env.is_empty() {
+        kv(out, 2, "Environment", "<none>");
+    } else {
+        plain(out, 2, "Environment:");
+        for (k, v) in &spec.env {
+            kv(out, 3, &cell(k), arg_text(v));
+        }
+    }
+}
+
+/// `vigil describe POD`: like `kubectl describe pod`, with the pod's events.
+pub fn describe_text(reply: &wire::DescribeReply, now: SystemTime) -> String {
+    let pod = &reply.pod;
+    let mut out = String::new();
+    kv(&mut out, 0, "Name", cell(&pod.name));
+    kv(&mut out, 0, "Start Time", rfc1123(pod.created_at));
+    kv(&mut out, 0, "Status", pod.phase.as_str());
+    kv(&mut out, 0, "Restart Policy", pod.restart_policy.as_str());
+    if !pod.init_containers.is_empty() {
+        plain(&mut out, 0, "Init Containers:");
+        for c in &pod.init_containers {
+            describe_container(&mut out, c, now);
+        }
+    }
+    plain(&mut out, 0, "Containers:");
+    for c in &pod.containers {
+        describe_container(&mut out, c, now);
+    }
+    if !pod.conditions.is_empty() {
+        plain(&mut out, 0, "Conditions:");
+        let _ = writeln!(out, "  Type\tStatus\tReason\tMessage");
+        for c in &pod.conditions {
+            let _ = writeln!(
+                out,
+                "  {}\t{}\t{}\t{}",
+                c.kind.as_str(),
+                if c.status { "True" } else { "False" },
+                cell(&c.reason),
+                cell(&c.message)
+            );
+        }
+    }
+    // Describe's tabwriter: padding 2 (the header block and the events block are aligned
+    // separately, because lines without a tab end an alignment run).
+    let mut text = tabwrite(&out, 0, 2);
+    if reply.events.is_empty() {
+        text.push_str("Events:  <none>\n");
+    } else {
+        text.push_str("Events:\n");
+        let mut table = String::from(
+            "  Type\tReason\tAge\tFrom\tMessage\n  ----\t------\t----\t----\t-------\n",
+        );
+        for e in &reply.events {
+            let _ = writeln!(
+                table,
+                "  {}\t{}\t{}\tvigil\t{}",
+                e.kind.as_str(),
+                cell(&e.reason),
+                event_age(e, now),
+                cell(&e.message)
+            );
+        }
+        text.push_str(&tabwrite(&table, 0, 2));
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant, UNIX_EPOCH};
+
+    use super::*;
+    use crate::control::render::{self, Secrets, fixtures::*};
+    use crate::core::{EventType, Phase};
+
+    fn now() -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(1_000_000)
+    }
+
+    fn sample_status(mono: Instant) -> wire::StatusReply {
+        render::status(&[sample_pod(mono)], &clock(mono), Secrets::Shown)
+    }
+
+    #[test]
+    fn status_table_shows_crashloop_restarts_and_age() {
+        let mono = Instant::now();
+        let v = sample_status(mono);
+        let t = status_table(&v, false, now());
+        assert_eq!(
+            t,
+            "NAME   READY   STATUS             RESTARTS     AGE\n\
+             web    1/2     CrashLoopBackOff   3 (4m ago)   60m\n"
+        );
+        let t = status_table(&v, true, now());
+        let row = t.lines().nth(1).unwrap();
+        assert!(row.ends_with("60m   4242   0        0.00s"), "{row:?}");
+    }
+
+    #[test]
+    fn status_column_follows_kubectl_display_reasons() {
+        let mono = Instant::now();
+        let template = sample_status(mono).pods[0].containers[1].clone();
+        let at = Timestamp(now());
+        let with = |state: State, ready: bool| Container {
+            name: "c".into(),
+            ready,
+            restart_count: 0,
+            state,
+            last_state: wire::LastState::default(),
+            ..template.clone()
+        };
+        let waiting = |reason| {
+            with(
+                State::Waiting(wire::Waiting {
+                    reason,
+                    message: String::new(),
+                }),
+                false,
+            )
+        };
+        let running = |ready| with(State::Running(wire::Running { started_at: at }), ready);
+        let terminated = |exit_code, reason| {
+            with(
+                State::Terminated(wire::Terminated {
+                    exit_code,
+                    signal: None,
+                    reason,
+                    message: String::new(),
+                    started_at: None,
+                    finished_at: at,
+                }),
+                false,
+            )
+        };
+        let pod_with = |init: Vec<Container>, containers: Vec<Container>, initialized| Pod {
+            name: "p".into(),
+            phase: Phase::Pending,
+            restart_policy: crate::config::spec::RestartPolicy::Always,
+            created_at: at,
+            conditions: vec![wire::Condition {
+                kind: ConditionType::Initialized,
+                status: initialized,
+                reason: String::new(),
+                message: String::new(),
+                last_transition_time: at,
+            }],
+            init_containers: init,
+            containers,
+        };
+        use TerminationReason as T;
+        use WaitingReason as W;
+        let cases = [
+            (
+                pod_with(
+                    vec![waiting(W::PodInitializing)],
+                    vec![waiting(W::PodInitializing)],
+                    false,
+                ),
+                "Init:0/1",
+            ),
+            (
+                pod_with(
+                    vec![terminated(0, T::Completed), running(false)],
+                    vec![waiting(W::PodInitializing)],
+                    false,
+                ),
+                "Init:1/2",
+            ),
+            (
+                pod_with(
+                    vec![waiting(W::CrashLoopBackOff)],
+                    vec![waiting(W::PodInitializing)],
+                    false,
+                ),
+                "Init:CrashLoopBackOff",
+            ),
+            (
+                pod_with(
+                    vec![terminated(1, T::Error)],
+                    vec![waiting(W::PodInitializing)],
+                    false,
+                ),
+                "Init:Error",
+            ),
+            (
+                pod_with(vec![], vec![waiting(W::ContainerCreating)], true),
+                "ContainerCreating",
+            ),
+            (
+                pod_with(vec![], vec![terminated(0, T::Completed)], true),
+                "Completed",
+            ),
+            (
+                pod_with(vec![], vec![terminated(137, T::OomKilled)], true),
+                "OOMKilled",
+            ),
+            (
+                pod_with(
+                    vec![],
+                    vec![running(true), terminated(0, T::Completed)],
+                    true,
+                ),
+                "NotReady",
+            ),
+            (
+                pod_with(vec![terminated(0, T::Completed)], vec![running(true)], true),
+                "Pending",
+            ),
+        ];
+        for (pod, want) in cases {
+            assert_eq!(pod_display_status(&pod), want, "{pod:?}");
+        }
+        assert_eq!(
+            status_table(&wire::StatusReply { pods: vec![] }, false, now()),
+            "No pods configured.\n"
+        );
+    }
+
+    #[test]
+    fn describe_text_reads_like_kubectl_describe() {
+        let mono = Instant::now();
+        let clock = clock(mono);
+        let d = render::describe(
+            &sample_pod(mono),
+            &[sample_event(mono)],
+            &clock,
+            Secrets::Shown,
+        );
+        let text = describe_text(&d, now());
+        for want in [
+            "Name:            web\n",
+            "Status:          Running\n",
+            "Containers:\n  app:\n",
+            "    Cgroup:          /sys/fs/cgroup/vigil/web/app\n",
+            "    Command:\n      /usr/bin/app\n      --port\n      8080\n",
+            "    State:           Waiting\n      Reason:        CrashLoopBackOff\n",
+            "    Last State:      Terminated\n      Reason:        OOMKilled\n",
+            "      Exit Code:     137\n      Signal:        9\n",
+            "      Started:       Mon, 12 Jan 1970 13:41:40 +0000\n",
+            "    Restart Count:   3\n",
+            "    Limits:\n      cpu:     1500m\n      memory:  20Mi\n",
+            "    Liveness:        http-get http://127.0.0.1:8080/healthz delay=0s timeout=1s period=10s #success=1 #failure=3\n",
+            "      liveness  failure  4m10s ago  3ms  HTTP probe failed with statuscode: 500\n",
+            "    Environment:\n      RUST_LOG:  info\n",
+            "  Type             Status  Reason              Message\n",
+            "  ContainersReady  False   ContainersNotReady  containers with unready status: [app]\n",
+            "  Type     Reason   Age                   From   Message\n",
+            "  Warning  BackOff  4m52s (x79 over 28m)  vigil  Back-off restarting failed container app in pod web\n",
+            "    State:           Running\n      Started:       Mon, 12 Jan 1970 13:36:40 +0000\n",
+        ] {
+            assert!(text.contains(want), "missing {want:?} in:\n{text}");
+        }
+        assert!(
+            !text.lines().any(|l| l.ends_with(' ')),
+            "trailing blanks:\n{text}"
+        );
+        let empty = describe_text(
+            &wire::DescribeReply {
+                events: vec![],
+                ..d
+            },
+            now(),
+        );
+        assert!(empty.ends_with("Events:  <none>\n"));
+    }
+
+    #[test]
+    fn describe_shows_empty_arguments_and_escapes_terminal_controls() {
+        let mono = Instant::now();
+        let mut d = render::describe(&sample_pod(mono), &[], &clock(mono), Secrets::Shown);
+        let app = &mut d.pod.containers[0];
+        app.spec.command = vec!["/bin/echo".into(), String::new(), "\x1b[2J".into()];
+        app.spec.env.insert("EMPTY".into(), String::new());
+        if let State::Waiting(w) = &mut app.state {
+            w.message = "evil\x1b]0;title\x07".into();
+        }
+        let text = describe_text(&d, now());
+        assert!(
+            text.contains("    Command:\n      /bin/echo\n      \"\"\n      \\x1b[2J\n"),
+            "{text}"
+        );
+        assert!(text.contains("      EMPTY:     \"\"\n"), "{text}");
+        assert!(
+            text.contains("Message:       evil\\x1b]0;title\\x07\n"),
+            "{text}"
+        );
+        assert!(!text.contains('\x1b'), "{text}");
+    }
+
+    #[test]
+    fn events_table_lists_oldest_first_with_repeats() {
+        let mono = Instant::now();
+        let mut started = sample_event(mono);
+        started.kind = EventType::Normal;
+        started.reason = "Started".into();
+        started.message = "Started container app".into();
+        started.count = 1;
+        started.first = mono - Duration::from_secs(45);
+        started.last = started.first;
+        let v = render::events([&sample_event(mono), &started], &clock(mono));
+        assert_eq!(
+            events_table(&v.events, now()),
+            "LAST SEEN              TYPE      REASON    OBJECT    MESSAGE\n\
+             4m52s (x79 over 28m)   Warning   BackOff   web/app   Back-off restarting failed container app in pod web\n\
+             45s                    Normal    Started   web/app   Started container app\n"
+        );
+        assert_eq!(events_table(&[], now()), "No events.\n");
+        let line = event_follow_line(&v.events[1], now());
+        assert!(
+            line.starts_with("45s          Normal   Started"),
+            "{line:?}"
+        );
+    }
+
+    #[test]
+    fn tabwrite_aligns_runs_and_skips_last_cells() {
+        let text = "a\tbb\tc\nccc\td\te\nno tabs here\nxx\ty\n";
+        assert_eq!(
+            tabwrite(text, 0, 2),
+            "a    bb  c\nccc  d   e\nno tabs here\nxx  y\n"
+        );
+    }
+}

@@ -1,0 +1,239 @@
+//! Durations, sizes and untrusted text for people: every human-readable figure vigil prints is
+//! formatted here, so `AGE`, back-off messages, memory figures and limits read the same
+//! everywhere.
+//!
+//! Pure functions of their arguments (`now` included); no I/O, no clock. Where a format comes
+//! from Kubernetes or Go the function says which, so the output matches what operators know.
+
+use std::borrow::Cow;
+use std::time::{Duration, SystemTime};
+
+/// kubectl's `HumanDuration` (k8s.io/apimachinery/pkg/util/duration): `45s`, `3m12s` under
+/// ten minutes, `42m` under three hours, `5h30m` under eight hours, `30h` under two days, `3d4h`
+/// under eight days, `300d` under two years, then `2y30d` / `9y`.
+pub fn human_duration(d: Duration) -> String {
+    let seconds = d.as_secs();
+    if seconds < 120 {
+        return format!("{seconds}s");
+    }
+    let minutes = seconds / 60;
+    if minutes < 10 {
+        let s = seconds % 60;
+        return if s == 0 {
+            format!("{minutes}m")
+        } else {
+            format!("{minutes}m{s}s")
+        };
+    }
+    if minutes < 60 * 3 {
+        return format!("{minutes}m");
+    }
+    let hours = minutes / 60;
+    if hours < 8 {
+        let m = minutes % 60;
+        return if m == 0 {
+            format!("{hours}h")
+        } else {
+            format!("{hours}h{m}m")
+        };
+    }
+    if hours < 48 {
+        return format!("{hours}h");
+    }
+    if hours < 24 * 8 {
+        let h = hours % 24;
+        return if h == 0 {
+            format!("{}d", hours / 24)
+        } else {
+            format!("{}d{}h", hours / 24, h)
+        };
+    }
+    if hours < 24 * 365 * 2 {
+        return format!("{}d", hours / 24);
+    }
+    if hours < 24 * 365 * 8 {
+        let dy = (hours / 24) % 365;
+        return if dy == 0 {
+            format!("{}y", hours / 24 / 365)
+        } else {
+            format!("{}y{}d", hours / 24 / 365, dy)
+        };
+    }
+    format!("{}y", hours / 24 / 365)
+}
+
+/// Age of `t` at `now` in kubectl style. Like kubectl, a time slightly in the future (clock
+/// skew) reads `0s`, and more than a second ahead reads `<invalid>`.
+pub fn age(now: SystemTime, t: SystemTime) -> String {
+    match now.duration_since(t) {
+        Ok(d) => human_duration(d),
+        Err(e) if e.duration() < Duration::from_secs(2) => "0s".to_string(),
+        Err(_) => "<invalid>".to_string(),
+    }
+}
+
+/// The `Age` cell of an event: `4m52s`, or `4m52s (x79 over 28m)` when it repeated.
+pub fn event_age(now: SystemTime, first: SystemTime, last: SystemTime, count: u64) -> String {
+    if count > 1 {
+        format!("{} (x{} over {})", age(now, last), count, age(now, first))
+    } else {
+        age(now, last)
+    }
+}
+
+/// Bytes the way `kubectl top` shows memory: `512Ki`, `12Mi`, `1.5Gi` (whole units below 1 Gi,
+/// one decimal below 10 Gi).
+pub fn human_bytes(b: u64) -> String {
+    const KI: u64 = 1024;
+    const MI: u64 = KI * 1024;
+    const GI: u64 = MI * 1024;
+    if b >= GI {
+        let g = b as f64 / GI as f64;
+        if g < 10.0 {
+            format!("{:.1}Gi", g)
+        } else {
+            format!("{}Gi", b / GI)
+        }
+    } else if b >= MI {
+        format!("{}Mi", b / MI)
+    } else if b >= KI {
+        format!("{}Ki", b / KI)
+    } else {
+        format!("{b}")
+    }
+}
+
+/// Accumulated CPU time: `0.42s`, `12.3s`, then kubectl-style `5m12s`.
+pub fn human_cpu(usec: u64) -> String {
+    let secs = usec as f64 / 1e6;
+    if secs < 10.0 {
+        format!("{secs:.2}s")
+    } else if secs < 120.0 {
+        format!("{secs:.1}s")
+    } else {
+        human_duration(Duration::from_micros(usec))
+    }
+}
+
+/// A duration given in (possibly fractional) seconds, as `kubectl describe` shows probe
+/// timings: `5s`, `500ms`, `1.5s`.
+pub fn seconds(s: f64) -> String {
+    if s.fract() == 0.0 {
+        format!("{}s", s as u64)
+    } else if s < 1.0 {
+        format!("{}ms", (s * 1000.0).round() as u64)
+    } else {
+        format!("{s}s")
+    }
+}
+
+/// Text from outside (container output, messages, names) made safe for a terminal: C0 and C1
+/// control characters and DEL become visible escapes (`\x1b`, `\u{9b}`), so output cannot move
+/// the cursor, retitle the window or hide what came before. `keep` lists the controls passed
+/// through (`"\n\t"` for log output; nothing for a table cell).
+pub fn escape_controls<'a>(text: &'a str, keep: &str) -> Cow<'a, str> {
+    let needs = |c: char| c.is_control() && !keep.contains(c);
+    if !text.chars().any(needs) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if !needs(c) {
+            out.push(c);
+        } else if (c as u32) < 0x80 {
+            out.push_str(&format!("\\x{:02x}", c as u32));
+        } else {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// One table cell or `describe` value: newlines become spaces (a cell is one line), every
+/// other control character is escaped.
+pub fn cell(text: &str) -> String {
+    escape_controls(&text.replace('\n', " "), "").into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::UNIX_EPOCH;
+
+    fn at(secs: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(secs)
+    }
+
+    #[test]
+    fn human_duration_follows_kubectl_rules() {
+        let s = Duration::from_secs;
+        let cases = [
+            (0, "0s"),
+            (45, "45s"),
+            (119, "119s"),
+            (120, "2m"),
+            (312, "5m12s"),
+            (599, "9m59s"),
+            (600, "10m"),
+            (42 * 60 + 30, "42m"),
+            (179 * 60, "179m"),
+            (3 * 3600, "3h"),
+            (5 * 3600 + 30 * 60, "5h30m"),
+            (8 * 3600 + 59, "8h"),
+            (47 * 3600, "47h"),
+            (48 * 3600, "2d"),
+            (3 * 86_400 + 4 * 3600, "3d4h"),
+            (8 * 86_400, "8d"),
+            (400 * 86_400, "400d"),
+            (2 * 365 * 86_400 + 30 * 86_400, "2y30d"),
+            (9 * 365 * 86_400, "9y"),
+        ];
+        for (secs, want) in cases {
+            assert_eq!(human_duration(s(secs)), want, "{secs}s");
+        }
+    }
+
+    #[test]
+    fn age_tolerates_small_skew_and_flags_future() {
+        assert_eq!(age(at(100), at(58)), "42s");
+        assert_eq!(age(at(100), at(101)), "0s");
+        assert_eq!(age(at(100), at(110)), "<invalid>");
+    }
+
+    #[test]
+    fn event_age_shows_repeats_like_describe() {
+        let now = at(10_000);
+        assert_eq!(
+            event_age(now, at(10_000 - 28 * 60), at(10_000 - 292), 79),
+            "4m52s (x79 over 28m)"
+        );
+        assert_eq!(event_age(now, at(9_990), at(9_990), 1), "10s");
+    }
+
+    #[test]
+    fn human_figures_are_compact() {
+        assert_eq!(human_bytes(512), "512");
+        assert_eq!(human_bytes(512 * 1024), "512Ki");
+        assert_eq!(human_bytes(20 * 1024 * 1024), "20Mi");
+        assert_eq!(human_bytes(3 * 1024 * 1024 * 1024 / 2), "1.5Gi");
+        assert_eq!(human_cpu(1_234_567), "1.23s");
+        assert_eq!(human_cpu(42_000_000), "42.0s");
+        assert_eq!(human_cpu(312_000_000), "5m12s");
+        assert_eq!(seconds(0.5), "500ms");
+        assert_eq!(seconds(1.5), "1.5s");
+        assert_eq!(seconds(10.0), "10s");
+    }
+
+    #[test]
+    fn terminal_controls_are_escaped_and_plain_text_is_untouched() {
+        assert!(matches!(
+            escape_controls("plain text", ""),
+            Cow::Borrowed(_)
+        ));
+        assert_eq!(
+            escape_controls("a\x1b]0;pwned\x07b\r\n\tc\u{9b}2J\x7f", "\n\t"),
+            "a\\x1b]0;pwned\\x07b\\x0d\n\tc\\u{9b}2J\\x7f"
+        );
+        assert_eq!(cell("two\nlines\tand tab"), "two lines\\x09and tab");
+    }
+}

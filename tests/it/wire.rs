@@ -1,0 +1,119 @@
+//! The typed wire seen from outside: what a non-admin peer may see, and the CLI reading real
+//! replies.
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::common::{BIN, Vigil, state_reason, supervisor_header};
+
+const T: Duration = Duration::from_secs(15);
+
+const WITH_SECRET: &str = r#"
+[pods.web]
+[[pods.web.containers]]
+name = "app"
+command = ["sh", "-c", "echo started; exec sleep 60"]
+env = { DB_PASSWORD = "hunter2", EMPTY = "" }
+"#;
+
+/// Runs the CLI as uid/gid 65534 with no supplementary groups.
+fn as_nobody(socket: &Path, args: &[&str]) -> Output {
+    Command::new("setpriv")
+        .args([
+            "--reuid",
+            "65534",
+            "--regid",
+            "65534",
+            "--clear-groups",
+            BIN,
+        ])
+        .args(args)
+        .arg("--socket")
+        .arg(socket)
+        .output()
+        .expect("setpriv")
+}
+
+fn stdout_ok(out: &Output) -> String {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout.clone()).expect("utf-8")
+}
+
+#[test]
+#[ignore = "needs root"]
+fn a_non_admin_sees_env_names_with_values_redacted_and_an_admin_sees_values() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    let socket = dir.path().join("vigil.sock");
+    let config = dir.path().join("vigil.toml");
+    let header = supervisor_header(&socket)
+        .replace("[supervisor]\n", "[supervisor]\nsocket_mode = \"0666\"\n");
+    std::fs::write(&config, format!("{header}{WITH_SECRET}")).expect("write");
+    let v = Vigil::start_with(dir, socket.clone(), config);
+    v.wait_for(T, "running", |v| {
+        state_reason(&v.container("web", "app")) == "Running"
+    });
+
+    let json = stdout_ok(&as_nobody(&socket, &["status", "-o", "json"]));
+    assert!(!json.contains("hunter2"), "{json}");
+    let status: Value = serde_json::from_str(&json).expect("json");
+    assert_eq!(
+        status["pods"][0]["containers"][0]["spec"]["env"],
+        serde_json::json!({"DB_PASSWORD": "***", "EMPTY": "***"})
+    );
+    let describe = stdout_ok(&as_nobody(&socket, &["describe", "web"]));
+    assert!(!describe.contains("hunter2"), "{describe}");
+    assert!(describe.contains("DB_PASSWORD:  ***"), "{describe}");
+    let raw = stdout_ok(&as_nobody(&socket, &["describe", "web", "-o", "json"]));
+    assert!(!raw.contains("hunter2"), "{raw}");
+
+    // Root is an admin: it sees the values (an empty one as "").
+    assert_eq!(
+        v.container("web", "app")["spec"]["env"]["DB_PASSWORD"],
+        "hunter2"
+    );
+    let describe = stdout_ok(&v.cli(&["describe", "web"]));
+    assert!(describe.contains("DB_PASSWORD:  hunter2"), "{describe}");
+    assert!(describe.contains("EMPTY:        \"\""), "{describe}");
+}
+
+#[test]
+fn the_cli_reads_every_reply_of_a_real_supervisor() {
+    let v = Vigil::start(WITH_SECRET);
+    v.wait_for(T, "first output", |v| {
+        v.request(r#"{"cmd":"logs","pod":"web"}"#)["result"]["log"]
+            .as_str()
+            .is_some_and(|l| l.contains("started"))
+    });
+    for args in [
+        &["status"][..],
+        &["status", "-o", "wide"],
+        &["status", "-o", "json"],
+        &["describe", "web"],
+        &["describe", "web", "-o", "json"],
+        &["events"],
+        &["events", "-o", "json"],
+        &["logs", "web"],
+        &["version"],
+    ] {
+        let out = stdout_ok(&v.cli(args));
+        assert!(!out.is_empty(), "{args:?} printed nothing");
+    }
+    let events = stdout_ok(&v.cli(&["events", "-o", "json"]));
+    for line in events.lines() {
+        let e: Value = serde_json::from_str(line).expect("one event object a line");
+        assert!(e["reason"].is_string(), "{line}");
+    }
+}
