@@ -1,22 +1,45 @@
-//! The executor: turns the core's actions into effects — spawning a run into a fresh cgroup,
-//! signalling and killing runs, retiring finished runs' cgroups — and reads container output
-//! into the log buffers. Outcomes go straight back to the core as inputs; nothing here
-//! decides what runs.
+//! The router's second half: running the core's actions through the components — a spawn into
+//! a fresh cgroup with its pipes handed to log capture and its pid to the reaper, signals and
+//! tree kills, probe starts and cancels — and turning a run's end (its main process reaped, its
+//! `memory.events`) into inputs.
+//!
+//! Owns: the container slots' runs (pid, cgroup and its `memory.events` watch). Must not
+//! decide what runs (every outcome goes straight back to the core as an input), or keep a
+//! descriptor outside a component or a run.
 
-use super::*;
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::sync::Arc;
+use std::time::Instant;
+
+use log::{debug, warn};
+use mio::{Interest, Token};
+
+use super::janitor::DEFER;
+use super::kill::kill_tree;
+use super::probes::ProbeRequest;
+use super::reaper::{Ended, PidOwner};
+use super::tokens::{self, Watched};
+use super::{Follower, Shell};
+use crate::cgroup::ContainerCgroup;
+use crate::config::spec::ContainerSpec;
+use crate::core::{Action, ContainerKey, ExitInfo, Generation, Input};
+use crate::logs::ContainerLog;
+use crate::process::{self, Stdio};
+use crate::runtime::slots::{Run, Slot};
 
 impl Shell {
     pub(super) fn feed(&mut self, now: Instant, input: Input) {
         self.core.handle(now, input);
     }
 
+    /// Runs every action the core has queued (including those its inputs from here queue).
     pub(super) fn drain_actions(&mut self, now: Instant) {
         while let Some(action) = self.core.poll_action() {
             self.execute(action, now);
         }
     }
 
-    pub(super) fn execute(&mut self, action: Action, now: Instant) {
+    fn execute(&mut self, action: Action, now: Instant) {
         match action {
             Action::Spawn { .. } => {
                 if let Some(input) = self.spawn(&action, now) {
@@ -38,7 +61,7 @@ impl Shell {
                     debug!("{e}");
                 }
             }
-            Action::Kill { key, generation } => self.kill_run(key, generation),
+            Action::Kill { key, generation } => self.kill_run(key, Some(generation)),
             Action::StartProbe {
                 key,
                 generation,
@@ -48,8 +71,22 @@ impl Shell {
                 probe,
                 ..
             } => {
+                let cgroup = self
+                    .slots
+                    .get(&key)
+                    .and_then(|s| s.run.as_ref())
+                    .and_then(|r| r.cgroup.as_deref());
+                let req = ProbeRequest {
+                    key,
+                    generation,
+                    container: &container,
+                    kind,
+                    seq,
+                    probe: &probe,
+                };
                 if let Some(input) =
-                    self.start_probe(key, generation, &container, kind, seq, &probe, now)
+                    self.probes
+                        .start(req, cgroup, now, &mut self.reaper, &mut self.janitor)
                 {
                     self.feed(now, input);
                 }
@@ -59,9 +96,11 @@ impl Shell {
                 generation,
                 kind,
                 seq,
-            } => self.cancel_probe(key, generation, kind, seq),
+            } => self
+                .probes
+                .cancel(key, generation, kind, seq, &mut self.janitor),
             Action::Forget { key } => {
-                self.kill_run_any(key);
+                self.kill_run(key, None);
                 self.slots.remove(&key);
                 self.followers
                     .retain(|f| !matches!(f, Follower::Logs { key: k, .. } if *k == key));
@@ -70,51 +109,27 @@ impl Shell {
         }
     }
 
-    pub(super) fn live_pid(&self, key: ContainerKey, generation: Generation) -> Option<u32> {
+    /// The pid of `key`'s run `generation` while its main process has not been reaped.
+    fn live_pid(&self, key: ContainerKey, generation: Generation) -> Option<u32> {
         let run = self.slots.get(&key)?.run.as_ref()?;
         (run.generation == generation && !run.exited)
             .then_some(run.pid)
             .flatten()
     }
 
-    pub(super) fn kill_run(&mut self, key: ContainerKey, generation: Generation) {
+    /// Kills the tree of `key`'s live run (of `generation`, or whichever it is).
+    fn kill_run(&mut self, key: ContainerKey, generation: Option<Generation>) {
         let Some(run) = self.slots.get(&key).and_then(|s| s.run.as_ref()) else {
             return;
         };
-        if run.generation != generation || run.exited {
+        if generation.is_some_and(|g| g != run.generation) || run.exited {
             return;
         }
-        match &run.cgroup {
-            Some(cg) => {
-                if let Err(e) = cg.kill() {
-                    warn!("{e}");
-                    if let Some(pid) = run.pid {
-                        let _ = process::signal_group(pid, libc::SIGKILL);
-                    }
-                }
-            }
-            None => {
-                if let Some(pid) = run.pid {
-                    let _ = process::signal_group(pid, libc::SIGKILL);
-                    let _ = process::signal(pid, libc::SIGKILL);
-                }
-            }
-        }
+        kill_tree(run.cgroup.as_deref(), run.pid);
     }
 
-    pub(super) fn kill_run_any(&mut self, key: ContainerKey) {
-        if let Some(generation) = self
-            .slots
-            .get(&key)
-            .and_then(|s| s.run.as_ref())
-            .map(|r| r.generation)
-        {
-            self.kill_run(key, generation);
-        }
-    }
-
-    /// Execute a Spawn action; returns the input to feed back, or `None` when deferred.
-    pub(super) fn spawn(&mut self, action: &Action, now: Instant) -> Option<Input> {
+    /// Executes a Spawn action; returns the input to feed back, or `None` when deferred.
+    fn spawn(&mut self, action: &Action, now: Instant) -> Option<Input> {
         let Action::Spawn {
             key,
             generation,
@@ -126,21 +141,7 @@ impl Shell {
             return None;
         };
         let (key, generation) = (*key, *generation);
-        let sup = &self.config.supervisor;
-        let slot = self.slots.entry(key).or_insert_with(|| {
-            let (log, err) = ContainerLog::new(pod, &container.name, sup);
-            if let Some(e) = err {
-                warn!("{e}");
-            }
-            Slot {
-                pod: pod.clone(),
-                name: container.name.clone(),
-                spec: container.clone(),
-                log,
-                run: None,
-            }
-        });
-        slot.spec = container.clone();
+        self.ensure_slot(key, pod, container);
         let failed = |message: String| {
             Some(Input::SpawnFailed {
                 key,
@@ -150,18 +151,17 @@ impl Shell {
         };
 
         // A fresh cgroup per run (platform-notes: never reuse a cgroup after cgroup.kill).
-        if let Some(m) = &self.cgroups {
-            let path = m.root().join(pod).join(&container.name);
-            if self.dying.values().any(|(cg, _)| cg.path() == path) {
-                // The previous run's cgroup still holds dying processes: retry shortly rather
-                // than block the loop waiting for the kernel to empty it.
-                self.deferred
-                    .push((now + Duration::from_millis(5), action.clone()));
-                return None;
-            }
-        }
         let cgroup = match &self.cgroups {
             Some(m) => {
+                if self
+                    .janitor
+                    .holds(&m.root().join(pod).join(&container.name))
+                {
+                    // The previous run's cgroup still holds dying processes: retry shortly
+                    // rather than block the loop waiting for the kernel to empty it.
+                    self.janitor.defer(now + DEFER, action.clone());
+                    return None;
+                }
                 match m.create_container(pod, &container.name, &(&container.resources).into()) {
                     Ok(cg) => Some(cg),
                     Err(e) => return failed(format!("cgroup placement failed: {e}")),
@@ -169,94 +169,30 @@ impl Shell {
             }
             None => None,
         };
-
-        let prepared = match process::prepare(&container.command, container) {
-            Ok(p) => p,
-            Err(e) => {
+        let (pid, out_r, err_r) = match start_main(container, cgroup.as_ref()) {
+            Ok(started) => started,
+            Err(message) => {
                 if let Some(cg) = cgroup {
-                    self.retire_cgroup(key, generation, cg);
+                    self.janitor.retire(cg);
                 }
-                return failed(e.to_string());
+                return failed(message);
             }
         };
-        let pipes = process::pipe_nonblocking()
-            .and_then(|out| process::pipe_nonblocking().map(|err| (out, err)));
-        let ((out_r, out_w), (err_r, err_w)) = match pipes {
-            Ok(p) => p,
-            Err(e) => {
-                if let Some(cg) = cgroup {
-                    self.retire_cgroup(key, generation, cg);
-                }
-                return failed(e.to_string());
-            }
-        };
-        let spawned = process::spawn(
-            &prepared,
-            cgroup.as_ref().map(|c| process::CgroupTarget {
-                dir: Some(c.dir_fd()),
-                procs: c.procs_fd(),
-            }),
-            Stdio::Separate {
-                stdout: out_w,
-                stderr: err_w,
-            },
-        );
-        let pid = match spawned {
-            Ok(pid) => pid,
-            Err(e) => {
-                if let Some(cg) = cgroup {
-                    self.retire_cgroup(key, generation, cg);
-                }
-                return failed(e.to_string());
-            }
-        };
-        self.pids.insert(pid, PidOwner::Main { key, generation });
-
-        let mut pipe_tokens = Vec::new();
-        for fd in [out_r, err_r] {
-            let token = self.alloc_token(TokenOwner::Pipe { key, generation });
-            let raw = fd.as_raw_fd();
-            match self
-                .poll
-                .registry()
-                .register(&mut SourceFd(&raw), token, Interest::READABLE)
-            {
-                Ok(()) => {
-                    self.pipes.insert(token, fd);
-                    pipe_tokens.push(token);
-                }
-                Err(e) => {
-                    warn!("cannot watch output of pid {pid}: {e}");
-                    self.tokens.remove(&token);
-                }
-            }
-        }
-        if let Some(cg) = &cgroup
-            && let Some(fd) = cg.memory_events_fd()
-        {
-            let token = self.alloc_token(TokenOwner::MemoryEvents { key, generation });
-            let raw = fd.as_raw_fd();
-            if let Err(e) =
-                self.poll
-                    .registry()
-                    .register(&mut SourceFd(&raw), token, Interest::PRIORITY)
-            {
-                debug!("cannot watch memory.events of {}: {e}", cg.path().display());
-                self.tokens.remove(&token);
-            }
-        }
-        let slot = self.slots.get_mut(&key)?;
-        slot.log.new_run();
+        self.reaper.track(pid, PidOwner::Main { key, generation });
+        self.capture.add(key, pid, out_r);
+        self.capture.add(key, pid, err_r);
         let oom_seen = cgroup
             .as_ref()
             .map(|c| c.oom_baseline())
             .unwrap_or_default();
+        let cgroup = cgroup.map(|cg| self.watch_memory_events(key, cg));
+        let slot = self.slots.get_mut(&key)?;
+        slot.log.new_run();
         slot.run = Some(Run {
             generation,
             pid: Some(pid),
             oom_seen,
             cgroup,
-            pipes: pipe_tokens,
             exited: false,
         });
         debug!(
@@ -270,49 +206,144 @@ impl Shell {
         })
     }
 
-    pub(super) fn retry_deferred(&mut self, now: Instant) {
-        if self.deferred.is_empty() {
-            return;
+    fn ensure_slot(&mut self, key: ContainerKey, pod: &str, container: &Arc<ContainerSpec>) {
+        let sup = &self.config.supervisor;
+        let slot = self.slots.entry(key).or_insert_with(|| {
+            let (log, err) = ContainerLog::new(pod, &container.name, sup);
+            if let Some(e) = err {
+                warn!("{e}");
+            }
+            Slot {
+                pod: pod.to_string(),
+                name: container.name.clone(),
+                spec: container.clone(),
+                log,
+                run: None,
+            }
+        });
+        slot.spec = container.clone();
+    }
+
+    /// Registers a new run's `memory.events` (OOM kills while it runs), when it has one.
+    fn watch_memory_events(
+        &self,
+        key: ContainerKey,
+        cg: ContainerCgroup,
+    ) -> Watched<ContainerCgroup> {
+        if cg.memory_events_fd().is_none() {
+            return Watched::unwatched(cg);
         }
-        let due: Vec<Action> = {
-            let (due, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.deferred)
-                .into_iter()
-                .partition(|(at, _)| *at <= now);
-            self.deferred = keep;
-            due.into_iter().map(|(_, a)| a).collect()
-        };
-        for action in due {
+        match Watched::new(
+            &self.registry,
+            cg,
+            memory_events_fd,
+            tokens::oom_token(key),
+            Interest::PRIORITY,
+        ) {
+            Ok(w) => w,
+            Err((cg, e)) => {
+                debug!("cannot watch memory.events of {}: {e}", cg.path().display());
+                Watched::unwatched(cg)
+            }
+        }
+    }
+
+    /// Spawns that waited for a dying cgroup, once due.
+    pub(super) fn retry_deferred(&mut self, now: Instant) {
+        for action in self.janitor.take_due(now) {
             if let Some(input) = self.spawn(&action, now) {
                 self.feed(now, input);
             }
         }
     }
 
-    pub(super) fn deregister_memory_events(&mut self, key: ContainerKey, generation: Generation) {
-        let tokens: Vec<Token> = self
-            .tokens
-            .iter()
-            .filter(|(_, o)| **o == TokenOwner::MemoryEvents { key, generation })
-            .map(|(t, _)| *t)
-            .collect();
-        for t in tokens {
-            self.tokens.remove(&t);
+    /// A child the reaper collected: a main process's exit or an exec probe's result.
+    pub(super) fn on_ended(&mut self, ended: Ended, now: Instant) {
+        let Ended {
+            owner,
+            code,
+            signal,
+        } = ended;
+        match owner {
+            PidOwner::Main { key, generation } => {
+                self.on_main_exit(key, generation, code, signal, now)
+            }
+            PidOwner::ExecProbe { key, kind, seq } => {
+                if let Some(input) =
+                    self.probes
+                        .on_exit(key, kind, seq, code, signal, now, &mut self.janitor)
+                {
+                    self.feed(now, input);
+                }
+            }
         }
     }
 
-    pub(super) fn on_memory_events(
+    fn on_main_exit(
         &mut self,
         key: ContainerKey,
         generation: Generation,
+        code: Option<i32>,
+        signal: Option<i32>,
         now: Instant,
     ) {
+        let mut exit = ExitInfo {
+            code,
+            signal,
+            ..ExitInfo::default()
+        };
+        let mut leftover_cgroup = None;
+        let mut pgid = None;
+        if let Some(slot) = self.slots.get_mut(&key)
+            && let Some(run) = slot.run.as_mut()
+            && run.generation == generation
+        {
+            run.exited = true;
+            pgid = run.pid;
+            // Taking it out of the run deregisters its memory.events.
+            if let Some(cg) = run.cgroup.take().map(Watched::into_inner) {
+                // Read the OOM counters synchronously, before anything else happens to the
+                // cgroup, so an OOM kill can never be mistaken for a plain SIGKILL.
+                match cg.oom_delta_since_baseline() {
+                    Ok(d) => {
+                        // Kills already reported while it ran (OomKills) are not reported
+                        // again; the core only needs to know whether any happened.
+                        exit.oom_kill_delta = d.oom_kill;
+                        exit.oom_group_kill_delta = d.oom_group_kill;
+                    }
+                    Err(e) => debug!("{e}"),
+                }
+                exit.memory_max = cg.memory_max();
+                exit.memory_peak = cg.figures().memory_peak;
+                leftover_cgroup = Some(cg);
+            }
+        }
+        // Whatever the main process left behind dies with it.
+        match leftover_cgroup {
+            Some(cg) => self.janitor.retire(cg),
+            None => kill_tree(None, pgid),
+        }
+        self.feed(
+            now,
+            Input::Exited {
+                key,
+                generation,
+                exit,
+            },
+        );
+    }
+
+    /// A running container's `memory.events` changed: report new OOM kills.
+    pub(super) fn on_memory_events(&mut self, token: Token, now: Instant) {
+        let key = tokens::oom_key(token);
         let Some(run) = self.slots.get_mut(&key).and_then(|s| s.run.as_mut()) else {
             return;
         };
-        if run.generation != generation || run.exited {
+        if run.exited {
             return;
         }
-        let Some(cg) = run.cgroup.as_ref() else {
+        let generation = run.generation;
+        let Some(cg) = run.cgroup.as_deref() else {
             return;
         };
         let Ok(now_counters) = cg.oom_counters() else {
@@ -334,78 +365,34 @@ impl Shell {
             );
         }
     }
+}
 
-    // ---- container output -----------------------------------------------------------------
+/// The `memory.events` descriptor of a cgroup known to have one.
+fn memory_events_fd(cg: &ContainerCgroup) -> BorrowedFd<'_> {
+    cg.memory_events_fd().unwrap_or_else(|| cg.events_fd())
+}
 
-    pub(super) fn read_pipe(&mut self, token: Token, key: ContainerKey) {
-        let Some(fd) = self.pipes.get(&token) else {
-            return;
-        };
-        let mut buf = Vec::new();
-        let result = logs::drain_pipe(fd.as_fd(), &mut buf, PIPE_READ_CAP);
-        let eof = matches!(result, Ok(ref r) if r.eof) || result.is_err();
-        if let Some(slot) = self.slots.get_mut(&key) {
-            let mut fw = self.forwarder.as_mut().map(|(f, _)| f);
-            if !buf.is_empty() {
-                slot.log.ingest(&buf, fw.as_deref_mut());
-            }
-            if eof {
-                slot.log.eof(fw);
-            }
-        }
-        match result {
-            Ok(r) if r.eof => self.close_pipe(token, key),
-            Ok(r) => {
-                if r.bytes >= PIPE_READ_CAP && !self.pipes_more.contains(&token) {
-                    self.pipes_more.push(token);
-                }
-            }
-            Err(e) => {
-                debug!("reading container output: {e}");
-                self.close_pipe(token, key);
-            }
-        }
-    }
-
-    pub(super) fn read_more_pipes(&mut self, _now: Instant) {
-        let more = std::mem::take(&mut self.pipes_more);
-        for token in more {
-            if let Some(TokenOwner::Pipe { key, .. }) = self.tokens.get(&token).copied() {
-                self.read_pipe(token, key);
-            }
-        }
-    }
-
-    pub(super) fn close_pipe(&mut self, token: Token, key: ContainerKey) {
-        if let Some(fd) = self.pipes.remove(&token) {
-            let raw = fd.as_raw_fd();
-            let _ = self.poll.registry().deregister(&mut SourceFd(&raw));
-        }
-        self.tokens.remove(&token);
-        self.pipes_more.retain(|t| *t != token);
-        if let Some(run) = self.slots.get_mut(&key).and_then(|s| s.run.as_mut()) {
-            run.pipes.retain(|t| *t != token);
-        }
-    }
-
-    pub(super) fn flush_forwarder(&mut self) {
-        let Some((fw, fd)) = self.forwarder.as_mut() else {
-            return;
-        };
-        if let Err(e) = fw.flush(fd.as_fd()) {
-            debug!("forwarding container output: {e}");
-        }
-        let want = fw.pending();
-        let raw = fd.as_raw_fd();
-        // Wait for stdout to drain only while something is queued.
-        if want != self.stdout_watched {
-            let registry = self.poll.registry();
-            let _ = if want {
-                registry.register(&mut SourceFd(&raw), STDOUT_TOKEN, Interest::WRITABLE)
-            } else {
-                registry.deregister(&mut SourceFd(&raw))
-            };
-            self.stdout_watched = want;
-        }
-    }
+/// Prepares and starts a container's main process with its stdout and stderr on two fresh
+/// pipes; returns its pid and the pipes' read ends, or the message of a failed spawn.
+fn start_main(
+    container: &ContainerSpec,
+    cgroup: Option<&ContainerCgroup>,
+) -> Result<(u32, OwnedFd, OwnedFd), String> {
+    let prepared = process::prepare(&container.command, container).map_err(|e| e.to_string())?;
+    let ((out_r, out_w), (err_r, err_w)) = process::pipe_nonblocking()
+        .and_then(|out| process::pipe_nonblocking().map(|err| (out, err)))
+        .map_err(|e| e.to_string())?;
+    let pid = process::spawn(
+        &prepared,
+        cgroup.map(|c| process::CgroupTarget {
+            dir: Some(c.dir_fd()),
+            procs: c.procs_fd(),
+        }),
+        Stdio::Separate {
+            stdout: out_w,
+            stderr: err_w,
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    Ok((pid, out_r, err_r))
 }

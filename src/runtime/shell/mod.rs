@@ -1,56 +1,67 @@
-//! The event loop: the `Shell` that owns every descriptor, the loop turn, dispatch by token,
-//! signals, reaping, reload and shutdown. Its other halves live beside it: `executor` (actions
-//! → spawns, signals, kills, cgroup retirement, container output), `probes` (probe attempts on
-//! the loop) and `control` (answering the socket from the core's snapshot).
+//! The runtime shell as a router: it owns the one `mio::Poll`, reads the clock, and sends every
+//! ready event to the component that owns its token; components turn events into inputs for
+//! the core, and the core's actions go back out through them.
 //!
-//! Tokens: fixed ones for the signal pipe, the control listener and vigil's own stdout; the
-//! control server allocates connection tokens from [`CONN_TOKEN_BASE`]; everything else
-//! (pipes, cgroup event files, probe sockets) gets a fresh token from [`DYN_TOKEN_BASE`] up,
-//! recorded in `tokens` with its owner. An event for an unknown token is logged, not fatal.
+//! Each loop turn: poll with the earliest deadline anyone has → read the clock once → dispatch
+//! each event to its owner ([`tokens::Owner::of`]) → feed the inputs that come back to the core →
+//! run the core's actions (`executor`) → the turn's bounded chores (pipes left with data,
+//! deferred spawns, dying cgroups, followers, forwarding, notifications).
+//!
+//! Components, each owning its descriptors, tokens and clean-up (no component reaches into
+//! another's state; the router passes what one needs from another as arguments):
+//! - `tokens`: the token space and RAII registrations; `kill`: the one process-tree kill;
+//! - `reaper`: pid → owner, the only `waitpid`;
+//! - `janitor`: finished runs' cgroups until removed, and spawns waiting for them;
+//! - `capture`: container output pipes and forwarding to stdout;
+//! - `probes`: probe attempts in flight;
+//! - `notifier`: sd_notify READY/RELOADING/STOPPING, watchdog and STATUS;
+//! - `control` (the control server's side of the shell): answers from the core's snapshot;
+//! - `executor`: the core's actions, and the container slots' runs.
+//!
+//! Must not: make lifecycle decisions (restart, back-off, reasons: the core's), block (every
+//! wait is the poll timeout), or treat an event for an unknown token as more than a debug line.
 
+mod capture;
 mod control;
 mod executor;
+mod janitor;
+mod kill;
+mod notifier;
 mod probes;
+mod reaper;
+mod tokens;
 
 use std::collections::HashMap;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::sync::Arc;
+use std::os::fd::OwnedFd;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use libc::SIGPWR;
 use log::{debug, error, info, warn};
-use mio::unix::SourceFd;
-use mio::{Events, Interest, Poll, Token};
+use mio::{Events, Interest, Poll, Registry};
 use signal_hook::consts::signal::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
 use signal_hook_mio::v1_0::Signals;
 
-use super::slots::{PidOwner, ProbeHow, ProbeRun, Probes, Run, Slot, TokenOwner};
-use crate::cgroup::{ContainerCgroup, Controllers, Manager};
-use crate::config::spec::{Config, ContainerSpec, ProbeAction, ProbeKind, ProbeSpec};
+use super::harden::HostCheck;
+use super::slots::Slot;
+use crate::cgroup::{Controllers, Manager};
+use crate::config::spec::Config;
 use crate::config::{self, ConfigSource};
 use crate::control::protocol::{self, Request, RequestCmd};
 use crate::control::render;
 use crate::control::server::{ConnId, Incoming, Server};
 use crate::control::time::WallClock;
-use crate::core::{
-    Action, Command, ContainerKey, ExitInfo, Generation, Input, ProbeOutcome, ReloadError,
-    Supervisor, WaitingReason,
-};
-use crate::logs::{self, ContainerLog, Forwarder};
-use crate::process::{self, Reaped, Stdio};
-
-const SIGNAL_TOKEN: Token = Token(0);
-const LISTENER_TOKEN: Token = Token(1);
-const STDOUT_TOKEN: Token = Token(2);
-/// Control connections: `CONN_TOKEN_BASE..DYN_TOKEN_BASE`.
-pub const CONN_TOKEN_BASE: usize = 1 << 20;
-const DYN_TOKEN_BASE: usize = 1 << 30;
-
-/// Bytes read from one pipe per readiness event, so one chatty container cannot starve the
-/// loop (the pipe is edge-triggered: we re-arm by reading until WouldBlock or the cap, and
-/// keep a "more to read" list for the cap case).
-const PIPE_READ_CAP: usize = 256 * 1024;
+use crate::core::{Command, ContainerKey, ReloadError, Supervisor};
+use crate::logs;
+use crate::process;
+use capture::Capture;
+use janitor::Janitor;
+use notifier::Notifier;
+use probes::ProbeRunner;
+use reaper::Reaper;
+use tokens::Owner;
+pub use tokens::{CONN_TOKEN_BASE, Watched};
 
 /// Errors that stop vigil from starting.
 #[derive(Debug, thiserror::Error)]
@@ -88,6 +99,9 @@ enum Follower {
 
 pub struct Shell {
     poll: Poll,
+    /// A handle on `poll`'s registry for the components' registrations (one dup of the epoll
+    /// descriptor, shared).
+    registry: Rc<Registry>,
     signals: Signals,
     core: Supervisor,
     clock: WallClock,
@@ -96,31 +110,16 @@ pub struct Shell {
     server: Server,
     cgroups: Option<Manager>,
     slots: HashMap<ContainerKey, Slot>,
-    pids: HashMap<u32, PidOwner>,
-    tokens: HashMap<Token, TokenOwner>,
-    pipes: HashMap<Token, OwnedFd>,
-    /// Pipes that hit the per-event read cap and still have data.
-    pipes_more: Vec<Token>,
-    next_token: usize,
-    probes: Probes,
-    /// Cgroups of finished runs, waiting for `populated 0` to be removed.
-    dying: HashMap<u64, (ContainerCgroup, Token)>,
-    next_dying: u64,
-    /// Spawns waiting for the previous run's cgroup to disappear.
-    deferred: Vec<(Instant, Action)>,
-    /// Container output forwarded to vigil's stdout (`log_forward`), through a non-blocking
-    /// descriptor of its own so a slow reader of stdout never blocks the loop.
-    forwarder: Option<(Forwarder, OwnedFd)>,
+    reaper: Reaper,
+    janitor: Janitor,
+    capture: Capture,
+    probes: ProbeRunner,
+    notifier: Notifier,
     followers: Vec<Follower>,
-    stdout_watched: bool,
     stop_signals: u32,
     exit_code: Option<i32>,
     /// Turns that panicked (see [`Shell::on_panic`]).
     panics: u32,
-    watchdog: Option<Duration>,
-    next_watchdog: Option<Instant>,
-    last_status: String,
-    next_status: Instant,
     started_at: Instant,
     #[cfg(feature = "fault-injection")]
     fault: super::fault::Fault,
@@ -130,92 +129,20 @@ pub struct Shell {
 const EXIT_PANIC: i32 = 70;
 
 impl Shell {
+    /// Start-up, in order: host checks, the loop and its signals, vigil's own process
+    /// attributes, cgroups, the control socket, log forwarding; then the core.
     pub fn new(config: Config, source: ConfigSource) -> Result<Shell, StartError> {
-        let socket_path = config.supervisor.socket.clone();
-        let socket_path = socket_path.unwrap_or_else(crate::control::default_socket_path);
+        let socket_path = socket_path(&config);
         let host = super::harden::check_startup(&source, &socket_path)?;
-        let poll = Poll::new().map_err(StartError::Poll)?;
-        let mut signals = Signals::new([SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGPWR])
-            .map_err(StartError::Signals)?;
-        poll.registry()
-            .register(&mut signals, SIGNAL_TOKEN, Interest::READABLE)
-            .map_err(StartError::Signals)?;
-
-        if !super::pid1::is_pid1() {
-            // Orphans of our containers are re-parented to us, so nothing escapes reaping.
-            if let Err(e) = process::set_child_subreaper() {
-                warn!("cannot become a child subreaper: {e}");
-            }
-        }
-        if let Some(adj) = config.supervisor.oom_score_adj {
-            set_oom_score_adj(adj);
-        }
-
-        let needs = needed_controllers(&config);
-        let cgroups = Manager::setup(
-            &(&config.supervisor.cgroup_root).into(),
-            &config.supervisor.cgroup_name,
-            needs,
-        )?;
-        host.after_cgroup_setup(&config, cgroups.is_some());
-        if let Some(m) = &cgroups {
-            // A limit whose controller is missing is an error at start, naming the controller,
-            // the hierarchy path and what is available.
-            if let Err(e) = m.check_controllers(needs) {
-                // Leave nothing behind: undo the delegation dance before refusing to start.
-                if let Err(t) = m.teardown() {
-                    warn!("{t}");
-                }
-                return Err(e.into());
-            }
-            info!("cgroups: containers go under {}", m.root().display());
-            for stale in m.sweep_stale() {
-                warn!(
-                    "cleaned up cgroup left by an earlier vigil: {}",
-                    stale.display()
-                );
-            }
-        } else if !needs.is_empty() {
-            // Limits cannot be enforced without cgroups: refuse rather than run unconfined.
-            return Err(crate::host::preflight(&config)
-                .err()
-                .map(StartError::from)
-                .unwrap_or(StartError::NoCgroupsForLimits));
-        } else if config.supervisor.cgroup_root != crate::config::spec::CgroupRoot::None {
-            warn!("running without cgroups: containers are tracked by process group only");
-        }
-
-        let socket = config
-            .supervisor
-            .socket
-            .clone()
-            .unwrap_or_else(crate::control::default_socket_path);
-        let group = match &config.supervisor.socket_group {
-            Some(g) => Some(resolve_group(g)?),
-            None => None,
-        };
-        let mut server = Server::bind(
-            &socket,
-            config.supervisor.socket_mode,
-            group,
-            CONN_TOKEN_BASE,
-        )?;
-        server.register(poll.registry(), LISTENER_TOKEN)?;
-        info!("control socket listening on {}", socket.display());
+        let (poll, signals) = open_loop()?;
+        let registry = Rc::new(poll.registry().try_clone().map_err(StartError::Poll)?);
+        protect_self(&config);
+        let cgroups = setup_cgroups(&config, &host)?;
+        let server = bind_control(&config, &socket_path, &poll)?;
+        let stdout = forward_stdout(&config);
 
         let now = Instant::now();
         let core = Supervisor::new(&config, now);
-        let forwarder = if config.supervisor.log_forward {
-            match logs::nonblocking_stdout() {
-                Ok(fd) => Some((Forwarder::default(), fd)),
-                Err(e) => {
-                    warn!("not forwarding container output: {e}");
-                    None
-                }
-            }
-        } else {
-            None
-        };
         Ok(Shell {
             poll,
             signals,
@@ -226,25 +153,16 @@ impl Shell {
             server,
             cgroups,
             slots: HashMap::new(),
-            pids: HashMap::new(),
-            tokens: HashMap::new(),
-            pipes: HashMap::new(),
-            pipes_more: Vec::new(),
-            next_token: DYN_TOKEN_BASE,
-            probes: HashMap::new(),
-            dying: HashMap::new(),
-            next_dying: 0,
-            deferred: Vec::new(),
-            forwarder,
+            reaper: Reaper::default(),
+            janitor: Janitor::new(Rc::clone(&registry)),
+            capture: Capture::new(Rc::clone(&registry), stdout),
+            probes: ProbeRunner::new(Rc::clone(&registry)),
+            notifier: Notifier::new(now),
+            registry,
             followers: Vec::new(),
-            stdout_watched: false,
             stop_signals: 0,
             exit_code: None,
             panics: 0,
-            watchdog: sd_notify::watchdog_enabled(),
-            next_watchdog: None,
-            last_status: String::new(),
-            next_status: now,
             started_at: now,
             #[cfg(feature = "fault-injection")]
             fault: super::fault::Fault::from_env(now),
@@ -256,10 +174,7 @@ impl Shell {
         let mut events = Events::with_capacity(256);
         let now = Instant::now();
         self.drain_actions(now);
-        let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
-        if let Some(w) = self.watchdog {
-            self.next_watchdog = Some(now + w / 2);
-        }
+        self.notifier.ready(now);
         self.update_status(now);
         loop {
             let timeout = self.next_timeout(Instant::now());
@@ -329,25 +244,101 @@ impl Shell {
         Some(EXIT_PANIC)
     }
 
+    /// Sends one ready event to the component that owns its token.
+    fn dispatch(&mut self, event: &mio::event::Event, now: Instant) {
+        let token = event.token();
+        match Owner::of(token) {
+            Some(Owner::Signals) => self.on_signals(now),
+            Some(Owner::Control) => self.on_control(event, now),
+            Some(Owner::Stdout) => self.capture.flush(),
+            Some(Owner::Capture) => self.capture.on_readable(token, &mut self.slots),
+            Some(Owner::Oom) => self.on_memory_events(token, now),
+            Some(Owner::Janitor) => self.janitor.retry(),
+            Some(Owner::Probes) => {
+                if let Some(input) = self.probes.on_event(token, event, now) {
+                    self.feed(now, input);
+                }
+            }
+            None => debug!("event for unknown token {token:?}"),
+        }
+    }
+
     /// Everything after the ready sources of one turn have been handled.
     fn turn(&mut self, now: Instant) {
-        self.read_more_pipes(now);
-        self.expire_net_probes(now);
+        self.capture.read_more(&mut self.slots);
+        for input in self.probes.expire(now) {
+            self.feed(now, input);
+        }
         self.core.handle_timeout(now);
         self.retry_deferred(now);
-        self.retry_dying();
+        self.janitor.retry();
         self.drain_actions(now);
         self.push_followers();
-        self.flush_forwarder();
-        if let Some(at) = self.next_watchdog
-            && now >= at
-        {
-            let _ = sd_notify::notify(&[sd_notify::NotifyState::Watchdog]);
-            self.next_watchdog = self.watchdog.map(|w| now + w / 2);
-        }
-        if now >= self.next_status {
+        self.capture.flush();
+        self.notifier.tick_watchdog(now);
+        if self.notifier.status_due(now) {
             self.update_status(now);
             self.ensure_socket();
+        }
+    }
+
+    fn next_timeout(&self, now: Instant) -> Option<Duration> {
+        let mut deadline = self.core.poll_timeout();
+        let mut consider = |t: Option<Instant>| {
+            if let Some(t) = t {
+                deadline = Some(deadline.map_or(t, |d| d.min(t)));
+            }
+        };
+        #[cfg(feature = "fault-injection")]
+        consider(self.fault.deadline());
+        consider(self.notifier.deadline());
+        consider(self.janitor.deadline(now));
+        if self.capture.has_more() {
+            consider(Some(now));
+        }
+        deadline.map(|d| wake_early_for_slack(d.saturating_duration_since(now)))
+    }
+
+    fn on_signals(&mut self, now: Instant) {
+        let pending: Vec<i32> = self.signals.pending().collect();
+        for sig in pending {
+            match sig {
+                SIGCHLD => self.reap(now),
+                SIGTERM | SIGINT | SIGPWR => {
+                    self.stop_signals += 1;
+                    let force = self.stop_signals > 1;
+                    info!(
+                        "received {}: {}",
+                        signal_name(sig),
+                        if force {
+                            "forcing shutdown"
+                        } else {
+                            "shutting down"
+                        }
+                    );
+                    if !force {
+                        self.notifier.stopping();
+                    }
+                    let _ = self.core.command(now, Command::Shutdown { force });
+                }
+                SIGHUP => {
+                    self.ensure_socket();
+                    match self.reload(now) {
+                        Ok(msg) => info!("SIGHUP: {msg}"),
+                        Err(e) => error!("SIGHUP: reload failed, nothing changed:\n{e}"),
+                    }
+                }
+                _ => {}
+            }
+        }
+        // Reaping may be due even without SIGCHLD coalescing issues; cheap to check.
+        self.reap(now);
+    }
+
+    /// Everything the reaper collects goes to its owner.
+    fn reap(&mut self, now: Instant) {
+        for ended in self.reaper.reap() {
+            self.on_ended(ended, now);
         }
     }
 
@@ -384,242 +375,8 @@ impl Shell {
         }
     }
 
-    fn next_timeout(&self, now: Instant) -> Option<Duration> {
-        let mut deadline = self.core.poll_timeout();
-        let mut consider = |t: Instant| {
-            deadline = Some(deadline.map_or(t, |d| d.min(t)));
-        };
-        #[cfg(feature = "fault-injection")]
-        if let Some(t) = self.fault.deadline() {
-            consider(t);
-        }
-        if let Some(w) = self.next_watchdog {
-            consider(w);
-        }
-        for (at, _) in &self.deferred {
-            consider(*at);
-        }
-        if !self.dying.is_empty() {
-            // Fallback in case a populated-0 notification is missed.
-            consider(now + Duration::from_millis(200));
-        }
-        if !self.pipes_more.is_empty() {
-            consider(now);
-        }
-        if self.watchdog.is_some() || !self.last_status.is_empty() {
-            consider(self.next_status);
-        }
-        deadline.map(|d| wake_early_for_slack(d.saturating_duration_since(now)))
-    }
-
-    fn alloc_token(&mut self, owner: TokenOwner) -> Token {
-        let t = Token(self.next_token);
-        self.next_token += 1;
-        self.tokens.insert(t, owner);
-        t
-    }
-
-    // ---- dispatch -------------------------------------------------------------------------
-
-    fn dispatch(&mut self, event: &mio::event::Event, now: Instant) {
-        match event.token() {
-            SIGNAL_TOKEN => self.on_signals(now),
-            LISTENER_TOKEN => self.on_control(event, now),
-            STDOUT_TOKEN => self.flush_forwarder(),
-            t if t.0 >= CONN_TOKEN_BASE && t.0 < DYN_TOKEN_BASE => self.on_control(event, now),
-            t => match self.tokens.get(&t).copied() {
-                Some(TokenOwner::Pipe { key, .. }) => self.read_pipe(t, key),
-                Some(TokenOwner::MemoryEvents { key, generation }) => {
-                    self.on_memory_events(key, generation, now)
-                }
-                Some(TokenOwner::DyingCgroup { .. }) => self.retry_dying(),
-                Some(TokenOwner::NetProbe { key, kind }) => {
-                    self.on_net_probe(key, kind, event, now)
-                }
-                Some(TokenOwner::ProbePipe { key, kind }) => self.on_probe_pipe(key, kind),
-                None => debug!("event for unknown token {t:?}"),
-            },
-        }
-    }
-
-    fn on_signals(&mut self, now: Instant) {
-        let pending: Vec<i32> = self.signals.pending().collect();
-        for sig in pending {
-            match sig {
-                SIGCHLD => self.reap(now),
-                SIGTERM | SIGINT | SIGPWR => {
-                    self.stop_signals += 1;
-                    let force = self.stop_signals > 1;
-                    info!(
-                        "received {}: {}",
-                        signal_name(sig),
-                        if force {
-                            "forcing shutdown"
-                        } else {
-                            "shutting down"
-                        }
-                    );
-                    if !force {
-                        let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
-                    }
-                    let _ = self.core.command(now, Command::Shutdown { force });
-                }
-                SIGHUP => {
-                    self.ensure_socket();
-                    match self.reload(now) {
-                        Ok(msg) => info!("SIGHUP: {msg}"),
-                        Err(e) => error!("SIGHUP: reload failed, nothing changed:\n{e}"),
-                    }
-                }
-                _ => {}
-            }
-        }
-        // Reaping may be due even without SIGCHLD coalescing issues; cheap to check.
-        self.reap(now);
-    }
-
-    // ---- reaping --------------------------------------------------------------------------
-
-    fn reap(&mut self, now: Instant) {
-        for reaped in process::reap_all() {
-            let (pid, code, signal) = match reaped {
-                Reaped::Exited { pid, code } => (pid, Some(code), None),
-                Reaped::Signaled { pid, signal, .. } => (pid, None, Some(signal)),
-            };
-            match self.pids.remove(&pid) {
-                Some(PidOwner::Main { key, generation }) => {
-                    self.on_main_exit(key, generation, code, signal, now)
-                }
-                Some(PidOwner::ExecProbe { key, kind, seq }) => {
-                    self.on_exec_probe_exit(key, kind, seq, code, signal, now)
-                }
-                None => debug!("reaped pid {pid} (not a container's main process)"),
-            }
-        }
-    }
-
-    fn on_main_exit(
-        &mut self,
-        key: ContainerKey,
-        generation: Generation,
-        code: Option<i32>,
-        signal: Option<i32>,
-        now: Instant,
-    ) {
-        let mut exit = ExitInfo {
-            code,
-            signal,
-            ..ExitInfo::default()
-        };
-        let mut leftover_cgroup = None;
-        let mut pgid = None;
-        if let Some(slot) = self.slots.get_mut(&key)
-            && let Some(run) = slot.run.as_mut()
-            && run.generation == generation
-        {
-            run.exited = true;
-            pgid = run.pid;
-            if let Some(cg) = run.cgroup.take() {
-                // Read the OOM counters synchronously, before anything else happens to the
-                // cgroup, so an OOM kill can never be mistaken for a plain SIGKILL.
-                match cg.oom_delta_since_baseline() {
-                    Ok(d) => {
-                        // Kills already reported while it ran (OomKills) are not reported
-                        // again; the core only needs to know whether any happened.
-                        exit.oom_kill_delta = d.oom_kill;
-                        exit.oom_group_kill_delta = d.oom_group_kill;
-                    }
-                    Err(e) => debug!("{e}"),
-                }
-                exit.memory_max = cg.memory_max();
-                exit.memory_peak = cg.figures().memory_peak;
-                leftover_cgroup = Some(cg);
-            }
-        }
-        // Whatever the main process left behind dies with it.
-        match leftover_cgroup {
-            Some(cg) => self.retire_cgroup(key, generation, cg),
-            None => {
-                if let Some(pgid) = pgid {
-                    let _ = process::signal_group(pgid, libc::SIGKILL);
-                }
-            }
-        }
-        self.deregister_memory_events(key, generation);
-        self.feed(
-            now,
-            Input::Exited {
-                key,
-                generation,
-                exit,
-            },
-        );
-    }
-
-    /// Kill what is left in a finished run's cgroup and remove it once empty.
-    fn retire_cgroup(&mut self, key: ContainerKey, generation: Generation, cg: ContainerCgroup) {
-        if let Ok(true) = cg.populated() {
-            if let Err(e) = cg.kill() {
-                warn!("{e}");
-            }
-        }
-        match cg.remove() {
-            Ok(()) => {}
-            Err(e) => {
-                debug!("cgroup of {key:?}/{generation} not removable yet: {e}");
-                let id = self.next_dying;
-                self.next_dying += 1;
-                let token = self.alloc_token(TokenOwner::DyingCgroup { id });
-                let fd = cg.events_fd().as_raw_fd();
-                if let Err(e) =
-                    self.poll
-                        .registry()
-                        .register(&mut SourceFd(&fd), token, Interest::PRIORITY)
-                {
-                    debug!("cannot watch {}: {e}", cg.path().display());
-                }
-                self.dying.insert(id, (cg, token));
-            }
-        }
-    }
-
-    fn retry_dying(&mut self) {
-        let ids: Vec<u64> = self.dying.keys().copied().collect();
-        for id in ids {
-            let Some((cg, token)) = self.dying.remove(&id) else {
-                continue;
-            };
-            if let Ok(true) = cg.populated() {
-                let _ = cg.kill();
-                self.dying.insert(id, (cg, token));
-                continue;
-            }
-            let fd = cg.events_fd().as_raw_fd();
-            let _ = self.poll.registry().deregister(&mut SourceFd(&fd));
-            match cg.remove() {
-                Ok(()) => {
-                    self.tokens.remove(&token);
-                }
-                Err(_) => {
-                    let _ = self.poll.registry().register(
-                        &mut SourceFd(&fd),
-                        token,
-                        Interest::PRIORITY,
-                    );
-                    self.dying.insert(id, (cg, token));
-                }
-            }
-        }
-    }
-
-    // ---- reload, status, shutdown ---------------------------------------------------------
-
     fn reload(&mut self, now: Instant) -> Result<String, ReloadError> {
-        let _ = sd_notify::notify(&[
-            sd_notify::NotifyState::Reloading,
-            sd_notify::NotifyState::monotonic_usec_now()
-                .unwrap_or(sd_notify::NotifyState::Custom("")),
-        ]);
+        self.notifier.reloading();
         let result = match config::load_source(&self.source) {
             Err(errors) => Err(ReloadError::InvalidConfig(errors.to_string())),
             Ok(new) => {
@@ -641,34 +398,23 @@ impl Shell {
                 }
             }
         };
-        let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
+        self.notifier.reloaded();
         self.drain_actions(now);
         result
     }
 
     fn update_status(&mut self, now: Instant) {
-        self.next_status = now + Duration::from_secs(1);
-        if std::env::var_os("NOTIFY_SOCKET").is_none() {
-            return;
-        }
-        let pods = self.core.pods(now);
-        let line = status_line(&pods);
-        if line != self.last_status {
-            let _ = sd_notify::notify(&[sd_notify::NotifyState::Status(&line)]);
-            self.last_status = line;
-        }
+        let core = &self.core;
+        self.notifier.update_status(now, || core.pods(now));
     }
 
     fn finish(&mut self) {
         // Kill anything a probe left, then remove every cgroup we made.
-        let keys: Vec<_> = self.probes.keys().copied().collect();
-        for (key, kind) in keys {
-            self.cancel_probe_any(key, kind);
-        }
+        self.probes.cancel_all(&mut self.janitor);
         let deadline = Instant::now() + Duration::from_secs(2);
-        while !self.dying.is_empty() && Instant::now() < deadline {
-            self.retry_dying();
-            if !self.dying.is_empty() {
+        while self.janitor.has_dying() && Instant::now() < deadline {
+            self.janitor.retry();
+            if self.janitor.has_dying() {
                 // Shutdown path only: the loop has ended, a brief wait for the kernel to
                 // empty the last cgroups is all that is left to do.
                 std::thread::sleep(Duration::from_millis(5));
@@ -680,7 +426,7 @@ impl Shell {
         {
             warn!("{e}");
         }
-        self.flush_forwarder();
+        self.capture.flush();
         // The server (and with it the socket file) goes when the shell is dropped.
         let uptime = self.started_at.elapsed();
         info!(
@@ -691,45 +437,112 @@ impl Shell {
     }
 }
 
-/// "4 pods: 3 running, 1 in back-off; 5/6 containers ready"
-fn status_line(pods: &[crate::core::PodStatus]) -> String {
-    use crate::core::{ContainerState, Phase};
-    let mut running = 0;
-    let mut backoff = 0;
-    let mut other = 0;
-    let (mut ready, mut total) = (0, 0);
-    for p in pods {
-        let in_backoff = p.containers.iter().any(|c| {
-            matches!(
-                &c.state,
-                ContainerState::Waiting {
-                    reason: WaitingReason::CrashLoopBackOff,
-                    ..
-                }
-            )
-        });
-        if in_backoff {
-            backoff += 1;
-        } else if p.phase == Phase::Running {
-            running += 1;
-        } else {
-            other += 1;
+// ---- start-up steps -------------------------------------------------------------------------
+
+fn socket_path(config: &Config) -> std::path::PathBuf {
+    config
+        .supervisor
+        .socket
+        .clone()
+        .unwrap_or_else(crate::control::default_socket_path)
+}
+
+/// The poll and the signals it wakes up for (read from a self-pipe).
+fn open_loop() -> Result<(Poll, Signals), StartError> {
+    let poll = Poll::new().map_err(StartError::Poll)?;
+    let mut signals =
+        Signals::new([SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGPWR]).map_err(StartError::Signals)?;
+    poll.registry()
+        .register(&mut signals, tokens::SIGNAL, Interest::READABLE)
+        .map_err(StartError::Signals)?;
+    Ok((poll, signals))
+}
+
+/// vigil's own process attributes: child subreaper (unless PID 1, which reaps anyway) and its
+/// OOM score.
+fn protect_self(config: &Config) {
+    if !super::pid1::is_pid1() {
+        // Orphans of our containers are re-parented to us, so nothing escapes reaping.
+        if let Err(e) = process::set_child_subreaper() {
+            warn!("cannot become a child subreaper: {e}");
         }
-        total += p.containers.len();
-        ready += p.containers.iter().filter(|c| c.ready).count();
     }
-    let mut parts = vec![format!("{running} running")];
-    if backoff > 0 {
-        parts.push(format!("{backoff} in back-off"));
+    if let Some(adj) = config.supervisor.oom_score_adj {
+        set_oom_score_adj(adj);
     }
-    if other > 0 {
-        parts.push(format!("{other} other"));
+}
+
+/// vigil's cgroup subtree, or none (then limits are refused: they could not be enforced).
+fn setup_cgroups(config: &Config, host: &HostCheck) -> Result<Option<Manager>, StartError> {
+    let needs = needed_controllers(config);
+    let cgroups = Manager::setup(
+        &(&config.supervisor.cgroup_root).into(),
+        &config.supervisor.cgroup_name,
+        needs,
+    )?;
+    host.after_cgroup_setup(config, cgroups.is_some());
+    if let Some(m) = &cgroups {
+        // A limit whose controller is missing is an error at start, naming the controller,
+        // the hierarchy path and what is available.
+        if let Err(e) = m.check_controllers(needs) {
+            // Leave nothing behind: undo the delegation dance before refusing to start.
+            if let Err(t) = m.teardown() {
+                warn!("{t}");
+            }
+            return Err(e.into());
+        }
+        info!("cgroups: containers go under {}", m.root().display());
+        for stale in m.sweep_stale() {
+            warn!(
+                "cleaned up cgroup left by an earlier vigil: {}",
+                stale.display()
+            );
+        }
+    } else if !needs.is_empty() {
+        // Limits cannot be enforced without cgroups: refuse rather than run unconfined.
+        return Err(crate::host::preflight(config)
+            .err()
+            .map(StartError::from)
+            .unwrap_or(StartError::NoCgroupsForLimits));
+    } else if config.supervisor.cgroup_root != crate::config::spec::CgroupRoot::None {
+        warn!("running without cgroups: containers are tracked by process group only");
     }
-    format!(
-        "{} pods: {}; {ready}/{total} containers ready",
-        pods.len(),
-        parts.join(", ")
-    )
+    Ok(cgroups)
+}
+
+/// The control socket, listening.
+fn bind_control(
+    config: &Config,
+    socket: &std::path::Path,
+    poll: &Poll,
+) -> Result<Server, StartError> {
+    let group = match &config.supervisor.socket_group {
+        Some(g) => Some(resolve_group(g)?),
+        None => None,
+    };
+    let mut server = Server::bind(
+        socket,
+        config.supervisor.socket_mode,
+        group,
+        CONN_TOKEN_BASE,
+    )?;
+    server.register(poll.registry(), tokens::LISTENER)?;
+    info!("control socket listening on {}", socket.display());
+    Ok(server)
+}
+
+/// vigil's stdout, non-blocking, when container output is forwarded there (`log_forward`).
+fn forward_stdout(config: &Config) -> Option<OwnedFd> {
+    if !config.supervisor.log_forward {
+        return None;
+    }
+    match logs::nonblocking_stdout() {
+        Ok(fd) => Some(fd),
+        Err(e) => {
+            warn!("not forwarding container output: {e}");
+            None
+        }
+    }
 }
 
 fn needed_controllers(config: &Config) -> Controllers {

@@ -1,24 +1,100 @@
-//! Probe attempts on the loop: network probes as non-blocking sockets, exec probes as
-//! processes in a sub-cgroup of their container; results go back to the core, which owns
-//! schedules, thresholds and timeouts (a timeout reaches here as a cancel).
+//! The probe runner: probe attempts on the loop — network probes as non-blocking sockets,
+//! exec probes as processes in a sub-cgroup of their container — and their results.
+//!
+//! Owns: the attempt in flight per (container, probe kind), with its socket (registered by
+//! [`NetProbe`] under the attempt's token) or its process, output pipe and sub-cgroup. The
+//! token of an attempt is derived from (container, kind) ([`tokens::probe_token`]): at most one
+//! attempt per pair is in flight, and a cancelled one is deregistered before the next starts.
+//!
+//! Must not: schedule, time out or count results (the core owns schedules, thresholds and
+//! timeouts; a timeout reaches here as a cancel), or reap (the reaper reports an exec probe's
+//! exit through [`ProbeRunner::on_exit`]).
 
-use super::*;
+use std::collections::HashMap;
+use std::os::fd::{AsFd, OwnedFd};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-impl Shell {
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn start_probe(
+use mio::{Interest, Registry, Token};
+
+use super::janitor::Janitor;
+use super::kill::kill_tree;
+use super::reaper::{PidOwner, Reaper};
+use super::tokens::{self, Watched};
+use crate::cgroup::ContainerCgroup;
+use crate::config::spec::{ContainerSpec, ProbeAction, ProbeKind, ProbeSpec};
+use crate::core::{ContainerKey, Generation, Input, ProbeOutcome};
+use crate::logs;
+use crate::probe::NetProbe;
+use crate::process::{self, Stdio};
+
+/// How much of an exec probe's output is kept for its result message.
+const EXEC_OUTPUT_KEPT: usize = 4096;
+/// How much of it is read per readiness event.
+const EXEC_READ_CAP: usize = 64 * 1024;
+
+/// One attempt the core asked for (`Action::StartProbe`).
+pub struct ProbeRequest<'a> {
+    pub key: ContainerKey,
+    pub generation: Generation,
+    pub container: &'a Arc<ContainerSpec>,
+    pub kind: ProbeKind,
+    pub seq: u64,
+    pub probe: &'a Arc<ProbeSpec>,
+}
+
+struct Attempt {
+    generation: Generation,
+    seq: u64,
+    started: Instant,
+    how: How,
+}
+
+enum How {
+    Net(NetProbe),
+    Exec {
+        pid: u32,
+        pipe: Option<Watched<OwnedFd>>,
+        output: Vec<u8>,
+        cgroup: Option<ContainerCgroup>,
+    },
+}
+
+pub struct ProbeRunner {
+    registry: Rc<Registry>,
+    attempts: HashMap<(ContainerKey, ProbeKind), Attempt>,
+}
+
+impl ProbeRunner {
+    pub fn new(registry: Rc<Registry>) -> ProbeRunner {
+        ProbeRunner {
+            registry,
+            attempts: HashMap::new(),
+        }
+    }
+
+    /// Starts an attempt; returns its result at once when it cannot even start. `cgroup` is the
+    /// container's (exec probes run in a `probe-<kind>` cgroup below it).
+    pub fn start(
         &mut self,
-        key: ContainerKey,
-        generation: Generation,
-        container: &Arc<ContainerSpec>,
-        kind: ProbeKind,
-        seq: u64,
-        probe: &Arc<ProbeSpec>,
+        req: ProbeRequest<'_>,
+        cgroup: Option<&ContainerCgroup>,
         now: Instant,
+        reaper: &mut Reaper,
+        janitor: &mut Janitor,
     ) -> Option<Input> {
+        let ProbeRequest {
+            key,
+            generation,
+            container,
+            kind,
+            seq,
+            probe,
+        } = req;
         // A previous attempt still in flight is abandoned (the core never doubles; this only
         // happens when its cancel raced with the next start).
-        self.cancel_probe_any(key, kind);
+        self.cancel_any(key, kind, janitor);
         let result = |outcome| {
             Some(Input::ProbeResult {
                 key,
@@ -29,14 +105,10 @@ impl Shell {
                 duration: Duration::ZERO,
             })
         };
-        match &probe.action {
+        let token = tokens::probe_token(key, kind);
+        let how = match &probe.action {
             ProbeAction::Exec { command } => {
-                let cgroup = match self
-                    .slots
-                    .get(&key)
-                    .and_then(|s| s.run.as_ref())
-                    .and_then(|r| r.cgroup.as_ref())
-                {
+                let cgroup = match cgroup {
                     Some(cg) => match cg.create_child(&format!("probe-{}", kind.as_str())) {
                         Ok(c) => Some(c),
                         Err(e) => {
@@ -66,165 +138,110 @@ impl Shell {
                     Ok(pid) => pid,
                     Err(e) => {
                         if let Some(cg) = cgroup {
-                            let _ = cg.kill();
+                            kill_tree(Some(&cg), None);
                             let _ = cg.remove();
                         }
                         return result(ProbeOutcome::Failure(e.to_string()));
                     }
                 };
-                self.pids
-                    .insert(pid, PidOwner::ExecProbe { key, kind, seq });
-                let token = self.alloc_token(TokenOwner::ProbePipe { key, kind });
-                let raw = r.as_raw_fd();
-                let pipe = match self.poll.registry().register(
-                    &mut SourceFd(&raw),
-                    token,
-                    Interest::READABLE,
-                ) {
-                    Ok(()) => Some((r, token)),
-                    Err(_) => {
-                        self.tokens.remove(&token);
-                        None
-                    }
-                };
-                self.probes.insert(
-                    (key, kind),
-                    ProbeRun {
-                        generation,
-                        seq,
-                        started: now,
-                        how: ProbeHow::Exec {
-                            pid,
-                            pipe,
-                            output: Vec::new(),
-                            cgroup,
-                        },
-                    },
-                );
-                None
+                reaper.track(pid, PidOwner::ExecProbe { key, kind, seq });
+                let pipe =
+                    Watched::new(&self.registry, r, |r| r.as_fd(), token, Interest::READABLE).ok();
+                How::Exec {
+                    pid,
+                    pipe,
+                    output: Vec::new(),
+                    cgroup,
+                }
             }
             action @ (ProbeAction::HttpGet { .. }
             | ProbeAction::TcpSocket { .. }
-            | ProbeAction::Grpc { .. }) => {
-                let token = self.alloc_token(TokenOwner::NetProbe { key, kind });
-                match crate::probe::NetProbe::start(action, self.poll.registry(), token) {
-                    Ok(mut p) => {
-                        p.expire_at(now, probe.timeout);
-                        self.probes.insert(
-                            (key, kind),
-                            ProbeRun {
-                                generation,
-                                seq,
-                                started: now,
-                                how: ProbeHow::Net { probe: p, token },
-                            },
-                        );
-                        None
-                    }
-                    Err(outcome) => {
-                        self.tokens.remove(&token);
-                        result(outcome)
-                    }
+            | ProbeAction::Grpc { .. }) => match NetProbe::start(action, &self.registry, token) {
+                Ok(mut p) => {
+                    p.expire_at(now, probe.timeout);
+                    How::Net(p)
                 }
-            }
-        }
+                Err(outcome) => return result(outcome),
+            },
+        };
+        self.attempts.insert(
+            (key, kind),
+            Attempt {
+                generation,
+                seq,
+                started: now,
+                how,
+            },
+        );
+        None
     }
 
-    pub(super) fn on_net_probe(
+    /// An event for an attempt's socket or output pipe; returns a network probe's result once
+    /// it is decided (an exec probe's comes with its exit).
+    pub fn on_event(
         &mut self,
-        key: ContainerKey,
-        kind: ProbeKind,
+        token: Token,
         event: &mio::event::Event,
         now: Instant,
-    ) {
-        let Some(run) = self.probes.get_mut(&(key, kind)) else {
-            return;
-        };
-        let ProbeHow::Net { probe, .. } = &mut run.how else {
-            return;
-        };
-        if let Some(outcome) = probe.on_event(self.poll.registry(), event) {
-            let Some(run) = self.probes.remove(&(key, kind)) else {
-                return;
-            };
-            if let ProbeHow::Net { token, .. } = run.how {
-                self.tokens.remove(&token);
+    ) -> Option<Input> {
+        let (key, kind) = tokens::probe_of(token)?;
+        let attempt = self.attempts.get_mut(&(key, kind))?;
+        match &mut attempt.how {
+            How::Exec { .. } => {
+                read_exec_output(attempt);
+                None
             }
-            self.feed(
-                now,
-                Input::ProbeResult {
+            How::Net(probe) => {
+                let outcome = probe.on_event(&self.registry, event)?;
+                let attempt = self.attempts.remove(&(key, kind))?;
+                Some(Input::ProbeResult {
                     key,
-                    generation: run.generation,
+                    generation: attempt.generation,
                     kind,
-                    seq: run.seq,
+                    seq: attempt.seq,
                     outcome,
-                    duration: now.saturating_duration_since(run.started),
-                },
-            );
+                    duration: now.saturating_duration_since(attempt.started),
+                })
+            }
         }
     }
 
     /// Network probes past their timeout while still resolving, connecting or in a TLS
     /// handshake end here with a message naming that stage (`tls: handshake timed out after
-    /// 1s`); this runs just before the core's timeouts, which would only say `probe timed
-    /// out`. Bounded by the number of probes in flight.
-    pub(super) fn expire_net_probes(&mut self, now: Instant) {
+    /// 1s`); the router runs this just before the core's timeouts, which would only say `probe
+    /// timed out`. Bounded by the number of probes in flight.
+    pub fn expire(&mut self, now: Instant) -> Vec<Input> {
         let due: Vec<_> = self
-            .probes
+            .attempts
             .iter()
-            .filter_map(|(k, run)| match &run.how {
-                ProbeHow::Net { probe, .. } => probe.expired(now).map(|m| (*k, m)),
-                ProbeHow::Exec { .. } => None,
+            .filter_map(|(k, a)| match &a.how {
+                How::Net(probe) => probe.expired(now).map(|m| (*k, m)),
+                How::Exec { .. } => None,
             })
             .collect();
+        let mut out = Vec::new();
         for ((key, kind), message) in due {
-            let Some(run) = self.probes.remove(&(key, kind)) else {
+            let Some(attempt) = self.attempts.remove(&(key, kind)) else {
                 continue;
             };
-            if let ProbeHow::Net { probe, token } = run.how {
-                probe.cancel(self.poll.registry());
-                self.tokens.remove(&token);
+            if let How::Net(probe) = attempt.how {
+                probe.cancel(&self.registry);
             }
-            self.feed(
-                now,
-                Input::ProbeResult {
-                    key,
-                    generation: run.generation,
-                    kind,
-                    seq: run.seq,
-                    outcome: ProbeOutcome::Failure(message),
-                    duration: now.saturating_duration_since(run.started),
-                },
-            );
+            out.push(Input::ProbeResult {
+                key,
+                generation: attempt.generation,
+                kind,
+                seq: attempt.seq,
+                outcome: ProbeOutcome::Failure(message),
+                duration: now.saturating_duration_since(attempt.started),
+            });
         }
+        out
     }
 
-    pub(super) fn on_probe_pipe(&mut self, key: ContainerKey, kind: ProbeKind) {
-        let Some(run) = self.probes.get_mut(&(key, kind)) else {
-            return;
-        };
-        let ProbeHow::Exec { pipe, output, .. } = &mut run.how else {
-            return;
-        };
-        let Some((fd, token)) = pipe.as_ref() else {
-            return;
-        };
-        let token = *token;
-        let mut buf = Vec::new();
-        let res = logs::drain_pipe(fd.as_fd(), &mut buf, 64 * 1024);
-        // Keep only the first bytes: the result message needs no more.
-        let room = 4096usize.saturating_sub(output.len());
-        output.extend_from_slice(&buf[..buf.len().min(room)]);
-        if !matches!(res, Ok(ref r) if !r.eof) {
-            if let Some((fd, _)) = pipe.take() {
-                let raw = fd.as_raw_fd();
-                let _ = self.poll.registry().deregister(&mut SourceFd(&raw));
-            }
-            self.tokens.remove(&token);
-        }
-    }
-
-    pub(super) fn on_exec_probe_exit(
+    /// An exec probe's process was reaped: its result, unless the attempt was cancelled since.
+    #[allow(clippy::too_many_arguments)]
+    pub fn on_exit(
         &mut self,
         key: ContainerKey,
         kind: ProbeKind,
@@ -232,35 +249,27 @@ impl Shell {
         code: Option<i32>,
         signal: Option<i32>,
         now: Instant,
-    ) {
-        let matches = self.probes.get(&(key, kind)).is_some_and(|r| r.seq == seq);
-        if !matches {
-            return; // cancelled earlier; its tree was killed then
+        janitor: &mut Janitor,
+    ) -> Option<Input> {
+        if self.attempts.get(&(key, kind)).is_none_or(|a| a.seq != seq) {
+            return None; // cancelled earlier; its tree was killed then
         }
+        let mut attempt = self.attempts.remove(&(key, kind))?;
         // Collect the last output before deciding.
-        self.on_probe_pipe(key, kind);
-        let Some(run) = self.probes.remove(&(key, kind)) else {
-            return;
-        };
-        let ProbeHow::Exec {
+        read_exec_output(&mut attempt);
+        let How::Exec {
             pipe,
             output,
             cgroup,
             ..
-        } = run.how
+        } = attempt.how
         else {
-            return;
+            return None;
         };
-        if let Some((fd, token)) = pipe {
-            let raw = fd.as_raw_fd();
-            let _ = self.poll.registry().deregister(&mut SourceFd(&raw));
-            self.tokens.remove(&token);
-        }
+        drop(pipe);
         if let Some(cg) = cgroup {
-            let _ = cg.kill();
-            if cg.remove().is_err() {
-                self.retire_cgroup(key, run.generation, cg);
-            }
+            kill_tree(Some(&cg), None);
+            janitor.remove_or_watch(cg);
         }
         let message = crate::probe::exec_message(&output);
         let outcome = match (code, signal) {
@@ -271,72 +280,82 @@ impl Shell {
                 format!("command exited with code {c}: {message}")
             }),
             (None, Some(s)) => {
-                ProbeOutcome::Failure(format!("command killed by {}", signal_name(s)))
+                ProbeOutcome::Failure(format!("command killed by {}", super::signal_name(s)))
             }
             (None, None) => ProbeOutcome::Failure("command ended".to_string()),
         };
-        self.feed(
-            now,
-            Input::ProbeResult {
-                key,
-                generation: run.generation,
-                kind,
-                seq,
-                outcome,
-                duration: now.saturating_duration_since(run.started),
-            },
-        );
+        Some(Input::ProbeResult {
+            key,
+            generation: attempt.generation,
+            kind,
+            seq,
+            outcome,
+            duration: now.saturating_duration_since(attempt.started),
+        })
     }
 
-    pub(super) fn cancel_probe(
+    /// The core's cancel (a timeout, or the run ended): only if it is still that attempt.
+    pub fn cancel(
         &mut self,
         key: ContainerKey,
         generation: Generation,
         kind: ProbeKind,
         seq: u64,
+        janitor: &mut Janitor,
     ) {
         if self
-            .probes
+            .attempts
             .get(&(key, kind))
-            .is_some_and(|r| r.seq == seq && r.generation == generation)
+            .is_some_and(|a| a.seq == seq && a.generation == generation)
         {
-            self.cancel_probe_any(key, kind);
+            self.cancel_any(key, kind, janitor);
         }
     }
 
-    pub(super) fn cancel_probe_any(&mut self, key: ContainerKey, kind: ProbeKind) {
-        let Some(run) = self.probes.remove(&(key, kind)) else {
+    /// Abandons whatever attempt (container, kind) has in flight.
+    pub fn cancel_any(&mut self, key: ContainerKey, kind: ProbeKind, janitor: &mut Janitor) {
+        let Some(attempt) = self.attempts.remove(&(key, kind)) else {
             return;
         };
-        match run.how {
-            ProbeHow::Net { probe, token } => {
-                probe.cancel(self.poll.registry());
-                self.tokens.remove(&token);
-            }
-            ProbeHow::Exec {
+        match attempt.how {
+            How::Net(probe) => probe.cancel(&self.registry),
+            How::Exec {
                 pid, pipe, cgroup, ..
             } => {
                 // Kill the probe's whole tree; its pid stays in the reaper table (as an owner
                 // whose seq no longer matches) so it is reaped and ignored.
-                match &cgroup {
-                    Some(cg) => {
-                        let _ = cg.kill();
-                    }
-                    None => {
-                        let _ = process::signal_group(pid, libc::SIGKILL);
-                    }
-                }
-                if let Some((fd, token)) = pipe {
-                    let raw = fd.as_raw_fd();
-                    let _ = self.poll.registry().deregister(&mut SourceFd(&raw));
-                    self.tokens.remove(&token);
-                }
-                if let Some(cg) = cgroup
-                    && cg.remove().is_err()
-                {
-                    self.retire_cgroup(key, run.generation, cg);
+                kill_tree(cgroup.as_ref(), Some(pid));
+                drop(pipe);
+                if let Some(cg) = cgroup {
+                    janitor.remove_or_watch(cg);
                 }
             }
         }
+    }
+
+    /// Abandons every attempt (shutdown).
+    pub fn cancel_all(&mut self, janitor: &mut Janitor) {
+        let pairs: Vec<_> = self.attempts.keys().copied().collect();
+        for (key, kind) in pairs {
+            self.cancel_any(key, kind, janitor);
+        }
+    }
+}
+
+/// Reads what an exec probe wrote (keeping the first [`EXEC_OUTPUT_KEPT`] bytes); closes the
+/// pipe at EOF or on an error.
+fn read_exec_output(attempt: &mut Attempt) {
+    let How::Exec { pipe, output, .. } = &mut attempt.how else {
+        return;
+    };
+    let Some(fd) = pipe.as_ref() else {
+        return;
+    };
+    let mut buf = Vec::new();
+    let res = logs::drain_pipe(fd.as_fd(), &mut buf, EXEC_READ_CAP);
+    let room = EXEC_OUTPUT_KEPT.saturating_sub(output.len());
+    output.extend_from_slice(&buf[..buf.len().min(room)]);
+    if !matches!(res, Ok(ref r) if !r.eof) {
+        *pipe = None;
     }
 }

@@ -1,0 +1,154 @@
+//! Log capture: the read ends of container output pipes, and forwarding that output to vigil's
+//! own stdout (`log_forward`).
+//!
+//! Owns: each pipe's descriptor and registration (edge-triggered: read until `WouldBlock`, at
+//! most [`PIPE_READ_CAP`] bytes per event, the rest on the next turn so one chatty container
+//! cannot starve the loop), the list of pipes with more to read, and the non-blocking stdout
+//! descriptor of the forwarder with its writability watch (only while something is queued, so a
+//! slow reader of stdout never blocks the loop).
+//!
+//! Must not: decide anything about a container's lifecycle (EOF on its output is not its exit),
+//! or block on a read or a write.
+
+use std::collections::HashMap;
+use std::os::fd::{AsFd, OwnedFd};
+use std::rc::Rc;
+
+use log::{debug, warn};
+use mio::{Interest, Registry, Token};
+
+use super::tokens::{self, Owner, Registration, TokenSpace, Watched};
+use crate::core::ContainerKey;
+use crate::logs::{self, Forwarder};
+use crate::runtime::slots::Slot;
+
+/// Bytes read from one pipe per readiness event.
+pub const PIPE_READ_CAP: usize = 256 * 1024;
+
+struct Pipe {
+    key: ContainerKey,
+    fd: Watched<OwnedFd>,
+}
+
+/// The forwarder and vigil's stdout. Field order: the watch is dropped before the descriptor.
+struct Forward {
+    watch: Option<Registration>,
+    forwarder: Forwarder,
+    stdout: OwnedFd,
+}
+
+pub struct Capture {
+    registry: Rc<Registry>,
+    tokens: TokenSpace,
+    pipes: HashMap<Token, Pipe>,
+    /// Pipes that hit the per-event read cap and still have data.
+    more: Vec<Token>,
+    forward: Option<Forward>,
+}
+
+impl Capture {
+    /// `stdout`: vigil's own stdout (non-blocking) when container output is forwarded there.
+    pub fn new(registry: Rc<Registry>, stdout: Option<OwnedFd>) -> Capture {
+        Capture {
+            registry,
+            tokens: TokenSpace::new(Owner::Capture),
+            pipes: HashMap::new(),
+            more: Vec::new(),
+            forward: stdout.map(|stdout| Forward {
+                watch: None,
+                forwarder: Forwarder::default(),
+                stdout,
+            }),
+        }
+    }
+
+    /// Starts reading `fd` into `key`'s log. A pipe that cannot be watched is closed (with a
+    /// warning naming `pid`): the child then gets EPIPE or SIGPIPE on output.
+    pub fn add(&mut self, key: ContainerKey, pid: u32, fd: OwnedFd) {
+        let token = self.tokens.next();
+        match Watched::new(
+            &self.registry,
+            fd,
+            |fd| fd.as_fd(),
+            token,
+            Interest::READABLE,
+        ) {
+            Ok(fd) => {
+                self.pipes.insert(token, Pipe { key, fd });
+            }
+            Err((_, e)) => warn!("cannot watch output of pid {pid}: {e}"),
+        }
+    }
+
+    /// A pipe is readable (or hung up): read up to the cap into its container's log.
+    pub fn on_readable(&mut self, token: Token, slots: &mut HashMap<ContainerKey, Slot>) {
+        let Some(pipe) = self.pipes.get(&token) else {
+            return;
+        };
+        let key = pipe.key;
+        let mut buf = Vec::new();
+        let result = logs::drain_pipe(pipe.fd.as_fd(), &mut buf, PIPE_READ_CAP);
+        let eof = matches!(result, Ok(ref r) if r.eof) || result.is_err();
+        if let Some(slot) = slots.get_mut(&key) {
+            let mut fw = self.forward.as_mut().map(|f| &mut f.forwarder);
+            if !buf.is_empty() {
+                slot.log.ingest(&buf, fw.as_deref_mut());
+            }
+            if eof {
+                slot.log.eof(fw);
+            }
+        }
+        match result {
+            Ok(r) if r.eof => self.close(token),
+            Ok(r) => {
+                if r.bytes >= PIPE_READ_CAP && !self.more.contains(&token) {
+                    self.more.push(token);
+                }
+            }
+            Err(e) => {
+                debug!("reading container output: {e}");
+                self.close(token);
+            }
+        }
+    }
+
+    /// Pipes left with data by the read cap get their next share.
+    pub fn read_more(&mut self, slots: &mut HashMap<ContainerKey, Slot>) {
+        for token in std::mem::take(&mut self.more) {
+            self.on_readable(token, slots);
+        }
+    }
+
+    /// Whether some pipe still has data to read (the loop must not sleep).
+    pub fn has_more(&self) -> bool {
+        !self.more.is_empty()
+    }
+
+    fn close(&mut self, token: Token) {
+        self.pipes.remove(&token);
+        self.more.retain(|t| *t != token);
+    }
+
+    /// Writes what the forwarder holds to stdout, as far as it takes it; watches stdout for
+    /// writability only while something is left.
+    pub fn flush(&mut self) {
+        let Some(f) = self.forward.as_mut() else {
+            return;
+        };
+        if let Err(e) = f.forwarder.flush(f.stdout.as_fd()) {
+            debug!("forwarding container output: {e}");
+        }
+        let want = f.forwarder.pending();
+        if want && f.watch.is_none() {
+            f.watch = Registration::new(
+                &self.registry,
+                f.stdout.as_fd(),
+                tokens::STDOUT,
+                Interest::WRITABLE,
+            )
+            .ok();
+        } else if !want {
+            f.watch = None;
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! The notifier: what vigil tells its service manager over `NOTIFY_SOCKET` (sd_notify(3)) —
+//! READY, RELOADING, STOPPING, the watchdog keep-alive and a one-line STATUS.
+//!
+//! Owns: the watchdog interval (`WATCHDOG_USEC`, pinged at half of it, as sd_watchdog_enabled(3)
+//! advises), the STATUS line last sent and when to look again (once a second, sent only when it
+//! changed). Without `NOTIFY_SOCKET` every call is a no-op.
+//!
+//! Must not: block, or fail vigil: a lost notification is ignored.
+
+use std::time::{Duration, Instant};
+
+use sd_notify::NotifyState;
+
+use crate::core::{ContainerState, Phase, PodStatus, WaitingReason};
+
+pub struct Notifier {
+    watchdog: Option<Duration>,
+    next_watchdog: Option<Instant>,
+    last_status: String,
+    next_status: Instant,
+}
+
+impl Notifier {
+    pub fn new(now: Instant) -> Notifier {
+        Notifier {
+            watchdog: sd_notify::watchdog_enabled(),
+            next_watchdog: None,
+            last_status: String::new(),
+            next_status: now,
+        }
+    }
+
+    /// Start-up is done: READY, and the watchdog starts.
+    pub fn ready(&mut self, now: Instant) {
+        let _ = sd_notify::notify(&[NotifyState::Ready]);
+        if let Some(w) = self.watchdog {
+            self.next_watchdog = Some(now + w / 2);
+        }
+    }
+
+    pub fn stopping(&self) {
+        let _ = sd_notify::notify(&[NotifyState::Stopping]);
+    }
+
+    /// RELOADING with the monotonic timestamp systemd wants with it.
+    pub fn reloading(&self) {
+        let _ = sd_notify::notify(&[
+            NotifyState::Reloading,
+            NotifyState::monotonic_usec_now().unwrap_or(NotifyState::Custom("")),
+        ]);
+    }
+
+    /// A reload is over (whether it changed anything or not).
+    pub fn reloaded(&self) {
+        let _ = sd_notify::notify(&[NotifyState::Ready]);
+    }
+
+    /// Pings the watchdog when due.
+    pub fn tick_watchdog(&mut self, now: Instant) {
+        if let Some(at) = self.next_watchdog
+            && now >= at
+        {
+            let _ = sd_notify::notify(&[NotifyState::Watchdog]);
+            self.next_watchdog = self.watchdog.map(|w| now + w / 2);
+        }
+    }
+
+    /// Whether the once-a-second look is due (the status line, and the shell's other
+    /// once-a-second chores).
+    pub fn status_due(&self, now: Instant) -> bool {
+        now >= self.next_status
+    }
+
+    /// Sends STATUS if the line `pods` gives differs from the last one sent.
+    pub fn update_status(&mut self, now: Instant, pods: impl FnOnce() -> Vec<PodStatus>) {
+        self.next_status = now + Duration::from_secs(1);
+        if std::env::var_os("NOTIFY_SOCKET").is_none() {
+            return;
+        }
+        let line = status_line(&pods());
+        if line != self.last_status {
+            let _ = sd_notify::notify(&[NotifyState::Status(&line)]);
+            self.last_status = line;
+        }
+    }
+
+    /// When the loop must wake up for the notifier.
+    pub fn deadline(&self) -> Option<Instant> {
+        let status =
+            (self.watchdog.is_some() || !self.last_status.is_empty()).then_some(self.next_status);
+        match (self.next_watchdog, status) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+/// "4 pods: 3 running, 1 in back-off; 5/6 containers ready"
+fn status_line(pods: &[PodStatus]) -> String {
+    let mut running = 0;
+    let mut backoff = 0;
+    let mut other = 0;
+    let (mut ready, mut total) = (0, 0);
+    for p in pods {
+        let in_backoff = p.containers.iter().any(|c| {
+            matches!(
+                &c.state,
+                ContainerState::Waiting {
+                    reason: WaitingReason::CrashLoopBackOff,
+                    ..
+                }
+            )
+        });
+        if in_backoff {
+            backoff += 1;
+        } else if p.phase == Phase::Running {
+            running += 1;
+        } else {
+            other += 1;
+        }
+        total += p.containers.len();
+        ready += p.containers.iter().filter(|c| c.ready).count();
+    }
+    let mut parts = vec![format!("{running} running")];
+    if backoff > 0 {
+        parts.push(format!("{backoff} in back-off"));
+    }
+    if other > 0 {
+        parts.push(format!("{other} other"));
+    }
+    format!(
+        "{} pods: {}; {ready}/{total} containers ready",
+        pods.len(),
+        parts.join(", ")
+    )
+}

@@ -1,0 +1,284 @@
+//! The token space of the one `mio::Poll`, and the registration of a descriptor that
+//! deregisters itself when dropped.
+//!
+//! Owns: which component an event's token belongs to ([`Owner::of`]) — fixed tokens for the
+//! signal pipe, the control listener and vigil's stdout, the control server's connection range,
+//! and above that one range per component, told apart by the token's top byte — and
+//! [`Registration`] / [`Watched`], the RAII registrations (as rust-vmm's event-manager lets a
+//! subscriber own its descriptors: whoever holds the descriptor holds its registration, and
+//! dropping them deregisters).
+//!
+//! Must not: know what an event means (the owner does), or hand out a registration that can
+//! outlive its descriptor: [`Watched`] keeps both and drops the registration first.
+
+use std::io;
+use std::ops::{Deref, DerefMut};
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+use std::rc::Rc;
+
+use mio::unix::SourceFd;
+use mio::{Interest, Registry, Token};
+
+use crate::config::spec::ProbeKind;
+use crate::core::ContainerKey;
+
+/// The signal self-pipe.
+pub const SIGNAL: Token = Token(0);
+/// The control socket's listener.
+pub const LISTENER: Token = Token(1);
+/// vigil's own stdout, watched for writability while forwarded output is queued.
+pub const STDOUT: Token = Token(2);
+/// Control connections: `CONN_TOKEN_BASE..COMPONENT_BASE` (allocated by the control server).
+pub const CONN_TOKEN_BASE: usize = 1 << 20;
+const COMPONENT_BASE: usize = 1 << 30;
+
+/// The component tag sits in the token's top byte; the rest is the component's own payload.
+const TAG_SHIFT: u32 = usize::BITS - 8;
+const PAYLOAD_MASK: usize = (1 << TAG_SHIFT) - 1;
+
+/// Who an event is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owner {
+    Signals,
+    /// The listener or a connection.
+    Control,
+    Stdout,
+    /// A container's output pipe (log capture).
+    Capture,
+    /// A running container cgroup's `memory.events`; the payload is the container key.
+    Oom,
+    /// A finished run's cgroup waiting to be removed (the janitor).
+    Janitor,
+    /// A probe attempt's socket or output pipe; the payload is (container key, probe kind).
+    Probes,
+}
+
+impl Owner {
+    const TAGGED: [Owner; 4] = [Owner::Capture, Owner::Oom, Owner::Janitor, Owner::Probes];
+
+    fn tag(self) -> usize {
+        match self {
+            Owner::Capture => 1,
+            Owner::Oom => 2,
+            Owner::Janitor => 3,
+            Owner::Probes => 4,
+            Owner::Signals | Owner::Control | Owner::Stdout => 0,
+        }
+    }
+
+    /// The owner of `token`; `None` for a token nobody hands out (logged by the router).
+    pub fn of(token: Token) -> Option<Owner> {
+        match token {
+            SIGNAL => Some(Owner::Signals),
+            LISTENER => Some(Owner::Control),
+            STDOUT => Some(Owner::Stdout),
+            Token(t) if (CONN_TOKEN_BASE..COMPONENT_BASE).contains(&t) => Some(Owner::Control),
+            Token(t) => {
+                let tag = t >> TAG_SHIFT;
+                Owner::TAGGED
+                    .into_iter()
+                    .find(|o| tag != 0 && o.tag() == tag)
+            }
+        }
+    }
+
+    /// The token of `payload` in this owner's range.
+    fn token(self, payload: usize) -> Token {
+        Token((self.tag() << TAG_SHIFT) | (payload & PAYLOAD_MASK))
+    }
+}
+
+/// Fresh tokens for one component whose descriptors come and go (a counter; a token is reused
+/// only after 2^56 allocations on a 64-bit system).
+#[derive(Debug)]
+pub struct TokenSpace {
+    owner: Owner,
+    next: usize,
+}
+
+impl TokenSpace {
+    pub fn new(owner: Owner) -> TokenSpace {
+        TokenSpace { owner, next: 0 }
+    }
+
+    pub fn next(&mut self) -> Token {
+        let t = self.owner.token(self.next);
+        self.next = self.next.wrapping_add(1) & PAYLOAD_MASK;
+        t
+    }
+}
+
+/// The token of a container cgroup's `memory.events` (one per container: the previous run's
+/// is deregistered when its main process is reaped).
+pub fn oom_token(key: ContainerKey) -> Token {
+    Owner::Oom.token(key.0 as usize)
+}
+
+/// The container whose `memory.events` `token` watches.
+pub fn oom_key(token: Token) -> ContainerKey {
+    ContainerKey((token.0 & PAYLOAD_MASK) as u32)
+}
+
+/// The token of the probe attempt in flight for (container, kind): at most one at a time.
+pub fn probe_token(key: ContainerKey, kind: ProbeKind) -> Token {
+    Owner::Probes.token(((key.0 as usize) << 2) | kind_index(kind))
+}
+
+/// The (container, kind) of a probe token.
+pub fn probe_of(token: Token) -> Option<(ContainerKey, ProbeKind)> {
+    let payload = token.0 & PAYLOAD_MASK;
+    let kind = ProbeKind::ALL
+        .into_iter()
+        .find(|k| kind_index(*k) == payload & 3)?;
+    Some((ContainerKey((payload >> 2) as u32), kind))
+}
+
+fn kind_index(kind: ProbeKind) -> usize {
+    match kind {
+        ProbeKind::Startup => 0,
+        ProbeKind::Liveness => 1,
+        ProbeKind::Readiness => 2,
+    }
+}
+
+/// A descriptor registered with the poll; dropping it deregisters the descriptor. Holds the
+/// raw fd number only: keep it beside the descriptor and drop it first (see [`Watched`]).
+#[derive(Debug)]
+pub struct Registration {
+    registry: Rc<Registry>,
+    fd: RawFd,
+}
+
+impl Registration {
+    pub fn new(
+        registry: &Rc<Registry>,
+        fd: BorrowedFd<'_>,
+        token: Token,
+        interest: Interest,
+    ) -> io::Result<Registration> {
+        let raw = fd.as_raw_fd();
+        registry.register(&mut SourceFd(&raw), token, interest)?;
+        Ok(Registration {
+            registry: Rc::clone(registry),
+            fd: raw,
+        })
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        // Nothing to do on failure: the descriptor is about to be closed, which removes it from
+        // the epoll set anyway (epoll(7)).
+        let _ = self.registry.deregister(&mut SourceFd(&self.fd));
+    }
+}
+
+/// A value holding a descriptor, together with that descriptor's registration (if registering
+/// worked). Field order matters: the registration is dropped before the value closes the fd.
+#[derive(Debug)]
+pub struct Watched<T> {
+    registration: Option<Registration>,
+    inner: T,
+}
+
+impl<T> Watched<T> {
+    /// Registers the descriptor `fd` picks out of `inner`.
+    pub fn new(
+        registry: &Rc<Registry>,
+        inner: T,
+        fd: impl FnOnce(&T) -> BorrowedFd<'_>,
+        token: Token,
+        interest: Interest,
+    ) -> Result<Watched<T>, (T, io::Error)> {
+        let registration = Registration::new(registry, fd(&inner), token, interest);
+        match registration {
+            Ok(r) => Ok(Watched {
+                registration: Some(r),
+                inner,
+            }),
+            Err(e) => Err((inner, e)),
+        }
+    }
+
+    /// `inner` without a registration (nothing to watch, or registering failed).
+    pub fn unwatched(inner: T) -> Watched<T> {
+        Watched {
+            registration: None,
+            inner,
+        }
+    }
+
+    /// Deregisters and gives the value back.
+    pub fn into_inner(self) -> T {
+        let Watched {
+            registration,
+            inner,
+        } = self;
+        drop(registration);
+        inner
+    }
+}
+
+impl<T> Deref for Watched<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.inner
+    }
+}
+
+impl<T> DerefMut for Watched<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.inner
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_component_token_routes_back_to_its_owner() {
+        let mut space = TokenSpace::new(Owner::Capture);
+        for _ in 0..3 {
+            assert_eq!(Owner::of(space.next()), Some(Owner::Capture));
+        }
+        let key = ContainerKey(u32::MAX);
+        assert_eq!(Owner::of(oom_token(key)), Some(Owner::Oom));
+        assert_eq!(oom_key(oom_token(key)), key);
+        for kind in ProbeKind::ALL {
+            let t = probe_token(key, kind);
+            assert_eq!(Owner::of(t), Some(Owner::Probes));
+            assert_eq!(probe_of(t), Some((key, kind)));
+        }
+        assert_eq!(
+            Owner::of(TokenSpace::new(Owner::Janitor).next()),
+            Some(Owner::Janitor)
+        );
+        assert_eq!(Owner::of(Token(CONN_TOKEN_BASE + 5)), Some(Owner::Control));
+        assert_eq!(Owner::of(Token(COMPONENT_BASE)), None);
+    }
+
+    #[test]
+    fn dropping_a_registration_deregisters_its_descriptor() {
+        let poll = mio::Poll::new().unwrap();
+        let registry = Rc::new(poll.registry().try_clone().unwrap());
+        let (r, _w) = crate::process::pipe_nonblocking().unwrap();
+        let watched = Watched::new(
+            &registry,
+            r,
+            std::os::fd::AsFd::as_fd,
+            Token(7),
+            Interest::READABLE,
+        )
+        .unwrap();
+        let r = watched.into_inner();
+        // Registered again under the same fd: only possible once the first one is gone.
+        let again = Registration::new(
+            &registry,
+            std::os::fd::AsFd::as_fd(&r),
+            Token(8),
+            Interest::READABLE,
+        );
+        assert!(again.is_ok());
+    }
+}
