@@ -60,6 +60,27 @@ impl ErrorKind {
         ErrorKind::Internal,
     ];
 
+    /// What the kind means, for the wire reference (docs/wire-reference.md).
+    pub fn meaning(self) -> &'static str {
+        match self {
+            ErrorKind::BadRequest => {
+                "the line is not a JSON object with a string `cmd`, or not UTF-8"
+            }
+            ErrorKind::UnknownCommand => "`cmd` names no command",
+            ErrorKind::BadArgument => {
+                "a field is missing, mistyped, empty or unknown, or the target does not accept \
+                 the request now (an init container that is not the pod's current step)"
+            }
+            ErrorKind::TooLarge => "the request line is over the limit; the connection is closed",
+            ErrorKind::NotFound => "no pod or container of that name",
+            ErrorKind::PermissionDenied => "a mutating command from a peer that is not an admin",
+            ErrorKind::InvalidConfig => "`reload` refused the new config; nothing changed",
+            ErrorKind::ShuttingDown => "a shutdown is under way (also for `reload`)",
+            ErrorKind::Internal => "vigil failed to answer (a bug); the message says what",
+            ErrorKind::Busy => "the connection was refused: too many connections",
+        }
+    }
+
     /// The wire spelling (`"not_found"`).
     pub fn as_str(self) -> &'static str {
         match self {
@@ -493,6 +514,277 @@ pub struct ReplyLine {
 /// A reply value as JSON for the reply line.
 pub fn to_json<T: Serialize>(v: &T) -> Result<serde_json::Value, serde_json::Error> {
     serde_json::to_value(v)
+}
+
+/// docs/wire-reference.md is generated from these types: field lists and examples come from
+/// serializing sample replies, so the document cannot drift from what vigil sends.
+/// `VIGIL_UPDATE_WIRE_REFERENCE=1 cargo test --lib wire_reference` rewrites it.
+#[cfg(test)]
+mod reference {
+    use std::fmt::Write as _;
+    use std::path::PathBuf;
+    use std::time::{Duration, Instant};
+
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::control::render::{self, Secrets, fixtures::*};
+
+    const PATH: &str = "docs/wire-reference.md";
+
+    fn type_name(v: &Value) -> &'static str {
+        match v {
+            Value::Null => "null",
+            Value::Bool(_) => "boolean",
+            Value::Number(n) if n.is_f64() => "number",
+            Value::Number(_) => "integer",
+            Value::String(_) => "string",
+            Value::Array(_) => "array",
+            Value::Object(_) => "object",
+        }
+    }
+
+    /// Every field path seen in `v` with the JSON types seen there, in first-seen order.
+    fn walk(v: &Value, path: &str, out: &mut Vec<(String, Vec<&'static str>)>) {
+        let mut note = |path: &str, t: &'static str| match out.iter_mut().find(|(p, _)| p == path) {
+            Some((_, types)) if !types.contains(&t) => types.push(t),
+            Some(_) => {}
+            None => out.push((path.to_string(), vec![t])),
+        };
+        if !path.is_empty() {
+            note(path, type_name(v));
+        }
+        match v {
+            // A map of names to values, not fields.
+            Value::Object(_) if path.ends_with(".env") => {}
+            Value::Object(m) => {
+                for (k, child) in m {
+                    let p = if path.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{path}.{k}")
+                    };
+                    if path.is_empty() && k == "pod" && child.is_object() {
+                        out.push((p, vec!["object (like `status`'s `pods[]`)"]));
+                        continue;
+                    }
+                    if k == "init_containers" {
+                        // Same fields as `containers`: listed once, under `containers[]`.
+                        out.push((p, vec!["array (of objects like `containers[]`)"]));
+                        for item in child.as_array().into_iter().flatten() {
+                            walk(item, &format!("{path}.containers[]"), out);
+                        }
+                        continue;
+                    }
+                    walk(child, &p, out);
+                }
+            }
+            Value::Array(items) => {
+                for item in items {
+                    walk(item, &format!("{path}[]"), out);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn section(out: &mut String, title: &str, intro: &str, value: &Value, example: bool) {
+        let _ = writeln!(out, "## {title}\n\n{intro}\n");
+        let mut fields = Vec::new();
+        walk(value, "", &mut fields);
+        fields.sort_by(|a, b| a.0.cmp(&b.0));
+        let _ = writeln!(out, "| field | JSON type |\n| --- | --- |");
+        for (path, types) in fields {
+            let _ = writeln!(out, "| `{path}` | {} |", types.join(" or "));
+        }
+        if example {
+            let pretty = serde_json::to_string_pretty(value).unwrap();
+            let _ = writeln!(out, "\nExample:\n\n```json\n{pretty}\n```\n");
+        } else {
+            out.push('\n');
+        }
+    }
+
+    /// Sample replies with every optional field both present and absent somewhere, and every
+    /// container state.
+    fn status_sample(mono: Instant) -> StatusReply {
+        let mut status = render::status(&[sample_pod(mono)], &clock(mono), Secrets::Shown);
+        let pod = &mut status.pods[0];
+        let app = &mut pod.containers[0];
+        app.resources.memory_pressure_some_avg10 = Some(0.25);
+        app.spec.working_dir = Some("/srv/app".into());
+        app.spec.user = Some("app".into());
+        app.spec.group = Some("app".into());
+        app.spec.max_restarts = Some(10);
+        app.spec.limits.memory_high = Some(16 << 20);
+        app.spec.limits.swap_max = Some(0);
+        app.spec.limits.pids_max = Some(64);
+        app.spec.limits.cpu_weight = Some(100);
+        app.spec.startup_probe = app.spec.liveness_probe.clone();
+        app.spec.readiness_probe = app.spec.liveness_probe.clone();
+        let started = sidecar_started(&pod.containers[1].state);
+        let sidecar = &mut pod.containers[1];
+        sidecar.spec.limits = Limits::default();
+        sidecar.spec.liveness_probe = None;
+        sidecar.resources.memory_max = None;
+        sidecar.last_state.terminated = Some(Terminated {
+            exit_code: 128,
+            signal: None,
+            reason: TerminationReason::StartError,
+            message: "exec /usr/bin/sidecar: No such file or directory (os error 2)".into(),
+            started_at: None,
+            finished_at: started,
+        });
+        let mut init = pod.containers[1].clone();
+        init.name = "migrate".into();
+        init.pid = None;
+        let finished = Timestamp(clock(mono).to_system(mono - Duration::from_secs(3500)));
+        init.state = State::Terminated(Terminated {
+            exit_code: 0,
+            signal: None,
+            reason: TerminationReason::Completed,
+            message: String::new(),
+            started_at: Some(pod.created_at),
+            finished_at: finished,
+        });
+        pod.init_containers.push(init);
+        status
+    }
+
+    fn sidecar_started(state: &State) -> Timestamp {
+        match state {
+            State::Running(r) => r.started_at,
+            _ => panic!("the sample sidecar runs"),
+        }
+    }
+
+    fn generate() -> String {
+        let mono = Instant::now();
+        let status = status_sample(mono);
+        let events = render::events([&sample_event(mono)], &clock(mono));
+        let describe = DescribeReply {
+            pod: status.pods[0].clone(),
+            events: events.events.clone(),
+        };
+        let mut out = String::from(
+            "# vigil control socket: reply reference\n\n\
+             Generated from `src/control/wire.rs` (the types the server writes and the client \
+             reads) by the test `control::wire::reference`; do not edit by hand. After changing \
+             a reply type run `VIGIL_UPDATE_WIRE_REFERENCE=1 cargo test --lib wire_reference` \
+             and commit the result. The request side and the rules (ids, limits, who may do \
+             what) are in the README, \"Control socket\".\n\n\
+             Every reply is one line: `{\"id\": …, \"ok\": true, \"result\": {…}}`, a followed \
+             event `{\"id\": …, \"ok\": true, \"event\": {…}}`, a chunk of followed output \
+             `{\"id\": …, \"ok\": true, \"log\": \"…\"}`, or an error \
+             `{\"id\": …, \"ok\": false, \"error\": {\"kind\": …, \"message\": …}}`. Times are \
+             RFC 3339 UTC with milliseconds. A field typed `… or null` is always present; the \
+             client refuses a reply missing any field listed here. `state` holds exactly one of \
+             `waiting`, `running`, `terminated`; `last_state` is `{}` before the first \
+             termination. `spec.env` maps names to values; a peer that is not an admin gets \
+             `\"***\"` for every value.\n\n",
+        );
+        let _ = writeln!(out, "## Error kinds\n\n| kind | meaning |\n| --- | --- |");
+        for k in ErrorKind::ALL {
+            let _ = writeln!(out, "| `{}` | {} |", k.as_str(), k.meaning());
+        }
+        out.push('\n');
+        let j = |v: &dyn erased::Ser| v.json();
+        section(
+            &mut out,
+            "`status`",
+            "Every pod, or the one named by `pod`, in config order.",
+            &j(&status),
+            true,
+        );
+        section(
+            &mut out,
+            "`describe`",
+            "The pod (as in `status`) and its own events (as in `events`), oldest first.",
+            &j(&describe),
+            false,
+        );
+        section(
+            &mut out,
+            "`events`",
+            "Every event kept, oldest first; with `follow` the same objects come one per \
+             `event` line, and `seq` only grows.",
+            &j(&events),
+            true,
+        );
+        section(
+            &mut out,
+            "`logs`",
+            "The captured output (without `follow`); bytes that are not UTF-8 become U+FFFD.",
+            &j(&LogsReply {
+                pod: "web".into(),
+                container: "app".into(),
+                log: "listening on :8080\n".into(),
+                dropped_bytes: 0,
+            }),
+            true,
+        );
+        section(
+            &mut out,
+            "`version`",
+            "The supervisor's version.",
+            &j(&VersionReply {
+                version: "0.1.0".into(),
+            }),
+            true,
+        );
+        section(
+            &mut out,
+            "`start`, `stop`, `restart`, `reload`, `shutdown`",
+            "What was done, in one sentence.",
+            &j(&MessageReply {
+                message: "stopping web/app".into(),
+            }),
+            true,
+        );
+        section(
+            &mut out,
+            "Errors",
+            "The `error` of a refused request.",
+            &json!({"kind": ErrorKind::NotFound, "message": "no pod named \"wbe\""}),
+            true,
+        );
+        out.trim_end().to_string() + "\n"
+    }
+
+    /// Serializing without naming each type (the sections take any reply).
+    mod erased {
+        pub trait Ser {
+            fn json(&self) -> serde_json::Value;
+        }
+        impl<T: serde::Serialize> Ser for T {
+            fn json(&self) -> serde_json::Value {
+                serde_json::to_value(self).unwrap()
+            }
+        }
+    }
+
+    #[test]
+    fn wire_reference_is_up_to_date() {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(PATH);
+        let want = generate();
+        if std::env::var_os("VIGIL_UPDATE_WIRE_REFERENCE").is_some() {
+            std::fs::write(&path, &want).unwrap();
+            return;
+        }
+        let have = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            have == want,
+            "{PATH} is out of date with src/control/wire.rs: run \
+             `VIGIL_UPDATE_WIRE_REFERENCE=1 cargo test --lib wire_reference` and commit it"
+        );
+    }
+
+    #[test]
+    fn the_samples_read_back_as_what_was_written() {
+        let status = status_sample(Instant::now());
+        let json = to_json(&status).unwrap();
+        assert_eq!(serde_json::from_value::<StatusReply>(json).unwrap(), status);
+    }
 }
 
 #[cfg(test)]
