@@ -2,8 +2,9 @@
 //! formatted here, so `AGE`, back-off messages, memory figures and limits read the same
 //! everywhere.
 //!
-//! Pure functions of their arguments (`now` included); no I/O, no clock. Where a format comes
-//! from Kubernetes or Go the function says which, so the output matches what operators know.
+//! Pure functions of their arguments (`now` included); no I/O, no clock — so the core uses it
+//! too (`go_duration` and `quantity` in kubelet's messages). Where a format comes from
+//! Kubernetes or Go the function says which, so the output matches what operators know.
 
 use std::borrow::Cow;
 use std::time::{Duration, SystemTime};
@@ -79,6 +80,73 @@ pub fn event_age(now: SystemTime, first: SystemTime, last: SystemTime, count: u6
     } else {
         age(now, last)
     }
+}
+
+/// Formats a duration like Go's `time.Duration.String()`: `10s`, `1m20s`, `5m0s`, `1h0m0s`,
+/// `100ms`, `1.5s`, `0s` — the form kubelet messages use.
+pub fn go_duration(d: Duration) -> String {
+    const US: u128 = 1_000;
+    const MS: u128 = 1_000_000;
+    const S: u128 = 1_000_000_000;
+    const M: u128 = 60 * S;
+    const H: u128 = 60 * M;
+    let ns = d.as_nanos();
+    if ns == 0 {
+        return "0s".to_string();
+    }
+    if ns < US {
+        return format!("{ns}ns");
+    }
+    if ns < MS {
+        return format!("{}µs", decimal(ns, US, 3));
+    }
+    if ns < S {
+        return format!("{}ms", decimal(ns, MS, 6));
+    }
+    let mut out = String::new();
+    let hours = ns / H;
+    let minutes = (ns % H) / M;
+    if hours > 0 {
+        out.push_str(&format!("{hours}h"));
+    }
+    if hours > 0 || minutes > 0 {
+        out.push_str(&format!("{minutes}m"));
+    }
+    out.push_str(&format!("{}s", decimal(ns % M, S, 9)));
+    out
+}
+
+/// `value / unit` with the fraction written out and trailing zeros trimmed.
+fn decimal(value: u128, unit: u128, digits: usize) -> String {
+    let whole = value / unit;
+    let frac = value % unit;
+    if frac == 0 {
+        return whole.to_string();
+    }
+    let frac = format!("{frac:0digits$}");
+    format!("{whole}.{}", frac.trim_end_matches('0'))
+}
+
+/// Formats bytes like a Kubernetes quantity: `20Mi`, `1Gi`, `512Ki`; sizes that are not a
+/// whole number of units get one decimal (`19.5Mi`); small sizes are plain bytes.
+pub fn quantity(bytes: u64) -> String {
+    const UNITS: [(&str, u64); 4] = [
+        ("Ti", 1 << 40),
+        ("Gi", 1 << 30),
+        ("Mi", 1 << 20),
+        ("Ki", 1 << 10),
+    ];
+    for (suffix, unit) in UNITS {
+        if bytes >= unit && bytes % unit == 0 {
+            return format!("{}{suffix}", bytes / unit);
+        }
+    }
+    for (suffix, unit) in UNITS {
+        if bytes >= unit {
+            return format!("{:.1}{suffix}", bytes as f64 / unit as f64);
+        }
+    }
+    bytes.to_string()
 }
 
 /// Bytes the way `kubectl top` shows memory: `512Ki`, `12Mi`, `1.5Gi` (whole units below 1 Gi,
@@ -208,6 +276,39 @@ mod tests {
             "4m52s (x79 over 28m)"
         );
         assert_eq!(event_age(now, at(9_990), at(9_990), 1), "10s");
+    }
+
+    #[test]
+    fn go_duration_matches_go_formatting() {
+        let cases = [
+            (Duration::ZERO, "0s"),
+            (Duration::from_secs(10), "10s"),
+            (Duration::from_secs(40), "40s"),
+            (Duration::from_secs(80), "1m20s"),
+            (Duration::from_secs(300), "5m0s"),
+            (Duration::from_secs(3600), "1h0m0s"),
+            (Duration::from_secs(3723), "1h2m3s"),
+            (Duration::from_millis(100), "100ms"),
+            (Duration::from_millis(50), "50ms"),
+            (Duration::from_millis(1500), "1.5s"),
+            (Duration::from_micros(1500), "1.5ms"),
+            (Duration::from_micros(5), "5µs"),
+            (Duration::from_nanos(7), "7ns"),
+            (Duration::from_millis(61_250), "1m1.25s"),
+        ];
+        for (d, want) in cases {
+            assert_eq!(go_duration(d), want, "{d:?}");
+        }
+    }
+
+    #[test]
+    fn quantity_uses_binary_suffixes() {
+        assert_eq!(quantity(20 * 1024 * 1024), "20Mi");
+        assert_eq!(quantity(1 << 30), "1Gi");
+        assert_eq!(quantity(512 * 1024), "512Ki");
+        assert_eq!(quantity(20 * 1024 * 1024 - 512 * 1024), "19968Ki");
+        assert_eq!(quantity(20 * 1024 * 1024 + 1), "20.0Mi");
+        assert_eq!(quantity(100), "100");
     }
 
     #[test]

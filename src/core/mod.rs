@@ -19,7 +19,7 @@ mod supervisor;
 #[cfg(test)]
 mod tests;
 
-pub use backoff::{go_duration, quantity};
+pub use crate::format::{go_duration, quantity};
 
 pub use status::*;
 pub use supervisor::Supervisor;

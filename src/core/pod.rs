@@ -11,11 +11,12 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::backoff::{BackoffState, go_duration, quantity};
+use super::backoff::BackoffState;
 use super::events::EventLog;
 use super::probes::{Probe, Recorded};
 use super::*;
 use crate::config::spec::{ContainerSpec, PodSpec, ProbeKind, RestartPolicy};
+use crate::format::{go_duration, quantity};
 
 /// Where slot transitions put their effects.
 pub(super) struct Out<'a> {

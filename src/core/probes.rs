@@ -12,9 +12,9 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::backoff::go_duration;
 use super::{ProbeOutcome, ProbeRecord, ProbeResultState, ProbeStatus, Time};
 use crate::config::spec::{ProbeKind, ProbeSpec};
+use crate::format::go_duration;
 
 /// Attempts kept per probe for diagnosis.
 pub(super) const PROBE_HISTORY: usize = 10;
