@@ -180,7 +180,7 @@ pub fn main() -> i32 {
             return crate::runtime::run_main(None);
         }
     }
-    // interface.md: bad usage exits 1 (2 means "cannot reach the supervisor").
+    // docs/interface.md §1.3: bad usage exits 1 (2 means "cannot reach the supervisor").
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

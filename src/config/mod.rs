@@ -52,7 +52,7 @@ impl ConfigSource {
     }
 }
 
-/// interface.md lookup: an explicit `-c FILE` (clap also fills it from `$VIGIL_CONFIG`), else
+/// docs/interface.md §1.1: an explicit `-c FILE` (clap also fills it from `$VIGIL_CONFIG`), else
 /// `/etc/vigil/vigil.toml` if it exists, else the bundled default.
 pub fn resolve_path(explicit: Option<PathBuf>) -> ConfigSource {
     resolve_path_in(explicit, Path::new(SYSTEM_CONFIG))

@@ -97,7 +97,7 @@ impl RestartPolicy {
     }
 }
 
-/// Restart back-off (semantics.md §2). Kubelet defaults: 10 s doubling to 300 s, forgiven
+/// Restart back-off (docs/behaviour.md §2.2). Kubelet defaults: 10 s doubling to 300 s, forgiven
 /// after a run of more than 600 s.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Backoff {
@@ -248,7 +248,7 @@ impl ProbeKind {
     }
 }
 
-/// One probe, defaults applied (semantics.md §4).
+/// One probe, defaults applied (docs/behaviour.md §4).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProbeSpec {
     pub action: ProbeAction,

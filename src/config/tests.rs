@@ -1180,3 +1180,82 @@ fn unreadable_file_names_the_path_and_os_error() {
     );
     assert!(s.contains("No such file or directory"), "{s}");
 }
+
+/// docs/interface.md §4 has a section per config table and a row per key: a key added to the
+/// schema without a row (or a new table without a section) fails here, so the reference cannot
+/// fall behind the parser.
+#[test]
+fn every_config_key_is_documented_in_interface_md() {
+    use schema::{Field, Kind};
+    const SECTIONS: &[(&str, &[Field])] = &[
+        ("### `[supervisor]`", schema::SUPERVISOR),
+        ("### `[pods.NAME]`", schema::POD),
+        ("### `backoff`", schema::BACKOFF),
+        ("### `[[pods.NAME.containers]]`", schema::CONTAINER),
+        ("### `resources`", schema::RESOURCES),
+        ("### Probes", schema::PROBE),
+        ("### `exec`", schema::EXEC),
+        ("### `http_get`", schema::HTTP_GET),
+        ("### `tls`", schema::TLS),
+        ("### `tcp_socket`", schema::TCP_SOCKET),
+        ("### `grpc`", schema::GRPC),
+        ("### `rlimits`", schema::RLIMIT_PAIR),
+    ];
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/interface.md"))
+            .expect("read docs/interface.md");
+    // Every table reachable from the root, with the dotted path it was first reached by.
+    fn tables(fields: &'static [Field], path: &str, out: &mut Vec<(String, &'static [Field])>) {
+        for f in fields {
+            let p = schema::join(path, f.name);
+            let inner: Option<&'static [Field]> = match &f.kind {
+                Kind::Table(t) | Kind::TableArray(t) | Kind::Map(Kind::Table(t)) => Some(t),
+                Kind::Rlimit | Kind::Map(Kind::Rlimit) => Some(schema::RLIMIT_PAIR),
+                _ => None,
+            };
+            if let Some(t) = inner
+                && !out.iter().any(|(_, seen)| std::ptr::eq(*seen, t))
+            {
+                out.push((p.clone(), t));
+                tables(t, &p, out);
+            }
+        }
+    }
+    let mut found = Vec::new();
+    tables(schema::ROOT, "", &mut found);
+    let mut missing = Vec::new();
+    for (path, fields) in found {
+        let Some((heading, _)) = SECTIONS.iter().find(|(_, f)| std::ptr::eq(*f, fields)) else {
+            missing.push(format!(
+                "table {path}: no section; add one to docs/interface.md §4 and to SECTIONS here"
+            ));
+            continue;
+        };
+        let Some(start) = doc.find(&format!("\n{heading}")) else {
+            missing.push(format!(
+                "table {path}: heading {heading:?} not in docs/interface.md"
+            ));
+            continue;
+        };
+        let body = &doc[start + 1..];
+        let end = body[1..].find("\n#").map_or(body.len(), |e| e + 1);
+        let rows: Vec<&str> = body[..end]
+            .lines()
+            .filter_map(|l| l.strip_prefix("| ")?.split(" |").next())
+            .collect();
+        for f in fields {
+            let cell = format!("`{}`", f.name);
+            if !rows.iter().any(|r| r.contains(&cell)) {
+                missing.push(format!(
+                    "{}: no row under {heading:?}",
+                    schema::join(&path, f.name)
+                ));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "docs/interface.md is missing config keys:\n{}",
+        missing.join("\n")
+    );
+}

@@ -1,4 +1,4 @@
-//! The control socket's wire format: JSON lines (interface.md, "Control socket").
+//! The control socket's wire format: JSON lines (docs/interface.md §2).
 //!
 //! Owns request parsing and reply building, as pure functions on bytes and strings. It must not
 //! touch sockets, the core or the clock: the server splits lines and the runtime decides the

@@ -478,7 +478,7 @@ mod tests {
         for c in pod["containers"].as_array().unwrap() {
             assert_eq!(c["state"].as_object().unwrap().len(), 1);
         }
-        // The complete key sets (README, "Status JSON"): a field renamed or dropped here
+        // The complete key sets (docs/interface.md §3): a field renamed or dropped here
         // changes what scripts read.
         let keys = |v: &Value| -> Vec<String> {
             let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();

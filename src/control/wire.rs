@@ -1,5 +1,5 @@
 //! The control socket's reply types: one set of `Serialize`/`Deserialize` structs that the
-//! server writes and the client reads (README, "Control socket" and "Status JSON").
+//! server writes and the client reads (docs/interface.md §2 and §3).
 //!
 //! Owns the exact JSON shape of every reply. It must not know how a snapshot is taken or how a
 //! reply is shown: `render` builds these from the core's snapshot (server side) and `format`
@@ -257,7 +257,7 @@ pub struct StatusReply {
     pub pods: Vec<Pod>,
 }
 
-/// One pod (README, "Status JSON").
+/// One pod (docs/interface.md §3.1).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Pod {
     pub name: String,
@@ -672,7 +672,7 @@ mod reference {
              reads) by the test `control::wire::reference`; do not edit by hand. After changing \
              a reply type run `VIGIL_UPDATE_WIRE_REFERENCE=1 cargo test --lib wire_reference` \
              and commit the result. The request side and the rules (ids, limits, who may do \
-             what) are in the README, \"Control socket\".\n\n\
+             what) are in docs/interface.md, §2.\n\n\
              Every reply is one line: `{\"id\": …, \"ok\": true, \"result\": {…}}`, a followed \
              event `{\"id\": …, \"ok\": true, \"event\": {…}}`, a chunk of followed output \
              `{\"id\": …, \"ok\": true, \"log\": \"…\"}`, or an error \

@@ -132,7 +132,7 @@ pub struct CommandError {
 }
 
 /// The kinds of refusal the core can give. The control surface maps each to one of the wire's
-/// error kinds (README, "Control socket"); the core itself knows nothing of the wire.
+/// error kinds (docs/interface.md §2.3); the core itself knows nothing of the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CommandErrorKind {
     /// No pod or container of that name (`not_found`).

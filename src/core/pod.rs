@@ -144,7 +144,7 @@ fn stopped(message: &str, now: Time) -> Terminated {
     }
 }
 
-/// Why the main process ended (semantics.md §3), given what vigil was doing to it.
+/// Why the main process ended (docs/behaviour.md §3), given what vigil was doing to it.
 fn termination(
     exit: &ExitInfo,
     cause: Option<&StopCause>,
@@ -715,7 +715,7 @@ impl Slot {
             SlotState::Running {
                 stopping: Some(s), ..
             } if !s.killed && s.kill_at <= out.now => {
-                // SIGKILL after the grace period is the normal end of a stop (semantics §6):
+                // SIGKILL after the grace period is the normal end of a stop (docs/behaviour.md §6.1):
                 // it does not make a shutdown unclean; only the global deadline or a forced
                 // shutdown does (see `kill_now`).
                 s.killed = true;

@@ -1,4 +1,4 @@
-//! Probe bookkeeping for one probe of one container (semantics.md §4).
+//! Probe bookkeeping for one probe of one container (docs/behaviour.md §4).
 //!
 //! Owns the schedule (the k-th attempt of a run is due at `base + k × period`, `base` being the
 //! moment the probe was activated plus its initial delay — monotonic deadlines, no drift), the

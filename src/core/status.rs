@@ -55,7 +55,7 @@ pub struct Condition {
     pub last_transition: Time,
 }
 
-/// Why a run ended (semantics.md §3).
+/// Why a run ended (docs/behaviour.md §3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TerminationReason {
     Completed,

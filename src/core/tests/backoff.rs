@@ -1,4 +1,4 @@
-//! Restart policy and back-off (semantics.md §2).
+//! Restart policy and back-off (docs/behaviour.md §2).
 
 use super::harness::*;
 use crate::config::spec::*;

@@ -1,4 +1,4 @@
-//! Probe bookkeeping (semantics.md §4).
+//! Probe bookkeeping (docs/behaviour.md §4).
 
 use super::harness::*;
 use crate::config::spec::*;

@@ -1,4 +1,4 @@
-//! Termination reasons (semantics.md §3).
+//! Termination reasons (docs/behaviour.md §3).
 
 use super::harness::*;
 use crate::config::spec::*;

@@ -1,4 +1,4 @@
-//! Supervisor shutdown (semantics.md §6).
+//! Supervisor shutdown (docs/behaviour.md §6.2).
 
 use std::time::Duration;
 
