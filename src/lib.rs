@@ -18,3 +18,4 @@ pub mod logs;
 pub mod probe;
 pub mod process;
 pub mod runtime;
+pub mod trust;

@@ -85,6 +85,7 @@ pub(crate) struct RawContainer {
     pub command: Option<S<Vec<S<String>>>>,
     pub env: Option<StrMap>,
     pub working_dir: Option<S<String>>,
+    pub env_file: Option<S<String>>,
     pub user: Option<S<StrOrInt>>,
     pub group: Option<S<StrOrInt>>,
     pub stop_signal: Option<S<StrOrInt>>,

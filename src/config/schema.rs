@@ -122,6 +122,7 @@ pub(crate) const CONTAINER: &[Field] = &[
     f("command", Kind::StrArray),
     f("env", Kind::Map(&Kind::Str)),
     f("working_dir", Kind::Str),
+    f("env_file", Kind::Str),
     f("user", Kind::StrOrInt),
     f("group", Kind::StrOrInt),
     f("stop_signal", Kind::StrOrInt),

@@ -151,6 +151,9 @@ pub struct ContainerSpec {
     pub command: Vec<String>,
     /// Extra environment, in key order.
     pub env: Vec<(String, String)>,
+    /// `env_file`: `KEY=VALUE` lines read at every spawn (`process::env_file`); `env` wins.
+    /// Its values are secrets: never shown, only this path is.
+    pub env_file: Option<PathBuf>,
     pub working_dir: Option<PathBuf>,
     /// User name or numeric uid (resolved at spawn time, before fork).
     pub user: Option<String>,

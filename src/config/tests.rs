@@ -1058,6 +1058,7 @@ command = ["/usr/bin/migrate", "--once"]
 name = "app"
 command = ["/usr/bin/app", "--port", "8080"]
 env = { RUST_LOG = "info" }
+env_file = "/etc/vigil/web.env"
 working_dir = "/srv/app"
 user = "app"
 group = 1000
@@ -1257,5 +1258,24 @@ fn every_config_key_is_documented_in_interface_md() {
         missing.is_empty(),
         "docs/interface.md is missing config keys:\n{}",
         missing.join("\n")
+    );
+}
+
+#[test]
+fn env_file_must_be_an_absolute_path() {
+    let errs = errors(
+        "[pods.web]\n[[pods.web.containers]]\nname = \"app\"\ncommand = [\"true\"]\nenv_file = \"web.env\"\n",
+    );
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(
+        errs[0].contains("env_file") && errs[0].contains("must be an absolute path"),
+        "{errs:?}"
+    );
+    let c = ok(
+        "[pods.web]\n[[pods.web.containers]]\nname = \"app\"\ncommand = [\"true\"]\nenv_file = \"/etc/vigil/web.env\"\n",
+    );
+    assert_eq!(
+        c.pods[0].containers[0].env_file.as_deref(),
+        Some(std::path::Path::new("/etc/vigil/web.env"))
     );
 }

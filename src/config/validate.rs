@@ -536,6 +536,10 @@ impl V<'_> {
             .working_dir
             .as_ref()
             .and_then(|v| self.abs_path(v, &join(path, "working_dir")));
+        let env_file = raw
+            .env_file
+            .as_ref()
+            .and_then(|v| self.abs_path(v, &join(path, "env_file")));
         let user = raw
             .user
             .as_ref()
@@ -618,6 +622,7 @@ impl V<'_> {
             name,
             command,
             env,
+            env_file,
             working_dir,
             user,
             group,

@@ -145,6 +145,7 @@ fn spec(s: &ContainerSpec, secrets: Secrets) -> wire::Spec {
                 (k.clone(), v)
             })
             .collect(),
+        env_file: s.env_file.as_ref().map(|p| p.display().to_string()),
         stop_signal: s.stop_signal_name.clone(),
         termination_grace_period_seconds: s.termination_grace.as_secs_f64(),
         max_restarts: s.max_restarts,
@@ -276,6 +277,7 @@ pub(crate) mod fixtures {
             name: name.into(),
             command: vec!["/usr/bin/app".into(), "--port".into(), "8080".into()],
             env: vec![("RUST_LOG".into(), "info".into())],
+            env_file: None,
             working_dir: None,
             user: None,
             group: None,
@@ -518,6 +520,7 @@ mod tests {
             [
                 "command",
                 "env",
+                "env_file",
                 "group",
                 "limits",
                 "liveness_probe",

@@ -390,6 +390,9 @@ pub struct Spec {
     pub group: Option<String>,
     /// Values are [`REDACTED`] unless the peer is an admin.
     pub env: BTreeMap<String, String>,
+    /// `env_file`'s path; its values are never sent to anyone.
+    #[serde(default)]
+    pub env_file: Option<String>,
     pub stop_signal: String,
     pub termination_grace_period_seconds: f64,
     #[serde(deserialize_with = "present")]

@@ -19,6 +19,7 @@
 #![allow(unsafe_code)]
 
 mod child;
+pub mod env_file;
 mod prepare;
 mod raw;
 mod reap;
@@ -82,6 +83,8 @@ pub enum SpawnError {
     },
     #[error("set O_NONBLOCK on fd {fd}: {source}")]
     SetNonblocking { fd: RawFd, source: Errno },
+    #[error(transparent)]
+    EnvFile(#[from] env_file::EnvFileError),
 }
 
 /// Converts a pid for kill(2)/waitpid(2), refusing values below `min` and values that would turn

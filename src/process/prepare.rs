@@ -215,7 +215,8 @@ pub(super) fn can_drop_bounding() -> bool {
 ///   supplementary list to just that gid). A numeric uid without a passwd entry and without a
 ///   configured group runs with gid = the same number.
 /// - environment: empty, then `PATH` (default [`DEFAULT_PATH`]), `HOME`, `USER` (of the target
-///   user, else of vigil's own uid), then the configured env, which may override those three.
+///   user, else of vigil's own uid), then the `env_file`'s variables (read now, see
+///   [`super::env_file`]), then the configured env; each may override what came before.
 ///   `NOTIFY_SOCKET`, `WATCHDOG_*` and `LISTEN_*` are never passed, even if configured.
 /// - capabilities: every capability `0..=cap_last_cap` not listed in `spec.capabilities` is
 ///   dropped from the bounding set when the child runs as a non-root user, or when a root
@@ -298,7 +299,12 @@ pub fn prepare(argv: &[String], spec: &ContainerSpec) -> Result<Prepared, SpawnE
     if let Some(n) = user_name {
         env.push(("USER".into(), n));
     }
-    for (k, v) in &spec.env {
+    // `env_file` first, so `env` in the config wins over it (like a pod's `envFrom` and `env`).
+    let from_file = match &spec.env_file {
+        Some(path) => super::env_file::read(path)?,
+        None => Vec::new(),
+    };
+    for (k, v) in from_file.iter().chain(&spec.env) {
         if is_reserved_env(k) {
             log::warn!(
                 "container {}: not passing reserved environment variable {k}",

@@ -30,6 +30,7 @@ fn spec(user: Option<&str>) -> ContainerSpec {
         name: "t".into(),
         command: vec!["/bin/true".into()],
         env: Vec::new(),
+        env_file: None,
         working_dir: None,
         user: user.map(str::to_string),
         group: None,

@@ -1,10 +1,11 @@
-//! Supervisor hardening checks made once at startup.
+//! Supervisor hardening checks made at startup and again at every reload.
 //!
-//! Owns: refusing to run as root from a config file or in a socket directory that someone other
-//! than root could change (a group- or world-writable file or directory, or one not owned by
-//! root, would let that someone run anything as root through vigil), and warning when vigil runs
-//! as root under systemd without cgroup delegation (`Delegate=yes`), where systemd considers
-//! the unit's cgroup its own and vigil's containers cannot be isolated or accounted reliably.
+//! Owns: refusing to run as root from a config file, with a socket directory or a `log_dir`
+//! that someone other than root or vigil's uid could change — the path whole, every ancestor
+//! directory included (see [`crate::trust`], like sshd's StrictModes) — and warning when vigil
+//! runs as root under systemd without cgroup delegation (`Delegate=yes`), where systemd
+//! considers the unit's cgroup its own and vigil's containers cannot be isolated or accounted
+//! reliably.
 //!
 //! Must not: change anything (no chmod, no chown, no cgroup writes), or fail startup for the
 //! delegation check (that is a warning: vigil still works with process groups). The decisions
@@ -22,65 +23,49 @@ use log::warn;
 use crate::cgroup::discover;
 use crate::config::ConfigSource;
 use crate::config::spec::{CgroupRoot, Config};
+use crate::trust::{self, Target};
 
 /// Extended attributes systemd sets on a cgroup it delegated (`Delegate=yes`): `trusted.`
 /// since systemd 251, `user.` since 252 (systemd's docs, "Control Group APIs and Delegation").
 const DELEGATE_XATTRS: [&str; 2] = ["trusted.delegate", "user.delegate"];
 
-/// Why vigil refuses to start.
+/// Why vigil refuses to start (or a reload is refused).
 #[derive(Debug, thiserror::Error)]
 pub enum HardenError {
-    #[error(
-        "refusing to run as root with {what} {path}: {problem} (mode {mode:04o}, owner uid {uid}); \
-         it must be owned by root and not writable by group or others (chmod go-w, chown root)"
-    )]
-    Unsafe {
-        what: &'static str,
-        path: PathBuf,
-        problem: &'static str,
-        mode: u32,
-        uid: u32,
-    },
-    #[error("cannot check {what} {path}: {source}")]
-    Stat {
-        what: &'static str,
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error("{0}")]
+    Untrusted(#[from] trust::TrustError),
 }
 
-/// What is wrong with a path owned by `uid` with permission bits `mode`, for a root vigil.
-/// `None`: safe. The sticky bit does not make a world-writable directory safe here: anyone may
-/// still create the socket name first.
-pub fn path_problem(mode: u32, uid: u32) -> Option<&'static str> {
-    if uid != 0 {
-        Some("not owned by root")
-    } else if mode & 0o002 != 0 {
-        Some("writable by others")
-    } else if mode & 0o020 != 0 {
-        Some("writable by its group")
-    } else {
-        None
+/// Checks the config file before it is read (start and reload): nothing when vigil is not
+/// root, a [`Target::File`] check of the whole path otherwise.
+pub fn check_config_source(source: &ConfigSource) -> Result<(), HardenError> {
+    if !nix::unistd::Uid::effective().is_root() {
+        return Ok(());
     }
+    if let ConfigSource::File(path) = source {
+        trust::check("config file", path, Target::File)?;
+    }
+    Ok(())
 }
 
-fn check_path(what: &'static str, path: &Path) -> Result<(), HardenError> {
-    let meta = std::fs::metadata(path).map_err(|source| HardenError::Stat {
-        what,
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let mode = meta.mode() & 0o7777;
-    match path_problem(mode, meta.uid()) {
-        None => Ok(()),
-        Some(problem) => Err(HardenError::Unsafe {
-            what,
-            path: path.to_path_buf(),
-            problem,
-            mode,
-            uid: meta.uid(),
-        }),
+/// Checks the paths a (new) config makes root act on: the control socket's directory and every
+/// ancestor, and `log_dir` and every ancestor. Nothing when vigil is not root.
+pub fn check_config_paths(config: &Config) -> Result<(), HardenError> {
+    if !nix::unistd::Uid::effective().is_root() {
+        return Ok(());
     }
+    let socket = config
+        .supervisor
+        .socket
+        .clone()
+        .unwrap_or_else(crate::control::default_socket_path);
+    if let Some(dir) = socket.parent().filter(|d| !d.as_os_str().is_empty()) {
+        trust::check("socket directory", dir, Target::PrivateDir)?;
+    }
+    if let Some(dir) = &config.supervisor.log_dir {
+        trust::check("log_dir", dir, Target::SharedDir)?;
+    }
+    Ok(())
 }
 
 /// What the startup checks found out about the host, for [`HostCheck::after_cgroup_setup`].
@@ -95,20 +80,13 @@ pub struct HostCheck {
     delegated: Option<bool>,
 }
 
-/// The checks made before anything is created: refuses an unsafe config file or socket
-/// directory when running as root, and reads what the delegation warning needs later.
-pub fn check_startup(source: &ConfigSource, socket: &Path) -> Result<HostCheck, HardenError> {
+/// The checks made before anything is created: refuses an unsafe config file, socket
+/// directory or log directory when running as root, and reads what the delegation warning
+/// needs later.
+pub fn check_startup(source: &ConfigSource, config: &Config) -> Result<HostCheck, HardenError> {
     let root = nix::unistd::Uid::effective().is_root();
-    if root {
-        if let ConfigSource::File(path) = source {
-            check_path("config file", path)?;
-        }
-        if let Some(dir) = socket.parent().filter(|d| !d.as_os_str().is_empty())
-            && dir.exists()
-        {
-            check_path("socket directory", dir)?;
-        }
-    }
+    check_config_source(source)?;
+    check_config_paths(config)?;
     let own_cgroup = own_cgroup_dir();
     let own_path = std::fs::read_to_string(discover::PROC_SELF_CGROUP)
         .ok()
@@ -238,32 +216,6 @@ mod tests {
             own_cgroup: Some(PathBuf::from("/sys/fs/cgroup/system.slice/vigil.service")),
             delegated,
         }
-    }
-
-    #[test]
-    fn group_or_world_writable_or_foreign_owned_paths_are_problems() {
-        assert_eq!(path_problem(0o644, 0), None);
-        assert_eq!(path_problem(0o700, 0), None);
-        assert_eq!(path_problem(0o755, 0), None);
-        assert_eq!(path_problem(0o664, 0), Some("writable by its group"));
-        assert_eq!(path_problem(0o646, 0), Some("writable by others"));
-        assert_eq!(path_problem(0o1777, 0), Some("writable by others"));
-        assert_eq!(path_problem(0o644, 1000), Some("not owned by root"));
-    }
-
-    #[test]
-    fn unsafe_error_names_path_mode_and_fix() {
-        let e = HardenError::Unsafe {
-            what: "config file",
-            path: PathBuf::from("/etc/vigil/vigil.toml"),
-            problem: "writable by others",
-            mode: 0o666,
-            uid: 0,
-        };
-        let m = e.to_string();
-        assert!(m.contains("/etc/vigil/vigil.toml"), "{m}");
-        assert!(m.contains("mode 0666"), "{m}");
-        assert!(m.contains("writable by others"), "{m}");
     }
 
     #[test]

@@ -8,6 +8,7 @@ mod control;
 mod faults;
 mod host;
 mod lifecycle;
+mod paths;
 mod pid1;
 mod probes;
 mod reload;

@@ -16,6 +16,7 @@ pub fn container(name: &str) -> ContainerSpec {
         name: name.to_string(),
         command: vec!["/bin/app".to_string()],
         env: Vec::new(),
+        env_file: None,
         working_dir: None,
         user: None,
         group: None,

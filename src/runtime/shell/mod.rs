@@ -133,7 +133,7 @@ impl Shell {
     /// attributes, cgroups, the control socket, log forwarding; then the core.
     pub fn new(config: Config, source: ConfigSource) -> Result<Shell, StartError> {
         let socket_path = socket_path(&config);
-        let host = super::harden::check_startup(&source, &socket_path)?;
+        let host = super::harden::check_startup(&source, &config)?;
         let (poll, signals) = open_loop()?;
         let registry = Rc::new(poll.registry().try_clone().map_err(StartError::Poll)?);
         protect_self(&config);
@@ -377,8 +377,19 @@ impl Shell {
 
     fn reload(&mut self, now: Instant) -> Result<String, ReloadError> {
         self.notifier.reloading();
-        let result = match config::load_source(&self.source) {
-            Err(errors) => Err(ReloadError::InvalidConfig(errors.to_string())),
+        let loaded = super::harden::check_config_source(&self.source)
+            .map_err(|e| ReloadError::InvalidConfig(e.to_string()))
+            .and_then(|()| {
+                config::load_source(&self.source)
+                    .map_err(|errors| ReloadError::InvalidConfig(errors.to_string()))
+            })
+            .and_then(|new| {
+                super::harden::check_config_paths(&new)
+                    .map(|()| new)
+                    .map_err(|e| ReloadError::InvalidConfig(e.to_string()))
+            });
+        let result = match loaded {
+            Err(e) => Err(e),
             Ok(new) => {
                 if let Some(m) = &self.cgroups
                     && let Err(e) = m.check_controllers(needed_controllers(&new))
