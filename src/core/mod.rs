@@ -62,6 +62,11 @@ pub struct ExitInfo {
 pub enum ProbeOutcome {
     Success(String),
     Failure(String),
+    /// A success that deserves a look (kubelet `probe.Warning`, e.g. an HTTP redirect to
+    /// another host that was not followed): counts as a success and records a `ProbeWarning`
+    /// Warning event with this message (kubelet `prober/prober.go` runProbeWithRetries
+    /// caller, `"%s probe warning: %s"`).
+    Warning(String),
 }
 
 /// Something that happened outside the core.

@@ -789,6 +789,15 @@ impl Slot {
 
     fn apply_recorded(&mut self, kind: ProbeKind, rec: Recorded, pod: &str, out: &mut Out) {
         let name = self.spec.name.clone();
+        if let Some(msg) = &rec.warning {
+            out.event(
+                EventType::Warning,
+                "ProbeWarning",
+                pod,
+                &name,
+                format!("{} probe warning: {msg}", kind.title()),
+            );
+        }
         if let Some(msg) = &rec.failure {
             out.event(
                 EventType::Warning,

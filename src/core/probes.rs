@@ -33,6 +33,8 @@ pub(super) struct Recorded {
     pub failure: Option<String>,
     /// The newly published result, if the published result changed.
     pub published: Option<ProbeResultState>,
+    /// The warning of a successful attempt (for the `ProbeWarning` event).
+    pub warning: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -170,11 +172,16 @@ impl Probe {
     ) -> Option<Recorded> {
         let f = self.in_flight.filter(|f| f.seq == seq)?;
         self.in_flight = None;
-        let (success, message) = match outcome {
-            ProbeOutcome::Success(m) => (true, m),
-            ProbeOutcome::Failure(m) => (false, m),
+        let (success, message, warning) = match outcome {
+            ProbeOutcome::Success(m) => (true, m, false),
+            ProbeOutcome::Failure(m) => (false, m, false),
+            ProbeOutcome::Warning(m) => (true, m, true),
         };
-        Some(self.record(f.started, duration, success, message))
+        let mut rec = self.record(f.started, duration, success, message);
+        if warning {
+            rec.warning = self.recent.back().map(|r| r.message.clone());
+        }
+        Some(rec)
     }
 
     fn record(&mut self, at: Time, duration: Duration, success: bool, message: String) -> Recorded {
@@ -217,7 +224,11 @@ impl Probe {
             self.last_failure = message.clone();
             Some(message)
         };
-        Recorded { failure, published }
+        Recorded {
+            failure,
+            published,
+            warning: None,
+        }
     }
 
     pub(super) fn status(&self) -> ProbeStatus {

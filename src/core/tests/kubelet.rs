@@ -184,3 +184,35 @@ fn kill_container_minimum_grace_applies_to_probe_grace() {
     assert_eq!(h.step(), 2.0);
     assert!(has_kill(&h.take(), key));
 }
+
+/// `prober/prober.go` probe: a `probe.Warning` result (the HTTP prober's "Probe terminated
+/// redirects", `pkg/probe/http` DoHTTPProbe) is a success, recorded as a `ProbeWarning` Warning
+/// event `"<Kind> probe warning: <output>"`.
+#[test]
+fn probe_warning_counts_as_success_and_records_probe_warning_event() {
+    let mut c = container("app");
+    c.readiness_probe = Some(probe(1.0));
+    let mut h = H::new(config(vec![pod("web", vec![c])]));
+    h.ack_spawns();
+    h.step();
+    let (kind, seq) = h.probe_starts()[0];
+    let key = h.key("web", "app");
+    h.input(Input::ProbeResult {
+        key,
+        generation: h.generation(key),
+        kind,
+        seq,
+        outcome: ProbeOutcome::Warning(
+            "Probe terminated redirects, Response body: moved".to_string(),
+        ),
+        duration: secs(0.01),
+    });
+    assert!(h.status("web", "app").ready, "a warning is a success");
+    let ev = h.event("ProbeWarning").unwrap();
+    assert_eq!(ev.kind, EventType::Warning);
+    assert_eq!(
+        ev.message,
+        "Readiness probe warning: Probe terminated redirects, Response body: moved"
+    );
+    assert!(h.event("Unhealthy").is_none());
+}
