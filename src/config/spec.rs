@@ -163,7 +163,10 @@ pub struct ContainerSpec {
     pub stop_signal: i32,
     /// The signal's name as configured, for messages.
     pub stop_signal_name: String,
-    /// Effective restart policy (container override, else the pod's).
+    /// Effective restart policy (container override, else the pod's). An init container has
+    /// `Always` only when its own `restart_policy = "Always"` says so: it is then a sidecar
+    /// (Kubernetes 1.29 restartable init container); under a pod's `Always` a plain init
+    /// container gets `OnFailure`.
     pub restart_policy: RestartPolicy,
     pub termination_grace: Duration,
     pub backoff: Backoff,

@@ -372,21 +372,39 @@ fn restart_policy_must_be_known() {
 }
 
 #[test]
-fn init_containers_take_no_probes_and_no_always() {
+fn init_containers_take_no_probes_unless_sidecars() {
     let text = "[[pods.web.init_containers]]\nname = \"init\"\ncommand = [\"x\"]\n\
-                restart_policy = \"Always\"\n\
+                restart_policy = \"OnFailure\"\n\
                 readiness_probe = { exec = { command = [\"true\"] } }\n{POD}";
     let errs = errors(&text.replace("{POD}", POD));
-    assert_eq!(errs.len(), 2, "{errs:#?}");
+    assert_eq!(errs.len(), 1, "{errs:#?}");
     assert_has(
         &errs[0],
-        "4:18: pods.web.init_containers[0].restart_policy: ",
-        "must be OnFailure or Never",
-    );
-    assert_has(
-        &errs[1],
         "5:19: pods.web.init_containers[0].readiness_probe: ",
-        "probes are not supported on init containers",
+        "probes are not supported on init containers that run to completion",
+    );
+}
+
+#[test]
+fn init_container_with_restart_policy_always_is_a_sidecar_with_probes() {
+    let text = "[[pods.web.init_containers]]\nname = \"log\"\ncommand = [\"x\"]\n\
+                restart_policy = \"Always\"\n\
+                startup_probe = { exec = { command = [\"true\"] } }\n{POD}";
+    let cfg = ok(&text.replace("{POD}", POD));
+    let init = &cfg.pods[0].init_containers[0];
+    assert_eq!(init.restart_policy, RestartPolicy::Always);
+    assert!(init.startup_probe.is_some());
+}
+
+#[test]
+fn plain_init_container_under_an_always_pod_is_not_a_sidecar() {
+    let text = "[pods.web]\nrestart_policy = \"Always\"\n\
+                [[pods.web.init_containers]]\nname = \"init\"\ncommand = [\"x\"]\n\
+                [[pods.web.containers]]\nname = \"c\"\ncommand = [\"x\"]\n";
+    let cfg = ok(text);
+    assert_eq!(
+        cfg.pods[0].init_containers[0].restart_policy,
+        RestartPolicy::OnFailure
     );
 }
 

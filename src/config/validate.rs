@@ -564,15 +564,9 @@ impl V<'_> {
         let restart_policy = match &raw.restart_policy {
             Some(v) => {
                 let field = join(path, "restart_policy");
-                let p = self.restart_policy(v, &field);
-                if init && p == Some(RestartPolicy::Always) {
-                    self.err(
-                        span(v),
-                        &field,
-                        "init containers run to completion; restart_policy must be OnFailure or Never",
-                    );
-                }
-                p.unwrap_or(pod.restart_policy)
+                // On an init container, `Always` written out makes it a sidecar (Kubernetes
+                // 1.29 restartable init container); the pod's `Always` never does (below).
+                self.restart_policy(v, &field).unwrap_or(pod.restart_policy)
             }
             None if init && pod.restart_policy == RestartPolicy::Always => RestartPolicy::OnFailure,
             None => pod.restart_policy,
@@ -602,14 +596,15 @@ impl V<'_> {
             Some(r) => self.resources(r.get_ref(), &join(path, "resources")),
             None => Resources::default(),
         };
+        let sidecar = init && restart_policy == RestartPolicy::Always;
         let probe = |v: &mut Self, p: &Option<S<RawProbe>>, kind: ProbeKind| {
             let p = p.as_ref()?;
             let field = join(path, &format!("{}_probe", kind.as_str()));
-            if init {
+            if init && !sidecar {
                 v.err(
                     span(p),
                     &field,
-                    "probes are not supported on init containers (they run to completion)",
+                    "probes are not supported on init containers that run to completion (only on sidecars: restart_policy = \"Always\")",
                 );
                 return None;
             }

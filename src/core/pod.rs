@@ -40,6 +40,7 @@ impl Out<'_> {
 pub(super) const MSG_STOP_REQUEST: &str = "stopped by request";
 pub(super) const MSG_DEFINITION_CHANGED: &str = "definition changed";
 pub(super) const MSG_SHUTDOWN: &str = "supervisor shutting down";
+pub(super) const MSG_MAIN_FINISHED: &str = "the pod's containers have finished";
 
 /// Why vigil is stopping a running container.
 #[derive(Debug, Clone, PartialEq)]
@@ -247,11 +248,30 @@ impl Slot {
         matches!(self.state, SlotState::Running { .. }) && self.started
     }
 
-    /// Kubelet `prober_manager.go` UpdatePodStatus: a regular container is ready when it runs,
+    /// A sidecar: an init container whose own `restart_policy` is `Always` (Kubernetes 1.29
+    /// restartable init container, `podutil.IsRestartableInitContainer`).
+    pub(super) fn sidecar(&self) -> bool {
+        self.init && self.spec.restart_policy == RestartPolicy::Always
+    }
+
+    /// A stop was asked for and is under way (signal sent, or asked for while creating).
+    pub(super) fn stop_requested(&self) -> bool {
+        match &self.state {
+            SlotState::Running { stopping, .. } => stopping.is_some(),
+            SlotState::Creating { pending, .. } => matches!(
+                pending,
+                Some(StopCause::Request { .. } | StopCause::Shutdown)
+            ),
+            _ => false,
+        }
+    }
+
+    /// Kubelet `prober/prober_manager.go` UpdatePodStatus: a regular container is ready when it runs,
     /// has started and its readiness probe (if any) published Success; an init container is
-    /// ready once it has terminated with success, and not before.
+    /// ready once it has terminated with success, and not before; a sidecar is ready like a
+    /// regular container.
     pub(super) fn ready(&self) -> bool {
-        if self.init {
+        if self.init && !self.sidecar() {
             return self.done_completed();
         }
         self.is_running_started()
@@ -493,7 +513,7 @@ impl Slot {
             return;
         }
         let failure = term.reason != TerminationReason::Completed;
-        let restart = if self.init {
+        let restart = if self.init && !self.sidecar() {
             failure && self.spec.restart_policy != RestartPolicy::Never
         } else {
             match self.spec.restart_policy {
@@ -919,6 +939,9 @@ pub(super) struct Pod {
     pub next: Next,
     pub shutdown_initiated: bool,
     pub conditions: Vec<Condition>,
+    /// Sidecars are being stopped for this cause, once the other containers have stopped,
+    /// last sidecar first (see [`Pod::drive_sidecars`]).
+    pub sidecar_stop: Option<StopCause>,
 }
 
 fn condition(kind: ConditionType, now: Time) -> Condition {
@@ -973,6 +996,7 @@ impl Pod {
             held: false,
             next: Next::Keep,
             shutdown_initiated: false,
+            sidecar_stop: None,
             conditions: vec![
                 condition(ConditionType::Initialized, now),
                 condition(ConditionType::ContainersReady, now),
@@ -1026,10 +1050,113 @@ impl Pod {
         }
     }
 
-    /// After an init slot concluded: move on if it completed.
+    /// After an init slot changed: move on once it completed or, for a sidecar, once it has
+    /// started (kubelet `kuberuntime_manager.go` computePodActions: the next init container
+    /// starts when a restartable one is started — startup probe passed, or running without
+    /// one — and the sidecar keeps running).
     pub(super) fn after_init(&mut self, i: usize, out: &mut Out) {
-        if self.stage == Stage::Init(i) && self.init[i].done_completed() {
+        if self.stage != Stage::Init(i) || self.sidecar_stop.is_some() {
+            return;
+        }
+        let slot = &self.init[i];
+        let done = if slot.sidecar() {
+            slot.is_running_started()
+        } else {
+            slot.done_completed()
+        };
+        if done {
             self.advance_to(i + 1, out);
+        }
+    }
+
+    /// Stop the whole pod: the regular containers (and a running init container) now, the
+    /// sidecars after them, last first (kubelet 1.29+ pod termination with sidecars). A
+    /// sidecar that is not running is concluded at once.
+    /// `live_only` leaves slots that are not running or backing off as they are (reload).
+    pub(super) fn stop_all(&mut self, cause: StopCause, live_only: bool, out: &mut Out) {
+        let name = self.spec.name.clone();
+        let touch =
+            |s: &Slot| !live_only || s.is_active() || matches!(s.state, SlotState::BackOff { .. });
+        for slot in self.main.iter_mut() {
+            if touch(slot) {
+                slot.begin_stop(cause.clone(), &name, out);
+            }
+        }
+        for slot in self.init.iter_mut() {
+            if touch(slot) && !(slot.sidecar() && slot.is_active()) {
+                slot.begin_stop(cause.clone(), &name, out);
+            }
+        }
+        // A shutdown is never downgraded to a request.
+        if !matches!(self.sidecar_stop, Some(StopCause::Shutdown)) {
+            self.sidecar_stop = Some(cause);
+        }
+        self.drive_sidecars(out);
+    }
+
+    /// Sidecar bookkeeping after any change: when every regular container has finished for
+    /// good, the sidecars are stopped (a pod with `Never`/`OnFailure` completes while its
+    /// sidecars are stopped, kubelet `kubelet_pods.go` getPhase); a pending sidecar stop
+    /// begins with the last sidecar once no other container is active, and each earlier one
+    /// waits for the later ones to have stopped.
+    pub(super) fn drive_sidecars(&mut self, out: &mut Out) {
+        let has_live_sidecar = |p: &Pod| {
+            p.init.iter().any(|s| {
+                s.sidecar() && (s.is_active() || matches!(s.state, SlotState::BackOff { .. }))
+            })
+        };
+        if self.sidecar_stop.is_none()
+            && self.stage == Stage::Main
+            && !self.main.is_empty()
+            && self
+                .main
+                .iter()
+                .all(|s| matches!(s.state, SlotState::Done(_)))
+            && has_live_sidecar(self)
+        {
+            self.sidecar_stop = Some(StopCause::Request {
+                message: MSG_MAIN_FINISHED.to_string(),
+                then_start: false,
+            });
+        }
+        let Some(cause) = self.sidecar_stop.clone() else {
+            return;
+        };
+        let others_active = self.main.iter().any(Slot::is_active)
+            || self.init.iter().any(|s| !s.sidecar() && s.is_active());
+        if others_active {
+            return;
+        }
+        let name = self.spec.name.clone();
+        for slot in self.init.iter_mut().rev().filter(|s| s.sidecar()) {
+            if slot.is_active() {
+                if !slot.stop_requested() {
+                    slot.begin_stop(cause.clone(), &name, out);
+                }
+                if slot.is_active() {
+                    return;
+                }
+            } else {
+                slot.begin_stop(cause.clone(), &name, out);
+            }
+        }
+        if !has_live_sidecar(self) {
+            self.sidecar_stop = None;
+        }
+    }
+
+    /// Before an operator start: sidecars before init container `upto` (or all, for the
+    /// regular containers) that were stopped run again, and a pending sidecar stop is dropped.
+    pub(super) fn revive_sidecars(&mut self, upto: usize, out: &mut Out) {
+        self.sidecar_stop = None;
+        let name = self.spec.name.clone();
+        for slot in self.init.iter_mut().take(upto) {
+            if slot.sidecar()
+                && !slot.is_active()
+                && !matches!(slot.state, SlotState::BackOff { .. })
+            {
+                slot.start_fresh(&name, out);
+            }
         }
     }
 
@@ -1109,7 +1236,13 @@ impl Pod {
             let incomplete: Vec<&str> = self
                 .init
                 .iter()
-                .filter(|s| !s.done_completed())
+                .filter(|s| {
+                    if s.sidecar() {
+                        !s.is_running_started()
+                    } else {
+                        !s.done_completed()
+                    }
+                })
                 .map(Slot::name)
                 .collect();
             let message = format!(
@@ -1124,9 +1257,12 @@ impl Pod {
                 now,
             );
         }
+        // Sidecars count for readiness (GenerateContainersReadyCondition), listed first.
         let unready: Vec<String> = self
-            .main
+            .init
             .iter()
+            .filter(|s| s.sidecar())
+            .chain(self.main.iter())
             .filter(|s| !s.ready())
             .map(|s| s.name().to_string())
             .collect();

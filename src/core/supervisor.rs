@@ -186,6 +186,7 @@ impl Supervisor {
         if loc.init {
             pod.after_init(loc.index, &mut out);
         }
+        pod.drive_sidecars(&mut out);
         self.refresh_touched(now, Some(&[loc.pod]));
     }
 
@@ -224,6 +225,7 @@ impl Supervisor {
                     slot.on_timeout(&name, &mut out);
                 }
             }
+            pod.drive_sidecars(&mut out);
         }
         self.refresh_touched(now, (!all).then_some(&touched[..]));
     }
@@ -342,9 +344,7 @@ impl Supervisor {
                     if pod.stage == Stage::Waiting {
                         pod.held = true;
                     }
-                    for slot in pod.init.iter_mut().chain(pod.main.iter_mut()) {
-                        slot.begin_stop(request(false), &name, &mut out);
-                    }
+                    pod.stop_all(request(false), false, &mut out);
                     format!("stopping pod {name}")
                 }
                 Op::Start | Op::Restart => {
@@ -355,6 +355,7 @@ impl Supervisor {
                             pod.begin(&mut out);
                         }
                         Stage::Init(i) => {
+                            pod.revive_sidecars(i, &mut out);
                             let slot = &mut pod.init[i];
                             if slot.is_active() && op == Op::Restart {
                                 slot.begin_stop(request(true), &name, &mut out);
@@ -363,6 +364,7 @@ impl Supervisor {
                             }
                         }
                         Stage::Main => {
+                            pod.revive_sidecars(pod.init.len(), &mut out);
                             for slot in pod.main.iter_mut() {
                                 if slot.is_active() && op == Op::Restart {
                                     slot.begin_stop(request(true), &name, &mut out);
@@ -391,6 +393,27 @@ impl Supervisor {
                 "container {cname:?} not found in pod {pod_name:?}"
             )));
         };
+        let sidecar = init && pod.init[index].sidecar();
+        // A sidecar may run from its own step on; a plain init container only at its step.
+        let may_start = if sidecar {
+            matches!(stage, Stage::Init(i) if i >= index) || stage == Stage::Main
+        } else if init {
+            stage == Stage::Init(index)
+        } else {
+            stage == Stage::Main
+        };
+        let starts = op != Op::Stop
+            && may_start
+            && !(if init {
+                &pod.init[index]
+            } else {
+                &pod.main[index]
+            })
+            .is_active();
+        if starts {
+            // What a container runs beside (the sidecars before it) runs again too.
+            pod.revive_sidecars(if init { index } else { pod.init.len() }, &mut out);
+        }
         let slot = if init {
             &mut pod.init[index]
         } else {
@@ -400,11 +423,6 @@ impl Supervisor {
             slot.begin_stop(request(false), &name, &mut out);
             return Ok(format!("stopping {name}/{cname}"));
         }
-        let may_start = if init {
-            stage == Stage::Init(index)
-        } else {
-            stage == Stage::Main
-        };
         if op == Op::Restart && slot.is_active() {
             slot.begin_stop(request(true), &name, &mut out);
             return Ok(format!("restarting {name}/{cname}"));
@@ -507,19 +525,11 @@ impl Supervisor {
 
     fn stop_for_reload(&mut self, pod: &mut Pod, now: Time) {
         let (_, mut out) = self.split(now);
-        let name = pod.spec.name.clone();
-        for slot in pod.init.iter_mut().chain(pod.main.iter_mut()) {
-            if slot.is_active() || matches!(slot.state, super::pod::SlotState::BackOff { .. }) {
-                slot.begin_stop(
-                    StopCause::Request {
-                        message: MSG_DEFINITION_CHANGED.to_string(),
-                        then_start: false,
-                    },
-                    &name,
-                    &mut out,
-                );
-            }
-        }
+        let cause = StopCause::Request {
+            message: MSG_DEFINITION_CHANGED.to_string(),
+            then_start: false,
+        };
+        pod.stop_all(cause, true, &mut out);
     }
 
     /// Re-evaluate everything that depends on more than one slot: reload replacements,
@@ -665,8 +675,8 @@ impl Supervisor {
                 pod.shutdown_initiated = true;
                 for slot in pod.init.iter_mut().chain(pod.main.iter_mut()) {
                     slot.finish_for_shutdown(&mut out);
-                    slot.begin_stop(StopCause::Shutdown, &name, &mut out);
                 }
+                pod.stop_all(StopCause::Shutdown, false, &mut out);
                 progressed = true;
             }
             if !progressed {

@@ -12,4 +12,5 @@ mod paths;
 mod pid1;
 mod probes;
 mod reload;
+mod sidecars;
 mod wire;

@@ -13,9 +13,15 @@ fn with_inits(policy: RestartPolicy) -> H {
             with_policy(container("b"), policy),
         ],
     );
+    // As validation folds it: under a pod's Always a plain init container gets OnFailure
+    // (an init container's own Always would make it a sidecar).
+    let init_policy = match policy {
+        RestartPolicy::Always => RestartPolicy::OnFailure,
+        p => p,
+    };
     p.init_containers = vec![
-        with_policy(container("i1"), policy),
-        with_policy(container("i2"), policy),
+        with_policy(container("i1"), init_policy),
+        with_policy(container("i2"), init_policy),
     ];
     p.restart_policy = policy;
     H::new(config(vec![p]))

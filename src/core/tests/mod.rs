@@ -9,3 +9,4 @@ mod probes;
 mod reasons;
 mod reload;
 mod shutdown;
+mod sidecars;

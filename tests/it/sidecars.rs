@@ -1,0 +1,106 @@
+//! Sidecar containers (an init container with `restart_policy = "Always"`) with real
+//! processes: a log shipper that outlives a batch job's main container and is stopped after
+//! it, and the stop order of a whole pod.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::common::{Vigil, state_reason};
+
+const T: Duration = Duration::from_secs(15);
+
+fn marks(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// A shell sidecar that writes `<name>-up` when it starts and `<name>-down` when SIGTERM
+/// reaches it, then exits 0.
+fn shipper(name: &str, marks: &Path) -> String {
+    format!(
+        r#"[[pods.batch.init_containers]]
+name = "{name}"
+restart_policy = "Always"
+command = ["sh", "-c", "trap 'echo {name}-down >> {m}; exit 0' TERM; echo {name}-up >> {m}; while :; do sleep 0.05; done"]
+"#,
+        m = marks.display()
+    )
+}
+
+#[test]
+fn sidecar_log_shipper_outlives_the_batch_job_and_is_stopped_after_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let m = dir.path().join("marks");
+    let v = Vigil::start(&format!(
+        r#"
+[pods.batch]
+restart_policy = "Never"
+{}
+[[pods.batch.containers]]
+name = "job"
+command = ["sh", "-c", "until grep -q shipper-up {m}; do sleep 0.02; done; echo job-done >> {m}"]
+"#,
+        shipper("shipper", &m),
+        m = m.display()
+    ));
+    v.wait_for(T, "the pod to succeed and the shipper to stop", |v| {
+        v.pod("batch")["phase"] == "Succeeded"
+            && v.container("batch", "shipper")["state"]["terminated"].is_object()
+    });
+    assert_eq!(marks(&m), ["shipper-up", "job-done", "shipper-down"]);
+    let job = v.container("batch", "job");
+    assert_eq!(job["state"]["terminated"]["reason"], "Completed");
+    let shipper = v.container("batch", "shipper");
+    let t = &shipper["state"]["terminated"];
+    assert_eq!(t["reason"], "Stopped", "{shipper}");
+    assert_eq!(t["message"], "the pod's containers have finished");
+    assert_eq!(shipper["restart_count"], 0, "stopped, not restarted");
+    let job_end = job["state"]["terminated"]["finished_at"].as_str();
+    let shipper_end = t["finished_at"].as_str();
+    assert!(
+        job_end.is_some() && shipper_end >= job_end,
+        "the shipper stopped after the job: {shipper} {job}"
+    );
+}
+
+#[test]
+fn stopping_a_pod_stops_its_containers_then_its_sidecars_last_first() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let m = dir.path().join("marks");
+    let v = Vigil::start(&format!(
+        r#"
+[pods.batch]
+{}{}
+[[pods.batch.containers]]
+name = "app"
+command = ["sh", "-c", "trap 'echo app-down >> {m}; exit 0' TERM; echo app-up >> {m}; while :; do sleep 0.05; done"]
+"#,
+        shipper("s1", &m),
+        shipper("s2", &m),
+        m = m.display()
+    ));
+    v.wait_for(T, "all three running", |v| {
+        ["s1", "s2", "app"]
+            .iter()
+            .all(|c| state_reason(&v.container("batch", c)) == "Running")
+            && marks(&m).len() == 3
+    });
+    let mut up = marks(&m);
+    up.sort();
+    assert_eq!(up, ["app-up", "s1-up", "s2-up"]);
+    let reply = v.request(r#"{"cmd":"stop","pod":"batch"}"#);
+    assert_eq!(reply["ok"], true, "{reply}");
+    v.wait_for(T, "everything to stop", |v| {
+        ["s1", "s2", "app"]
+            .iter()
+            .all(|c| v.container("batch", c)["state"]["terminated"].is_object())
+    });
+    assert_eq!(
+        marks(&m)[3..],
+        ["app-down", "s2-down", "s1-down"],
+        "regular containers first, then the sidecars in reverse order"
+    );
+}
