@@ -5,6 +5,7 @@
 //! The top of the layering: it calls the runtime, `check` and the client; nothing imports it.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -52,6 +53,51 @@ pub struct ClientOpts {
     /// The supervisor's config file: its `socket =` is where to connect.
     #[arg(short, long, env = "VIGIL_CONFIG", global = true)]
     pub config: Option<PathBuf>,
+}
+
+/// `--wait [--timeout]` of `start`, `stop` and `restart`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct WaitOpts {
+    /// Return once the state is reached: stopped; running and ready (or completed); for
+    /// restart, a new run running and ready. A target that fails meanwhile is an error.
+    #[arg(long)]
+    pub wait: bool,
+    /// How long --wait may take: 30s, 2m, 500ms, or seconds (default 30s). Implies --wait.
+    #[arg(long, value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
+}
+
+impl WaitOpts {
+    fn wait(&self) -> Option<Duration> {
+        match (self.wait, self.timeout) {
+            (_, Some(t)) => Some(t),
+            (true, None) => Some(DEFAULT_WAIT),
+            (false, None) => None,
+        }
+    }
+}
+
+/// `--timeout` when only `--wait` is given (kubectl wait's default).
+const DEFAULT_WAIT: Duration = Duration::from_secs(30);
+
+/// `500ms`, `30s`, `2m`, `1h`, or a number of seconds (fractions allowed).
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let (number, unit) = match t.find(|c: char| !(c.is_ascii_digit() || c == '.')) {
+        Some(i) => t.split_at(i),
+        None => (t, "s"),
+    };
+    let scale = match unit {
+        "ms" => 0.001,
+        "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        _ => return Err(format!("{text:?}: expected e.g. 500ms, 30s, 2m or 1h")),
+    };
+    let n: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?}: expected e.g. 500ms, 30s, 2m or 1h"))?;
+    Duration::try_from_secs_f64(n * scale).map_err(|e| format!("{text:?}: {e}"))
 }
 
 impl ClientOpts {
@@ -130,17 +176,23 @@ pub enum Cmd {
         /// POD or POD/CONTAINER.
         target: String,
         #[command(flatten)]
+        wait: WaitOpts,
+        #[command(flatten)]
         client: ClientOpts,
     },
     /// Stop a pod or container (reason Stopped; not restarted).
     Stop {
         target: String,
         #[command(flatten)]
+        wait: WaitOpts,
+        #[command(flatten)]
         client: ClientOpts,
     },
     /// Restart a pod or container.
     Restart {
         target: String,
+        #[command(flatten)]
+        wait: WaitOpts,
         #[command(flatten)]
         client: ClientOpts,
     },
@@ -223,6 +275,7 @@ pub fn parse_target(target: &str) -> Result<(String, Option<String>), String> {
 /// A client subcommand as the request the client sends, where to send it and how to show the
 /// answer. `run`, `check` and `completions` are not client commands.
 pub fn client_command(cmd: Cmd) -> Result<ClientCommand, String> {
+    let mut wait = None;
     let (request, client, output) = match cmd {
         Cmd::Status {
             pod,
@@ -256,16 +309,31 @@ pub fn client_command(cmd: Cmd) -> Result<ClientCommand, String> {
             };
             (request, client, Output::Table)
         }
-        Cmd::Start { target, client } => {
+        Cmd::Start {
+            target,
+            wait: w,
+            client,
+        } => {
             let (pod, container) = parse_target(&target)?;
+            wait = w.wait();
             (RequestCmd::Start { pod, container }, client, Output::Table)
         }
-        Cmd::Stop { target, client } => {
+        Cmd::Stop {
+            target,
+            wait: w,
+            client,
+        } => {
             let (pod, container) = parse_target(&target)?;
+            wait = w.wait();
             (RequestCmd::Stop { pod, container }, client, Output::Table)
         }
-        Cmd::Restart { target, client } => {
+        Cmd::Restart {
+            target,
+            wait: w,
+            client,
+        } => {
             let (pod, container) = parse_target(&target)?;
+            wait = w.wait();
             (
                 RequestCmd::Restart { pod, container },
                 client,
@@ -283,6 +351,7 @@ pub fn client_command(cmd: Cmd) -> Result<ClientCommand, String> {
         socket: client.socket_path()?,
         request,
         output: output.into(),
+        wait,
     })
 }
 
@@ -303,9 +372,28 @@ mod tests {
     }
 
     #[test]
+    fn wait_timeouts_parse_and_imply_wait() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1.5"), Ok(Duration::from_millis(1500)));
+        for bad in ["", "s", "5d", "-1s", "1e400"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+        let w = |wait, timeout| WaitOpts { wait, timeout }.wait();
+        assert_eq!(w(false, None), None);
+        assert_eq!(w(true, None), Some(DEFAULT_WAIT));
+        assert_eq!(
+            w(false, Some(Duration::from_secs(5))),
+            Some(Duration::from_secs(5))
+        );
+    }
+
+    #[test]
     fn bad_target_is_a_usage_error() {
         let e = client_command(Cmd::Restart {
             target: "a/b/c".into(),
+            wait: WaitOpts::default(),
             client: ClientOpts::default(),
         })
         .unwrap_err();

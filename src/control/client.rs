@@ -76,7 +76,13 @@ pub struct ClientCommand {
     pub socket: PathBuf,
     pub request: RequestCmd,
     pub output: Output,
+    /// For `start`/`stop`/`restart`: after the request is accepted, wait up to this long for
+    /// the target to reach the state asked for (see [`reached`]).
+    pub wait: Option<Duration>,
 }
+
+/// How often `--wait` asks for the pod's status.
+const WAIT_POLL: Duration = Duration::from_millis(100);
 
 /// Runs one client command against stdout/stderr; returns the exit code.
 pub fn main(cmd: ClientCommand) -> i32 {
@@ -101,8 +107,17 @@ pub fn run(
     if cmd.request == RequestCmd::Version {
         let _ = writeln!(out, "Client Version: {}", env!("CARGO_PKG_VERSION"));
     }
-    match exchange(cmd, terminal, out) {
+    let sent = SystemTime::now();
+    let mut result = exchange(cmd, terminal, out);
+    if let (Ok(Outcome::Done), Some(timeout)) = (&result, cmd.wait) {
+        result = wait_until_reached(cmd, sent, timeout, out);
+    }
+    match result {
         Ok(Outcome::Done) => 0,
+        Ok(Outcome::Failed(message)) => {
+            let _ = writeln!(err, "error: {message}");
+            1
+        }
         Ok(Outcome::Refused(e)) => {
             log::debug!("request refused: {}", e.kind);
             let _ = writeln!(err, "error: {}", e.message);
@@ -118,6 +133,170 @@ pub fn run(
 enum Outcome {
     Done,
     Refused(wire::ErrorBody),
+    /// `--wait` ended without the state asked for (timed out, or the target failed).
+    Failed(String),
+}
+
+/// Where a `--wait` stands after one look at the pod.
+#[derive(Debug, PartialEq, Eq)]
+enum Progress {
+    Reached,
+    Pending(String),
+    Failed(String),
+}
+
+/// Whether the containers `request` targets in `pod` have reached what it asked for:
+/// `stop`: none runs or is being created (each terminated, or never started); `start`: each
+/// runs and is ready, or has completed; `restart`: the same, with a run that started after the
+/// request was `sent`. A container in back-off or terminated with an error after the request
+/// fails the wait at once.
+fn reached(request: &RequestCmd, pod: &wire::Pod, sent: SystemTime) -> Progress {
+    use crate::core::{TerminationReason, WaitingReason};
+    use wire::State;
+    let (container, stop, restart) = match request {
+        RequestCmd::Stop { container, .. } => (container, true, false),
+        RequestCmd::Start { container, .. } => (container, false, false),
+        RequestCmd::Restart { container, .. } => (container, false, true),
+        _ => return Progress::Reached,
+    };
+    let targets: Vec<&wire::Container> = match container {
+        Some(name) => pod
+            .init_containers
+            .iter()
+            .chain(&pod.containers)
+            .filter(|c| &c.name == name)
+            .collect(),
+        None if stop => pod.init_containers.iter().chain(&pod.containers).collect(),
+        None => pod.containers.iter().collect(),
+    };
+    // A run that ended before the request cannot be this request's outcome (ms precision).
+    let since = sent.checked_sub(Duration::from_millis(1)).unwrap_or(sent);
+    for c in targets {
+        let name = format!("{}/{}", pod.name, c.name);
+        match &c.state {
+            State::Terminated(_) if stop => {}
+            State::Waiting(w)
+                if stop
+                    && matches!(
+                        w.reason,
+                        WaitingReason::PodInitializing | WaitingReason::WaitingForDependencies
+                    ) => {}
+            _ if stop => return Progress::Pending(format!("{name} is still running")),
+            State::Running(r) if c.ready && (!restart || r.started_at.0 >= since) => {}
+            State::Terminated(t)
+                if t.reason == TerminationReason::Completed && t.finished_at.0 >= since => {}
+            State::Terminated(t) if t.finished_at.0 >= since => {
+                return Progress::Failed(format!(
+                    "{name} terminated: {} {}",
+                    t.reason.as_str(),
+                    format::cell(&t.message)
+                ));
+            }
+            State::Waiting(w) if w.reason == WaitingReason::CrashLoopBackOff => {
+                return Progress::Failed(format!(
+                    "{name} is in {}: {}",
+                    w.reason,
+                    format::cell(&w.message)
+                ));
+            }
+            State::Running(_) => return Progress::Pending(format!("{name} is not ready yet")),
+            _ => return Progress::Pending(format!("{name} has not started yet")),
+        }
+    }
+    Progress::Reached
+}
+
+/// Polls `status` for the request's pod until [`reached`] says so, or `timeout` passes.
+fn wait_until_reached(
+    cmd: &ClientCommand,
+    sent: SystemTime,
+    timeout: Duration,
+    out: &mut dyn Write,
+) -> Result<Outcome, ClientError> {
+    let pod = match &cmd.request {
+        RequestCmd::Start { pod, .. }
+        | RequestCmd::Stop { pod, .. }
+        | RequestCmd::Restart { pod, .. } => pod.clone(),
+        _ => return Ok(Outcome::Done),
+    };
+    let path = cmd.socket.as_path();
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let status = ClientCommand {
+            socket: cmd.socket.clone(),
+            request: RequestCmd::Status {
+                pod: Some(pod.clone()),
+            },
+            output: Output::Json,
+            wait: None,
+        };
+        let reply = match one_result(&status)? {
+            Ok(v) => typed::<wire::StatusReply>(path, &v)?,
+            Err(e) => return Ok(Outcome::Refused(e)),
+        };
+        let Some(p) = reply.pods.iter().find(|p| p.name == pod) else {
+            return Ok(Outcome::Failed(format!("pod {pod:?} is gone")));
+        };
+        let why = match reached(&cmd.request, p, sent) {
+            Progress::Reached => {
+                let _ = writeln!(out, "{}: done", cmd.request.name());
+                return Ok(Outcome::Done);
+            }
+            Progress::Failed(why) => return Ok(Outcome::Failed(why)),
+            Progress::Pending(why) => why,
+        };
+        if std::time::Instant::now() >= deadline {
+            return Ok(Outcome::Failed(format!(
+                "timed out after {} waiting: {why}",
+                format::go_duration(timeout)
+            )));
+        }
+        std::thread::sleep(WAIT_POLL);
+    }
+}
+
+/// Sends `cmd.request` and reads the one reply: its `result`, or the refusal.
+fn one_result(cmd: &ClientCommand) -> Result<Result<Value, wire::ErrorBody>, ClientError> {
+    let path = cmd.socket.as_path();
+    let io_err = |source| ClientError::Exchange {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut stream = UnixStream::connect(path).map_err(|source| ClientError::Connect {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    stream
+        .set_read_timeout(Some(REPLY_TIMEOUT))
+        .map_err(io_err)?;
+    let mut obj = cmd.request.to_json();
+    obj.insert("id".into(), Value::from(1));
+    let mut line = Value::Object(obj).to_string();
+    line.push('\n');
+    stream.write_all(line.as_bytes()).map_err(io_err)?;
+    let mut buf = String::new();
+    if BufReader::new(&stream)
+        .read_line(&mut buf)
+        .map_err(io_err)?
+        == 0
+    {
+        return Err(ClientError::NoReply {
+            path: path.to_path_buf(),
+        });
+    }
+    let reply: wire::ReplyLine =
+        serde_json::from_str(&buf).map_err(|source| ClientError::BadReply {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    match (reply.ok, reply.result, reply.error) {
+        (true, Some(v), _) => Ok(Ok(v)),
+        (false, _, Some(e)) => Ok(Err(e)),
+        _ => Err(ClientError::OddReply {
+            path: path.to_path_buf(),
+            what: "no \"result\" or \"error\"".to_string(),
+        }),
+    }
 }
 
 fn following(request: &RequestCmd) -> bool {
@@ -355,6 +534,7 @@ mod tests {
             socket: path.to_path_buf(),
             request,
             output,
+            wait: None,
         }
     }
 
@@ -659,6 +839,47 @@ mod tests {
                 env!("CARGO_PKG_VERSION")
             )
         );
+    }
+
+    #[test]
+    fn wait_targets_reach_their_state_or_fail_with_why() {
+        let status: wire::StatusReply = serde_json::from_value(status_result()).unwrap();
+        let pod = &status.pods[0];
+        let target = |c: &str| (String::from("web"), Some(c.to_string()));
+        let sent = SystemTime::now();
+        let (p, sidecar) = target("sidecar");
+        let start = RequestCmd::Start {
+            pod: p.clone(),
+            container: sidecar.clone(),
+        };
+        assert_eq!(reached(&start, pod, sent), Progress::Reached);
+        // The running sidecar started long before the request: not the restarted run yet.
+        let restart = RequestCmd::Restart {
+            pod: p.clone(),
+            container: sidecar.clone(),
+        };
+        assert!(matches!(reached(&restart, pod, sent), Progress::Pending(_)));
+        let restart_long_ago = SystemTime::UNIX_EPOCH;
+        assert_eq!(reached(&restart, pod, restart_long_ago), Progress::Reached);
+        let stop = RequestCmd::Stop {
+            pod: p.clone(),
+            container: sidecar,
+        };
+        assert_eq!(
+            reached(&stop, pod, sent),
+            Progress::Pending("web/sidecar is still running".into())
+        );
+        let (_, app) = target("app");
+        let start_app = RequestCmd::Start {
+            pod: p,
+            container: app,
+        };
+        match reached(&start_app, pod, sent) {
+            Progress::Failed(why) => {
+                assert!(why.contains("web/app is in CrashLoopBackOff"), "{why}")
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

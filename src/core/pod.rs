@@ -244,6 +244,11 @@ impl Slot {
         )
     }
 
+    /// The run has ended and nothing will restart it on its own (stopped, completed, failed).
+    pub(super) fn is_done(&self) -> bool {
+        matches!(self.state, SlotState::Done(_))
+    }
+
     pub(super) fn is_running_started(&self) -> bool {
         matches!(self.state, SlotState::Running { .. }) && self.started
     }

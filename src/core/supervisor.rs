@@ -341,6 +341,9 @@ impl Supervisor {
             let name = pod.spec.name.clone();
             return Ok(match op {
                 Op::Stop => {
+                    if pod.init.iter().chain(pod.main.iter()).all(|s| s.is_done()) {
+                        return Ok(format!("pod {name} is already stopped"));
+                    }
                     if pod.stage == Stage::Waiting {
                         pod.held = true;
                     }
@@ -420,6 +423,9 @@ impl Supervisor {
             &mut pod.main[index]
         };
         if op == Op::Stop {
+            if slot.is_done() {
+                return Ok(format!("{name}/{cname} is already stopped"));
+            }
             slot.begin_stop(request(false), &name, &mut out);
             return Ok(format!("stopping {name}/{cname}"));
         }

@@ -117,3 +117,54 @@ fn the_cli_reads_every_reply_of_a_real_supervisor() {
         assert!(e["reason"].is_string(), "{line}");
     }
 }
+
+#[test]
+fn stop_start_and_restart_wait_for_the_state_and_a_second_stop_says_so() {
+    let v = Vigil::start(WITH_SECRET);
+    v.wait_for(T, "running", |v| {
+        state_reason(&v.container("web", "app")) == "Running"
+    });
+    let out = stdout_ok(&v.cli(&["stop", "web", "--wait", "--timeout", "20s"]));
+    assert!(out.contains("stop: done"), "{out}");
+    // Returned only once the state was reached: no polling needed here.
+    assert_eq!(state_reason(&v.container("web", "app")), "Stopped");
+    let again = stdout_ok(&v.cli(&["stop", "web"]));
+    assert_eq!(again, "pod web is already stopped\n");
+    let again = stdout_ok(&v.cli(&["stop", "web/app"]));
+    assert_eq!(again, "web/app is already stopped\n");
+
+    let out = stdout_ok(&v.cli(&["start", "web", "--wait"]));
+    assert!(out.contains("start: done"), "{out}");
+    let app = v.container("web", "app");
+    assert_eq!(state_reason(&app), "Running");
+    assert_eq!(app["ready"], true);
+    let pid = app["pid"].as_u64().expect("pid");
+
+    let out = stdout_ok(&v.cli(&["restart", "web/app", "--wait", "--timeout", "20s"]));
+    assert!(out.contains("restart: done"), "{out}");
+    let app = v.container("web", "app");
+    assert_eq!(state_reason(&app), "Running");
+    assert_ne!(app["pid"].as_u64(), Some(pid), "a new run");
+}
+
+#[test]
+fn waiting_for_a_container_that_cannot_start_fails_with_why() {
+    let v = Vigil::start(
+        r#"
+[pods.bad]
+[[pods.bad.containers]]
+name = "app"
+command = ["/nonexistent/vigil-test-binary"]
+"#,
+    );
+    v.wait_for(T, "a first failure", |v| {
+        v.container("bad", "app")["restart_count"].as_u64() >= Some(1)
+    });
+    let out = v.cli(&["restart", "bad", "--wait", "--timeout", "20s"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad/app") && (err.contains("StartError") || err.contains("CrashLoopBackOff")),
+        "{err}"
+    );
+}

@@ -352,3 +352,22 @@ fn starting_a_container_before_its_init_containers_completed_is_not_applicable()
     assert_eq!(e.kind, CommandErrorKind::NotApplicable);
     assert!(e.message.contains("web/a"), "{}", e.message);
 }
+
+#[test]
+fn a_repeated_stop_says_the_pod_is_already_stopped() {
+    let mut h = H::new(config(vec![pod("web", vec![container("app")])]));
+    h.ack_spawns();
+    let stop = |container: Option<&str>| Command::Stop {
+        pod: "web".to_string(),
+        container: container.map(str::to_string),
+    };
+    assert_eq!(h.cmd(stop(None)).unwrap(), "stopping pod web");
+    h.killed_by("web", "app", 15);
+    h.take();
+    assert_eq!(h.cmd(stop(None)).unwrap(), "pod web is already stopped");
+    assert_eq!(
+        h.cmd(stop(Some("app"))).unwrap(),
+        "web/app is already stopped"
+    );
+    assert!(h.take().is_empty(), "nothing is signalled again");
+}
