@@ -585,7 +585,7 @@ impl Server {
             .filter_map(|c| c.follow.as_ref().map(|id| (c.id, id)))
     }
 
-    /// Pushes one event (already rendered, see `render::event_json`) to every follower.
+    /// Pushes one event (already encoded, see `render::event` and `wire::Event`) to every follower.
     pub fn send_event(&mut self, registry: &Registry, event: &Value) {
         let targets: Vec<(ConnId, String)> = self
             .followers()

@@ -96,18 +96,26 @@ fn pod_status_and_restarts(pod: &Pod, now: SystemTime) -> (String, String, Strin
     if !initializing || condition_true(pod, ConditionType::Initialized) {
         restarts = 0;
         let mut has_running = false;
+        // Whether `reason` is that of a container that completed.
+        let mut completed = false;
         for c in pod.containers.iter().rev() {
             restarts += u64::from(c.restart_count);
             note_last(c, &mut last_restart);
             match &c.state {
-                State::Waiting(w) => reason = w.reason.to_string(),
-                State::Terminated(t) => reason = t.reason.as_str().to_string(),
+                State::Waiting(w) => {
+                    reason = w.reason.to_string();
+                    completed = false;
+                }
+                State::Terminated(t) => {
+                    reason = t.reason.as_str().to_string();
+                    completed = t.reason == TerminationReason::Completed;
+                }
                 State::Running(_) if c.ready => has_running = true,
                 State::Running(_) => {}
             }
         }
         // A completed sidecar must not hide running containers.
-        if reason == TerminationReason::Completed.as_str() && has_running {
+        if completed && has_running {
             reason = if condition_true(pod, ConditionType::Ready) {
                 "Running".to_string()
             } else {
