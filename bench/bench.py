@@ -722,8 +722,12 @@ def late_summary(xs):
             "max_ms": max(xs) if xs else None}
 
 
-def w_probes(ctx, vigil, n, window, period=1.0):
+def w_probes(ctx, vigil, n, window, period=1.0, mix="tcp-http"):
     """500 containers each probed every second (half TCP, half HTTP) against local listeners.
+
+    mix = "http-https-grpc": a third each of HTTP (bench/probesrv.c), HTTPS and gRPC health
+    probes (bench/tlsgrpcsrv.py: Python ssl and grpcio listeners, whose ports probesrv.c
+    stamps too). The HTTPS probes do not verify (the default), as the kubelet's.
 
     Lateness of each probe's start against its deadline, three ways:
       syn     the kernel's timestamp of the probe's SYN on lo (bench/probesrv.c, packet socket,
@@ -738,19 +742,46 @@ def w_probes(ctx, vigil, n, window, period=1.0):
       accept  the listener's clock after accept() returned: includes its own wake-up (what
               the first version of this benchmark reported).
     """
-    d = fresh_dir(ctx, "vigil-probes")
-    srv = [str(ctx.probesrv), str(n), str(d / "stamps.txt")] if ctx.probesrv else \
-        [sys.executable, "-c", LISTENER, str(n), str(d / "stamps.txt")]
+    d = fresh_dir(ctx, "vigil-probes" if mix == "tcp-http" else "vigil-probes-mix")
+    svcs = sleepers(ctx, n)
+    extra, tp = [], None
+    if mix == "http-https-grpc":
+        if not ctx.probesrv:
+            raise SystemExit("the mixed probe workload needs bench/probesrv.c (a C compiler)")
+        k = n // 3
+        plain = n - 2 * k
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+                        "-nodes", "-days", "2", "-subj", "/CN=localhost", "-keyout", str(d / "key.pem"),
+                        "-out", str(d / "cert.pem")], check=True, capture_output=True)
+        tp = subprocess.Popen([sys.executable, str(REPO / "bench" / "tlsgrpcsrv.py"), str(k), str(k),
+                               str(d / "cert.pem"), str(d / "key.pem")],
+                              stdout=subprocess.PIPE, text=True, start_new_session=True)
+        other = json.loads(tp.stdout.readline())
+        extra = other["https"] + other["grpc"]
+        # probesrv.c serves HTTP on its odd-indexed ports: ask for twice as many, use those.
+        srv = [str(ctx.probesrv), str(2 * plain), str(d / "stamps.txt"), ",".join(map(str, extra))]
+    elif ctx.probesrv:
+        srv = [str(ctx.probesrv), str(n), str(d / "stamps.txt")]
+    else:
+        srv = [sys.executable, "-c", LISTENER, str(n), str(d / "stamps.txt")]
     lp = subprocess.Popen(srv, stdout=subprocess.PIPE, text=True, start_new_session=True)
     ports = json.loads(lp.stdout.readline())
     delay = 1.0
-    svcs = sleepers(ctx, n)
-    port_of = {name: ports[i] for i, (name, _) in enumerate(svcs)}
-    is_http = {name: i % 2 == 1 for i, (name, _) in enumerate(svcs)}
+    if mix == "http-https-grpc":
+        kinds = ["http"] * plain + ["https"] * k + ["grpc"] * k
+        pl = [ports[2 * i + 1] for i in range(plain)] + extra
+    else:
+        kinds = ["http" if i % 2 == 1 else "tcp" for i in range(n)]
+        pl = ports
+    port_of = {name: pl[i] for i, (name, _) in enumerate(svcs)}
+    kind_of = {name: kinds[i] for i, (name, _) in enumerate(svcs)}
 
     def probe(name):
-        act = (f"http_get = {{ port = {port_of[name]}, path = \"/\" }}" if is_http[name]
-               else f"tcp_socket = {{ port = {port_of[name]} }}")
+        p, kind = port_of[name], kind_of[name]
+        act = {"http": f"http_get = {{ port = {p}, path = \"/\" }}",
+               "https": f"http_get = {{ port = {p}, path = \"/\", scheme = \"HTTPS\" }}",
+               "grpc": f"grpc = {{ port = {p} }}",
+               "tcp": f"tcp_socket = {{ port = {p} }}"}[kind]
         return [f"[pods.{name}.containers.readiness_probe]", act,
                 f"initial_delay_seconds = {delay}", f"period_seconds = {period}", "timeout_seconds = 1"]
 
@@ -781,8 +812,16 @@ def w_probes(ctx, vigil, n, window, period=1.0):
         r.stop()
         lp.send_signal(signal.SIGTERM)
         lp.wait(timeout=10)
+        if tp:
+            tp.send_signal(signal.SIGTERM)
+            tp.wait(timeout=10)
     got, sniff = read_probe_stamps(d / "stamps.txt")
-    late = {"syn": [], "syn_lb": [], "syn_tcp": [], "syn_http": [], "record": [], "accept": []}
+    late = {"syn": [], "syn_lb": [], "syn_tcp": [], "syn_http": [], "syn_https": [], "syn_grpc": [],
+            "record": [], "accept": []}
+    ok = {kind: 0 for kind in set(kinds)}
+    for p in after:
+        for pr in p["containers"][0]["probes"]:
+            ok[kind_of[p["name"]]] += sum(1 for x in pr["recent"] if x.get("success"))
     jitter = []
     early = 0
     for name, _ in svcs:
@@ -791,7 +830,7 @@ def w_probes(ctx, vigil, n, window, period=1.0):
             continue
         syn = lateness(got["S"].get(port_of[name], []), s, delay, period, w0, w1)
         late["syn"].extend(syn)
-        late["syn_http" if is_http[name] else "syn_tcp"].extend(syn)
+        late["syn_" + kind_of[name]].extend(syn)
         if syn:
             # The true base is in [s, s + 1 ms) and no attempt starts before its deadline.
             shift = min(1.0, max(0.0, min(syn)))
@@ -806,6 +845,7 @@ def w_probes(ctx, vigil, n, window, period=1.0):
     allx = late[main]
     res = {
         "containers": n, "period_s": period, "listener": "probesrv.c" if ctx.probesrv else "python", "sniff": sniff,
+        "mix": mix, "successes_in_last_10_by_kind": ok,
         "clock": main, "probes_per_s": len(allx) / (w1 - w0), "cpu_s_per_min": cpu, "rss_kib": rss,
         "late_p50_ms": pct(allx, 0.5), "late_p99_ms": pct(allx, 0.99), "late_max_ms": max(allx) if allx else None,
         "jitter_p50_ms": pct(jitter, 0.5), "jitter_p99_ms": pct(jitter, 0.99), "syn_before_deadline": early,
@@ -817,7 +857,7 @@ def w_probes(ctx, vigil, n, window, period=1.0):
         f"p99 {res['late_p99_ms']:.2f} ms max {res['late_max_ms']:.2f} ms; "
         + "; ".join(f"{k} p50 {v['p50_ms']:.2f} p99 {v['p99_ms']:.2f} (n={v['n']})"
                     for k, v in ((k, res[k]) for k in late) if v["n"])
-        + f"; cpu {cpu:.3f} s/min rss {rss} KiB; ready {ready}/{n}; "
+        + f"; cpu {cpu:.3f} s/min rss {rss} KiB; ready {ready}/{n}; successes {ok}; "
         f"{res['distinct_started_ms']} distinct started_at over {res['started_spread_s']:.3f} s")
     return res
 
@@ -1072,7 +1112,11 @@ def full(ctx, args):
     if vigil and only & {"vigil", "probes"}:
         log("== vigil only")
         vo = res["vigil_only"] = {}
-        vo["probes"] = w_probes(ctx, vigil, args.probe_containers, args.probe_window, args.probe_period)
+        if args.probe_mix == "tcp-http":
+            vo["probes"] = w_probes(ctx, vigil, args.probe_containers, args.probe_window, args.probe_period)
+        else:
+            vo["probes_mix"] = w_probes(ctx, vigil, args.probe_containers, args.probe_window,
+                                        args.probe_period, args.probe_mix)
     if vigil and "vigil" in only:
         vo["logs_memory"] = w_logs(ctx, vigil, args.log_mb, False)
         vo["logs_files"] = w_logs(ctx, vigil, args.log_mb, True)
@@ -1154,6 +1198,9 @@ def main():
     ap.add_argument("--probe-containers", type=int, default=500)
     ap.add_argument("--probe-window", type=float, default=20.0)
     ap.add_argument("--probe-period", type=float, default=1.0, help="probe period_seconds")
+    ap.add_argument("--probe-mix", default="tcp-http", choices=["tcp-http", "http-https-grpc"],
+                    help="probe kinds: half TCP, half HTTP; or a third each HTTP, HTTPS, gRPC "
+                         "(needs grpcio and grpcio-health-checking)")
     ap.add_argument("--log-mb", type=int, default=100)
     ap.add_argument("--start-n", type=int, default=1000)
     ap.add_argument("--start-timeout", type=float, default=120.0)

@@ -8,6 +8,8 @@
  *                        "A PORT NS"  a connection to PORT accepted (CLOCK_REALTIME after
  *                                     accept returned, so it includes this process's wake-up)
  *                      and a first line "# sniff on|off (reason)".
+ *   vbprobesrv N OUT P1,P2,…   the same, and also stamp SYNs to the listed ports, which other
+ *                      processes serve (the HTTPS and gRPC listeners of the mixed workload).
  *
  * The SYN stamps are the trustworthy ones: a packet socket on lo with SO_TIMESTAMPNS gets the
  * time the kernel took when the loopback device queued the SYN — inside the prober's connect()
@@ -154,14 +156,20 @@ static void drain_sniffer(int fd, const uint16_t *ports, int n, uint16_t lo_port
 static const char RESP[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
 
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s N OUT\n", argv[0]);
+    if (argc != 3 && argc != 4) {
+        fprintf(stderr, "usage: %s N OUT [EXTRA_PORT,...]\n", argv[0]);
         return 2;
     }
     int n = atoi(argv[1]);
     if (n <= 0 || n > 60000) {
         fprintf(stderr, "bad N\n");
         return 2;
+    }
+    int extra = 0;
+    if (argc == 4 && argv[3][0]) {
+        extra = 1;
+        for (const char *c = argv[3]; *c; c++)
+            extra += *c == ',';
     }
     signal(SIGPIPE, SIG_IGN);
     struct sigaction sa = {0};
@@ -170,7 +178,7 @@ int main(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
 
     int ep = epoll_create1(EPOLL_CLOEXEC);
-    uint16_t *ports = calloc((size_t)n, sizeof *ports);
+    uint16_t *ports = calloc((size_t)(n + extra), sizeof *ports);
     uint16_t lo_port = 0xffff, hi_port = 0;
     if (ep < 0 || !ports) {
         perror("setup");
@@ -193,6 +201,17 @@ int main(int argc, char **argv) {
         struct epoll_event ev = {EPOLLIN, {.u64 = DATA(i % 2 ? TAG_HTTP : TAG_TCP, s)}};
         epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev);
     }
+    if (extra) {
+        char *list = argv[3], *tok, *save = NULL;
+        int i = n;
+        for (tok = strtok_r(list, ",", &save); tok && i < n + extra; tok = strtok_r(NULL, ",", &save)) {
+            ports[i] = (uint16_t)atoi(tok);
+            if (ports[i] < lo_port) lo_port = ports[i];
+            if (ports[i] > hi_port) hi_port = ports[i];
+            i++;
+        }
+        extra = i - n;
+    }
     char why[160] = "";
     int sniff = open_sniffer(why, sizeof why);
     if (sniff >= 0) {
@@ -213,7 +232,7 @@ int main(int argc, char **argv) {
             int tag = (int)(evs[e].data.u64 >> 32);
             int fd = (int)(uint32_t)evs[e].data.u64;
             if (tag == TAG_SNIFF) {
-                drain_sniffer(fd, ports, n, lo_port, hi_port);
+                drain_sniffer(fd, ports, n + extra, lo_port, hi_port);
             } else if (tag == TAG_TCP || tag == TAG_HTTP) {
                 for (;;) {
                     struct sockaddr_in peer;

@@ -9,6 +9,8 @@
 #   bench/run.sh --no-install     # use the peers already installed
 #   bench/run.sh --rounds 1 --sizes 10,200 --tools vigil,runit ...   # see bench/bench.py --help
 #   bench/run.sh --no-install --tools vigil --only probes        # the probe workload alone (~1 min)
+#   bench/run.sh --no-install --tools vigil --only probes --probe-mix http-https-grpc
+#                                 # the same with a third each of HTTP, HTTPS and gRPC probes
 #
 # Peers come from the package registries: supervisord (PyPI `supervisor`), runit and s6
 # (Debian). Nothing of theirs is kept in the repository. Needs root for apt and for vigil's
@@ -74,6 +76,10 @@ if [ "$install" = 1 ]; then
     echo "installing supervisor (pip)"
     python3 -m pip install -q supervisor || echo "pip could not install supervisor; skipped"
     command -v pyenv >/dev/null && pyenv rehash || true
+  fi
+  if ! python3 -c 'import grpc, grpc_health.v1.health' 2>/dev/null; then
+    echo "installing grpcio and grpcio-health-checking (pip; the mixed probe workload's gRPC listener)"
+    python3 -m pip install -q grpcio grpcio-health-checking || echo "pip could not install grpcio"
   fi
   if [ "$horust" = 1 ] && ! command -v horust >/dev/null; then
     echo "building horust from crates.io (about 3 min)"

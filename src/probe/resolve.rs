@@ -94,6 +94,8 @@ fn queue() -> Result<Sender<Request>, String> {
             std::thread::Builder::new()
                 .name("vigil-resolver".to_string())
                 .spawn(move || {
+                    // Signals are the loop's business (signal-hook's self-pipe): never here.
+                    let _ = nix::sys::signal::SigSet::all().thread_block();
                     for req in rx {
                         answer(req);
                     }
