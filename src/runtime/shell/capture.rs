@@ -19,11 +19,22 @@ use mio::{Interest, Registry, Token};
 
 use super::tokens::{self, Owner, Registration, TokenSpace, Watched};
 use crate::core::ContainerKey;
-use crate::logs::{self, Forwarder};
+use crate::logs::{self, ContainerLog, Forwarder};
 use crate::runtime::slots::Slot;
 
 /// Bytes read from one pipe per readiness event.
 pub const PIPE_READ_CAP: usize = 256 * 1024;
+
+/// Where captured output goes: each container's log (the container slots, in the shell).
+pub trait Logs {
+    fn log_mut(&mut self, key: ContainerKey) -> Option<&mut ContainerLog>;
+}
+
+impl Logs for HashMap<ContainerKey, Slot> {
+    fn log_mut(&mut self, key: ContainerKey) -> Option<&mut ContainerLog> {
+        self.get_mut(&key).map(|s| &mut s.log)
+    }
+}
 
 struct Pipe {
     key: ContainerKey,
@@ -81,7 +92,7 @@ impl Capture {
     }
 
     /// A pipe is readable (or hung up): read up to the cap into its container's log.
-    pub fn on_readable(&mut self, token: Token, slots: &mut HashMap<ContainerKey, Slot>) {
+    pub fn on_readable(&mut self, token: Token, logs: &mut impl Logs) {
         let Some(pipe) = self.pipes.get(&token) else {
             return;
         };
@@ -89,13 +100,13 @@ impl Capture {
         let mut buf = Vec::new();
         let result = logs::drain_pipe(pipe.fd.as_fd(), &mut buf, PIPE_READ_CAP);
         let eof = matches!(result, Ok(ref r) if r.eof) || result.is_err();
-        if let Some(slot) = slots.get_mut(&key) {
+        if let Some(log) = logs.log_mut(key) {
             let mut fw = self.forward.as_mut().map(|f| &mut f.forwarder);
             if !buf.is_empty() {
-                slot.log.ingest(&buf, fw.as_deref_mut());
+                log.ingest(&buf, fw.as_deref_mut());
             }
             if eof {
-                slot.log.eof(fw);
+                log.eof(fw);
             }
         }
         match result {
@@ -113,9 +124,9 @@ impl Capture {
     }
 
     /// Pipes left with data by the read cap get their next share.
-    pub fn read_more(&mut self, slots: &mut HashMap<ContainerKey, Slot>) {
+    pub fn read_more(&mut self, logs: &mut impl Logs) {
         for token in std::mem::take(&mut self.more) {
-            self.on_readable(token, slots);
+            self.on_readable(token, logs);
         }
     }
 
@@ -150,5 +161,96 @@ impl Capture {
         } else if !want {
             f.watch = None;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::spec::SupervisorSpec;
+    use std::io::Write;
+    use std::time::Duration;
+
+    impl Logs for HashMap<ContainerKey, ContainerLog> {
+        fn log_mut(&mut self, key: ContainerKey) -> Option<&mut ContainerLog> {
+            self.get_mut(&key)
+        }
+    }
+
+    /// Polls once and hands every event to the capture, as the router does.
+    fn turn(
+        poll: &mut mio::Poll,
+        capture: &mut Capture,
+        logs: &mut HashMap<ContainerKey, ContainerLog>,
+    ) -> usize {
+        let mut events = mio::Events::with_capacity(16);
+        poll.poll(&mut events, Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut n = 0;
+        for e in events.iter() {
+            assert_eq!(Owner::of(e.token()), Some(Owner::Capture));
+            capture.on_readable(e.token(), logs);
+            n += 1;
+        }
+        n
+    }
+
+    #[test]
+    fn output_reaches_the_log_and_eof_closes_and_deregisters_the_pipe() {
+        let mut poll = mio::Poll::new().unwrap();
+        let registry = Rc::new(poll.registry().try_clone().unwrap());
+        let mut capture = Capture::new(registry, None);
+        let key = ContainerKey(3);
+        let mut logs = HashMap::new();
+        logs.insert(
+            key,
+            ContainerLog::new("p", "c", &SupervisorSpec::default()).0,
+        );
+        let (r, w) = crate::process::pipe_nonblocking().unwrap();
+        capture.add(key, 1, r);
+        let mut w = std::fs::File::from(w);
+        w.write_all(b"hello\n").unwrap();
+        assert_eq!(turn(&mut poll, &mut capture, &mut logs), 1);
+        assert_eq!(logs[&key].buffer.tail_lines(None, false), b"hello\n");
+        drop(w);
+        assert_eq!(turn(&mut poll, &mut capture, &mut logs), 1);
+        assert!(capture.pipes.is_empty(), "the pipe is closed at EOF");
+        // Nothing is registered any more: the poll times out with no event.
+        let mut events = mio::Events::with_capacity(4);
+        poll.poll(&mut events, Some(Duration::from_millis(20)))
+            .unwrap();
+        assert!(events.is_empty());
+    }
+
+    #[test]
+    fn a_pipe_over_the_read_cap_is_finished_on_the_next_turn() {
+        let mut poll = mio::Poll::new().unwrap();
+        let registry = Rc::new(poll.registry().try_clone().unwrap());
+        let mut capture = Capture::new(registry, None);
+        let key = ContainerKey(1);
+        let mut logs = HashMap::new();
+        logs.insert(
+            key,
+            ContainerLog::new("p", "c", &SupervisorSpec::default()).0,
+        );
+        let (r, w) = crate::process::pipe_nonblocking().unwrap();
+        // A pipe holds 64 KiB by default; make room for more than one read cap (within the
+        // default pipe-max-size of 1 MiB, allowed unprivileged: pipe(7)).
+        nix::fcntl::fcntl(
+            &w,
+            nix::fcntl::FcntlArg::F_SETPIPE_SZ((2 * PIPE_READ_CAP) as libc::c_int),
+        )
+        .unwrap();
+        capture.add(key, 1, r);
+        let mut w = std::fs::File::from(w);
+        w.write_all(&vec![b'x'; PIPE_READ_CAP + 100]).unwrap();
+        assert_eq!(turn(&mut poll, &mut capture, &mut logs), 1);
+        assert!(capture.has_more(), "the cap left data for the next turn");
+        capture.read_more(&mut logs);
+        assert!(!capture.has_more());
+        assert_eq!(
+            logs[&key].buffer.total_written(),
+            (PIPE_READ_CAP + 100) as u64
+        );
     }
 }

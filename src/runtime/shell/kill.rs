@@ -28,3 +28,53 @@ pub fn kill_tree(cgroup: Option<&ContainerCgroup>, pgid: Option<u32>) {
         debug!("{e}");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
+    use std::time::{Duration, Instant};
+
+    /// Whether `pid` is a live (not zombie) `sleep`.
+    fn sleep_alive(pid: u32) -> bool {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Ok(stat) => stat.contains("(sleep)") && !stat.contains(") Z "),
+            Err(_) => false,
+        }
+    }
+
+    #[test]
+    fn without_a_cgroup_the_whole_process_group_dies() {
+        let mut child = std::process::Command::new("/bin/sh")
+            .args(["-c", "sleep 300 & echo $!; wait"])
+            .process_group(0)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let grandchild: u32 = line.trim().parse().unwrap();
+        assert!(sleep_alive(grandchild));
+
+        kill_tree(None, Some(child.id()));
+
+        let status = child.wait().unwrap();
+        assert_eq!(status.signal(), Some(libc::SIGKILL));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while sleep_alive(grandchild) {
+            assert!(
+                Instant::now() < deadline,
+                "grandchild {grandchild} survived"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn nothing_to_kill_is_not_an_error() {
+        kill_tree(None, None);
+    }
+}
