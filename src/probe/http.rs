@@ -3,7 +3,10 @@
 //! hostile-server case is tested on byte strings.
 //!
 //! Behaviour follows the kubelet's HTTP probe (`pkg/probe/http`): success iff the status is
-//! 200–399, redirects are not followed (a 3xx is a success), at most 10 KiB of body is read,
+//! 200–399; a redirect (301, 302, 303, 307, 308 with a `Location`) to the same host name is
+//! followed by the caller (`net`, with [`redirect_target`]), up to 10 (kubelet
+//! `RedirectChecker`); a 3xx that ends the chain (another host, or no `Location`) is a
+//! [`ProbeOutcome::Warning`] (DoHTTPProbe's `probe.Warning`); at most 10 KiB of body is read,
 //! `User-Agent` and `Host` are defaults that configured headers replace. Framing follows
 //! RFC 9112 §6.3 (message body length): `Transfer-Encoding` ending in `chunked`, else
 //! `Content-Length`, else the body runs to connection close; 1xx interim responses are
@@ -19,6 +22,9 @@ pub const MAX_HEADER_BYTES: usize = 16 * 1024;
 pub const MAX_BODY_BYTES: usize = 10 * 1024;
 /// How much of the body goes into the result message.
 pub const EXCERPT_BYTES: usize = 100;
+/// Redirects after which a probe fails (kubelet `RedirectChecker`: "stopped after 10
+/// redirects").
+pub const MAX_REDIRECTS: u32 = 10;
 /// How many header lines httparse may hold; more fails the probe.
 const MAX_HEADERS: usize = 128;
 /// A chunk-size line (with extensions) longer than this is malformed.
@@ -193,6 +199,8 @@ enum State {
 pub struct ResponseParser {
     state: State,
     buf: Vec<u8>,
+    /// The `Location` of a redirect status Go's client follows.
+    location: Option<String>,
 }
 
 impl Default for ResponseParser {
@@ -206,7 +214,14 @@ impl ResponseParser {
         ResponseParser {
             state: State::Head,
             buf: Vec::new(),
+            location: None,
         }
+    }
+
+    /// The `Location` of the response, when its status is one a client follows (301, 302,
+    /// 303, 307, 308; Go `net/http` redirectBehavior).
+    pub fn location(&self) -> Option<&str> {
+        self.location.as_deref()
     }
 
     /// Whether the status code has been seen (so an EOF or read error still yields a
@@ -292,6 +307,14 @@ impl ResponseParser {
             // Interim response (100 Continue, 103 Early Hints): the real one follows.
             self.buf.drain(..head_len);
             return Ok(true);
+        }
+        if matches!(status, 301 | 302 | 303 | 307 | 308) {
+            self.location = resp
+                .headers
+                .iter()
+                .find(|h| h.name.eq_ignore_ascii_case("location"))
+                .map(|h| String::from_utf8_lossy(h.value).trim().to_string())
+                .filter(|l| !l.is_empty());
         }
         let reason = short_reason(resp.reason.unwrap_or(""));
         let framing = if matches!(status, 101 | 204 | 304) {
@@ -486,11 +509,118 @@ fn judge(status: u16, reason: &str, body: &[u8]) -> ProbeOutcome {
     } else {
         format!("{head}, body: \"{text}\"")
     };
-    if (200..400).contains(&status) {
+    if (300..400).contains(&status) {
+        ProbeOutcome::Warning(format!("Probe terminated redirects: {message}"))
+    } else if (200..300).contains(&status) {
         ProbeOutcome::Success(message)
     } else {
         ProbeOutcome::Failure(message)
     }
+}
+
+/// Where a redirect leads: scheme, host, port and path of the next request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub https: bool,
+    pub host: String,
+    pub port: u16,
+    pub path: String,
+}
+
+impl Target {
+    /// `http://host:port/path`, for messages.
+    pub fn url(&self) -> String {
+        let scheme = if self.https { "https" } else { "http" };
+        format!(
+            "{scheme}://{}{}",
+            authority(&self.host, self.port),
+            self.path
+        )
+    }
+}
+
+/// Resolves a `Location` against the request it answered (RFC 3986 §5.2, for the forms
+/// servers send: absolute `http(s)://…`, scheme-relative `//host/…`, absolute path, relative
+/// path or query). `None` for another scheme or an unparsable authority: not followed.
+pub fn redirect_target(from: &Target, location: &str) -> Option<Target> {
+    let location = location.split('#').next().unwrap_or("");
+    let lower = location.to_ascii_lowercase();
+    let (https, rest) = if lower.starts_with("http://") {
+        (false, Some(&location[7..]))
+    } else if lower.starts_with("https://") {
+        (true, Some(&location[8..]))
+    } else if location.starts_with("//") {
+        (from.https, Some(&location[2..]))
+    } else if lower
+        .split(['/', '?'])
+        .next()
+        .is_some_and(|p| p.contains(':'))
+    {
+        return None; // another scheme (`ftp:`, `mailto:`)
+    } else {
+        (from.https, None)
+    };
+    let Some(rest) = rest else {
+        let path = if location.starts_with('/') {
+            location.to_string()
+        } else if location.starts_with('?') || location.is_empty() {
+            let base = from.path.split('?').next().unwrap_or("/");
+            format!("{base}{location}")
+        } else {
+            let base = from.path.split('?').next().unwrap_or("/");
+            let dir = &base[..base.rfind('/').map_or(0, |i| i + 1)];
+            format!("{}{location}", if dir.is_empty() { "/" } else { dir })
+        };
+        return Some(Target {
+            path,
+            ..from.clone()
+        });
+    };
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (auth, path) = rest.split_at(end);
+    let auth = auth.rsplit('@').next().unwrap_or(auth);
+    let default_port = if https { 443 } else { 80 };
+    let (host, port) = if let Some(v6) = auth.strip_prefix('[') {
+        let close = v6.find(']')?;
+        let port = match &v6[close + 1..] {
+            "" => default_port,
+            p => p.strip_prefix(':')?.parse().ok()?,
+        };
+        (v6[..close].to_string(), port)
+    } else {
+        match auth.split_once(':') {
+            Some((h, "")) => (h.to_string(), default_port),
+            Some((h, p)) => (h.to_string(), p.parse().ok()?),
+            None => (auth.to_string(), default_port),
+        }
+    };
+    if host.is_empty() {
+        return None;
+    }
+    let path = if path.starts_with('?') {
+        format!("/{path}")
+    } else if path.is_empty() {
+        "/".to_string()
+    } else {
+        path.to_string()
+    };
+    Some(Target {
+        https,
+        host,
+        port,
+        path,
+    })
+}
+
+/// Whether a redirect stays on the first request's host name (kubelet `RedirectChecker`
+/// compares `URL.Hostname()`, ports aside).
+pub fn same_host(a: &str, b: &str) -> bool {
+    let bare = |h: &str| {
+        h.trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_ascii_lowercase()
+    };
+    bare(a) == bare(b)
 }
 
 #[cfg(test)]
@@ -555,13 +685,51 @@ mod tests {
     }
 
     #[test]
-    fn redirect_is_success_and_not_followed() {
+    fn redirect_that_ends_the_chain_is_a_warning_and_its_location_is_kept() {
         let resp =
             b"HTTP/1.1 301 Moved Permanently\r\nLocation: /elsewhere\r\nContent-Length: 0\r\n\r\n";
         assert_eq!(
             outcome_at_every_split(resp),
-            success("HTTP 301 Moved Permanently")
+            ProbeOutcome::Warning("Probe terminated redirects: HTTP 301 Moved Permanently".into())
         );
+        let mut p = ResponseParser::new();
+        p.feed(resp);
+        assert_eq!(p.location(), Some("/elsewhere"));
+        // 304 and 300 are not followed: no location.
+        let mut p = ResponseParser::new();
+        p.feed(b"HTTP/1.1 300 Multiple Choices\r\nLocation: /a\r\nContent-Length: 0\r\n\r\n");
+        assert_eq!(p.location(), None);
+    }
+
+    #[test]
+    fn redirect_targets_resolve_like_a_browser() {
+        let from = Target {
+            https: false,
+            host: "127.0.0.1".into(),
+            port: 8080,
+            path: "/app/health?x=1".into(),
+        };
+        let t = |l: &str| redirect_target(&from, l).map(|t| t.url());
+        assert_eq!(t("/ok").as_deref(), Some("http://127.0.0.1:8080/ok"));
+        assert_eq!(t("ok").as_deref(), Some("http://127.0.0.1:8080/app/ok"));
+        assert_eq!(
+            t("?y=2").as_deref(),
+            Some("http://127.0.0.1:8080/app/health?y=2")
+        );
+        assert_eq!(
+            t("http://127.0.0.1:9/x#f").as_deref(),
+            Some("http://127.0.0.1:9/x")
+        );
+        assert_eq!(
+            t("HTTPS://Other.example").as_deref(),
+            Some("https://Other.example:443/")
+        );
+        assert_eq!(t("//[::1]:7/z").as_deref(), Some("http://[::1]:7/z"));
+        assert_eq!(t("http://u:p@h:81?q").as_deref(), Some("http://h:81/?q"));
+        assert_eq!(t("ftp://h/"), None);
+        assert_eq!(t("http://h:notaport/"), None);
+        assert!(same_host("LOCALHOST", "localhost") && same_host("[::1]", "::1"));
+        assert!(!same_host("localhost", "127.0.0.1"));
     }
 
     #[test]
@@ -577,7 +745,7 @@ mod tests {
             let resp = format!("HTTP/1.1 {code} X\r\nContent-Length: 0\r\n\r\n");
             let outcome = feed_all(&[resp.as_bytes()]);
             assert_eq!(
-                matches!(outcome, ProbeOutcome::Success(_)),
+                matches!(outcome, ProbeOutcome::Success(_) | ProbeOutcome::Warning(_)),
                 ok,
                 "{code}: {outcome:?}"
             );

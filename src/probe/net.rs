@@ -29,7 +29,9 @@ use crate::config::spec::{HttpScheme, ProbeAction};
 use crate::core::ProbeOutcome;
 
 use super::grpc::HealthCheck;
-use super::http::{Progress, ResponseParser, build_request};
+use super::http::{
+    MAX_REDIRECTS, Progress, ResponseParser, Target, build_request, redirect_target, same_host,
+};
 use super::resolve::{self, Lookup, Pending};
 use super::{ProbeError, io_reason, tls};
 
@@ -148,6 +150,19 @@ pub struct NetProbe {
     token: Token,
     /// When the attempt times out and its timeout as configured (see [`NetProbe::expire_at`]).
     deadline: Option<(std::time::Instant, std::time::Duration)>,
+    /// HTTP only: what following a redirect needs.
+    follow: Option<Box<Follow>>,
+}
+
+/// An HTTP attempt's request, kept to follow same-host redirects (kubelet `RedirectChecker`).
+#[derive(Debug)]
+struct Follow {
+    /// The first request's host name: only redirects to it are followed.
+    origin: String,
+    path: String,
+    headers: Vec<(String, String)>,
+    /// Redirect responses seen so far.
+    redirects: u32,
 }
 
 impl std::fmt::Debug for NetProbe {
@@ -212,6 +227,20 @@ impl NetProbe {
             ),
             ProbeAction::Exec { .. } => return Err(ProbeError::NotNetwork.outcome()),
         };
+        let follow = match action {
+            ProbeAction::HttpGet {
+                host,
+                path,
+                headers,
+                ..
+            } => Some(Box::new(Follow {
+                origin: host.clone(),
+                path: path.clone(),
+                headers: headers.clone(),
+                redirects: 0,
+            })),
+            _ => None,
+        };
         let mut probe = NetProbe {
             host: host.clone(),
             port,
@@ -222,25 +251,82 @@ impl NetProbe {
             stage: Stage::Finished,
             token,
             deadline: None,
+            follow,
         };
-        match resolve::lookup(host) {
-            Lookup::Ready(ip) => probe.connect(registry, ip).map_err(|e| e.outcome())?,
+        probe.begin(registry)?;
+        Ok(probe)
+    }
+
+    /// Resolve the host (or take the cached answer) and connect.
+    fn begin(&mut self, registry: &Registry) -> Result<(), ProbeOutcome> {
+        match resolve::lookup(&self.host) {
+            Lookup::Ready(ip) => self.connect(registry, ip).map_err(|e| e.outcome())?,
             Lookup::Failed(e) => return Err(e.outcome()),
             Lookup::Pending(pending) => {
                 let fd = pending.fd();
                 registry
-                    .register(&mut SourceFd(&fd), token, Interest::READABLE)
+                    .register(&mut SourceFd(&fd), self.token, Interest::READABLE)
                     .map_err(|e| {
                         ProbeError::Register {
-                            addr: host.clone(),
+                            addr: self.host.clone(),
                             reason: io_reason(&e),
                         }
                         .outcome()
                     })?;
-                probe.stage = Stage::Resolving(pending);
+                self.stage = Stage::Resolving(pending);
             }
         }
-        Ok(probe)
+        Ok(())
+    }
+
+    /// After a decided HTTP exchange: follow a redirect to the first request's host name
+    /// (new connection, same headers; `None` while it runs), fail after
+    /// [`MAX_REDIRECTS`], and otherwise keep the outcome (a redirect elsewhere stays the
+    /// parser's `Warning`, kubelet DoHTTPProbe).
+    fn next_hop(&mut self, registry: &Registry, outcome: ProbeOutcome) -> Option<ProbeOutcome> {
+        let Session::Http { parser, .. } = &*self.session else {
+            return Some(outcome);
+        };
+        let (Some(location), Some(follow)) = (parser.location(), self.follow.as_deref_mut()) else {
+            return Some(outcome);
+        };
+        let from = Target {
+            https: self.scheme == HttpScheme::Https,
+            host: self.host.clone(),
+            port: self.port,
+            path: follow.path.clone(),
+        };
+        let Some(to) = redirect_target(&from, location) else {
+            return Some(outcome);
+        };
+        if !same_host(&to.host, &follow.origin) {
+            return Some(outcome);
+        }
+        follow.redirects += 1;
+        if follow.redirects >= MAX_REDIRECTS {
+            return Some(ProbeOutcome::Failure(format!(
+                "Get \"{}\": stopped after {MAX_REDIRECTS} redirects",
+                to.url()
+            )));
+        }
+        self.session = Box::new(Session::Http {
+            request: build_request(&to.host, to.port, &to.path, &follow.headers),
+            written: 0,
+            parser: ResponseParser::new(),
+        });
+        follow.path = to.path;
+        self.scheme = if to.https {
+            HttpScheme::Https
+        } else {
+            HttpScheme::Http
+        };
+        self.host = to.host;
+        self.port = to.port;
+        self.addr = None;
+        match self.begin(registry) {
+            Ok(()) => None,
+            Err(outcome) => Some(outcome),
+        }
     }
 
     /// The address being probed, once the host is resolved.
@@ -348,7 +434,10 @@ impl NetProbe {
         }
         let outcome = match self.drive() {
             Ok(None) => return None,
-            Ok(Some(outcome)) => outcome,
+            Ok(Some(outcome)) => {
+                self.release(registry);
+                return self.next_hop(registry, outcome);
+            }
             Err(e) => e.outcome(),
         };
         self.release(registry);
@@ -699,12 +788,73 @@ mod tests {
     }
 
     #[test]
-    fn http_301_is_success_without_following() {
+    fn http_redirect_to_another_host_is_a_warning_without_following() {
         assert_eq!(
             respond(
-                "HTTP/1.1 301 Moved Permanently\r\nLocation: http://127.0.0.1:1/\r\nContent-Length: 0\r\n\r\n"
+                "HTTP/1.1 301 Moved Permanently\r\nLocation: http://localhost:1/\r\nContent-Length: 0\r\n\r\n"
             ),
-            ProbeOutcome::Success("HTTP 301 Moved Permanently".to_string())
+            ProbeOutcome::Warning("Probe terminated redirects: HTTP 301 Moved Permanently".into())
+        );
+    }
+
+    #[test]
+    fn http_redirect_to_the_same_host_is_followed_and_judged_by_its_target() {
+        // Kubelet `RedirectChecker`: same host name (another port is fine) is followed, so a
+        // 302 to a failing page is a failure, not a healthy redirect.
+        let (target, seen) =
+            serve_once(b"HTTP/1.1 503 Unavailable\r\nContent-Length: 4\r\n\r\ndown".to_vec());
+        let (port, _rx) = serve_once(
+            format!(
+                "HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:{target}/down?x=1\r\nContent-Length: 0\r\n\r\n"
+            )
+            .into_bytes(),
+        );
+        let outcome = run(&http(port, "/healthz", &[("X-Probe", "1")]));
+        assert_eq!(
+            outcome,
+            ProbeOutcome::Failure(
+                "HTTP probe failed with statuscode: 503, body: \"down\"".to_string()
+            )
+        );
+        let head = seen.recv_timeout(DEADLINE).unwrap();
+        assert!(head.starts_with("GET /down?x=1 HTTP/1.1\r\n"), "{head}");
+        assert!(
+            head.contains(&format!("Host: 127.0.0.1:{target}\r\n")),
+            "{head}"
+        );
+        assert!(
+            head.contains("X-Probe: 1\r\n"),
+            "headers are sent again: {head}"
+        );
+    }
+
+    #[test]
+    fn http_redirect_loop_fails_after_ten_redirects() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let served = thread::spawn(move || {
+            let mut n = 0;
+            listener.set_nonblocking(false).unwrap();
+            while n < MAX_REDIRECTS {
+                let (mut conn, _) = listener.accept().unwrap();
+                read_head(&conn);
+                let _ = conn.write_all(
+                    b"HTTP/1.1 307 Temporary Redirect\r\nLocation: /again\r\nContent-Length: 0\r\n\r\n",
+                );
+                n += 1;
+            }
+            n
+        });
+        assert_eq!(
+            run(&http(port, "/healthz", &[])),
+            ProbeOutcome::Failure(format!(
+                "Get \"http://127.0.0.1:{port}/again\": stopped after 10 redirects"
+            ))
+        );
+        assert_eq!(
+            served.join().unwrap(),
+            MAX_REDIRECTS,
+            "ten requests were made"
         );
     }
 
