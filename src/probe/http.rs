@@ -546,11 +546,11 @@ pub fn redirect_target(from: &Target, location: &str) -> Option<Target> {
     let location = location.split('#').next().unwrap_or("");
     let lower = location.to_ascii_lowercase();
     let (https, rest) = if lower.starts_with("http://") {
-        (false, Some(&location[7..]))
+        (false, location.get(7..))
     } else if lower.starts_with("https://") {
-        (true, Some(&location[8..]))
-    } else if location.starts_with("//") {
-        (from.https, Some(&location[2..]))
+        (true, location.get(8..))
+    } else if let Some(rest) = location.strip_prefix("//") {
+        (from.https, Some(rest))
     } else if lower
         .split(['/', '?'])
         .next()

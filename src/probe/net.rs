@@ -309,11 +309,11 @@ impl NetProbe {
                 to.url()
             )));
         }
-        self.session = Box::new(Session::Http {
+        *self.session = Session::Http {
             request: build_request(&to.host, to.port, &to.path, &follow.headers),
             written: 0,
             parser: ResponseParser::new(),
-        });
+        };
         follow.path = to.path;
         self.scheme = if to.https {
             HttpScheme::Https
@@ -323,10 +323,7 @@ impl NetProbe {
         self.host = to.host;
         self.port = to.port;
         self.addr = None;
-        match self.begin(registry) {
-            Ok(()) => None,
-            Err(outcome) => Some(outcome),
-        }
+        self.begin(registry).err()
     }
 
     /// The address being probed, once the host is resolved.
