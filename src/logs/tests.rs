@@ -1,5 +1,10 @@
+use super::forward::{is_dev_null, reopen_stdout_nonblocking};
 use super::*;
+use std::fs::File;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::FileTypeExt;
 use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 #[test]
@@ -121,12 +126,15 @@ fn log_file_errors_are_not_fatal_and_recover() {
     let mut f = LogFile::open(dir.path(), "p", "c", 1 << 20, 1).expect("open");
     // Replace the pod directory by a file: reopening fails.
     std::fs::remove_dir_all(dir.path().join("p")).unwrap();
-    f.file = None;
+    f.close_for_test();
     std::fs::write(dir.path().join("p"), b"").unwrap();
     assert!(!f.write(b"lost\n"));
     std::fs::remove_file(dir.path().join("p")).unwrap();
     assert!(f.write(b"back\n"));
-    assert_eq!(read(&dir.path().join("p/c.log")), b"back\n");
+    assert_eq!(
+        read(&dir.path().join("p/c.log")),
+        b"[vigil: 5 bytes not written: Not a directory]\nback\n"
+    );
 }
 
 /// Collects everything the forwarder writes through a pipe.
@@ -165,20 +173,200 @@ fn forwarder_splits_overlong_partial_lines_with_a_marker() {
 }
 
 #[test]
-fn forwarder_drops_when_full_and_notes_it_once_writing_resumes() {
+fn forwarder_drops_when_full_and_notes_it_naming_the_container() {
     let mut fw = Forwarder::new(32, 64);
     fw.push("p/c", b"0123456789\n"); // 17 bytes queued
-    fw.push("p/c", b"0123456789\n"); // would be 34 > 32: dropped
-    fw.push("p/c", b"xx\n"); // 9 bytes dropped too: the note must come first and does not fit
-    assert_eq!(fw.dropped_bytes(), 17 + 9);
+    fw.push("p/c", b"0123456789\n"); // would be 34 > 32, no sink: dropped
+    fw.push("p/c", b"xx\n"); // 9 bytes still fit
+    assert_eq!(fw.dropped_bytes(), 17);
     assert!(fw.pending());
     assert_eq!(
         forwarded(&mut fw),
-        "p/c | 0123456789\n[vigil: 26 bytes dropped]\n"
+        "p/c | 0123456789\np/c | xx\np/c | [vigil: 17 bytes dropped]\n"
     );
     assert!(!fw.pending());
     fw.push("p/c", b"ok\n");
     assert_eq!(forwarded(&mut fw), "p/c | ok\n");
+}
+
+#[test]
+fn forwarder_never_drops_what_a_regular_file_takes() {
+    let file = tempfile::tempfile().unwrap();
+    let mut fw = Forwarder::writing_to(file.as_fd());
+    let line = [b'y'; 99];
+    let mut expected = 0;
+    for _ in 0..50_000 {
+        fw.push("web/app", &line);
+        fw.push("web/app", b"\n");
+        expected += "web/app | ".len() + 100;
+    }
+    fw.flush(file.as_fd()).unwrap();
+    assert_eq!(fw.dropped_bytes(), 0);
+    assert!(!fw.pending());
+    assert_eq!(file.metadata().unwrap().len(), expected as u64);
+}
+
+/// A non-blocking pipe whose buffer is full: writes to it would block.
+fn full_pipe() -> (OwnedFd, OwnedFd, usize) {
+    let (r, w) = crate::process::pipe_nonblocking().unwrap();
+    crate::process::set_nonblocking(&w).unwrap();
+    let chunk = [b'.'; 4096];
+    let mut filled = 0;
+    loop {
+        match nix::unistd::write(&w, &chunk) {
+            Ok(n) => filled += n,
+            Err(nix::errno::Errno::EAGAIN) => break,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    (r, w, filled)
+}
+
+#[test]
+fn drop_notes_come_once_per_container_per_second_while_the_destination_blocks() {
+    let (r, w, filled) = full_pipe();
+    let mut fw = Forwarder::new(64, 64);
+    let t0 = Instant::now();
+    let flood = |fw: &mut Forwarder| {
+        for _ in 0..100 {
+            fw.push("web/app", b"0123456789012345678901234567890123456789\n");
+            fw.push("db/pg", b"0123456789012345678901234567890123456789\n");
+        }
+    };
+    // Ten turns over 1.5 s of virtual time, the reader never reading.
+    for i in 0..10u64 {
+        flood(&mut fw);
+        fw.flush_at(w.as_fd(), t0 + Duration::from_millis(150 * i))
+            .unwrap();
+    }
+    // The reader catches up; the flood is over: what is left is noted at once.
+    let mut got = Vec::new();
+    while fw.pending() {
+        drain_pipe(r.as_fd(), &mut got, usize::MAX).unwrap();
+        fw.flush_at(w.as_fd(), t0 + Duration::from_millis(1600))
+            .unwrap();
+    }
+    drop(w);
+    drain_pipe(r.as_fd(), &mut got, usize::MAX).unwrap();
+    let text = String::from_utf8_lossy(&got[filled..]).into_owned();
+    let notes: Vec<&str> = text.lines().filter(|l| l.contains("[vigil:")).collect();
+    let count = |c: &str| notes.iter().filter(|l| l.starts_with(c)).count();
+    // At 0 ms and at 1050 ms (the first turn ≥ 1 s later), then the rest once it passed.
+    assert_eq!(count("web/app | [vigil: "), 3, "{notes:#?}");
+    assert_eq!(count("db/pg | [vigil: "), 3, "{notes:#?}");
+    let noted: f64 = notes
+        .iter()
+        .map(|l| {
+            let n = l
+                .split("[vigil: ")
+                .nth(1)
+                .unwrap()
+                .split(' ')
+                .collect::<Vec<_>>();
+            let v: f64 = n[0].parse().unwrap();
+            match n[1] {
+                "bytes" | "byte" => v,
+                "kB" => v * 1e3,
+                u => panic!("unit {u}"),
+            }
+        })
+        .sum();
+    let total = fw.dropped_bytes() as f64;
+    assert!(
+        (noted - total).abs() <= total * 0.05,
+        "noted {noted}, dropped {total}"
+    );
+}
+
+#[test]
+fn drop_sizes_read_like_the_issue_asks() {
+    use super::forward::si_bytes;
+    assert_eq!(si_bytes(1), "1 byte");
+    assert_eq!(si_bytes(999), "999 bytes");
+    assert_eq!(si_bytes(1_234), "1.2 kB");
+    assert_eq!(si_bytes(1_200_000), "1.2 MB");
+    assert_eq!(si_bytes(427_000_000_000), "427.0 GB");
+}
+
+#[test]
+fn a_symlink_planted_as_the_log_file_is_refused_not_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, b"precious\n").unwrap();
+    std::fs::create_dir(dir.path().join("web")).unwrap();
+    std::fs::set_permissions(
+        dir.path().join("web"),
+        std::fs::Permissions::from_mode(0o750),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(&victim, dir.path().join("web/app.log")).unwrap();
+    let e = LogFile::open(dir.path(), "web", "app", 1 << 20, 1).unwrap_err();
+    assert!(e.to_string().contains("symbolic link"), "{e}");
+    assert_eq!(read(&victim), b"precious\n");
+    // A symlink in place of the pod directory is refused as well.
+    std::fs::remove_dir_all(dir.path().join("web")).unwrap();
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, dir.path().join("web")).unwrap();
+    let e = LogFile::open(dir.path(), "web", "app", 1 << 20, 1).unwrap_err();
+    assert!(e.to_string().contains("symbolic link"), "{e}");
+    assert!(!elsewhere.join("app.log").exists());
+}
+
+#[test]
+fn a_hard_link_or_a_fifo_as_the_log_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("web")).unwrap();
+    std::fs::set_permissions(
+        dir.path().join("web"),
+        std::fs::Permissions::from_mode(0o750),
+    )
+    .unwrap();
+    let other = dir.path().join("other");
+    std::fs::write(&other, b"x").unwrap();
+    std::fs::hard_link(&other, dir.path().join("web/app.log")).unwrap();
+    let e = LogFile::open(dir.path(), "web", "app", 1 << 20, 1).unwrap_err();
+    assert!(e.to_string().contains("hard links"), "{e}");
+    nix::unistd::mkfifo(
+        &dir.path().join("web/fifo.log"),
+        nix::sys::stat::Mode::S_IRWXU,
+    )
+    .unwrap();
+    let e = LogFile::open(dir.path(), "web", "fifo", 1 << 20, 1).unwrap_err();
+    assert!(e.to_string().contains("not a regular file"), "{e}");
+}
+
+#[test]
+#[ignore = "needs root (chowns to another uid)"]
+fn a_pod_directory_owned_by_someone_else_is_refused() {
+    assert!(nix::unistd::Uid::effective().is_root(), "needs root");
+    let dir = tempfile::tempdir().unwrap();
+    let pod = dir.path().join("web");
+    std::fs::create_dir(&pod).unwrap();
+    std::os::unix::fs::chown(&pod, Some(65534), Some(65534)).unwrap();
+    let e = LogFile::open(dir.path(), "web", "app", 1 << 20, 1).unwrap_err();
+    assert!(e.to_string().contains("owned by uid 65534"), "{e}");
+    assert!(!pod.join("app.log").exists());
+}
+
+#[test]
+fn a_write_gap_is_warned_and_marked_in_the_file_when_writing_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut f = LogFile::open(dir.path(), "p", "c", 1 << 20, 1).expect("open");
+    assert!(f.write(b"before\npartial"));
+    // /dev/full answers every write with ENOSPC (null(4)).
+    f.set_file_for_test(File::options().write(true).open("/dev/full").unwrap());
+    assert!(!f.write(b"lost one\n"));
+    f.close_for_test();
+    std::fs::remove_dir_all(dir.path().join("p")).unwrap();
+    std::fs::write(dir.path().join("p"), b"").unwrap();
+    assert!(!f.write(b"lost two\n")); // the pod directory is a file now: cannot open
+    std::fs::remove_file(dir.path().join("p")).unwrap();
+    assert!(f.write(b"after\n"));
+    assert_eq!(
+        String::from_utf8(read(&dir.path().join("p/c.log"))).unwrap(),
+        "[vigil: 18 bytes not written: No space left on device]\nafter\n"
+    );
 }
 
 #[test]

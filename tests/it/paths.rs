@@ -348,3 +348,79 @@ fn an_env_file_others_may_write_is_refused_at_spawn() {
     });
     assert_ne!(state_reason(&v.container("web", "c")), "Running");
 }
+
+#[test]
+#[ignore = "needs root (attacks as another uid)"]
+fn a_users_symlink_in_a_sticky_log_dir_is_refused_and_the_target_untouched() {
+    require_root("to act as another uid");
+    let dir = open_tempdir();
+    let secret_dir = dir.path().join("root-only");
+    std::fs::create_dir(&secret_dir).unwrap();
+    chmod(&secret_dir, 0o700);
+    let secret = secret_dir.join("file");
+    std::fs::write(&secret, "root only\n").unwrap();
+    let logs = dir.path().join("logs");
+    std::fs::create_dir(&logs).unwrap();
+    chmod(&logs, 0o1777);
+    // The user gets there first: their own `web` directory with a symlink as the log file.
+    as_nobody(&format!(
+        "mkdir -m 0777 {l}/web && ln -s {s} {l}/web/c.log",
+        l = logs.display(),
+        s = secret.display()
+    ));
+    let socket = dir.path().join("vigil.sock");
+    let config = dir.path().join("vigil.toml");
+    let header = supervisor_header(&socket).replace(
+        "[supervisor]\n",
+        &format!("[supervisor]\nlog_dir = \"{}\"\n", logs.display()),
+    );
+    std::fs::write(
+        &config,
+        format!("{header}{}", pod("web", "echo injected; exec sleep 60")),
+    )
+    .unwrap();
+    let v = Vigil::start_with(dir, socket, config);
+    v.wait_for(T, "web running", |v| {
+        state_reason(&v.container("web", "c")) == "Running"
+    });
+    v.wait_for(T, "the refusal logged", |v| {
+        v.log().contains("under log_dir: it is owned by uid 65534")
+    });
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "root only\n");
+    // The output is still captured in memory.
+    v.wait_for(T, "output in memory", |v| {
+        String::from_utf8_lossy(&v.cli(&["logs", "web"]).stdout).contains("injected")
+    });
+}
+
+#[test]
+fn forwarding_into_a_regular_file_drops_nothing() {
+    let dir = open_tempdir();
+    let socket = dir.path().join("vigil.sock");
+    let config = dir.path().join("vigil.toml");
+    let header = supervisor_header(&socket).replace("log_forward = false", "log_forward = true");
+    let lines = 2_000_000;
+    std::fs::write(
+        &config,
+        format!(
+            "{header}{}",
+            pod(
+                "web",
+                &format!("yes | head -n {lines}; echo done; exec sleep 60")
+            )
+        ),
+    )
+    .unwrap();
+    // vigil's stdout is the test's log file: a regular file.
+    let v = Vigil::start_with(dir, socket, config);
+    v.wait_for(Duration::from_secs(60), "all output forwarded", |v| {
+        v.log().contains("web/c | done")
+    });
+    let log = v.log();
+    assert!(
+        !log.contains("dropped]"),
+        "nothing dropped into a regular file"
+    );
+    let forwarded = log.lines().filter(|l| *l == "web/c | y").count();
+    assert_eq!(forwarded, lines);
+}

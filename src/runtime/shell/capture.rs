@@ -67,7 +67,8 @@ impl Capture {
             more: Vec::new(),
             forward: stdout.map(|stdout| Forward {
                 watch: None,
-                forwarder: Forwarder::default(),
+                // Writes a full queue to stdout before dropping: drops only where it blocks.
+                forwarder: Forwarder::writing_to(stdout.as_fd()),
                 stdout,
             }),
         }

@@ -1,0 +1,428 @@
+//! `log_dir/<pod>/<container>.log`, rotated by size ([`LogFile`]).
+//!
+//! Owns: the pod directory's descriptor and the open log file. Every name below `log_dir` is
+//! opened relative to a directory descriptor (openat(2)) with `O_NOFOLLOW`, so a symlink put
+//! in place of the pod directory or a log file is refused, never followed. vigil creates
+//! `<log_dir>/<pod>` itself (mode 0750) and refuses one that belongs to someone else (not root
+//! or vigil's uid) or that others may write to; it refuses a log file that is not a regular
+//! file of a trusted owner or that has other hard links (it could be someone else's file).
+//! (`log_dir` itself and its ancestors are checked as a whole path at start and reload, see
+//! `crate::trust`.)
+//!
+//! A write that fails (ENOSPC, EIO, a refused file) is not silent: the first failure of a run
+//! of failures is logged as a warning, the bytes are counted, and when writing works again a
+//! `[vigil: N bytes not written: REASON]` line goes into the file before the new output.
+//!
+//! Must not: follow a symlink below `log_dir`, block on anything but a local file write, or
+//! stop capture when the file cannot be written (the ring keeps the output).
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::{AtFlags, OFlag};
+use nix::sys::stat::Mode;
+
+use super::LogError;
+
+/// Why a name under `log_dir` is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error("it is a symbolic link")]
+    Symlink,
+    #[error("it is owned by uid {0}, not root or vigil's uid")]
+    ForeignOwner(u32),
+    #[error("it is writable by group or others (mode {0:04o})")]
+    Writable(u32),
+    #[error("it is not a regular file")]
+    NotRegular,
+    #[error("it has {0} hard links (another name may be someone else's file)")]
+    HardLinks(u64),
+}
+
+/// What went wrong writing, for the gap marker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Gap {
+    bytes: u64,
+    reason: String,
+}
+
+/// `log_dir/<pod>/<container>.log`, rotated by size to `.1` (newest) … `.N` (oldest).
+///
+/// Errors never stop capture: each run of failures is logged once and counted, and the next
+/// write retries opening the file.
+#[derive(Debug)]
+pub struct LogFile {
+    log_dir: PathBuf,
+    pod: String,
+    name: String,
+    /// `log_dir/pod/name`, for messages.
+    path: PathBuf,
+    max_bytes: u64,
+    max_files: u32,
+    dir: Option<OwnedFd>,
+    file: Option<File>,
+    size: u64,
+    /// The last byte written ended a line (a marker then starts on its own line).
+    at_line_start: bool,
+    gap: Option<Gap>,
+}
+
+fn errno(e: nix::errno::Errno) -> io::Error {
+    io::Error::from(e)
+}
+
+fn trusted(uid: u32) -> bool {
+    uid == 0 || uid == nix::unistd::Uid::effective().as_raw()
+}
+
+impl LogFile {
+    /// Creates `<log_dir>/<pod>` (mode 0750) if needed and opens (appends to) the file (mode
+    /// 0640). An error here is returned so the runtime can report it; [`LogFile::write`] keeps
+    /// trying.
+    pub fn open(
+        log_dir: &Path,
+        pod: &str,
+        container: &str,
+        max_bytes: u64,
+        max_files: u32,
+    ) -> Result<LogFile, LogError> {
+        let name = format!("{container}.log");
+        let mut f = LogFile {
+            log_dir: log_dir.to_path_buf(),
+            pod: pod.to_string(),
+            path: log_dir.join(pod).join(&name),
+            name,
+            max_bytes: max_bytes.max(1),
+            max_files,
+            dir: None,
+            file: None,
+            size: 0,
+            at_line_start: true,
+            gap: None,
+        };
+        f.reopen()?;
+        Ok(f)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Writes go to `file` from now on (tests: `/dev/full` for ENOSPC).
+    #[cfg(test)]
+    pub(crate) fn set_file_for_test(&mut self, file: File) {
+        self.file = Some(file);
+    }
+
+    /// Forgets the open file and directory, as after a failure (tests).
+    #[cfg(test)]
+    pub(crate) fn close_for_test(&mut self) {
+        self.file = None;
+        self.dir = None;
+    }
+
+    fn pod_dir(&self) -> PathBuf {
+        self.log_dir.join(&self.pod)
+    }
+
+    /// The pod directory, created by vigil if missing, opened without following a symlink and
+    /// checked: a trusted owner, not writable by group or others.
+    fn open_dir(&self) -> Result<OwnedFd, LogError> {
+        let pod_dir = self.pod_dir();
+        let create = |source| LogError::CreateDir {
+            path: pod_dir.clone(),
+            source,
+        };
+        if !self.log_dir.exists() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .create(&self.log_dir)
+                .map_err(|source| LogError::CreateDir {
+                    path: self.log_dir.clone(),
+                    source,
+                })?;
+        }
+        let base = nix::fcntl::open(
+            &self.log_dir,
+            OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| LogError::Open {
+            path: self.log_dir.clone(),
+            source: errno(e),
+        })?;
+        match nix::sys::stat::mkdirat(&base, self.pod.as_str(), Mode::from_bits_truncate(0o750)) {
+            Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
+            Err(e) => return Err(create(errno(e))),
+        }
+        let dir = nix::fcntl::openat(
+            &base,
+            self.pod.as_str(),
+            OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| match e {
+            nix::errno::Errno::ELOOP | nix::errno::Errno::ENOTDIR => {
+                let st =
+                    nix::sys::stat::fstatat(&base, self.pod.as_str(), AtFlags::AT_SYMLINK_NOFOLLOW);
+                let is_link = st.is_ok_and(|s| s.st_mode & libc::S_IFMT == libc::S_IFLNK);
+                if is_link {
+                    LogError::Refused {
+                        path: pod_dir.clone(),
+                        why: Refusal::Symlink,
+                    }
+                } else {
+                    create(errno(e))
+                }
+            }
+            e => create(errno(e)),
+        })?;
+        let st = nix::sys::stat::fstat(&dir).map_err(|e| create(errno(e)))?;
+        if !trusted(st.st_uid) {
+            return Err(LogError::Refused {
+                path: pod_dir,
+                why: Refusal::ForeignOwner(st.st_uid),
+            });
+        }
+        let mode = st.st_mode & 0o7777;
+        if mode & 0o022 != 0 {
+            return Err(LogError::Refused {
+                path: pod_dir,
+                why: Refusal::Writable(mode),
+            });
+        }
+        Ok(dir)
+    }
+
+    fn reopen(&mut self) -> Result<(), LogError> {
+        self.file = None;
+        let dir = match self.dir.take() {
+            Some(d) => d,
+            None => self.open_dir()?,
+        };
+        let result = self.open_file(&dir);
+        match result {
+            Ok(()) => {
+                self.dir = Some(dir);
+                Ok(())
+            }
+            // The directory may have been replaced: look it up afresh next time.
+            Err(e) => Err(e),
+        }
+    }
+
+    fn open_file(&mut self, dir: &OwnedFd) -> Result<(), LogError> {
+        let open_err = |source| LogError::Open {
+            path: self.path.clone(),
+            source,
+        };
+        // O_NONBLOCK: a FIFO planted under the name must not block the loop; it makes no
+        // difference to a regular file (open(2)).
+        let fd = nix::fcntl::openat(
+            dir,
+            self.name.as_str(),
+            OFlag::O_WRONLY
+                | OFlag::O_APPEND
+                | OFlag::O_CREAT
+                | OFlag::O_NOFOLLOW
+                | OFlag::O_NONBLOCK
+                | OFlag::O_CLOEXEC,
+            Mode::from_bits_truncate(0o640),
+        )
+        .map_err(|e| match e {
+            nix::errno::Errno::ELOOP => LogError::Refused {
+                path: self.path.clone(),
+                why: Refusal::Symlink,
+            },
+            // A FIFO without a reader (or a device) under the name (open(2), ENXIO).
+            nix::errno::Errno::ENXIO => LogError::Refused {
+                path: self.path.clone(),
+                why: Refusal::NotRegular,
+            },
+            e => open_err(errno(e)),
+        })?;
+        let file = File::from(fd);
+        let meta = file.metadata().map_err(open_err)?;
+        let refuse = |why| {
+            Err(LogError::Refused {
+                path: self.path.clone(),
+                why,
+            })
+        };
+        if !meta.file_type().is_file() {
+            return refuse(Refusal::NotRegular);
+        }
+        if !trusted(meta.uid()) {
+            return refuse(Refusal::ForeignOwner(meta.uid()));
+        }
+        if meta.nlink() > 1 {
+            return refuse(Refusal::HardLinks(meta.nlink()));
+        }
+        // Back to blocking writes: a regular file's writes do not wait on anything but the disk.
+        nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_SETFL(OFlag::O_APPEND))
+            .map_err(|e| open_err(errno(e)))?;
+        self.size = meta.len();
+        if self.size == 0 {
+            self.at_line_start = true;
+        }
+        self.file = Some(file);
+        Ok(())
+    }
+
+    fn rotated(&self, n: u32) -> String {
+        format!("{}.{n}", self.name)
+    }
+
+    /// Shifts `.log` → `.1` → … → `.N` (the oldest falls off), then opens a fresh file.
+    /// With `max_files` 0 the file is simply truncated. Renames stay inside the pod directory
+    /// (renameat(2) on its descriptor).
+    fn rotate(&mut self) -> Result<(), LogError> {
+        if self.max_files == 0 {
+            if let Some(f) = &self.file {
+                f.set_len(0).map_err(|source| LogError::Open {
+                    path: self.path.clone(),
+                    source,
+                })?;
+                self.size = 0;
+                return Ok(());
+            }
+            return self.reopen();
+        }
+        self.file = None;
+        let Some(dir) = self.dir.as_ref() else {
+            return self.reopen();
+        };
+        let rename = |from: &str, to: &str| {
+            nix::fcntl::renameat(dir, from, dir, to).map_err(|e| LogError::Rotate {
+                from: self.pod_dir().join(from),
+                to: self.pod_dir().join(to),
+                source: errno(e),
+            })
+        };
+        for n in (1..self.max_files).rev() {
+            match rename(&self.rotated(n), &self.rotated(n + 1)) {
+                Ok(()) => {}
+                Err(LogError::Rotate { source, .. })
+                    if source.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        rename(&self.name, &self.rotated(1))?;
+        self.reopen()
+    }
+
+    /// Writes `data` whole, or says how much did not make it and why.
+    fn write_counted(&mut self, data: &[u8]) -> Result<(), (u64, LogError)> {
+        let Some(file) = self.file.as_mut() else {
+            return Ok(());
+        };
+        let mut done = 0;
+        while done < data.len() {
+            match file.write(&data[done..]) {
+                Ok(0) => {
+                    return Err((
+                        (data.len() - done) as u64,
+                        LogError::Write {
+                            path: self.path.clone(),
+                            source: io::Error::from(io::ErrorKind::WriteZero),
+                        },
+                    ));
+                }
+                Ok(n) => {
+                    done += n;
+                    self.size += n as u64;
+                    self.at_line_start = data[done - 1] == b'\n';
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(source) => {
+                    return Err((
+                        (data.len() - done) as u64,
+                        LogError::Write {
+                            path: self.path.clone(),
+                            source,
+                        },
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn try_write(&mut self, data: &[u8]) -> Result<(), (u64, LogError)> {
+        let all = data.len() as u64;
+        if self.file.is_none() {
+            self.reopen().map_err(|e| (all, e))?;
+        }
+        if self.size > 0 && self.size + data.len() as u64 > self.max_bytes {
+            self.rotate().map_err(|e| (all, e))?;
+        }
+        if let Some(gap) = self.gap.take() {
+            let mut marker = String::new();
+            if !self.at_line_start {
+                marker.push('\n');
+            }
+            marker.push_str(&gap_marker(gap.bytes, &gap.reason));
+            if let Err((_, e)) = self.write_counted(marker.as_bytes()) {
+                self.gap = Some(gap);
+                self.file = None;
+                return Err((all, e));
+            }
+        }
+        self.write_counted(data).inspect_err(|_| {
+            self.file = None;
+        })
+    }
+
+    /// Appends `data`, rotating first when it would push the file past `max_bytes` (a single
+    /// chunk larger than the limit goes into a fresh file whole). Errors are logged (the first
+    /// of a run), counted and noted in the file once it works again; the return value says
+    /// whether all the bytes reached the file.
+    pub fn write(&mut self, data: &[u8]) -> bool {
+        match self.try_write(data) {
+            Ok(()) => true,
+            Err((lost, e)) => {
+                match &mut self.gap {
+                    Some(g) => g.bytes += lost,
+                    None => {
+                        log::warn!(
+                            "{e}; container output is kept in memory only until this recovers"
+                        );
+                        self.gap = Some(Gap {
+                            bytes: lost,
+                            reason: reason_of(&e),
+                        });
+                    }
+                }
+                // A refused or vanished directory is looked up afresh on the next write.
+                if !matches!(e, LogError::Write { .. }) {
+                    self.dir = None;
+                }
+                false
+            }
+        }
+    }
+}
+
+/// The marker line written where output is missing from a log file.
+pub fn gap_marker(bytes: u64, reason: &str) -> String {
+    format!("[vigil: {bytes} bytes not written: {reason}]\n")
+}
+
+/// The OS error's text without the `(os error N)` suffix, or the refusal.
+fn reason_of(e: &LogError) -> String {
+    let source = match e {
+        LogError::Write { source, .. }
+        | LogError::Open { source, .. }
+        | LogError::CreateDir { source, .. }
+        | LogError::Rotate { source, .. } => source,
+        LogError::Refused { why, .. } => return format!("refused: {why}"),
+        LogError::Stdout { source } => source,
+    };
+    match source.raw_os_error() {
+        Some(n) => nix::errno::Errno::from_raw(n).desc().to_string(),
+        None => source.to_string(),
+    }
+}
