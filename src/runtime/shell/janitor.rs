@@ -134,3 +134,91 @@ impl Janitor {
         next
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cgroup::{Limits, Manager, discover};
+    use std::time::Instant;
+
+    const DEADLINE: Duration = Duration::from_secs(10);
+
+    fn cgroup2_mount() -> std::path::PathBuf {
+        assert!(
+            nix::unistd::geteuid().is_root(),
+            "this test needs root (it creates cgroups); run it as root or without --include-ignored"
+        );
+        let text = std::fs::read_to_string(discover::PROC_SELF_MOUNTINFO).unwrap();
+        let mounts = discover::parse_mountinfo(&text);
+        discover::find_cgroup2(&mounts)
+            .map(|m| m.mount_point.clone())
+            .expect("this test needs a cgroup2 mount and there is none")
+    }
+
+    /// Kills and removes the scratch tree even when an assertion failed.
+    struct Scratch(std::path::PathBuf);
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::write(self.0.join("cgroup.kill"), "1");
+            let deadline = Instant::now() + DEADLINE;
+            while self.0.exists() && Instant::now() < deadline {
+                remove_tree(&self.0);
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+
+    fn remove_tree(dir: &std::path::Path) {
+        if let Ok(rd) = std::fs::read_dir(dir) {
+            for e in rd.flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    remove_tree(&e.path());
+                }
+            }
+        }
+        let _ = std::fs::remove_dir(dir);
+    }
+
+    #[test]
+    #[ignore = "needs root and cgroup v2"]
+    fn a_finished_cgroup_is_killed_held_while_it_exists_then_removed() {
+        let root = cgroup2_mount().join(format!("vigil-janitor-test-{}", std::process::id()));
+        let _scratch = Scratch(root.clone());
+        let manager = Manager::with_root(&root).unwrap();
+        let cg = manager
+            .create_container("pod", "c", &Limits::default())
+            .unwrap();
+        let path = cg.path().to_path_buf();
+        let mut child = std::process::Command::new("sleep")
+            .arg("300")
+            .spawn()
+            .unwrap();
+        std::fs::write(path.join("cgroup.procs"), child.id().to_string()).unwrap();
+
+        let mut poll = mio::Poll::new().unwrap();
+        let mut janitor = Janitor::new(Rc::new(poll.registry().try_clone().unwrap()));
+        janitor.retire(cg);
+        // Removed at once if the kernel emptied it in time, else held (and a new run at that
+        // path has to wait): never let go of while it still exists.
+        assert_eq!(janitor.holds(&path), path.exists());
+        child.wait().unwrap();
+        let deadline = Instant::now() + DEADLINE;
+        let mut events = mio::Events::with_capacity(4);
+        while janitor.has_dying() {
+            assert!(
+                Instant::now() < deadline,
+                "{} was never removed",
+                path.display()
+            );
+            poll.poll(&mut events, Some(RECHECK)).unwrap();
+            for e in events.iter() {
+                assert_eq!(Owner::of(e.token()), Some(Owner::Janitor));
+            }
+            janitor.retry();
+        }
+        assert!(!path.exists(), "{} still exists", path.display());
+        assert!(!janitor.holds(&path));
+        manager.teardown().unwrap();
+    }
+}
