@@ -359,3 +359,122 @@ fn read_exec_output(attempt: &mut Attempt) {
         *pipe = None;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::shell::tokens::Owner;
+
+    fn tcp_probe(port: u16) -> Arc<ProbeSpec> {
+        Arc::new(ProbeSpec {
+            action: ProbeAction::TcpSocket {
+                host: "127.0.0.1".into(),
+                port,
+            },
+            initial_delay: Duration::ZERO,
+            period: Duration::from_secs(10),
+            timeout: Duration::from_secs(5),
+            success_threshold: 1,
+            failure_threshold: 3,
+            termination_grace: None,
+        })
+    }
+
+    fn setup() -> (mio::Poll, ProbeRunner, Janitor) {
+        let poll = mio::Poll::new().unwrap();
+        let registry = Rc::new(poll.registry().try_clone().unwrap());
+        let runner = ProbeRunner::new(Rc::clone(&registry));
+        (poll, runner, Janitor::new(registry))
+    }
+
+    #[test]
+    fn a_tcp_probe_is_routed_back_by_its_token_and_reports_success() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (mut poll, mut runner, mut janitor) = setup();
+        let container = crate::control::render::fixtures::spec("c");
+        let probe = tcp_probe(port);
+        let key = ContainerKey(9);
+        let req = ProbeRequest {
+            key,
+            generation: 4,
+            container: &container,
+            kind: ProbeKind::Readiness,
+            seq: 17,
+            probe: &probe,
+        };
+        let now = Instant::now();
+        let started = runner.start(req, None, now, &mut Reaper::default(), &mut janitor);
+        assert!(started.is_none(), "in flight, not decided at once");
+
+        let mut events = mio::Events::with_capacity(4);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            assert!(Instant::now() < deadline, "no result");
+            poll.poll(&mut events, Some(Duration::from_millis(100)))
+                .unwrap();
+            let mut result = None;
+            for e in events.iter() {
+                assert_eq!(Owner::of(e.token()), Some(Owner::Probes));
+                result = result.or(runner.on_event(e.token(), e, Instant::now()));
+            }
+            if let Some(input) = result {
+                match input {
+                    Input::ProbeResult {
+                        key: k,
+                        generation,
+                        kind,
+                        seq,
+                        outcome,
+                        ..
+                    } => {
+                        assert_eq!(
+                            (k, generation, kind, seq),
+                            (key, 4, ProbeKind::Readiness, 17)
+                        );
+                        assert!(matches!(outcome, ProbeOutcome::Success(_)), "{outcome:?}");
+                    }
+                    other => panic!("unexpected input {other:?}"),
+                }
+                break;
+            }
+        }
+        assert!(runner.attempts.is_empty());
+    }
+
+    #[test]
+    fn a_cancel_for_another_attempt_is_ignored_and_the_right_one_deregisters() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (mut poll, mut runner, mut janitor) = setup();
+        let container = crate::control::render::fixtures::spec("c");
+        let probe = tcp_probe(port);
+        let key = ContainerKey(2);
+        let req = ProbeRequest {
+            key,
+            generation: 1,
+            container: &container,
+            kind: ProbeKind::Liveness,
+            seq: 5,
+            probe: &probe,
+        };
+        let now = Instant::now();
+        assert!(
+            runner
+                .start(req, None, now, &mut Reaper::default(), &mut janitor)
+                .is_none()
+        );
+        runner.cancel(key, 1, ProbeKind::Liveness, 4, &mut janitor);
+        assert_eq!(
+            runner.attempts.len(),
+            1,
+            "seq 4 is not the attempt in flight"
+        );
+        runner.cancel(key, 1, ProbeKind::Liveness, 5, &mut janitor);
+        assert!(runner.attempts.is_empty());
+        let mut events = mio::Events::with_capacity(4);
+        poll.poll(&mut events, Some(Duration::from_millis(50)))
+            .unwrap();
+        assert!(events.is_empty(), "the cancelled socket is deregistered");
+    }
+}
