@@ -111,6 +111,12 @@ impl LogFile {
         &self.path
     }
 
+    /// New rotation limits, used from the next write on.
+    pub fn set_limits(&mut self, max_bytes: u64, max_files: u32) {
+        self.max_bytes = max_bytes.max(1);
+        self.max_files = max_files;
+    }
+
     /// Writes go to `file` from now on (tests: `/dev/full` for ENOSPC).
     #[cfg(test)]
     pub(crate) fn set_file_for_test(&mut self, file: File) {

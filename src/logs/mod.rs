@@ -111,6 +111,15 @@ impl ContainerLog {
     pub fn new_run(&mut self) {
         self.buffer.new_run();
     }
+
+    /// A reload changed `[supervisor]`: the ring's size applies from the next run on, the
+    /// file's rotation limits from the next write on (`log_dir` itself needs a restart).
+    pub fn set_limits(&mut self, sup: &crate::config::spec::SupervisorSpec) {
+        self.buffer.set_capacity_next_run(sup.log_buffer_bytes);
+        if let Some(f) = &mut self.file {
+            f.set_limits(sup.log_max_file_bytes, sup.log_max_files);
+        }
+    }
 }
 
 /// What [`drain_pipe`] read.

@@ -24,6 +24,8 @@ pub struct ReadSince {
 #[derive(Debug, Clone)]
 pub struct LogBuffer {
     capacity: usize,
+    /// A capacity set by a reload, taken at the next run.
+    next_capacity: Option<usize>,
     current: VecDeque<u8>,
     /// Global offset of the first byte of the current run.
     run_start: u64,
@@ -42,6 +44,7 @@ impl LogBuffer {
         let capacity = capacity.max(1);
         LogBuffer {
             capacity,
+            next_capacity: None,
             current: VecDeque::new(),
             run_start: 0,
             previous: Vec::new(),
@@ -75,6 +78,15 @@ impl LogBuffer {
         self.previous = self.current.drain(..).collect();
         self.has_previous = true;
         self.run_start = self.total;
+        if let Some(c) = self.next_capacity.take() {
+            self.capacity = c;
+        }
+    }
+
+    /// Sizes the ring anew from the next run on (a reload of `log_buffer_bytes`); the current
+    /// run keeps what it holds. A capacity of 0 is treated as 1.
+    pub fn set_capacity_next_run(&mut self, capacity: usize) {
+        self.next_capacity = Some(capacity.max(1)).filter(|c| *c != self.capacity);
     }
 
     /// Bytes ever pushed (the offset one past the newest byte).

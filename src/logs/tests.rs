@@ -38,6 +38,22 @@ fn new_run_keeps_previous_run_for_previous_flag() {
 }
 
 #[test]
+fn a_reloaded_ring_size_applies_from_the_next_run() {
+    let mut b = LogBuffer::new(4);
+    b.push(b"abcdef");
+    b.set_capacity_next_run(8);
+    b.push(b"gh");
+    assert_eq!(
+        b.tail_lines(None, false),
+        b"efgh",
+        "the current run keeps its size"
+    );
+    b.new_run();
+    b.push(b"0123456789");
+    assert_eq!(b.tail_lines(None, false), b"23456789");
+}
+
+#[test]
 fn tail_returns_last_n_lines_counting_an_unterminated_last_line() {
     let mut b = LogBuffer::new(1024);
     b.push(b"one\ntwo\nthree\n");

@@ -13,4 +13,5 @@ mod pid1;
 mod probes;
 mod reload;
 mod sidecars;
+mod supervisor_reload;
 mod wire;

@@ -74,6 +74,16 @@ impl Capture {
         }
     }
 
+    /// Starts (`Some`: vigil's non-blocking stdout) or stops forwarding (reload of
+    /// `log_forward`); what was queued for the old descriptor is dropped with it.
+    pub fn set_forwarding(&mut self, stdout: Option<OwnedFd>) {
+        self.forward = stdout.map(|stdout| Forward {
+            watch: None,
+            forwarder: Forwarder::writing_to(stdout.as_fd()),
+            stdout,
+        });
+    }
+
     /// Starts reading `fd` into `key`'s log. A pipe that cannot be watched is closed (with a
     /// warning naming `pid`): the child then gets EPIPE or SIGPIPE on output.
     pub fn add(&mut self, key: ContainerKey, pid: u32, fd: OwnedFd) {

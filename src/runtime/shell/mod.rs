@@ -391,27 +391,60 @@ impl Shell {
         let result = match loaded {
             Err(e) => Err(e),
             Ok(new) => {
-                if let Some(m) = &self.cgroups
+                let plan = super::supervisor_reload::plan(&self.config.supervisor, &new.supervisor);
+                if let Err(e) = plan {
+                    Err(ReloadError::InvalidConfig(e.to_string()))
+                } else if let Some(m) = &self.cgroups
                     && let Err(e) = m.check_controllers(needed_controllers(&new))
                 {
                     Err(ReloadError::InvalidConfig(e.to_string()))
                 } else {
-                    self.config.supervisor.admin_uids = new.supervisor.admin_uids.clone();
-                    self.config.supervisor.admin_gids = new.supervisor.admin_gids.clone();
+                    let plan = plan.unwrap_or_default();
                     let r = self
                         .core
                         .command(now, Command::Reload(Box::new(new.clone())))
                         .map_err(ReloadError::Refused);
                     if r.is_ok() {
+                        self.apply_supervisor(&plan, &new);
                         self.config = new;
                     }
-                    r
+                    r.map(|msg| msg + &plan.summary())
                 }
             }
         };
         self.notifier.reloaded();
         self.drain_actions(now);
         result
+    }
+
+    /// Applies the live `[supervisor]` changes of an accepted reload (see `supervisor_reload`;
+    /// the admin lists and the shutdown timeout need nothing here: they are read from the
+    /// config and the core when used).
+    fn apply_supervisor(&mut self, plan: &super::supervisor_reload::Plan, new: &Config) {
+        let sup = &new.supervisor;
+        if plan.changes("log_buffer_bytes")
+            || plan.changes("log_max_file_bytes")
+            || plan.changes("log_max_files")
+        {
+            for slot in self.slots.values_mut() {
+                slot.log.set_limits(sup);
+            }
+        }
+        if plan.changes("log_forward") {
+            self.capture.flush();
+            self.capture.set_forwarding(forward_stdout(new));
+        }
+        if plan.changes("oom_score_adj")
+            && let Some(adj) = sup.oom_score_adj
+        {
+            set_oom_score_adj(adj);
+        }
+        // socket_mode / socket_group: refused as "needs a restart" until the control server can
+        // apply them (supervisor_reload::SOCKET_ACCESS_LIVE); then call
+        // `self.server.apply_settings(..)` here.
+        if !plan.keys.is_empty() {
+            info!("reload: [supervisor] {} applied", plan.keys.join(", "));
+        }
     }
 
     fn update_status(&mut self, now: Instant) {

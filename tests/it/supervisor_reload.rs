@@ -1,0 +1,82 @@
+//! Reload of `[supervisor]`: live keys are applied and named in the answer; restart-only keys
+//! refuse the whole reload, naming the key, and nothing changes.
+
+use std::time::Duration;
+
+use crate::common::{Vigil, state_reason, supervisor_header};
+
+const T: Duration = Duration::from_secs(15);
+
+fn pod(name: &str, cmd: &str) -> String {
+    format!(
+        "[pods.{name}]\n[[pods.{name}.containers]]\nname = \"c\"\ncommand = [\"sh\", \"-c\", \"{cmd}\"]\n"
+    )
+}
+
+const TICKER: &str = "while true; do echo tick; sleep 0.1; done";
+
+#[test]
+fn a_reload_changing_restart_only_keys_is_refused_naming_them_and_changes_nothing() {
+    let v = Vigil::start(&pod("web", "exec sleep 60"));
+    v.wait_for(T, "web running", |v| {
+        state_reason(&v.container("web", "c")) == "Running"
+    });
+    let other = v.dir.path().join("other.sock");
+    let header =
+        supervisor_header(&other).replace("cgroup_root = \"none\"", "cgroup_root = \"auto\"");
+    std::fs::write(
+        &v.config,
+        format!(
+            "{header}{}{}",
+            pod("web", "exec sleep 60"),
+            pod("added", "exec sleep 60")
+        ),
+    )
+    .unwrap();
+    let r = v.request(r#"{"id":1,"cmd":"reload"}"#);
+    assert_eq!(r["ok"], false, "{r}");
+    let msg = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("[supervisor] socket, cgroup_root changed: needs a restart"),
+        "{msg}"
+    );
+    assert!(v.pod("added").is_null(), "nothing changed: {}", v.status());
+    assert!(!other.exists(), "no socket at the new path");
+}
+
+#[test]
+fn a_reload_applies_live_supervisor_keys_and_names_them() {
+    let v = Vigil::start(&pod("talk", TICKER));
+    v.wait_for(T, "talk running", |v| {
+        state_reason(&v.container("talk", "c")) == "Running"
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !v.log().contains("talk/c | tick"),
+        "log_forward = false forwards nothing"
+    );
+    let header = supervisor_header(&v.socket)
+        .replace(
+            "log_forward = false",
+            "log_forward = true\nlog_buffer_bytes = 4096",
+        )
+        .replace(
+            "shutdown_timeout_seconds = 10",
+            "shutdown_timeout_seconds = 7",
+        );
+    std::fs::write(&v.config, format!("{header}{}", pod("talk", TICKER))).unwrap();
+    let r = v.request(r#"{"id":1,"cmd":"reload"}"#);
+    assert_eq!(r["ok"], true, "{r}");
+    let msg = r["result"]["message"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains(
+            "[supervisor] log_buffer_bytes, log_forward, shutdown_timeout_seconds applied"
+        ),
+        "{msg}"
+    );
+    v.wait_for(T, "output forwarded after the reload", |v| {
+        v.log().contains("talk/c | tick")
+    });
+    // The pod itself did not change: not restarted.
+    assert_eq!(v.container("talk", "c")["restart_count"], 0);
+}
