@@ -534,6 +534,7 @@ impl World {
                     oom_group_kill_delta: u64::from(kind >> 2 & 1),
                     memory_max: (kind & 8 == 8).then_some(1 << 20),
                     memory_peak: None,
+                    termination_message: (kind & 2 == 2).then(|| "done".to_string()),
                 };
                 self.exit_run(run, exit);
             }

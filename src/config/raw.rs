@@ -98,6 +98,8 @@ pub(crate) struct RawContainer {
     pub rlimits: Option<BTreeMap<S<String>, S<RawRlimit>>>,
     pub resources: Option<S<RawResources>>,
     pub startup_probe: Option<S<RawProbe>>,
+    pub termination_message_path: Option<S<String>>,
+    pub termination_message_policy: Option<S<String>>,
     pub liveness_probe: Option<S<RawProbe>>,
     pub readiness_probe: Option<S<RawProbe>>,
 }

@@ -137,6 +137,8 @@ pub(crate) const CONTAINER: &[Field] = &[
     f("startup_probe", Kind::Table(PROBE)),
     f("liveness_probe", Kind::Table(PROBE)),
     f("readiness_probe", Kind::Table(PROBE)),
+    f("termination_message_path", Kind::Str),
+    f("termination_message_policy", Kind::Str),
 ];
 
 pub(crate) const POD: &[Field] = &[

@@ -179,6 +179,21 @@ pub struct ContainerSpec {
     pub startup_probe: Option<ProbeSpec>,
     pub liveness_probe: Option<ProbeSpec>,
     pub readiness_probe: Option<ProbeSpec>,
+    /// A file the container may write before it exits; read when it exits (at most 4 KiB)
+    /// into `terminated.message` (Kubernetes `terminationMessagePath`; no default file).
+    pub termination_message_path: Option<PathBuf>,
+    pub termination_message_policy: TerminationMessagePolicy,
+}
+
+/// `termination_message_policy` (Kubernetes `terminationMessagePolicy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TerminationMessagePolicy {
+    /// Only the file.
+    #[default]
+    File,
+    /// The file, or when it is empty and the container failed (exit code not 0), the last
+    /// 80 lines / 2 KiB of its output.
+    FallbackToLogsOnError,
 }
 
 /// `rlimits = { nofile = 1024 }` (soft = hard).

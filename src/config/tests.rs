@@ -397,6 +397,37 @@ fn init_container_with_restart_policy_always_is_a_sidecar_with_probes() {
 }
 
 #[test]
+fn termination_message_path_must_be_absolute_and_policy_known() {
+    let text = "[[pods.web.containers]]\nname = \"app\"\ncommand = [\"x\"]\n\
+                termination_message_path = \"msg\"\n\
+                termination_message_policy = \"Logs\"\n";
+    let errs = errors(text);
+    assert_eq!(errs.len(), 2, "{errs:#?}");
+    assert_has(
+        &errs[0],
+        "4:28: pods.web.containers[0].termination_message_path: ",
+        "absolute",
+    );
+    assert_has(
+        &errs[1],
+        "5:30: pods.web.containers[0].termination_message_policy: ",
+        "expected File or FallbackToLogsOnError",
+    );
+    let cfg = ok(&text
+        .replace("\"msg\"", "\"/run/app/msg\"")
+        .replace("\"Logs\"", "\"FallbackToLogsOnError\""));
+    let c = &cfg.pods[0].containers[0];
+    assert_eq!(
+        c.termination_message_path.as_deref(),
+        Some(Path::new("/run/app/msg"))
+    );
+    assert_eq!(
+        c.termination_message_policy,
+        TerminationMessagePolicy::FallbackToLogsOnError
+    );
+}
+
+#[test]
 fn plain_init_container_under_an_always_pod_is_not_a_sidecar() {
     let text = "[pods.web]\nrestart_policy = \"Always\"\n\
                 [[pods.web.init_containers]]\nname = \"init\"\ncommand = [\"x\"]\n\

@@ -6,7 +6,7 @@
 //! `backoff` (field by field) and `max_restarts` unless it sets them. Init containers run to
 //! completion, so a pod policy of `Always` becomes `OnFailure` for them (the kubelet retries
 //! failed init containers of an `Always` pod and moves on after a success) and they take no
-//! probes. Must not touch the system: user names and cgroup controllers are checked at start.
+//! probes — unless their own `restart_policy = "Always"` makes them sidecars. Must not touch the system: user names and cgroup controllers are checked at start.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
@@ -22,7 +22,7 @@ use super::schema::join;
 use super::spec::{
     Backoff, CgroupRoot, Config, ContainerSpec, Dependency, DependencyCondition, HttpScheme,
     PodSpec, ProbeAction, ProbeKind, ProbeSpec, Resources, RestartPolicy, Rlimit, SupervisorSpec,
-    TlsSpec,
+    TerminationMessagePolicy, TlsSpec,
 };
 use super::values;
 
@@ -613,6 +613,27 @@ impl V<'_> {
         let startup_probe = probe(self, &raw.startup_probe, ProbeKind::Startup);
         let liveness_probe = probe(self, &raw.liveness_probe, ProbeKind::Liveness);
         let readiness_probe = probe(self, &raw.readiness_probe, ProbeKind::Readiness);
+        let termination_message_path = raw
+            .termination_message_path
+            .as_ref()
+            .and_then(|v| self.abs_path(v, &join(path, "termination_message_path")));
+        let termination_message_policy = match &raw.termination_message_policy {
+            None => TerminationMessagePolicy::File,
+            Some(v) => match v.get_ref().as_str() {
+                "File" => TerminationMessagePolicy::File,
+                "FallbackToLogsOnError" => TerminationMessagePolicy::FallbackToLogsOnError,
+                other => {
+                    self.err(
+                        span(v),
+                        &join(path, "termination_message_policy"),
+                        format!(
+                            "invalid termination_message_policy {other:?}; expected File or FallbackToLogsOnError"
+                        ),
+                    );
+                    TerminationMessagePolicy::File
+                }
+            },
+        };
         ContainerSpec {
             name,
             command,
@@ -634,6 +655,8 @@ impl V<'_> {
             startup_probe,
             liveness_probe,
             readiness_probe,
+            termination_message_path,
+            termination_message_policy,
         }
     }
 

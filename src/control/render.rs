@@ -313,6 +313,8 @@ pub(crate) mod fixtures {
                 termination_grace: None,
             }),
             readiness_probe: None,
+            termination_message_path: None,
+            termination_message_policy: Default::default(),
         })
     }
 

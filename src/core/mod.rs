@@ -55,6 +55,11 @@ pub struct ExitInfo {
     pub memory_max: Option<u64>,
     /// `memory.peak` at reap, if known.
     pub memory_peak: Option<u64>,
+    /// What the container left as its termination message (its `termination_message_path`
+    /// file, or its log tail under `FallbackToLogsOnError`), read by the runtime at reap.
+    /// When present and not empty it is `terminated.message` (kubelet
+    /// `kuberuntime_container.go` getTerminationMessage), in place of vigil's explanation.
+    pub termination_message: Option<String>,
 }
 
 /// Outcome of one probe attempt. Target failures are outcomes, not errors.

@@ -192,6 +192,10 @@ fn termination(
             },
         ),
     };
+    let message = match &exit.termination_message {
+        Some(m) if !m.is_empty() => m.clone(),
+        _ => message,
+    };
     Terminated {
         exit_code,
         signal: exit.signal,

@@ -47,6 +47,8 @@ fn spec(user: Option<&str>) -> ContainerSpec {
         startup_probe: None,
         liveness_probe: None,
         readiness_probe: None,
+        termination_message_path: None,
+        termination_message_policy: Default::default(),
     }
 }
 

@@ -33,4 +33,7 @@ pub struct Run {
     pub oom_seen: crate::cgroup::OomCounters,
     /// The main process has been reaped.
     pub exited: bool,
+    /// The termination message file as it was at spawn (inode, mtime, size), if it existed:
+    /// unchanged at exit, it is an earlier run's message and is not taken.
+    pub message_stamp: Option<(u64, i64, i64, u64)>,
 }

@@ -345,3 +345,52 @@ fn limits_without_cgroups_refuse_to_start_with_a_clear_error() {
         "{err}"
     );
 }
+
+#[test]
+fn termination_message_file_becomes_the_terminated_message() {
+    // Kubelet getTerminationMessage: the file the container wrote before exiting is the
+    // message; under FallbackToLogsOnError an empty file and a failure give the log tail.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("msg");
+    let v = Vigil::start(&format!(
+        r#"
+[pods.msg]
+restart_policy = "Never"
+[[pods.msg.containers]]
+name = "file"
+command = ["sh", "-c", "printf 'cannot open /etc/app.toml' > {f}; exit 3"]
+termination_message_path = "{f}"
+[[pods.msg.containers]]
+name = "logs"
+command = ["sh", "-c", "for i in $(seq 1 100); do echo line $i; done; exit 2"]
+termination_message_path = "{empty}"
+termination_message_policy = "FallbackToLogsOnError"
+[[pods.msg.containers]]
+name = "plain"
+command = ["sh", "-c", "echo noise; exit 4"]
+"#,
+        f = file.display(),
+        empty = dir.path().join("never-written").display()
+    ));
+    v.wait_for(T, "all three to end", |v| {
+        ["file", "logs", "plain"]
+            .iter()
+            .all(|c| v.container("msg", c)["state"]["terminated"].is_object())
+    });
+    let t = |c: &str| v.container("msg", c)["state"]["terminated"].clone();
+    assert_eq!(t("file")["message"], "cannot open /etc/app.toml");
+    assert_eq!(t("file")["exit_code"], 3);
+    let tail = t("logs")["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        tail.starts_with("line 21\n") && tail.ends_with("line 100\n"),
+        "the last 80 lines: {tail:?}"
+    );
+    assert_eq!(
+        t("plain")["message"],
+        "exited with code 4",
+        "without a message, vigil's own explanation"
+    );
+}

@@ -33,6 +33,8 @@ pub fn container(name: &str) -> ContainerSpec {
         startup_probe: None,
         liveness_probe: None,
         readiness_probe: None,
+        termination_message_path: None,
+        termination_message_policy: Default::default(),
     }
 }
 

@@ -216,3 +216,49 @@ fn probe_warning_counts_as_success_and_records_probe_warning_event() {
     );
     assert!(h.event("Unhealthy").is_none());
 }
+
+/// `kuberuntime/kuberuntime_container.go` getTerminationMessage: what the container left (its
+/// file, or its log tail under FallbackToLogsOnError, read by the runtime) is
+/// `terminated.message`; without one vigil's own explanation stays (the kubelet leaves it
+/// empty).
+#[test]
+fn get_termination_message_replaces_vigils_explanation_when_present() {
+    let mut h = H::new(config(vec![pod(
+        "web",
+        vec![with_policy(container("app"), RestartPolicy::Never)],
+    )]));
+    h.ack_spawns();
+    h.exit_info(
+        "web",
+        "app",
+        ExitInfo {
+            code: Some(3),
+            termination_message: Some("config file missing: /etc/app.toml".to_string()),
+            ..ExitInfo::default()
+        },
+    );
+    let t = h.terminated("web", "app").unwrap();
+    assert_eq!(t.message, "config file missing: /etc/app.toml");
+    assert_eq!(t.reason, TerminationReason::Error);
+    assert_eq!(t.exit_code, 3);
+
+    let mut h = H::new(config(vec![pod(
+        "web",
+        vec![with_policy(container("app"), RestartPolicy::Never)],
+    )]));
+    h.ack_spawns();
+    h.exit_info(
+        "web",
+        "app",
+        ExitInfo {
+            code: Some(3),
+            termination_message: Some(String::new()),
+            ..ExitInfo::default()
+        },
+    );
+    assert_eq!(
+        h.terminated("web", "app").unwrap().message,
+        "exited with code 3",
+        "an empty message keeps vigil's explanation"
+    );
+}

@@ -134,6 +134,20 @@ impl Capture {
         }
     }
 
+    /// Reads what `key`'s pipes hold now (one capped share each): before its log tail is
+    /// taken as a termination message, so output written just before the exit is in it.
+    pub fn drain_key(&mut self, key: ContainerKey, logs: &mut impl Logs) {
+        let tokens: Vec<Token> = self
+            .pipes
+            .iter()
+            .filter(|(_, p)| p.key == key)
+            .map(|(t, _)| *t)
+            .collect();
+        for token in tokens {
+            self.on_readable(token, logs);
+        }
+    }
+
     /// Pipes left with data by the read cap get their next share.
     pub fn read_more(&mut self, logs: &mut impl Logs) {
         for token in std::mem::take(&mut self.more) {

@@ -21,7 +21,7 @@ use super::reaper::{Ended, PidOwner};
 use super::tokens::{self, Watched};
 use super::{Follower, Shell};
 use crate::cgroup::ContainerCgroup;
-use crate::config::spec::ContainerSpec;
+use crate::config::spec::{ContainerSpec, TerminationMessagePolicy};
 use crate::core::{Action, ContainerKey, ExitInfo, Generation, Input};
 use crate::logs::ContainerLog;
 use crate::process::{self, Stdio};
@@ -169,6 +169,11 @@ impl Shell {
             }
             None => None,
         };
+        // Before the child exists: whatever it writes afterwards changes the stamp.
+        let message_stamp = container
+            .termination_message_path
+            .as_deref()
+            .and_then(message_stamp);
         let (pid, out_r, err_r) = match start_main(container, cgroup.as_ref()) {
             Ok(started) => started,
             Err(message) => {
@@ -194,6 +199,7 @@ impl Shell {
             oom_seen,
             cgroup,
             exited: false,
+            message_stamp,
         });
         debug!(
             "spawned {}/{} pid {pid} (generation {generation})",
@@ -323,6 +329,7 @@ impl Shell {
             Some(cg) => self.janitor.retire(cg),
             None => kill_tree(None, pgid),
         }
+        exit.termination_message = self.termination_message(key, generation, &exit);
         self.feed(
             now,
             Input::Exited {
@@ -331,6 +338,45 @@ impl Shell {
                 exit,
             },
         );
+    }
+
+    /// The container's termination message, as the kubelet takes it
+    /// (`kuberuntime_container.go` getTerminationMessage, readLastStringFromContainerLogs):
+    /// its `termination_message_path` file if it wrote one during this run (at most 4 KiB);
+    /// else, under `FallbackToLogsOnError` and when it failed (exit code not 0), the last 80
+    /// lines of its output, at most the last 2 KiB. One bounded read on the loop, like the
+    /// `memory.events` read above.
+    fn termination_message(
+        &mut self,
+        key: ContainerKey,
+        generation: Generation,
+        exit: &ExitInfo,
+    ) -> Option<String> {
+        let slot = self.slots.get(&key)?;
+        let spec = slot.spec.clone();
+        let before = slot
+            .run
+            .as_ref()
+            .filter(|r| r.generation == generation)
+            .map(|r| r.message_stamp);
+        if let (Some(path), Some(before)) = (&spec.termination_message_path, before) {
+            match read_termination_file(path, before, spec.user.as_deref()) {
+                Ok(m) if !m.is_empty() => return Some(m),
+                Ok(_) => {}
+                Err(e) => debug!("termination message {}: {e}", path.display()),
+            }
+        }
+        let failed = exit.code != Some(0);
+        if spec.termination_message_policy != TerminationMessagePolicy::FallbackToLogsOnError
+            || !failed
+        {
+            return None;
+        }
+        self.capture.drain_key(key, &mut self.slots);
+        let tail = self.slots.get(&key)?.log.buffer.tail_lines(Some(80), false);
+        let start = tail.len().saturating_sub(2048);
+        let text = String::from_utf8_lossy(&tail[start..]).into_owned();
+        (!text.is_empty()).then_some(text)
     }
 
     /// A running container's `memory.events` changed: report new OOM kills.
@@ -395,4 +441,45 @@ fn start_main(
     )
     .map_err(|e| e.to_string())?;
     Ok((pid, out_r, err_r))
+}
+
+/// Inode, mtime and size of a termination message file (not following a final symlink).
+fn message_stamp(path: &std::path::Path) -> Option<(u64, i64, i64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(path).ok()?;
+    Some((m.ino(), m.mtime(), m.mtime_nsec(), m.size()))
+}
+
+/// Reads a termination message file the way a container cannot abuse: the last component must
+/// not be a symlink (`O_NOFOLLOW`), it must be a regular file changed since the spawn (not an
+/// earlier run's message), and when the container runs as a user other than root it must not
+/// be owned by root (a hard link to a root-only file is not the container's message). At most
+/// 4 KiB (kubelet `MaxContainerTerminationMessageLength`).
+fn read_termination_file(
+    path: &std::path::Path,
+    before: Option<(u64, i64, i64, u64)>,
+    user: Option<&str>,
+) -> std::io::Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.file_type().is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    if before == Some((meta.ino(), meta.mtime(), meta.mtime_nsec(), meta.size())) {
+        return Ok(String::new());
+    }
+    let as_root = user.is_none_or(|u| u == "0" || u == "root");
+    if !as_root && meta.uid() == 0 {
+        return Err(std::io::Error::other(
+            "owned by root while the container runs as another user",
+        ));
+    }
+    let mut buf = Vec::with_capacity(4096);
+    file.take(4096).read_to_end(&mut buf)?;
+    Ok(String::from_utf8_lossy(&buf).into_owned())
 }
