@@ -1091,6 +1091,8 @@ restart_policy = "Always"
 name = "db"
 command = ["/usr/bin/db"]
 readiness_probe = { grpc = { host = "db.internal", port = 9090, service = "db" } }
+termination_message_path = "/run/db/termination-log"
+termination_message_policy = "FallbackToLogsOnError"
 
 [pods.web]
 restart_policy = "Always"
