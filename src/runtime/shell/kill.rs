@@ -57,7 +57,13 @@ mod tests {
             .read_line(&mut line)
             .unwrap();
         let grandchild: u32 = line.trim().parse().unwrap();
-        assert!(sleep_alive(grandchild));
+        // `$!` is printed as soon as the shell has forked, possibly before the child has
+        // exec'd sleep: wait until it is one.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !sleep_alive(grandchild) {
+            assert!(Instant::now() < deadline, "{grandchild} never became sleep");
+            std::thread::sleep(Duration::from_millis(5));
+        }
 
         kill_tree(None, Some(child.id()));
 
