@@ -66,3 +66,96 @@ impl Reaper {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+    use std::time::{Duration, Instant};
+
+    const ISOLATED_ENV: &str = "VIGIL_ISOLATED_TEST";
+
+    /// `waitpid(-1)` would take other tests' children (cargo runs tests as threads of one
+    /// process): run the test body alone in a re-executed test binary. True in that child.
+    fn isolated(name: &str) -> bool {
+        if std::env::var(ISOLATED_ENV).as_deref() == Ok(name) {
+            return true;
+        }
+        let full = format!("runtime::shell::reaper::tests::{name}");
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args([
+                full.as_str(),
+                "--exact",
+                "--include-ignored",
+                "--test-threads=1",
+            ])
+            .env(ISOLATED_ENV, name)
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "isolated {name} failed:\n{text}");
+        assert!(
+            text.contains("1 passed"),
+            "isolated {name} did not run:\n{text}"
+        );
+        false
+    }
+
+    fn sh(script: &str) -> u32 {
+        Command::new("/bin/sh")
+            .args(["-c", script])
+            .spawn()
+            .unwrap()
+            .id()
+    }
+
+    #[test]
+    fn every_ended_child_is_reaped_and_only_owned_ones_are_reported_with_their_owner() {
+        if !isolated(
+            "every_ended_child_is_reaped_and_only_owned_ones_are_reported_with_their_owner",
+        ) {
+            return;
+        }
+        let mut reaper = Reaper::default();
+        let main = PidOwner::Main {
+            key: ContainerKey(1),
+            generation: 7,
+        };
+        let probe = PidOwner::ExecProbe {
+            key: ContainerKey(1),
+            kind: ProbeKind::Liveness,
+            seq: 3,
+        };
+        reaper.track(sh("exit 3"), main);
+        reaper.track(sh("kill -TERM $$"), probe);
+        let untracked = sh("exit 0");
+
+        let mut got = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while got.len() < 2 {
+            got.extend(reaper.reap());
+            assert!(Instant::now() < deadline, "reaped only {got:?}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // The untracked child is collected too, without a report (kill(2) finds a zombie,
+        // so ESRCH means it was reaped).
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while crate::process::signal(untracked, 0).is_ok() {
+            assert!(reaper.reap().is_empty(), "an untracked child was reported");
+            assert!(Instant::now() < deadline, "{untracked} left unreaped");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let main_exit = got.iter().find(|e| e.owner == main).unwrap();
+        assert_eq!((main_exit.code, main_exit.signal), (Some(3), None));
+        let probe_exit = got.iter().find(|e| e.owner == probe).unwrap();
+        assert_eq!(
+            (probe_exit.code, probe_exit.signal),
+            (None, Some(libc::SIGTERM))
+        );
+        assert!(reaper.pids.is_empty(), "reaped pids leave the table");
+    }
+}
