@@ -83,6 +83,8 @@ pub(crate) struct RawPod {
 pub(crate) struct RawContainer {
     pub name: Option<S<String>>,
     pub command: Option<S<Vec<S<String>>>>,
+    /// Container image for `vigil convert --to kubernetes`; vigil itself never reads it.
+    pub image: Option<S<String>>,
     pub env: Option<StrMap>,
     pub working_dir: Option<S<String>>,
     pub env_file: Option<S<String>>,

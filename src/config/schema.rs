@@ -120,6 +120,7 @@ pub(crate) const RLIMIT_PAIR: &[Field] = &[f("soft", Kind::StrOrInt), f("hard", 
 pub(crate) const CONTAINER: &[Field] = &[
     f("name", Kind::Str),
     f("command", Kind::StrArray),
+    f("image", Kind::Str),
     f("env", Kind::Map(&Kind::Str)),
     f("working_dir", Kind::Str),
     f("env_file", Kind::Str),

@@ -149,6 +149,9 @@ pub struct ContainerSpec {
     pub name: String,
     /// argv; never empty.
     pub command: Vec<String>,
+    /// Container image (`image = "…"`), used only by `vigil convert --to kubernetes`; vigil runs
+    /// `command` on the host and never reads it.
+    pub image: Option<String>,
     /// Extra environment, in key order.
     pub env: Vec<(String, String)>,
     /// `env_file`: `KEY=VALUE` lines read at every spawn (`process::env_file`); `env` wins.

@@ -1068,6 +1068,22 @@ fn pods_are_sorted_by_name_and_env_by_key() {
 
 /// Uses every key of the schema once; must be accepted (proves `raw.rs` agrees with
 /// `schema.rs`, since serde runs only after the schema walk passed).
+#[test]
+fn image_is_kept_and_a_blank_one_is_rejected() {
+    let c = ok(
+        "[pods.a]\n[[pods.a.containers]]\nname = \"x\"\ncommand = [\"/bin/true\"]\nimage = \"busybox:1.36\"\n",
+    );
+    assert_eq!(
+        c.pods[0].containers[0].image.as_deref(),
+        Some("busybox:1.36")
+    );
+    one(
+        &format!("{POD}image = \"a b\"\n"),
+        "4:9: pods.web.containers[0].image: ",
+        "invalid image",
+    );
+}
+
 const KITCHEN_SINK: &str = r#"
 [supervisor]
 socket = "/run/vigil/vigil.sock"
@@ -1108,6 +1124,7 @@ command = ["/usr/bin/migrate", "--once"]
 [[pods.web.containers]]
 name = "app"
 command = ["/usr/bin/app", "--port", "8080"]
+image = "registry.example/app:1.4"
 env = { RUST_LOG = "info" }
 env_file = "/etc/vigil/web.env"
 working_dir = "/srv/app"

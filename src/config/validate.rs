@@ -516,6 +516,23 @@ impl V<'_> {
                 Vec::new()
             }
         };
+        let image = match &raw.image {
+            Some(v)
+                if v.get_ref().trim().is_empty() || v.get_ref().contains(char::is_whitespace) =>
+            {
+                self.err(
+                    span(v),
+                    &join(path, "image"),
+                    format!(
+                        "invalid image {:?}: expected a reference like \"registry/app:1.2\"",
+                        v.get_ref()
+                    ),
+                );
+                None
+            }
+            Some(v) => Some(v.get_ref().clone()),
+            None => None,
+        };
         let mut env = Vec::new();
         for (k, val) in raw.env.iter().flatten() {
             let field = join(&join(path, "env"), k.get_ref());
@@ -637,6 +654,7 @@ impl V<'_> {
         ContainerSpec {
             name,
             command,
+            image,
             env,
             env_file,
             working_dir,

@@ -276,6 +276,7 @@ pub(crate) mod fixtures {
         Arc::new(ContainerSpec {
             name: name.into(),
             command: vec!["/usr/bin/app".into(), "--port".into(), "8080".into()],
+            image: None,
             env: vec![("RUST_LOG".into(), "info".into())],
             env_file: None,
             working_dir: None,

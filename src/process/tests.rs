@@ -29,6 +29,7 @@ fn spec(user: Option<&str>) -> ContainerSpec {
     ContainerSpec {
         name: "t".into(),
         command: vec!["/bin/true".into()],
+        image: None,
         env: Vec::new(),
         env_file: None,
         working_dir: None,

@@ -15,6 +15,7 @@ pub fn container(name: &str) -> ContainerSpec {
     ContainerSpec {
         name: name.to_string(),
         command: vec!["/bin/app".to_string()],
+        image: None,
         env: Vec::new(),
         env_file: None,
         working_dir: None,
