@@ -124,7 +124,13 @@ pub enum Cmd {
         /// Config file (default: $VIGIL_CONFIG, /etc/vigil/vigil.toml, else the bundled default).
         #[arg(short, long, env = "VIGIL_CONFIG")]
         config: Option<PathBuf>,
+        /// Run the pods of a Kubernetes manifest (Pod, Deployment); with -c, that config's
+        /// [supervisor] table and pods too.
+        #[arg(short = 'f', long = "file")]
+        file: Option<PathBuf>,
     },
+    /// Convert between a vigil config and Kubernetes manifests.
+    Convert(crate::convert::ConvertArgs),
     /// Validate a config file; print every problem as FILE:LINE:COL: message.
     Check {
         #[arg(short, long, env = "VIGIL_CONFIG")]
@@ -241,7 +247,12 @@ pub fn main() -> i32 {
         }
     };
     match cli.command {
-        Cmd::Run { config } => crate::runtime::run_main(config),
+        Cmd::Run {
+            config,
+            file: Some(manifest),
+        } => crate::runtime::run_source(crate::config::ConfigSource::Manifest { manifest, config }),
+        Cmd::Run { config, file: None } => crate::runtime::run_main(config),
+        Cmd::Convert(args) => crate::convert::main(args),
         Cmd::Check { config } => crate::host::check_main(config),
         Cmd::Completions { shell } => {
             use clap::CommandFactory;
@@ -343,7 +354,7 @@ pub fn client_command(cmd: Cmd) -> Result<ClientCommand, String> {
         Cmd::Reload { client } => (RequestCmd::Reload, client, Output::Table),
         Cmd::Shutdown { client } => (RequestCmd::Shutdown, client, Output::Table),
         Cmd::Version { client } => (RequestCmd::Version, client, Output::Table),
-        Cmd::Run { .. } | Cmd::Check { .. } | Cmd::Completions { .. } => {
+        Cmd::Run { .. } | Cmd::Check { .. } | Cmd::Convert(_) | Cmd::Completions { .. } => {
             return Err("not a client command".to_string());
         }
     };

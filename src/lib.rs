@@ -6,11 +6,13 @@
 //! file descriptor; [`cgroup`], [`process`], [`probe`], [`control`] and [`logs`] are adapters;
 //! [`config`] reads only its file, and [`host`] is where a config meets the host (`vigil check`,
 //! the start-up checks, config values in the cgroup layer's own types).
+//! [`convert`] (feature `kubernetes`) maps configs to and from Kubernetes manifests.
 
 pub mod cgroup;
 pub mod cli;
 pub mod config;
 pub mod control;
+pub mod convert;
 pub mod core;
 pub mod format;
 pub mod host;

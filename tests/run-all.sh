@@ -40,6 +40,12 @@ if ! python3 -c 'import grpc, grpc_health.v1.health' 2>/dev/null; then
     || python3 -m pip install --quiet --break-system-packages grpcio grpcio-health-checking
 fi
 
+step "Kubernetes OpenAPI schema validator (kubernetes-validate: checks vigil convert's manifests)"
+if ! command -v kubernetes-validate >/dev/null 2>&1; then
+  python3 -m pip install --quiet kubernetes-validate \
+    || python3 -m pip install --quiet --break-system-packages kubernetes-validate
+fi
+
 step "format and lint"
 cargo fmt --all -- --check
 cargo clippy --all-targets --quiet -- -D warnings

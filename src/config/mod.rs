@@ -18,6 +18,8 @@ mod validate;
 pub mod values;
 
 pub use error::{ConfigError, ConfigErrors};
+/// `parent.key` with TOML quoting, as config paths are written in messages.
+pub(crate) use schema::join as schema_join;
 
 use std::path::{Path, PathBuf};
 
@@ -40,6 +42,12 @@ pub enum ConfigSource {
     File(PathBuf),
     /// [`BUNDLED_DEFAULT`].
     Bundled,
+    /// `vigil run -f MANIFEST [-c CONFIG]`: a Kubernetes manifest converted on every (re)load,
+    /// with the `[supervisor]` table and pods of `config` when given (see `convert`).
+    Manifest {
+        manifest: PathBuf,
+        config: Option<PathBuf>,
+    },
 }
 
 impl ConfigSource {
@@ -48,6 +56,7 @@ impl ConfigSource {
         match self {
             ConfigSource::File(p) => p.clone(),
             ConfigSource::Bundled => PathBuf::from(BUNDLED_NAME),
+            ConfigSource::Manifest { manifest, .. } => manifest.clone(),
         }
     }
 }
@@ -72,6 +81,16 @@ pub fn load_source(source: &ConfigSource) -> Result<Config, ConfigErrors> {
     match source {
         ConfigSource::File(p) => load(p),
         ConfigSource::Bundled => load_str(BUNDLED_DEFAULT, Path::new(BUNDLED_NAME)),
+        #[cfg(feature = "kubernetes")]
+        ConfigSource::Manifest { manifest, config } => {
+            crate::convert::load_manifest(manifest, config.as_deref())
+        }
+        #[cfg(not(feature = "kubernetes"))]
+        ConfigSource::Manifest { manifest, .. } => Err(ConfigErrors::unlocated(
+            manifest,
+            "this vigil was built without the `kubernetes` feature: it cannot read manifests"
+                .to_string(),
+        )),
     }
 }
 

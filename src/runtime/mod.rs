@@ -24,13 +24,17 @@ pub use pid1::is_pid1;
 
 /// `vigil run`: load the config, supervise until shutdown, return the exit code.
 pub fn run_main(config: Option<PathBuf>) -> i32 {
+    run_source(crate::config::resolve_path(config))
+}
+
+/// `vigil run` on a resolved config source (`run -f MANIFEST` passes a manifest source).
+pub fn run_source(source: crate::config::ConfigSource) -> i32 {
     init_logger();
     let pid1 = pid1::is_pid1();
     if pid1 {
         pid1::mount_api_filesystems();
         install_pid1_panic_hook();
     }
-    let source = crate::config::resolve_path(config);
     let code = match crate::config::load_source(&source) {
         Err(errors) => {
             for e in errors.iter() {

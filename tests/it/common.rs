@@ -38,10 +38,21 @@ impl Vigil {
 
     /// Start with a complete config file already written to `config`.
     pub fn start_with(dir: tempfile::TempDir, socket: PathBuf, config: PathBuf) -> Vigil {
+        Self::start_with_args(dir, socket, config, &[])
+    }
+
+    /// [`Vigil::start_with`] with more arguments after `run -c CONFIG` (e.g. `-f pod.yaml`).
+    pub fn start_with_args(
+        dir: tempfile::TempDir,
+        socket: PathBuf,
+        config: PathBuf,
+        extra: &[&std::ffi::OsStr],
+    ) -> Vigil {
         let log = std::fs::File::create(dir.path().join("vigil.log")).expect("log file");
         let child = Command::new(BIN)
             .args(["run", "-c"])
             .arg(&config)
+            .args(extra)
             .env("VIGIL_LOG", "debug")
             .env_remove("VIGIL_SOCKET")
             .stdin(Stdio::null())

@@ -5,6 +5,7 @@
 
 mod common;
 mod control;
+mod convert;
 mod faults;
 mod host;
 mod lifecycle;

@@ -1,0 +1,1018 @@
+//! Kubernetes manifests (a Pod, a Deployment's pod template, several YAML documents) → a vigil
+//! config (TOML text), checked by `config::load_str` before it is returned.
+//!
+//! Owns the incoming mapping and the rejection of bad manifests with the path of the problem:
+//! a kind other than Pod or Deployment (`kind`), a field the Kubernetes API does not know
+//! (`spec.containers[0].imagePullPolcy` — found by comparing the input with what the typed
+//! `k8s-openapi` object keeps), a wrongly typed value (its path from `serde_path_to_error`),
+//! no containers (`spec.containers`), a container without `command` (vigil runs a host program,
+//! not an image's entrypoint). What cannot run on a host (volumes, images, ports, service
+//! accounts, scheduling…) is listed in warnings with the manifest path of each field.
+//! Must not read anything but the text it is given.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{
+    Container, ContainerPort, Pod, PodSpec as KubePodSpec, Probe, SecurityContext,
+};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use serde_json::Value;
+
+use super::{ANNOTATION_PREFIX, ConvertError, DEPENDS_ON_ANNOTATION, Warning};
+
+/// What `--from kubernetes` produced.
+#[derive(Debug, Clone)]
+pub struct Converted {
+    /// A complete vigil config (no `[supervisor]` table: the defaults apply).
+    pub toml: String,
+    pub warnings: Vec<Warning>,
+    /// The pods it defines, in document order.
+    pub pod_names: Vec<String>,
+}
+
+/// Convert `text` (read from `source`, named in the header comment and in messages).
+pub fn convert(text: &str, source: &Path) -> Result<Converted, Vec<ConvertError>> {
+    let mut parsed = Vec::new();
+    for (i, doc) in serde_norway::Deserializer::from_str(text).enumerate() {
+        let value = <Value as serde::Deserialize>::deserialize(doc).map_err(|e| {
+            vec![ConvertError {
+                document: Some(i + 1),
+                path: String::new(),
+                message: format!("not valid YAML: {}", e.to_string().trim_end()),
+            }]
+        })?;
+        parsed.push(value);
+    }
+    let docs = parsed;
+    let docs: Vec<(usize, &Value)> = docs
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| !d.is_null())
+        .map(|(i, d)| (i + 1, d))
+        .collect();
+    if docs.is_empty() {
+        return Err(vec![ConvertError::new(
+            "",
+            "no Kubernetes object in the input: expected a Pod or a Deployment",
+        )]);
+    }
+    let multi = docs.len() > 1;
+    let mut errors = Vec::new();
+    let mut warnings = Vec::new();
+    let mut pods: Vec<PodOut> = Vec::new();
+    for (n, doc) in docs {
+        let mut ctx = Ctx {
+            prefix: String::new(),
+            doc_label: multi.then(|| format!("document {n}: ")),
+            warnings: &mut warnings,
+            errors: Vec::new(),
+        };
+        if let Some(pod) = read_doc(doc, &mut ctx) {
+            if pods.iter().any(|p| p.name == pod.name) {
+                ctx.error(
+                    "metadata.name",
+                    format!("pod {:?} is defined twice", pod.name),
+                );
+            } else {
+                pods.push(pod);
+            }
+        }
+        for mut e in ctx.errors {
+            e.document = multi.then_some(n);
+            errors.push(e);
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    // depends_on may only name pods of this file.
+    let names: BTreeSet<String> = pods.iter().map(|p| p.name.clone()).collect();
+    for pod in &mut pods {
+        pod.depends_on.retain(|(other, _)| {
+            let known = names.contains(other);
+            if !known {
+                warnings.push(Warning::new(
+                    format!("metadata.annotations.{DEPENDS_ON_ANNOTATION}"),
+                    format!(
+                        "pod {:?} depends on {other:?}, which this file does not define; dropped",
+                        pod.name
+                    ),
+                ));
+            }
+            known
+        });
+    }
+    let mut toml = format!(
+        "# vigil config converted from {} by `vigil convert --from kubernetes`.\n",
+        source.display()
+    );
+    for pod in &pods {
+        pod.render(&mut toml);
+    }
+    if let Err(e) = crate::config::load_str(&toml, source) {
+        return Err(e
+            .iter()
+            .map(|e| ConvertError::new(format!("converted config: {}", e.field), e.message.clone()))
+            .collect());
+    }
+    Ok(Converted {
+        toml,
+        warnings,
+        pod_names: pods.into_iter().map(|p| p.name).collect(),
+    })
+}
+
+/// Per-document state: the path prefix of the pod spec (`spec` or `spec.template.spec`).
+struct Ctx<'w> {
+    prefix: String,
+    doc_label: Option<String>,
+    warnings: &'w mut Vec<Warning>,
+    errors: Vec<ConvertError>,
+}
+
+impl Ctx<'_> {
+    fn warn(&mut self, path: &str, message: impl Into<String>) {
+        let path = match &self.doc_label {
+            Some(d) => format!("{d}{path}"),
+            None => path.to_string(),
+        };
+        self.warnings.push(Warning::new(path, message));
+    }
+
+    fn error(&mut self, path: &str, message: impl Into<String>) {
+        self.errors.push(ConvertError::new(path, message));
+    }
+
+    /// `spec.containers[0]`-style path under the pod spec.
+    fn at(&self, rest: &str) -> String {
+        if rest.is_empty() {
+            self.prefix.clone()
+        } else if rest.starts_with('[') {
+            format!("{}{rest}", self.prefix)
+        } else {
+            format!("{}.{rest}", self.prefix)
+        }
+    }
+}
+
+/// A pod as TOML keys, in the order they are written.
+#[derive(Debug, Default)]
+struct PodOut {
+    name: String,
+    keys: Vec<(String, String)>,
+    depends_on: Vec<(String, String)>,
+    init_containers: Vec<ContainerOut>,
+    containers: Vec<ContainerOut>,
+}
+
+#[derive(Debug, Default)]
+struct ContainerOut {
+    keys: Vec<(String, String)>,
+    resources: Vec<(String, String)>,
+    probes: Vec<(&'static str, Vec<(String, String)>)>,
+}
+
+/// A TOML key, quoted unless bare.
+fn key(k: &str) -> String {
+    if !k.is_empty()
+        && k.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        k.to_string()
+    } else {
+        super::to_kube::quote(k)
+    }
+}
+
+fn inline(pairs: &[(String, String)]) -> String {
+    let items: Vec<String> = pairs
+        .iter()
+        .map(|(k, v)| format!("{} = {v}", key(k)))
+        .collect();
+    format!("{{ {} }}", items.join(", "))
+}
+
+fn str_array(items: &[String]) -> String {
+    let items: Vec<String> = items.iter().map(|s| super::to_kube::quote(s)).collect();
+    format!("[{}]", items.join(", "))
+}
+
+impl PodOut {
+    fn render(&self, out: &mut String) {
+        let table = format!("pods.{}", key(&self.name));
+        out.push_str(&format!("\n[{table}]\n"));
+        for (k, v) in &self.keys {
+            out.push_str(&format!("{k} = {v}\n"));
+        }
+        if !self.depends_on.is_empty() {
+            let pairs: Vec<(String, String)> = self
+                .depends_on
+                .iter()
+                .map(|(p, c)| (p.clone(), super::to_kube::quote(c)))
+                .collect();
+            out.push_str(&format!("depends_on = {}\n", inline(&pairs)));
+        }
+        for (list, field) in [
+            (&self.init_containers, "init_containers"),
+            (&self.containers, "containers"),
+        ] {
+            for c in list {
+                out.push_str(&format!("\n[[{table}.{field}]]\n"));
+                for (k, v) in &c.keys {
+                    out.push_str(&format!("{k} = {v}\n"));
+                }
+                if !c.resources.is_empty() {
+                    out.push_str(&format!("[{table}.{field}.resources]\n"));
+                    for (k, v) in &c.resources {
+                        out.push_str(&format!("{k} = {v}\n"));
+                    }
+                }
+                for (kind, keys) in &c.probes {
+                    out.push_str(&format!("[{table}.{field}.{kind}]\n"));
+                    for (k, v) in keys {
+                        out.push_str(&format!("{k} = {v}\n"));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Whether `s` holds a `$(NAME)` reference, which the kubelet expands in commands and vigil
+/// does not (`$$(` escapes it; `$(date)` or `$((n+1))` are left alone by both).
+pub(crate) fn has_var_ref(s: &str) -> bool {
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i + 1 < b.len() {
+        if b[i] == b'$' && b[i + 1] == b'$' {
+            i += 2;
+            continue;
+        }
+        if b[i] == b'$' && b[i + 1] == b'(' {
+            let rest = &s[i + 2..];
+            if let Some(end) = rest.find(')') {
+                let name = &rest[..end];
+                let ident = name
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                    && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+                if ident {
+                    return true;
+                }
+            }
+        }
+        i += 1;
+    }
+    false
+}
+
+/// Path of a `serde_path_to_error` failure, empty for the root.
+fn serde_path(p: &serde_path_to_error::Path) -> String {
+    let s = p.to_string();
+    if s == "." { String::new() } else { s }
+}
+
+/// Every key of `input` that the typed object dropped: a field Kubernetes does not know.
+fn unknown_fields(input: &Value, known: &Value, path: &str, out: &mut Vec<ConvertError>) {
+    match (input, known) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in a {
+                if v.is_null() {
+                    continue;
+                }
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                match b.get(k) {
+                    Some(bv) => unknown_fields(v, bv, &p, out),
+                    None => out.push(ConvertError::new(
+                        p,
+                        format!("unknown field {k:?} (not in the Kubernetes API)"),
+                    )),
+                }
+            }
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                unknown_fields(x, y, &format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Deserialize a typed object, rejecting type errors and unknown fields with their paths.
+fn typed<T>(doc: &Value, ctx: &mut Ctx<'_>) -> Option<T>
+where
+    T: serde::de::DeserializeOwned + serde::Serialize,
+{
+    let obj: T = match serde_path_to_error::deserialize(doc) {
+        Ok(o) => o,
+        Err(e) => {
+            let path = serde_path(e.path());
+            ctx.error(&path, e.inner().to_string());
+            return None;
+        }
+    };
+    match serde_json::to_value(&obj) {
+        Ok(known) => {
+            let before = ctx.errors.len();
+            unknown_fields(doc, &known, "", &mut ctx.errors);
+            (ctx.errors.len() == before).then_some(obj)
+        }
+        Err(e) => {
+            ctx.error("", format!("cannot re-read the object: {e}"));
+            None
+        }
+    }
+}
+
+fn read_doc(doc: &Value, ctx: &mut Ctx<'_>) -> Option<PodOut> {
+    let Some(obj) = doc.as_object() else {
+        ctx.error(
+            "",
+            "expected a Kubernetes object (a mapping with apiVersion and kind)",
+        );
+        return None;
+    };
+    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
+    let api = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    let (want_api, name, annotations, spec, extra) = match kind {
+        "Pod" => {
+            if api != "v1" {
+                ctx.error(
+                    "apiVersion",
+                    format!("expected \"v1\" for a Pod, found {api:?}"),
+                );
+                return None;
+            }
+            let pod: Pod = typed(doc, ctx)?;
+            ctx.prefix = "spec".to_string();
+            let meta = pod.metadata;
+            (
+                "v1",
+                meta.name.or(meta.generate_name),
+                meta.annotations,
+                pod.spec,
+                None,
+            )
+        }
+        "Deployment" => {
+            if api != "apps/v1" {
+                ctx.error(
+                    "apiVersion",
+                    format!("expected \"apps/v1\" for a Deployment, found {api:?}"),
+                );
+                return None;
+            }
+            let d: Deployment = typed(doc, ctx)?;
+            ctx.prefix = "spec.template.spec".to_string();
+            let spec = d.spec;
+            let replicas = spec.replicas;
+            let template = spec.template;
+            let annotations = template.metadata.and_then(|m| m.annotations);
+            (
+                "apps/v1",
+                d.metadata.name,
+                annotations,
+                template.spec,
+                replicas,
+            )
+        }
+        "" => {
+            ctx.error("kind", "missing: expected Pod or Deployment");
+            return None;
+        }
+        other => {
+            ctx.error(
+                "kind",
+                format!("unsupported kind {other:?}: expected Pod or Deployment"),
+            );
+            return None;
+        }
+    };
+    let _ = want_api;
+    if let Some(r) = extra.filter(|r| *r != 1) {
+        ctx.warn(
+            "spec.replicas",
+            format!("vigil runs one copy of a pod on this host, not {r}"),
+        );
+    }
+    let Some(name) = name.map(|n| n.trim_end_matches('-').to_string()) else {
+        ctx.error("metadata.name", "missing: the pod needs a name");
+        return None;
+    };
+    let Some(spec) = spec else {
+        ctx.error(&ctx.at(""), "missing: the pod needs a spec with containers");
+        return None;
+    };
+    pod(name, &spec, annotations.unwrap_or_default(), ctx)
+}
+
+/// Why a pod-spec field has no meaning on a host.
+fn pod_field_note(field: &str) -> &'static str {
+    match field {
+        "volumes" => "volumes are not created: containers see the host's file system",
+        "serviceAccountName" | "serviceAccount" | "automountServiceAccountToken" => {
+            "no service account: a host has no API credentials to mount"
+        }
+        "nodeSelector"
+        | "nodeName"
+        | "affinity"
+        | "tolerations"
+        | "topologySpreadConstraints"
+        | "schedulerName"
+        | "priority"
+        | "priorityClassName"
+        | "preemptionPolicy"
+        | "schedulingGates" => "scheduling does not apply: vigil runs on this host",
+        "imagePullSecrets" => "images are not pulled",
+        "hostNetwork" | "hostPID" | "hostIPC" | "hostUsers" => {
+            "vigil's containers always share the host's namespaces"
+        }
+        "dnsPolicy" | "dnsConfig" | "hostAliases" | "hostname" | "subdomain" => {
+            "containers use the host's name resolution"
+        }
+        _ => "has no meaning on a host; ignored",
+    }
+}
+
+/// Why a container field has no meaning on a host.
+fn container_field_note(field: &str) -> &'static str {
+    match field {
+        "image" => "images are not pulled or run: `command` runs on the host (kept as `image`)",
+        "ports" => "ports are not published: the process binds on the host directly",
+        "volumeMounts" | "volumeDevices" => "volumes are not mounted",
+        "envFrom" => "ConfigMaps and Secrets are not read; set the variables in `env`",
+        "imagePullPolicy" => "images are not pulled",
+        "stdin" | "stdinOnce" | "tty" => "containers get no terminal or standard input",
+        "terminationMessagePath" | "terminationMessagePolicy" => {
+            "termination messages are not read"
+        }
+        _ => "has no meaning on a host; ignored",
+    }
+}
+
+/// Warn about every present field of `value` (an object) not in `handled`.
+fn warn_rest(
+    value: &Value,
+    handled: &[&str],
+    path: &str,
+    note: fn(&str) -> &'static str,
+    ctx: &mut Ctx<'_>,
+) {
+    let Some(obj) = value.as_object() else { return };
+    for (k, v) in obj {
+        let empty = v.is_null()
+            || v.as_array().is_some_and(Vec::is_empty)
+            || v.as_object().is_some_and(serde_json::Map::is_empty);
+        if empty || handled.contains(&k.as_str()) {
+            continue;
+        }
+        // Fields that already say what vigil does are not worth a warning.
+        if matches!(k.as_str(), "hostNetwork" | "hostPID" | "hostIPC") && v == &Value::Bool(true) {
+            continue;
+        }
+        ctx.warn(&format!("{path}.{k}"), note(k));
+    }
+}
+
+fn pod(
+    name: String,
+    spec: &KubePodSpec,
+    annotations: BTreeMap<String, String>,
+    ctx: &mut Ctx<'_>,
+) -> Option<PodOut> {
+    if spec.containers.is_empty() {
+        ctx.error(&ctx.at("containers"), "a pod needs at least one container");
+        return None;
+    }
+    if let Ok(v) = serde_json::to_value(spec) {
+        warn_rest(
+            &v,
+            &[
+                "containers",
+                "initContainers",
+                "restartPolicy",
+                "terminationGracePeriodSeconds",
+                "securityContext",
+            ],
+            &ctx.at(""),
+            pod_field_note,
+            ctx,
+        );
+    }
+    let mut out = PodOut {
+        name,
+        ..PodOut::default()
+    };
+    let policy = spec.restart_policy.as_deref().unwrap_or("Always");
+    out.keys
+        .push(("restart_policy".into(), super::to_kube::quote(policy)));
+    if let Some(g) = spec.termination_grace_period_seconds {
+        out.keys
+            .push(("termination_grace_period_seconds".into(), g.to_string()));
+    }
+    // Pod-level identity is every container's default.
+    let mut pod_user = None;
+    let mut pod_group = None;
+    if let Some(psc) = &spec.security_context {
+        pod_user = psc.run_as_user;
+        pod_group = psc.run_as_group;
+        if let Ok(v) = serde_json::to_value(psc) {
+            warn_rest(
+                &v,
+                &["runAsUser", "runAsGroup"],
+                &ctx.at("securityContext"),
+                |_| "not supported by vigil; ignored",
+                ctx,
+            );
+        }
+    }
+    // vigil/… annotations: depends_on and per-container settings.
+    let mut per_container: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+    for (k, v) in &annotations {
+        let Some(rest) = k.strip_prefix(ANNOTATION_PREFIX) else {
+            continue;
+        };
+        if k == DEPENDS_ON_ANNOTATION {
+            for item in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                match item.split_once('=') {
+                    Some((p, c)) => out.depends_on.push((p.trim().into(), c.trim().into())),
+                    None => ctx.warn(
+                        &format!("metadata.annotations.{k}"),
+                        format!("{item:?} is not `pod=condition`; ignored"),
+                    ),
+                }
+            }
+            continue;
+        }
+        match rest.split_once('.') {
+            Some((c, setting)) => per_container
+                .entry(c.to_string())
+                .or_default()
+                .push((setting.to_string(), v.clone())),
+            None => ctx.warn(
+                &format!("metadata.annotations.{k}"),
+                "unknown vigil annotation; ignored",
+            ),
+        }
+    }
+    let mut names = BTreeSet::new();
+    for (list, field, init) in [
+        (
+            spec.init_containers.as_deref().unwrap_or(&[]),
+            "initContainers",
+            true,
+        ),
+        (spec.containers.as_slice(), "containers", false),
+    ] {
+        for (i, c) in list.iter().enumerate() {
+            let path = ctx.at(&format!("{field}[{i}]"));
+            names.insert(c.name.clone());
+            let extra = per_container.get(&c.name).map(Vec::as_slice).unwrap_or(&[]);
+            let sidecar = init && c.restart_policy.as_deref() == Some("Always");
+            if sidecar {
+                ctx.warn(
+                    &format!("{path}.restartPolicy"),
+                    "a sidecar (init container with restartPolicy Always) runs as a regular \
+                     container beside the others",
+                );
+            }
+            if let Some(co) = container(
+                c,
+                &path,
+                init && !sidecar,
+                (pod_user, pod_group),
+                extra,
+                ctx,
+            ) {
+                if init && !sidecar {
+                    out.init_containers.push(co);
+                } else {
+                    out.containers.push(co);
+                }
+            }
+        }
+    }
+    for c in per_container.keys() {
+        if !names.contains(c) {
+            ctx.warn(
+                &format!("metadata.annotations.{ANNOTATION_PREFIX}{c}.*"),
+                format!("no container {c:?} in this pod; ignored"),
+            );
+        }
+    }
+    ctx.errors.is_empty().then_some(out)
+}
+
+/// Annotation settings vigil takes back, and whether the value is TOML (else a string).
+const ANNOTATED: &[(&str, bool)] = &[
+    ("user", false),
+    ("group", false),
+    ("restart_policy", false),
+    ("stop_signal", false),
+    ("termination_grace_period_seconds", true),
+    ("backoff", true),
+    ("max_restarts", true),
+    ("rlimits", true),
+    ("memory_high", false),
+    ("swap_max", false),
+    ("pids_max", true),
+    ("oom_group", true),
+];
+const RESOURCE_KEYS: &[&str] = &["memory_high", "swap_max", "pids_max", "oom_group"];
+
+fn set(keys: &mut Vec<(String, String)>, k: &str, v: String) {
+    match keys.iter_mut().find(|(key, _)| key == k) {
+        Some(slot) => slot.1 = v,
+        None => keys.push((k.to_string(), v)),
+    }
+}
+
+fn container(
+    c: &Container,
+    path: &str,
+    init: bool,
+    pod_ids: (Option<i64>, Option<i64>),
+    annotated: &[(String, String)],
+    ctx: &mut Ctx<'_>,
+) -> Option<ContainerOut> {
+    let q = super::to_kube::quote;
+    let mut out = ContainerOut::default();
+    out.keys.push(("name".into(), q(&c.name)));
+    if let Ok(v) = serde_json::to_value(c) {
+        warn_rest(
+            &v,
+            &[
+                "name",
+                "command",
+                "args",
+                "env",
+                "workingDir",
+                "securityContext",
+                "resources",
+                "startupProbe",
+                "livenessProbe",
+                "readinessProbe",
+                "lifecycle",
+                "restartPolicy",
+            ],
+            path,
+            container_field_note,
+            ctx,
+        );
+    }
+    let Some(command) = c.command.as_ref().filter(|c| !c.is_empty()) else {
+        ctx.error(
+            &format!("{path}.command"),
+            format!(
+                "container {:?} has no command: vigil runs a program on the host, not the \
+                 image's entrypoint; add `command`",
+                c.name
+            ),
+        );
+        return None;
+    };
+    let mut argv = command.clone();
+    argv.extend(c.args.iter().flatten().cloned());
+    if argv.iter().any(|a| has_var_ref(a)) {
+        ctx.warn(
+            &format!("{path}.command"),
+            "$(VAR) references are not expanded by vigil",
+        );
+    }
+    out.keys.push(("command".into(), str_array(&argv)));
+    if let Some(image) = &c.image {
+        out.keys.push(("image".into(), q(image)));
+    }
+    let mut env = Vec::new();
+    for (i, e) in c.env.iter().flatten().enumerate() {
+        match (&e.value, &e.value_from) {
+            (_, Some(_)) => ctx.warn(
+                &format!("{path}.env[{i}].valueFrom"),
+                format!(
+                    "{}: values from the API (fields, ConfigMaps, Secrets) are not available; \
+                     left out",
+                    e.name
+                ),
+            ),
+            (v, None) => env.push((e.name.clone(), q(v.as_deref().unwrap_or("")))),
+        }
+    }
+    if !env.is_empty() {
+        out.keys.push(("env".into(), inline(&env)));
+    }
+    if let Some(wd) = &c.working_dir {
+        out.keys.push(("working_dir".into(), q(wd)));
+    }
+    security(c.security_context.as_ref(), path, pod_ids, &mut out, ctx);
+    if init {
+        // The pod's policy folds to OnFailure for init containers; an explicit one is kept.
+    } else if let Some(p) = c.restart_policy.as_deref().filter(|p| *p != "Always") {
+        ctx.warn(
+            &format!("{path}.restartPolicy"),
+            format!("{p:?} is only allowed on init containers; ignored"),
+        );
+    }
+    if let Some(lc) = &c.lifecycle {
+        if let Some(sig) = &lc.stop_signal {
+            out.keys.push(("stop_signal".into(), q(sig)));
+        }
+        for (hook, present) in [
+            ("postStart", lc.post_start.is_some()),
+            ("preStop", lc.pre_stop.is_some()),
+        ] {
+            if present {
+                ctx.warn(
+                    &format!("{path}.lifecycle.{hook}"),
+                    "lifecycle hooks are not supported by vigil yet; ignored",
+                );
+            }
+        }
+    }
+    resources(c, path, &mut out, ctx);
+    let ports = c.ports.as_deref().unwrap_or(&[]);
+    for (kind, probe_field, p) in [
+        ("startup_probe", "startupProbe", &c.startup_probe),
+        ("liveness_probe", "livenessProbe", &c.liveness_probe),
+        ("readiness_probe", "readinessProbe", &c.readiness_probe),
+    ] {
+        let Some(p) = p else { continue };
+        let ppath = format!("{path}.{probe_field}");
+        if init {
+            ctx.warn(
+                &ppath,
+                "probes on init containers are not supported; ignored",
+            );
+            continue;
+        }
+        if let Some(keys) = probe(p, &ppath, ports, ctx) {
+            out.probes.push((kind, keys));
+        }
+    }
+    for (setting, value) in annotated {
+        let Some((_, toml_value)) = ANNOTATED.iter().find(|(k, _)| k == setting) else {
+            ctx.warn(
+                &format!(
+                    "metadata.annotations.{ANNOTATION_PREFIX}{}.{setting}",
+                    c.name
+                ),
+                "unknown vigil setting; ignored",
+            );
+            continue;
+        };
+        let rendered = if *toml_value {
+            let parses = toml::from_str::<toml::Table>(&format!("v = {value}")).is_ok();
+            if !parses {
+                ctx.error(
+                    &format!(
+                        "metadata.annotations.{ANNOTATION_PREFIX}{}.{setting}",
+                        c.name
+                    ),
+                    format!("{value:?} is not a TOML value"),
+                );
+                continue;
+            }
+            value.clone()
+        } else {
+            q(value)
+        };
+        if RESOURCE_KEYS.contains(&setting.as_str()) {
+            set(&mut out.resources, setting, rendered);
+        } else {
+            set(&mut out.keys, setting, rendered);
+        }
+    }
+    Some(out)
+}
+
+fn security(
+    sc: Option<&SecurityContext>,
+    path: &str,
+    (pod_user, pod_group): (Option<i64>, Option<i64>),
+    out: &mut ContainerOut,
+    ctx: &mut Ctx<'_>,
+) {
+    let user = sc.and_then(|s| s.run_as_user).or(pod_user);
+    let group = sc.and_then(|s| s.run_as_group).or(pod_group);
+    if let Some(u) = user {
+        out.keys.push(("user".into(), u.to_string()));
+    }
+    if let Some(g) = group {
+        out.keys.push(("group".into(), g.to_string()));
+    }
+    // The Kubernetes default allows privilege escalation; so does vigil's no_new_privs = false.
+    let escalate = sc
+        .and_then(|s| s.allow_privilege_escalation)
+        .unwrap_or(true);
+    out.keys
+        .push(("no_new_privs".into(), (!escalate).to_string()));
+    let Some(sc) = sc else { return };
+    if let Some(caps) = &sc.capabilities {
+        let drops_all = caps
+            .drop
+            .iter()
+            .flatten()
+            .any(|d| d.eq_ignore_ascii_case("ALL"));
+        let add: Vec<String> = caps
+            .add
+            .iter()
+            .flatten()
+            .map(|a| {
+                let up = a.to_ascii_uppercase();
+                if up.starts_with("CAP_") {
+                    up
+                } else {
+                    format!("CAP_{up}")
+                }
+            })
+            .collect();
+        if !drops_all && (caps.drop.as_ref().is_some_and(|d| !d.is_empty()) || !add.is_empty()) {
+            ctx.warn(
+                &format!("{path}.securityContext.capabilities"),
+                "vigil keeps only the listed capabilities (as with drop: [ALL]), not the \
+                 runtime's default set plus these",
+            );
+        }
+        if !add.is_empty() {
+            out.keys.push(("capabilities".into(), str_array(&add)));
+        }
+    }
+    if let Ok(v) = serde_json::to_value(sc) {
+        warn_rest(
+            &v,
+            &[
+                "runAsUser",
+                "runAsGroup",
+                "allowPrivilegeEscalation",
+                "capabilities",
+            ],
+            &format!("{path}.securityContext"),
+            |_| "not supported by vigil; ignored",
+            ctx,
+        );
+    }
+}
+
+fn resources(c: &Container, path: &str, out: &mut ContainerOut, ctx: &mut Ctx<'_>) {
+    let Some(r) = &c.resources else { return };
+    let rpath = format!("{path}.resources");
+    for (name, q) in r.limits.iter().flatten() {
+        let p = format!("{rpath}.limits.{name}");
+        match name.as_str() {
+            "memory" => match super::parse_memory_bytes(&q.0) {
+                Ok(b) => {
+                    let q = super::bytes_quantity(b);
+                    let v = if q.ends_with('i') {
+                        super::to_kube::quote(&q)
+                    } else {
+                        q
+                    };
+                    out.resources.push(("memory_max".into(), v));
+                }
+                Err(m) => ctx.error(&p, m),
+            },
+            "cpu" => match super::parse_cpu_milli(&q.0) {
+                Ok(m) => out
+                    .resources
+                    .push(("cpu_max".into(), (m as f64 / 1000.0).to_string())),
+                Err(m) => ctx.error(&p, m),
+            },
+            _ => ctx.warn(&p, "vigil limits memory and CPU only; ignored"),
+        }
+    }
+    for (name, q) in r.requests.iter().flatten() {
+        let p = format!("{rpath}.requests.{name}");
+        match name.as_str() {
+            "cpu" => match super::parse_cpu_milli(&q.0) {
+                Ok(m) => out.resources.push((
+                    "cpu_weight".into(),
+                    super::milli_cpu_to_weight(m).to_string(),
+                )),
+                Err(m) => ctx.error(&p, m),
+            },
+            "memory" => ctx.warn(
+                &p,
+                "a memory request only guides the scheduler; nothing to do on a host",
+            ),
+            _ => ctx.warn(&p, "ignored"),
+        }
+    }
+    if r.claims.as_ref().is_some_and(|c| !c.is_empty()) {
+        ctx.warn(
+            &format!("{rpath}.claims"),
+            "resource claims are not supported; ignored",
+        );
+    }
+}
+
+/// A probe port: a number, or the name of one of the container's ports.
+fn port(p: &IntOrString, ports: &[ContainerPort], path: &str, ctx: &mut Ctx<'_>) -> Option<String> {
+    match p {
+        IntOrString::Int(n) => Some(n.to_string()),
+        IntOrString::String(name) => {
+            match ports
+                .iter()
+                .find(|cp| cp.name.as_deref() == Some(name.as_str()))
+            {
+                Some(cp) => Some(cp.container_port.to_string()),
+                None => match name.parse::<u16>() {
+                    Ok(n) => Some(n.to_string()),
+                    Err(_) => {
+                        ctx.error(
+                            &format!("{path}.port"),
+                            format!("no container port named {name:?}"),
+                        );
+                        None
+                    }
+                },
+            }
+        }
+    }
+}
+
+fn probe(
+    p: &Probe,
+    path: &str,
+    ports: &[ContainerPort],
+    ctx: &mut Ctx<'_>,
+) -> Option<Vec<(String, String)>> {
+    let q = super::to_kube::quote;
+    let mut keys = Vec::new();
+    if let Some(e) = &p.exec {
+        keys.push((
+            "exec".to_string(),
+            format!(
+                "{{ command = {} }}",
+                str_array(e.command.as_deref().unwrap_or(&[]))
+            ),
+        ));
+    }
+    if let Some(h) = &p.http_get {
+        let mut t = Vec::new();
+        if let Some(host) = &h.host {
+            t.push(("host".to_string(), q(host)));
+        }
+        t.push((
+            "port".to_string(),
+            port(&h.port, ports, &format!("{path}.httpGet"), ctx)?,
+        ));
+        t.push(("path".to_string(), q(h.path.as_deref().unwrap_or("/"))));
+        if let Some(s) = &h.scheme {
+            t.push(("scheme".to_string(), q(s)));
+        }
+        let headers: Vec<(String, String)> = h
+            .http_headers
+            .iter()
+            .flatten()
+            .map(|hd| (hd.name.clone(), q(&hd.value)))
+            .collect();
+        if !headers.is_empty() {
+            t.push(("headers".to_string(), inline(&headers)));
+        }
+        keys.push(("http_get".to_string(), inline(&t)));
+    }
+    if let Some(t) = &p.tcp_socket {
+        let mut pairs = Vec::new();
+        if let Some(host) = &t.host {
+            pairs.push(("host".to_string(), q(host)));
+        }
+        pairs.push((
+            "port".to_string(),
+            port(&t.port, ports, &format!("{path}.tcpSocket"), ctx)?,
+        ));
+        keys.push(("tcp_socket".to_string(), inline(&pairs)));
+    }
+    if let Some(g) = &p.grpc {
+        let mut pairs = vec![("port".to_string(), g.port.to_string())];
+        if let Some(s) = &g.service {
+            pairs.push(("service".to_string(), q(s)));
+        }
+        keys.push(("grpc".to_string(), inline(&pairs)));
+    }
+    for (k, v) in [
+        (
+            "initial_delay_seconds",
+            p.initial_delay_seconds.map(i64::from),
+        ),
+        ("period_seconds", p.period_seconds.map(i64::from)),
+        ("timeout_seconds", p.timeout_seconds.map(i64::from)),
+        ("success_threshold", p.success_threshold.map(i64::from)),
+        ("failure_threshold", p.failure_threshold.map(i64::from)),
+        (
+            "termination_grace_period_seconds",
+            p.termination_grace_period_seconds,
+        ),
+    ] {
+        if let Some(v) = v {
+            keys.push((k.to_string(), v.to_string()));
+        }
+    }
+    Some(keys)
+}

@@ -1,0 +1,380 @@
+//! Kubernetes Pod manifests in and out: `vigil convert --to kubernetes`, `vigil convert --from
+//! kubernetes` and `vigil run -f pod.yaml` (the kubelet's static-pod use).
+//!
+//! Owns the mapping between a validated [`crate::config::spec::Config`] and the typed
+//! Kubernetes objects of the `k8s-openapi` crate (`v1` Pod, `apps/v1` Deployment): what maps,
+//! maps; what one side cannot express is named in a [`Warning`] with its path (a config path
+//! such as `pods.web.containers[0].backoff` going out, a manifest path such as
+//! `spec.containers[0].volumeMounts` coming in). Settings that only a host supervisor has
+//! (back-off, `max_restarts`, rlimits, user names, `depends_on`, …) travel as `vigil/…`
+//! annotations, so vigil → Kubernetes → vigil gives the same config.
+//!
+//! Must not run anything or touch the system beyond reading the files it is given; the
+//! output of `--from` is always checked by `config::load_str` before it is printed or run.
+//! The mapping is behind the default-on cargo feature `kubernetes` (the Kubernetes types are a
+//! large crate); without it the subcommand and `run -f` say so and exit 1.
+#![cfg_attr(not(feature = "kubernetes"), allow(dead_code))]
+
+#[cfg(feature = "kubernetes")]
+pub mod from_kube;
+#[cfg(feature = "kubernetes")]
+pub mod to_kube;
+
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use clap::{ArgGroup, Args, ValueEnum};
+
+#[cfg(feature = "kubernetes")]
+use crate::config::{ConfigErrors, spec::Config};
+
+/// `vigil convert`.
+#[derive(Debug, Clone, Args)]
+#[command(group(ArgGroup::new("direction").required(true).args(["to", "from"])))]
+pub struct ConvertArgs {
+    /// Print the config's pods as manifests of this kind of system.
+    #[arg(long, value_enum)]
+    pub to: Option<System>,
+    /// Read FILE, a manifest of this kind of system, and print a vigil config.
+    #[arg(long, value_enum, requires = "file")]
+    pub from: Option<System>,
+    /// The config for --to (default: $VIGIL_CONFIG, /etc/vigil/vigil.toml, else the bundled
+    /// default).
+    #[arg(short, long, env = "VIGIL_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// The manifest for --from: a Pod, a Deployment, or several YAML documents (`-`: stdin).
+    pub file: Option<PathBuf>,
+    /// Output format of --to.
+    #[arg(short, long, value_enum, default_value_t = ManifestFormat::Yaml)]
+    pub output: ManifestFormat,
+    /// Image for containers that have no `image` key (--to).
+    #[arg(long)]
+    pub image: Option<String>,
+    /// Kind of object per pod (--to).
+    #[arg(long, value_enum, ignore_case = true, default_value_t = KubeKind::Pod)]
+    pub kind: KubeKind,
+}
+
+/// The systems vigil converts to and from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum System {
+    #[value(alias = "k8s")]
+    Kubernetes,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum ManifestFormat {
+    #[default]
+    Yaml,
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum KubeKind {
+    #[default]
+    Pod,
+    Deployment,
+}
+
+/// `vigil convert`: exit 0, or 1 with every error on stderr.
+pub fn main(args: ConvertArgs) -> i32 {
+    #[cfg(feature = "kubernetes")]
+    {
+        if args.from.is_some() {
+            let file = args.file.unwrap_or_else(|| PathBuf::from("-"));
+            return from_kube_main(&file);
+        }
+        let opts = to_kube::Options {
+            kind: match args.kind {
+                KubeKind::Pod => to_kube::Kind::Pod,
+                KubeKind::Deployment => to_kube::Kind::Deployment,
+            },
+            image: args.image,
+        };
+        to_kube_main(args.config, &opts, args.output == ManifestFormat::Json)
+    }
+    #[cfg(not(feature = "kubernetes"))]
+    {
+        let _ = args;
+        eprintln!("error: this vigil was built without the `kubernetes` feature");
+        1
+    }
+}
+
+/// Prefix of the annotations that carry what Kubernetes cannot express.
+pub const ANNOTATION_PREFIX: &str = "vigil/";
+/// Pod annotation holding `depends_on` as `pod=condition,pod=condition`.
+pub const DEPENDS_ON_ANNOTATION: &str = "vigil/depends-on";
+/// Label that ties a Deployment's selector to its pod template.
+pub const NAME_LABEL: &str = "app.kubernetes.io/name";
+
+/// Something one side cannot express, at `path` (a config path or a manifest path).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Warning {
+    pub path: String,
+    pub message: String,
+}
+
+impl Warning {
+    pub fn new(path: impl Into<String>, message: impl Into<String>) -> Warning {
+        Warning {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "warning: {}: {}", self.path, self.message)
+    }
+}
+
+/// A problem that stops a conversion: where (document index for multi-document input, path
+/// inside it) and what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConvertError {
+    /// 1-based YAML document number, when the input has documents.
+    pub document: Option<usize>,
+    /// Manifest path (`spec.containers[0].command`) or config path (`pods.web`); may be empty.
+    pub path: String,
+    pub message: String,
+}
+
+impl ConvertError {
+    pub fn new(path: impl Into<String>, message: impl Into<String>) -> ConvertError {
+        ConvertError {
+            document: None,
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for ConvertError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(d) = self.document {
+            write!(f, "document {d}: ")?;
+        }
+        if self.path.is_empty() {
+            write!(f, "{}", self.message)
+        } else {
+            write!(f, "{}: {}", self.path, self.message)
+        }
+    }
+}
+
+// ---- CPU weight ↔ requests.cpu, by the kubelet's own conversion -----------------------------
+//
+// The kubelet turns `requests.cpu` into cgroup v1 shares with `MilliCPUToShares`
+// (pkg/kubelet/cm/helpers_linux.go: `milli * 1024 / 1000`, clamped to 2..=262144) and, on
+// cgroup v2, shares into `cpu.weight` with `CpuSharesToCpuWeight`
+// (pkg/kubelet/cm/cgroup_manager_linux.go, KEP-2254: `1 + (shares - 2) * 9999 / 262142`),
+// integer division throughout.
+
+const MIN_SHARES: u64 = 2;
+const MAX_SHARES: u64 = 262_144;
+
+/// The kubelet's `MilliCPUToShares`.
+pub fn milli_cpu_to_shares(milli: u64) -> u64 {
+    if milli == 0 {
+        return MIN_SHARES;
+    }
+    (milli.saturating_mul(1024) / 1000).clamp(MIN_SHARES, MAX_SHARES)
+}
+
+/// The kubelet's `CpuSharesToCpuWeight`.
+pub fn shares_to_cpu_weight(shares: u64) -> u32 {
+    let shares = shares.clamp(MIN_SHARES, MAX_SHARES);
+    (1 + (shares - 2) * 9999 / 262_142) as u32
+}
+
+/// `cpu.weight` the kubelet gives a container that requests `milli` millicores.
+pub fn milli_cpu_to_weight(milli: u64) -> u32 {
+    shares_to_cpu_weight(milli_cpu_to_shares(milli))
+}
+
+/// The smallest `requests.cpu` (millicores) for which the kubelet sets exactly `weight`
+/// (1..=10000). Both conversions round down, so the inverse is a search, not a formula; the
+/// answer exists for every weight (each weight covers about 26 shares, each share about one
+/// millicore).
+pub fn cpu_weight_to_milli(weight: u32) -> u64 {
+    let weight = weight.clamp(1, 10_000);
+    // Start from the kubelet's inverse (`CpuWeightToCpuShares`) and walk to the exact value.
+    let shares = ((u64::from(weight) - 1) * 262_142) / 9999 + 2;
+    let mut milli = (shares * 1000).div_ceil(1024).saturating_sub(64);
+    while milli_cpu_to_weight(milli) < weight && milli < 1_000_000 {
+        milli += 1;
+    }
+    milli.max(1)
+}
+
+// ---- quantities ------------------------------------------------------------------------------
+
+/// Bytes as a Kubernetes quantity: the largest binary suffix that divides it exactly.
+pub fn bytes_quantity(bytes: u64) -> String {
+    for (suffix, shift) in [("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10)] {
+        let unit = 1u64 << shift;
+        if bytes >= unit && bytes % unit == 0 {
+            return format!("{}{suffix}", bytes / unit);
+        }
+    }
+    bytes.to_string()
+}
+
+/// A Kubernetes CPU quantity (`2`, `500m`, `0.5`, `1.25`) in millicores; rounds up below one
+/// millicore, as the API server does.
+pub fn parse_cpu_milli(text: &str) -> Result<u64, String> {
+    let s = text.trim();
+    let bad = || {
+        format!(
+            "invalid CPU quantity {text:?}: expected cores (\"2\", \"0.5\") or millicores (\"500m\")"
+        )
+    };
+    if let Some(m) = s.strip_suffix('m') {
+        return m.parse::<u64>().map_err(|_| bad());
+    }
+    let cores: f64 = s.parse().map_err(|_| bad())?;
+    if !(0.0..=1e9).contains(&cores) {
+        return Err(bad());
+    }
+    Ok((cores * 1000.0).ceil() as u64)
+}
+
+/// A Kubernetes memory quantity in bytes: vigil's own parser (`Ki Mi Gi … k M G …`), plus the
+/// exponent form (`1e9`) Kubernetes also accepts.
+pub fn parse_memory_bytes(text: &str) -> Result<u64, String> {
+    if let Ok(b) = crate::config::values::parse_quantity(text) {
+        return Ok(b);
+    }
+    let s = text.trim();
+    if let Some((m, e)) = s.split_once(['e', 'E'])
+        && let (Ok(m), Ok(e)) = (m.parse::<u64>(), e.parse::<u32>())
+        && let Some(b) = 10u64.checked_pow(e).and_then(|p| p.checked_mul(m))
+    {
+        return Ok(b);
+    }
+    crate::config::values::parse_quantity(text)
+}
+
+// ---- entry points ----------------------------------------------------------------------------
+
+#[cfg(feature = "kubernetes")]
+/// Read a manifest file, `-` meaning standard input.
+fn read_input(path: &Path) -> Result<String, String> {
+    if path == Path::new("-") {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .map_err(|e| format!("<stdin>: cannot read: {e}"))?;
+        Ok(s)
+    } else {
+        std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))
+    }
+}
+
+#[cfg(feature = "kubernetes")]
+/// `vigil convert --to kubernetes`: print the manifests on stdout, warnings on stderr.
+/// Exit 0, or 1 with every error on stderr.
+pub fn to_kube_main(config: Option<PathBuf>, opts: &to_kube::Options, json: bool) -> i32 {
+    let source = crate::config::resolve_path(config);
+    let shown = source.display_path();
+    let config = match crate::config::load_source(&source) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            return 1;
+        }
+    };
+    let mut warnings = Vec::new();
+    let manifests = match to_kube::convert(&config, opts, &mut warnings) {
+        Ok(m) => m,
+        Err(errors) => {
+            for e in errors {
+                eprintln!("{}: {e}", shown.display());
+            }
+            return 1;
+        }
+    };
+    for w in &warnings {
+        eprintln!("{}: {w}", shown.display());
+    }
+    let text = if json {
+        to_kube::to_json(&manifests)
+    } else {
+        to_kube::to_yaml(&manifests)
+    };
+    match text {
+        Ok(t) => {
+            print!("{t}");
+            0
+        }
+        Err(e) => {
+            eprintln!("{}: {e}", shown.display());
+            1
+        }
+    }
+}
+
+#[cfg(feature = "kubernetes")]
+/// `vigil convert --from kubernetes FILE`: print a vigil config on stdout, warnings on stderr.
+pub fn from_kube_main(file: &Path) -> i32 {
+    let text = match read_input(file) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("{e}");
+            return 1;
+        }
+    };
+    match from_kube::convert(&text, file) {
+        Ok(out) => {
+            for w in &out.warnings {
+                eprintln!("{}: {w}", file.display());
+            }
+            print!("{}", out.toml);
+            0
+        }
+        Err(errors) => {
+            for e in errors {
+                eprintln!("{}: {e}", file.display());
+            }
+            1
+        }
+    }
+}
+
+#[cfg(feature = "kubernetes")]
+/// The config `vigil run -f MANIFEST [-c CONFIG]` runs (and re-reads on reload): the
+/// manifest's pods, plus the `[supervisor]` table and pods of `config` when given. A pod
+/// defined in both is an error. Warnings are logged.
+pub fn load_manifest(manifest: &Path, config: Option<&Path>) -> Result<Config, ConfigErrors> {
+    let unlocated = |m: String| ConfigErrors::unlocated(manifest, m);
+    let text = read_input(manifest).map_err(unlocated)?;
+    let out = from_kube::convert(&text, manifest).map_err(|errors| {
+        let lines: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+        unlocated(lines.join("\n"))
+    })?;
+    for w in &out.warnings {
+        log::warn!("{}: {w}", manifest.display());
+    }
+    let Some(config_path) = config else {
+        return crate::config::load_str(&out.toml, manifest);
+    };
+    let base = crate::config::load(config_path)?;
+    for pod in &out.pod_names {
+        if base.pods.iter().any(|p| &p.name == pod) {
+            return Err(unlocated(format!(
+                "pod {pod:?} is defined both here and in {}",
+                config_path.display()
+            )));
+        }
+    }
+    let base_text = std::fs::read_to_string(config_path).map_err(|e| {
+        ConfigErrors::unlocated(config_path, format!("cannot read config file: {e}"))
+    })?;
+    crate::config::load_str(&format!("{base_text}\n{}", out.toml), config_path)
+}

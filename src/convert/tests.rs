@@ -1,0 +1,347 @@
+//! Conversion on strings: the kubelet's CPU arithmetic, vigil → Kubernetes → vigil for every
+//! shipped config, and bad manifests rejected with the path of the problem.
+#![cfg(feature = "kubernetes")]
+
+use std::path::Path;
+
+use super::to_kube::{self, Kind, Options};
+use super::*;
+use crate::config::spec::Config;
+
+fn opts(kind: Kind) -> Options {
+    Options {
+        kind,
+        image: Some("registry.example/app:1".into()),
+    }
+}
+
+/// vigil → manifests (YAML text) → vigil, with the warnings of both directions.
+fn round_trip(config: &Config, kind: Kind) -> (Config, Vec<Warning>) {
+    let mut warnings = Vec::new();
+    let manifests = to_kube::convert(config, &opts(kind), &mut warnings).expect("to kubernetes");
+    let yaml = to_kube::to_yaml(&manifests).expect("yaml");
+    let back = from_kube::convert(&yaml, Path::new("rt.yaml"))
+        .unwrap_or_else(|e| panic!("from kubernetes: {e:?}\n{yaml}"));
+    warnings.extend(back.warnings);
+    let config = crate::config::load_str(&back.toml, Path::new("rt.toml"))
+        .unwrap_or_else(|e| panic!("{e}\n{}", back.toml));
+    (config, warnings)
+}
+
+/// Pods with the image every container got from `--image` taken off again.
+fn pods_without_images(c: &Config) -> Vec<crate::config::spec::PodSpec> {
+    let mut pods = c.pods.clone();
+    for p in &mut pods {
+        for c in p.init_containers.iter_mut().chain(p.containers.iter_mut()) {
+            c.image = None;
+        }
+    }
+    pods
+}
+
+fn shipped_configs() -> Vec<std::path::PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+    let mut files = vec![root.join("default.toml")];
+    for e in std::fs::read_dir(root.join("examples")).expect("config/examples") {
+        files.push(e.expect("entry").path());
+    }
+    files.sort();
+    files
+}
+
+#[test]
+fn cpu_weight_round_trips_through_the_kubelets_conversion_for_every_weight() {
+    for w in 1..=10_000 {
+        let milli = cpu_weight_to_milli(w);
+        assert_eq!(milli_cpu_to_weight(milli), w, "weight {w} → {milli}m");
+        assert!(
+            milli == 1 || milli_cpu_to_weight(milli - 1) < w,
+            "{milli}m is not the smallest"
+        );
+    }
+}
+
+#[test]
+fn cpu_requests_map_to_the_weights_the_kubelet_writes() {
+    // MilliCPUToShares then CpuSharesToCpuWeight, worked by hand.
+    assert_eq!(milli_cpu_to_shares(1000), 1024);
+    assert_eq!(milli_cpu_to_weight(1000), 39);
+    assert_eq!(milli_cpu_to_weight(100), 4);
+    assert_eq!(milli_cpu_to_weight(0), 1);
+    assert_eq!(milli_cpu_to_weight(256_000), 10_000);
+    assert_eq!(milli_cpu_to_weight(10_000_000), 10_000);
+}
+
+#[test]
+fn quantities_convert_both_ways() {
+    assert_eq!(bytes_quantity(256 << 20), "256Mi");
+    assert_eq!(bytes_quantity(1 << 30), "1Gi");
+    assert_eq!(bytes_quantity(1000), "1000");
+    assert_eq!(parse_cpu_milli("500m"), Ok(500));
+    assert_eq!(parse_cpu_milli("1.5"), Ok(1500));
+    assert_eq!(parse_cpu_milli("2"), Ok(2000));
+    assert!(parse_cpu_milli("lots").is_err());
+    assert_eq!(parse_memory_bytes("20Mi"), Ok(20 << 20));
+    assert_eq!(parse_memory_bytes("1e3"), Ok(1000));
+    assert_eq!(parse_memory_bytes("128974848"), Ok(128_974_848));
+    assert!(parse_memory_bytes("12Qi").is_err());
+}
+
+#[test]
+fn every_shipped_config_round_trips_through_pods_and_deployments() {
+    for file in shipped_configs() {
+        let config = crate::config::load(&file).expect("shipped config is valid");
+        for kind in [Kind::Pod, Kind::Deployment] {
+            let (back, _) = round_trip(&config, kind);
+            assert_eq!(
+                pods_without_images(&back),
+                pods_without_images(&config),
+                "{} ({kind:?}) did not round-trip",
+                file.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn a_config_with_every_key_round_trips() {
+    let text = r#"
+[pods.db]
+[[pods.db.containers]]
+name = "db"
+command = ["/usr/bin/db"]
+readiness_probe = { grpc = { port = 9090, service = "db" } }
+
+[pods.web]
+restart_policy = "OnFailure"
+termination_grace_period_seconds = 20
+backoff = { initial_seconds = 1, max_seconds = 30, reset_after_seconds = 60 }
+max_restarts = 7
+depends_on = { db = "started" }
+
+[[pods.web.init_containers]]
+name = "migrate"
+command = ["/usr/bin/migrate", "--once"]
+restart_policy = "Never"
+
+[[pods.web.containers]]
+name = "app"
+command = ["/usr/bin/app", "--port", "8080"]
+image = "registry.example/app:1"
+env = { RUST_LOG = "info", EMPTY = "" }
+working_dir = "/srv/app"
+user = 1000
+group = "app"
+stop_signal = "SIGQUIT"
+restart_policy = "Always"
+termination_grace_period_seconds = 10
+capabilities = ["CAP_NET_BIND_SERVICE", "CAP_CHOWN"]
+no_new_privs = false
+rlimits = { nofile = { soft = 1024, hard = 4096 }, core = "unlimited" }
+resources = { memory_max = "256Mi", memory_high = "200Mi", swap_max = "0", pids_max = 512, cpu_max = 1.5, cpu_weight = 50, oom_group = true }
+startup_probe = { exec = { command = ["/usr/bin/check"] }, failure_threshold = 30, period_seconds = 1 }
+liveness_probe = { http_get = { host = "127.0.0.2", port = 8080, path = "/healthz", scheme = "HTTPS", headers = { X-Probe = "1" } }, initial_delay_seconds = 5, period_seconds = 5, timeout_seconds = 2, failure_threshold = 4, termination_grace_period_seconds = 2 }
+readiness_probe = { tcp_socket = { host = "localhost", port = 8080 }, period_seconds = 2, success_threshold = 3 }
+"#;
+    let config = crate::config::load_str(text, Path::new("all.toml")).expect("valid");
+    let (back, warnings) = round_trip(&config, Kind::Pod);
+    assert_eq!(pods_without_images(&back), pods_without_images(&config));
+    let paths: Vec<&str> = warnings.iter().map(|w| w.path.as_str()).collect();
+    for expected in [
+        "pods.web.depends_on",
+        "pods.web.containers[0].restart_policy",
+        "pods.web.containers[0].termination_grace_period_seconds",
+        "pods.web.containers[0].group",
+        "pods.web.containers[0].stop_signal",
+        "pods.web.containers[0].rlimits",
+        "pods.web.containers[0].resources.memory_high",
+        "pods.web.init_containers[0].restart_policy",
+    ] {
+        assert!(
+            paths.contains(&expected),
+            "no warning at {expected}: {paths:#?}"
+        );
+    }
+}
+
+#[test]
+fn fractional_seconds_round_up_with_a_warning() {
+    let text = "[pods.a]\ntermination_grace_period_seconds = 2.5\n[[pods.a.containers]]\n\
+                name = \"x\"\ncommand = [\"/bin/x\"]\n\
+                liveness_probe = { exec = { command = [\"/bin/true\"] }, period_seconds = 0.25, timeout_seconds = 0.1 }\n";
+    let config = crate::config::load_str(text, Path::new("f.toml")).expect("valid");
+    let mut warnings = Vec::new();
+    let m = to_kube::convert(&config, &opts(Kind::Pod), &mut warnings).expect("converts");
+    let v = m[0].to_value().expect("json");
+    assert_eq!(v["spec"]["terminationGracePeriodSeconds"], 3);
+    assert_eq!(
+        v["spec"]["containers"][0]["livenessProbe"]["periodSeconds"],
+        1
+    );
+    assert_eq!(
+        v["spec"]["containers"][0]["livenessProbe"]["timeoutSeconds"],
+        1
+    );
+    let paths: Vec<&str> = warnings.iter().map(|w| w.path.as_str()).collect();
+    assert!(
+        paths.contains(&"pods.a.termination_grace_period_seconds"),
+        "{paths:?}"
+    );
+    assert!(
+        paths.contains(&"pods.a.containers[0].liveness_probe.period_seconds"),
+        "{paths:?}"
+    );
+    assert!(warnings.iter().any(|w| w.message.contains("rounded up")));
+}
+
+#[test]
+fn a_container_without_image_is_an_error_naming_it_unless_image_is_given() {
+    let text = "[pods.a]\n[[pods.a.containers]]\nname = \"x\"\ncommand = [\"/bin/x\"]\n";
+    let config = crate::config::load_str(text, Path::new("i.toml")).expect("valid");
+    let errors =
+        to_kube::convert(&config, &Options::default(), &mut Vec::new()).expect_err("no image");
+    assert_eq!(errors.len(), 1);
+    assert_eq!(errors[0].path, "pods.a.containers[0].image");
+    assert!(errors[0].message.contains("--image"), "{}", errors[0]);
+    assert!(to_kube::convert(&config, &opts(Kind::Pod), &mut Vec::new()).is_ok());
+}
+
+#[test]
+fn a_deployment_of_a_pod_that_does_not_always_restart_is_emitted_as_a_pod() {
+    let text = "[pods.job]\nrestart_policy = \"Never\"\n[[pods.job.containers]]\nname = \"x\"\ncommand = [\"/bin/x\"]\n";
+    let config = crate::config::load_str(text, Path::new("d.toml")).expect("valid");
+    let mut warnings = Vec::new();
+    let m = to_kube::convert(&config, &opts(Kind::Deployment), &mut warnings).expect("ok");
+    assert!(matches!(m[0], to_kube::Manifest::Pod(_)));
+    assert_eq!(warnings[0].path, "pods.job.restart_policy");
+}
+
+fn from(text: &str) -> Result<from_kube::Converted, Vec<ConvertError>> {
+    from_kube::convert(text, Path::new("pod.yaml"))
+}
+
+#[track_caller]
+fn rejected_at(text: &str, path: &str, message: &str) {
+    let errors = from(text).expect_err("accepted a bad manifest");
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.path == path && e.message.contains(message)),
+        "no error at {path:?} containing {message:?}: {errors:#?}"
+    );
+}
+
+const POD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers:\n  - name: c\n    command: [\"/bin/true\"]\n";
+
+#[test]
+fn bad_manifests_are_rejected_with_the_path_of_the_problem() {
+    rejected_at(
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: s\n",
+        "kind",
+        "unsupported kind \"Service\"",
+    );
+    rejected_at("apiVersion: v1\nmetadata:\n  name: s\n", "kind", "missing");
+    rejected_at(
+        &POD.replace("apiVersion: v1", "apiVersion: v2"),
+        "apiVersion",
+        "\"v1\"",
+    );
+    rejected_at(
+        &format!("{POD}    imagePullPolcy: Always\n"),
+        "spec.containers[0].imagePullPolcy",
+        "unknown field",
+    );
+    rejected_at(
+        &format!("{POD}    livenessProbe:\n      exec:\n        comand: [x]\n"),
+        "spec.containers[0].livenessProbe.exec.comand",
+        "unknown field",
+    );
+    rejected_at(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers: []\n",
+        "spec.containers",
+        "at least one container",
+    );
+    rejected_at(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  restartPolicy: Always\n",
+        "spec.containers",
+        "at least one container",
+    );
+    rejected_at(
+        &format!("{POD}    livenessProbe:\n      periodSeconds: often\n"),
+        "spec.containers[0].livenessProbe.periodSeconds",
+        "",
+    );
+    rejected_at(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers:\n  - name: c\n    image: nginx\n",
+        "spec.containers[0].command",
+        "no command",
+    );
+    rejected_at(
+        &format!("{POD}    livenessProbe:\n      httpGet:\n        port: http\n"),
+        "spec.containers[0].livenessProbe.httpGet.port",
+        "no container port named \"http\"",
+    );
+    let errors = from("- just\n- a list\n").expect_err("not an object");
+    assert!(
+        errors[0].message.contains("Kubernetes object"),
+        "{errors:?}"
+    );
+    let errors = from("a: [unclosed\n").expect_err("bad YAML");
+    assert!(errors[0].message.contains("YAML"), "{errors:?}");
+}
+
+#[test]
+fn errors_in_a_multi_document_file_name_the_document() {
+    let text = format!("{POD}---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n");
+    let errors = from(&text).expect_err("ConfigMap");
+    assert_eq!(errors[0].document, Some(2));
+    assert_eq!(
+        errors[0].to_string(),
+        "document 2: kind: unsupported kind \"ConfigMap\": expected Pod or Deployment"
+    );
+}
+
+#[test]
+fn host_incompatible_fields_are_warnings_with_their_manifest_paths() {
+    let text = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  serviceAccountName: robot\n  nodeSelector:\n    disk: ssd\n  volumes:\n  - name: data\n    emptyDir: {}\n  containers:\n  - name: c\n    image: busybox\n    command: [\"/bin/sleep\", \"60\"]\n    ports:\n    - containerPort: 80\n      name: http\n    volumeMounts:\n    - name: data\n      mountPath: /data\n    env:\n    - name: NODE\n      valueFrom:\n        fieldRef:\n          fieldPath: spec.nodeName\n    - name: A\n      value: b\n    livenessProbe:\n      httpGet:\n        port: http\n        path: /\n";
+    let out = from(text).expect("converts");
+    let paths: Vec<&str> = out.warnings.iter().map(|w| w.path.as_str()).collect();
+    for p in [
+        "spec.serviceAccountName",
+        "spec.nodeSelector",
+        "spec.volumes",
+        "spec.containers[0].image",
+        "spec.containers[0].ports",
+        "spec.containers[0].volumeMounts",
+        "spec.containers[0].env[0].valueFrom",
+    ] {
+        assert!(paths.contains(&p), "no warning at {p}: {paths:#?}");
+    }
+    // The named port resolved, the plain variable kept.
+    assert!(
+        out.toml.contains("http_get = { port = 80, path = \"/\" }"),
+        "{}",
+        out.toml
+    );
+    assert!(out.toml.contains("env = { A = \"b\" }"), "{}", out.toml);
+}
+
+#[test]
+fn a_deployment_template_and_several_documents_become_one_config() {
+    let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 3\n  selector:\n    matchLabels:\n      app: web\n  template:\n    metadata:\n      labels:\n        app: web\n      annotations:\n        vigil/depends-on: p=ready\n    spec:\n      containers:\n      - name: app\n        command: [\"/bin/sleep\", \"60\"]\n        args: [\"--flag\"]\n        resources:\n          limits:\n            cpu: 500m\n            memory: 64Mi\n          requests:\n            cpu: \"1\"\n";
+    let out = from(&format!("{POD}---\n{deployment}")).expect("converts");
+    assert_eq!(out.pod_names, vec!["p".to_string(), "web".to_string()]);
+    let config = crate::config::load_str(&out.toml, Path::new("m.toml")).expect("valid");
+    let web = &config.pods[1];
+    assert_eq!(web.depends_on.len(), 1);
+    let app = &web.containers[0];
+    assert_eq!(app.command, ["/bin/sleep", "60", "--flag"]);
+    assert_eq!(app.resources.cpu_max, Some(0.5));
+    assert_eq!(app.resources.memory_max, Some(64 << 20));
+    assert_eq!(app.resources.cpu_weight, Some(39));
+    assert!(
+        out.warnings
+            .iter()
+            .any(|w| w.path == "document 2: spec.replicas")
+    );
+}

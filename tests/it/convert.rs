@@ -1,0 +1,225 @@
+//! `vigil convert` and `vigil run -f` as a user meets them: every shipped config out to
+//! Kubernetes and checked against the Kubernetes OpenAPI schema by a third-party validator
+//! (`kubernetes-validate` from PyPI, installed by tests/run-all.sh), and real manifests from
+//! the seeds (tests/data/kubernetes/) converted back and run.
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::common::{BIN, Vigil, state_reason, supervisor_header};
+
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/kubernetes")
+        .join(name)
+}
+
+fn shipped_configs() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+    let mut files = vec![root.join("default.toml")];
+    for e in std::fs::read_dir(root.join("examples")).unwrap() {
+        files.push(e.unwrap().path());
+    }
+    files.sort();
+    files
+}
+
+fn vigil(args: &[&OsStr]) -> std::process::Output {
+    Command::new(BIN)
+        .args(args)
+        .env_remove("VIGIL_CONFIG")
+        .output()
+        .expect("run vigil")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A free loopback port (bound and released; the tests that use it start at once).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+#[ignore = "needs kubernetes-validate (pip; tests/run-all.sh installs it)"]
+fn every_emitted_manifest_passes_the_kubernetes_openapi_schema() {
+    let have = Command::new("kubernetes-validate")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        have,
+        "kubernetes-validate is not installed: `python3 -m pip install kubernetes-validate` \
+         (tests/run-all.sh does)"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut n = 0;
+    for file in shipped_configs() {
+        for (kind, output) in [("Pod", "yaml"), ("Deployment", "yaml"), ("Pod", "json")] {
+            let out = vigil(&[
+                "convert".as_ref(),
+                "--to".as_ref(),
+                "kubernetes".as_ref(),
+                "-c".as_ref(),
+                file.as_os_str(),
+                "--image".as_ref(),
+                "registry.example/app:1".as_ref(),
+                "--kind".as_ref(),
+                kind.as_ref(),
+                "-o".as_ref(),
+                output.as_ref(),
+            ]);
+            assert!(
+                out.status.success(),
+                "{}: {}",
+                file.display(),
+                text(&out.stderr)
+            );
+            n += 1;
+            let manifest = dir.path().join(format!("m{n}.{output}"));
+            std::fs::write(&manifest, &out.stdout).unwrap();
+            // --strict: additional properties (a misspelt field) are errors too.
+            let v = Command::new("kubernetes-validate")
+                .args(["--strict", "--kubernetes-version", "1.37.0"])
+                .arg(&manifest)
+                .output()
+                .unwrap();
+            assert!(
+                v.status.success(),
+                "{} as {kind} ({output}) fails the schema:\n{}{}\n{}",
+                file.display(),
+                text(&v.stdout),
+                text(&v.stderr),
+                text(&out.stdout)
+            );
+        }
+    }
+}
+
+#[test]
+fn seed_manifests_without_a_command_are_rejected_at_the_container() {
+    for (file, path) in [
+        ("liveness-pod.yaml", "spec.containers[0].command"),
+        (
+            "multi-container-deployment.yaml",
+            "spec.template.spec.containers[0].command",
+        ),
+    ] {
+        let f = data(file);
+        let out = vigil(&[
+            "convert".as_ref(),
+            "--from".as_ref(),
+            "kubernetes".as_ref(),
+            f.as_os_str(),
+        ]);
+        assert_eq!(out.status.code(), Some(1));
+        let err = text(&out.stderr);
+        assert!(err.contains(&format!("{path}: container")), "{err}");
+        assert!(out.stdout.is_empty());
+    }
+}
+
+#[test]
+fn a_converted_seed_is_a_config_vigil_check_accepts() {
+    let dir = tempfile::tempdir().unwrap();
+    for file in ["liveness-pod-host.yaml", "multi-container-host.yaml"] {
+        let f = data(file);
+        let out = vigil(&[
+            "convert".as_ref(),
+            "--from".as_ref(),
+            "kubernetes".as_ref(),
+            f.as_os_str(),
+        ]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let warnings = text(&out.stderr);
+        assert!(
+            warnings.contains("spec.containers[0].image")
+                || warnings.contains("spec.template.spec.containers[0].image"),
+            "{warnings}"
+        );
+        // No cgroup controllers needed to check it: cgroup_root = "none".
+        let config = dir.path().join(format!("{file}.toml"));
+        std::fs::write(
+            &config,
+            format!(
+                "[supervisor]\ncgroup_root = \"none\"\n{}",
+                text(&out.stdout)
+            ),
+        )
+        .unwrap();
+        let check = vigil(&["check".as_ref(), "-c".as_ref(), config.as_os_str()]);
+        assert!(
+            check.status.success(),
+            "{}\n{}",
+            text(&check.stderr),
+            text(&out.stdout)
+        );
+    }
+}
+
+/// `vigil run -c header.toml -f manifest` with the manifest's port and directory replaced.
+fn run_manifest(file: &str, port: u16, docroot: &Path) -> Vigil {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("vigil.sock");
+    let config = dir.path().join("vigil.toml");
+    std::fs::write(&config, supervisor_header(&socket)).unwrap();
+    let manifest = dir.path().join(file);
+    let yaml = std::fs::read_to_string(data(file))
+        .unwrap()
+        .replace("port: 80\n", &format!("port: {port}\n"))
+        .replace("\"80\"", &format!("\"{port}\""))
+        .replace("/usr/share/nginx/html", &docroot.display().to_string());
+    std::fs::write(&manifest, yaml).unwrap();
+    Vigil::start_with_args(dir, socket, config, &["-f".as_ref(), manifest.as_os_str()])
+}
+
+/// The seed's experiment: nginx serves /index.html, a liveness probe fetches it every 5 s;
+/// deleting the file makes the probe fail once (failureThreshold 1) and the container is
+/// restarted (reason LivenessProbeFailed) although restartPolicy is OnFailure.
+#[test]
+fn the_liveness_seed_runs_under_vigil_and_a_failed_probe_restarts_it() {
+    let docroot = tempfile::tempdir().unwrap();
+    let index = docroot.path().join("index.html");
+    std::fs::write(&index, "hello\n").unwrap();
+    let v = run_manifest("liveness-pod-host.yaml", free_port(), docroot.path());
+    v.wait_for(Duration::from_secs(20), "the server to run", |v| {
+        state_reason(&v.container("test", "test")) == "Running"
+    });
+    // Let the first probes pass (initialDelaySeconds 5, periodSeconds 5).
+    v.wait_for(Duration::from_secs(20), "a passed liveness probe", |v| {
+        v.container("test", "test")["probes"][0]["result"] == "success"
+    });
+    assert_eq!(v.container("test", "test")["restart_count"], 0);
+    std::fs::remove_file(&index).unwrap();
+    v.wait_for(
+        Duration::from_secs(30),
+        "a restart after the failed probe",
+        |v| v.container("test", "test")["restart_count"].as_u64() >= Some(1),
+    );
+    let c = v.container("test", "test");
+    assert!(
+        c.to_string().contains("LivenessProbeFailed"),
+        "last state is not a liveness kill: {c}"
+    );
+}
+
+/// The two-container seed: both run; the second never listens on 8080, so the pod is 1/2 ready.
+#[test]
+fn the_multi_container_seed_runs_both_containers() {
+    let docroot = tempfile::tempdir().unwrap();
+    let v = run_manifest("multi-container-host.yaml", free_port(), docroot.path());
+    v.wait_for(Duration::from_secs(20), "both containers to run", |v| {
+        state_reason(&v.container("nginx-deployment", "nginx")) == "Running"
+            && state_reason(&v.container("nginx-deployment", "memory-demo-ctr")) == "Running"
+    });
+    let pod = v.pod("nginx-deployment");
+    assert_eq!(pod["containers"].as_array().map(Vec::len), Some(2), "{pod}");
+    assert_eq!(v.shutdown(), 0);
+}
