@@ -56,6 +56,9 @@ pub(crate) struct RawSupervisor {
     pub log_forward: Option<S<bool>>,
     pub shutdown_timeout_seconds: Option<S<f64>>,
     pub oom_score_adj: Option<S<StrOrInt>>,
+    pub max_connections_per_uid: Option<S<i64>>,
+    pub client_idle_timeout_seconds: Option<S<f64>>,
+    pub client_fd_percent: Option<S<i64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

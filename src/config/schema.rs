@@ -69,6 +69,9 @@ pub(crate) const SUPERVISOR: &[Field] = &[
     f("log_forward", Kind::Bool),
     f("shutdown_timeout_seconds", Kind::Num),
     f("oom_score_adj", Kind::StrOrInt),
+    f("max_connections_per_uid", Kind::Int),
+    f("client_idle_timeout_seconds", Kind::Num),
+    f("client_fd_percent", Kind::Int),
 ];
 
 pub(crate) const EXEC: &[Field] = &[f("command", Kind::StrArray)];

@@ -44,6 +44,12 @@ pub struct SupervisorSpec {
     pub shutdown_timeout: Duration,
     /// `oom_score_adj` vigil sets for itself (`None`: leave it).
     pub oom_score_adj: Option<i32>,
+    /// Control connections one non-admin uid may hold at once.
+    pub max_connections_per_uid: usize,
+    /// A control connection without a request (and not reading its replies) this long is closed.
+    pub client_idle_timeout: Duration,
+    /// Share of `RLIMIT_NOFILE` (percent) control connections may hold together.
+    pub client_fd_percent: u32,
 }
 
 impl Default for SupervisorSpec {
@@ -63,6 +69,9 @@ impl Default for SupervisorSpec {
             log_forward: true,
             shutdown_timeout: Duration::from_secs(60),
             oom_score_adj: Some(-900),
+            max_connections_per_uid: 32,
+            client_idle_timeout: Duration::from_secs(60),
+            client_fd_percent: 50,
         }
     }
 }

@@ -1100,6 +1100,9 @@ log_buffer_bytes = "1Mi"
 log_forward = true
 shutdown_timeout_seconds = 60
 oom_score_adj = -900
+max_connections_per_uid = 16
+client_idle_timeout_seconds = 30
+client_fd_percent = 40
 
 [pods.db]
 restart_policy = "Always"
@@ -1346,4 +1349,37 @@ fn env_file_must_be_an_absolute_path() {
         c.pods[0].containers[0].env_file.as_deref(),
         Some(std::path::Path::new("/etc/vigil/web.env"))
     );
+}
+
+#[test]
+fn client_limits_are_checked_and_default_sensibly() {
+    let c = ok("[supervisor]\n");
+    assert_eq!(c.supervisor.max_connections_per_uid, 32);
+    assert_eq!(c.supervisor.client_idle_timeout, Duration::from_secs(60));
+    assert_eq!(c.supervisor.client_fd_percent, 50);
+    let c = ok(
+        "[supervisor]\nmax_connections_per_uid = 4\nclient_idle_timeout_seconds = 2.5\nclient_fd_percent = 20\n",
+    );
+    assert_eq!(c.supervisor.max_connections_per_uid, 4);
+    assert_eq!(
+        c.supervisor.client_idle_timeout,
+        Duration::from_millis(2500)
+    );
+    assert_eq!(c.supervisor.client_fd_percent, 20);
+    for (text, at) in [
+        (
+            "[supervisor]\nmax_connections_per_uid = 0\n",
+            "2:27: supervisor.max_connections_per_uid: ",
+        ),
+        (
+            "[supervisor]\nclient_idle_timeout_seconds = 0\n",
+            "2:31: supervisor.client_idle_timeout_seconds: ",
+        ),
+        (
+            "[supervisor]\nclient_fd_percent = 95\n",
+            "2:21: supervisor.client_fd_percent: ",
+        ),
+    ] {
+        one(text, at, "");
+    }
 }

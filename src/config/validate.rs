@@ -346,6 +346,22 @@ impl V<'_> {
             false,
             spec.shutdown_timeout,
         );
+        if let Some(v) = &s.max_connections_per_uid
+            && let Some(n) = self.int(v, &join(p, "max_connections_per_uid"), 1, 1 << 20)
+        {
+            spec.max_connections_per_uid = n as usize;
+        }
+        spec.client_idle_timeout = self.opt_seconds(
+            &s.client_idle_timeout_seconds,
+            &join(p, "client_idle_timeout_seconds"),
+            true,
+            spec.client_idle_timeout,
+        );
+        if let Some(v) = &s.client_fd_percent
+            && let Some(n) = self.int(v, &join(p, "client_fd_percent"), 1, 90)
+        {
+            spec.client_fd_percent = n as u32;
+        }
         if let Some(v) = &s.oom_score_adj {
             let field = join(p, "oom_score_adj");
             match v.get_ref() {

@@ -24,9 +24,78 @@ pub const COMMANDS: [&str; 10] = [
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Request {
-    /// Echoed back: a number, a string or null.
-    pub id: Value,
+    /// Echoed back exactly: a number, a string or null.
+    pub id: RequestId,
     pub cmd: RequestCmd,
+}
+
+/// A request's `id` as JSON text (null, a number or a string), echoed in every reply. A number
+/// is kept as the client wrote it: `123456789012345678901234567890` comes back unchanged, where
+/// a parsed `f64` would answer `1.2345678901234568e29`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestId(String);
+
+impl RequestId {
+    /// `null`: a request without an id, or one whose id could not be read.
+    pub fn null() -> RequestId {
+        RequestId("null".to_string())
+    }
+
+    /// The JSON text.
+    pub fn as_json(&self) -> &str {
+        &self.0
+    }
+
+    /// Bytes held (for memory accounting).
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Never true: even `null` is four bytes.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Default for RequestId {
+    fn default() -> RequestId {
+        RequestId::null()
+    }
+}
+
+/// From a parsed value; anything but null, a number or a string becomes `null`.
+impl From<Value> for RequestId {
+    fn from(v: Value) -> RequestId {
+        match v {
+            Value::Number(_) | Value::String(_) => RequestId(v.to_string()),
+            _ => RequestId::null(),
+        }
+    }
+}
+
+impl PartialEq<Value> for RequestId {
+    fn eq(&self, other: &Value) -> bool {
+        serde_json::from_str::<Value>(&self.0).is_ok_and(|v| &v == other)
+    }
+}
+
+/// Just the `id` of a request line, unparsed (serde_json's `RawValue`).
+#[derive(serde::Deserialize)]
+struct RawId<'a> {
+    #[serde(borrow)]
+    id: Option<&'a serde_json::value::RawValue>,
+}
+
+/// The id of an already parsed request: numbers that are not exact 64-bit integers are taken
+/// from the text itself so they are echoed exactly.
+fn request_id(text: &str, id: Value) -> RequestId {
+    if let Value::Number(n) = &id
+        && n.is_f64()
+        && let Ok(RawId { id: Some(raw) }) = serde_json::from_str::<RawId>(text)
+    {
+        return RequestId(raw.get().to_string());
+    }
+    RequestId::from(id)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -144,14 +213,14 @@ impl RequestCmd {
 #[error("{kind}: {message}")]
 pub struct ProtoError {
     /// The request's id if it could be read, else null.
-    pub id: Value,
+    pub id: RequestId,
     /// One of the protocol's own kinds: bad request, unknown command, bad argument, too large.
     pub kind: ErrorKind,
     pub message: String,
 }
 
 impl ProtoError {
-    fn new(id: &Value, kind: ErrorKind, message: impl Into<String>) -> ProtoError {
+    fn new(id: &RequestId, kind: ErrorKind, message: impl Into<String>) -> ProtoError {
         ProtoError {
             id: id.clone(),
             kind,
@@ -167,7 +236,7 @@ impl ProtoError {
     /// The error for a line longer than [`MAX_LINE`].
     pub fn too_large(len: usize) -> ProtoError {
         ProtoError {
-            id: Value::Null,
+            id: RequestId::null(),
             kind: ErrorKind::TooLarge,
             message: format!(
                 "request line too large: {len} bytes or more without a newline (limit {MAX_LINE})"
@@ -178,7 +247,7 @@ impl ProtoError {
 
 /// Parses one request line (without or with its trailing `\n` / `\r\n`).
 pub fn parse_request(line: &[u8]) -> Result<Request, ProtoError> {
-    let null = Value::Null;
+    let null = RequestId::null();
     let line = line.strip_suffix(b"\n").unwrap_or(line);
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     if line.len() > MAX_LINE {
@@ -213,8 +282,8 @@ pub fn parse_request(line: &[u8]) -> Result<Request, ProtoError> {
         ));
     };
     let id = match obj.remove("id") {
-        None => Value::Null,
-        Some(v @ (Value::Null | Value::Number(_) | Value::String(_))) => v,
+        None => RequestId::null(),
+        Some(v @ (Value::Null | Value::Number(_) | Value::String(_))) => request_id(text, v),
         Some(other) => {
             return Err(ProtoError::new(
                 &null,
@@ -315,7 +384,7 @@ fn type_name(v: &Value) -> &'static str {
 
 /// A request's arguments, consumed field by field; leftovers are errors.
 struct Args<'a> {
-    id: &'a Value,
+    id: &'a RequestId,
     cmd: &'a str,
     obj: Map<String, Value>,
 }
@@ -385,31 +454,113 @@ impl Args<'_> {
     }
 }
 
-fn line(v: Value) -> String {
-    let mut s = v.to_string();
-    s.push('\n');
+/// `{"id":ID,` — the start of every reply line.
+fn head(id: &RequestId) -> String {
+    let mut s = String::with_capacity(id.len() + 64);
+    s.push_str("{\"id\":");
+    s.push_str(id.as_json());
+    s.push(',');
+    s
+}
+
+/// `head` + `"ok":true,"KEY":VALUE}` + newline.
+fn ok_line(id: &RequestId, key: &str, value: &Value) -> String {
+    let mut s = head(id);
+    s.push_str("\"ok\":true,\"");
+    s.push_str(key);
+    s.push_str("\":");
+    s.push_str(&value.to_string());
+    s.push_str("}\n");
     s
 }
 
 /// `{"id": …, "ok": true, "result": …}\n`.
-pub fn reply_ok(id: &Value, result: Value) -> String {
-    line(json!({"id": id, "ok": true, "result": result}))
+pub fn reply_ok(id: &RequestId, result: Value) -> String {
+    ok_line(id, "result", &result)
 }
 
 /// `{"id": …, "ok": false, "error": {"kind": …, "message": …}}\n`.
-pub fn reply_err(id: &Value, kind: ErrorKind, message: &str) -> String {
-    line(json!({"id": id, "ok": false, "error": {"kind": kind, "message": message}}))
+pub fn reply_err(id: &RequestId, kind: ErrorKind, message: &str) -> String {
+    let mut s = head(id);
+    s.push_str("\"ok\":false,\"error\":");
+    s.push_str(&json!({"kind": kind, "message": message}).to_string());
+    s.push_str("}\n");
+    s
 }
 
 /// One followed event: `{"id": …, "ok": true, "event": {…}}\n`.
-pub fn reply_event(id: &Value, event: Value) -> String {
-    line(json!({"id": id, "ok": true, "event": event}))
+pub fn reply_event(id: &RequestId, event: Value) -> String {
+    ok_line(id, "event", &event)
 }
 
 /// One chunk of followed log output: `{"id": …, "ok": true, "log": "…"}\n`. Invalid UTF-8 is
-/// replaced (U+FFFD); callers should cut chunks at line ends so characters are not split.
-pub fn reply_log(id: &Value, chunk: &[u8]) -> String {
-    line(json!({"id": id, "ok": true, "log": String::from_utf8_lossy(chunk)}))
+/// replaced (U+FFFD); a character split between two chunks is held back with
+/// [`utf8_incomplete_tail`] by the caller.
+pub fn reply_log(id: &RequestId, chunk: &[u8]) -> String {
+    ok_line(id, "log", &Value::from(String::from_utf8_lossy(chunk)))
+}
+
+/// The in-band notice a `logs -f` follower that fell behind gets: its `log` text says how many
+/// bytes it missed (`… 4096 bytes skipped …`) and `skipped_bytes` counts them; the stream then
+/// continues from the live position.
+pub fn reply_log_skipped(id: &RequestId, skipped: u64, at_line_start: bool) -> String {
+    let lead = if at_line_start { "" } else { "\n" };
+    let mut s = head(id);
+    s.push_str("\"ok\":true,\"log\":");
+    s.push_str(&Value::from(format!("{lead}… {skipped} bytes skipped …\n")).to_string());
+    s.push_str(&format!(",\"skipped_bytes\":{skipped}}}\n"));
+    s
+}
+
+/// A `logs` reply is streamed in pieces, never built whole: this opening, then the text in
+/// [`json_fragment`]s, then [`logs_reply_close`]. Together they are one line:
+/// `{"id":…,"ok":true,"result":{"pod":…,"container":…,"dropped_bytes":…,"log":"…","skipped_bytes":…}}`.
+pub fn logs_reply_open(id: &RequestId, pod: &str, container: &str, dropped: u64) -> String {
+    let mut s = head(id);
+    s.push_str("\"ok\":true,\"result\":{\"pod\":");
+    s.push_str(&Value::from(pod).to_string());
+    s.push_str(",\"container\":");
+    s.push_str(&Value::from(container).to_string());
+    s.push_str(&format!(",\"dropped_bytes\":{dropped},\"log\":\""));
+    s
+}
+
+/// Ends a streamed `logs` reply; `skipped` counts bytes overwritten in the ring before they
+/// could be sent (each such gap is also marked in the text).
+pub fn logs_reply_close(skipped: u64) -> String {
+    format!("\",\"skipped_bytes\":{skipped}}}}}\n")
+}
+
+/// What closes a streamed `logs` reply that is cut off (its client stopped reading): the line
+/// stays valid JSON, marked `truncated`.
+pub const LOGS_REPLY_CUT: &str = "\",\"truncated\":true}}\n";
+
+/// `text` escaped as the inside of a JSON string (no quotes), for streamed replies.
+pub fn json_fragment(text: &str) -> String {
+    let quoted = Value::from(text).to_string();
+    quoted[1..quoted.len() - 1].to_string()
+}
+
+/// How many bytes at the end of `bytes` are the start of a UTF-8 character whose remaining
+/// bytes have not arrived yet (0 to 3): hold them back for the next chunk so a character split
+/// between chunks is not replaced by U+FFFD.
+pub fn utf8_incomplete_tail(bytes: &[u8]) -> usize {
+    let n = bytes.len();
+    for back in 1..=3.min(n) {
+        let b = bytes[n - back];
+        if b & 0xC0 == 0x80 {
+            // A continuation byte: keep looking for the lead byte.
+            continue;
+        }
+        let width = match b {
+            0xC0..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            0xF0..=0xF7 => 4,
+            _ => return 0,
+        };
+        return if back < width { back } else { 0 };
+    }
+    0
 }
 
 #[cfg(test)]
@@ -615,28 +766,91 @@ mod tests {
 
     #[test]
     fn replies_are_single_lines() {
-        let r = reply_ok(&json!(1), json!({"text": "a\nb"}));
+        let r = reply_ok(&RequestId::from(json!(1)), json!({"text": "a\nb"}));
         assert!(r.ends_with('\n'));
         assert_eq!(r.matches('\n').count(), 1);
         assert_eq!(
             serde_json::from_str::<Value>(&r).unwrap(),
             json!({"id": 1, "ok": true, "result": {"text": "a\nb"}})
         );
-        let r = reply_err(&json!("x"), ErrorKind::NotFound, "pod \"a\" not found");
+        let r = reply_err(
+            &RequestId::from(json!("x")),
+            ErrorKind::NotFound,
+            "pod \"a\" not found",
+        );
         assert_eq!(
             serde_json::from_str::<Value>(&r).unwrap(),
             json!({"id": "x", "ok": false, "error": {"kind": "not_found", "message": "pod \"a\" not found"}})
         );
-        let r = reply_event(&json!(3), json!({"reason": "Started"}));
+        let r = reply_event(&RequestId::from(json!(3)), json!({"reason": "Started"}));
         assert_eq!(
             serde_json::from_str::<Value>(&r).unwrap()["event"]["reason"],
             "Started"
         );
-        let r = reply_log(&json!(4), b"line 1\nline \xff\n");
+        let r = reply_log(&RequestId::from(json!(4)), b"line 1\nline \xff\n");
         assert_eq!(r.matches('\n').count(), 1);
         assert_eq!(
             serde_json::from_str::<Value>(&r).unwrap()["log"],
             json!("line 1\nline \u{fffd}\n")
         );
+    }
+
+    #[test]
+    fn big_integer_and_odd_ids_come_back_exactly() {
+        for id in [
+            "123456789012345678901234567890",
+            "-98765432109876543210",
+            "1.5",
+            "2e-3",
+            "7",
+            "\"x\"",
+            "null",
+        ] {
+            let line = format!("{{\"id\":{id},\"cmd\":\"version\"}}");
+            let req = parse(&line).unwrap();
+            let reply = reply_ok(&req.id, json!({}));
+            assert!(reply.starts_with(&format!("{{\"id\":{id},")), "{reply}");
+            let e = parse(&format!("{{\"id\":{id},\"cmd\":\"nope\"}}")).unwrap_err();
+            assert!(e.reply().starts_with(&format!("{{\"id\":{id},")));
+        }
+    }
+
+    #[test]
+    fn a_streamed_logs_reply_is_one_valid_line() {
+        let id = RequestId::from(json!(5));
+        let mut line = logs_reply_open(&id, "web", "app", 3);
+        let text = "a\"b\n\u{0}é";
+        line.push_str(&json_fragment(&text[..3]));
+        line.push_str(&json_fragment(&text[3..]));
+        line.push_str(&logs_reply_close(9));
+        assert_eq!(line.matches('\n').count(), 1);
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(
+            v,
+            json!({"id": 5, "ok": true, "result": {"pod": "web", "container": "app",
+                "dropped_bytes": 3, "log": text, "skipped_bytes": 9}})
+        );
+        let cut = format!("{}abc{LOGS_REPLY_CUT}", logs_reply_open(&id, "w", "a", 0));
+        let v: Value = serde_json::from_str(&cut).unwrap();
+        assert_eq!(v["result"]["truncated"], json!(true));
+        let n = reply_log_skipped(&id, 42, false);
+        let v: Value = serde_json::from_str(&n).unwrap();
+        assert_eq!(v["log"], json!("\n… 42 bytes skipped …\n"));
+        assert_eq!(v["skipped_bytes"], json!(42));
+    }
+
+    #[test]
+    fn a_character_split_between_chunks_is_held_back() {
+        let e = "é".as_bytes();
+        let euro = "€".as_bytes();
+        let crab = "🦀".as_bytes();
+        assert_eq!(utf8_incomplete_tail(b"abc"), 0);
+        assert_eq!(utf8_incomplete_tail(b""), 0);
+        assert_eq!(utf8_incomplete_tail(&[b'a', e[0]]), 1);
+        assert_eq!(utf8_incomplete_tail(e), 0);
+        assert_eq!(utf8_incomplete_tail(&euro[..2]), 2);
+        assert_eq!(utf8_incomplete_tail(&crab[..3]), 3);
+        assert_eq!(utf8_incomplete_tail(crab), 0);
+        assert_eq!(utf8_incomplete_tail(b"a\xff"), 0);
     }
 }

@@ -1,51 +1,99 @@
 //! The control socket server's mechanics: listening socket, connections, line framing,
-//! buffered non-blocking output, followers.
+//! buffered non-blocking output, streamed replies, and every limit that keeps clients from
+//! hurting what vigil supervises.
 //!
-//! Owns the socket file and every connection fd. It knows nothing about the core: it hands
-//! parsed requests ([`Incoming`]) to the runtime and writes whatever lines the runtime gives it
-//! back. It must never block: all fds are non-blocking and registered edge-triggered with the
-//! runtime's `mio::Poll`, so every source is drained until `WouldBlock` (mio docs, "Draining
-//! readiness"), except where fairness caps the work per turn (see [`Server::has_backlog`]).
+//! Owns the socket file, every connection fd and one reserve descriptor. It knows nothing about
+//! the core: it hands parsed requests ([`Incoming`]) to the runtime one at a time and writes
+//! whatever the runtime gives it back. It must never block: all fds are non-blocking and
+//! registered edge-triggered with the runtime's `mio::Poll`; a source left with work because a
+//! budget ran out is remembered (the ready queue), so nothing waits for another wake-up.
 //!
-//! Protection against misbehaving clients: a request line over [`MAX_LINE`] bytes gets a
-//! `too_large` error and the connection is closed; a client that stops reading is cut once more
-//! than [`MAX_PENDING_OUTPUT`] bytes wait for it; at most [`MAX_REQUESTS_PER_TURN`] requests are
-//! taken from one connection per turn; beyond the connection limit new clients get a `busy`
-//! error line and are closed at once.
+//! Fair by construction (issue 12):
+//! - one loop turn takes at most [`TURN_REQUESTS`] requests and produces at most
+//!   [`TURN_OUTPUT`] bytes of replies across all connections, round-robin one request per
+//!   connection at a time; the rest waits for the next turn ([`Server::has_backlog`]);
+//! - a connection with more than [`OUTPUT_HIGH`] bytes unread, or a streamed reply under way,
+//!   gets no further request processed (its input stays in the kernel);
+//! - big replies are streamed: the runtime pushes chunks only while the connection has room
+//!   ([`Server::hungry_streams`]), so a `logs` reply never exists whole;
+//! - buffers are bounded per connection (one line of input, [`OUTPUT_HIGH`] plus one reply of
+//!   output), shrunk when drained, and non-admin connections stop reading once all client
+//!   buffers together pass [`Limits::memory_budget`];
+//! - a client that neither sends a request nor reads for [`Limits::idle_timeout`] is closed
+//!   (a stalled one with an error line, cut at a line end);
+//! - descriptors: at most [`Limits::max_connections`] connections (the runtime derives it from
+//!   `RLIMIT_NOFILE`), at most [`Limits::max_per_uid`] per non-admin uid, and an admin always
+//!   gets a slot (the newest non-admin connection is evicted). `EMFILE` at accept is handled
+//!   with a reserve descriptor (close it, accept, answer, reopen it), so the listener never
+//!   stays wedged;
+//! - the socket file is checked every [`SWEEP_EVERY`]: replaced or deleted, it is re-bound.
 //!
 //! How the runtime drives it:
-//! 1. `Server::bind(path, mode, group, conn_token_base)`, then `register(registry, token)`.
-//! 2. For every poll event whose token [`Server::owns`], call [`Server::on_event`] and answer
-//!    each returned [`Incoming`] in order with exactly one [`Server::send`] (an error reply for
-//!    `Err`), or for a follow request [`Server::set_follow`] / [`Server::set_streaming`] and then
-//!    push lines with `send` as they come.
-//! 3. Each turn, if [`Server::has_backlog`], poll with a zero timeout and call
-//!    [`Server::process_backlog`]; drain [`Server::take_closed`] to forget streams.
-//! 4. Drop the server (or [`Server::shutdown`]) to remove the socket file.
+//! 1. `Server::bind(path, &access, conn_token_base)`, then `register(registry, token)`.
+//! 2. For every poll event whose token [`Server::owns`], call [`Server::on_event`].
+//! 3. Once per turn: [`Server::begin_turn`], then answer each [`Server::next_request`] with
+//!    exactly one [`Server::send`] (or [`Server::start_stream`] and later pushes), then feed
+//!    [`Server::hungry_streams`] with [`Server::push`] / [`Server::end_stream`] /
+//!    [`Server::end_with_error`]; drain [`Server::take_closed`] to forget streams.
+//! 4. Poll with a zero timeout while [`Server::has_backlog`]; otherwise no later than
+//!    [`Server::next_deadline`].
+//! 5. Drop the server (or [`Server::shutdown`]) to remove the socket file.
 
+#![allow(unsafe_code)]
+
+use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use mio::event::Event;
 use mio::net::{UnixListener, UnixStream};
 use mio::{Interest, Registry, Token};
 use nix::errno::Errno;
 use nix::sys::socket::{MsgFlags, getsockopt, send, sockopt};
-use serde_json::Value;
 
-use super::protocol::{self, MAX_LINE, ProtoError, Request};
+use super::protocol::{self, MAX_LINE, ProtoError, Request, RequestId};
+use super::wire::ErrorKind;
 
-/// Connections accepted at most at once by default.
+/// Requests taken across all connections in one loop turn.
+pub const TURN_REQUESTS: usize = 64;
+/// Reply bytes produced across all connections in one loop turn (a budget, checked before
+/// each request or chunk, so one reply may overshoot it once).
+pub const TURN_OUTPUT: usize = 512 * 1024;
+/// Connections accepted in one loop turn.
+pub const TURN_ACCEPTS: usize = 64;
+/// Above this much unread output a connection gets no further request processed.
+pub const OUTPUT_HIGH: usize = 64 * 1024;
+/// A streamed reply gets its next chunk once less than this is unread.
+pub const STREAM_LOW: usize = 32 * 1024;
+/// Default cap on one non-admin uid's connections.
+pub const DEFAULT_MAX_PER_UID: usize = 32;
+/// Default idle timeout.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default cap on connections (the runtime lowers it to its share of `RLIMIT_NOFILE`).
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
-/// Output allowed to wait for one client before it is cut off.
-pub const MAX_PENDING_OUTPUT: usize = 1024 * 1024;
-/// Requests taken from one connection per turn, so one chatty client cannot starve the loop.
-pub const MAX_REQUESTS_PER_TURN: usize = 100;
-/// Unparsed input buffered per connection before reading pauses (the rest stays in the kernel).
-const READ_CAP: usize = 4 * MAX_LINE;
+/// Client buffers above which non-admin connections stop reading; with one turn's overshoot
+/// (at most [`TURN_REQUESTS`] replies) all clients together stay within 32 MiB.
+pub const DEFAULT_MEMORY_BUDGET: usize = 24 * 1024 * 1024;
+/// How often idle connections and the socket file are checked.
+pub const SWEEP_EVERY: Duration = Duration::from_secs(1);
+/// A connection closing after an error line gets this long to take it.
+const CLOSE_GRACE: Duration = Duration::from_secs(5);
+/// Admin connections allowed beyond `max_connections` when no non-admin can be evicted.
+const ADMIN_EXTRA: usize = 16;
 const READ_CHUNK: usize = 16 * 1024;
+/// Drained buffers larger than this are released.
+const KEEP_CAPACITY: usize = 4 * 1024;
+/// Retry of a failed accept (EMFILE without a reserve).
+const ACCEPT_RETRY: Duration = Duration::from_millis(100);
+
+/// `SO_PEERGROUPS` (socket(7), Linux ≥ 4.13): the peer's supplementary groups at `connect`.
+#[cfg(any(target_arch = "sparc", target_arch = "sparc64"))]
+const SO_PEERGROUPS: libc::c_int = 0x3d;
+#[cfg(not(any(target_arch = "sparc", target_arch = "sparc64")))]
+const SO_PEERGROUPS: libc::c_int = 59;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
@@ -77,6 +125,54 @@ pub enum ControlError {
     Register { path: PathBuf, source: io::Error },
 }
 
+/// Who may do what on the socket; everything here can change on reload
+/// ([`Server::apply_settings`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Access {
+    /// Socket file mode.
+    pub mode: u32,
+    /// Group owning the socket file.
+    pub group: Option<u32>,
+    pub admin_uids: Vec<u32>,
+    /// A peer is an admin if its primary group or any supplementary group is listed.
+    pub admin_gids: Vec<u32>,
+}
+
+impl Default for Access {
+    fn default() -> Access {
+        Access {
+            mode: 0o600,
+            group: None,
+            admin_uids: Vec::new(),
+            admin_gids: Vec::new(),
+        }
+    }
+}
+
+/// Resource limits for clients; can change on reload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Connections at once (admins may exceed it slightly when nobody can be evicted).
+    pub max_connections: usize,
+    /// Connections of one non-admin uid.
+    pub max_per_uid: usize,
+    /// Closed after this long without a request (and without unread output being read).
+    pub idle_timeout: Duration,
+    /// Bytes of client buffers above which non-admin connections stop reading.
+    pub memory_budget: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_per_uid: DEFAULT_MAX_PER_UID,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            memory_budget: DEFAULT_MEMORY_BUDGET,
+        }
+    }
+}
+
 /// Identifies one connection for its whole life; a later connection reusing the slot gets a
 /// different id, so lines meant for a closed client are dropped, not misdelivered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -99,31 +195,55 @@ pub struct PeerCred {
 pub struct Incoming {
     pub conn: ConnId,
     pub peer: PeerCred,
+    /// Root, vigil's own uid, a listed uid, or a member (primary or supplementary, from
+    /// `SO_PEERGROUPS`) of a listed group.
+    pub admin: bool,
     pub request: Result<Request, ProtoError>,
+}
+
+/// What the server knows about a reply being streamed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Stream {
+    None,
+    /// Pushed in chunks until [`Server::end_stream`]; `cut` closes the line if the client is
+    /// cut off midway.
+    Active {
+        cut: Option<&'static str>,
+    },
 }
 
 struct Conn {
     id: ConnId,
+    /// Accept order, to evict the newest.
+    seq: u64,
     stream: UnixStream,
     peer: PeerCred,
+    groups: Vec<u32>,
+    admin: bool,
     rbuf: Vec<u8>,
     wbuf: Vec<u8>,
     /// Bytes of `wbuf` already written.
     wpos: usize,
+    /// What was written so far ends inside a line.
+    sent_open: bool,
     writable_interest: bool,
-    /// The last read hit `WouldBlock` or EOF; otherwise reading paused at [`READ_CAP`] and the
-    /// kernel may hold more (no new edge will come for it).
-    drained: bool,
+    /// The kernel may hold more input: the last read did not reach `WouldBlock`/EOF.
+    more_input: bool,
     /// The peer closed its writing side.
     eof: bool,
-    /// A too-large line was seen: nothing more is read; close once answered.
-    oversized: bool,
-    /// Requests handed out and not yet answered by a `send`.
-    awaiting: usize,
-    /// `events` follower: the request id to tag pushed events with.
-    follow: Option<Value>,
-    /// Streams pushed lines (events or logs follow): stays open after its requests are answered.
-    streaming: bool,
+    /// The peer is gone entirely: nothing more can be delivered.
+    hung_up: bool,
+    /// An error line was queued: close once it is written (or after [`CLOSE_GRACE`]).
+    closing: bool,
+    /// A request was handed out and not answered yet.
+    in_flight: bool,
+    reply: Stream,
+    /// In the ready queue.
+    queued: bool,
+    /// Last request taken or byte written.
+    last_active: Instant,
+    /// Bytes of buffers accounted in [`Server::memory`].
+    footprint: usize,
 }
 
 impl Conn {
@@ -131,50 +251,65 @@ impl Conn {
         self.wbuf.len() - self.wpos
     }
 
-    /// Reads until `WouldBlock`, EOF or [`READ_CAP`].
-    fn read_some(&mut self) -> io::Result<()> {
-        if self.oversized || self.eof {
-            self.drained = true;
-            return Ok(());
-        }
+    fn has_line(&self) -> bool {
+        self.rbuf.contains(&b'\n')
+            || self.rbuf.len() > MAX_LINE
+            || (self.eof && !self.rbuf.is_empty())
+    }
+
+    /// May a request be taken now?
+    fn can_take(&self) -> bool {
+        !self.closing
+            && !self.hung_up
+            && !self.in_flight
+            && self.reply == Stream::None
+            && self.pending_output() <= OUTPUT_HIGH
+    }
+
+    /// Could a request be taken without a new readiness event?
+    fn has_work(&self) -> bool {
+        self.has_line() || (self.more_input && !self.eof)
+    }
+
+    fn measure(&self) -> usize {
+        self.rbuf.capacity() + self.wbuf.capacity() + self.groups.capacity() * 4
+    }
+
+    /// Reads until the buffer holds a complete line, `WouldBlock`, EOF or more than one line's
+    /// worth; at most one line and one chunk are ever buffered.
+    fn read_line(&mut self) -> io::Result<()> {
         let mut buf = [0u8; READ_CHUNK];
-        loop {
-            if self.rbuf.len() >= READ_CAP {
-                self.drained = false;
-                return Ok(());
-            }
+        while !self.has_line() {
             match self.stream.read(&mut buf) {
                 Ok(0) => {
                     self.eof = true;
-                    self.drained = true;
+                    self.more_input = false;
                     return Ok(());
                 }
-                Ok(n) => self.rbuf.extend_from_slice(&buf[..n]),
+                Ok(n) => {
+                    self.rbuf.extend_from_slice(&buf[..n]);
+                    self.more_input = true;
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.drained = true;
+                    self.more_input = false;
                     return Ok(());
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
         }
+        Ok(())
     }
 
-    /// Splits up to [`MAX_REQUESTS_PER_TURN`] complete lines off the input.
-    fn take_requests(&mut self, out: &mut Vec<Incoming>) {
-        let mut taken = 0;
-        let mut start = 0;
-        while taken < MAX_REQUESTS_PER_TURN && !self.oversized {
-            let rest = &self.rbuf[start..];
-            let (line_len, consumed) = match rest.iter().position(|&b| b == b'\n') {
+    /// Takes the next non-blank line off the input, if a complete one is there.
+    fn take_line(&mut self) -> Option<Result<Request, ProtoError>> {
+        loop {
+            let (line_len, consumed) = match self.rbuf.iter().position(|&b| b == b'\n') {
                 Some(i) => (i, i + 1),
-                // Without a newline: too long already, or the last line before EOF.
-                None if rest.len() > MAX_LINE => (rest.len(), rest.len()),
-                None if self.eof && !rest.is_empty() => (rest.len(), rest.len()),
-                None => break,
+                None if self.rbuf.len() > MAX_LINE => (self.rbuf.len(), self.rbuf.len()),
+                None if self.eof && !self.rbuf.is_empty() => (self.rbuf.len(), self.rbuf.len()),
+                None => return None,
             };
-            let line_start = start;
-            start += consumed;
             if line_len > MAX_LINE {
                 log::warn!(
                     "control: request line of {} bytes or more from pid {} uid {}; closing",
@@ -182,55 +317,47 @@ impl Conn {
                     self.peer.pid,
                     self.peer.uid
                 );
-                self.oversized = true;
                 // Whatever follows belongs to the oversized line or comes after it.
-                self.rbuf.clear();
-                self.follow = None;
-                self.streaming = false;
-                self.awaiting += 1;
-                out.push(Incoming {
-                    conn: self.id,
-                    peer: self.peer,
-                    request: Err(ProtoError::too_large(line_len)),
-                });
-                return;
+                self.rbuf = Vec::new();
+                self.closing = true;
+                return Some(Err(ProtoError::too_large(line_len)));
             }
-            let line = &self.rbuf[line_start..line_start + line_len];
-            if line.iter().all(u8::is_ascii_whitespace) {
-                continue;
+            let parsed = {
+                let line = &self.rbuf[..line_len];
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    None
+                } else {
+                    Some(protocol::parse_request(line))
+                }
+            };
+            self.rbuf.drain(..consumed);
+            if self.rbuf.is_empty() && self.rbuf.capacity() > KEEP_CAPACITY {
+                self.rbuf = Vec::new();
             }
-            self.awaiting += 1;
-            taken += 1;
-            out.push(Incoming {
-                conn: self.id,
-                peer: self.peer,
-                request: protocol::parse_request(line),
-            });
+            if parsed.is_some() {
+                return parsed;
+            }
         }
-        self.rbuf.drain(..start);
-    }
-
-    /// More requests can be taken without a new readiness event.
-    fn has_backlog(&self) -> bool {
-        if self.oversized {
-            return false;
-        }
-        !self.drained
-            || self.rbuf.contains(&b'\n')
-            || self.rbuf.len() > MAX_LINE
-            || (self.eof && !self.rbuf.is_empty())
     }
 
     /// Writes until done or `WouldBlock`. `MSG_NOSIGNAL` so a vanished client yields `EPIPE`
-    /// instead of a `SIGPIPE` that would kill the supervisor (send(2)).
-    fn flush(&mut self) -> Result<(), Errno> {
+    /// instead of a `SIGPIPE` that would kill the supervisor (send(2)). Returns whether
+    /// anything was written.
+    fn flush(&mut self) -> Result<bool, Errno> {
+        let mut progress = false;
         while self.wpos < self.wbuf.len() {
             match send(
                 self.stream.as_raw_fd(),
                 &self.wbuf[self.wpos..],
                 MsgFlags::MSG_NOSIGNAL | MsgFlags::MSG_DONTWAIT,
             ) {
-                Ok(n) => self.wpos += n,
+                Ok(n) => {
+                    self.wpos += n;
+                    if n > 0 {
+                        progress = true;
+                        self.sent_open = self.wbuf[self.wpos - 1] != b'\n';
+                    }
+                }
                 Err(Errno::EAGAIN) => break,
                 Err(Errno::EINTR) => {}
                 Err(e) => return Err(e),
@@ -239,11 +366,14 @@ impl Conn {
         if self.wpos == self.wbuf.len() {
             self.wbuf.clear();
             self.wpos = 0;
+            if self.wbuf.capacity() > KEEP_CAPACITY {
+                self.wbuf = Vec::new();
+            }
         } else if self.wpos > READ_CHUNK && self.wpos * 2 > self.wbuf.len() {
             self.wbuf.drain(..self.wpos);
             self.wpos = 0;
         }
-        Ok(())
+        Ok(progress)
     }
 
     /// Asks for `WRITABLE` only while output is pending (so idle connections cause no wakeups).
@@ -263,130 +393,186 @@ impl Conn {
 
     /// Whether the connection has nothing left to do.
     fn finished(&self) -> bool {
-        let answered = self.awaiting == 0 && self.pending_output() == 0;
-        if self.oversized {
-            return answered;
+        if self.in_flight {
+            return false;
         }
-        self.eof && !self.streaming && answered && !self.has_backlog()
+        if self.closing {
+            return self.pending_output() == 0 || self.hung_up;
+        }
+        if self.hung_up {
+            return self.reply != Stream::None || !self.has_line();
+        }
+        self.eof && self.reply == Stream::None && self.pending_output() == 0 && !self.has_line()
     }
+
+    /// Stops at the end of the line being written (never half a line), appends `line` and
+    /// marks the connection closing. A streamed line left open is closed with its `cut`.
+    fn cut_with(&mut self, line: &str) {
+        let unsent = &self.wbuf[self.wpos..];
+        let keep = if !self.sent_open {
+            self.wpos
+        } else {
+            match unsent.iter().position(|&b| b == b'\n') {
+                Some(i) => self.wpos + i + 1,
+                None => self.wbuf.len(),
+            }
+        };
+        let open = if keep > self.wpos {
+            self.wbuf[keep - 1] != b'\n'
+        } else {
+            self.sent_open
+        };
+        self.wbuf.truncate(keep);
+        if open {
+            match &self.reply {
+                Stream::Active { cut: Some(close) } => {
+                    self.wbuf.extend_from_slice(close.as_bytes())
+                }
+                _ => self.wbuf.push(b'\n'),
+            }
+        }
+        self.wbuf.extend_from_slice(line.as_bytes());
+        self.reply = Stream::None;
+        self.closing = true;
+    }
+}
+
+/// Turn budgets, reset by [`Server::begin_turn`].
+#[derive(Debug, Clone, Copy)]
+struct Budget {
+    requests: usize,
+    output: usize,
+}
+
+/// Counts of refusals between two log lines (so an attack does not flood the log).
+#[derive(Debug, Default)]
+struct Refusals {
+    per_uid: usize,
+    full: usize,
+    emfile: usize,
+    evicted: usize,
+    idle: usize,
+    stalled: usize,
 }
 
 /// The control socket server. See the module docs for how the runtime drives it.
 pub struct Server {
     path: PathBuf,
-    /// (dev, ino) of the socket file we bound, so drop never removes a successor's socket.
+    /// (dev, ino) of the socket file we bound: drop never removes a successor's socket, and a
+    /// replaced file is noticed.
     file_id: Option<(u64, u64)>,
     listener: UnixListener,
     listener_token: Option<Token>,
     conn_token_base: usize,
-    max_connections: usize,
+    access: Access,
+    limits: Limits,
+    euid: u32,
     conns: Vec<Option<Conn>>,
     /// Per slot, the generation the next connection in it gets.
     generations: Vec<u64>,
     free: Vec<usize>,
     open: usize,
+    per_uid: HashMap<u32, usize>,
+    /// Connections that may have a request to take, round-robin.
+    ready: VecDeque<usize>,
+    /// Non-admin connections that wait for client memory to be freed.
+    starved: Vec<usize>,
     closed: Vec<ConnId>,
+    /// Bytes of all connection buffers.
+    memory: usize,
+    next_seq: u64,
+    streams: usize,
+    stream_cursor: usize,
+    /// The listener may hold connections not accepted yet (the accept budget ran out).
+    accept_pending: bool,
+    accept_retry: Option<Instant>,
+    /// Opened at bind, closed to accept-and-refuse at `EMFILE`.
+    reserve: Option<OwnedFd>,
+    budget: Budget,
+    next_sweep: Instant,
+    refusals: Refusals,
+    /// Tests: judge every peer a non-admin (the tests run as the server's own uid).
+    #[cfg(test)]
+    strangers: bool,
 }
 
 impl Server {
     /// Creates the listening socket at `path`. An existing socket file is replaced only if no
     /// process answers on it (`ECONNREFUSED`: a stale file from a crashed run); a live one is an
-    /// error. The parent directory is created (0755) if missing; the socket gets `mode` and,
-    /// if given, group `group`. Connections use tokens `conn_token_base ..
-    /// conn_token_base + DEFAULT_MAX_CONNECTIONS`.
+    /// error. The parent directory is created (0755) if missing; the socket gets the access's
+    /// mode and group. Connections use tokens from `conn_token_base` up.
     pub fn bind(
         path: &Path,
-        mode: u32,
-        group: Option<u32>,
+        access: &Access,
         conn_token_base: usize,
     ) -> Result<Server, ControlError> {
-        let owned = || path.to_path_buf();
-        match std::fs::symlink_metadata(path) {
-            Ok(meta) => {
-                if !meta.file_type().is_socket() {
-                    return Err(ControlError::NotASocket { path: owned() });
-                }
-                match std::os::unix::net::UnixStream::connect(path) {
-                    Ok(_) => return Err(ControlError::AlreadyListening { path: owned() }),
-                    Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
-                        log::info!("control: removing stale socket {}", path.display());
-                        std::fs::remove_file(path).map_err(|source| ControlError::RemoveStale {
-                            path: owned(),
-                            source,
-                        })?;
-                    }
-                    Err(source) => {
-                        return Err(ControlError::ProbeExisting {
-                            path: owned(),
-                            source,
-                        });
-                    }
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                    std::fs::DirBuilder::new()
-                        .recursive(true)
-                        .mode(0o755)
-                        .create(dir)
-                        .map_err(|source| ControlError::CreateDir {
-                            path: dir.to_path_buf(),
-                            source,
-                        })?;
-                }
-            }
-            Err(source) => {
-                return Err(ControlError::ProbeExisting {
-                    path: owned(),
-                    source,
-                });
-            }
-        }
-        let listener = UnixListener::bind(path).map_err(|source| ControlError::Bind {
-            path: owned(),
-            source,
-        })?;
-        // The file is created with the umask's mode; it is tightened right away. A client
-        // connecting in between gains nothing: mutating commands are checked by SO_PEERCRED.
-        let mut server = Server {
-            path: owned(),
-            file_id: None,
+        let listener = bind_listener(path, access, false)?;
+        let file_id = file_id(path);
+        let now = Instant::now();
+        Ok(Server {
+            path: path.to_path_buf(),
+            file_id,
             listener,
             listener_token: None,
             conn_token_base,
-            max_connections: DEFAULT_MAX_CONNECTIONS,
+            access: access.clone(),
+            limits: Limits::default(),
+            euid: nix::unistd::geteuid().as_raw(),
             conns: Vec::new(),
             generations: Vec::new(),
             free: Vec::new(),
             open: 0,
+            per_uid: HashMap::new(),
+            ready: VecDeque::new(),
+            starved: Vec::new(),
             closed: Vec::new(),
-        };
-        server.file_id = std::fs::symlink_metadata(path)
-            .ok()
-            .map(|m| (m.dev(), m.ino()));
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(
-            |source| ControlError::Chmod {
-                path: owned(),
-                mode,
-                source,
+            memory: 0,
+            next_seq: 0,
+            streams: 0,
+            stream_cursor: 0,
+            accept_pending: false,
+            accept_retry: None,
+            reserve: open_reserve(),
+            budget: Budget {
+                requests: TURN_REQUESTS,
+                output: TURN_OUTPUT,
             },
-        )?;
-        if let Some(gid) = group {
-            nix::unistd::chown(path, None, Some(nix::unistd::Gid::from_raw(gid))).map_err(
-                |source| ControlError::Chown {
-                    path: owned(),
-                    gid,
-                    source,
-                },
-            )?;
-        }
-        Ok(server)
+            next_sweep: now + SWEEP_EVERY,
+            refusals: Refusals::default(),
+            #[cfg(test)]
+            strangers: false,
+        })
     }
 
-    /// Lowers (or raises) the connection limit; tokens stay within
-    /// `conn_token_base .. conn_token_base + max`.
-    pub fn set_max_connections(&mut self, max: usize) {
-        self.max_connections = max.max(1);
+    /// Replaces the limits (at start and on reload).
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.limits = Limits {
+            max_connections: limits.max_connections.max(1),
+            max_per_uid: limits.max_per_uid.max(1),
+            ..limits
+        };
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Applies what may change while running (reload): the socket file's mode and group, the
+    /// admin lists (open connections are re-judged) and the limits. The socket path cannot
+    /// change here.
+    pub fn apply_settings(&mut self, access: &Access, limits: Limits) -> Result<(), ControlError> {
+        set_mode_and_group(&self.path, access)?;
+        self.access = access.clone();
+        for i in 0..self.conns.len() {
+            if let Some(c) = &self.conns[i] {
+                let admin = self.judge(&c.peer, &c.groups);
+                if let Some(c) = self.conns[i].as_mut() {
+                    c.admin = admin;
+                }
+            }
+        }
+        self.set_limits(limits);
+        Ok(())
     }
 
     pub fn path(&self) -> &Path {
@@ -409,27 +595,42 @@ impl Server {
         Ok(())
     }
 
-    /// Re-creates the socket file if it was deleted behind vigil's back (e.g. by a cleanup of
-    /// `/run`): binds a fresh listener at the same path with `mode` and `group`, registers it
-    /// under the old listener's token and closes the old one. Open connections are kept.
-    /// Returns whether it re-created the socket; a file that exists (ours, or someone else's)
-    /// is left alone.
-    pub fn recreate_if_missing(
-        &mut self,
-        registry: &Registry,
-        mode: u32,
-        group: Option<u32>,
-    ) -> Result<bool, ControlError> {
-        match std::fs::symlink_metadata(&self.path) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            _ => return Ok(false),
+    /// Checks that the file at the socket path is still the one vigil bound; if it was deleted
+    /// or replaced (someone renamed a directory on the path and put their own socket there),
+    /// logs an error and binds afresh, removing an impostor socket. A replacement that is not
+    /// a socket is left alone (and reported). Open connections are kept. Returns whether it
+    /// re-bound.
+    pub fn check_socket_file(&mut self, registry: &Registry) -> Result<bool, ControlError> {
+        let now_id = match std::fs::symlink_metadata(&self.path) {
+            Ok(m) => Some((m.dev(), m.ino())),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(source) => {
+                return Err(ControlError::ProbeExisting {
+                    path: self.path.clone(),
+                    source,
+                });
+            }
+        };
+        if now_id.is_some() && now_id == self.file_id {
+            return Ok(false);
         }
-        let mut fresh = Server::bind(&self.path, mode, group, self.conn_token_base)?;
-        std::mem::swap(&mut self.listener, &mut fresh.listener);
-        self.file_id = fresh.file_id.take();
+        match now_id {
+            None => log::warn!(
+                "control socket {} was deleted; re-created it",
+                self.path.display()
+            ),
+            Some(_) => log::error!(
+                "control socket {} was replaced by another file (not the inode vigil bound): \
+                 clients may have talked to an impostor; binding it again",
+                self.path.display()
+            ),
+        }
+        let mut fresh = bind_listener(&self.path, &self.access, true)?;
+        std::mem::swap(&mut self.listener, &mut fresh);
+        self.file_id = file_id(&self.path);
         if let Some(token) = self.listener_token {
             // The old listener (now in `fresh`) leaves the poll before it is closed.
-            let _ = registry.deregister(&mut fresh.listener);
+            let _ = registry.deregister(&mut fresh);
             registry
                 .register(&mut self.listener, token, Interest::READABLE)
                 .map_err(|source| ControlError::Register {
@@ -437,6 +638,7 @@ impl Server {
                     source,
                 })?;
         }
+        self.accept_pending = true;
         Ok(true)
     }
 
@@ -444,7 +646,7 @@ impl Server {
     pub fn owns(&self, token: Token) -> bool {
         Some(token) == self.listener_token
             || (token.0 >= self.conn_token_base
-                && token.0 - self.conn_token_base < self.max_connections)
+                && token.0 - self.conn_token_base < self.conns.len())
     }
 
     /// Open connections.
@@ -452,151 +654,230 @@ impl Server {
         self.open
     }
 
-    /// Handles one readiness event for a token this server [`owns`](Server::owns); returns the
-    /// requests that arrived, in order.
-    pub fn on_event(&mut self, registry: &Registry, event: &Event) -> Vec<Incoming> {
+    /// Bytes held in connection buffers.
+    pub fn memory(&self) -> usize {
+        self.memory
+    }
+
+    /// Handles one readiness event for a token this server [`owns`](Server::owns): accepts
+    /// (within the turn's budget), writes pending output, notes readable input. Requests are
+    /// taken later, fairly, by [`next_request`](Server::next_request).
+    pub fn on_event(&mut self, registry: &Registry, event: &Event, now: Instant) {
         let token = event.token();
-        let mut out = Vec::new();
         if Some(token) == self.listener_token {
-            self.accept_all(registry);
-            return out;
+            self.accept_some(registry, now);
+            return;
         }
         let Some(index) = token.0.checked_sub(self.conn_token_base) else {
-            return out;
+            return;
         };
         let Some(conn) = self.conns.get_mut(index).and_then(Option::as_mut) else {
             // A late event for a connection closed earlier in this turn.
-            return out;
+            return;
         };
         let id = conn.id;
         if event.is_writable() {
-            if let Err(e) = conn.flush() {
-                log::debug!("control: write to pid {} failed: {e}", conn.peer.pid);
-                self.close(registry, id);
-                return out;
+            match conn.flush() {
+                Ok(true) => conn.last_active = now,
+                Ok(false) => {}
+                Err(e) => {
+                    log::debug!("control: write to pid {} failed: {e}", conn.peer.pid);
+                    self.close(registry, id);
+                    return;
+                }
             }
         }
         if event.is_readable() || event.is_read_closed() {
-            if let Err(e) = conn.read_some() {
-                log::debug!("control: read from pid {} failed: {e}", conn.peer.pid);
-                self.close(registry, id);
-                return out;
-            }
+            conn.more_input = true;
         }
         // The peer is gone entirely (EPOLLHUP/EPOLLERR): requests already read are still handed
         // out (a fire-and-forget `shutdown` must work), but nothing more can be delivered.
-        let hung_up = event.is_write_closed() || event.is_error();
-        conn.take_requests(&mut out);
-        if hung_up {
+        if event.is_write_closed() || event.is_error() {
+            conn.hung_up = true;
             conn.eof = true;
-            conn.streaming = false;
-            conn.follow = None;
+            conn.wbuf = Vec::new();
+            conn.wpos = 0;
         }
         self.settle(registry, id);
-        out
     }
 
-    /// Whether some connection has requests left over from the per-turn cap (or paused
-    /// reading): the runtime should poll with a zero timeout and call
-    /// [`process_backlog`](Server::process_backlog).
-    pub fn has_backlog(&self) -> bool {
-        self.conns.iter().flatten().any(Conn::has_backlog)
+    /// Starts a loop turn: resets the budgets, accepts what the last turn left, re-admits
+    /// connections that waited for memory, and (every [`SWEEP_EVERY`]) closes idle and stalled
+    /// connections and checks the socket file.
+    pub fn begin_turn(&mut self, registry: &Registry, now: Instant) {
+        self.budget = Budget {
+            requests: TURN_REQUESTS,
+            output: TURN_OUTPUT,
+        };
+        if self.accept_pending || self.accept_retry.is_some_and(|t| now >= t) {
+            self.accept_retry = None;
+            self.accept_some(registry, now);
+        }
+        if !self.starved.is_empty() && self.memory < self.limits.memory_budget {
+            for index in std::mem::take(&mut self.starved) {
+                self.enqueue(index);
+            }
+        }
+        if now >= self.next_sweep {
+            self.next_sweep = now + SWEEP_EVERY;
+            self.sweep(registry, now);
+            if let Err(e) = self.check_socket_file(registry) {
+                log::error!("{e}");
+            }
+        }
     }
 
-    /// Takes more requests from connections with a backlog (at most the per-turn cap each).
-    pub fn process_backlog(&mut self, registry: &Registry) -> Vec<Incoming> {
-        let mut out = Vec::new();
-        let mut ids = Vec::new();
-        for conn in self.conns.iter_mut().flatten() {
-            if !conn.has_backlog() {
+    /// The next request to answer, round-robin over connections, within the turn's budget.
+    /// Answer it (exactly one [`send`](Server::send) or [`start_stream`](Server::start_stream))
+    /// before asking for the next.
+    pub fn next_request(&mut self, registry: &Registry, now: Instant) -> Option<Incoming> {
+        while self.budget.requests > 0 && self.budget.output > 0 {
+            let index = self.ready.pop_front()?;
+            let memory_full = self.memory >= self.limits.memory_budget;
+            let Some(conn) = self.conns.get_mut(index).and_then(Option::as_mut) else {
+                continue;
+            };
+            conn.queued = false;
+            if !conn.can_take() {
+                // Re-queued when it can (output drained, stream ended).
                 continue;
             }
-            if !conn.drained && conn.rbuf.len() < READ_CAP {
-                if let Err(e) = conn.read_some() {
+            let id = conn.id;
+            if !conn.has_line() {
+                if !conn.more_input || conn.eof {
+                    continue;
+                }
+                if memory_full && !conn.admin {
+                    self.starved.push(index);
+                    continue;
+                }
+                if let Err(e) = conn.read_line() {
                     log::debug!("control: read from pid {} failed: {e}", conn.peer.pid);
-                    ids.push(conn.id);
+                    self.close(registry, id);
                     continue;
                 }
             }
-            conn.take_requests(&mut out);
-            ids.push(conn.id);
-        }
-        for id in ids {
+            let taken = conn.take_line();
+            if let Some(request) = taken {
+                conn.in_flight = true;
+                conn.last_active = now;
+                self.budget.requests -= 1;
+                let inc = Incoming {
+                    conn: id,
+                    peer: conn.peer,
+                    admin: conn.admin,
+                    request,
+                };
+                self.account(index);
+                return Some(inc);
+            }
             self.settle(registry, id);
         }
-        out
+        None
     }
 
     /// Queues `line` (one `\n`-terminated reply) for `conn` and writes what the socket takes
-    /// now. Each call counts as the answer to one request handed out. Returns false if the
-    /// connection is gone (closed earlier, or cut now because its client stopped reading and
-    /// more than [`MAX_PENDING_OUTPUT`] was already waiting).
+    /// now; this answers the request handed out. Returns false if the connection is gone.
     pub fn send(&mut self, registry: &Registry, conn: ConnId, line: &str) -> bool {
         let Some(c) = self.conn_mut(conn) else {
             return false;
         };
-        c.awaiting = c.awaiting.saturating_sub(1);
-        // The bound is on what the client has left unread *before* this reply: any single
-        // reply is accepted (a status of 1,000 pods or a 1 MiB log can exceed the bound on its
-        // own), but a client that leaves more than the bound unread is cut.
-        if c.pending_output() > MAX_PENDING_OUTPUT {
-            log::warn!(
-                "control: client pid {} uid {} is not reading ({} bytes pending); disconnecting",
-                c.peer.pid,
-                c.peer.uid,
-                c.pending_output()
-            );
-            self.close(registry, conn);
-            return false;
+        c.in_flight = false;
+        self.write(registry, conn, line.as_bytes())
+    }
+
+    /// Answers the request handed out on `conn` with a stream: no further request is taken
+    /// from it until [`end_stream`](Server::end_stream). `cut` is what closes a partly pushed
+    /// line if the client has to be cut off (`None` when every push is whole lines).
+    pub fn start_stream(&mut self, conn: ConnId, cut: Option<&'static str>) {
+        if let Some(c) = self.conn_mut(conn) {
+            c.in_flight = false;
+            if c.reply == Stream::None {
+                c.reply = Stream::Active { cut };
+                self.streams += 1;
+            }
         }
-        c.wbuf.extend_from_slice(line.as_bytes());
-        if let Err(e) = c.flush() {
+    }
+
+    /// Pushes part of a stream (need not end a line) and writes what the socket takes now.
+    pub fn push(&mut self, registry: &Registry, conn: ConnId, bytes: &[u8]) -> bool {
+        self.write(registry, conn, bytes)
+    }
+
+    /// The stream on `conn` is complete; requests are taken again.
+    pub fn end_stream(&mut self, registry: &Registry, conn: ConnId) {
+        if let Some(c) = self.conn_mut(conn)
+            && c.reply != Stream::None
+        {
+            c.reply = Stream::None;
+            self.streams -= 1;
+            self.settle(registry, conn);
+        }
+    }
+
+    /// Ends whatever `conn` is doing with the error `line` (after the line being written, never
+    /// inside it) and closes it once that is written.
+    pub fn end_with_error(&mut self, registry: &Registry, conn: ConnId, line: &str) {
+        let Some(c) = self.conn_mut(conn) else {
+            return;
+        };
+        let had_stream = c.reply != Stream::None;
+        c.in_flight = false;
+        c.cut_with(line);
+        if had_stream {
+            self.streams -= 1;
+        }
+        if let Some(c) = self.conn_mut(conn)
+            && let Err(e) = c.flush()
+        {
             log::debug!("control: write to pid {} failed: {e}", c.peer.pid);
             self.close(registry, conn);
-            return false;
+            return;
         }
-        self.settle(registry, conn)
+        self.settle(registry, conn);
     }
 
-    /// Marks `conn` as following events, tagged with request `id`; this answers the request.
-    /// Push events with [`send_event`](Server::send_event) or [`send`](Server::send).
-    pub fn set_follow(&mut self, conn: ConnId, id: Value) {
-        if let Some(c) = self.conn_mut(conn) {
-            c.awaiting = c.awaiting.saturating_sub(1);
-            c.follow = Some(id);
-            c.streaming = true;
+    /// Streams that have room for another chunk, rotating so that each gets its turn when the
+    /// output budget is short. Empty once the turn's output budget is spent.
+    pub fn hungry_streams(&mut self) -> Vec<ConnId> {
+        if self.streams == 0 || self.budget.output == 0 {
+            return Vec::new();
         }
+        let n = self.conns.len();
+        let start = self.stream_cursor % n.max(1);
+        self.stream_cursor = self.stream_cursor.wrapping_add(1);
+        (0..n)
+            .map(|i| (start + i) % n)
+            .filter_map(|i| self.conns[i].as_ref())
+            .filter(|c| {
+                matches!(c.reply, Stream::Active { .. })
+                    && !c.closing
+                    && !c.hung_up
+                    && c.pending_output() < STREAM_LOW
+            })
+            .map(|c| c.id)
+            .collect()
     }
 
-    /// Marks `conn` as a stream the runtime pushes to (e.g. `logs -f`); this answers the
-    /// request. It stays open until the client goes away; watch [`take_closed`](Server::take_closed).
-    pub fn set_streaming(&mut self, conn: ConnId) {
-        if let Some(c) = self.conn_mut(conn) {
-            c.awaiting = c.awaiting.saturating_sub(1);
-            c.streaming = true;
-        }
+    /// What is left of this turn's output budget.
+    pub fn output_budget(&self) -> usize {
+        self.budget.output
     }
 
-    /// Event followers and the request id of each.
-    pub fn followers(&self) -> impl Iterator<Item = (ConnId, &Value)> {
-        self.conns
-            .iter()
-            .flatten()
-            .filter_map(|c| c.follow.as_ref().map(|id| (c.id, id)))
+    /// Whether work is left that no readiness event will announce: requests beyond the turn's
+    /// budget, connections not accepted yet, or memory freed for waiting connections. The
+    /// runtime then polls with a zero timeout.
+    pub fn has_backlog(&self) -> bool {
+        self.accept_pending
+            || !self.ready.is_empty()
+            || (!self.starved.is_empty() && self.memory < self.limits.memory_budget)
     }
 
-    /// Pushes one event (already encoded, see `render::event` and `wire::Event`) to every follower.
-    pub fn send_event(&mut self, registry: &Registry, event: &Value) {
-        let targets: Vec<(ConnId, String)> = self
-            .followers()
-            .map(|(conn, id)| (conn, protocol::reply_event(id, event.clone())))
-            .collect();
-        for (conn, line) in targets {
-            // A follower's pushes are not answers to requests: keep its count.
-            if let Some(c) = self.conn_mut(conn) {
-                c.awaiting += 1;
-            }
-            self.send(registry, conn, &line);
+    /// The latest time the runtime must wake for the server (sweep, accept retry).
+    pub fn next_deadline(&self) -> Instant {
+        match self.accept_retry {
+            Some(t) => t.min(self.next_sweep),
+            None => self.next_sweep,
         }
     }
 
@@ -625,8 +906,42 @@ impl Server {
             .filter(|c| c.id == id)
     }
 
-    /// After any change: fix write interest and close the connection if it is done.
-    /// Returns whether it is still open.
+    fn write(&mut self, registry: &Registry, conn: ConnId, bytes: &[u8]) -> bool {
+        let Some(c) = self.conn_mut(conn) else {
+            return false;
+        };
+        if c.hung_up {
+            return self.settle(registry, conn);
+        }
+        c.wbuf.extend_from_slice(bytes);
+        if let Err(e) = c.flush() {
+            log::debug!("control: write to pid {} failed: {e}", c.peer.pid);
+            self.close(registry, conn);
+            return false;
+        }
+        self.budget.output = self.budget.output.saturating_sub(bytes.len());
+        self.settle(registry, conn)
+    }
+
+    fn enqueue(&mut self, index: usize) {
+        if let Some(c) = self.conns.get_mut(index).and_then(Option::as_mut)
+            && !c.queued
+        {
+            c.queued = true;
+            self.ready.push_back(index);
+        }
+    }
+
+    fn account(&mut self, index: usize) {
+        if let Some(c) = self.conns.get_mut(index).and_then(Option::as_mut) {
+            let now = c.measure();
+            self.memory = self.memory - c.footprint + now;
+            c.footprint = now;
+        }
+    }
+
+    /// After any change: close the connection if it is done, fix write interest, queue it if
+    /// it has requests to give, account its buffers. Returns whether it is still open.
     fn settle(&mut self, registry: &Registry, id: ConnId) -> bool {
         let token = Token(self.conn_token_base + id.index);
         let Some(c) = self.conn_mut(id) else {
@@ -641,6 +956,11 @@ impl Server {
             self.close(registry, id);
             return false;
         }
+        let queue = c.can_take() && c.has_work();
+        if queue {
+            self.enqueue(id.index);
+        }
+        self.account(id.index);
         true
     }
 
@@ -657,102 +977,306 @@ impl Server {
             let _ = registry.deregister(&mut c.stream);
             self.free.push(id.index);
             self.open -= 1;
+            self.memory -= c.footprint;
+            if c.reply != Stream::None {
+                self.streams -= 1;
+            }
+            if let Some(n) = self.per_uid.get_mut(&c.peer.uid) {
+                *n -= 1;
+                if *n == 0 {
+                    self.per_uid.remove(&c.peer.uid);
+                }
+            }
             self.closed.push(id);
         }
     }
 
-    fn accept_all(&mut self, registry: &Registry) {
-        loop {
-            let (mut stream, _) = match self.listener.accept() {
-                Ok(s) => s,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    // EMFILE and friends: the client stays in the backlog; the next connection
-                    // attempt brings another event.
-                    log::warn!("control: accept on {} failed: {e}", self.path.display());
-                    return;
+    /// Closes idle connections (no request for the idle timeout, nothing unread) and stalled
+    /// ones (output unread and nothing taken for the idle timeout: cut with an error line).
+    fn sweep(&mut self, registry: &Registry, now: Instant) {
+        let idle = self.limits.idle_timeout;
+        let mut idle_close = Vec::new();
+        let mut stalled = Vec::new();
+        let mut expired = Vec::new();
+        for c in self.conns.iter().flatten() {
+            let quiet = now.saturating_duration_since(c.last_active);
+            if c.closing {
+                if quiet >= CLOSE_GRACE {
+                    expired.push(c.id);
                 }
-            };
-            if self.open >= self.max_connections {
-                log::warn!(
-                    "control: {} connections open; refusing a new one",
-                    self.open
-                );
-                let line = protocol::reply_err(
-                    &Value::Null,
-                    super::wire::ErrorKind::Busy,
-                    &format!("too many connections ({} open)", self.open),
-                );
-                // Best effort: a fresh socket's buffer takes one short line.
+            } else if c.in_flight {
+                // Answered in this turn; nothing to judge.
+            } else if c.pending_output() > 0 {
+                if quiet >= idle {
+                    stalled.push(c.id);
+                }
+            } else if c.reply == Stream::None && !c.has_line() && quiet >= idle {
+                idle_close.push(c.id);
+            }
+        }
+        for id in expired {
+            self.close(registry, id);
+        }
+        let secs = idle.as_secs_f64();
+        for id in stalled {
+            self.refusals.stalled += 1;
+            let line = protocol::reply_err(
+                &RequestId::null(),
+                ErrorKind::Busy,
+                &format!("client read nothing for {secs}s with output pending; disconnecting"),
+            );
+            // The rest of the line being written and the error stay queued for
+            // CLOSE_GRACE, in case the client reads again; then it is closed.
+            if let Some(c) = self.conn_mut(id) {
+                c.last_active = now;
+            }
+            self.end_with_error(registry, id, &line);
+        }
+        for id in idle_close {
+            self.refusals.idle += 1;
+            let line = protocol::reply_err(
+                &RequestId::null(),
+                ErrorKind::Busy,
+                &format!("no request for {secs}s (client_idle_timeout_seconds); closing"),
+            );
+            if let Some(c) = self.conn_mut(id) {
                 let _ = send(
-                    stream.as_raw_fd(),
+                    c.stream.as_raw_fd(),
                     line.as_bytes(),
                     MsgFlags::MSG_NOSIGNAL | MsgFlags::MSG_DONTWAIT,
                 );
-                continue;
             }
-            let peer = match getsockopt(&stream, sockopt::PeerCredentials) {
-                Ok(c) => PeerCred {
-                    pid: c.pid(),
-                    uid: c.uid(),
-                    gid: c.gid(),
-                },
-                Err(e) => {
-                    log::warn!("control: SO_PEERCRED failed: {e}; dropping connection");
-                    continue;
-                }
-            };
-            let index = match self.free.pop() {
-                Some(i) => i,
-                None => {
-                    self.conns.push(None);
-                    self.generations.push(0);
-                    self.conns.len() - 1
-                }
-            };
-            let generation = self.generations[index];
-            self.generations[index] += 1;
-            let token = Token(self.conn_token_base + index);
-            if let Err(e) = registry.register(&mut stream, token, Interest::READABLE) {
-                log::warn!("control: cannot register a connection: {e}");
-                self.free.push(index);
-                continue;
-            }
-            log::debug!(
-                "control: connection from pid {} uid {} gid {}",
-                peer.pid,
-                peer.uid,
-                peer.gid
-            );
-            self.conns[index] = Some(Conn {
-                id: ConnId { index, generation },
-                stream,
-                peer,
-                rbuf: Vec::new(),
-                wbuf: Vec::new(),
-                wpos: 0,
-                writable_interest: false,
-                // Registering an fd that is already readable reports it (epoll_ctl(2)), so
-                // nothing is missed by waiting for the first event.
-                drained: true,
-                eof: false,
-                oversized: false,
-                awaiting: 0,
-                follow: None,
-                streaming: false,
-            });
-            self.open += 1;
+            self.close(registry, id);
         }
+        let r = std::mem::take(&mut self.refusals);
+        if r.per_uid + r.full + r.emfile + r.evicted + r.idle + r.stalled > 0 {
+            log::warn!(
+                "control: in the last second refused {} connection(s) over the per-uid cap, {} \
+                 over the connection cap, {} at EMFILE; evicted {} for admins; closed {} idle \
+                 and {} not reading ({} open)",
+                r.per_uid,
+                r.full,
+                r.emfile,
+                r.evicted,
+                r.idle,
+                r.stalled,
+                self.open
+            );
+        }
+    }
+
+    fn accept_some(&mut self, registry: &Registry, now: Instant) {
+        for _ in 0..TURN_ACCEPTS {
+            match self.listener.accept() {
+                Ok((stream, _)) => self.admit(registry, stream, now, false),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.accept_pending = false;
+                    return;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => {}
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EMFILE)
+                            | Some(libc::ENFILE)
+                            | Some(libc::ENOBUFS)
+                            | Some(libc::ENOMEM)
+                    ) =>
+                {
+                    if !self.accept_with_reserve(registry, now) {
+                        // No reserve to spend: try again shortly rather than wait for an
+                        // unrelated wake-up (the listener is edge-triggered).
+                        self.accept_pending = false;
+                        self.accept_retry = Some(now + ACCEPT_RETRY);
+                        return;
+                    }
+                }
+                Err(e) => {
+                    log::warn!("control: accept on {} failed: {e}", self.path.display());
+                    self.accept_pending = false;
+                    self.accept_retry = Some(now + ACCEPT_RETRY);
+                    return;
+                }
+            }
+        }
+        // Budget spent: the rest next turn.
+        self.accept_pending = true;
+    }
+
+    /// Out of descriptors: frees the reserve to accept one connection, keeps it if it is an
+    /// admin's and a non-admin can be evicted for it, else refuses it with a line; then takes
+    /// the reserve back. Returns false if there was no reserve.
+    fn accept_with_reserve(&mut self, registry: &Registry, now: Instant) -> bool {
+        let Some(reserve) = self.reserve.take() else {
+            return false;
+        };
+        drop(reserve);
+        match self.listener.accept() {
+            Ok((stream, _)) => self.admit(registry, stream, now, true),
+            Err(e) => log::debug!("control: accept with the reserve descriptor failed: {e}"),
+        }
+        self.reserve = open_reserve();
+        true
+    }
+
+    /// Decides on a fresh connection: per-uid cap, connection cap, admin eviction.
+    /// `out_of_fds`: accepted on the reserve descriptor, kept only by evicting someone.
+    fn admit(
+        &mut self,
+        registry: &Registry,
+        mut stream: UnixStream,
+        now: Instant,
+        out_of_fds: bool,
+    ) {
+        let peer = match getsockopt(&stream, sockopt::PeerCredentials) {
+            Ok(c) => PeerCred {
+                pid: c.pid(),
+                uid: c.uid(),
+                gid: c.gid(),
+            },
+            Err(e) => {
+                log::warn!("control: SO_PEERCRED failed: {e}; dropping connection");
+                return;
+            }
+        };
+        let groups = peer_groups(&stream).unwrap_or_else(|e| {
+            log::debug!("control: SO_PEERGROUPS failed for pid {}: {e}", peer.pid);
+            Vec::new()
+        });
+        let admin = self.judge(&peer, &groups);
+        if !admin {
+            let mine = self.per_uid.get(&peer.uid).copied().unwrap_or(0);
+            if mine >= self.limits.max_per_uid {
+                self.refusals.per_uid += 1;
+                refuse(
+                    &stream,
+                    &format!(
+                        "uid {} already has {mine} connections open (max_connections_per_uid = {})",
+                        peer.uid, self.limits.max_per_uid
+                    ),
+                );
+                return;
+            }
+            if out_of_fds || self.open >= self.limits.max_connections {
+                if out_of_fds {
+                    self.refusals.emfile += 1;
+                } else {
+                    self.refusals.full += 1;
+                }
+                refuse(
+                    &stream,
+                    &format!(
+                        "too many connections ({} open{})",
+                        self.open,
+                        if out_of_fds {
+                            ", vigil is out of file descriptors"
+                        } else {
+                            ""
+                        }
+                    ),
+                );
+                return;
+            }
+        } else if out_of_fds || self.open >= self.limits.max_connections {
+            match self.newest_non_admin() {
+                Some(victim) => {
+                    self.refusals.evicted += 1;
+                    if let Some(c) = self.conn_mut(victim) {
+                        refuse(
+                            &c.stream,
+                            "closed to make room for an administrator's connection",
+                        );
+                    }
+                    self.close(registry, victim);
+                }
+                None if out_of_fds || self.open >= self.limits.max_connections + ADMIN_EXTRA => {
+                    self.refusals.full += 1;
+                    refuse(
+                        &stream,
+                        &format!("too many connections ({} open)", self.open),
+                    );
+                    return;
+                }
+                None => {}
+            }
+        }
+        let index = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.conns.push(None);
+                self.generations.push(0);
+                self.conns.len() - 1
+            }
+        };
+        let generation = self.generations[index];
+        self.generations[index] += 1;
+        let token = Token(self.conn_token_base + index);
+        if let Err(e) = registry.register(&mut stream, token, Interest::READABLE) {
+            log::warn!("control: cannot register a connection: {e}");
+            self.free.push(index);
+            return;
+        }
+        log::debug!(
+            "control: connection from pid {} uid {} gid {}{}",
+            peer.pid,
+            peer.uid,
+            peer.gid,
+            if admin { " (admin)" } else { "" }
+        );
+        self.next_seq += 1;
+        let conn = Conn {
+            id: ConnId { index, generation },
+            seq: self.next_seq,
+            stream,
+            peer,
+            groups,
+            admin,
+            rbuf: Vec::new(),
+            wbuf: Vec::new(),
+            wpos: 0,
+            sent_open: false,
+            writable_interest: false,
+            // Registering an fd that is already readable reports it (epoll_ctl(2)), so
+            // nothing is missed by waiting for the first event.
+            more_input: false,
+            eof: false,
+            hung_up: false,
+            closing: false,
+            in_flight: false,
+            reply: Stream::None,
+            queued: false,
+            last_active: now,
+            footprint: 0,
+        };
+        self.conns[index] = Some(conn);
+        self.open += 1;
+        *self.per_uid.entry(peer.uid).or_insert(0) += 1;
+        self.account(index);
+    }
+
+    fn judge(&self, peer: &PeerCred, groups: &[u32]) -> bool {
+        #[cfg(test)]
+        if self.strangers {
+            return false;
+        }
+        is_admin(&self.access, self.euid, peer, groups)
+    }
+
+    fn newest_non_admin(&self) -> Option<ConnId> {
+        self.conns
+            .iter()
+            .flatten()
+            .filter(|c| !c.admin)
+            .max_by_key(|c| c.seq)
+            .map(|c| c.id)
     }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
         // Remove the socket file only if it is still the one we created.
-        let ours = std::fs::symlink_metadata(&self.path)
-            .ok()
-            .map(|m| (m.dev(), m.ino()));
+        let ours = file_id(&self.path);
         if ours.is_some() && ours == self.file_id {
             if let Err(e) = std::fs::remove_file(&self.path) {
                 log::warn!("control: cannot remove {}: {e}", self.path.display());
@@ -761,570 +1285,153 @@ impl Drop for Server {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::io::{BufRead, BufReader, Write};
-    use std::os::unix::net::UnixStream as StdStream;
-    use std::sync::mpsc;
-    use std::time::{Duration, Instant};
+fn file_id(path: &Path) -> Option<(u64, u64)> {
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
+}
 
-    use mio::{Events, Poll};
-    use serde_json::json;
-
-    const LISTENER: Token = Token(1);
-    const CONN_BASE: usize = 100;
-
-    struct Harness {
-        poll: Poll,
-        events: Events,
-        server: Server,
-        path: PathBuf,
-        _dir: tempfile::TempDir,
-    }
-
-    type Handler<'a> = &'a mut dyn FnMut(&mut Server, &Registry, Incoming);
-
-    impl Harness {
-        fn new() -> Harness {
-            let dir = tempfile::tempdir().unwrap();
-            let path = dir.path().join("run").join("vigil.sock");
-            let poll = Poll::new().unwrap();
-            let mut server = Server::bind(&path, 0o600, None, CONN_BASE).unwrap();
-            server.register(poll.registry(), LISTENER).unwrap();
-            Harness {
-                poll,
-                events: Events::with_capacity(256),
-                server,
-                path,
-                _dir: dir,
+/// Binds a listener at `path`. `replace`: a socket file there is removed even if something
+/// answers on it (it is not ours: vigil's own was replaced); otherwise only a stale one is.
+fn bind_listener(
+    path: &Path,
+    access: &Access,
+    replace: bool,
+) -> Result<UnixListener, ControlError> {
+    let owned = || path.to_path_buf();
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) => {
+            if !meta.file_type().is_socket() {
+                return Err(ControlError::NotASocket { path: owned() });
+            }
+            if !replace {
+                match std::os::unix::net::UnixStream::connect(path) {
+                    Ok(_) => return Err(ControlError::AlreadyListening { path: owned() }),
+                    Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                        log::info!("control: removing stale socket {}", path.display());
+                    }
+                    Err(source) => {
+                        return Err(ControlError::ProbeExisting {
+                            path: owned(),
+                            source,
+                        });
+                    }
+                }
+            }
+            std::fs::remove_file(path).map_err(|source| ControlError::RemoveStale {
+                path: owned(),
+                source,
+            })?;
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o755)
+                    .create(dir)
+                    .map_err(|source| ControlError::CreateDir {
+                        path: dir.to_path_buf(),
+                        source,
+                    })?;
             }
         }
-
-        /// One loop turn, like the runtime's.
-        fn turn(&mut self, handler: Handler) {
-            let timeout = if self.server.has_backlog() {
-                Duration::ZERO
-            } else {
-                Duration::from_millis(20)
-            };
-            match self.poll.poll(&mut self.events, Some(timeout)) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => return,
-                Err(e) => panic!("poll: {e}"),
-            }
-            let registry = self.poll.registry();
-            let mut incoming = Vec::new();
-            for ev in self.events.iter() {
-                assert!(
-                    self.server.owns(ev.token()),
-                    "foreign token {:?}",
-                    ev.token()
-                );
-                incoming.extend(self.server.on_event(registry, ev));
-            }
-            if self.server.has_backlog() {
-                incoming.extend(self.server.process_backlog(registry));
-            }
-            for inc in incoming {
-                handler(&mut self.server, registry, inc);
-            }
-        }
-
-        fn run_until(&mut self, mut done: impl FnMut(&Server) -> bool, handler: Handler) {
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while !done(&self.server) {
-                assert!(Instant::now() < deadline, "deadline passed");
-                self.turn(handler);
-            }
-        }
-    }
-
-    fn echo(server: &mut Server, registry: &Registry, inc: Incoming) {
-        let line = match inc.request {
-            Ok(r) => protocol::reply_ok(&r.id, json!({"cmd": r.cmd.name()})),
-            Err(e) => e.reply(),
-        };
-        server.send(registry, inc.conn, &line);
-    }
-
-    fn connect(path: &Path) -> StdStream {
-        let s = StdStream::connect(path).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-        s
-    }
-
-    fn read_lines(stream: &StdStream, n: usize) -> Vec<Value> {
-        let mut reader = BufReader::new(stream);
-        (0..n)
-            .map(|_| {
-                let mut line = String::new();
-                reader.read_line(&mut line).unwrap();
-                serde_json::from_str(&line).unwrap()
-            })
-            .collect()
-    }
-
-    #[test]
-    fn several_requests_on_one_connection_are_answered_in_order() {
-        let mut h = Harness::new();
-        let path = h.path.clone();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut s = connect(&path);
-            s.write_all(
-                b"{\"id\":1,\"cmd\":\"status\"}\n{\"id\":2,\"cmd\":\"statsu\"}\n\n{\"id\":\"three\",\"cmd\":\"version\"}\n",
-            )
-            .unwrap();
-            tx.send(read_lines(&s, 3)).unwrap();
-        });
-        let mut got = None;
-        h.run_until(
-            |_| {
-                got = got.take().or_else(|| rx.try_recv().ok());
-                got.is_some()
-            },
-            &mut echo,
-        );
-        let lines = got.unwrap();
-        assert_eq!(
-            lines[0],
-            json!({"id": 1, "ok": true, "result": {"cmd": "status"}})
-        );
-        assert_eq!(lines[1]["id"], json!(2));
-        assert_eq!(lines[1]["error"]["kind"], json!("unknown_command"));
-        assert_eq!(lines[2]["id"], json!("three"));
-        assert_eq!(lines[2]["result"]["cmd"], json!("version"));
-    }
-
-    #[test]
-    fn more_requests_than_the_turn_cap_are_all_answered_in_order() {
-        let mut h = Harness::new();
-        let path = h.path.clone();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut s = connect(&path);
-            let mut batch = String::new();
-            for i in 0..250 {
-                batch.push_str(&format!("{{\"id\":{i},\"cmd\":\"version\"}}\n"));
-            }
-            s.write_all(batch.as_bytes()).unwrap();
-            tx.send(read_lines(&s, 250)).unwrap();
-        });
-        let mut got = None;
-        h.run_until(
-            |_| {
-                got = got.take().or_else(|| rx.try_recv().ok());
-                got.is_some()
-            },
-            &mut echo,
-        );
-        let ids: Vec<u64> = got
-            .unwrap()
-            .iter()
-            .map(|v| v["id"].as_u64().unwrap())
-            .collect();
-        assert_eq!(ids, (0..250).collect::<Vec<_>>());
-    }
-
-    #[test]
-    fn turn_cap_leaves_a_backlog_for_the_next_turn() {
-        let mut h = Harness::new();
-        let mut s = connect(&h.path);
-        let mut batch = String::new();
-        for i in 0..150 {
-            batch.push_str(&format!("{{\"id\":{i},\"cmd\":\"version\"}}\n"));
-        }
-        s.write_all(batch.as_bytes()).unwrap();
-        let mut first = Vec::new();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while first.is_empty() {
-            assert!(Instant::now() < deadline);
-            h.poll
-                .poll(&mut h.events, Some(Duration::from_millis(20)))
-                .unwrap();
-            for ev in h.events.iter() {
-                first.extend(h.server.on_event(h.poll.registry(), ev));
-            }
-        }
-        assert_eq!(first.len(), MAX_REQUESTS_PER_TURN);
-        assert!(h.server.has_backlog());
-        let rest = h.server.process_backlog(h.poll.registry());
-        assert_eq!(rest.len(), 50);
-        assert!(!h.server.has_backlog());
-    }
-
-    #[test]
-    fn oversized_line_gets_too_large_then_close() {
-        let mut h = Harness::new();
-        let path = h.path.clone();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let s = connect(&path);
-            let mut w = s.try_clone().unwrap();
-            // The server stops reading; the write fails once it closes.
-            std::thread::spawn(move || {
-                let _ = w.write_all(&vec![b'x'; 1 << 20]);
-            });
-            let mut reader = BufReader::new(&s);
-            let mut line = String::new();
-            reader.read_line(&mut line).unwrap();
-            // After the reply: EOF, or ECONNRESET since unread input was discarded (unix(7)).
-            let mut rest = String::new();
-            let end = reader.read_line(&mut rest);
-            tx.send((line, end.map_err(|e| e.kind()), rest)).unwrap();
-        });
-        let mut got = None;
-        h.run_until(
-            |_| {
-                got = got.take().or_else(|| rx.try_recv().ok());
-                got.is_some()
-            },
-            &mut echo,
-        );
-        let (line, end, rest) = got.unwrap();
-        let v: Value = serde_json::from_str(&line).unwrap();
-        assert_eq!(v["ok"], json!(false));
-        assert_eq!(v["error"]["kind"], json!("too_large"));
-        assert!(
-            matches!(end, Ok(0) | Err(io::ErrorKind::ConnectionReset)),
-            "{end:?} {rest:?}"
-        );
-        assert_eq!(h.server.connection_count(), 0);
-    }
-
-    #[test]
-    fn a_client_that_never_reads_is_cut_while_others_are_answered() {
-        let mut h = Harness::new();
-        // The slow client asks for far more than MAX_PENDING_OUTPUT and never reads.
-        let mut slow = connect(&h.path);
-        let mut batch = String::new();
-        for i in 0..40 {
-            batch.push_str(&format!(
-                "{{\"id\":{i},\"cmd\":\"logs\",\"pod\":\"big\"}}\n"
-            ));
-        }
-        slow.write_all(batch.as_bytes()).unwrap();
-        let big = "y".repeat(64 * 1024);
-        let mut handler = |server: &mut Server, registry: &Registry, inc: Incoming| {
-            let line = match inc.request {
-                Ok(r) if r.cmd.name() == "logs" => protocol::reply_ok(&r.id, json!({"log": big})),
-                Ok(r) => protocol::reply_ok(&r.id, json!({"cmd": r.cmd.name()})),
-                Err(e) => e.reply(),
-            };
-            server.send(registry, inc.conn, &line);
-        };
-        let path = h.path.clone();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut fast = connect(&path);
-            for i in 0..20 {
-                fast.write_all(format!("{{\"id\":{i},\"cmd\":\"version\"}}\n").as_bytes())
-                    .unwrap();
-                let v = read_lines(&fast, 1).remove(0);
-                assert_eq!(v["id"], json!(i));
-            }
-            tx.send(fast).unwrap();
-        });
-        let mut fast = None;
-        h.run_until(
-            |s| {
-                fast = fast.take().or_else(|| rx.try_recv().ok());
-                // The fast client (still connected) is the only one left: the slow one was cut.
-                fast.is_some() && s.connection_count() == 1
-            },
-            &mut handler,
-        );
-        let mut fast = fast.unwrap();
-        fast.write_all(b"{\"id\":99,\"cmd\":\"version\"}\n")
-            .unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || tx.send(read_lines(&fast, 1).remove(0)).unwrap());
-        let mut last = None;
-        h.run_until(
-            |_| {
-                last = last.take().or_else(|| rx.try_recv().ok());
-                last.is_some()
-            },
-            &mut handler,
-        );
-        assert_eq!(last.unwrap()["id"], json!(99));
-        drop(slow);
-    }
-
-    #[test]
-    fn one_reply_larger_than_the_pending_cap_reaches_a_reading_client() {
-        let mut h = Harness::new();
-        let big = "z".repeat(MAX_PENDING_OUTPUT + 4096);
-        let mut handler = |server: &mut Server, registry: &Registry, inc: Incoming| {
-            let line = match inc.request {
-                Ok(r) => protocol::reply_ok(&r.id, json!({"status": big})),
-                Err(e) => e.reply(),
-            };
-            server.send(registry, inc.conn, &line);
-        };
-        let path = h.path.clone();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut c = connect(&path);
-            c.write_all(b"{\"id\":7,\"cmd\":\"status\"}\n").unwrap();
-            tx.send(read_lines(&c, 1).remove(0)).unwrap();
-        });
-        let mut got = None;
-        h.run_until(
-            |_| {
-                got = got.take().or_else(|| rx.try_recv().ok());
-                got.is_some()
-            },
-            &mut handler,
-        );
-        let v = got.unwrap();
-        assert_eq!(v["id"], json!(7));
-        assert_eq!(
-            v["result"]["status"].as_str().map(str::len),
-            Some(MAX_PENDING_OUTPUT + 4096)
-        );
-    }
-
-    #[test]
-    fn two_hundred_concurrent_connections_are_served() {
-        let mut h = Harness::new();
-        let path = h.path.clone();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut clients: Vec<StdStream> = (0..200).map(|_| connect(&path)).collect();
-            for (i, c) in clients.iter_mut().enumerate() {
-                c.write_all(format!("{{\"id\":{i},\"cmd\":\"status\"}}\n").as_bytes())
-                    .unwrap();
-            }
-            for (i, c) in clients.iter().enumerate() {
-                assert_eq!(read_lines(c, 1)[0]["id"], json!(i));
-            }
-            tx.send(clients.len()).unwrap();
-        });
-        let mut got = None;
-        let mut peak = 0;
-        h.run_until(
-            |s| {
-                peak = peak.max(s.connection_count());
-                got = got.take().or_else(|| rx.try_recv().ok());
-                got.is_some()
-            },
-            &mut echo,
-        );
-        assert_eq!(got, Some(200));
-        assert_eq!(peak, 200);
-    }
-
-    #[test]
-    fn connections_beyond_the_limit_get_busy_and_are_closed() {
-        let mut h = Harness::new();
-        h.server.set_max_connections(2);
-        let a = connect(&h.path);
-        let b = connect(&h.path);
-        h.run_until(|s| s.connection_count() == 2, &mut echo);
-        let c = connect(&h.path);
-        let path = h.path.clone();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut reader = BufReader::new(&c);
-            let mut line = String::new();
-            reader.read_line(&mut line).unwrap();
-            let mut rest = String::new();
-            let n = reader.read_line(&mut rest).unwrap();
-            tx.send((line, n)).unwrap();
-            drop(path);
-        });
-        let mut got = None;
-        h.run_until(
-            |_| {
-                got = got.take().or_else(|| rx.try_recv().ok());
-                got.is_some()
-            },
-            &mut echo,
-        );
-        let (line, n) = got.unwrap();
-        let v: Value = serde_json::from_str(&line).unwrap();
-        assert_eq!(v["error"]["kind"], json!("busy"));
-        assert_eq!(n, 0, "closed after the error line");
-        drop((a, b));
-    }
-
-    #[test]
-    fn half_closed_client_gets_its_answers_then_the_connection_closes() {
-        let mut h = Harness::new();
-        let path = h.path.clone();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut s = connect(&path);
-            // No trailing newline: the last line before EOF still counts.
-            s.write_all(b"{\"id\":1,\"cmd\":\"status\"}\n{\"id\":2,\"cmd\":\"version\"}")
-                .unwrap();
-            s.shutdown(std::net::Shutdown::Write).unwrap();
-            let mut all = String::new();
-            let _ = std::io::Read::read_to_string(&mut s, &mut all);
-            tx.send(all).unwrap();
-        });
-        let mut got = None;
-        h.run_until(
-            |_| {
-                got = got.take().or_else(|| rx.try_recv().ok());
-                got.is_some()
-            },
-            &mut echo,
-        );
-        let all = got.unwrap();
-        let ids: Vec<Value> = all
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap()["id"].clone())
-            .collect();
-        assert_eq!(ids, vec![json!(1), json!(2)]);
-        assert_eq!(h.server.connection_count(), 0);
-    }
-
-    #[test]
-    fn followers_receive_pushed_events_until_they_leave() {
-        let mut h = Harness::new();
-        let follower = connect(&h.path);
-        (&follower)
-            .write_all(b"{\"id\":7,\"cmd\":\"events\",\"follow\":true}\n")
-            .unwrap();
-        let mut follow_conn = None;
-        while follow_conn.is_none() {
-            h.turn(&mut |server, _registry, inc| {
-                let req = inc.request.unwrap();
-                server.set_follow(inc.conn, req.id);
-                follow_conn = Some(inc.conn);
+        Err(source) => {
+            return Err(ControlError::ProbeExisting {
+                path: owned(),
+                source,
             });
         }
-        let conn = follow_conn.unwrap();
-        assert_eq!(h.server.followers().count(), 1);
-        h.server
-            .send_event(h.poll.registry(), &json!({"reason": "Started"}));
-        h.server
-            .send_event(h.poll.registry(), &json!({"reason": "Killing"}));
-        let lines = read_lines(&follower, 2);
-        assert_eq!(
-            lines[0],
-            json!({"id": 7, "ok": true, "event": {"reason": "Started"}})
-        );
-        assert_eq!(lines[1]["event"]["reason"], json!("Killing"));
-        drop(follower);
-        h.run_until(|s| !s.is_open(conn), &mut echo);
-        assert_eq!(h.server.take_closed(), vec![conn]);
-        assert_eq!(h.server.followers().count(), 0);
-        // A line for a closed connection is dropped.
-        assert!(!h.server.send(h.poll.registry(), conn, "{}\n"));
     }
+    let listener = UnixListener::bind(path).map_err(|source| ControlError::Bind {
+        path: owned(),
+        source,
+    })?;
+    // The file is created with the umask's mode; it is tightened right away. A client
+    // connecting in between gains nothing: mutating commands are checked by SO_PEERCRED.
+    set_mode_and_group(path, access)?;
+    Ok(listener)
+}
 
-    #[test]
-    fn peer_credentials_are_reported() {
-        let mut h = Harness::new();
-        let mut s = connect(&h.path);
-        s.write_all(b"{\"cmd\":\"version\"}\n").unwrap();
-        let mut peer = None;
-        while peer.is_none() {
-            h.turn(&mut |_, _, inc| peer = Some(inc.peer));
+fn set_mode_and_group(path: &Path, access: &Access) -> Result<(), ControlError> {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(access.mode)).map_err(
+        |source| ControlError::Chmod {
+            path: path.to_path_buf(),
+            mode: access.mode,
+            source,
+        },
+    )?;
+    if let Some(gid) = access.group {
+        nix::unistd::chown(path, None, Some(nix::unistd::Gid::from_raw(gid))).map_err(
+            |source| ControlError::Chown {
+                path: path.to_path_buf(),
+                gid,
+                source,
+            },
+        )?;
+    }
+    Ok(())
+}
+
+fn is_admin(access: &Access, euid: u32, peer: &PeerCred, groups: &[u32]) -> bool {
+    peer.uid == 0
+        || peer.uid == euid
+        || access.admin_uids.contains(&peer.uid)
+        || access.admin_gids.contains(&peer.gid)
+        || groups.iter().any(|g| access.admin_gids.contains(g))
+}
+
+/// Best effort: one `busy` error line on a fresh socket (its buffer takes one short line).
+fn refuse(stream: &UnixStream, message: &str) {
+    let line = protocol::reply_err(&RequestId::null(), ErrorKind::Busy, message);
+    let _ = send(
+        stream.as_raw_fd(),
+        line.as_bytes(),
+        MsgFlags::MSG_NOSIGNAL | MsgFlags::MSG_DONTWAIT,
+    );
+}
+
+/// The descriptor kept in reserve for `EMFILE` at accept.
+fn open_reserve() -> Option<OwnedFd> {
+    match std::fs::File::open("/dev/null") {
+        Ok(f) => Some(f.into()),
+        Err(e) => {
+            log::debug!("control: no reserve descriptor (/dev/null: {e})");
+            None
         }
-        let peer = peer.unwrap();
-        assert_eq!(peer.pid, std::process::id() as i32);
-        assert_eq!(peer.uid, nix::unistd::geteuid().as_raw());
-        assert_eq!(peer.gid, nix::unistd::getegid().as_raw());
-    }
-
-    #[test]
-    fn socket_mode_is_applied_and_parent_created() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("a").join("b").join("s.sock");
-        let server = Server::bind(&path, 0o600, None, CONN_BASE).unwrap();
-        let meta = std::fs::metadata(&path).unwrap();
-        assert!(meta.file_type().is_socket());
-        assert_eq!(meta.permissions().mode() & 0o7777, 0o600);
-        let parent = std::fs::metadata(path.parent().unwrap()).unwrap();
-        assert_eq!(parent.permissions().mode() & 0o777, 0o755);
-        drop(server);
-        let path2 = dir.path().join("g.sock");
-        let _s = Server::bind(&path2, 0o660, None, CONN_BASE).unwrap();
-        assert_eq!(
-            std::fs::metadata(&path2).unwrap().permissions().mode() & 0o7777,
-            0o660
-        );
-    }
-
-    #[test]
-    #[ignore = "needs root (chown to another group)"]
-    fn socket_group_is_applied() {
-        assert!(
-            nix::unistd::geteuid().is_root(),
-            "this test needs root (chown to another group); run it as root or without \
-             --include-ignored"
-        );
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("s.sock");
-        let gid = nix::unistd::getegid().as_raw() + 4321;
-        let _s = Server::bind(&path, 0o660, Some(gid), CONN_BASE).unwrap();
-        assert_eq!(std::fs::metadata(&path).unwrap().gid(), gid);
-    }
-
-    #[test]
-    fn stale_socket_is_replaced() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("s.sock");
-        drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
-        assert!(path.exists(), "a dropped listener leaves its file");
-        let server = Server::bind(&path, 0o600, None, CONN_BASE).unwrap();
-        assert!(StdStream::connect(&path).is_ok());
-        drop(server);
-    }
-
-    #[test]
-    fn live_socket_is_refused_and_left_alone() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("s.sock");
-        let _live = std::os::unix::net::UnixListener::bind(&path).unwrap();
-        let err = Server::bind(&path, 0o600, None, CONN_BASE).err().unwrap();
-        assert!(matches!(err, ControlError::AlreadyListening { .. }));
-        assert_eq!(
-            err.to_string(),
-            format!("another vigil is already listening on {}", path.display())
-        );
-        assert!(StdStream::connect(&path).is_ok());
-    }
-
-    #[test]
-    fn a_regular_file_is_not_replaced() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("s.sock");
-        std::fs::write(&path, "keep").unwrap();
-        let err = Server::bind(&path, 0o600, None, CONN_BASE).err().unwrap();
-        assert!(matches!(err, ControlError::NotASocket { .. }));
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "keep");
-    }
-
-    #[test]
-    fn drop_removes_the_socket_file_but_not_a_successors() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("s.sock");
-        let server = Server::bind(&path, 0o600, None, CONN_BASE).unwrap();
-        server.shutdown();
-        assert!(!path.exists());
-        let first = Server::bind(&path, 0o600, None, CONN_BASE).unwrap();
-        std::fs::remove_file(&path).unwrap();
-        let _second = std::os::unix::net::UnixListener::bind(&path).unwrap();
-        drop(first);
-        assert!(path.exists(), "someone else's socket must survive");
-    }
-
-    #[test]
-    fn owns_covers_listener_and_connection_tokens_only() {
-        let h = Harness::new();
-        assert!(h.server.owns(LISTENER));
-        assert!(h.server.owns(Token(CONN_BASE)));
-        assert!(
-            h.server
-                .owns(Token(CONN_BASE + DEFAULT_MAX_CONNECTIONS - 1))
-        );
-        assert!(!h.server.owns(Token(CONN_BASE + DEFAULT_MAX_CONNECTIONS)));
-        assert!(!h.server.owns(Token(0)));
     }
 }
+
+/// The peer's supplementary groups at `connect` time, from `SO_PEERGROUPS` (socket(7),
+/// Linux ≥ 4.13; the kernel answers `ERANGE` with the needed size when the buffer is short).
+fn peer_groups(stream: &UnixStream) -> io::Result<Vec<u32>> {
+    let fd = stream.as_raw_fd();
+    let mut groups: Vec<libc::gid_t> = vec![0; 64];
+    loop {
+        let mut len = (groups.len() * std::mem::size_of::<libc::gid_t>()) as libc::socklen_t;
+        // SAFETY: `groups` is a live buffer of `len` bytes; the kernel writes at most `len`
+        // bytes into it and stores the size it needs (or wrote) in `len`.
+        let rc = unsafe {
+            libc::getsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                SO_PEERGROUPS,
+                groups.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        let n = len as usize / std::mem::size_of::<libc::gid_t>();
+        if rc == 0 {
+            groups.truncate(n);
+            return Ok(groups);
+        }
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() == Some(libc::ERANGE) && n > groups.len() && n <= 65536 {
+            groups.resize(n, 0);
+            continue;
+        }
+        return Err(err);
+    }
+}
+
+#[cfg(test)]
+mod tests;

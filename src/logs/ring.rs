@@ -147,6 +147,69 @@ impl LogBuffer {
             skipped,
         }
     }
+    /// The offsets `[start, end)` of what [`tail_lines`](LogBuffer::tail_lines) returns, so a
+    /// reply can be streamed from the ring with [`read_range`](LogBuffer::read_range) instead
+    /// of copied whole.
+    pub fn tail_range(&self, n: Option<usize>, previous: bool) -> (u64, u64) {
+        if previous {
+            let len = self.previous.len();
+            let keep = n.map_or(len, |n| tail_len(len, |i| self.previous[i], n));
+            let end = self.previous_start + len as u64;
+            (end - keep as u64, end)
+        } else {
+            let len = self.current.len();
+            let keep = n.map_or(len, |n| tail_len(len, |i| self.current[i], n));
+            (self.total - keep as u64, self.total)
+        }
+    }
+
+    /// Like [`read_since`](LogBuffer::read_since) but at most `max` bytes: `next` is the offset
+    /// after the last byte returned.
+    pub fn read_range(&self, offset: u64, max: usize) -> ReadSince {
+        let offset = offset.min(self.total);
+        if self.has_previous && offset < self.run_start {
+            let start = offset.max(self.previous_start);
+            let from = ((start - self.previous_start) as usize).min(self.previous.len());
+            let to = from.saturating_add(max).min(self.previous.len());
+            return ReadSince {
+                bytes: self.previous[from..to].to_vec(),
+                next: self.previous_start + to as u64,
+                skipped: start - offset,
+            };
+        }
+        let oldest = self.total - self.current.len() as u64;
+        let start = offset.max(oldest);
+        let from = (start - oldest) as usize;
+        let to = from.saturating_add(max).min(self.current.len());
+        ReadSince {
+            bytes: self.current.range(from..to).copied().collect(),
+            next: oldest + to as u64,
+            skipped: start - offset,
+        }
+    }
+}
+
+/// The length of the suffix holding the last `n` lines of `len` bytes read through `at`
+/// (what [`tail_of`] keeps, without a copy).
+fn tail_len(len: usize, at: impl Fn(usize) -> u8, n: usize) -> usize {
+    if n == 0 {
+        return 0;
+    }
+    let body = if len > 0 && at(len - 1) == b'\n' {
+        len - 1
+    } else {
+        len
+    };
+    let mut seen = 0;
+    for i in (0..body).rev() {
+        if at(i) == b'\n' {
+            seen += 1;
+            if seen == n {
+                return len - (i + 1);
+            }
+        }
+    }
+    len
 }
 
 /// The suffix of `bytes` holding its last `n` lines.

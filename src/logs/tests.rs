@@ -513,3 +513,36 @@ fn forwarder_writes_to_sockets_without_changing_their_flags() {
     std::io::Read::read_to_string(&mut b, &mut got).unwrap();
     assert_eq!(got, "p/c | via socket\n");
 }
+
+#[test]
+fn tail_range_and_read_range_stream_what_tail_lines_returns() {
+    let mut b = LogBuffer::new(64);
+    b.push(b"old 1\nold 2\n");
+    b.new_run();
+    b.push(b"a\nbb\nccc\n");
+    for (n, previous) in [
+        (None, false),
+        (Some(2), false),
+        (Some(0), false),
+        (Some(1), true),
+        (None, true),
+    ] {
+        let want = b.tail_lines(n, previous);
+        let (start, end) = b.tail_range(n, previous);
+        let mut got = Vec::new();
+        let mut at = start;
+        while at < end {
+            let r = b.read_range(at, 3);
+            assert_eq!(r.skipped, 0);
+            let take = r.bytes.len().min((end - at) as usize);
+            got.extend_from_slice(&r.bytes[..take]);
+            at += take as u64;
+        }
+        assert_eq!(got, want, "{n:?} {previous}");
+    }
+    // Overwritten bytes are reported as skipped.
+    let mut small = LogBuffer::new(4);
+    small.push(b"0123456789");
+    let r = small.read_range(2, 2);
+    assert_eq!((r.bytes.as_slice(), r.skipped, r.next), (&b"67"[..], 4, 8));
+}

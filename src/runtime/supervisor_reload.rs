@@ -5,16 +5,15 @@
 //! naming each key) so nothing is ever reported as applied while being ignored; the runtime
 //! applies the live ones only after the whole reload was accepted.
 //!
-//! Live: `admin_uids`, `admin_gids` (the next request is judged by them),
+//! Live: `socket_mode`, `socket_group` (the bound socket file is changed), `admin_uids`,
+//! `admin_gids` (open connections are judged again), `max_connections_per_uid`,
+//! `client_idle_timeout_seconds`, `client_fd_percent` (new connections, the next sweep),
 //! `shutdown_timeout_seconds` (the core reads it at the next shutdown), `log_buffer_bytes`
 //! (each container's next run), `log_max_file_bytes` and `log_max_files` (the next write),
 //! `log_forward` (forwarding starts or stops), `oom_score_adj` to a number (written at once).
 //! Restart: `socket` (clients and units know the old path), `cgroup_root` and `cgroup_name`
 //! (running containers live in the old tree), `log_dir` (open files of running containers
-//! stay where they are), `oom_score_adj` back to `"inherit"`, and for now `socket_mode` and
-//! `socket_group` — the control server
-//! cannot yet change them on a bound socket (`Server::apply_settings`, the socket helper's,
-//! is the call to add in `Shell::apply_supervisor` once it lands on main).
+//! stay where they are), `oom_score_adj` back to `"inherit"`.
 //!
 //! Must not: do I/O. Pure over two validated specs.
 
@@ -53,7 +52,7 @@ impl Plan {
 }
 
 /// Whether the control server can apply `socket_mode`/`socket_group` to its bound socket.
-pub const SOCKET_ACCESS_LIVE: bool = false;
+pub const SOCKET_ACCESS_LIVE: bool = true;
 
 /// Compares the running `[supervisor]` with a reloaded one.
 pub fn plan(old: &SupervisorSpec, new: &SupervisorSpec) -> Result<Plan, RestartNeeded> {
@@ -81,6 +80,21 @@ pub fn plan(old: &SupervisorSpec, new: &SupervisorSpec) -> Result<Plan, RestartN
     );
     key(old.admin_uids != new.admin_uids, "admin_uids", true);
     key(old.admin_gids != new.admin_gids, "admin_gids", true);
+    key(
+        old.max_connections_per_uid != new.max_connections_per_uid,
+        "max_connections_per_uid",
+        true,
+    );
+    key(
+        old.client_idle_timeout != new.client_idle_timeout,
+        "client_idle_timeout_seconds",
+        true,
+    );
+    key(
+        old.client_fd_percent != new.client_fd_percent,
+        "client_fd_percent",
+        true,
+    );
     key(old.cgroup_root != new.cgroup_root, "cgroup_root", false);
     key(old.cgroup_name != new.cgroup_name, "cgroup_name", false);
     key(old.log_dir != new.log_dir, "log_dir", false);

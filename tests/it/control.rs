@@ -319,3 +319,150 @@ fn bad_usage_exits_one() {
         .expect("run");
     assert_eq!(out.status.code(), Some(0));
 }
+
+#[test]
+fn a_full_ring_comes_back_whole_as_one_streamed_logs_reply() {
+    // 1 MiB of NULs is 6 MiB of JSON: streamed in pieces, it still arrives as one valid line.
+    let v = Vigil::start(
+        r#"
+[pods.noisy]
+[[pods.noisy.containers]]
+name = "c"
+command = ["sh", "-c", "head -c 1048576 /dev/zero; printf 'é'; exec sleep 60"]
+"#,
+    );
+    v.wait_for(T, "the ring to fill", |v| {
+        v.request(r#"{"cmd":"logs","pod":"noisy","tail":1}"#)["result"]["log"]
+            .as_str()
+            .is_some_and(|s| s.ends_with('é'))
+    });
+    let reply = v.request(r#"{"id":123456789012345678901234567890,"cmd":"logs","pod":"noisy"}"#);
+    let log = reply["result"]["log"].as_str().expect("log");
+    // The ring holds the last 1 MiB: 1,048,574 NULs and the two bytes of é.
+    assert_eq!(
+        log.chars().count(),
+        1024 * 1024 - 1,
+        "the whole ring, é last"
+    );
+    assert!(log.ends_with('é'));
+    assert_eq!(reply["result"]["skipped_bytes"], 0);
+    // The id comes back exactly as sent.
+    let mut s = UnixStream::connect(&v.socket).expect("connect");
+    s.write_all(b"{\"id\":123456789012345678901234567890,\"cmd\":\"version\"}\n")
+        .expect("write");
+    let mut line = String::new();
+    BufReader::new(&s).read_line(&mut line).expect("read");
+    assert!(
+        line.starts_with("{\"id\":123456789012345678901234567890,"),
+        "{line}"
+    );
+}
+
+#[test]
+fn logs_follow_of_a_fast_writer_skips_with_a_notice_and_stays_whole_lines() {
+    // `yes` writes far faster than a slow follower reads: the follower gets in-band notices
+    // of what it missed and every line it gets is valid JSON (issue 14, item 1).
+    let v = Vigil::start(
+        r#"
+[pods.fast]
+[[pods.fast.containers]]
+name = "yes"
+command = ["yes"]
+"#,
+    );
+    let s = UnixStream::connect(&v.socket).expect("connect");
+    (&s).write_all(b"{\"id\":1,\"cmd\":\"logs\",\"pod\":\"fast\",\"follow\":true}\n")
+        .expect("write");
+    s.set_read_timeout(Some(T)).expect("timeout");
+    let mut reader = BufReader::new(&s);
+    let (mut notices, mut lines) = (0, 0);
+    let deadline = Instant::now() + T;
+    while notices < 3 && Instant::now() < deadline {
+        let mut line = String::new();
+        assert!(
+            reader.read_line(&mut line).expect("read") > 0,
+            "stream ended"
+        );
+        let v: serde_json::Value = serde_json::from_str(&line).expect("whole JSON lines");
+        assert_eq!(v["ok"], true, "{line:.200}");
+        if v["skipped_bytes"].as_u64().is_some_and(|n| n > 0) {
+            assert!(v["log"].as_str().unwrap().contains("bytes skipped"));
+            notices += 1;
+        }
+        lines += 1;
+        // Read slowly.
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(notices >= 3, "{notices} notices in {lines} lines");
+}
+
+#[test]
+fn logs_follow_of_a_pod_removed_by_reload_ends_with_an_error() {
+    let v = Vigil::start(
+        r#"
+[pods.keep]
+[[pods.keep.containers]]
+name = "c"
+command = ["sleep", "60"]
+
+[pods.gone]
+[[pods.gone.containers]]
+name = "c"
+command = ["sh", "-c", "echo hi; exec sleep 60"]
+"#,
+    );
+    v.wait_for(T, "output", |v| {
+        v.request(r#"{"cmd":"logs","pod":"gone"}"#)["result"]["log"] == "hi\n"
+    });
+    let s = UnixStream::connect(&v.socket).expect("connect");
+    (&s).write_all(b"{\"id\":2,\"cmd\":\"logs\",\"pod\":\"gone\",\"follow\":true}\n")
+        .expect("write");
+    s.set_read_timeout(Some(T)).expect("timeout");
+    let mut reader = BufReader::new(&s);
+    let mut first = String::new();
+    reader.read_line(&mut first).expect("first chunk");
+    assert!(first.contains("hi"), "{first}");
+    std::fs::write(
+        &v.config,
+        format!(
+            "{}[pods.keep]\n[[pods.keep.containers]]\nname = \"c\"\ncommand = [\"sleep\", \"60\"]\n",
+            supervisor_header(&v.socket)
+        ),
+    )
+    .expect("write config");
+    assert_eq!(v.request(r#"{"cmd":"reload"}"#)["ok"], true);
+    let mut end = String::new();
+    reader.read_line(&mut end).expect("the end notice");
+    let e: serde_json::Value = serde_json::from_str(&end).expect("json");
+    assert_eq!(e["ok"], false, "{end}");
+    assert_eq!(e["error"]["kind"], "not_found");
+    let mut rest = String::new();
+    assert_eq!(reader.read_line(&mut rest).expect("eof"), 0, "then EOF");
+}
+
+#[test]
+fn socket_mode_changed_by_reload_is_applied_to_the_socket_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let v = Vigil::start(ONE_SLEEPER);
+    let mode = |v: &Vigil| {
+        std::fs::metadata(&v.socket)
+            .expect("socket")
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    assert_eq!(mode(&v), 0o600);
+    let header = supervisor_header(&v.socket).replace(
+        "[supervisor]\n",
+        "[supervisor]\nsocket_mode = \"0666\"\nmax_connections_per_uid = 4\n",
+    );
+    std::fs::write(&v.config, format!("{header}{ONE_SLEEPER}")).expect("write config");
+    let r = v.request(r#"{"cmd":"reload"}"#);
+    assert_eq!(r["ok"], true, "{r}");
+    let msg = r["result"]["message"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("socket_mode") && msg.contains("max_connections_per_uid"),
+        "{msg}"
+    );
+    assert_eq!(mode(&v), 0o666);
+}

@@ -14,12 +14,12 @@ use std::time::Instant;
 use log::{debug, warn};
 use mio::{Interest, Token};
 
+use super::Shell;
 use super::janitor::DEFER;
 use super::kill::kill_tree;
 use super::probes::ProbeRequest;
 use super::reaper::{Ended, PidOwner};
 use super::tokens::{self, Watched};
-use super::{Follower, Shell};
 use crate::cgroup::ContainerCgroup;
 use crate::config::spec::{ContainerSpec, TerminationMessagePolicy};
 use crate::core::{Action, ContainerKey, ExitInfo, Generation, Input};
@@ -102,8 +102,7 @@ impl Shell {
             Action::Forget { key } => {
                 self.kill_run(key, None);
                 self.slots.remove(&key);
-                self.followers
-                    .retain(|f| !matches!(f, Follower::Logs { key: k, .. } if *k == key));
+                self.end_log_streams(key);
             }
             Action::Exit { code } => self.exit_code = Some(code),
         }

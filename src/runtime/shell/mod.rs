@@ -82,21 +82,6 @@ pub enum StartError {
     UnknownSocketGroup(String),
 }
 
-/// A follower of `events -f` or `logs -f` on a control connection.
-enum Follower {
-    Events {
-        conn: ConnId,
-        id: serde_json::Value,
-        last_seq: u64,
-    },
-    Logs {
-        conn: ConnId,
-        id: serde_json::Value,
-        key: ContainerKey,
-        offset: u64,
-    },
-}
-
 pub struct Shell {
     poll: Poll,
     /// A handle on `poll`'s registry for the components' registrations (one dup of the epoll
@@ -115,7 +100,8 @@ pub struct Shell {
     capture: Capture,
     probes: ProbeRunner,
     notifier: Notifier,
-    followers: Vec<Follower>,
+    /// Streams on control connections (`logs` replies, `logs -f`, `events -f`).
+    streams: control::Streams,
     stop_signals: u32,
     exit_code: Option<i32>,
     /// Turns that panicked (see [`Shell::on_panic`]).
@@ -159,7 +145,7 @@ impl Shell {
             probes: ProbeRunner::new(Rc::clone(&registry)),
             notifier: Notifier::new(now),
             registry,
-            followers: Vec::new(),
+            streams: control::Streams::default(),
             stop_signals: 0,
             exit_code: None,
             panics: 0,
@@ -214,12 +200,6 @@ impl Shell {
             self.finish();
             return Some(code);
         }
-        if self.server.has_backlog() {
-            let backlog = self.server.process_backlog(self.poll.registry());
-            for inc in backlog {
-                self.answer(inc, now);
-            }
-        }
         None
     }
 
@@ -273,12 +253,11 @@ impl Shell {
         self.retry_deferred(now);
         self.janitor.retry();
         self.drain_actions(now);
-        self.push_followers();
+        self.serve_control(now);
         self.capture.flush();
         self.notifier.tick_watchdog(now);
         if self.notifier.status_due(now) {
             self.update_status(now);
-            self.ensure_socket();
         }
     }
 
@@ -293,9 +272,10 @@ impl Shell {
         consider(self.fault.deadline());
         consider(self.notifier.deadline());
         consider(self.janitor.deadline(now));
-        if self.capture.has_more() {
+        if self.capture.has_more() || self.server.has_backlog() || self.streams.more {
             consider(Some(now));
         }
+        consider(Some(self.server.next_deadline()));
         deadline.map(|d| wake_early_for_slack(d.saturating_duration_since(now)))
     }
 
@@ -322,7 +302,11 @@ impl Shell {
                     let _ = self.core.command(now, Command::Shutdown { force });
                 }
                 SIGHUP => {
-                    self.ensure_socket();
+                    // A deleted or replaced socket file is bound again (also checked every
+                    // second by the server).
+                    if let Err(e) = self.server.check_socket_file(self.poll.registry()) {
+                        error!("{e}");
+                    }
                     match self.reload(now) {
                         Ok(msg) => info!("SIGHUP: {msg}"),
                         Err(e) => error!("SIGHUP: reload failed, nothing changed:\n{e}"),
@@ -339,39 +323,6 @@ impl Shell {
     fn reap(&mut self, now: Instant) {
         for ended in self.reaper.reap() {
             self.on_ended(ended, now);
-        }
-    }
-
-    /// A control socket file deleted behind vigil's back is re-created on SIGHUP and, at most
-    /// once a second, whenever the loop is awake (docs/bad-input.md).
-    fn ensure_socket(&mut self) {
-        if std::fs::symlink_metadata(self.server.path()).is_ok() {
-            return;
-        }
-        let group = match &self.config.supervisor.socket_group {
-            Some(g) => match resolve_group(g) {
-                Ok(gid) => Some(gid),
-                Err(e) => {
-                    error!(
-                        "control socket {} was deleted; {e}",
-                        self.server.path().display()
-                    );
-                    return;
-                }
-            },
-            None => None,
-        };
-        match self.server.recreate_if_missing(
-            self.poll.registry(),
-            self.config.supervisor.socket_mode,
-            group,
-        ) {
-            Ok(true) => warn!(
-                "control socket {} was deleted; re-created it",
-                self.server.path().display()
-            ),
-            Ok(false) => {}
-            Err(e) => error!("control socket was deleted and cannot be re-created: {e}"),
         }
     }
 
@@ -439,9 +390,11 @@ impl Shell {
         {
             set_oom_score_adj(adj);
         }
-        // socket_mode / socket_group: refused as "needs a restart" until the control server can
-        // apply them (supervisor_reload::SOCKET_ACCESS_LIVE); then call
-        // `self.server.apply_settings(..)` here.
+        // Socket mode/group, admin lists and client limits: to the socket file and the open
+        // connections at once.
+        if let Err(e) = self.apply_socket_settings(new) {
+            error!("reload: control socket settings not applied: {e}");
+        }
         if !plan.keys.is_empty() {
             info!("reload: [supervisor] {} applied", plan.keys.join(", "));
         }
@@ -560,16 +513,10 @@ fn bind_control(
     socket: &std::path::Path,
     poll: &Poll,
 ) -> Result<Server, StartError> {
-    let group = match &config.supervisor.socket_group {
-        Some(g) => Some(resolve_group(g)?),
-        None => None,
-    };
-    let mut server = Server::bind(
-        socket,
-        config.supervisor.socket_mode,
-        group,
-        CONN_TOKEN_BASE,
-    )?;
+    let nofile = control::raise_nofile_limit();
+    let access = control::access_of(config)?;
+    let mut server = Server::bind(socket, &access, CONN_TOKEN_BASE)?;
+    server.set_limits(control::limits_of(config, nofile));
     server.register(poll.registry(), tokens::LISTENER)?;
     info!("control socket listening on {}", socket.display());
     Ok(server)

@@ -1,0 +1,892 @@
+//! Unit tests of the server against real sockets, driven like the runtime drives it.
+
+use super::*;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream as StdStream;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use mio::{Events, Poll};
+use serde_json::{Value, json};
+
+const LISTENER: Token = Token(1);
+const CONN_BASE: usize = 100;
+
+struct Harness {
+    poll: Poll,
+    events: Events,
+    server: Server,
+    path: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+type Handler<'a> = &'a mut dyn FnMut(&mut Server, &Registry, Incoming);
+
+impl Harness {
+    fn new() -> Harness {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run").join("vigil.sock");
+        let poll = Poll::new().unwrap();
+        let mut server = Server::bind(&path, &Access::default(), CONN_BASE).unwrap();
+        server.register(poll.registry(), LISTENER).unwrap();
+        Harness {
+            poll,
+            events: Events::with_capacity(256),
+            server,
+            path,
+            _dir: dir,
+        }
+    }
+
+    /// One loop turn, like the runtime's.
+    fn turn(&mut self, handler: Handler) {
+        let timeout = if self.server.has_backlog() {
+            Duration::ZERO
+        } else {
+            Duration::from_millis(20)
+        };
+        match self.poll.poll(&mut self.events, Some(timeout)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => return,
+            Err(e) => panic!("poll: {e}"),
+        }
+        let registry = self.poll.registry();
+        let now = Instant::now();
+        for ev in self.events.iter() {
+            assert!(
+                self.server.owns(ev.token()),
+                "foreign token {:?}",
+                ev.token()
+            );
+            self.server.on_event(registry, ev, now);
+        }
+        self.server.begin_turn(registry, now);
+        while let Some(inc) = self.server.next_request(registry, now) {
+            handler(&mut self.server, registry, inc);
+        }
+    }
+
+    fn run_until(&mut self, mut done: impl FnMut(&Server) -> bool, handler: Handler) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !done(&self.server) {
+            assert!(Instant::now() < deadline, "deadline passed");
+            self.turn(handler);
+        }
+    }
+}
+
+fn echo(server: &mut Server, registry: &Registry, inc: Incoming) {
+    let line = match inc.request {
+        Ok(r) => protocol::reply_ok(&r.id, json!({"cmd": r.cmd.name()})),
+        Err(e) => e.reply(),
+    };
+    server.send(registry, inc.conn, &line);
+}
+
+fn mode(mode: u32) -> Access {
+    Access {
+        mode,
+        ..Access::default()
+    }
+}
+
+fn connect(path: &Path) -> StdStream {
+    let s = StdStream::connect(path).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s
+}
+
+fn read_lines(stream: &StdStream, n: usize) -> Vec<Value> {
+    let mut reader = BufReader::new(stream);
+    (0..n)
+        .map(|_| {
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            serde_json::from_str(&line).unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn several_requests_on_one_connection_are_answered_in_order() {
+    let mut h = Harness::new();
+    let path = h.path.clone();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut s = connect(&path);
+        s.write_all(
+            b"{\"id\":1,\"cmd\":\"status\"}\n{\"id\":2,\"cmd\":\"statsu\"}\n\n{\"id\":\"three\",\"cmd\":\"version\"}\n",
+        )
+        .unwrap();
+        tx.send(read_lines(&s, 3)).unwrap();
+    });
+    let mut got = None;
+    h.run_until(
+        |_| {
+            got = got.take().or_else(|| rx.try_recv().ok());
+            got.is_some()
+        },
+        &mut echo,
+    );
+    let lines = got.unwrap();
+    assert_eq!(
+        lines[0],
+        json!({"id": 1, "ok": true, "result": {"cmd": "status"}})
+    );
+    assert_eq!(lines[1]["id"], json!(2));
+    assert_eq!(lines[1]["error"]["kind"], json!("unknown_command"));
+    assert_eq!(lines[2]["id"], json!("three"));
+    assert_eq!(lines[2]["result"]["cmd"], json!("version"));
+}
+
+#[test]
+fn more_requests_than_the_turn_cap_are_all_answered_in_order() {
+    let mut h = Harness::new();
+    let path = h.path.clone();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut s = connect(&path);
+        let mut batch = String::new();
+        for i in 0..250 {
+            batch.push_str(&format!("{{\"id\":{i},\"cmd\":\"version\"}}\n"));
+        }
+        s.write_all(batch.as_bytes()).unwrap();
+        tx.send(read_lines(&s, 250)).unwrap();
+    });
+    let mut got = None;
+    h.run_until(
+        |_| {
+            got = got.take().or_else(|| rx.try_recv().ok());
+            got.is_some()
+        },
+        &mut echo,
+    );
+    let ids: Vec<u64> = got
+        .unwrap()
+        .iter()
+        .map(|v| v["id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ids, (0..250).collect::<Vec<_>>());
+}
+
+#[test]
+fn turn_cap_leaves_a_backlog_for_the_next_turn_without_a_new_wakeup() {
+    let mut h = Harness::new();
+    let mut s = connect(&h.path);
+    let mut batch = String::new();
+    for i in 0..150 {
+        batch.push_str(&format!("{{\"id\":{i},\"cmd\":\"version\"}}\n"));
+    }
+    s.write_all(batch.as_bytes()).unwrap();
+    let mut per_turn = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while per_turn.iter().sum::<usize>() < 150 {
+        assert!(Instant::now() < deadline);
+        let mut n = 0;
+        h.turn(&mut |server, registry, inc| {
+            n += 1;
+            echo(server, registry, inc)
+        });
+        if n > 0 {
+            per_turn.push(n);
+        }
+    }
+    assert_eq!(per_turn[0], TURN_REQUESTS, "{per_turn:?}");
+    assert!(per_turn.iter().all(|&n| n <= TURN_REQUESTS));
+    assert!(!h.server.has_backlog());
+    assert_eq!(read_lines(&s, 150).len(), 150);
+}
+
+#[test]
+fn requests_of_many_connections_are_taken_round_robin() {
+    let mut h = Harness::new();
+    let mut clients: Vec<StdStream> = (0..4).map(|_| connect(&h.path)).collect();
+    for c in &mut clients {
+        let mut batch = String::new();
+        for i in 0..40 {
+            batch.push_str(&format!("{{\"id\":{i},\"cmd\":\"version\"}}\n"));
+        }
+        c.write_all(batch.as_bytes()).unwrap();
+    }
+    h.run_until(|s| s.connection_count() == 4, &mut echo);
+    let mut order = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while order.len() < 160 {
+        assert!(Instant::now() < deadline);
+        h.turn(&mut |server, registry, inc| {
+            order.push(inc.conn);
+            echo(server, registry, inc)
+        });
+    }
+    // No connection gets a second request in before every other one with requests waiting
+    // had one (after the first full round).
+    for window in order[8..152].chunks(4) {
+        let mut w = window.to_vec();
+        w.sort();
+        w.dedup();
+        assert_eq!(w.len(), 4, "{window:?}");
+    }
+}
+
+#[test]
+fn oversized_line_gets_too_large_then_close() {
+    let mut h = Harness::new();
+    let path = h.path.clone();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let s = connect(&path);
+        let mut w = s.try_clone().unwrap();
+        // The server stops reading; the write fails once it closes.
+        std::thread::spawn(move || {
+            let _ = w.write_all(&vec![b'x'; 1 << 20]);
+        });
+        let mut reader = BufReader::new(&s);
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        // After the reply: EOF, or ECONNRESET since unread input was discarded (unix(7)).
+        let mut rest = String::new();
+        let end = reader.read_line(&mut rest);
+        tx.send((line, end.map_err(|e| e.kind()), rest)).unwrap();
+    });
+    let mut got = None;
+    h.run_until(
+        |_| {
+            got = got.take().or_else(|| rx.try_recv().ok());
+            got.is_some()
+        },
+        &mut echo,
+    );
+    let (line, end, rest) = got.unwrap();
+    let v: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["ok"], json!(false));
+    assert_eq!(v["error"]["kind"], json!("too_large"));
+    assert!(
+        matches!(end, Ok(0) | Err(io::ErrorKind::ConnectionReset)),
+        "{end:?} {rest:?}"
+    );
+    assert_eq!(h.server.connection_count(), 0);
+}
+
+#[test]
+fn a_client_that_never_reads_gets_no_more_requests_processed_while_others_are_answered() {
+    let mut h = Harness::new();
+    // The slow client asks for far more than OUTPUT_HIGH and never reads.
+    let mut slow = connect(&h.path);
+    let mut batch = String::new();
+    for i in 0..100 {
+        batch.push_str(&format!(
+            "{{\"id\":{i},\"cmd\":\"logs\",\"pod\":\"big\"}}\n"
+        ));
+    }
+    slow.write_all(batch.as_bytes()).unwrap();
+    let big = "y".repeat(64 * 1024);
+    let mut big_replies = 0;
+    let mut handler = |server: &mut Server, registry: &Registry, inc: Incoming| {
+        let line = match inc.request {
+            Ok(r) if r.cmd.name() == "logs" => {
+                big_replies += 1;
+                protocol::reply_ok(&r.id, json!({"log": big}))
+            }
+            Ok(r) => protocol::reply_ok(&r.id, json!({"cmd": r.cmd.name()})),
+            Err(e) => e.reply(),
+        };
+        server.send(registry, inc.conn, &line);
+    };
+    let path = h.path.clone();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut fast = connect(&path);
+        for i in 0..20 {
+            fast.write_all(format!("{{\"id\":{i},\"cmd\":\"version\"}}\n").as_bytes())
+                .unwrap();
+            let v = read_lines(&fast, 1).remove(0);
+            assert_eq!(v["id"], json!(i));
+        }
+        tx.send(fast).unwrap();
+    });
+    let mut fast = None;
+    h.run_until(
+        |_| {
+            fast = fast.take().or_else(|| rx.try_recv().ok());
+            fast.is_some()
+        },
+        &mut handler,
+    );
+    // What the kernel buffers plus one reply over the bound: a handful, not a hundred.
+    assert!(big_replies < 10, "{big_replies} big replies built");
+    assert!(h.server.memory() < 2 * 1024 * 1024, "{}", h.server.memory());
+    drop((slow, fast));
+}
+
+#[test]
+fn a_stalled_client_is_cut_after_the_idle_timeout_at_a_line_end() {
+    let mut h = Harness::new();
+    h.server.set_limits(Limits {
+        idle_timeout: Duration::from_millis(1),
+        ..Limits::default()
+    });
+    let mut slow = connect(&h.path);
+    slow.write_all(b"{\"id\":1,\"cmd\":\"logs\",\"pod\":\"big\"}\n")
+        .unwrap();
+    let big = "y".repeat(4 << 20);
+    let mut conn = None;
+    while conn.is_none() {
+        h.turn(
+            &mut |server: &mut Server, registry: &Registry, inc: Incoming| {
+                conn = Some(inc.conn);
+                let r = inc.request.unwrap();
+                server.send(
+                    registry,
+                    inc.conn,
+                    &protocol::reply_ok(&r.id, json!({"log": big})),
+                );
+            },
+        );
+    }
+    let conn = conn.unwrap();
+    std::thread::sleep(SWEEP_EVERY + Duration::from_millis(50));
+    h.turn(&mut echo);
+    assert!(h.server.conns.iter().flatten().all(|c| c.closing), "cut");
+    // Were it to read again, it gets the whole line it was in, then the error, then EOF.
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        let _ = std::io::Read::read_to_string(&mut slow, &mut all);
+        all
+    });
+    h.run_until(|s| !s.is_open(conn), &mut echo);
+    let all = reader.join().unwrap();
+    let lines: Vec<Value> = all
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:.80}")))
+        .collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(
+        lines[0]["result"]["log"].as_str().map(str::len),
+        Some(4 << 20)
+    );
+    assert!(
+        lines[1]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("read nothing")
+    );
+}
+
+#[test]
+fn one_reply_larger_than_the_output_bound_reaches_a_reading_client() {
+    let mut h = Harness::new();
+    let big = "z".repeat(OUTPUT_HIGH * 4);
+    let mut handler = |server: &mut Server, registry: &Registry, inc: Incoming| {
+        let line = match inc.request {
+            Ok(r) => protocol::reply_ok(&r.id, json!({"status": big})),
+            Err(e) => e.reply(),
+        };
+        server.send(registry, inc.conn, &line);
+    };
+    let path = h.path.clone();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut c = connect(&path);
+        c.write_all(b"{\"id\":7,\"cmd\":\"status\"}\n").unwrap();
+        tx.send(read_lines(&c, 1).remove(0)).unwrap();
+    });
+    let mut got = None;
+    h.run_until(
+        |_| {
+            got = got.take().or_else(|| rx.try_recv().ok());
+            got.is_some()
+        },
+        &mut handler,
+    );
+    let v = got.unwrap();
+    assert_eq!(v["id"], json!(7));
+    assert_eq!(
+        v["result"]["status"].as_str().map(str::len),
+        Some(OUTPUT_HIGH * 4)
+    );
+    h.run_until(|s| s.memory() < 64 * 1024, &mut echo);
+}
+
+#[test]
+fn two_hundred_concurrent_connections_are_served() {
+    let mut h = Harness::new();
+    let path = h.path.clone();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut clients: Vec<StdStream> = (0..200).map(|_| connect(&path)).collect();
+        for (i, c) in clients.iter_mut().enumerate() {
+            c.write_all(format!("{{\"id\":{i},\"cmd\":\"status\"}}\n").as_bytes())
+                .unwrap();
+        }
+        for (i, c) in clients.iter().enumerate() {
+            assert_eq!(read_lines(c, 1)[0]["id"], json!(i));
+        }
+        tx.send(clients.len()).unwrap();
+    });
+    let mut got = None;
+    let mut peak = 0;
+    h.run_until(
+        |s| {
+            peak = peak.max(s.connection_count());
+            got = got.take().or_else(|| rx.try_recv().ok());
+            got.is_some()
+        },
+        &mut echo,
+    );
+    assert_eq!(got, Some(200));
+    assert_eq!(peak, 200);
+}
+
+fn first_line_then_eof(c: StdStream) -> mpsc::Receiver<(String, usize)> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(&c);
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        let mut rest = String::new();
+        let n = reader.read_line(&mut rest).unwrap_or(0);
+        tx.send((line, n)).unwrap();
+    });
+    rx
+}
+
+#[test]
+fn connections_beyond_the_limit_get_busy_and_are_closed() {
+    let mut h = Harness::new();
+    h.server.set_limits(Limits {
+        max_connections: 2,
+        ..Limits::default()
+    });
+    // The test runs as the server's own uid (an admin): judge it a stranger.
+    h.server.strangers = true;
+    let a = connect(&h.path);
+    let b = connect(&h.path);
+    h.run_until(|s| s.connection_count() == 2, &mut echo);
+    let rx = first_line_then_eof(connect(&h.path));
+    let mut got = None;
+    h.run_until(
+        |_| {
+            got = got.take().or_else(|| rx.try_recv().ok());
+            got.is_some()
+        },
+        &mut echo,
+    );
+    let (line, n) = got.unwrap();
+    let v: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["error"]["kind"], json!("busy"));
+    assert_eq!(n, 0, "closed after the error line");
+    drop((a, b));
+}
+
+#[test]
+fn per_uid_cap_refuses_the_next_connection_with_a_clear_error() {
+    let mut h = Harness::new();
+    h.server.strangers = true;
+    h.server.set_limits(Limits {
+        max_per_uid: 3,
+        ..Limits::default()
+    });
+    let keep: Vec<StdStream> = (0..3).map(|_| connect(&h.path)).collect();
+    h.run_until(|s| s.connection_count() == 3, &mut echo);
+    let rx = first_line_then_eof(connect(&h.path));
+    let mut got = None;
+    h.run_until(
+        |_| {
+            got = got.take().or_else(|| rx.try_recv().ok());
+            got.is_some()
+        },
+        &mut echo,
+    );
+    let (line, _) = got.unwrap();
+    let v: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["error"]["kind"], json!("busy"));
+    let msg = v["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("max_connections_per_uid = 3"), "{msg}");
+    drop(keep);
+}
+
+#[test]
+fn an_admin_evicts_the_newest_non_admin_when_full() {
+    let mut h = Harness::new();
+    h.server.set_limits(Limits {
+        max_connections: 2,
+        ..Limits::default()
+    });
+    let old = connect(&h.path);
+    let newest = connect(&h.path);
+    h.run_until(|s| s.connection_count() == 2, &mut echo);
+    // Make the two open connections non-admins (as if another uid had opened them).
+    for c in h.server.conns.iter_mut().flatten() {
+        c.admin = false;
+    }
+    let rx = first_line_then_eof(newest);
+    let mut admin = connect(&h.path);
+    admin
+        .write_all(b"{\"id\":1,\"cmd\":\"version\"}\n")
+        .unwrap();
+    let path = h.path.clone();
+    let (tx, rx2) = mpsc::channel();
+    std::thread::spawn(move || {
+        tx.send(read_lines(&admin, 1).remove(0)).unwrap();
+        drop(path);
+    });
+    let (mut evicted, mut answered) = (None, None);
+    h.run_until(
+        |_| {
+            evicted = evicted.take().or_else(|| rx.try_recv().ok());
+            answered = answered.take().or_else(|| rx2.try_recv().ok());
+            evicted.is_some() && answered.is_some()
+        },
+        &mut echo,
+    );
+    let (line, n) = evicted.unwrap();
+    let v: Value = serde_json::from_str(&line).unwrap();
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("administrator")
+    );
+    assert_eq!(n, 0);
+    assert_eq!(answered.unwrap()["id"], json!(1));
+    drop(old);
+}
+
+#[test]
+fn idle_connections_are_closed_after_the_timeout() {
+    let mut h = Harness::new();
+    h.server.set_limits(Limits {
+        idle_timeout: Duration::from_millis(1),
+        ..Limits::default()
+    });
+    let c = connect(&h.path);
+    h.run_until(|s| s.connection_count() == 1, &mut echo);
+    let rx = first_line_then_eof(c);
+    std::thread::sleep(SWEEP_EVERY);
+    let mut got = None;
+    h.run_until(
+        |_| {
+            got = got.take().or_else(|| rx.try_recv().ok());
+            got.is_some()
+        },
+        &mut echo,
+    );
+    let (line, n) = got.unwrap();
+    assert!(line.contains("client_idle_timeout_seconds"), "{line}");
+    assert_eq!(n, 0);
+    assert_eq!(h.server.connection_count(), 0);
+}
+
+#[test]
+fn a_replaced_socket_file_is_noticed_and_bound_again() {
+    let mut h = Harness::new();
+    // Someone renames the directory away and puts their own socket at the path.
+    let run = h.path.parent().unwrap().to_path_buf();
+    let moved = run.with_file_name("moved");
+    std::fs::rename(&run, &moved).unwrap();
+    std::fs::create_dir(&run).unwrap();
+    let impostor = std::os::unix::net::UnixListener::bind(&h.path).unwrap();
+    assert!(h.server.check_socket_file(h.poll.registry()).unwrap());
+    drop(impostor);
+    let path = h.path.clone();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut c = connect(&path);
+        c.write_all(b"{\"id\":3,\"cmd\":\"version\"}\n").unwrap();
+        tx.send(read_lines(&c, 1).remove(0)).unwrap();
+    });
+    let mut got = None;
+    h.run_until(
+        |_| {
+            got = got.take().or_else(|| rx.try_recv().ok());
+            got.is_some()
+        },
+        &mut echo,
+    );
+    assert_eq!(got.unwrap()["id"], json!(3));
+    assert!(!h.server.check_socket_file(h.poll.registry()).unwrap());
+}
+
+#[test]
+fn apply_settings_changes_the_mode_and_the_admins_of_open_connections() {
+    let mut h = Harness::new();
+    let c = connect(&h.path);
+    h.run_until(|s| s.connection_count() == 1, &mut echo);
+    h.server.euid = u32::MAX;
+    let me = nix::unistd::geteuid().as_raw();
+    let access = Access {
+        mode: 0o666,
+        admin_uids: vec![me],
+        ..Access::default()
+    };
+    h.server.apply_settings(&access, Limits::default()).unwrap();
+    assert_eq!(
+        std::fs::metadata(&h.path).unwrap().permissions().mode() & 0o777,
+        0o666
+    );
+    assert!(h.server.conns.iter().flatten().all(|c| c.admin));
+    let access = Access {
+        mode: 0o600,
+        ..Access::default()
+    };
+    h.server.apply_settings(&access, Limits::default()).unwrap();
+    assert_eq!(
+        std::fs::metadata(&h.path).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert_eq!(
+        h.server.conns.iter().flatten().all(|c| c.admin),
+        me == 0,
+        "only root stays an admin"
+    );
+    drop(c);
+}
+
+#[test]
+fn supplementary_groups_are_read_from_the_peer() {
+    let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+    let a = UnixStream::from_std(a);
+    let groups = peer_groups(&a).unwrap();
+    let mut mine: Vec<u32> = nix::unistd::getgroups()
+        .unwrap()
+        .iter()
+        .map(|g| g.as_raw())
+        .collect();
+    let mut got = groups.clone();
+    mine.sort();
+    got.sort();
+    assert_eq!(got, mine);
+    let peer = PeerCred {
+        pid: 1,
+        uid: 4242,
+        gid: 4242,
+    };
+    let access = Access {
+        admin_gids: vec![77],
+        ..Access::default()
+    };
+    assert!(is_admin(&access, 0, &peer, &[5, 77]));
+    assert!(!is_admin(&access, 0, &peer, &[5]));
+}
+
+#[test]
+fn half_closed_client_gets_its_answers_then_the_connection_closes() {
+    let mut h = Harness::new();
+    let path = h.path.clone();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut s = connect(&path);
+        // No trailing newline: the last line before EOF still counts.
+        s.write_all(b"{\"id\":1,\"cmd\":\"status\"}\n{\"id\":2,\"cmd\":\"version\"}")
+            .unwrap();
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut all = String::new();
+        let _ = std::io::Read::read_to_string(&mut s, &mut all);
+        tx.send(all).unwrap();
+    });
+    let mut got = None;
+    h.run_until(
+        |_| {
+            got = got.take().or_else(|| rx.try_recv().ok());
+            got.is_some()
+        },
+        &mut echo,
+    );
+    let all = got.unwrap();
+    let ids: Vec<Value> = all
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["id"].clone())
+        .collect();
+    assert_eq!(ids, vec![json!(1), json!(2)]);
+    assert_eq!(h.server.connection_count(), 0);
+}
+
+#[test]
+fn a_stream_is_fed_only_while_the_client_has_room_and_then_requests_resume() {
+    let mut h = Harness::new();
+    let mut client = connect(&h.path);
+    client
+        .write_all(b"{\"id\":7,\"cmd\":\"logs\",\"pod\":\"p\"}\n{\"id\":8,\"cmd\":\"version\"}\n")
+        .unwrap();
+    let mut stream_conn = None;
+    while stream_conn.is_none() {
+        h.turn(&mut |server, _registry, inc| {
+            server.start_stream(inc.conn, Some(protocol::LOGS_REPLY_CUT));
+            stream_conn = Some(inc.conn);
+        });
+    }
+    let conn = stream_conn.unwrap();
+    let registry = h.poll.registry();
+    let id = RequestId::from(json!(7));
+    assert!(h.server.push(
+        registry,
+        conn,
+        protocol::logs_reply_open(&id, "p", "c", 0).as_bytes()
+    ));
+    // The client does not read yet: chunks stop once it has no room.
+    let chunk = "x".repeat(8 * 1024);
+    let mut pushed = 0;
+    while h.server.hungry_streams().contains(&conn) {
+        h.server.push(registry, conn, chunk.as_bytes());
+        pushed += 1;
+        assert!(pushed < 1000, "never full");
+    }
+    let reader = std::thread::spawn(move || read_lines(&client, 2));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut more = 0;
+    while more < 100 {
+        assert!(Instant::now() < deadline);
+        h.turn(&mut echo);
+        let registry = h.poll.registry();
+        if h.server.hungry_streams().contains(&conn) {
+            h.server.push(registry, conn, chunk.as_bytes());
+            more += 1;
+        }
+    }
+    let registry = h.poll.registry();
+    h.server
+        .push(registry, conn, protocol::logs_reply_close(0).as_bytes());
+    h.server.end_stream(registry, conn);
+    // The pipelined `version` is answered only after the stream.
+    let mut lines = None;
+    h.run_until(
+        |_| {
+            if reader.is_finished() {
+                lines = Some(true);
+            }
+            lines.is_some()
+        },
+        &mut echo,
+    );
+    let lines = reader.join().unwrap();
+    assert_eq!(
+        lines[0]["result"]["log"].as_str().unwrap().len(),
+        (pushed + more) * chunk.len()
+    );
+    assert_eq!(lines[1]["id"], json!(8));
+    drop(h.server.take_closed());
+    // A line for a closed connection is dropped.
+    let fake = ConnId {
+        index: 999,
+        generation: 0,
+    };
+    assert!(!h.server.send(h.poll.registry(), fake, "{}\n"));
+}
+
+#[test]
+fn peer_credentials_are_reported() {
+    let mut h = Harness::new();
+    let mut s = connect(&h.path);
+    s.write_all(b"{\"cmd\":\"version\"}\n").unwrap();
+    let mut peer = None;
+    while peer.is_none() {
+        h.turn(&mut |_, _, inc| peer = Some(inc.peer));
+    }
+    let peer = peer.unwrap();
+    assert_eq!(peer.pid, std::process::id() as i32);
+    assert_eq!(peer.uid, nix::unistd::geteuid().as_raw());
+    assert_eq!(peer.gid, nix::unistd::getegid().as_raw());
+}
+
+#[test]
+fn socket_mode_is_applied_and_parent_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a").join("b").join("s.sock");
+    let server = Server::bind(&path, &mode(0o600), CONN_BASE).unwrap();
+    let meta = std::fs::metadata(&path).unwrap();
+    assert!(meta.file_type().is_socket());
+    assert_eq!(meta.permissions().mode() & 0o7777, 0o600);
+    let parent = std::fs::metadata(path.parent().unwrap()).unwrap();
+    assert_eq!(parent.permissions().mode() & 0o777, 0o755);
+    drop(server);
+    let path2 = dir.path().join("g.sock");
+    let _s = Server::bind(&path2, &mode(0o660), CONN_BASE).unwrap();
+    assert_eq!(
+        std::fs::metadata(&path2).unwrap().permissions().mode() & 0o7777,
+        0o660
+    );
+}
+
+#[test]
+#[ignore = "needs root (chown to another group)"]
+fn socket_group_is_applied() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this test needs root (chown to another group); run it as root or without \
+         --include-ignored"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.sock");
+    let gid = nix::unistd::getegid().as_raw() + 4321;
+    let _s = Server::bind(
+        &path,
+        &Access {
+            group: Some(gid),
+            ..mode(0o660)
+        },
+        CONN_BASE,
+    )
+    .unwrap();
+    assert_eq!(std::fs::metadata(&path).unwrap().gid(), gid);
+}
+
+#[test]
+fn stale_socket_is_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.sock");
+    drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+    assert!(path.exists(), "a dropped listener leaves its file");
+    let server = Server::bind(&path, &mode(0o600), CONN_BASE).unwrap();
+    assert!(StdStream::connect(&path).is_ok());
+    drop(server);
+}
+
+#[test]
+fn live_socket_is_refused_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.sock");
+    let _live = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    let err = Server::bind(&path, &mode(0o600), CONN_BASE).err().unwrap();
+    assert!(matches!(err, ControlError::AlreadyListening { .. }));
+    assert_eq!(
+        err.to_string(),
+        format!("another vigil is already listening on {}", path.display())
+    );
+    assert!(StdStream::connect(&path).is_ok());
+}
+
+#[test]
+fn a_regular_file_is_not_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.sock");
+    std::fs::write(&path, "keep").unwrap();
+    let err = Server::bind(&path, &mode(0o600), CONN_BASE).err().unwrap();
+    assert!(matches!(err, ControlError::NotASocket { .. }));
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "keep");
+}
+
+#[test]
+fn drop_removes_the_socket_file_but_not_a_successors() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.sock");
+    let server = Server::bind(&path, &mode(0o600), CONN_BASE).unwrap();
+    server.shutdown();
+    assert!(!path.exists());
+    let first = Server::bind(&path, &mode(0o600), CONN_BASE).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let _second = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    drop(first);
+    assert!(path.exists(), "someone else's socket must survive");
+}
+
+#[test]
+fn owns_covers_listener_and_connection_tokens_only() {
+    let mut h = Harness::new();
+    assert!(h.server.owns(LISTENER));
+    assert!(!h.server.owns(Token(CONN_BASE)));
+    let _c = connect(&h.path);
+    h.run_until(|s| s.connection_count() == 1, &mut echo);
+    assert!(h.server.owns(Token(CONN_BASE)));
+    assert!(!h.server.owns(Token(CONN_BASE + 1)));
+    assert!(!h.server.owns(Token(0)));
+}
