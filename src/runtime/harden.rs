@@ -37,13 +37,22 @@ pub enum HardenError {
 }
 
 /// Checks the config file before it is read (start and reload): nothing when vigil is not
-/// root, a [`Target::File`] check of the whole path otherwise.
+/// root, a [`Target::File`] check of the whole path otherwise (for `run -f`, of the manifest
+/// and of the `-c` file beside it).
 pub fn check_config_source(source: &ConfigSource) -> Result<(), HardenError> {
     if !nix::unistd::Uid::effective().is_root() {
         return Ok(());
     }
-    if let ConfigSource::File(path) = source {
-        trust::check("config file", path, Target::File)?;
+    match source {
+        ConfigSource::File(path) => trust::check("config file", path, Target::File)?,
+        // `run -f`: the manifest is a config file too, and so is the `-c` beside it.
+        ConfigSource::Manifest { manifest, config } => {
+            trust::check("manifest", manifest, Target::File)?;
+            if let Some(path) = config {
+                trust::check("config file", path, Target::File)?;
+            }
+        }
+        ConfigSource::Bundled => {}
     }
     Ok(())
 }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use crate::common::{BIN, Vigil, state_reason, supervisor_header};
+use crate::common::{BIN, Vigil, require_root, state_reason, supervisor_header};
 
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -222,4 +222,32 @@ fn the_multi_container_seed_runs_both_containers() {
     let pod = v.pod("nginx-deployment");
     assert_eq!(pod["containers"].as_array().map(Vec::len), Some(2), "{pod}");
     assert_eq!(v.shutdown(), 0);
+}
+
+/// A root vigil trusts a manifest no more than a config file: one others can write is refused,
+/// naming it, before anything starts.
+#[test]
+#[ignore = "needs root (the check is a root vigil's)"]
+fn root_vigil_refuses_a_manifest_writable_by_others() {
+    use std::os::unix::fs::PermissionsExt;
+    require_root("the check applies to a root vigil only");
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("vigil.sock");
+    let config = dir.path().join("vigil.toml");
+    std::fs::write(&config, supervisor_header(&socket)).unwrap();
+    let manifest = dir.path().join("pod.yaml");
+    std::fs::copy(data("liveness-pod-host.yaml"), &manifest).unwrap();
+    std::fs::set_permissions(&manifest, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let out = vigil(&[
+        "run".as_ref(),
+        "-c".as_ref(),
+        config.as_os_str(),
+        "-f".as_ref(),
+        manifest.as_os_str(),
+    ]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "not refused:\n{err}");
+    assert!(err.contains(&manifest.display().to_string()), "{err}");
+    assert!(err.contains("writable by others"), "{err}");
+    assert!(!socket.exists(), "the socket was created before refusing");
 }
