@@ -19,6 +19,7 @@ pub mod values;
 
 pub use error::{ConfigError, ConfigErrors};
 /// `parent.key` with TOML quoting, as config paths are written in messages.
+#[cfg(feature = "kubernetes")]
 pub(crate) use schema::join as schema_join;
 
 use std::path::{Path, PathBuf};

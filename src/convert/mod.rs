@@ -24,8 +24,11 @@ pub mod to_kube;
 mod tests;
 
 use std::fmt;
+#[cfg(feature = "kubernetes")]
 use std::io::Read;
-use std::path::{Path, PathBuf};
+#[cfg(feature = "kubernetes")]
+use std::path::Path;
+use std::path::PathBuf;
 
 use clap::{ArgGroup, Args, ValueEnum};
 

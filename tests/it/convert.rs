@@ -2,6 +2,7 @@
 //! Kubernetes and checked against the Kubernetes OpenAPI schema by a third-party validator
 //! (`kubernetes-validate` from PyPI, installed by tests/run-all.sh), and real manifests from
 //! the seeds (tests/data/kubernetes/) converted back and run.
+#![cfg(feature = "kubernetes")]
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
