@@ -41,6 +41,9 @@ pub(super) const MSG_STOP_REQUEST: &str = "stopped by request";
 pub(super) const MSG_DEFINITION_CHANGED: &str = "definition changed";
 pub(super) const MSG_SHUTDOWN: &str = "supervisor shutting down";
 pub(super) const MSG_MAIN_FINISHED: &str = "the pod's containers have finished";
+/// Why `kill_now` SIGKILLs: a second stop signal, or the supervisor's shutdown timeout.
+pub(super) const KILL_FORCED: &str = "forced shutdown";
+pub(super) const KILL_SHUTDOWN_TIMEOUT: &str = "still running at the shutdown timeout";
 
 /// Why vigil is stopping a running container.
 #[derive(Debug, Clone, PartialEq)]
@@ -58,6 +61,41 @@ pub(super) struct Stopping {
     cause: StopCause,
     kill_at: Time,
     killed: bool,
+    /// The grace period it was given (for the SIGKILL event and last-state message).
+    grace: Duration,
+    /// SIGKILLed because the grace period ran out (not a forced shutdown).
+    grace_expired: bool,
+}
+
+impl Stopping {
+    /// The stop's cause as the last state reports it: a stop that needed the SIGKILL at the
+    /// end of its grace period says so, not just "stopped by request".
+    fn cause_after_exit(self) -> StopCause {
+        if !self.grace_expired {
+            return self.cause;
+        }
+        let killed = format!(
+            "did not stop within {}, killed with SIGKILL",
+            go_duration(self.grace)
+        );
+        match self.cause {
+            StopCause::Request {
+                message,
+                then_start,
+            } => StopCause::Request {
+                message: format!("{message}; {killed}"),
+                then_start,
+            },
+            StopCause::Probe { kind, message } => StopCause::Probe {
+                kind,
+                message: format!("{message}; {killed}"),
+            },
+            StopCause::Shutdown => StopCause::Request {
+                message: format!("{MSG_SHUTDOWN}; {killed}"),
+                then_start: false,
+            },
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -421,7 +459,12 @@ impl Slot {
             self.activate_probes(&[ProbeKind::Liveness, ProbeKind::Readiness], out.now);
         }
         if force_kill {
-            self.kill_now(pending.unwrap_or(StopCause::Shutdown), out);
+            self.kill_now(
+                pending.unwrap_or(StopCause::Shutdown),
+                KILL_FORCED,
+                pod,
+                out,
+            );
         } else if let Some(cause) = pending {
             self.begin_stop(cause, pod, out);
         }
@@ -457,7 +500,10 @@ impl Slot {
                 started_at,
                 stopping,
                 ..
-            } => (Some(*started_at), stopping.take().map(|s| s.cause)),
+            } => (
+                Some(*started_at),
+                stopping.take().map(|s| s.cause_after_exit()),
+            ),
             SlotState::Creating { pending, .. } => (None, pending.take()),
             _ => return,
         };
@@ -502,6 +548,26 @@ impl Slot {
     fn conclude(&mut self, term: Terminated, cause: Option<StopCause>, pod: &str, out: &mut Out) {
         self.hold_probes(out);
         self.started = false;
+        if term.started_at.is_some() {
+            let name = self.spec.name.clone();
+            // One event per run that ended, before any restart's `Started` (docs/behaviour.md
+            // §5.4): Normal for a clean exit or a stop vigil asked for, Warning otherwise.
+            let kind = match term.reason {
+                TerminationReason::Completed | TerminationReason::Stopped => EventType::Normal,
+                _ => EventType::Warning,
+            };
+            let mut message = format!(
+                "Container {name} exited: {}, {}",
+                term.reason.as_str(),
+                exit_desc(term.exit_code, term.signal)
+            );
+            let plain = term.message.starts_with("exited with code ")
+                || term.message.starts_with("killed by signal ");
+            if !term.message.is_empty() && !plain && term.message.len() <= 200 {
+                message.push_str(&format!(" ({})", term.message));
+            }
+            out.event(kind, "Exited", pod, &name, message);
+        }
         match &cause {
             Some(StopCause::Request {
                 then_start: true, ..
@@ -635,12 +701,19 @@ impl Slot {
                         };
                         format!("Container {name} failed {} probe{then}", kind.as_str())
                     }
-                    _ => format!("Stopping container {name}"),
+                    // The kubelet says only "Stopping container NAME"; vigil adds why.
+                    StopCause::Request { message, .. } => {
+                        format!("Stopping container {name}: {message}")
+                    }
+                    StopCause::Shutdown => format!("Stopping container {name}: {MSG_SHUTDOWN}"),
                 };
+                let grace = effective_grace(grace);
                 *stopping = Some(Stopping {
                     cause,
-                    kill_at: out.now + effective_grace(grace),
+                    kill_at: out.now + grace,
                     killed: false,
+                    grace,
+                    grace_expired: false,
                 });
                 out.event(EventType::Normal, "Killing", pod, &name, message);
                 out.actions.push_back(Action::Signal {
@@ -675,8 +748,10 @@ impl Slot {
         }
     }
 
-    /// SIGKILL it now (forced shutdown, global shutdown deadline).
-    pub(super) fn kill_now(&mut self, cause: StopCause, out: &mut Out) {
+    /// SIGKILL it now (forced shutdown, global shutdown deadline); `why` ends up in the
+    /// Warning `Killing` event ("Container app: {why}, sending SIGKILL").
+    pub(super) fn kill_now(&mut self, cause: StopCause, why: &str, pod: &str, out: &mut Out) {
+        let name = self.spec.name.clone();
         match &mut self.state {
             SlotState::Running { stopping, .. } => {
                 match stopping {
@@ -687,6 +762,8 @@ impl Slot {
                             cause,
                             kill_at: out.now,
                             killed: true,
+                            grace: Duration::ZERO,
+                            grace_expired: false,
                         })
                     }
                 }
@@ -694,6 +771,13 @@ impl Slot {
                     key: self.key,
                     generation: self.generation,
                 });
+                out.event(
+                    EventType::Warning,
+                    "Killing",
+                    pod,
+                    &name,
+                    format!("Container {name}: {why}, sending SIGKILL"),
+                );
                 if out.shutting_down {
                     *out.unclean = true;
                 }
@@ -748,10 +832,23 @@ impl Slot {
                 // it does not make a shutdown unclean; only the global deadline or a forced
                 // shutdown does (see `kill_now`).
                 s.killed = true;
+                s.grace_expired = true;
+                let grace = s.grace;
                 out.actions.push_back(Action::Kill {
                     key: self.key,
                     generation: self.generation,
                 });
+                let name = self.spec.name.clone();
+                out.event(
+                    EventType::Warning,
+                    "Killing",
+                    pod,
+                    &name,
+                    format!(
+                        "Container {name} did not stop within {}, sending SIGKILL",
+                        go_duration(grace)
+                    ),
+                );
             }
             SlotState::Running { stopping: None, .. } => self.tick_probes(pod, out),
             _ => {}

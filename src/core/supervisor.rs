@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use super::events::EventLog;
 use super::pod::{
-    MSG_DEFINITION_CHANGED, MSG_STOP_REQUEST, Next, Out, Pod, Slot, Stage, StopCause,
+    KILL_FORCED, KILL_SHUTDOWN_TIMEOUT, MSG_DEFINITION_CHANGED, MSG_STOP_REQUEST, Next, Out, Pod,
+    Slot, Stage, StopCause,
 };
 use super::*;
 use crate::config::spec::{Config, DependencyCondition, PodSpec};
@@ -199,8 +200,9 @@ impl Supervisor {
             sd.deadline_fired = true;
             let (pods, mut out) = self.split(now);
             for pod in pods.iter_mut() {
+                let name = &pod.spec.name;
                 for slot in pod.init.iter_mut().chain(pod.main.iter_mut()) {
-                    slot.kill_now(StopCause::Shutdown, &mut out);
+                    slot.kill_now(StopCause::Shutdown, KILL_SHUTDOWN_TIMEOUT, name, &mut out);
                 }
             }
         }
@@ -463,9 +465,10 @@ impl Supervisor {
             let (pods, mut out) = self.split(now);
             for pod in pods.iter_mut() {
                 pod.shutdown_initiated = true;
+                let name = &pod.spec.name;
                 for slot in pod.init.iter_mut().chain(pod.main.iter_mut()) {
                     slot.finish_for_shutdown(&mut out);
-                    slot.kill_now(StopCause::Shutdown, &mut out);
+                    slot.kill_now(StopCause::Shutdown, KILL_FORCED, name, &mut out);
                 }
             }
             "killing everything".to_string()

@@ -48,12 +48,23 @@ impl Vigil {
         config: PathBuf,
         extra: &[&std::ffi::OsStr],
     ) -> Vigil {
+        Self::start_logging_at(dir, socket, config, extra, "debug")
+    }
+
+    /// [`Vigil::start_with_args`] with `VIGIL_LOG` set to `level` (what an operator sees).
+    pub fn start_logging_at(
+        dir: tempfile::TempDir,
+        socket: PathBuf,
+        config: PathBuf,
+        extra: &[&std::ffi::OsStr],
+        level: &str,
+    ) -> Vigil {
         let log = std::fs::File::create(dir.path().join("vigil.log")).expect("log file");
         let child = Command::new(BIN)
             .args(["run", "-c"])
             .arg(&config)
             .args(extra)
-            .env("VIGIL_LOG", "debug")
+            .env("VIGIL_LOG", level)
             .env_remove("VIGIL_SOCKET")
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("dup"))

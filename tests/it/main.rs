@@ -8,6 +8,7 @@ mod control;
 mod convert;
 mod faults;
 mod host;
+mod journal;
 mod lifecycle;
 mod paths;
 mod pid1;

@@ -302,9 +302,37 @@ fn stop_signal_then_kill_after_grace() {
     assert_eq!(h.take(), vec![Action::Kill { key, generation: 1 }]);
     assert_eq!(h.sup.poll_timeout(), None, "kill is sent once");
     h.killed_by("web", "app", 9);
+    let t = h.terminated("web", "app").unwrap();
+    assert_eq!(t.reason, TerminationReason::Stopped);
     assert_eq!(
-        h.terminated("web", "app").unwrap().reason,
-        TerminationReason::Stopped
+        t.message,
+        "stopped by request; did not stop within 5s, killed with SIGKILL"
+    );
+    let kill = h
+        .events()
+        .into_iter()
+        .find(|e| e.reason == "Killing" && e.kind == EventType::Warning)
+        .expect("a Warning Killing event for the SIGKILL");
+    assert_eq!(
+        kill.message,
+        "Container app did not stop within 5s, sending SIGKILL"
+    );
+}
+
+#[test]
+fn a_forced_shutdown_names_each_container_it_sigkills() {
+    let mut h = H::new(config(vec![pod("web", vec![container("app")])]));
+    h.ack_spawns();
+    h.cmd(Command::Shutdown { force: true }).unwrap();
+    let kill = h
+        .events()
+        .into_iter()
+        .find(|e| e.reason == "Killing" && e.kind == EventType::Warning)
+        .expect("a Warning Killing event");
+    assert_eq!(kill.object, "web/app");
+    assert_eq!(
+        kill.message,
+        "Container app: forced shutdown, sending SIGKILL"
     );
 }
 
@@ -335,8 +363,35 @@ fn events_aggregate_and_bump_seq() {
     assert_eq!(again.count, 2);
     assert!(again.seq > first.seq);
     assert_eq!(again.first, first.first);
-    assert_eq!(h.sup.events_since(first.seq).len(), 1);
-    assert!(h.sup.events_since(again.seq).is_empty());
+    let started_since = |seq| {
+        h.sup
+            .events_since(seq)
+            .iter()
+            .filter(|e| e.reason == "Started")
+            .count()
+    };
+    assert_eq!(started_since(first.seq), 1);
+    assert_eq!(started_since(again.seq), 0);
+}
+
+#[test]
+fn an_exit_is_an_event_before_the_restart_normal_when_clean_warning_when_failed() {
+    let mut h = H::new(config(vec![pod("web", vec![container("app")])]));
+    h.ack_spawns();
+    h.exit("web", "app", 0);
+    let reasons: Vec<_> = h.events().iter().map(|e| e.reason.clone()).collect();
+    assert_eq!(reasons, ["Started", "Exited"]);
+    let ev = h.event("Exited").unwrap();
+    assert_eq!(ev.kind, EventType::Normal);
+    assert_eq!(ev.message, "Container app exited: Completed, exit code 0");
+    h.spawned("web", "app");
+    h.exit("web", "app", 3);
+    let failed = h
+        .events()
+        .into_iter()
+        .find(|e| e.reason == "Exited" && e.kind == EventType::Warning)
+        .expect("a Warning Exited event");
+    assert_eq!(failed.message, "Container app exited: Error, exit code 3");
 }
 
 #[test]

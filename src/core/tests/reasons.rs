@@ -213,7 +213,7 @@ fn stop_request_is_stopped_and_not_restarted() {
         signal: 15
     }));
     let ev = h.event("Killing").unwrap();
-    assert_eq!(ev.message, "Stopping container app");
+    assert_eq!(ev.message, "Stopping container app: stopped by request");
     assert_eq!(ev.kind, EventType::Normal);
     h.killed_by("web", "app", 15);
     let t = h.terminated("web", "app").unwrap();

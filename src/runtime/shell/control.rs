@@ -353,6 +353,7 @@ impl Shell {
             self.server.send(self.poll.registry(), conn, &line);
             return;
         }
+        self.journal_request(&peer, &request.cmd);
         let secrets = if admin {
             render::Secrets::Shown
         } else {

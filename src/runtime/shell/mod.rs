@@ -25,6 +25,7 @@ mod capture;
 mod control;
 mod executor;
 mod janitor;
+mod journal;
 mod kill;
 mod notifier;
 mod probes;
@@ -57,6 +58,7 @@ use crate::logs;
 use crate::process;
 use capture::Capture;
 use janitor::Janitor;
+use journal::Journal;
 use notifier::Notifier;
 use probes::ProbeRunner;
 use reaper::Reaper;
@@ -100,6 +102,7 @@ pub struct Shell {
     capture: Capture,
     probes: ProbeRunner,
     notifier: Notifier,
+    journal: Journal,
     /// Streams on control connections (`logs` replies, `logs -f`, `events -f`).
     streams: control::Streams,
     stop_signals: u32,
@@ -144,6 +147,7 @@ impl Shell {
             capture: Capture::new(Rc::clone(&registry), stdout),
             probes: ProbeRunner::new(Rc::clone(&registry)),
             notifier: Notifier::new(now),
+            journal: Journal::default(),
             registry,
             streams: control::Streams::default(),
             stop_signals: 0,
@@ -254,6 +258,7 @@ impl Shell {
         self.janitor.retry();
         self.drain_actions(now);
         self.serve_control(now);
+        self.journal.drain(&self.core, now);
         self.capture.flush();
         self.notifier.tick_watchdog(now);
         if self.notifier.status_due(now) {
@@ -307,10 +312,9 @@ impl Shell {
                     if let Err(e) = self.server.check_socket_file(self.poll.registry()) {
                         error!("{e}");
                     }
-                    match self.reload(now) {
-                        Ok(msg) => info!("SIGHUP: {msg}"),
-                        Err(e) => error!("SIGHUP: reload failed, nothing changed:\n{e}"),
-                    }
+                    info!("received SIGHUP: reloading the config");
+                    // `reload` logs the outcome.
+                    let _ = self.reload(now);
                 }
                 _ => {}
             }
@@ -365,7 +369,37 @@ impl Shell {
         };
         self.notifier.reloaded();
         self.drain_actions(now);
+        match &result {
+            Ok(msg) => info!("reload: {msg}"),
+            Err(e) => error!("reload failed, nothing changed:\n{e}"),
+        }
         result
+    }
+
+    /// The journal line for a state change asked for over the control socket, before it is
+    /// carried out: `web/app: stop requested over the control socket by uid 1000 (pid 4242)`.
+    pub(super) fn journal_request(
+        &self,
+        peer: &crate::control::server::PeerCred,
+        cmd: &RequestCmd,
+    ) {
+        let (what, target) = match cmd {
+            RequestCmd::Start { pod, container } => ("start", Some((pod, container))),
+            RequestCmd::Stop { pod, container } => ("stop", Some((pod, container))),
+            RequestCmd::Restart { pod, container } => ("restart", Some((pod, container))),
+            RequestCmd::Shutdown => ("shutdown", None),
+            RequestCmd::Reload => ("reload", None),
+            _ => return,
+        };
+        let by = format!(
+            "over the control socket by uid {} (pid {})",
+            peer.uid, peer.pid
+        );
+        match target {
+            Some((pod, Some(c))) => info!("{pod}/{c}: {what} requested {by}"),
+            Some((pod, None)) => info!("{pod}: {what} requested {by}"),
+            None => info!("{what} requested {by}"),
+        }
     }
 
     /// Applies the live `[supervisor]` changes of an accepted reload (see `supervisor_reload`;
@@ -423,6 +457,7 @@ impl Shell {
         {
             warn!("{e}");
         }
+        self.journal.drain(&self.core, Instant::now());
         self.capture.flush();
         // The server (and with it the socket file) goes when the shell is dropped.
         let uptime = self.started_at.elapsed();
