@@ -462,3 +462,42 @@ command = ["sleep", "{arg}"]
     assert_eq!(second.shutdown(), 0);
     drop(first);
 }
+
+#[test]
+#[ignore = "needs root and cgroup v2"]
+fn a_pod_removed_by_reload_has_its_cgroup_directory_removed_then_not_at_shutdown() {
+    // Outcome: after a reload drops pod `gone`, `<root>/gone` disappears while vigil runs on;
+    // the pod that stays keeps its directory.
+    let cg = ScratchCgroup::new();
+    let pods = |with_gone: bool| {
+        let mut p = String::from(
+            "[pods.stays]\n[[pods.stays.containers]]\nname = \"c\"\ncommand = [\"sleep\", \"600\"]\n",
+        );
+        if with_gone {
+            p.push_str(
+                "\n[pods.gone]\ntermination_grace_period_seconds = 0.2\n[[pods.gone.containers]]\nname = \"c\"\ncommand = [\"sleep\", \"600\"]\n",
+            );
+        }
+        p
+    };
+    let v = start_with_cgroup_root(&cg, &pods(true));
+    v.wait_for(T, "both running", |v| {
+        state_reason(&v.container("stays", "c")) == "Running"
+            && state_reason(&v.container("gone", "c")) == "Running"
+    });
+    assert!(cg.path.join("gone").is_dir());
+    let text = std::fs::read_to_string(&v.config).expect("config");
+    let cut = text.find("[pods.stays]").expect("pods");
+    std::fs::write(&v.config, format!("{}{}", &text[..cut], pods(false))).expect("config");
+    let r = v.request(r#"{"cmd":"reload"}"#);
+    assert_eq!(r["ok"], true, "{r}");
+    v.wait_for(T, "the removed pod's cgroup directory gone", |_| {
+        !cg.path.join("gone").exists()
+    });
+    assert!(
+        cg.path.join("stays").is_dir(),
+        "the other pod keeps its directory"
+    );
+    assert!(v.log().contains("gone: pod cgroup removed"), "{}", v.log());
+    assert_eq!(v.shutdown(), 0);
+}

@@ -101,7 +101,14 @@ impl Shell {
                 .cancel(key, generation, kind, seq, &mut self.janitor),
             Action::Forget { key } => {
                 self.kill_run(key, None);
-                self.slots.remove(&key);
+                if let Some(mut slot) = self.slots.remove(&key) {
+                    // A run still holding its cgroup goes to the janitor like any finished
+                    // run's; the pod's own directory follows once it is empty (issue 14.7).
+                    if let Some(cg) = slot.run.as_mut().and_then(|r| r.cgroup.take()) {
+                        self.janitor.retire(cg.into_inner());
+                    }
+                    self.gone_pods.forget(&slot.pod, now);
+                }
                 self.end_log_streams(key);
             }
             Action::Exit { code } => self.exit_code = Some(code),

@@ -5,7 +5,8 @@
 //! each watched through its `cgroup.events` (`populated 0` wakes the loop; cgroup v2 docs,
 //! "cgroup.events"), with a 200 ms fallback timer in case a notification is missed; and the
 //! spawns deferred because their container's previous cgroup is still dying (a fresh cgroup
-//! per run: a cgroup is never reused after `cgroup.kill`).
+//! per run: a cgroup is never reused after `cgroup.kill`); and ([`GonePods`]) the pod
+//! directories of pods removed by reload, until they can be removed.
 //!
 //! Must not: block waiting for a cgroup to empty (at exit the router polls [`Janitor::retry`]),
 //! or touch a cgroup a run still holds.
@@ -220,5 +221,65 @@ mod tests {
         assert!(!path.exists(), "{} still exists", path.display());
         assert!(!janitor.holds(&path));
         manager.teardown().unwrap();
+    }
+}
+
+/// How long a removed pod's directory is retried after the last of its containers was
+/// forgotten while it stays busy (its container cgroups are the janitor's meanwhile).
+const POD_DIR_PATIENCE: Duration = Duration::from_secs(30);
+
+/// The `<root>/<pod>` directories of pods removed by reload, removed as soon as their container
+/// cgroups are gone rather than at shutdown (issue 14.7). A pod of the same name that exists
+/// again (a definition replaced by reload) keeps its directory.
+#[derive(Debug, Default)]
+pub struct GonePods {
+    /// Pod name → give up (leave it to shutdown's teardown) after this instant.
+    pending: HashMap<String, Instant>,
+}
+
+impl GonePods {
+    /// A container slot of `pod` was forgotten (its pod is gone or replaced).
+    pub fn forget(&mut self, pod: &str, now: Instant) {
+        self.pending.insert(pod.to_string(), now + POD_DIR_PATIENCE);
+    }
+
+    /// Tries each pending directory: `exists(pod)` says the pod is configured again.
+    pub fn retry(
+        &mut self,
+        cgroups: Option<&crate::cgroup::Manager>,
+        exists: impl Fn(&str) -> bool,
+        now: Instant,
+    ) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let Some(m) = cgroups else {
+            self.pending.clear();
+            return;
+        };
+        self.pending.retain(|pod, give_up| {
+            if exists(pod) {
+                return false;
+            }
+            match m.remove_pod_dir(pod) {
+                Ok(true) => {
+                    log::info!("{pod}: pod cgroup removed (the pod was removed by reload)");
+                    false
+                }
+                Ok(false) if now < *give_up => true,
+                Ok(false) => {
+                    log::warn!(
+                        "{pod}: pod cgroup {} still busy {}s after the pod was removed; left for shutdown",
+                        m.root().join(pod.as_str()).display(),
+                        POD_DIR_PATIENCE.as_secs()
+                    );
+                    false
+                }
+                Err(e) => {
+                    log::warn!("{e}");
+                    false
+                }
+            }
+        });
     }
 }

@@ -57,7 +57,7 @@ use crate::core::{Command, ContainerKey, ReloadError, Supervisor};
 use crate::logs;
 use crate::process;
 use capture::Capture;
-use janitor::Janitor;
+use janitor::{GonePods, Janitor};
 use journal::Journal;
 use notifier::Notifier;
 use probes::ProbeRunner;
@@ -99,6 +99,8 @@ pub struct Shell {
     slots: HashMap<ContainerKey, Slot>,
     reaper: Reaper,
     janitor: Janitor,
+    /// Cgroup directories of pods removed by reload, until removed.
+    gone_pods: GonePods,
     capture: Capture,
     probes: ProbeRunner,
     notifier: Notifier,
@@ -144,6 +146,7 @@ impl Shell {
             slots: HashMap::new(),
             reaper: Reaper::default(),
             janitor: Janitor::new(Rc::clone(&registry)),
+            gone_pods: GonePods::default(),
             capture: Capture::new(Rc::clone(&registry), stdout),
             probes: ProbeRunner::new(Rc::clone(&registry)),
             notifier: Notifier::new(now),
@@ -257,6 +260,9 @@ impl Shell {
         self.retry_deferred(now);
         self.janitor.retry();
         self.drain_actions(now);
+        let core = &self.core;
+        self.gone_pods
+            .retry(self.cgroups.as_ref(), |p| core.pod(p, now).is_some(), now);
         self.serve_control(now);
         self.journal.drain(&self.core, now);
         self.capture.flush();
