@@ -98,7 +98,9 @@ command = ["sleep", "600"]
     // A reload over the socket: requested, then its outcome.
     let r = v.request(r#"{"cmd":"reload"}"#);
     assert_eq!(r["ok"], true, "{r}");
-    v.wait_for(T, "the reload outcome", |v| has(&v.log(), &[" reload: "]));
+    v.wait_for(T, "the reload outcome", |v| {
+        has(&v.log(), &["control socket: reload: reloaded:"])
+    });
     assert!(has(
         &v.log(),
         &[&format!(

@@ -319,8 +319,7 @@ impl Shell {
                         error!("{e}");
                     }
                     info!("received SIGHUP: reloading the config");
-                    // `reload` logs the outcome.
-                    let _ = self.reload(now);
+                    let _ = self.reload_from("SIGHUP", now);
                 }
                 _ => {}
             }
@@ -336,7 +335,14 @@ impl Shell {
         }
     }
 
+    /// A reload asked for over the control socket (the journal line says so).
     fn reload(&mut self, now: Instant) -> Result<String, ReloadError> {
+        self.reload_from("control socket", now)
+    }
+
+    /// Reloads the config and logs the outcome: `ORIGIN: reload: …` or `ORIGIN: reload failed,
+    /// nothing changed:` and the problems.
+    fn reload_from(&mut self, origin: &str, now: Instant) -> Result<String, ReloadError> {
         self.notifier.reloading();
         let loaded = super::harden::check_config_source(&self.source)
             .map_err(|e| ReloadError::InvalidConfig(e.to_string()))
@@ -376,8 +382,8 @@ impl Shell {
         self.notifier.reloaded();
         self.drain_actions(now);
         match &result {
-            Ok(msg) => info!("reload: {msg}"),
-            Err(e) => error!("reload failed, nothing changed:\n{e}"),
+            Ok(msg) => info!("{origin}: reload: {msg}"),
+            Err(e) => error!("{origin}: reload failed, nothing changed:\n{e}"),
         }
         result
     }
