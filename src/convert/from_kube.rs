@@ -451,9 +451,6 @@ fn container_field_note(field: &str) -> &'static str {
         "envFrom" => "ConfigMaps and Secrets are not read; set the variables in `env`",
         "imagePullPolicy" => "images are not pulled",
         "stdin" | "stdinOnce" | "tty" => "containers get no terminal or standard input",
-        "terminationMessagePath" | "terminationMessagePolicy" => {
-            "termination messages are not read"
-        }
         _ => "has no meaning on a host; ignored",
     }
 }
@@ -614,6 +611,7 @@ fn pod(
 /// Annotation settings vigil takes back, and whether the value is TOML (else a string).
 const ANNOTATED: &[(&str, bool)] = &[
     ("user", false),
+    ("env_file", false),
     ("group", false),
     ("restart_policy", false),
     ("stop_signal", false),
@@ -646,10 +644,17 @@ fn container(
     let q = super::to_kube::quote;
     let mut out = ContainerOut::default();
     out.keys.push(("name".into(), q(&c.name)));
-    if let Ok(v) = serde_json::to_value(c) {
+    // With env_file kept in an annotation, envFrom is that file's Secret: nothing is lost.
+    let has_env_file = annotated.iter().any(|(k, _)| k == "env_file");
+    if let Ok(mut v) = serde_json::to_value(c) {
+        if has_env_file && let Some(o) = v.as_object_mut() {
+            o.remove("envFrom");
+        }
         warn_rest(
             &v,
             &[
+                "terminationMessagePath",
+                "terminationMessagePolicy",
                 "name",
                 "command",
                 "args",
@@ -710,6 +715,12 @@ fn container(
     }
     if let Some(wd) = &c.working_dir {
         out.keys.push(("working_dir".into(), q(wd)));
+    }
+    if let Some(p) = &c.termination_message_path {
+        out.keys.push(("termination_message_path".into(), q(p)));
+    }
+    if let Some(p) = &c.termination_message_policy {
+        out.keys.push(("termination_message_policy".into(), q(p)));
     }
     security(c.security_context.as_ref(), path, pod_ids, &mut out, ctx);
     if init {

@@ -105,44 +105,7 @@ fn every_shipped_config_round_trips_through_pods_and_deployments() {
 
 #[test]
 fn a_config_with_every_key_round_trips() {
-    let text = r#"
-[pods.db]
-[[pods.db.containers]]
-name = "db"
-command = ["/usr/bin/db"]
-readiness_probe = { grpc = { port = 9090, service = "db" } }
-
-[pods.web]
-restart_policy = "OnFailure"
-termination_grace_period_seconds = 20
-backoff = { initial_seconds = 1, max_seconds = 30, reset_after_seconds = 60 }
-max_restarts = 7
-depends_on = { db = "started" }
-
-[[pods.web.init_containers]]
-name = "migrate"
-command = ["/usr/bin/migrate", "--once"]
-restart_policy = "Never"
-
-[[pods.web.containers]]
-name = "app"
-command = ["/usr/bin/app", "--port", "8080"]
-image = "registry.example/app:1"
-env = { RUST_LOG = "info", EMPTY = "" }
-working_dir = "/srv/app"
-user = 1000
-group = "app"
-stop_signal = "SIGQUIT"
-restart_policy = "Always"
-termination_grace_period_seconds = 10
-capabilities = ["CAP_NET_BIND_SERVICE", "CAP_CHOWN"]
-no_new_privs = false
-rlimits = { nofile = { soft = 1024, hard = 4096 }, core = "unlimited" }
-resources = { memory_max = "256Mi", memory_high = "200Mi", swap_max = "0", pids_max = 512, cpu_max = 1.5, cpu_weight = 50, oom_group = true }
-startup_probe = { exec = { command = ["/usr/bin/check"] }, failure_threshold = 30, period_seconds = 1 }
-liveness_probe = { http_get = { host = "127.0.0.2", port = 8080, path = "/healthz", scheme = "HTTPS", headers = { X-Probe = "1" } }, initial_delay_seconds = 5, period_seconds = 5, timeout_seconds = 2, failure_threshold = 4, termination_grace_period_seconds = 2 }
-readiness_probe = { tcp_socket = { host = "localhost", port = 8080 }, period_seconds = 2, success_threshold = 3 }
-"#;
+    let text = include_str!("../../tests/data/kubernetes/every-key.toml");
     let config = crate::config::load_str(text, Path::new("all.toml")).expect("valid");
     let (back, warnings) = round_trip(&config, Kind::Pod);
     assert_eq!(pods_without_images(&back), pods_without_images(&config));
@@ -152,6 +115,7 @@ readiness_probe = { tcp_socket = { host = "localhost", port = 8080 }, period_sec
         "pods.web.containers[0].restart_policy",
         "pods.web.containers[0].termination_grace_period_seconds",
         "pods.web.containers[0].group",
+        "pods.web.containers[0].env_file",
         "pods.web.containers[0].stop_signal",
         "pods.web.containers[0].rlimits",
         "pods.web.containers[0].resources.memory_high",
@@ -343,5 +307,36 @@ fn a_deployment_template_and_several_documents_become_one_config() {
         out.warnings
             .iter()
             .any(|w| w.path == "document 2: spec.replicas")
+    );
+}
+
+#[test]
+fn env_file_becomes_a_referenced_secret_never_its_values() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let env = dir.path().join("app.env");
+    std::fs::write(&env, "TOKEN=hunter2\n").expect("write");
+    let text = format!(
+        "[pods.web]\n[[pods.web.containers]]\nname = \"app\"\ncommand = [\"/bin/app\"]\n\
+         env_file = \"{}\"\n",
+        env.display()
+    );
+    let config = crate::config::load_str(&text, Path::new("e.toml")).expect("valid");
+    let mut warnings = Vec::new();
+    let m = to_kube::convert(&config, &opts(Kind::Pod), &mut warnings).expect("converts");
+    let yaml = to_kube::to_yaml(&m).expect("yaml");
+    assert!(!yaml.contains("hunter2"), "{yaml}");
+    let v = m[0].to_value().expect("json");
+    assert_eq!(
+        v["spec"]["containers"][0]["envFrom"][0]["secretRef"]["name"],
+        "web-app-env"
+    );
+    let w = warnings
+        .iter()
+        .find(|w| w.path == "pods.web.containers[0].env_file")
+        .expect("a warning about env_file");
+    assert!(
+        w.message
+            .contains("kubectl create secret generic web-app-env"),
+        "{w}"
     );
 }

@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, EnvVar, ExecAction, GRPCAction, HTTPGetAction, HTTPHeader, Pod,
-    PodSpec as KubePodSpec, PodTemplateSpec, Probe, ResourceRequirements, SecurityContext,
-    TCPSocketAction,
+    Capabilities, Container, EnvFromSource, EnvVar, ExecAction, GRPCAction, HTTPGetAction,
+    HTTPHeader, Pod, PodSpec as KubePodSpec, PodTemplateSpec, Probe, ResourceRequirements,
+    SecretEnvSource, SecurityContext, TCPSocketAction,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -24,7 +24,7 @@ use super::{ANNOTATION_PREFIX, ConvertError, DEPENDS_ON_ANNOTATION, NAME_LABEL, 
 use crate::config::schema_join as join;
 use crate::config::spec::{
     Backoff, Config, ContainerSpec, DependencyCondition, HttpScheme, PodSpec, ProbeAction,
-    ProbeKind, ProbeSpec, RestartPolicy,
+    ProbeKind, ProbeSpec, RestartPolicy, TerminationMessagePolicy,
 };
 
 /// `--kind`.
@@ -234,6 +234,7 @@ fn backoff_toml(b: &Backoff) -> String {
 
 /// Adds `vigil/<container>.<key>` annotations and says why each one is needed.
 struct Annotator<'a> {
+    pod: &'a str,
     container: &'a str,
     path: &'a str,
     annotations: &'a mut BTreeMap<String, String>,
@@ -307,6 +308,7 @@ fn pod_spec(
             .map(|(i, c)| {
                 let cpath = format!("{}[{i}]", join(path, field));
                 let mut a = Annotator {
+                    pod: &pod.name,
                     container: &c.name,
                     path: &cpath,
                     annotations,
@@ -467,6 +469,26 @@ fn container(
             "Kubernetes has no per-container rlimits",
         );
     }
+    // env_file: a Secret the cluster must hold, referenced, never the values.
+    let env_from = c.env_file.as_ref().map(|file| {
+        let secret = format!("{}-{}-env", a.pod, c.name);
+        a.keep(
+            "env_file",
+            file.to_string_lossy().into_owned(),
+            &format!(
+                "its values are not copied: the pod reads Secret {secret:?}; create it with \
+                 `kubectl create secret generic {secret} --from-env-file={}`",
+                file.display()
+            ),
+        );
+        vec![EnvFromSource {
+            secret_ref: Some(SecretEnvSource {
+                name: secret,
+                optional: None,
+            }),
+            ..EnvFromSource::default()
+        }]
+    });
     // Resources.
     let r = &c.resources;
     let rpath = join(path, "resources");
@@ -496,6 +518,7 @@ fn container(
         requests.insert("cpu".to_string(), Quantity(format!("{milli}m")));
     }
     let mut ra = Annotator {
+        pod: a.pod,
         container: a.container,
         path: &rpath,
         annotations: &mut *a.annotations,
@@ -563,6 +586,14 @@ fn container(
                 })
                 .collect()
         }),
+        env_from,
+        termination_message_path: c
+            .termination_message_path
+            .as_ref()
+            .map(|p| p.to_string_lossy().into_owned()),
+        termination_message_policy: (c.termination_message_policy
+            == TerminationMessagePolicy::FallbackToLogsOnError)
+            .then(|| "FallbackToLogsOnError".to_string()),
         working_dir: c
             .working_dir
             .as_ref()

@@ -24,6 +24,8 @@ fn shipped_configs() -> Vec<PathBuf> {
         files.push(e.unwrap().path());
     }
     files.sort();
+    // …and a config with every key the converter maps.
+    files.push(data("every-key.toml"));
     files
 }
 
