@@ -1,7 +1,6 @@
 //! Where a validated config meets this host: the host checks run before anything starts
 //! (`vigil check` and `vigil run` both make them), and the translation of config values into
-//! the cgroup layer's own types ([`cgroup::Limits`], [`cgroup::RootSetting`]) and of its
-//! figures into the core's ([`ResourceFigures`]).
+//! the cgroup layer's own types ([`cgroup::Limits`], [`cgroup::RootSetting`]).
 //!
 //! Owns `vigil check`. Must not start anything, create a cgroup or keep state: the checks only
 //! read the host. It exists so that [`config`](crate::config) reads nothing but its file and
@@ -12,7 +11,6 @@ use std::path::PathBuf;
 use crate::cgroup::{self, CgroupError, Controllers, Manager};
 use crate::config::spec::{CgroupRoot, Config, Resources};
 use crate::config::{load_source, resolve_path};
-use crate::core::ResourceFigures;
 
 impl From<&Resources> for cgroup::Limits {
     fn from(r: &Resources) -> cgroup::Limits {
@@ -34,19 +32,6 @@ impl From<&CgroupRoot> for cgroup::RootSetting {
             CgroupRoot::Auto => cgroup::RootSetting::Auto,
             CgroupRoot::None => cgroup::RootSetting::None,
             CgroupRoot::Path(p) => cgroup::RootSetting::Path(p.clone()),
-        }
-    }
-}
-
-impl From<cgroup::Figures> for ResourceFigures {
-    fn from(f: cgroup::Figures) -> ResourceFigures {
-        ResourceFigures {
-            memory_current: f.memory_current,
-            memory_peak: f.memory_peak,
-            memory_max: f.memory_max,
-            cpu_usage_usec: f.cpu_usage_usec,
-            pids_current: f.pids_current,
-            memory_pressure_some_avg10: f.memory_pressure_some_avg10,
         }
     }
 }

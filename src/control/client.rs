@@ -557,6 +557,7 @@ mod tests {
         let mono = Instant::now();
         wire::to_json(&render::status(
             &[sample_pod(mono)],
+            &observed(),
             &clock(mono),
             Secrets::Shown,
         ))

@@ -8,11 +8,16 @@
 //! Secrets: environment values go out only to admins ([`Secrets::Shown`]); everyone else gets
 //! the names with [`wire::REDACTED`] as the value (docs/bad-input.md, "Control socket").
 
+use std::collections::HashMap;
+use std::path::PathBuf;
+
 use super::time::WallClock;
 use super::wire::{self, Timestamp};
+use crate::cgroup;
 use crate::config::spec::{ContainerSpec, ProbeAction, ProbeSpec, Resources};
 use crate::core::{
-    Condition, ContainerState, ContainerStatus, Event, PodStatus, ProbeStatus, Terminated,
+    Condition, ContainerKey, ContainerState, ContainerStatus, Event, PodStatus, ProbeStatus,
+    Terminated,
 };
 
 /// Whether the peer may see environment values (it is an admin: root, vigil's own uid,
@@ -23,21 +28,42 @@ pub enum Secrets {
     Redacted,
 }
 
+/// What the runtime knows of a container's current run and the core does not: its cgroup and
+/// the figures read from it. Kept beside the core's snapshot, not in it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunFacts {
+    pub cgroup: PathBuf,
+    pub figures: cgroup::Figures,
+}
+
+/// [`RunFacts`] of the containers that have them (running, with a cgroup).
+pub type Observed = HashMap<ContainerKey, RunFacts>;
+
 fn at(clock: &WallClock, t: crate::core::Time) -> Timestamp {
     Timestamp(clock.to_system(t))
 }
 
 /// `status`: every pod given, in order.
-pub fn status(pods: &[PodStatus], clock: &WallClock, secrets: Secrets) -> wire::StatusReply {
+pub fn status(
+    pods: &[PodStatus],
+    observed: &Observed,
+    clock: &WallClock,
+    secrets: Secrets,
+) -> wire::StatusReply {
     wire::StatusReply {
-        pods: pods.iter().map(|p| pod(p, clock, secrets)).collect(),
+        pods: pods
+            .iter()
+            .map(|p| pod(p, observed, clock, secrets))
+            .collect(),
     }
 }
 
 /// One pod.
-pub fn pod(pod: &PodStatus, clock: &WallClock, secrets: Secrets) -> wire::Pod {
+pub fn pod(pod: &PodStatus, observed: &Observed, clock: &WallClock, secrets: Secrets) -> wire::Pod {
     let containers = |cs: &[ContainerStatus]| -> Vec<wire::Container> {
-        cs.iter().map(|c| container(c, clock, secrets)).collect()
+        cs.iter()
+            .map(|c| container(c, observed.get(&c.key), clock, secrets))
+            .collect()
     };
     wire::Pod {
         name: pod.name.clone(),
@@ -72,7 +98,12 @@ fn terminated(t: &Terminated, clock: &WallClock) -> wire::Terminated {
 }
 
 /// One container: state, last state, cgroup figures, probe results and a spec summary.
-pub fn container(c: &ContainerStatus, clock: &WallClock, secrets: Secrets) -> wire::Container {
+pub fn container(
+    c: &ContainerStatus,
+    facts: Option<&RunFacts>,
+    clock: &WallClock,
+    secrets: Secrets,
+) -> wire::Container {
     let state = match &c.state {
         ContainerState::Waiting { reason, message } => wire::State::Waiting(wire::Waiting {
             reason: *reason,
@@ -83,7 +114,7 @@ pub fn container(c: &ContainerStatus, clock: &WallClock, secrets: Secrets) -> wi
         }),
         ContainerState::Terminated(t) => wire::State::Terminated(terminated(t, clock)),
     };
-    let figures = c.resources.clone().unwrap_or_default();
+    let figures = facts.map(|f| f.figures.clone()).unwrap_or_default();
     wire::Container {
         name: c.name.clone(),
         ready: c.ready,
@@ -94,7 +125,7 @@ pub fn container(c: &ContainerStatus, clock: &WallClock, secrets: Secrets) -> wi
         last_state: wire::LastState {
             terminated: c.last_state.as_ref().map(|t| terminated(t, clock)),
         },
-        cgroup: c.cgroup.as_ref().map(|p| p.display().to_string()),
+        cgroup: facts.map(|f| f.cgroup.display().to_string()),
         resources: wire::Figures {
             memory_current: figures.memory_current,
             memory_peak: figures.memory_peak,
@@ -237,12 +268,13 @@ pub fn event_is_for_pod(e: &Event, pod: &str) -> bool {
 /// `describe`: the pod and only its own events.
 pub fn describe<'a>(
     p: &PodStatus,
+    observed: &Observed,
     events: impl IntoIterator<Item = &'a Event>,
     clock: &WallClock,
     secrets: Secrets,
 ) -> wire::DescribeReply {
     wire::DescribeReply {
-        pod: pod(p, clock, secrets),
+        pod: pod(p, observed, clock, secrets),
         events: events
             .into_iter()
             .filter(|e| event_is_for_pod(e, &p.name))
@@ -268,8 +300,7 @@ pub(crate) mod fixtures {
     use super::*;
     use crate::config::spec::{Backoff, ProbeKind, RestartPolicy};
     use crate::core::{
-        ConditionType, ContainerKey, EventType, Phase, ProbeRecord, ProbeResultState,
-        ResourceFigures, TerminationReason,
+        ConditionType, EventType, Phase, ProbeRecord, ProbeResultState, TerminationReason,
     };
 
     pub fn spec(name: &str) -> Arc<ContainerSpec> {
@@ -319,6 +350,26 @@ pub(crate) mod fixtures {
         })
     }
 
+    /// The runtime's facts for the sample pod: `app` has a cgroup, `sidecar` runs without one.
+    pub fn observed() -> Observed {
+        let mut o = Observed::new();
+        o.insert(
+            ContainerKey(1),
+            RunFacts {
+                cgroup: PathBuf::from("/sys/fs/cgroup/vigil/web/app"),
+                figures: cgroup::Figures {
+                    memory_current: Some(0),
+                    memory_peak: Some(20 * 1024 * 1024),
+                    memory_max: None,
+                    cpu_usage_usec: Some(1234),
+                    pids_current: Some(0),
+                    memory_pressure_some_avg10: None,
+                },
+            },
+        );
+        o
+    }
+
     /// Anchor: monotonic `mono` is wall time 1_000_000 s after the epoch.
     pub fn clock(mono: Instant) -> WallClock {
         WallClock::new(mono, UNIX_EPOCH + Duration::from_secs(1_000_000))
@@ -357,15 +408,6 @@ pub(crate) mod fixtures {
             }],
             oom_kills: 1,
             spec: spec("app"),
-            cgroup: Some(PathBuf::from("/sys/fs/cgroup/vigil/web/app")),
-            resources: Some(ResourceFigures {
-                memory_current: Some(0),
-                memory_peak: Some(20 * 1024 * 1024),
-                memory_max: None,
-                cpu_usage_usec: Some(1234),
-                pids_current: Some(0),
-                memory_pressure_some_avg10: None,
-            }),
         };
         let sidecar = ContainerStatus {
             key: ContainerKey(2),
@@ -381,8 +423,6 @@ pub(crate) mod fixtures {
             probes: vec![],
             oom_kills: 0,
             spec: spec("sidecar"),
-            cgroup: None,
-            resources: None,
         };
         PodStatus {
             name: "web".into(),
@@ -430,7 +470,12 @@ mod tests {
     #[test]
     fn status_json_matches_the_interface_shape() {
         let mono = Instant::now();
-        let v = json_of(&status(&[sample_pod(mono)], &clock(mono), Secrets::Shown));
+        let v = json_of(&status(
+            &[sample_pod(mono)],
+            &observed(),
+            &clock(mono),
+            Secrets::Shown,
+        ));
         let pod = &v["pods"][0];
         assert_eq!(pod["name"], "web");
         assert_eq!(pod["phase"], "Running");
@@ -560,6 +605,7 @@ mod tests {
         let mono = Instant::now();
         let v = json_of(&status(
             &[sample_pod(mono)],
+            &observed(),
             &clock(mono),
             Secrets::Redacted,
         ));
@@ -569,6 +615,7 @@ mod tests {
         );
         let d = json_of(&describe(
             &sample_pod(mono),
+            &observed(),
             &[],
             &clock(mono),
             Secrets::Redacted,
@@ -600,7 +647,13 @@ mod tests {
         let mut pod_level = sample_event(mono);
         pod_level.object = "web".into();
         let events = [sample_event(mono), other, pod_level];
-        let v = describe(&sample_pod(mono), &events, &clock(mono), Secrets::Shown);
+        let v = describe(
+            &sample_pod(mono),
+            &observed(),
+            &events,
+            &clock(mono),
+            Secrets::Shown,
+        );
         assert_eq!(v.pod.name, "web");
         let objects: Vec<&str> = v.events.iter().map(|e| e.object.as_str()).collect();
         assert_eq!(objects, vec!["web/app", "web"]);

@@ -492,7 +492,12 @@ mod tests {
     }
 
     fn sample_status(mono: Instant) -> wire::StatusReply {
-        render::status(&[sample_pod(mono)], &clock(mono), Secrets::Shown)
+        render::status(
+            &[sample_pod(mono)],
+            &observed(),
+            &clock(mono),
+            Secrets::Shown,
+        )
     }
 
     #[test]
@@ -636,6 +641,7 @@ mod tests {
         let clock = clock(mono);
         let d = render::describe(
             &sample_pod(mono),
+            &observed(),
             &[sample_event(mono)],
             &clock,
             Secrets::Shown,
@@ -681,7 +687,13 @@ mod tests {
     #[test]
     fn describe_shows_empty_arguments_and_escapes_terminal_controls() {
         let mono = Instant::now();
-        let mut d = render::describe(&sample_pod(mono), &[], &clock(mono), Secrets::Shown);
+        let mut d = render::describe(
+            &sample_pod(mono),
+            &observed(),
+            &[],
+            &clock(mono),
+            Secrets::Shown,
+        );
         let app = &mut d.pod.containers[0];
         app.spec.command = vec!["/bin/echo".into(), String::new(), "\x1b[2J".into()];
         app.spec.env.insert("EMPTY".into(), String::new());

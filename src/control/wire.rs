@@ -611,7 +611,12 @@ mod reference {
     /// Sample replies with every optional field both present and absent somewhere, and every
     /// container state.
     fn status_sample(mono: Instant) -> StatusReply {
-        let mut status = render::status(&[sample_pod(mono)], &clock(mono), Secrets::Shown);
+        let mut status = render::status(
+            &[sample_pod(mono)],
+            &observed(),
+            &clock(mono),
+            Secrets::Shown,
+        );
         let pod = &mut status.pods[0];
         let app = &mut pod.containers[0];
         app.resources.memory_pressure_some_avg10 = Some(0.25);

@@ -1004,8 +1004,6 @@ impl Slot {
             probes: self.probes.iter().map(|p| p.status()).collect(),
             oom_kills: self.oom_kills,
             spec: self.spec.clone(),
-            cgroup: None,
-            resources: None,
         }
     }
 }

@@ -3,7 +3,6 @@
 //! Plain data built by [`super::Supervisor`]; rendering (JSON, tables) lives in `control`.
 //! Times are monotonic [`Time`]s; the renderer converts them to wall-clock with an anchor.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -131,18 +130,6 @@ pub struct ProbeStatus {
     pub recent: Vec<ProbeRecord>,
 }
 
-/// Figures read from the container's cgroup by the runtime (not by the core).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ResourceFigures {
-    pub memory_current: Option<u64>,
-    pub memory_peak: Option<u64>,
-    pub memory_max: Option<u64>,
-    pub cpu_usage_usec: Option<u64>,
-    pub pids_current: Option<u64>,
-    /// `memory.pressure` `some avg10`.
-    pub memory_pressure_some_avg10: Option<f64>,
-}
-
 #[derive(Debug, Clone, PartialEq)]
 pub struct ContainerStatus {
     pub key: ContainerKey,
@@ -157,10 +144,6 @@ pub struct ContainerStatus {
     /// OOM kills seen in this container over its life (main or not).
     pub oom_kills: u64,
     pub spec: Arc<ContainerSpec>,
-    /// Filled in by the runtime.
-    pub cgroup: Option<PathBuf>,
-    /// Filled in by the runtime.
-    pub resources: Option<ResourceFigures>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

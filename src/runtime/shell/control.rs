@@ -362,19 +362,20 @@ impl Shell {
         let reply = match request.cmd {
             RequestCmd::Version => wire_json(&render::version()),
             RequestCmd::Status { pod } => {
-                let pods = self.snapshot(now, pod.as_deref());
+                let (pods, observed) = self.snapshot(now, pod.as_deref());
                 match pod {
                     Some(name) if !pods.iter().any(|p| p.name == name) => {
                         Err((ErrorKind::NotFound, format!("no pod named \"{name}\"")))
                     }
-                    _ => wire_json(&render::status(&pods, &self.clock, secrets)),
+                    _ => wire_json(&render::status(&pods, &observed, &self.clock, secrets)),
                 }
             }
             RequestCmd::Describe { pod } => {
-                let pods = self.snapshot(now, Some(pod.as_str()));
+                let (pods, observed) = self.snapshot(now, Some(pod.as_str()));
                 match pods.iter().find(|p| p.name == pod) {
                     Some(p) => wire_json(&render::describe(
                         p,
+                        &observed,
                         &self.core.events_since(0),
                         &self.clock,
                         secrets,
@@ -520,29 +521,36 @@ impl Shell {
         }
     }
 
-    /// Core snapshot plus what only the shell knows: cgroup paths and figures. With `only`,
-    /// just that pod (reading cgroup figures costs a few file reads per container, so a query
-    /// for one pod must not pay for all of them).
-    pub(super) fn snapshot(&self, now: Instant, only: Option<&str>) -> Vec<crate::core::PodStatus> {
+    /// Core snapshot, and beside it what only the shell knows: each running container's cgroup
+    /// and its figures. With `only`, just that pod (reading cgroup figures costs a few file
+    /// reads per container, so a query for one pod must not pay for all of them).
+    pub(super) fn snapshot(
+        &self,
+        now: Instant,
+        only: Option<&str>,
+    ) -> (Vec<crate::core::PodStatus>, render::Observed) {
         let mut pods = self.core.pods(now);
         if let Some(name) = only {
             pods.retain(|p| p.name == name);
         }
-        for pod in &mut pods {
-            for c in pod
-                .init_containers
-                .iter_mut()
-                .chain(pod.containers.iter_mut())
+        let mut observed = render::Observed::new();
+        for c in pods
+            .iter()
+            .flat_map(|p| p.init_containers.iter().chain(p.containers.iter()))
+        {
+            if let Some(run) = self.slots.get(&c.key).and_then(|s| s.run.as_ref())
+                && let Some(cg) = &run.cgroup
             {
-                if let Some(run) = self.slots.get(&c.key).and_then(|s| s.run.as_ref())
-                    && let Some(cg) = &run.cgroup
-                {
-                    c.cgroup = Some(cg.path().to_path_buf());
-                    c.resources = Some(cg.figures().into());
-                }
+                observed.insert(
+                    c.key,
+                    render::RunFacts {
+                        cgroup: cg.path().to_path_buf(),
+                        figures: cg.figures(),
+                    },
+                );
             }
         }
-        pods
+        (pods, observed)
     }
 }
 
