@@ -6,7 +6,8 @@
 //! (`spec.containers[0].imagePullPolcy` — found by comparing the input with what the typed
 //! `k8s-openapi` object keeps), a wrongly typed value (its path from `serde_path_to_error`),
 //! no containers (`spec.containers`), a container without `command` (vigil runs a host program,
-//! not an image's entrypoint). What cannot run on a host (volumes, images, ports, service
+//! not an image's entrypoint). Sidecars (init containers with `restartPolicy: Always`) stay
+//! sidecars. What cannot run on a host (volumes, images, ports, service
 //! accounts, scheduling…) is listed in warnings with the manifest path of each field.
 //! Must not read anything but the text it is given.
 
@@ -573,15 +574,10 @@ fn pod(
             let path = ctx.at(&format!("{field}[{i}]"));
             names.insert(c.name.clone());
             let extra = per_container.get(&c.name).map(Vec::as_slice).unwrap_or(&[]);
+            // A sidecar (Kubernetes 1.29 restartable init container) is one in vigil too:
+            // an init container with restart_policy = "Always", probes allowed.
             let sidecar = init && c.restart_policy.as_deref() == Some("Always");
-            if sidecar {
-                ctx.warn(
-                    &format!("{path}.restartPolicy"),
-                    "a sidecar (init container with restartPolicy Always) runs as a regular \
-                     container beside the others",
-                );
-            }
-            if let Some(co) = container(
+            if let Some(mut co) = container(
                 c,
                 &path,
                 init && !sidecar,
@@ -589,7 +585,14 @@ fn pod(
                 extra,
                 ctx,
             ) {
-                if init && !sidecar {
+                if sidecar {
+                    set(
+                        &mut co.keys,
+                        "restart_policy",
+                        super::to_kube::quote("Always"),
+                    );
+                }
+                if init {
                     out.init_containers.push(co);
                 } else {
                     out.containers.push(co);

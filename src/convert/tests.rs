@@ -340,3 +340,23 @@ fn env_file_becomes_a_referenced_secret_never_its_values() {
         "{w}"
     );
 }
+
+#[test]
+fn a_sidecar_is_a_restartable_init_container_both_ways() {
+    let text = "[pods.web]\nrestart_policy = \"Never\"\n[[pods.web.init_containers]]\nname = \"proxy\"\n\
+                command = [\"/bin/proxy\"]\nrestart_policy = \"Always\"\n\
+                readiness_probe = { tcp_socket = { port = 15000 } }\n\
+                [[pods.web.containers]]\nname = \"app\"\ncommand = [\"/bin/app\"]\n";
+    let config = crate::config::load_str(text, Path::new("s.toml")).expect("valid");
+    let mut warnings = Vec::new();
+    let m = to_kube::convert(&config, &opts(Kind::Pod), &mut warnings).expect("converts");
+    let v = m[0].to_value().expect("json");
+    assert_eq!(v["spec"]["initContainers"][0]["restartPolicy"], "Always");
+    assert!(v["spec"]["initContainers"][0]["readinessProbe"].is_object());
+    assert!(
+        !warnings.iter().any(|w| w.path.contains("restart_policy")),
+        "{warnings:?}"
+    );
+    let (back, _) = round_trip(&config, Kind::Pod);
+    assert_eq!(pods_without_images(&back), pods_without_images(&config));
+}

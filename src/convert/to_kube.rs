@@ -314,7 +314,9 @@ fn pod_spec(
                     annotations,
                     warnings,
                 };
-                if c.restart_policy != expected {
+                // A sidecar: Kubernetes says it with the init container's own restartPolicy.
+                let sidecar = init && c.restart_policy == RestartPolicy::Always;
+                if c.restart_policy != expected && !sidecar {
                     a.keep(
                         "restart_policy",
                         c.restart_policy.as_str().to_string(),
@@ -335,7 +337,11 @@ fn pod_spec(
                         ),
                     );
                 }
-                container(c, &cpath, opts, &mut a, errors)
+                let mut k = container(c, &cpath, opts, &mut a, errors);
+                if sidecar {
+                    k.restart_policy = Some("Always".to_string());
+                }
+                k
             })
             .collect()
     };
