@@ -254,3 +254,54 @@ fn root_vigil_refuses_a_manifest_writable_by_others() {
     assert!(err.contains("writable by others"), "{err}");
     assert!(!socket.exists(), "the socket was created before refusing");
 }
+
+const SLEEPER: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: NAME\nspec:\n  containers:\n  - name: main\n    command: [\"/bin/sh\", \"-c\", \"while true; do sleep 1; done\"]\n";
+
+/// `run -f` is the static-pod use: the manifest is converted again on reload, so a pod added
+/// to the file starts, and a pod also defined by `-c` is refused, naming it.
+#[test]
+fn run_f_rereads_the_manifest_on_reload_and_refuses_a_pod_defined_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("vigil.sock");
+    let config = dir.path().join("vigil.toml");
+    std::fs::write(&config, supervisor_header(&socket)).unwrap();
+    let manifest = dir.path().join("pods.yaml");
+    std::fs::write(&manifest, SLEEPER.replace("NAME", "one")).unwrap();
+    let v = Vigil::start_with_args(
+        dir,
+        socket,
+        config.clone(),
+        &["-f".as_ref(), manifest.as_os_str()],
+    );
+    v.wait_for(Duration::from_secs(20), "pod one to run", |v| {
+        state_reason(&v.container("one", "main")) == "Running"
+    });
+    std::fs::write(
+        &manifest,
+        format!(
+            "{}---\n{}",
+            SLEEPER.replace("NAME", "one"),
+            SLEEPER.replace("NAME", "two")
+        ),
+    )
+    .unwrap();
+    let reply = v.request(r#"{"cmd":"reload"}"#);
+    assert_eq!(reply["ok"], true, "{reply}");
+    v.wait_for(Duration::from_secs(20), "pod two to run", |v| {
+        state_reason(&v.container("two", "main")) == "Running"
+    });
+
+    // The same pod in the -c file and in the manifest: an error naming both, nothing changes.
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("[pods.two]\n[[pods.two.containers]]\nname = \"x\"\ncommand = [\"/bin/true\"]\n");
+    std::fs::write(&config, text).unwrap();
+    let reply = v.request(r#"{"cmd":"reload"}"#);
+    assert_eq!(reply["ok"], false, "{reply}");
+    let msg = reply["error"]["message"].to_string();
+    assert!(
+        msg.contains("\\\"two\\\" is defined both here and in"),
+        "{msg}"
+    );
+    assert_eq!(state_reason(&v.container("two", "main")), "Running");
+    assert_eq!(v.shutdown(), 0);
+}
