@@ -94,3 +94,9 @@ fn core_harness_drives_restarts() {
         "the crash-loop input spawned only {spawns} runs"
     );
 }
+
+#[cfg(feature = "kubernetes")]
+#[test]
+fn manifest_corpus_replays_without_panic() {
+    replay("manifest");
+}

@@ -31,6 +31,8 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("hpack", hpack),
     ("cgroup_files", cgroup_files),
     ("core_sequence", core_sequence),
+    #[cfg(feature = "kubernetes")]
+    ("manifest", manifest),
 ];
 
 /// Config parser + validator: any bytes → `Ok` or errors that each carry a location inside
@@ -42,6 +44,31 @@ pub fn config(data: &[u8]) {
     if let Err(errors) = vigil::config::load_str(text, Path::new("fuzz.toml")) {
         let rendered = errors.to_string();
         assert!(!rendered.is_empty(), "an error list renders to something");
+    }
+}
+
+/// Kubernetes manifest → vigil config (`convert --from kubernetes`, `run -f`): any bytes →
+/// a config that passes vigil's own validation, or errors that each render to one line or
+/// more, never a panic.
+#[cfg(feature = "kubernetes")]
+pub fn manifest(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    match vigil::convert::from_kube::convert(text, Path::new("fuzz.yaml")) {
+        Ok(out) => {
+            assert!(
+                vigil::config::load_str(&out.toml, Path::new("fuzz.toml")).is_ok(),
+                "a converted manifest must be a valid config:\n{}",
+                out.toml
+            );
+        }
+        Err(errors) => {
+            assert!(!errors.is_empty(), "a failed conversion says why");
+            for e in errors {
+                assert!(!e.to_string().is_empty());
+            }
+        }
     }
 }
 
