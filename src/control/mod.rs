@@ -4,7 +4,8 @@
 //! - [`wire`]: every reply's `Serialize`/`Deserialize` types and the error kinds;
 //! - [`render`]: the core's snapshot → wire (server side; secrets redacted for non-admins);
 //! - [`text`]: wire → kubectl-style tables and `describe` (client side);
-//! - [`protocol`], [`server`]: request parsing and the socket; [`client`]: one exchange.
+//! - [`protocol`], [`server`]: request parsing and the socket; [`watch`]: noticing the socket
+//!   file replaced; [`client`]: one exchange.
 //!
 //! Owns everything between a snapshot of the core and the bytes on the socket or the terminal.
 //! It must not decide anything about pods: the runtime answers requests (it alone talks to the
@@ -16,6 +17,7 @@ pub mod render;
 pub mod server;
 pub mod text;
 pub mod time;
+pub mod watch;
 pub mod wire;
 
 use std::path::PathBuf;

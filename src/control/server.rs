@@ -26,17 +26,21 @@
 //!   gets a slot (the newest non-admin connection is evicted). `EMFILE` at accept is handled
 //!   with a reserve descriptor (close it, accept, answer, reopen it), so the listener never
 //!   stays wedged;
-//! - the socket file is checked every [`SWEEP_EVERY`]: replaced or deleted, it is re-bound.
+//! - the socket file is watched ([`super::watch`], inotify on its directory and every
+//!   ancestor): replaced, renamed away or deleted, it is re-bound. Only while connections are
+//!   open (or when inotify cannot be had) does the server wake every [`SWEEP_EVERY`], so an idle
+//!   vigil makes no wake-ups at all.
 //!
 //! How the runtime drives it:
-//! 1. `Server::bind(path, &access, conn_token_base)`, then `register(registry, token)`.
+//! 1. `Server::bind(path, &access, conn_token_base)`, then
+//!    `register(registry, listener_token, watch_token)`.
 //! 2. For every poll event whose token [`Server::owns`], call [`Server::on_event`].
 //! 3. Once per turn: [`Server::begin_turn`], then answer each [`Server::next_request`] with
 //!    exactly one [`Server::send`] (or [`Server::start_stream`] and later pushes), then feed
 //!    [`Server::hungry_streams`] with [`Server::push`] / [`Server::end_stream`] /
 //!    [`Server::end_with_error`]; drain [`Server::take_closed`] to forget streams.
 //! 4. Poll with a zero timeout while [`Server::has_backlog`]; otherwise no later than
-//!    [`Server::next_deadline`].
+//!    [`Server::next_deadline`] (none: no timer needed).
 //! 5. Drop the server (or [`Server::shutdown`]) to remove the socket file.
 
 #![allow(unsafe_code)]
@@ -50,11 +54,13 @@ use std::time::{Duration, Instant};
 
 use mio::event::Event;
 use mio::net::{UnixListener, UnixStream};
+use mio::unix::SourceFd;
 use mio::{Interest, Registry, Token};
 use nix::errno::Errno;
 use nix::sys::socket::{MsgFlags, getsockopt, send, sockopt};
 
 use super::protocol::{self, MAX_LINE, ProtoError, Request, RequestId};
+use super::watch::SocketWatch;
 use super::wire::ErrorKind;
 
 /// Requests taken across all connections in one loop turn.
@@ -463,6 +469,9 @@ pub struct Server {
     file_id: Option<(u64, u64)>,
     listener: UnixListener,
     listener_token: Option<Token>,
+    /// The socket path's inotify watch and its token (`None`: not registered, or inotify could
+    /// not be had — then the sweep checks the file on a timer).
+    watch: Option<(SocketWatch, Token)>,
     conn_token_base: usize,
     access: Access,
     limits: Limits,
@@ -514,6 +523,7 @@ impl Server {
             file_id,
             listener,
             listener_token: None,
+            watch: None,
             conn_token_base,
             access: access.clone(),
             limits: Limits::default(),
@@ -584,6 +594,7 @@ impl Server {
         &mut self,
         registry: &Registry,
         listener_token: Token,
+        watch_token: Token,
     ) -> Result<(), ControlError> {
         registry
             .register(&mut self.listener, listener_token, Interest::READABLE)
@@ -592,7 +603,55 @@ impl Server {
                 source,
             })?;
         self.listener_token = Some(listener_token);
+        self.arm_watch(registry, watch_token);
         Ok(())
+    }
+
+    /// Sets up (again) the inotify watch of the socket's path under `token`. A failure is
+    /// logged and leaves the timer check in place of the watch.
+    fn arm_watch(&mut self, registry: &Registry, token: Token) {
+        if let Some((old, _)) = self.watch.take() {
+            let _ = registry.deregister(&mut SourceFd(&old.as_raw_fd()));
+        }
+        let watch = match SocketWatch::new(&self.path) {
+            Ok(w) => w,
+            Err(e) => {
+                log::warn!("{e}; checking the socket file every second instead");
+                return;
+            }
+        };
+        match registry.register(&mut SourceFd(&watch.as_raw_fd()), token, Interest::READABLE) {
+            Ok(()) => self.watch = Some((watch, token)),
+            Err(e) => log::warn!(
+                "registering the watch of {}: {e}; checking the socket file every second instead",
+                self.path.display()
+            ),
+        }
+    }
+
+    /// An inotify event on the socket's path: look again, re-bind if the file is not ours,
+    /// and watch the path afresh (it may now run through other directories).
+    fn on_watch_event(&mut self, registry: &Registry) {
+        let Some((watch, token)) = &self.watch else {
+            return;
+        };
+        let token = *token;
+        match watch.drain() {
+            Ok(false) => return,
+            Ok(true) => {}
+            Err(e) => log::warn!("reading the watch of {}: {e}", self.path.display()),
+        }
+        if let Err(e) = self.check_socket_file(registry) {
+            log::error!("{e}");
+        }
+        self.arm_watch(registry, token);
+    }
+
+    /// Whether the file at the socket path is not the one vigil bound (tests).
+    #[cfg(test)]
+    pub fn check_socket_file_is_needed(&self) -> bool {
+        let now_id = file_id(&self.path);
+        now_id.is_none() || now_id != self.file_id
     }
 
     /// Checks that the file at the socket path is still the one vigil bound; if it was deleted
@@ -645,6 +704,7 @@ impl Server {
     /// Whether `token` is the listener's or one of the connection tokens.
     pub fn owns(&self, token: Token) -> bool {
         Some(token) == self.listener_token
+            || self.watch.as_ref().is_some_and(|(_, t)| *t == token)
             || (token.0 >= self.conn_token_base
                 && token.0 - self.conn_token_base < self.conns.len())
     }
@@ -666,6 +726,10 @@ impl Server {
         let token = event.token();
         if Some(token) == self.listener_token {
             self.accept_some(registry, now);
+            return;
+        }
+        if self.watch.as_ref().is_some_and(|(_, t)| *t == token) {
+            self.on_watch_event(registry);
             return;
         }
         let Some(index) = token.0.checked_sub(self.conn_token_base) else {
@@ -873,11 +937,14 @@ impl Server {
             || (!self.starved.is_empty() && self.memory < self.limits.memory_budget)
     }
 
-    /// The latest time the runtime must wake for the server (sweep, accept retry).
-    pub fn next_deadline(&self) -> Instant {
-        match self.accept_retry {
-            Some(t) => t.min(self.next_sweep),
-            None => self.next_sweep,
+    /// The latest time the runtime must wake for the server (accept retry; the sweep while
+    /// connections are open or the socket path is not watched); `None` when nothing is due,
+    /// so an idle vigil sleeps until something happens.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        let sweep = (self.open > 0 || self.watch.is_none()).then_some(self.next_sweep);
+        match (self.accept_retry, sweep) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 

@@ -10,6 +10,7 @@ use mio::{Events, Poll};
 use serde_json::{Value, json};
 
 const LISTENER: Token = Token(1);
+const WATCH: Token = Token(2);
 const CONN_BASE: usize = 100;
 
 struct Harness {
@@ -28,7 +29,7 @@ impl Harness {
         let path = dir.path().join("run").join("vigil.sock");
         let poll = Poll::new().unwrap();
         let mut server = Server::bind(&path, &Access::default(), CONN_BASE).unwrap();
-        server.register(poll.registry(), LISTENER).unwrap();
+        server.register(poll.registry(), LISTENER, WATCH).unwrap();
         Harness {
             poll,
             events: Events::with_capacity(256),
@@ -605,6 +606,45 @@ fn a_replaced_socket_file_is_noticed_and_bound_again() {
     );
     assert_eq!(got.unwrap()["id"], json!(3));
     assert!(!h.server.check_socket_file(h.poll.registry()).unwrap());
+}
+
+#[test]
+fn an_ancestor_renamed_away_is_noticed_by_the_watch_without_a_timer() {
+    let mut h = Harness::new();
+    // Idle: no connection, nothing due, so the runtime may sleep for ever.
+    assert_eq!(h.server.next_deadline(), None);
+    let run = h.path.parent().unwrap().to_path_buf();
+    std::fs::rename(&run, run.with_file_name("moved")).unwrap();
+    std::fs::create_dir(&run).unwrap();
+    let impostor = std::os::unix::net::UnixListener::bind(&h.path).unwrap();
+    // Only events are handled here (the sweep is not due): the watch alone must re-bind.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        h.poll
+            .poll(&mut h.events, Some(Duration::from_millis(20)))
+            .unwrap();
+        for ev in h.events.iter() {
+            h.server.on_event(h.poll.registry(), ev, Instant::now());
+        }
+        if !h.server.check_socket_file_is_needed() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the watch never fired");
+    }
+    drop(impostor);
+    // The path's new directory is watched too: deleting the socket again is noticed.
+    std::fs::remove_file(&h.path).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while h.server.check_socket_file_is_needed() {
+        h.poll
+            .poll(&mut h.events, Some(Duration::from_millis(20)))
+            .unwrap();
+        for ev in h.events.iter() {
+            h.server.on_event(h.poll.registry(), ev, Instant::now());
+        }
+        assert!(Instant::now() < deadline, "the re-armed watch never fired");
+    }
+    assert_eq!(h.server.next_deadline(), None);
 }
 
 #[test]

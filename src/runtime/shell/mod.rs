@@ -286,7 +286,7 @@ impl Shell {
         if self.capture.has_more() || self.server.has_backlog() || self.streams.more {
             consider(Some(now));
         }
-        consider(Some(self.server.next_deadline()));
+        consider(self.server.next_deadline());
         deadline.map(|d| wake_early_for_slack(d.saturating_duration_since(now)))
     }
 
@@ -313,8 +313,8 @@ impl Shell {
                     let _ = self.core.command(now, Command::Shutdown { force });
                 }
                 SIGHUP => {
-                    // A deleted or replaced socket file is bound again (also checked every
-                    // second by the server).
+                    // A deleted or replaced socket file is bound again (the server also
+                    // watches the socket's path with inotify).
                     if let Err(e) = self.server.check_socket_file(self.poll.registry()) {
                         error!("{e}");
                     }
@@ -564,7 +564,7 @@ fn bind_control(
     let access = control::access_of(config)?;
     let mut server = Server::bind(socket, &access, CONN_TOKEN_BASE)?;
     server.set_limits(control::limits_of(config, nofile));
-    server.register(poll.registry(), tokens::LISTENER)?;
+    server.register(poll.registry(), tokens::LISTENER, tokens::SOCKET_WATCH)?;
     info!("control socket listening on {}", socket.display());
     Ok(server)
 }

@@ -28,6 +28,8 @@ pub const SIGNAL: Token = Token(0);
 pub const LISTENER: Token = Token(1);
 /// vigil's own stdout, watched for writability while forwarded output is queued.
 pub const STDOUT: Token = Token(2);
+/// The inotify watch of the control socket's path (owned by the control server).
+pub const SOCKET_WATCH: Token = Token(3);
 /// Control connections: `CONN_TOKEN_BASE..COMPONENT_BASE` (allocated by the control server).
 pub const CONN_TOKEN_BASE: usize = 1 << 20;
 const COMPONENT_BASE: usize = 1 << 30;
@@ -72,6 +74,7 @@ impl Owner {
             SIGNAL => Some(Owner::Signals),
             LISTENER => Some(Owner::Control),
             STDOUT => Some(Owner::Stdout),
+            SOCKET_WATCH => Some(Owner::Control),
             Token(t) if (CONN_TOKEN_BASE..COMPONENT_BASE).contains(&t) => Some(Owner::Control),
             Token(t) => {
                 let tag = t >> TAG_SHIFT;
