@@ -14,6 +14,7 @@ mod harden;
 mod pid1;
 mod shell;
 mod slots;
+mod statefile;
 mod supervisor_reload;
 
 use std::path::PathBuf;

@@ -10,6 +10,7 @@ mod faults;
 mod host;
 mod journal;
 mod lifecycle;
+mod nocgroup;
 mod paths;
 mod pid1;
 mod probes;

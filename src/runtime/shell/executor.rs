@@ -190,6 +190,9 @@ impl Shell {
             }
         };
         self.reaper.track(pid, PidOwner::Main { key, generation });
+        if let Some(t) = &mut self.tracker {
+            t.started(key, &format!("{pod}/{}", container.name), pid);
+        }
         self.capture.add(key, pid, out_r);
         self.capture.add(key, pid, err_r);
         let oom_seen = cgroup
@@ -333,7 +336,14 @@ impl Shell {
         // Whatever the main process left behind dies with it.
         match leftover_cgroup {
             Some(cg) => self.janitor.retire(cg),
-            None => kill_tree(None, pgid),
+            None => {
+                kill_tree(None, pgid);
+                if pgid.is_some()
+                    && let Some(t) = &mut self.tracker
+                {
+                    t.ended(key);
+                }
+            }
         }
         exit.termination_message = self.termination_message(key, generation, &exit);
         self.feed(

@@ -107,6 +107,8 @@ pub struct Shell {
     journal: Journal,
     /// Streams on control connections (`logs` replies, `logs -f`, `events -f`).
     streams: control::Streams,
+    /// Without cgroups: the state file of what vigil is responsible for (`statefile`).
+    tracker: Option<super::statefile::Tracker>,
     stop_signals: u32,
     exit_code: Option<i32>,
     /// Turns that panicked (see [`Shell::on_panic`]).
@@ -131,6 +133,12 @@ impl Shell {
         let cgroups = setup_cgroups(&config, &host)?;
         let server = bind_control(&config, &socket_path, &poll)?;
         let stdout = forward_stdout(&config);
+        // Without cgroups, what an earlier vigil left (kill -9) is found through its state file.
+        let tracker = cgroups.is_none().then(|| {
+            let mut t = super::statefile::Tracker::new(&socket_path);
+            t.recover();
+            t
+        });
 
         let now = Instant::now();
         let core = Supervisor::new(&config, now);
@@ -153,6 +161,7 @@ impl Shell {
             journal: Journal::default(),
             registry,
             streams: control::Streams::default(),
+            tracker,
             stop_signals: 0,
             exit_code: None,
             panics: 0,
@@ -267,6 +276,9 @@ impl Shell {
         self.journal.drain(&self.core, now);
         self.capture.flush();
         self.notifier.tick_watchdog(now);
+        if let Some(t) = &mut self.tracker {
+            t.scan_if_due(now);
+        }
         if self.notifier.status_due(now) {
             self.update_status(now);
         }
@@ -283,6 +295,7 @@ impl Shell {
         consider(self.fault.deadline());
         consider(self.notifier.deadline());
         consider(self.janitor.deadline(now));
+        consider(self.tracker.as_ref().and_then(|t| t.deadline()));
         if self.capture.has_more() || self.server.has_backlog() || self.streams.more {
             consider(Some(now));
         }
@@ -468,6 +481,9 @@ impl Shell {
             && let Err(e) = m.teardown()
         {
             warn!("{e}");
+        }
+        if let Some(t) = &mut self.tracker {
+            t.finish();
         }
         self.journal.drain(&self.core, Instant::now());
         self.capture.flush();
