@@ -21,7 +21,7 @@
 //! It must not decide lifecycle policy (when to kill, restart, report OOM): the runtime and the
 //! core do; this layer only performs and reports. It speaks its own types ([`Limits`],
 //! [`RootSetting`], [`Figures`]) and imports neither the config nor the core: `crate::host`
-//! translates between them.
+//! builds the first two from the config, and `control::render` puts the figures on the wire.
 
 pub mod discover;
 pub mod files;
