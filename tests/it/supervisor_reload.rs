@@ -80,3 +80,29 @@ fn a_reload_applies_live_supervisor_keys_and_names_them() {
     // The pod itself did not change: not restarted.
     assert_eq!(v.container("talk", "c")["restart_count"], 0);
 }
+
+#[test]
+fn a_reload_naming_an_unknown_socket_group_is_refused_before_anything_changes() {
+    let v = Vigil::start(&pod("web", "exec sleep 60"));
+    v.wait_for(T, "web running", |v| {
+        state_reason(&v.container("web", "c")) == "Running"
+    });
+    let header = supervisor_header(&v.socket).replace(
+        "[supervisor]\n",
+        "[supervisor]\nsocket_group = \"vigil-no-such-group\"\n",
+    );
+    std::fs::write(
+        &v.config,
+        format!(
+            "{header}{}{}",
+            pod("web", "exec sleep 60"),
+            pod("added", "exec sleep 60")
+        ),
+    )
+    .unwrap();
+    let r = v.request(r#"{"id":1,"cmd":"reload"}"#);
+    assert_eq!(r["ok"], false, "{r}");
+    let msg = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(msg.contains("vigil-no-such-group"), "{msg}");
+    assert!(v.pod("added").is_null(), "nothing changed: {}", v.status());
+}

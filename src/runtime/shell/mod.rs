@@ -374,6 +374,10 @@ impl Shell {
                 let plan = super::supervisor_reload::plan(&self.config.supervisor, &new.supervisor);
                 if let Err(e) = plan {
                     Err(ReloadError::InvalidConfig(e.to_string()))
+                } else if let Err(e) = control::access_of(&new) {
+                    // An unknown socket_group must refuse the reload before anything changed,
+                    // not fail in apply_supervisor after the pods were reloaded.
+                    Err(ReloadError::InvalidConfig(e.to_string()))
                 } else if let Some(m) = &self.cgroups
                     && let Err(e) = m.check_controllers(needed_controllers(&new))
                 {
