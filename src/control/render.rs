@@ -109,8 +109,17 @@ pub fn container(
             reason: *reason,
             message: message.clone(),
         }),
-        ContainerState::Running { started_at } => wire::State::Running(wire::Running {
+        ContainerState::Running {
+            started_at,
+            terminating,
+        } => wire::State::Running(wire::Running {
             started_at: at(clock, *started_at),
+            terminating: terminating.as_ref().map(|t| wire::Terminating {
+                since: at(clock, t.since),
+                grace_period_seconds: t.grace.as_secs_f64(),
+                message: t.message.clone(),
+                killed: t.killed,
+            }),
         }),
         ContainerState::Terminated(t) => wire::State::Terminated(terminated(t, clock)),
     };
@@ -418,6 +427,7 @@ pub(crate) mod fixtures {
             pid: Some(4242),
             state: ContainerState::Running {
                 started_at: ago(600),
+                terminating: None,
             },
             last_state: None,
             probes: vec![],
@@ -521,7 +531,7 @@ mod tests {
         assert_eq!(sidecar["last_state"], json!({}));
         assert_eq!(
             sidecar["state"],
-            json!({"running": {"started_at": "1970-01-12T13:36:40.000Z"}})
+            json!({"running": {"started_at": "1970-01-12T13:36:40.000Z", "terminating": null}})
         );
         assert_eq!(sidecar["resources"]["memory_current"], Value::Null);
         // Exactly one state key, always.

@@ -123,6 +123,16 @@ fn pod_status_and_restarts(pod: &Pod, now: SystemTime) -> (String, String, Strin
             };
         }
     }
+    // kubectl `printPod`: a pod being deleted shows `Terminating` whatever its containers do;
+    // in vigil, a pod with a container being stopped.
+    let terminating = pod
+        .init_containers
+        .iter()
+        .chain(pod.containers.iter())
+        .any(|c| matches!(&c.state, State::Running(r) if r.terminating.is_some()));
+    if terminating {
+        reason = "Terminating".to_string();
+    }
     let restarts_text = match last_restart {
         Some(t) if restarts > 0 => format!("{restarts} ({} ago)", format::age(now, t)),
         _ => restarts.to_string(),
@@ -287,6 +297,18 @@ fn describe_state(out: &mut String, state: &State) {
         State::Running(r) => {
             kv(out, 2, "State", "Running");
             kv(out, 3, "Started", rfc1123(r.started_at));
+            if let Some(t) = &r.terminating {
+                kv(out, 3, "Terminating", rfc1123(t.since));
+                let grace = crate::format::go_duration(std::time::Duration::from_secs_f64(
+                    t.grace_period_seconds.max(0.0),
+                ));
+                let kill = if t.killed {
+                    "SIGKILL sent".to_string()
+                } else {
+                    format!("grace period {grace}")
+                };
+                kv(out, 3, "Message", cell(&format!("{} ({kill})", t.message)));
+            }
         }
         State::Terminated(t) => describe_terminated(out, "State", t),
     }
@@ -537,7 +559,15 @@ mod tests {
                 false,
             )
         };
-        let running = |ready| with(State::Running(wire::Running { started_at: at }), ready);
+        let running = |ready| {
+            with(
+                State::Running(wire::Running {
+                    started_at: at,
+                    terminating: None,
+                }),
+                ready,
+            )
+        };
         let terminated = |exit_code, reason| {
             with(
                 State::Terminated(wire::Terminated {
@@ -566,9 +596,25 @@ mod tests {
             init_containers: init,
             containers,
         };
+        let terminating = with(
+            State::Running(wire::Running {
+                started_at: at,
+                terminating: Some(wire::Terminating {
+                    since: at,
+                    grace_period_seconds: 5.0,
+                    message: "stopped by request".into(),
+                    killed: false,
+                }),
+            }),
+            false,
+        );
         use TerminationReason as T;
         use WaitingReason as W;
         let cases = [
+            (
+                pod_with(vec![], vec![running(true), terminating.clone()], true),
+                "Terminating",
+            ),
             (
                 pod_with(
                     vec![waiting(W::PodInitializing)],

@@ -317,6 +317,22 @@ pub struct Waiting {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Running {
     pub started_at: Timestamp,
+    /// `null`, or the stop under way (kubectl's `Terminating`).
+    #[serde(deserialize_with = "present")]
+    pub terminating: Option<Terminating>,
+}
+
+/// A running container vigil is stopping (docs/interface.md §3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Terminating {
+    /// When the stop signal was sent.
+    pub since: Timestamp,
+    /// Grace period before SIGKILL, in seconds.
+    pub grace_period_seconds: f64,
+    /// Why it is being stopped.
+    pub message: String,
+    /// Whether the SIGKILL has been sent.
+    pub killed: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

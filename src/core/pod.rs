@@ -68,6 +68,22 @@ pub(super) struct Stopping {
 }
 
 impl Stopping {
+    fn status(&self) -> Terminating {
+        let message = match &self.cause {
+            StopCause::Probe { kind, message } => {
+                format!("{} probe failed: {message}", kind.as_str())
+            }
+            StopCause::Request { message, .. } => message.clone(),
+            StopCause::Shutdown => MSG_SHUTDOWN.to_string(),
+        };
+        Terminating {
+            since: self.kill_at.checked_sub(self.grace).unwrap_or(self.kill_at),
+            grace: self.grace,
+            message,
+            killed: self.killed,
+        }
+    }
+
     /// The stop's cause as the last state reports it: a stop that needed the SIGKILL at the
     /// end of its grace period says so, not just "stopped by request".
     fn cause_after_exit(self) -> StopCause {
@@ -320,6 +336,17 @@ impl Slot {
     pub(super) fn ready(&self) -> bool {
         if self.init && !self.sidecar() {
             return self.done_completed();
+        }
+        // Not ready from the moment a stop begins (kubelet: a terminating pod is removed from
+        // endpoints at once), not only once it has exited.
+        if matches!(
+            self.state,
+            SlotState::Running {
+                stopping: Some(_),
+                ..
+            }
+        ) {
+            return false;
         }
         self.is_running_started()
             && self
@@ -972,10 +999,13 @@ impl Slot {
                 None,
             ),
             SlotState::Running {
-                pid, started_at, ..
+                pid,
+                started_at,
+                stopping,
             } => (
                 ContainerState::Running {
                     started_at: *started_at,
+                    terminating: stopping.as_ref().map(Stopping::status),
                 },
                 Some(*pid),
             ),

@@ -101,8 +101,25 @@ pub enum ContainerState {
     },
     Running {
         started_at: Time,
+        /// Set from the moment vigil begins to stop it (stop signal sent) until it exits:
+        /// kubectl's `Terminating`.
+        terminating: Option<Terminating>,
     },
     Terminated(Terminated),
+}
+
+/// A running container vigil is stopping.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Terminating {
+    /// When the stop signal was sent.
+    pub since: Time,
+    /// The grace period before SIGKILL (zero when SIGKILL was sent at once).
+    pub grace: Duration,
+    /// Why: `stopped by request`, `definition changed`, `supervisor shutting down`, or the
+    /// probe failure.
+    pub message: String,
+    /// The SIGKILL has been sent (grace period over, or a forced shutdown).
+    pub killed: bool,
 }
 
 /// One probe attempt, kept for `describe`.

@@ -30,7 +30,7 @@ command = ["sh", "-c", "sleep 0.2; exit 3"]
 [pods.stubborn]
 [[pods.stubborn.containers]]
 name = "app"
-command = ["sh", "-c", "trap '' TERM; while :; do sleep 0.1; done"]
+command = ["sh", "-c", "trap '' TERM; echo trap-set; while :; do sleep 0.1; done"]
 termination_grace_period_seconds = 0.5
 
 [pods.calm]
@@ -65,6 +65,12 @@ command = ["sleep", "600"]
     );
 
     // A stop over the socket, with the requester's uid; the SIGKILL at the end of the grace.
+    // Stop only once the shell ignores SIGTERM, or the stop could beat the trap.
+    v.wait_for(T, "the trap to be set", |v| {
+        v.request(r#"{"cmd":"logs","pod":"stubborn"}"#)["result"]["log"]
+            .as_str()
+            .is_some_and(|l| l.contains("trap-set"))
+    });
     let uid = nix::unistd::getuid().as_raw();
     let r = v.request(r#"{"cmd":"stop","pod":"stubborn"}"#);
     assert_eq!(r["ok"], true, "{r}");

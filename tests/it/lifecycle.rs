@@ -176,6 +176,64 @@ command = ["sh", "-c", "trap '' TERM; echo trap-set; while true; do sleep 0.05; 
 }
 
 #[test]
+fn a_container_being_stopped_shows_terminating_is_not_ready_and_its_sigkill_is_a_warning() {
+    let v = Vigil::start(
+        r#"
+[pods.pg]
+termination_grace_period_seconds = 3
+[[pods.pg.containers]]
+name = "db"
+command = ["sh", "-c", "trap '' TERM; echo trap-set; while true; do sleep 0.05; done"]
+"#,
+    );
+    v.wait_for(T, "the trap to be set", |v| {
+        v.request(r#"{"cmd":"logs","pod":"pg"}"#)["result"]["log"]
+            .as_str()
+            .is_some_and(|l| l.contains("trap-set"))
+    });
+    assert_eq!(v.container("pg", "db")["ready"], true);
+    let r = v.request(r#"{"id":1,"cmd":"stop","pod":"pg"}"#);
+    assert_eq!(r["ok"], true, "{r}");
+    // The grace period is 3 s; what follows is read well within it on any sane machine, and
+    // if not, the SIGKILL assertions below still hold.
+    let c = v.container("pg", "db");
+    if c["state"]["running"].is_object() {
+        let t = &c["state"]["running"]["terminating"];
+        assert_eq!(t["message"], "stopped by request", "{c}");
+        assert_eq!(t["grace_period_seconds"], 3.0, "{c}");
+        assert_eq!(c["ready"], false, "not ready once the stop began: {c}");
+        let out = v.cli(&["status"]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("Terminating"), "{text}");
+        let out = v.cli(&["describe", "pg"]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("Terminating:"), "{text}");
+    }
+    v.wait_for(T, "Stopped", |v| {
+        v.container("pg", "db")["state"]["terminated"]["reason"] == "Stopped"
+    });
+    let t = v.container("pg", "db")["state"]["terminated"].clone();
+    assert_eq!(t["signal"], 9, "{t}");
+    assert_eq!(
+        t["message"], "stopped by request; did not stop within 3s, killed with SIGKILL",
+        "{t}"
+    );
+    let events = v.request(r#"{"cmd":"events"}"#);
+    let kill = events["result"]["events"]
+        .as_array()
+        .and_then(|es| {
+            es.iter()
+                .find(|e| e["reason"] == "Killing" && e["type"] == "Warning")
+                .cloned()
+        })
+        .unwrap_or_else(|| panic!("a Warning Killing event: {events}"));
+    assert_eq!(
+        kill["message"],
+        "Container db did not stop within 3s, sending SIGKILL"
+    );
+}
+
+#[test]
 fn missing_binary_is_start_error_and_other_pods_keep_running() {
     let v = Vigil::start(
         r#"

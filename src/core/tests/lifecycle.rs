@@ -45,7 +45,13 @@ fn spawn_then_spawned_gives_running_and_started_event() {
     let st = h.status("web", "app");
     assert_eq!(st.pid, Some(pid));
     assert!(st.started && st.ready, "no probes: started and ready");
-    assert_eq!(st.state, ContainerState::Running { started_at: h.t0 });
+    assert_eq!(
+        st.state,
+        ContainerState::Running {
+            started_at: h.t0,
+            terminating: None
+        }
+    );
     assert_eq!(h.phase("web"), Phase::Running);
     let ev = h.event("Started").unwrap();
     assert_eq!(ev.kind, EventType::Normal);
@@ -425,4 +431,42 @@ fn a_repeated_stop_says_the_pod_is_already_stopped() {
         "web/app is already stopped"
     );
     assert!(h.take().is_empty(), "nothing is signalled again");
+}
+
+#[test]
+fn a_container_being_stopped_is_terminating_and_not_ready_from_the_stop_signal() {
+    let mut c = container("app");
+    c.termination_grace = secs(5.0);
+    let mut h = H::new(config(vec![pod("web", vec![c])]));
+    h.ack_spawns();
+    assert!(h.status("web", "app").ready);
+    h.advance_to(1.0);
+    h.cmd(Command::Stop {
+        pod: "web".to_string(),
+        container: None,
+    })
+    .unwrap();
+    let st = h.status("web", "app");
+    assert!(!st.ready, "not ready from the moment the stop begins");
+    assert!(!h.condition("web", ConditionType::Ready).status);
+    let ContainerState::Running {
+        terminating: Some(t),
+        ..
+    } = st.state
+    else {
+        panic!("expected Running with terminating, got {:?}", st.state);
+    };
+    assert_eq!(t.since, h.t0 + secs(1.0));
+    assert_eq!(t.grace, secs(5.0));
+    assert_eq!(t.message, "stopped by request");
+    assert!(!t.killed);
+    assert_eq!(h.step(), 6.0);
+    let ContainerState::Running {
+        terminating: Some(t),
+        ..
+    } = h.status("web", "app").state
+    else {
+        panic!("still running until reaped");
+    };
+    assert!(t.killed, "the SIGKILL is shown once sent");
 }
