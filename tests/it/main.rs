@@ -8,6 +8,7 @@ mod control;
 mod convert;
 mod faults;
 mod host;
+mod hostile;
 mod journal;
 mod lifecycle;
 mod nocgroup;
