@@ -88,17 +88,23 @@ impl Hostile {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("spawn the hostile client");
-        let mut out = BufReader::new(child.stdout.take().expect("stdout"));
-        let mut said = Vec::new();
+        let stdout = child.stdout.take();
+        // Owned (and so killed and reaped on drop) before anything can fail.
+        let mut h = Hostile {
+            child,
+            said: Vec::new(),
+            held: 0,
+        };
+        let mut out = BufReader::new(stdout.expect("stdout"));
         loop {
             let mut line = String::new();
             let n = out.read_line(&mut line).expect("client output");
-            assert!(n > 0, "hostile client ended early: {said:?}");
+            assert!(n > 0, "hostile client ended early: {:?}", h.said);
             if let Some(held) = line.trim().strip_prefix("ready ") {
-                let held = held.parse().expect("count");
-                return Hostile { child, said, held };
+                h.held = held.parse().expect("count");
+                return h;
             }
-            said.push(line.trim().to_string());
+            h.said.push(line.trim().to_string());
         }
     }
 }
