@@ -103,6 +103,7 @@ pub(crate) struct RawContainer {
     pub rlimits: Option<BTreeMap<S<String>, S<RawRlimit>>>,
     pub resources: Option<S<RawResources>>,
     pub startup_probe: Option<S<RawProbe>>,
+    pub lifecycle: Option<S<RawLifecycle>>,
     pub termination_message_path: Option<S<String>>,
     pub termination_message_policy: Option<S<String>>,
     pub liveness_probe: Option<S<RawProbe>>,
@@ -145,6 +146,23 @@ pub(crate) struct RawProbe {
     pub success_threshold: Option<S<i64>>,
     pub failure_threshold: Option<S<i64>>,
     pub termination_grace_period_seconds: Option<S<f64>>,
+    /// Hooks only (`sleep = { seconds = N }`); the schema walk rejects it on probes.
+    pub sleep: Option<S<RawSleep>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawLifecycle {
+    /// A hook is read as a probe table (its `exec`/`http_get` are a probe's); the schema walk
+    /// has already removed every key a hook does not take.
+    pub post_start: Option<S<RawProbe>>,
+    pub pre_stop: Option<S<RawProbe>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawSleep {
+    pub seconds: Option<S<f64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -108,6 +108,20 @@ pub(crate) const PROBE: &[Field] = &[
     f("termination_grace_period_seconds", Kind::Num),
 ];
 
+pub(crate) const SLEEP: &[Field] = &[f("seconds", Kind::Num)];
+
+/// A lifecycle hook: exactly one of these (Kubernetes `LifecycleHandler`).
+pub(crate) const HOOK: &[Field] = &[
+    f("exec", Kind::Table(EXEC)),
+    f("http_get", Kind::Table(HTTP_GET)),
+    f("sleep", Kind::Table(SLEEP)),
+];
+
+pub(crate) const LIFECYCLE: &[Field] = &[
+    f("post_start", Kind::Table(HOOK)),
+    f("pre_stop", Kind::Table(HOOK)),
+];
+
 pub(crate) const RESOURCES: &[Field] = &[
     f("memory_max", Kind::StrOrInt),
     f("memory_high", Kind::StrOrInt),
@@ -141,6 +155,7 @@ pub(crate) const CONTAINER: &[Field] = &[
     f("startup_probe", Kind::Table(PROBE)),
     f("liveness_probe", Kind::Table(PROBE)),
     f("readiness_probe", Kind::Table(PROBE)),
+    f("lifecycle", Kind::Table(LIFECYCLE)),
     f("termination_message_path", Kind::Str),
     f("termination_message_policy", Kind::Str),
 ];

@@ -194,7 +194,28 @@ pub struct ContainerSpec {
     /// A file the container may write before it exits; read when it exits (at most 4 KiB)
     /// into `terminated.message` (Kubernetes `terminationMessagePath`; no default file).
     pub termination_message_path: Option<PathBuf>,
+    /// `[...containers.lifecycle]`: `post_start` and `pre_stop` hooks.
+    pub lifecycle: Lifecycle,
     pub termination_message_policy: TerminationMessagePolicy,
+}
+
+/// Kubernetes `Lifecycle`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Lifecycle {
+    /// Runs right after the start; the container is not started until it returns, and a
+    /// failure kills it.
+    pub post_start: Option<Hook>,
+    /// Runs before the stop signal, within the grace period.
+    pub pre_stop: Option<Hook>,
+}
+
+/// One lifecycle hook (Kubernetes `LifecycleHandler`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Hook {
+    /// `exec` or `http_get`, run like a probe of the container.
+    Action(ProbeAction),
+    /// `sleep = { seconds = N }`: wait, run nothing.
+    Sleep(Duration),
 }
 
 /// `termination_message_policy` (Kubernetes `terminationMessagePolicy`).
@@ -247,15 +268,18 @@ impl Resources {
     }
 }
 
-/// Which probe.
+/// Which probe — or `Hook`: a lifecycle hook's `exec`/`http_get`, which the runtime runs
+/// exactly like a probe attempt (at most one hook of a container runs at a time).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ProbeKind {
     Startup,
     Liveness,
     Readiness,
+    Hook,
 }
 
 impl ProbeKind {
+    /// The three probes (not `Hook`).
     pub const ALL: [ProbeKind; 3] = [
         ProbeKind::Startup,
         ProbeKind::Liveness,
@@ -268,6 +292,7 @@ impl ProbeKind {
             ProbeKind::Startup => "Startup",
             ProbeKind::Liveness => "Liveness",
             ProbeKind::Readiness => "Readiness",
+            ProbeKind::Hook => "Hook",
         }
     }
 
@@ -277,6 +302,7 @@ impl ProbeKind {
             ProbeKind::Startup => "startup",
             ProbeKind::Liveness => "liveness",
             ProbeKind::Readiness => "readiness",
+            ProbeKind::Hook => "hook",
         }
     }
 }

@@ -428,6 +428,43 @@ fn termination_message_path_must_be_absolute_and_policy_known() {
 }
 
 #[test]
+fn lifecycle_hooks_take_exactly_one_action() {
+    let text = "[[pods.web.containers]]\nname = \"app\"\ncommand = [\"x\"]\n\
+                [pods.web.containers.lifecycle]\n\
+                post_start = {}\n\
+                pre_stop = { sleep = { seconds = 1 }, exec = { command = [\"x\"] } }\n";
+    let errs = errors(text);
+    assert_eq!(errs.len(), 2, "{errs:#?}");
+    assert_has(
+        &errs[0],
+        "5:14: pods.web.containers[0].lifecycle.post_start: ",
+        "hook needs exactly one action: exec, http_get or sleep",
+    );
+    assert_has(
+        &errs[1],
+        "6:12: pods.web.containers[0].lifecycle.pre_stop: ",
+        "more than one action (exec, sleep)",
+    );
+    let cfg = ok(
+        "[[pods.web.containers]]\nname = \"app\"\ncommand = [\"x\"]\n\
+                  [pods.web.containers.lifecycle]\n\
+                  post_start = { http_get = { port = 8080, path = \"/warm\" } }\n\
+                  pre_stop = { sleep = { seconds = 2.5 } }\n",
+    );
+    let l = &cfg.pods[0].containers[0].lifecycle;
+    assert!(matches!(
+        l.post_start,
+        Some(Hook::Action(ProbeAction::HttpGet { port: 8080, .. }))
+    ));
+    assert_eq!(l.pre_stop, Some(Hook::Sleep(Duration::from_millis(2500))));
+    // `sleep` is not a probe action.
+    let errs = errors(&format!(
+        "{POD}readiness_probe = {{ sleep = {{ seconds = 1 }} }}\n"
+    ));
+    assert!(errs.iter().any(|e| e.contains("sleep")), "{errs:#?}");
+}
+
+#[test]
 fn plain_init_container_under_an_always_pod_is_not_a_sidecar() {
     let text = "[pods.web]\nrestart_policy = \"Always\"\n\
                 [[pods.web.init_containers]]\nname = \"init\"\ncommand = [\"x\"]\n\
@@ -1111,6 +1148,7 @@ name = "db"
 command = ["/usr/bin/db"]
 readiness_probe = { grpc = { host = "db.internal", port = 9090, service = "db" } }
 termination_message_path = "/run/db/termination-log"
+lifecycle = { post_start = { exec = { command = ["/usr/bin/db", "--warm"] } }, pre_stop = { sleep = { seconds = 2 } } }
 termination_message_policy = "FallbackToLogsOnError"
 
 [pods.web]
@@ -1272,6 +1310,9 @@ fn every_config_key_is_documented_in_interface_md() {
         ("### `tcp_socket`", schema::TCP_SOCKET),
         ("### `grpc`", schema::GRPC),
         ("### `rlimits`", schema::RLIMIT_PAIR),
+        ("### `lifecycle`", schema::LIFECYCLE),
+        ("### Hooks", schema::HOOK),
+        ("### `sleep`", schema::SLEEP),
     ];
     let doc =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/interface.md"))

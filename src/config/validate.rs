@@ -20,9 +20,9 @@ use super::raw::{
 };
 use super::schema::join;
 use super::spec::{
-    Backoff, CgroupRoot, Config, ContainerSpec, Dependency, DependencyCondition, HttpScheme,
-    PodSpec, ProbeAction, ProbeKind, ProbeSpec, Resources, RestartPolicy, Rlimit, SupervisorSpec,
-    TerminationMessagePolicy, TlsSpec,
+    Backoff, CgroupRoot, Config, ContainerSpec, Dependency, DependencyCondition, Hook, HttpScheme,
+    Lifecycle, PodSpec, ProbeAction, ProbeKind, ProbeSpec, Resources, RestartPolicy, Rlimit,
+    SupervisorSpec, TerminationMessagePolicy, TlsSpec,
 };
 use super::values;
 
@@ -646,6 +646,23 @@ impl V<'_> {
         let startup_probe = probe(self, &raw.startup_probe, ProbeKind::Startup);
         let liveness_probe = probe(self, &raw.liveness_probe, ProbeKind::Liveness);
         let readiness_probe = probe(self, &raw.readiness_probe, ProbeKind::Readiness);
+        let lifecycle = match &raw.lifecycle {
+            None => Lifecycle::default(),
+            Some(l) => {
+                let lp = join(path, "lifecycle");
+                let l = l.get_ref();
+                Lifecycle {
+                    post_start: l
+                        .post_start
+                        .as_ref()
+                        .and_then(|h| self.hook(h, &join(&lp, "post_start"))),
+                    pre_stop: l
+                        .pre_stop
+                        .as_ref()
+                        .and_then(|h| self.hook(h, &join(&lp, "pre_stop"))),
+                }
+            }
+        };
         let termination_message_path = raw
             .termination_message_path
             .as_ref()
@@ -691,6 +708,7 @@ impl V<'_> {
             readiness_probe,
             termination_message_path,
             termination_message_policy,
+            lifecycle,
         }
     }
 
@@ -830,6 +848,43 @@ impl V<'_> {
             out.oom_group = *v.get_ref();
         }
         out
+    }
+
+    /// A lifecycle hook: exactly one of `exec`, `http_get` (checked as a probe's) or `sleep`.
+    fn hook(&mut self, raw_s: &S<RawProbe>, path: &str) -> Option<Hook> {
+        let raw = raw_s.get_ref();
+        let present: Vec<&str> = [
+            raw.exec.as_ref().map(|_| "exec"),
+            raw.http_get.as_ref().map(|_| "http_get"),
+            raw.sleep.as_ref().map(|_| "sleep"),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if present.len() != 1 {
+            let message = if present.is_empty() {
+                "hook needs exactly one action: exec, http_get or sleep".to_string()
+            } else {
+                format!(
+                    "hook has more than one action ({}); keep exactly one",
+                    present.join(", ")
+                )
+            };
+            self.err(span(raw_s), path, message);
+            return None;
+        }
+        if let Some(s) = &raw.sleep {
+            let field = join(&join(path, "sleep"), "seconds");
+            return match &s.get_ref().seconds {
+                Some(v) => self.seconds(v, &field, false).map(Hook::Sleep),
+                None => {
+                    self.err(span(s), &field, "missing required key \"seconds\" in sleep");
+                    None
+                }
+            };
+        }
+        self.probe(raw_s, path, ProbeKind::Liveness)
+            .map(|p| Hook::Action(p.action))
     }
 
     fn probe(&mut self, raw_s: &S<RawProbe>, path: &str, kind: ProbeKind) -> Option<ProbeSpec> {

@@ -355,6 +355,7 @@ pub(crate) mod fixtures {
             }),
             readiness_probe: None,
             termination_message_path: None,
+            lifecycle: Default::default(),
             termination_message_policy: Default::default(),
         })
     }

@@ -183,11 +183,13 @@ wire_names!(TerminationReason {
     StartError => "StartError",
     Stopped => "Stopped",
     RestartLimitExceeded => "RestartLimitExceeded",
+    FailedPostStartHook => "FailedPostStartHook",
 });
 wire_names!(ProbeKind {
     Startup => "startup",
     Liveness => "liveness",
     Readiness => "readiness",
+    Hook => "hook",
 });
 wire_names!(ProbeResultState {
     Unknown => "unknown",

@@ -568,6 +568,7 @@ fn container(
             ProbeKind::Startup => c.startup_probe.as_ref(),
             ProbeKind::Liveness => c.liveness_probe.as_ref(),
             ProbeKind::Readiness => c.readiness_probe.as_ref(),
+            ProbeKind::Hook => None,
         }?;
         Some(probe(
             spec,

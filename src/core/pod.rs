@@ -15,7 +15,7 @@ use super::backoff::BackoffState;
 use super::events::EventLog;
 use super::probes::{Probe, Recorded};
 use super::*;
-use crate::config::spec::{ContainerSpec, PodSpec, ProbeKind, RestartPolicy};
+use crate::config::spec::{ContainerSpec, Hook, PodSpec, ProbeKind, ProbeSpec, RestartPolicy};
 use crate::format::{go_duration, quantity};
 
 /// Where slot transitions put their effects.
@@ -54,6 +54,18 @@ pub(super) enum StopCause {
     Request { message: String, then_start: bool },
     /// Supervisor shutdown.
     Shutdown,
+    /// The `post_start` hook failed (kubelet: `FailedPostStartHook`, the container is killed).
+    PostStartHook { message: String },
+}
+
+/// A lifecycle hook in progress (kubelet `lifecycle/handlers.go`; at most one at a time).
+#[derive(Debug, Clone)]
+pub(super) struct HookRun {
+    pre_stop: bool,
+    /// The `StartProbe` (kind `Hook`) attempt running an `exec`/`http_get` hook.
+    seq: Option<u64>,
+    /// When a `sleep` hook is done.
+    done_at: Option<Time>,
 }
 
 #[derive(Debug, Clone)]
@@ -106,6 +118,9 @@ impl Stopping {
                 kind,
                 message: format!("{message}; {killed}"),
             },
+            StopCause::PostStartHook { message } => StopCause::PostStartHook {
+                message: format!("{message}; {killed}"),
+            },
             StopCause::Shutdown => StopCause::Request {
                 message: format!("{MSG_SHUTDOWN}; {killed}"),
                 then_start: false,
@@ -156,6 +171,7 @@ pub(super) struct Slot {
     pub oom_kills: u64,
     /// OOM kills already reported by `OomKills` during this run.
     run_oom_seen: u64,
+    hook: Option<HookRun>,
 }
 
 fn probe_spec(spec: &ContainerSpec, kind: ProbeKind) -> Option<&ProbeSpec> {
@@ -163,6 +179,7 @@ fn probe_spec(spec: &ContainerSpec, kind: ProbeKind) -> Option<&ProbeSpec> {
         ProbeKind::Startup => spec.startup_probe.as_ref(),
         ProbeKind::Liveness => spec.liveness_probe.as_ref(),
         ProbeKind::Readiness => spec.readiness_probe.as_ref(),
+        ProbeKind::Hook => None,
     }
 }
 
@@ -222,6 +239,9 @@ fn termination(
         ),
         Some(StopCause::Request { message, .. }) => (TerminationReason::Stopped, message.clone()),
         Some(StopCause::Shutdown) => (TerminationReason::Stopped, MSG_SHUTDOWN.to_string()),
+        Some(StopCause::PostStartHook { message }) => {
+            (TerminationReason::FailedPostStartHook, message.clone())
+        }
         None if oom => {
             let message = match (exit.memory_max, exit.memory_peak) {
                 (Some(max), Some(peak)) => format!(
@@ -287,6 +307,7 @@ impl Slot {
             started: false,
             oom_kills: 0,
             run_oom_seen: 0,
+            hook: None,
         }
     }
 
@@ -479,11 +500,11 @@ impl Slot {
             &name,
             format!("Started container {name}"),
         );
-        if self.probes.iter().any(|p| p.kind == ProbeKind::Startup) {
-            self.activate_probes(&[ProbeKind::Startup], out.now);
-        } else {
-            self.started = true;
-            self.activate_probes(&[ProbeKind::Liveness, ProbeKind::Readiness], out.now);
+        // Kubelet startContainer: the post-start hook runs right after the start, and the
+        // container is not started (no probes) until it returns.
+        match self.spec.lifecycle.post_start.clone() {
+            Some(hook) => self.start_hook(&hook, false, None, pod, out),
+            None => self.post_start_done(out),
         }
         if force_kill {
             self.kill_now(
@@ -494,6 +515,117 @@ impl Slot {
             );
         } else if let Some(cause) = pending {
             self.begin_stop(cause, pod, out);
+        }
+    }
+
+    /// The run is under way (post-start hook returned, or none): probes begin.
+    fn post_start_done(&mut self, out: &mut Out) {
+        if self.probes.iter().any(|p| p.kind == ProbeKind::Startup) {
+            self.activate_probes(&[ProbeKind::Startup], out.now);
+        } else {
+            self.started = true;
+            self.activate_probes(&[ProbeKind::Liveness, ProbeKind::Readiness], out.now);
+        }
+    }
+
+    /// Run a hook: `sleep` is a deadline of the core's; `exec`/`http_get` is a `StartProbe`
+    /// of kind `Hook` (run by the runtime like a probe, in the container's cgroup as its
+    /// user), with `timeout` (pre-stop: the grace period) or none.
+    fn start_hook(
+        &mut self,
+        hook: &Hook,
+        pre_stop: bool,
+        timeout: Option<Duration>,
+        pod: &str,
+        out: &mut Out,
+    ) {
+        self.hook = Some(match hook {
+            Hook::Sleep(d) => HookRun {
+                pre_stop,
+                seq: None,
+                done_at: Some(out.now + *d),
+            },
+            Hook::Action(action) => {
+                *out.probe_seq += 1;
+                let seq = *out.probe_seq;
+                let probe = ProbeSpec {
+                    action: action.clone(),
+                    initial_delay: Duration::ZERO,
+                    period: Duration::from_secs(1),
+                    timeout: timeout.unwrap_or(Duration::from_secs(100 * 365 * 24 * 3600)),
+                    success_threshold: 1,
+                    failure_threshold: 1,
+                    termination_grace: None,
+                };
+                out.actions.push_back(Action::StartProbe {
+                    key: self.key,
+                    generation: self.generation,
+                    pod: pod.to_string(),
+                    container: self.spec.clone(),
+                    kind: ProbeKind::Hook,
+                    seq,
+                    probe: Arc::new(probe),
+                });
+                HookRun {
+                    pre_stop,
+                    seq: Some(seq),
+                    done_at: None,
+                }
+            }
+        });
+    }
+
+    /// Abandon a running hook (the container stopped, or the grace ran out).
+    fn cancel_hook(&mut self, out: &mut Out) {
+        if let Some(HookRun { seq: Some(seq), .. }) = self.hook.take() {
+            out.actions.push_back(Action::CancelProbe {
+                key: self.key,
+                generation: self.generation,
+                kind: ProbeKind::Hook,
+                seq,
+            });
+        }
+    }
+
+    /// A hook returned. Post-start: success starts the run, failure kills it
+    /// (`FailedPostStartHook`). Pre-stop: either way the stop signal follows (a failure is a
+    /// `FailedPreStopHook` event), and the kill waits at least `min(2 s, grace)` after it.
+    fn hook_done(&mut self, failure: Option<String>, pod: &str, out: &mut Out) {
+        let Some(run) = self.hook.take() else {
+            return;
+        };
+        let name = self.spec.name.clone();
+        if !run.pre_stop {
+            match failure {
+                None => self.post_start_done(out),
+                Some(message) => {
+                    out.event(
+                        EventType::Warning,
+                        "FailedPostStartHook",
+                        pod,
+                        &name,
+                        message.clone(),
+                    );
+                    self.begin_stop(StopCause::PostStartHook { message }, pod, out);
+                }
+            }
+            return;
+        }
+        if let Some(message) = failure {
+            out.event(EventType::Warning, "FailedPreStopHook", pod, &name, message);
+        }
+        let grace = effective_grace(self.spec.termination_grace);
+        if let SlotState::Running {
+            stopping: Some(s), ..
+        } = &mut self.state
+            && !s.killed
+        {
+            s.kill_at = s.kill_at.max(out.now + grace.min(Duration::from_secs(2)));
+            out.actions.push_back(Action::Signal {
+                key: self.key,
+                generation: self.generation,
+                signal: self.spec.stop_signal,
+            });
         }
     }
 
@@ -574,6 +706,7 @@ impl Slot {
     /// A run ended: decide between terminated, back-off and an immediate restart.
     fn conclude(&mut self, term: Terminated, cause: Option<StopCause>, pod: &str, out: &mut Out) {
         self.hold_probes(out);
+        self.cancel_hook(out);
         self.started = false;
         if term.started_at.is_some() {
             let name = self.spec.name.clone();
@@ -702,8 +835,11 @@ impl Slot {
         match &mut self.state {
             SlotState::Running { stopping, .. } => {
                 if let Some(s) = stopping {
-                    // Operator intent and shutdown override a probe kill in progress.
-                    if !matches!(cause, StopCause::Probe { .. }) {
+                    // Operator intent and shutdown override a probe or hook kill in progress.
+                    if !matches!(
+                        cause,
+                        StopCause::Probe { .. } | StopCause::PostStartHook { .. }
+                    ) {
                         s.cause = cause;
                     }
                     return;
@@ -733,6 +869,9 @@ impl Slot {
                         format!("Stopping container {name}: {message}")
                     }
                     StopCause::Shutdown => format!("Stopping container {name}: {MSG_SHUTDOWN}"),
+                    StopCause::PostStartHook { .. } => {
+                        format!("FailedPostStartHook: stopping container {name}")
+                    }
                 };
                 let grace = effective_grace(grace);
                 *stopping = Some(Stopping {
@@ -743,12 +882,20 @@ impl Slot {
                     grace_expired: false,
                 });
                 out.event(EventType::Normal, "Killing", pod, &name, message);
-                out.actions.push_back(Action::Signal {
-                    key: self.key,
-                    generation: self.generation,
-                    signal: self.spec.stop_signal,
-                });
                 self.hold_probes(out);
+                // A post-start hook still running is abandoned; the pre-stop hook runs first,
+                // within the grace period (kubelet killContainer → executePreStopHook).
+                self.cancel_hook(out);
+                match self.spec.lifecycle.pre_stop.clone() {
+                    Some(hook) if !grace.is_zero() => {
+                        self.start_hook(&hook, true, Some(grace), pod, out)
+                    }
+                    _ => out.actions.push_back(Action::Signal {
+                        key: self.key,
+                        generation: self.generation,
+                        signal: self.spec.stop_signal,
+                    }),
+                }
             }
             SlotState::Creating { pending, .. } => {
                 if !matches!(
@@ -762,7 +909,7 @@ impl Slot {
                 let message = match &cause {
                     StopCause::Request { message, .. } => message.clone(),
                     StopCause::Shutdown => MSG_SHUTDOWN.to_string(),
-                    StopCause::Probe { .. } => return,
+                    StopCause::Probe { .. } | StopCause::PostStartHook { .. } => return,
                 };
                 self.state = SlotState::Done(stopped(&message, out.now));
             }
@@ -779,6 +926,9 @@ impl Slot {
     /// Warning `Killing` event ("Container app: {why}, sending SIGKILL").
     pub(super) fn kill_now(&mut self, cause: StopCause, why: &str, pod: &str, out: &mut Out) {
         let name = self.spec.name.clone();
+        if self.is_active() {
+            self.cancel_hook(out);
+        }
         match &mut self.state {
             SlotState::Running { stopping, .. } => {
                 match stopping {
@@ -831,7 +981,8 @@ impl Slot {
     }
 
     pub(super) fn next_deadline(&self) -> Option<Time> {
-        match &self.state {
+        let sleep = self.hook.as_ref().and_then(|h| h.done_at);
+        let own = match &self.state {
             SlotState::BackOff { until, .. } => Some(*until),
             SlotState::Running {
                 stopping: Some(s), ..
@@ -840,10 +991,22 @@ impl Slot {
                 self.probes.iter().filter_map(|p| p.next_deadline()).min()
             }
             _ => None,
+        };
+        match (own, sleep) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 
     pub(super) fn on_timeout(&mut self, pod: &str, out: &mut Out) {
+        if self
+            .hook
+            .as_ref()
+            .and_then(|h| h.done_at)
+            .is_some_and(|t| t <= out.now)
+        {
+            self.hook_done(None, pod, out);
+        }
         match &mut self.state {
             SlotState::BackOff { until, .. } if *until <= out.now => {
                 if out.shutting_down {
@@ -876,6 +1039,8 @@ impl Slot {
                         go_duration(grace)
                     ),
                 );
+                // A pre-stop hook still running at the end of the grace is killed too.
+                self.cancel_hook(out);
             }
             SlotState::Running { stopping: None, .. } => self.tick_probes(pod, out),
             _ => {}
@@ -929,6 +1094,16 @@ impl Slot {
         pod: &str,
         out: &mut Out,
     ) {
+        if kind == ProbeKind::Hook {
+            if self.hook.as_ref().and_then(|h| h.seq) == Some(seq) {
+                let failure = match outcome {
+                    ProbeOutcome::Failure(m) => Some(m),
+                    ProbeOutcome::Success(_) | ProbeOutcome::Warning(_) => None,
+                };
+                self.hook_done(failure, pod, out);
+            }
+            return;
+        }
         if self.stopping() {
             return;
         }

@@ -59,7 +59,7 @@ pub(super) fn initial_result(kind: ProbeKind) -> ProbeResultState {
     match kind {
         ProbeKind::Readiness => ProbeResultState::Failure,
         ProbeKind::Liveness => ProbeResultState::Success,
-        ProbeKind::Startup => ProbeResultState::Unknown,
+        ProbeKind::Startup | ProbeKind::Hook => ProbeResultState::Unknown,
     }
 }
 

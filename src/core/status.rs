@@ -65,6 +65,8 @@ pub enum TerminationReason {
     StartError,
     Stopped,
     RestartLimitExceeded,
+    /// The `post_start` hook failed and the container was killed (always a failure).
+    FailedPostStartHook,
 }
 
 impl TerminationReason {
@@ -78,6 +80,7 @@ impl TerminationReason {
             TerminationReason::StartError => "StartError",
             TerminationReason::Stopped => "Stopped",
             TerminationReason::RestartLimitExceeded => "RestartLimitExceeded",
+            TerminationReason::FailedPostStartHook => "FailedPostStartHook",
         }
     }
 }

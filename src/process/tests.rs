@@ -49,6 +49,7 @@ fn spec(user: Option<&str>) -> ContainerSpec {
         liveness_probe: None,
         readiness_probe: None,
         termination_message_path: None,
+        lifecycle: Default::default(),
         termination_message_policy: Default::default(),
     }
 }

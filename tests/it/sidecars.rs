@@ -1,6 +1,6 @@
 //! Sidecar containers (an init container with `restart_policy = "Always"`) with real
 //! processes: a log shipper that outlives a batch job's main container and is stopped after
-//! it, and the stop order of a whole pod.
+//! it, and the stop order of a whole pod; lifecycle hooks with real processes.
 
 use std::path::Path;
 use std::time::Duration;
@@ -103,4 +103,56 @@ command = ["sh", "-c", "trap 'echo app-down >> {m}; exit 0' TERM; echo app-up >>
         ["app-down", "s2-down", "s1-down"],
         "regular containers first, then the sidecars in reverse order"
     );
+}
+
+#[test]
+fn lifecycle_hooks_run_after_the_start_and_before_the_stop_signal() {
+    // post_start runs right after the start (the container is started once it returned);
+    // pre_stop runs before SIGTERM reaches the container.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let m = dir.path().join("marks");
+    let v = Vigil::start(&format!(
+        r#"
+[pods.hooks]
+[[pods.hooks.containers]]
+name = "app"
+command = ["sh", "-c", "trap 'echo term >> {m}; exit 0' TERM; while :; do sleep 0.05; done"]
+[pods.hooks.containers.lifecycle]
+post_start = {{ exec = {{ command = ["sh", "-c", "echo post-start >> {m}"] }} }}
+pre_stop = {{ exec = {{ command = ["sh", "-c", "echo pre-stop >> {m}; sleep 0.3"] }} }}
+"#,
+        m = m.display()
+    ));
+    v.wait_for(T, "started after post_start", |v| {
+        v.container("hooks", "app")["started"] == true
+    });
+    assert_eq!(marks(&m), ["post-start"]);
+    let reply = v.request(r#"{"cmd":"stop","pod":"hooks"}"#);
+    assert_eq!(reply["ok"], true, "{reply}");
+    v.wait_for(T, "the stop", |v| {
+        v.container("hooks", "app")["state"]["terminated"].is_object()
+    });
+    assert_eq!(marks(&m), ["post-start", "pre-stop", "term"]);
+}
+
+#[test]
+fn failing_post_start_hook_kills_the_container() {
+    let v = Vigil::start(
+        r#"
+[pods.bad]
+restart_policy = "Never"
+[[pods.bad.containers]]
+name = "app"
+command = ["sleep", "60"]
+termination_grace_period_seconds = 0.2
+[pods.bad.containers.lifecycle]
+post_start = { exec = { command = ["sh", "-c", "echo cannot warm up; exit 3"] } }
+"#,
+    );
+    v.wait_for(T, "the kill", |v| {
+        v.container("bad", "app")["state"]["terminated"].is_object()
+    });
+    let t = v.container("bad", "app")["state"]["terminated"].clone();
+    assert_eq!(t["reason"], "FailedPostStartHook", "{t}");
+    assert_eq!(v.pod("bad")["phase"], "Failed");
 }

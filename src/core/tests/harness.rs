@@ -35,6 +35,7 @@ pub fn container(name: &str) -> ContainerSpec {
         liveness_probe: None,
         readiness_probe: None,
         termination_message_path: None,
+        lifecycle: Default::default(),
         termination_message_policy: Default::default(),
     }
 }

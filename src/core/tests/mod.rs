@@ -3,6 +3,7 @@
 
 mod backoff;
 mod harness;
+mod hooks;
 mod kubelet;
 mod lifecycle;
 mod probes;

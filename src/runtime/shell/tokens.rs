@@ -132,6 +132,7 @@ pub fn probe_of(token: Token) -> Option<(ContainerKey, ProbeKind)> {
     let payload = token.0 & PAYLOAD_MASK;
     let kind = ProbeKind::ALL
         .into_iter()
+        .chain([ProbeKind::Hook])
         .find(|k| kind_index(*k) == payload & 3)?;
     Some((ContainerKey((payload >> 2) as u32), kind))
 }
@@ -141,6 +142,7 @@ fn kind_index(kind: ProbeKind) -> usize {
         ProbeKind::Startup => 0,
         ProbeKind::Liveness => 1,
         ProbeKind::Readiness => 2,
+        ProbeKind::Hook => 3,
     }
 }
 
@@ -248,7 +250,7 @@ mod tests {
         let key = ContainerKey(u32::MAX);
         assert_eq!(Owner::of(oom_token(key)), Some(Owner::Oom));
         assert_eq!(oom_key(oom_token(key)), key);
-        for kind in ProbeKind::ALL {
+        for kind in ProbeKind::ALL.into_iter().chain([ProbeKind::Hook]) {
             let t = probe_token(key, kind);
             assert_eq!(Owner::of(t), Some(Owner::Probes));
             assert_eq!(probe_of(t), Some((key, kind)));
