@@ -87,6 +87,7 @@ impl Stopping {
             }
             StopCause::Request { message, .. } => message.clone(),
             StopCause::Shutdown => MSG_SHUTDOWN.to_string(),
+            StopCause::PostStartHook { message } => format!("post_start hook failed: {message}"),
         };
         Terminating {
             since: self.kill_at.checked_sub(self.grace).unwrap_or(self.kill_at),
