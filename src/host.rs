@@ -51,10 +51,51 @@ pub fn needed_controllers(config: &Config) -> Controllers {
 /// Whether this host can give `config` what its limits need, without changing anything
 /// ([`Manager::preflight`]).
 pub fn preflight(config: &Config) -> Result<(), CgroupError> {
+    if config.supervisor.cgroup_root == CgroupRoot::None
+        && let Some(conflict) = limits_without_cgroups(config)
+    {
+        return Err(CgroupError::LimitsWithoutCgroups(conflict));
+    }
     Manager::preflight(
         &(&config.supervisor.cgroup_root).into(),
         needed_controllers(config),
     )
+}
+
+/// With `cgroup_root = "none"`, the conflict with the limits the config sets, naming each
+/// container and key (issue 14.10): `None` when no container sets one.
+fn limits_without_cgroups(config: &Config) -> Option<String> {
+    let mut set = Vec::new();
+    for pod in &config.pods {
+        for c in pod.init_containers.iter().chain(pod.containers.iter()) {
+            let r = &c.resources;
+            let keys: Vec<&str> = [
+                ("memory_max", r.memory_max.is_some()),
+                ("memory_high", r.memory_high.is_some()),
+                ("swap_max", r.swap_max.is_some()),
+                ("pids_max", r.pids_max.is_some()),
+                ("cpu_max", r.cpu_max.is_some()),
+                ("cpu_weight", r.cpu_weight.is_some()),
+                ("oom_group", r.oom_group),
+            ]
+            .iter()
+            .filter(|(_, on)| *on)
+            .map(|(k, _)| *k)
+            .collect();
+            if !keys.is_empty() {
+                let keys: Vec<String> = keys.iter().map(|k| format!("resources.{k}")).collect();
+                set.push(format!("{}/{} sets {}", pod.name, c.name, keys.join(", ")));
+            }
+        }
+    }
+    if set.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "cgroup_root = \"none\" conflicts with resource limits, which need cgroups: {}; \
+         remove those keys or set cgroup_root to \"auto\" or a path",
+        set.join("; ")
+    ))
 }
 
 fn plural(n: usize, word: &str) -> String {

@@ -232,3 +232,33 @@ fn check_names_a_missing_cgroup_controller_with_the_hierarchy_and_what_is_availa
         "{stderr}"
     );
 }
+
+#[test]
+fn check_names_each_container_whose_limits_conflict_with_cgroup_root_none() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = write(
+        dir.path(),
+        "none.toml",
+        "[supervisor]\n\
+         cgroup_root = \"none\"\n\
+         [pods.web]\n\
+         [[pods.web.containers]]\n\
+         name = \"app\"\n\
+         command = [\"/bin/sleep\", \"1000\"]\n\
+         resources = { memory_max = \"64Mi\", pids_max = 10 }\n\
+         [[pods.web.containers]]\n\
+         name = \"free\"\n\
+         command = [\"/bin/sleep\", \"1000\"]\n",
+    );
+    let out = vigil_check(Some(&f), None);
+    assert_eq!(out.status.code(), Some(1), "stdout: {}", text(&out.stdout));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains(
+            "cgroup_root = \"none\" conflicts with resource limits, which need cgroups: \
+             web/app sets resources.memory_max, resources.pids_max;"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("web/free"), "{err}");
+}

@@ -123,6 +123,9 @@ pub enum CgroupError {
     NotCgroup2 { path: PathBuf },
     #[error("{path} is not usable for vigil's cgroup: {reason}")]
     BadRoot { path: PathBuf, reason: String },
+    /// `cgroup_root = "none"` and containers that set limits: the message names each.
+    #[error("{0}")]
+    LimitsWithoutCgroups(String),
     /// Needed controllers are not enabled for vigil's subtree; the message explains why.
     #[error("{message}")]
     ControllersMissing { message: String },

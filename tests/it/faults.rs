@@ -501,3 +501,24 @@ fn a_pod_removed_by_reload_has_its_cgroup_directory_removed_then_not_at_shutdown
     assert!(v.log().contains("gone: pod cgroup removed"), "{}", v.log());
     assert_eq!(v.shutdown(), 0);
 }
+
+#[test]
+#[ignore = "needs root and cgroup v2"]
+fn a_cgroup_without_memory_cpu_pids_controllers_is_said_at_start() {
+    // Outcome: on a hybrid host (controllers bound to v1) vigil says at start that limits and
+    // usage figures are unavailable; where the controllers exist it says nothing of the kind.
+    let cg = ScratchCgroup::new();
+    let available = std::fs::read_to_string(cg.path.join("cgroup.controllers")).unwrap_or_default();
+    let none = !available
+        .split_whitespace()
+        .any(|c| matches!(c, "memory" | "cpu" | "pids"));
+    let v = start_with_cgroup_root(
+        &cg,
+        "[pods.p]\n[[pods.p.containers]]\nname = \"c\"\ncommand = [\"sleep\", \"60\"]\n",
+    );
+    let said = v.log().contains(
+        "no memory/cpu/pids controllers on this cgroup2 mount: limits and usage figures unavailable",
+    );
+    assert_eq!(said, none, "controllers here: {available:?}\n{}", v.log());
+    assert_eq!(v.shutdown(), 0);
+}

@@ -556,6 +556,16 @@ fn setup_cgroups(config: &Config, host: &HostCheck) -> Result<Option<Manager>, S
             return Err(e.into());
         }
         info!("cgroups: containers go under {}", m.root().display());
+        let usable = Controllers::MEMORY | Controllers::CPU | Controllers::PIDS;
+        let available = std::fs::read_to_string(m.root().join("cgroup.controllers"))
+            .map(|t| Controllers::from_names(t.split_whitespace()));
+        if available.is_ok_and(|on| on.intersection(usable).is_empty()) {
+            // A hybrid host (cgroup v1 holds the controllers): vigil still kills by cgroup,
+            // but cannot limit or measure (issue 14.10).
+            warn!(
+                "no memory/cpu/pids controllers on this cgroup2 mount: limits and usage figures unavailable"
+            );
+        }
         for stale in m.sweep_stale() {
             warn!(
                 "cleaned up cgroup left by an earlier vigil: {}",
