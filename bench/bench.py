@@ -13,6 +13,8 @@ Driven by bench/run.sh, which installs the peers and builds vigil first. Workloa
   vigil    vigil only: probe lateness at 500 probes/s, log throughput, status latency with
            100 pods and 8 concurrent clients, container start rate into fresh cgroups
   probes   the probe workload of `vigil` alone (--only probes)
+  hostile  vigil alone: restart gap and `version` latency without and with 40 hostile readers
+           of a full ring that never read (--only hostile; needs root to run them as uid 65534)
 
 Rounds alternate the tools (rotated order each round); the table gives medians over rounds.
 Only processes this script started are signalled, by PID. Scratch: --work (default
@@ -567,6 +569,67 @@ def w_restart(ctx, tool, parallel, target, max_s):
     return res
 
 
+def w_hostile(ctx, vigil, window=8.0):
+    """vigil only: the restart gap of a crash-looping service and the latency of `version` on a
+    new connection, without and with 40 hostile readers (as uid 65534, socket mode 0666) that
+    each send {"cmd":"logs","pod":"noisy"} x100 against a full 1 MiB ring and never read
+    (issue 12, tests/it/hostile_client.py)."""
+    client = (Path(__file__).resolve().parent.parent / "tests/it/hostile_client.py").read_text()
+    out = {}
+    for phase in ("unloaded", "hostile"):
+        d = fresh_dir(ctx, f"vigil-hostile-{phase}")
+        os.chmod(ctx.work, 0o755)
+        os.chmod(d, 0o755)
+        stamps = d / "stamps-000"
+        vigil.setup(d, [("crash", [str(ctx.stamp), str(stamps), "0"])])
+        cfg = (d / "vigil.toml").read_text().replace(
+            "[supervisor]\n", '[supervisor]\nsocket_mode = "0666"\nmax_connections_per_uid = 64\n', 1)
+        cfg += ('\n[pods.noisy]\n[[pods.noisy.containers]]\nname = "c"\n'
+                'command = ["sh", "-c", "head -c 1048576 /dev/zero; exec sleep 600"]\n')
+        (d / "vigil.toml").write_text(cfg)
+        r = Running(vigil, d)
+        attacker = None
+        lat = []
+        try:
+            wait_until(lambda: os.path.exists(vigil.sock(d)), 10)
+            time.sleep(1.0)
+            if phase == "hostile":
+                attacker = subprocess.Popen(
+                    [shutil.which("python3", path="/usr/bin:/bin") or sys.executable, "-c", client,
+                     vigil.sock(d), "readers", "40", "100", "noisy"],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, user=65534, group=65534,
+                    extra_groups=[])
+                attacker.stdout.readline()
+            try:
+                stamps.write_text("")
+            except OSError:
+                pass
+            one, _ = vigil.status_raw(d, "crash")
+            end = time.monotonic() + window
+            while time.monotonic() < end:
+                t0 = time.monotonic()
+                one()
+                lat.append((time.monotonic() - t0) * 1000)
+                time.sleep(0.1)
+        finally:
+            if attacker:
+                attacker.kill()
+                attacker.wait()
+            r.stop()
+        gaps = read_gaps([stamps])
+        out[phase] = {"restarts": len(gaps), "gap_p50_ms": pct(gaps, 0.5),
+                      "gap_p99_ms": pct(gaps, 0.99), "gap_max_ms": max(gaps) if gaps else None,
+                      "status_p50_ms": pct(lat, 0.5), "status_max_ms": max(lat) if lat else None}
+    print("\nhostile clients (vigil only; 40 readers of a full ring that never read):")
+    print(f"  {'':28} {'unloaded':>10} {'hostile':>10}")
+    for k in ("restarts", "gap_p50_ms", "gap_p99_ms", "gap_max_ms", "status_p50_ms", "status_max_ms"):
+        a, b = out["unloaded"][k], out["hostile"][k]
+        fa = f"{a:10.2f}" if isinstance(a, float) else f"{a!s:>10}"
+        fb = f"{b:10.2f}" if isinstance(b, float) else f"{b!s:>10}"
+        print(f"  {k:28} {fa} {fb}")
+    return out
+
+
 def spawn_wait(argv):
     pid = os.posix_spawn(argv[0] if "/" in argv[0] else shutil.which(argv[0]), argv, os.environ,
                          file_actions=[(os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
@@ -1109,9 +1172,11 @@ def full(ctx, args):
     if "status" in only:
         res["fork_exec_floor_ms"] = floor_fork_exec(args.status_count)
     vigil = next((t for t in tools if t.name == "vigil"), None)
+    if vigil and "hostile" in only:
+        res.setdefault("vigil_only", {})["hostile"] = w_hostile(ctx, vigil)
     if vigil and only & {"vigil", "probes"}:
         log("== vigil only")
-        vo = res["vigil_only"] = {}
+        vo = res.setdefault("vigil_only", {})
         if args.probe_mix == "tcp-http":
             vo["probes"] = w_probes(ctx, vigil, args.probe_containers, args.probe_window, args.probe_period)
         else:
