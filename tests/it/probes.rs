@@ -600,7 +600,7 @@ period_seconds = 0.2
 #[test]
 fn probe_termination_grace_period_is_honoured_on_liveness_kill() {
     // Ignores SIGTERM; the pod's grace (60 s) would outlast the test deadline, the probe's
-    // (0.5 s) does not.
+    // (0.5 s) does not. The initial delay lets the shell set its trap before the first probe.
     let v = Vigil::start(
         r#"
 [pods.stubborn]
@@ -611,6 +611,7 @@ name = "c"
 command = ["sh", "-c", "trap '' TERM; while :; do sleep 0.1; done"]
 [pods.stubborn.containers.liveness_probe]
 exec = { command = ["false"] }
+initial_delay_seconds = 0.3
 period_seconds = 0.2
 failure_threshold = 1
 termination_grace_period_seconds = 0.5
