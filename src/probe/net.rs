@@ -148,6 +148,10 @@ pub struct NetProbe {
     session: Box<Session>,
     stage: Stage,
     token: Token,
+    /// Addresses of the host not tried yet: a failed connect moves on to the next, as Go's
+    /// dialer does (`dialSerial`), and the first error is what the user sees.
+    untried: std::collections::VecDeque<std::net::IpAddr>,
+    first_error: Option<ProbeError>,
     /// When the attempt times out and its timeout as configured (see [`NetProbe::expire_at`]).
     deadline: Option<(std::time::Instant, std::time::Duration)>,
     /// HTTP only: what following a redirect needs.
@@ -185,6 +189,13 @@ impl NetProbe {
         registry: &Registry,
         token: Token,
     ) -> Result<NetProbe, ProbeOutcome> {
+        let mut probe = NetProbe::prepare(action, token)?;
+        probe.begin(registry)?;
+        Ok(probe)
+    }
+
+    /// The attempt for `action`, nothing opened yet.
+    fn prepare(action: &ProbeAction, token: Token) -> Result<NetProbe, ProbeOutcome> {
         let (host, port, session, scheme, tls_spec) = match action {
             ProbeAction::TcpSocket { host, port } => (
                 host,
@@ -241,7 +252,7 @@ impl NetProbe {
             })),
             _ => None,
         };
-        let mut probe = NetProbe {
+        let probe = NetProbe {
             host: host.clone(),
             port,
             addr: None,
@@ -252,15 +263,18 @@ impl NetProbe {
             token,
             deadline: None,
             follow,
+            untried: Default::default(),
+            first_error: None,
         };
-        probe.begin(registry)?;
         Ok(probe)
     }
 
     /// Resolve the host (or take the cached answer) and connect.
     fn begin(&mut self, registry: &Registry) -> Result<(), ProbeOutcome> {
+        self.untried.clear();
+        self.first_error = None;
         match resolve::lookup(&self.host) {
-            Lookup::Ready(ip) => self.connect(registry, ip).map_err(|e| e.outcome())?,
+            Lookup::Ready(ips) => self.connect_first(registry, ips).map_err(|e| e.outcome())?,
             Lookup::Failed(e) => return Err(e.outcome()),
             Lookup::Pending(pending) => {
                 let fd = pending.fd();
@@ -376,6 +390,32 @@ impl NetProbe {
         }
     }
 
+    /// Connects to the first of `ips` that does not fail at once; the rest wait in
+    /// `untried` in case this one fails later.
+    fn connect_first(
+        &mut self,
+        registry: &Registry,
+        ips: Vec<std::net::IpAddr>,
+    ) -> Result<(), ProbeError> {
+        self.untried = ips.into();
+        self.connect_next(registry)
+    }
+
+    fn connect_next(&mut self, registry: &Registry) -> Result<(), ProbeError> {
+        while let Some(ip) = self.untried.pop_front() {
+            match self.connect(registry, ip) {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    self.first_error.get_or_insert(e);
+                }
+            }
+        }
+        Err(self.first_error.take().unwrap_or(ProbeError::Lookup {
+            host: self.host.clone(),
+            reason: "no addresses".to_string(),
+        }))
+    }
+
     fn connect(&mut self, registry: &Registry, ip: std::net::IpAddr) -> Result<(), ProbeError> {
         let addr = SocketAddr::new(ip, self.port);
         self.addr = Some(addr);
@@ -424,7 +464,7 @@ impl NetProbe {
                 log::debug!("probe {}: deregister resolver eventfd: {e}", self.host);
             }
             self.stage = Stage::Finished;
-            let connected = answer.and_then(|ip| self.connect(registry, ip));
+            let connected = answer.and_then(|ips| self.connect_first(registry, ips));
             if let Err(e) = connected {
                 return Some(e.outcome());
             }
@@ -434,6 +474,20 @@ impl NetProbe {
             Ok(Some(outcome)) => {
                 self.release(registry);
                 return self.next_hop(registry, outcome);
+            }
+            Err(e @ (ProbeError::Connect { .. } | ProbeError::Socket { .. }))
+                if !self.untried.is_empty() =>
+            {
+                // This address failed to connect: try the next one on the same token.
+                self.first_error.get_or_insert(e);
+                self.release(registry);
+                match self.connect_next(registry) {
+                    Ok(()) => return None,
+                    Err(e) => e.outcome(),
+                }
+            }
+            Err(e @ (ProbeError::Connect { .. } | ProbeError::Socket { .. })) => {
+                self.first_error.take().unwrap_or(e).outcome()
             }
             Err(e) => e.outcome(),
         };
@@ -1094,6 +1148,50 @@ mod tests {
         assert!(
             matches!(&outcome, ProbeOutcome::Success(m) if m.ends_with(&format!(":{port}"))),
             "{outcome:?}"
+        );
+    }
+
+    /// Runs an attempt whose host resolved to `ips`, as the resolver would hand them over.
+    fn run_with_addresses(action: &ProbeAction, ips: Vec<std::net::IpAddr>) -> ProbeOutcome {
+        let mut poll = Poll::new().unwrap();
+        let mut events = Events::with_capacity(16);
+        let mut probe = NetProbe::prepare(action, TOKEN).unwrap();
+        if let Err(e) = probe.connect_first(poll.registry(), ips) {
+            return e.outcome();
+        }
+        let deadline = Instant::now() + DEADLINE;
+        while Instant::now() < deadline {
+            poll.poll(&mut events, Some(Duration::from_millis(100)))
+                .unwrap();
+            for event in events.iter() {
+                if let Some(outcome) = probe.on_event(poll.registry(), event) {
+                    return outcome;
+                }
+            }
+        }
+        panic!("probe did not finish within {DEADLINE:?}");
+    }
+
+    #[test]
+    fn refused_address_of_a_name_falls_through_to_the_next_like_go() {
+        let listener = TcpListener::bind("127.0.0.2:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let ips = vec!["127.0.0.1".parse().unwrap(), "127.0.0.2".parse().unwrap()];
+        assert_eq!(
+            run_with_addresses(&tcp("app.internal", port), ips),
+            ProbeOutcome::Success(format!("connected to 127.0.0.2:{port}"))
+        );
+    }
+
+    #[test]
+    fn every_address_refused_reports_the_first_error() {
+        let port = free_port();
+        let ips = vec!["127.0.0.1".parse().unwrap(), "127.0.0.3".parse().unwrap()];
+        assert_eq!(
+            run_with_addresses(&tcp("app.internal", port), ips),
+            ProbeOutcome::Failure(format!(
+                "dial tcp 127.0.0.1:{port}: connect: connection refused"
+            ))
         );
     }
 

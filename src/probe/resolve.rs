@@ -33,13 +33,18 @@ pub const NEGATIVE_TTL: Duration = Duration::from_secs(5);
 /// Cache bound; expired entries are dropped first, then the cache is cleared.
 pub const MAX_ENTRIES: usize = 4096;
 
-/// The answer for a host: an address or why there is none (getaddrinfo's text).
-type Answer = Result<IpAddr, String>;
+/// At most this many addresses of a name are kept (tried in order).
+pub const MAX_ADDRESSES: usize = 8;
+
+/// The answer for a host: its addresses in getaddrinfo's order (never empty), or why there
+/// are none (getaddrinfo's text).
+type Answer = Result<Vec<IpAddr>, String>;
 
 /// What [`lookup`] knows now.
 #[derive(Debug)]
 pub enum Lookup {
-    Ready(IpAddr),
+    /// The addresses, in the order to try them (never empty).
+    Ready(Vec<IpAddr>),
     Failed(ProbeError),
     /// Queued on the helper thread; wait for [`Pending::fd`] to become readable.
     Pending(Pending),
@@ -60,7 +65,7 @@ impl Pending {
     }
 
     /// The answer once the thread has given it; `None` while it is still working.
-    pub fn take(&self) -> Option<Result<IpAddr, ProbeError>> {
+    pub fn take(&self) -> Option<Result<Vec<IpAddr>, ProbeError>> {
         let answer = self.slot.lock().ok()?.take()?;
         Some(answer.map_err(|reason| ProbeError::Lookup {
             host: self.host.clone(),
@@ -123,7 +128,7 @@ pub fn literal(host: &str) -> Option<IpAddr> {
 /// The address of `host` now, or a pending lookup on the helper thread.
 pub fn lookup(host: &str) -> Lookup {
     if let Some(ip) = literal(host) {
-        return Lookup::Ready(ip);
+        return Lookup::Ready(vec![ip]);
     }
     let failed = |reason: String| {
         Lookup::Failed(ProbeError::Lookup {
@@ -133,7 +138,7 @@ pub fn lookup(host: &str) -> Lookup {
     };
     if let Some(answer) = cached(host, Instant::now()) {
         return match answer {
-            Ok(ip) => Lookup::Ready(ip),
+            Ok(ips) => Lookup::Ready(ips),
             Err(reason) => failed(reason),
         };
     }
@@ -218,14 +223,23 @@ fn store(host: &str, answer: Answer, expires: Instant) {
     map.insert(host.to_string(), Entry { expires, answer });
 }
 
-/// getaddrinfo through std; the first address in the order it returns (RFC 6724 as
-/// configured in gai.conf).
+/// getaddrinfo through std: the distinct addresses in the order it returns them (RFC 6724
+/// as configured in gai.conf), at most [`MAX_ADDRESSES`].
 fn resolve_blocking(host: &str) -> Answer {
     match (host, 0u16).to_socket_addrs() {
-        Ok(mut addrs) => addrs
-            .next()
-            .map(|a| a.ip())
-            .ok_or_else(|| "no addresses".to_string()),
+        Ok(addrs) => {
+            let mut ips: Vec<IpAddr> = Vec::new();
+            for ip in addrs.map(|a| a.ip()) {
+                if !ips.contains(&ip) && ips.len() < MAX_ADDRESSES {
+                    ips.push(ip);
+                }
+            }
+            if ips.is_empty() {
+                Err("no addresses".to_string())
+            } else {
+                Ok(ips)
+            }
+        }
         Err(e) => Err(lookup_reason(&e)),
     }
 }
@@ -262,14 +276,18 @@ mod tests {
     fn a_cached_answer_is_used_until_it_expires() {
         let now = Instant::now();
         let ip: IpAddr = "10.1.2.3".parse().unwrap();
-        store("cached.vigil.test", Ok(ip), now + Duration::from_secs(60));
-        assert_eq!(cached("cached.vigil.test", now), Some(Ok(ip)));
-        assert!(matches!(lookup("cached.vigil.test"), Lookup::Ready(a) if a == ip));
-        store("stale.vigil.test", Ok(ip), now);
+        store(
+            "cached.vigil.test",
+            Ok(vec![ip]),
+            now + Duration::from_secs(60),
+        );
+        assert_eq!(cached("cached.vigil.test", now), Some(Ok(vec![ip])));
+        assert!(matches!(lookup("cached.vigil.test"), Lookup::Ready(a) if a == [ip]));
+        store("stale.vigil.test", Ok(vec![ip]), now);
         assert_eq!(cached("stale.vigil.test", now), None);
     }
 
-    fn wait(p: &Pending) -> Result<IpAddr, ProbeError> {
+    fn wait(p: &Pending) -> Result<Vec<IpAddr>, ProbeError> {
         let mut fds = [nix::poll::PollFd::new(
             std::os::fd::AsFd::as_fd(&*p.done),
             nix::poll::PollFlags::POLLIN,
@@ -283,8 +301,8 @@ mod tests {
         // getaddrinfo answers "localhost" from /etc/hosts; `submit` skips the fast path.
         match submit("localhost") {
             Lookup::Pending(p) => {
-                let ip = wait(&p).unwrap();
-                assert!(ip.is_loopback(), "{ip}");
+                let ips = wait(&p).unwrap();
+                assert!(ips.iter().all(|ip| ip.is_loopback()), "{ips:?}");
             }
             other => panic!("{other:?}"),
         }
@@ -295,7 +313,7 @@ mod tests {
         let err = match lookup("no-such-host.invalid") {
             Lookup::Pending(p) => wait(&p).unwrap_err(),
             Lookup::Failed(e) => e,
-            Lookup::Ready(ip) => panic!("resolved to {ip}"),
+            Lookup::Ready(ips) => panic!("resolved to {ips:?}"),
         };
         let text = err.to_string();
         assert!(
