@@ -16,6 +16,13 @@ fn config(socket: &std::path::Path, main: u32, child: u32) -> String {
     )
 }
 
+/// Sleep lengths no other copy of this test binary uses (several checkouts may run the suite
+/// at once on one machine, and processes are counted machine-wide by their command line).
+fn unique_secs(offset: u32) -> (u32, u32) {
+    let base = 1_000_000 + (std::process::id() % 1_000_000) * 4 + offset;
+    (base, base + 1)
+}
+
 fn count(secs: u32) -> usize {
     processes_with_cmdline(&format!("sleep\0{secs}\0")).len()
 }
@@ -31,7 +38,7 @@ fn state_lists(socket: &std::path::Path, pid: u32) -> bool {
 
 #[test]
 fn after_kill_9_of_vigil_a_restarted_vigil_kills_what_it_left_and_starts_no_duplicate() {
-    let (main, child) = (7_341, 7_342);
+    let (main, child) = unique_secs(0);
     let shared = tempfile::tempdir().unwrap();
     let socket = shared.path().join("vigil.sock");
     let cfg = shared.path().join("vigil.toml");
@@ -76,7 +83,7 @@ fn after_kill_9_of_vigil_a_restarted_vigil_kills_what_it_left_and_starts_no_dupl
 
 #[test]
 fn a_setsid_child_seen_by_a_scan_dies_with_its_container_on_every_restart() {
-    let (main, child) = (7_343, 7_344);
+    let (main, child) = unique_secs(2);
     let v = Vigil::start(
         &config(std::path::Path::new("/unused"), main, child)
             .split_once("\n\n")
