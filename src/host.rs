@@ -65,11 +65,24 @@ pub fn preflight(config: &Config) -> Result<(), CgroupError> {
 /// With `cgroup_root = "none"`, the conflict with the limits the config sets, naming each
 /// container and key (issue 14.10): `None` when no container sets one.
 fn limits_without_cgroups(config: &Config) -> Option<String> {
+    let set = containers_with_limits(config);
+    if set.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "cgroup_root = \"none\" conflicts with resource limits, which need cgroups: {}; \
+         remove those keys or set cgroup_root to \"auto\" or a path",
+        set.join("; ")
+    ))
+}
+
+/// Each container that sets a resource limit, as `pod/container sets resources.KEY, …`.
+pub fn containers_with_limits(config: &Config) -> Vec<String> {
     let mut set = Vec::new();
     for pod in &config.pods {
         for c in pod.init_containers.iter().chain(pod.containers.iter()) {
             let r = &c.resources;
-            let keys: Vec<&str> = [
+            let keys: Vec<String> = [
                 ("memory_max", r.memory_max.is_some()),
                 ("memory_high", r.memory_high.is_some()),
                 ("swap_max", r.swap_max.is_some()),
@@ -80,22 +93,14 @@ fn limits_without_cgroups(config: &Config) -> Option<String> {
             ]
             .iter()
             .filter(|(_, on)| *on)
-            .map(|(k, _)| *k)
+            .map(|(k, _)| format!("resources.{k}"))
             .collect();
             if !keys.is_empty() {
-                let keys: Vec<String> = keys.iter().map(|k| format!("resources.{k}")).collect();
                 set.push(format!("{}/{} sets {}", pod.name, c.name, keys.join(", ")));
             }
         }
     }
-    if set.is_empty() {
-        return None;
-    }
-    Some(format!(
-        "cgroup_root = \"none\" conflicts with resource limits, which need cgroups: {}; \
-         remove those keys or set cgroup_root to \"auto\" or a path",
-        set.join("; ")
-    ))
+    set
 }
 
 fn plural(n: usize, word: &str) -> String {

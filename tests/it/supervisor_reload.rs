@@ -106,3 +106,36 @@ fn a_reload_naming_an_unknown_socket_group_is_refused_before_anything_changes() 
     assert!(msg.contains("vigil-no-such-group"), "{msg}");
     assert!(v.pod("added").is_null(), "nothing changed: {}", v.status());
 }
+
+#[test]
+fn without_cgroups_a_reload_that_adds_limits_is_refused_naming_them_and_changes_nothing() {
+    let v = Vigil::start(&pod("web", "exec sleep 60"));
+    v.wait_for(T, "web running", |v| {
+        state_reason(&v.container("web", "c")) == "Running"
+    });
+    let header = supervisor_header(&v.socket);
+    std::fs::write(
+        &v.config,
+        format!(
+            "{header}{}[pods.web.containers.resources]\nmemory_max = \"64Mi\"\n{}",
+            pod("web", "exec sleep 61"),
+            pod("added", "exec sleep 60")
+        ),
+    )
+    .unwrap();
+    let r = v.request(r#"{"id":1,"cmd":"reload"}"#);
+    assert_eq!(r["ok"], false, "{r}");
+    let msg = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("web/c sets resources.memory_max"),
+        "the refusal names the container and key: {msg}"
+    );
+    let status = v.request(r#"{"id":2,"cmd":"status"}"#);
+    let pods = status["result"]["pods"].as_array().unwrap();
+    assert_eq!(pods.len(), 1, "no pod was added: {status}");
+    assert_eq!(
+        v.container("web", "c")["restart_count"],
+        0,
+        "web was not restarted with the new definition"
+    );
+}

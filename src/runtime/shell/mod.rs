@@ -382,6 +382,9 @@ impl Shell {
                     && let Err(e) = m.check_controllers(needed_controllers(&new))
                 {
                     Err(ReloadError::InvalidConfig(e.to_string()))
+                } else if let Some(e) = self.limits_without_cgroups(&new) {
+                    // At start such a config is refused; a reload must not let it in unenforced.
+                    Err(ReloadError::InvalidConfig(e))
                 } else {
                     let plan = plan.unwrap_or_default();
                     let r = self
@@ -403,6 +406,21 @@ impl Shell {
             Err(e) => error!("{origin}: reload failed, nothing changed:\n{e}"),
         }
         result
+    }
+
+    /// Without cgroups, the limits `new` sets (which could not be enforced), as a refusal.
+    fn limits_without_cgroups(&self, new: &Config) -> Option<String> {
+        if self.cgroups.is_some() {
+            return None;
+        }
+        let set = crate::host::containers_with_limits(new);
+        (!set.is_empty()).then(|| {
+            format!(
+                "vigil runs without cgroups, so resource limits cannot be enforced: {}; remove \
+                 those keys, or restart vigil with cgroups (cgroup_root)",
+                set.join("; ")
+            )
+        })
     }
 
     /// The journal line for a state change asked for over the control socket, before it is
