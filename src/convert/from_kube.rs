@@ -16,7 +16,7 @@ use std::path::Path;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, Pod, PodSpec as KubePodSpec, Probe, SecurityContext,
+    Container, ContainerPort, LifecycleHandler, Pod, PodSpec as KubePodSpec, Probe, SecurityContext,
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::Value;
@@ -738,16 +738,19 @@ fn container(
         if let Some(sig) = &lc.stop_signal {
             out.keys.push(("stop_signal".into(), q(sig)));
         }
-        for (hook, present) in [
-            ("postStart", lc.post_start.is_some()),
-            ("preStop", lc.pre_stop.is_some()),
+        let ports = c.ports.as_deref().unwrap_or(&[]);
+        let mut hooks = Vec::new();
+        for (key, field, h) in [
+            ("post_start", "postStart", &lc.post_start),
+            ("pre_stop", "preStop", &lc.pre_stop),
         ] {
-            if present {
-                ctx.warn(
-                    &format!("{path}.lifecycle.{hook}"),
-                    "lifecycle hooks are not supported by vigil yet; ignored",
-                );
+            let Some(h) = h else { continue };
+            if let Some(v) = hook(h, &format!("{path}.lifecycle.{field}"), ports, ctx) {
+                hooks.push((key.to_string(), v));
             }
+        }
+        if !hooks.is_empty() {
+            out.keys.push(("lifecycle".into(), inline(&hooks)));
         }
     }
     resources(c, path, &mut out, ctx);
@@ -924,6 +927,35 @@ fn resources(c: &Container, path: &str, out: &mut ContainerOut, ctx: &mut Ctx<'_
             "resource claims are not supported; ignored",
         );
     }
+}
+
+/// A lifecycle handler as a vigil hook (`exec`, `http_get` as a probe's, or `sleep`); `None`
+/// when it has no action vigil runs (`tcpSocket`, deprecated in Kubernetes, is a warning).
+fn hook(
+    h: &LifecycleHandler,
+    path: &str,
+    ports: &[ContainerPort],
+    ctx: &mut Ctx<'_>,
+) -> Option<String> {
+    if h.tcp_socket.is_some() {
+        ctx.warn(
+            &format!("{path}.tcpSocket"),
+            "a tcpSocket hook is deprecated in Kubernetes and not supported by vigil; ignored",
+        );
+    }
+    if let Some(s) = &h.sleep {
+        return Some(format!("{{ sleep = {{ seconds = {} }} }}", s.seconds));
+    }
+    let as_probe = Probe {
+        exec: h.exec.clone(),
+        http_get: h.http_get.clone(),
+        ..Probe::default()
+    };
+    let keys = probe(&as_probe, path, ports, ctx)?;
+    if keys.is_empty() && h.tcp_socket.is_none() {
+        ctx.warn(path, "a hook without an action; ignored");
+    }
+    (!keys.is_empty()).then(|| inline(&keys))
 }
 
 /// A probe port: a number, or the name of one of the container's ports.

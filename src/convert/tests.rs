@@ -109,6 +109,18 @@ fn a_config_with_every_key_round_trips() {
     let config = crate::config::load_str(text, Path::new("all.toml")).expect("valid");
     let (back, warnings) = round_trip(&config, Kind::Pod);
     assert_eq!(pods_without_images(&back), pods_without_images(&config));
+    let hooks = back
+        .pods
+        .iter()
+        .flat_map(|p| &p.containers)
+        .map(|c| &c.lifecycle);
+    assert_eq!(
+        hooks
+            .map(|l| l.post_start.iter().count() + l.pre_stop.iter().count())
+            .sum::<usize>(),
+        3,
+        "the fixture's hooks did not come back"
+    );
     let paths: Vec<&str> = warnings.iter().map(|w| w.path.as_str()).collect();
     for expected in [
         "pods.web.depends_on",
@@ -359,4 +371,46 @@ fn a_sidecar_is_a_restartable_init_container_both_ways() {
     );
     let (back, _) = round_trip(&config, Kind::Pod);
     assert_eq!(pods_without_images(&back), pods_without_images(&config));
+}
+
+#[test]
+fn lifecycle_hooks_map_both_ways_with_named_ports_and_whole_seconds() {
+    let text = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers:\n  - name: c\n    command: [\"/bin/sleep\", \"60\"]\n    ports:\n    - containerPort: 8080\n      name: http\n    lifecycle:\n      postStart:\n        httpGet:\n          port: http\n          path: /warm\n      preStop:\n        sleep:\n          seconds: 3\n  - name: d\n    command: [\"/bin/sleep\", \"60\"]\n    lifecycle:\n      preStop:\n        tcpSocket:\n          port: 9\n";
+    let out = from(text).expect("converts");
+    assert!(
+        out.toml.contains(
+            "lifecycle = { post_start = { http_get = { port = 8080, path = \"/warm\" } }, \
+             pre_stop = { sleep = { seconds = 3 } } }"
+        ),
+        "{}",
+        out.toml
+    );
+    let paths: Vec<&str> = out.warnings.iter().map(|w| w.path.as_str()).collect();
+    assert!(
+        paths.contains(&"spec.containers[1].lifecycle.preStop.tcpSocket"),
+        "{paths:#?}"
+    );
+    assert!(
+        !out.warnings
+            .iter()
+            .any(|w| w.message.contains("not supported by vigil yet")),
+        "{paths:#?}"
+    );
+    // The other way: a fractional sleep is rounded up, like a probe's seconds.
+    let config = "[pods.a]\n[[pods.a.containers]]\nname = \"x\"\ncommand = [\"/bin/x\"]\n\
+                  lifecycle = { pre_stop = { sleep = { seconds = 1.5 } }, post_start = { exec = { command = [\"/bin/true\"] } } }\n";
+    let config = crate::config::load_str(config, Path::new("h.toml")).expect("valid");
+    let mut warnings = Vec::new();
+    let m = to_kube::convert(&config, &opts(Kind::Pod), &mut warnings).expect("converts");
+    let v = m[0].to_value().expect("json");
+    let lc = &v["spec"]["containers"][0]["lifecycle"];
+    assert_eq!(lc["preStop"]["sleep"]["seconds"], 2);
+    assert_eq!(lc["postStart"]["exec"]["command"][0], "/bin/true");
+    assert!(
+        warnings.iter().any(
+            |w| w.path == "pods.a.containers[0].lifecycle.pre_stop.sleep.seconds"
+                && w.message.contains("rounded up")
+        ),
+        "{warnings:#?}"
+    );
 }

@@ -13,8 +13,8 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
     Capabilities, Container, EnvFromSource, EnvVar, ExecAction, GRPCAction, HTTPGetAction,
-    HTTPHeader, Pod, PodSpec as KubePodSpec, PodTemplateSpec, Probe, ResourceRequirements,
-    SecretEnvSource, SecurityContext, TCPSocketAction,
+    HTTPHeader, Lifecycle, LifecycleHandler, Pod, PodSpec as KubePodSpec, PodTemplateSpec, Probe,
+    ResourceRequirements, SecretEnvSource, SecurityContext, SleepAction, TCPSocketAction,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -23,7 +23,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use super::{ANNOTATION_PREFIX, ConvertError, DEPENDS_ON_ANNOTATION, NAME_LABEL, Warning};
 use crate::config::schema_join as join;
 use crate::config::spec::{
-    Backoff, Config, ContainerSpec, DependencyCondition, HttpScheme, PodSpec, ProbeAction,
+    Backoff, Config, ContainerSpec, DependencyCondition, Hook, HttpScheme, PodSpec, ProbeAction,
     ProbeKind, ProbeSpec, RestartPolicy, TerminationMessagePolicy,
 };
 
@@ -579,6 +579,7 @@ fn container(
     let startup_probe = probe_of(ProbeKind::Startup, a);
     let liveness_probe = probe_of(ProbeKind::Liveness, a);
     let readiness_probe = probe_of(ProbeKind::Readiness, a);
+    let lifecycle = lifecycle(&c.lifecycle, &join(path, "lifecycle"), a.warnings);
     Container {
         name: c.name.clone(),
         image,
@@ -610,8 +611,46 @@ fn container(
         startup_probe,
         liveness_probe,
         readiness_probe,
+        lifecycle,
         ..Container::default()
     }
+}
+
+/// `lifecycle.postStart`/`preStop`: `exec` and `httpGet` as a probe's, `sleep` in whole
+/// seconds (rounded up, with a warning).
+fn lifecycle(
+    l: &crate::config::spec::Lifecycle,
+    path: &str,
+    warnings: &mut Vec<Warning>,
+) -> Option<Lifecycle> {
+    let mut handler = |hook: &Option<Hook>, key: &str| {
+        let hpath = join(path, key);
+        Some(match hook.as_ref()? {
+            Hook::Sleep(d) => LifecycleHandler {
+                sleep: Some(SleepAction {
+                    seconds: whole_seconds(*d, &join(&join(&hpath, "sleep"), "seconds"), warnings),
+                }),
+                ..LifecycleHandler::default()
+            },
+            Hook::Action(action) => {
+                let mut p = Probe::default();
+                set_action(&mut p, action, &hpath, warnings);
+                // A hook's schema allows only `exec` and `http_get` (config::schema::HOOK).
+                LifecycleHandler {
+                    exec: p.exec,
+                    http_get: p.http_get,
+                    ..LifecycleHandler::default()
+                }
+            }
+        })
+    };
+    let post_start = handler(&l.post_start, "post_start");
+    let pre_stop = handler(&l.pre_stop, "pre_stop");
+    (post_start.is_some() || pre_stop.is_some()).then_some(Lifecycle {
+        post_start,
+        pre_stop,
+        stop_signal: None,
+    })
 }
 
 /// A probe with every field written out (vigil's defaults are the kubelet's, so nothing
@@ -636,9 +675,15 @@ fn probe(p: &ProbeSpec, path: &str, warnings: &mut Vec<Warning>) -> Probe {
         }),
         ..Probe::default()
     };
+    set_action(&mut out, &p.action, path, warnings);
+    out
+}
+
+/// A probe's (or hook's) action into `out`.
+fn set_action(out: &mut Probe, action: &ProbeAction, path: &str, warnings: &mut Vec<Warning>) {
     // vigil probes 127.0.0.1 by default; the kubelet the pod's IP. Both reach the container.
     let host = |h: &str| (h != "127.0.0.1").then(|| h.to_string());
-    match &p.action {
+    match action {
         ProbeAction::Exec { command } => {
             out.exec = Some(ExecAction {
                 command: Some(command.clone()),
@@ -705,7 +750,6 @@ fn probe(p: &ProbeSpec, path: &str, warnings: &mut Vec<Warning>) -> Probe {
             });
         }
     }
-    out
 }
 
 /// `toml_str` is used by tests and `from_kube` for quoting.
