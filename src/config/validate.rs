@@ -493,6 +493,10 @@ impl V<'_> {
             depends_on: Vec::new(),
             init_containers,
             containers,
+            termination_grace: raw
+                .termination_grace_period_seconds
+                .is_some()
+                .then_some(defaults.grace),
         }
     }
 

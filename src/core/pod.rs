@@ -184,6 +184,21 @@ fn probe_spec(spec: &ContainerSpec, kind: ProbeKind) -> Option<&ProbeSpec> {
     }
 }
 
+/// The grace of a stop that is part of a whole-pod stop ending at `deadline` (kubelet
+/// `kuberuntime_container.go` killContainer: the pod's grace less the time already spent —
+/// waiting for a sidecar's turn, `kuberuntime_termination_order.go` waitForTurn — raised to
+/// `minimumGracePeriodInSeconds`). The container's own grace still bounds it, and the floor is
+/// `min(2 s, own grace)`, so a grace of `0` stays an immediate SIGKILL.
+fn pod_capped_grace(own: Duration, deadline: Option<Time>, now: Time) -> Duration {
+    match deadline {
+        None => own,
+        Some(d) => own.min(
+            d.saturating_duration_since(now)
+                .max(own.min(Duration::from_secs(2))),
+        ),
+    }
+}
+
 /// Kubelet `kuberuntime_container.go` killContainer: "always give containers a minimal shutdown
 /// window to avoid unnecessary SIGKILLs" — a grace below `minimumGracePeriodInSeconds` (2 s) is
 /// raised to it. vigil applies the floor to what a Kubernetes spec can express, whole seconds
@@ -832,10 +847,31 @@ impl Slot {
     /// stop happens as soon as it is spawned. Back-off/not started: terminated `Stopped` now
     /// (except for a shutdown, which leaves never-started slots alone).
     pub(super) fn begin_stop(&mut self, cause: StopCause, pod: &str, out: &mut Out) {
+        self.begin_stop_by(cause, None, pod, out);
+    }
+
+    /// [`Slot::begin_stop`] as part of a whole-pod stop that must be over by `deadline`
+    /// ([`Pod::stop_all`]); a stop already in progress is pulled in to it too.
+    pub(super) fn begin_stop_by(
+        &mut self,
+        cause: StopCause,
+        deadline: Option<Time>,
+        pod: &str,
+        out: &mut Out,
+    ) {
         let name = self.spec.name.clone();
         match &mut self.state {
             SlotState::Running { stopping, .. } => {
                 if let Some(s) = stopping {
+                    // A stop already under way (probe kill, restart) ends by the pod's
+                    // deadline too, keeping its floor.
+                    if let Some(d) = deadline
+                        && !s.killed
+                    {
+                        let since = s.kill_at.checked_sub(s.grace).unwrap_or(s.kill_at);
+                        let floor = since + s.grace.min(Duration::from_secs(2));
+                        s.kill_at = s.kill_at.min(d.max(floor));
+                    }
                     // Operator intent and shutdown override a probe or hook kill in progress.
                     if !matches!(
                         cause,
@@ -874,7 +910,7 @@ impl Slot {
                         format!("FailedPostStartHook: stopping container {name}")
                     }
                 };
-                let grace = effective_grace(grace);
+                let grace = pod_capped_grace(effective_grace(grace), deadline, out.now);
                 *stopping = Some(Stopping {
                     cause,
                     kill_at: out.now + grace,
@@ -1252,6 +1288,10 @@ pub(super) struct Pod {
     /// Sidecars are being stopped for this cause, once the other containers have stopped,
     /// last sidecar first (see [`Pod::drive_sidecars`]).
     pub sidecar_stop: Option<StopCause>,
+    /// When a whole-pod stop in progress must be over: every container's kill deadline,
+    /// pre-stop hook and sidecars stopped later included, is capped at it
+    /// ([`Pod::stop_budget`]).
+    pub stop_deadline: Option<Time>,
 }
 
 fn condition(kind: ConditionType, now: Time) -> Condition {
@@ -1307,6 +1347,7 @@ impl Pod {
             next: Next::Keep,
             shutdown_initiated: false,
             sidecar_stop: None,
+            stop_deadline: None,
             conditions: vec![
                 condition(ConditionType::Initialized, now),
                 condition(ConditionType::ContainersReady, now),
@@ -1383,18 +1424,28 @@ impl Pod {
     /// sidecars after them, last first (kubelet 1.29+ pod termination with sidecars). A
     /// sidecar that is not running is concluded at once.
     /// `live_only` leaves slots that are not running or backing off as they are (reload).
+    /// Every container's kill deadline, pre-stop hook and the sidecars stopped after the others
+    /// included, is capped at `now` + [`Pod::stop_budget`] (kubelet
+    /// `kuberuntime_container.go` killContainersWithSyncResult: one grace for the pod).
     pub(super) fn stop_all(&mut self, cause: StopCause, live_only: bool, out: &mut Out) {
         let name = self.spec.name.clone();
+        let mut deadline = out.now + self.stop_budget();
+        if self.sidecar_stop.is_some()
+            && let Some(earlier) = self.stop_deadline
+        {
+            deadline = deadline.min(earlier);
+        }
+        self.stop_deadline = Some(deadline);
         let touch =
             |s: &Slot| !live_only || s.is_active() || matches!(s.state, SlotState::BackOff { .. });
         for slot in self.main.iter_mut() {
             if touch(slot) {
-                slot.begin_stop(cause.clone(), &name, out);
+                slot.begin_stop_by(cause.clone(), Some(deadline), &name, out);
             }
         }
         for slot in self.init.iter_mut() {
             if touch(slot) && !(slot.sidecar() && slot.is_active()) {
-                slot.begin_stop(cause.clone(), &name, out);
+                slot.begin_stop_by(cause.clone(), Some(deadline), &name, out);
             }
         }
         // A shutdown is never downgraded to a request.
@@ -1402,6 +1453,22 @@ impl Pod {
             self.sidecar_stop = Some(cause);
         }
         self.drive_sidecars(out);
+    }
+
+    /// The grace of a whole-pod stop: the pod's `termination_grace_period_seconds` when
+    /// written (kubelet: `pod.Spec.TerminationGracePeriodSeconds`), else the longest grace of
+    /// its containers — 30 s when none is written, as in a cluster, and never shorter than a
+    /// grace a container asks for. The 2 s floor applies as to a container
+    /// ([`effective_grace`]).
+    pub(super) fn stop_budget(&self) -> Duration {
+        match self.spec.termination_grace {
+            Some(g) => effective_grace(g),
+            None => self
+                .slots()
+                .map(|s| effective_grace(s.spec.termination_grace))
+                .max()
+                .unwrap_or(Duration::ZERO),
+        }
     }
 
     /// Sidecar bookkeeping after any change: when every regular container has finished for
@@ -1428,6 +1495,7 @@ impl Pod {
                 message: MSG_MAIN_FINISHED.to_string(),
                 then_start: false,
             });
+            self.stop_deadline = Some(out.now + self.stop_budget());
         }
         let Some(cause) = self.sidecar_stop.clone() else {
             return;
@@ -1438,20 +1506,22 @@ impl Pod {
             return;
         }
         let name = self.spec.name.clone();
+        let deadline = self.stop_deadline;
         for slot in self.init.iter_mut().rev().filter(|s| s.sidecar()) {
             if slot.is_active() {
                 if !slot.stop_requested() {
-                    slot.begin_stop(cause.clone(), &name, out);
+                    slot.begin_stop_by(cause.clone(), deadline, &name, out);
                 }
                 if slot.is_active() {
                     return;
                 }
             } else {
-                slot.begin_stop(cause.clone(), &name, out);
+                slot.begin_stop_by(cause.clone(), deadline, &name, out);
             }
         }
         if !has_live_sidecar(self) {
             self.sidecar_stop = None;
+            self.stop_deadline = None;
         }
     }
 
@@ -1459,6 +1529,7 @@ impl Pod {
     /// regular containers) that were stopped run again, and a pending sidecar stop is dropped.
     pub(super) fn revive_sidecars(&mut self, upto: usize, out: &mut Out) {
         self.sidecar_stop = None;
+        self.stop_deadline = None;
         let name = self.spec.name.clone();
         for slot in self.init.iter_mut().take(upto) {
             if slot.sidecar()

@@ -70,6 +70,7 @@ pub fn pod(name: &str, containers: Vec<ContainerSpec>) -> PodSpec {
         depends_on: Vec::new(),
         init_containers: Vec::new(),
         containers,
+        termination_grace: None,
     }
 }
 

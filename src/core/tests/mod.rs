@@ -2,6 +2,7 @@
 //! `poll_timeout()`, so minutes of back-off run in microseconds. Files by topic.
 
 mod backoff;
+mod grace;
 mod harness;
 mod hooks;
 mod kubelet;
