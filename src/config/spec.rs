@@ -150,9 +150,10 @@ pub struct PodSpec {
     pub depends_on: Vec<Dependency>,
     pub init_containers: Vec<ContainerSpec>,
     pub containers: Vec<ContainerSpec>,
-    /// The pod's `termination_grace_period_seconds` when written: the budget of a whole-pod
-    /// stop (`core::pod` `Pod::stop_budget`). Unwritten, it is only the containers' default.
-    pub termination_grace: Option<Duration>,
+    /// The budget of a whole-pod stop (`core::pod` `Pod::stop_all`): the pod's
+    /// `termination_grace_period_seconds` when written, else the longest grace of its
+    /// containers (so an unwritten pod key, only the containers' default, cuts no one short).
+    pub termination_grace: Duration,
 }
 
 /// One container, with the pod-level defaults already folded in.

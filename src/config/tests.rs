@@ -1027,7 +1027,11 @@ fn containers_inherit_pod_settings_unless_they_override() {
                 backoff = { max_seconds = 2 }\nmax_restarts = 0\nno_new_privs = false\n");
     let p = &c.pods[0];
     assert_eq!(p.restart_policy, RestartPolicy::OnFailure);
-    assert_eq!(p.termination_grace, Some(Duration::from_secs(7)));
+    assert_eq!(
+        p.termination_grace,
+        Duration::from_secs(7),
+        "written: the pod's"
+    );
     let a = &p.containers[0];
     assert_eq!(a.restart_policy, RestartPolicy::OnFailure);
     assert_eq!(a.termination_grace, Duration::from_secs(7));
@@ -1063,10 +1067,7 @@ fn defaults_apply_when_nothing_is_set() {
     let c = ok(POD);
     let p = &c.pods[0];
     assert_eq!(p.restart_policy, RestartPolicy::Always);
-    assert_eq!(
-        p.termination_grace, None,
-        "unwritten: only the containers' default"
-    );
+    assert_eq!(p.termination_grace, Duration::from_secs(30));
     let k = container(&c);
     assert_eq!(k.restart_policy, RestartPolicy::Always);
     assert_eq!(k.termination_grace, Duration::from_secs(30));

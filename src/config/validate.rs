@@ -487,16 +487,24 @@ impl V<'_> {
         };
         let init_containers = build(self, &raw.init_containers, "init_containers", true);
         let containers = build(self, &raw.containers, "containers", false);
+        // A whole-pod stop's budget: the pod's key when written, else the longest container
+        // grace (the unwritten pod key is only the containers' default).
+        let termination_grace = match raw.termination_grace_period_seconds {
+            Some(_) => defaults.grace,
+            None => init_containers
+                .iter()
+                .chain(&containers)
+                .map(|c| c.termination_grace)
+                .max()
+                .unwrap_or(defaults.grace),
+        };
         PodSpec {
             name: pod_name,
             restart_policy,
             depends_on: Vec::new(),
             init_containers,
             containers,
-            termination_grace: raw
-                .termination_grace_period_seconds
-                .is_some()
-                .then_some(defaults.grace),
+            termination_grace,
         }
     }
 

@@ -1455,20 +1455,12 @@ impl Pod {
         self.drive_sidecars(out);
     }
 
-    /// The grace of a whole-pod stop: the pod's `termination_grace_period_seconds` when
-    /// written (kubelet: `pod.Spec.TerminationGracePeriodSeconds`), else the longest grace of
-    /// its containers — 30 s when none is written, as in a cluster, and never shorter than a
-    /// grace a container asks for. The 2 s floor applies as to a container
-    /// ([`effective_grace`]).
+    /// The grace of a whole-pod stop (kubelet: `pod.Spec.TerminationGracePeriodSeconds`): the
+    /// pod's `termination_grace_period_seconds` when written, else the longest grace of its
+    /// containers — 30 s when none is written, as in a cluster (config resolves it). The 2 s
+    /// floor applies as to a container ([`effective_grace`]).
     pub(super) fn stop_budget(&self) -> Duration {
-        match self.spec.termination_grace {
-            Some(g) => effective_grace(g),
-            None => self
-                .slots()
-                .map(|s| effective_grace(s.spec.termination_grace))
-                .max()
-                .unwrap_or(Duration::ZERO),
-        }
+        effective_grace(self.spec.termination_grace)
     }
 
     /// Sidecar bookkeeping after any change: when every regular container has finished for

@@ -22,7 +22,7 @@ fn web(pod_grace: f64, f: impl FnOnce(&mut ContainerSpec)) -> (H, ContainerKey) 
     c.termination_grace = secs(60.0);
     f(&mut c);
     let mut p = pod("web", vec![c]);
-    p.termination_grace = Some(secs(pod_grace));
+    p.termination_grace = secs(pod_grace);
     let mut h = H::new(config(vec![p]));
     h.ack_spawns();
     h.take();
@@ -96,7 +96,7 @@ fn job() -> (H, ContainerKey, ContainerKey) {
     );
     p.restart_policy = RestartPolicy::Never;
     p.init_containers = vec![with_policy(container("log"), RestartPolicy::Always)];
-    p.termination_grace = Some(secs(10.0));
+    p.termination_grace = secs(10.0);
     let mut h = H::new(config(vec![p]));
     h.ack_spawns();
     h.ack_spawns();

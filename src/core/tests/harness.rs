@@ -69,8 +69,12 @@ pub fn pod(name: &str, containers: Vec<ContainerSpec>) -> PodSpec {
         restart_policy: policy,
         depends_on: Vec::new(),
         init_containers: Vec::new(),
+        termination_grace: containers
+            .iter()
+            .map(|c| c.termination_grace)
+            .max()
+            .unwrap_or_default(),
         containers,
-        termination_grace: None,
     }
 }
 
