@@ -3,6 +3,7 @@
 #![cfg(feature = "kubernetes")]
 
 use std::path::Path;
+use std::time::Duration;
 
 use super::to_kube::{self, Kind, Options};
 use super::*;
@@ -412,5 +413,34 @@ fn lifecycle_hooks_map_both_ways_with_named_ports_and_whole_seconds() {
                 && w.message.contains("rounded up")
         ),
         "{warnings:#?}"
+    );
+}
+
+#[test]
+fn the_pods_grace_budget_is_exported_and_a_longer_container_grace_round_trips() {
+    let config = crate::config::load_str(
+        r#"
+[pods.web]
+termination_grace_period_seconds = 5
+[[pods.web.containers]]
+name = "app"
+command = ["/bin/true"]
+termination_grace_period_seconds = 20
+"#,
+        Path::new("grace.toml"),
+    )
+    .expect("config");
+    let mut warnings = Vec::new();
+    let manifests = to_kube::convert(&config, &opts(Kind::Pod), &mut warnings).expect("convert");
+    let yaml = to_kube::to_yaml(&manifests).expect("yaml");
+    assert!(
+        yaml.contains("terminationGracePeriodSeconds: 5"),
+        "the pod's own budget, which vigil gives a whole-pod stop: {yaml}"
+    );
+    let (back, _) = round_trip(&config, Kind::Pod);
+    assert_eq!(back.pods[0].termination_grace, Duration::from_secs(5));
+    assert_eq!(
+        back.pods[0].containers[0].termination_grace,
+        Duration::from_secs(20)
     );
 }

@@ -285,13 +285,9 @@ fn pod_spec(
         ));
         annotations.insert(DEPENDS_ON_ANNOTATION.to_string(), value.join(","));
     }
-    // One grace period per pod: the longest, so no container is cut shorter than configured.
-    let all = pod.init_containers.iter().chain(&pod.containers);
-    let grace = all
-        .clone()
-        .map(|c| c.termination_grace)
-        .max()
-        .unwrap_or(Duration::from_secs(30));
+    // One grace period per pod: the budget vigil itself gives a whole-pod stop (the pod's key
+    // when written, else the longest container grace), so both stop the pod alike.
+    let grace = pod.termination_grace;
     let grace_secs = whole_seconds(
         grace,
         &join(path, "termination_grace_period_seconds"),
