@@ -444,3 +444,32 @@ termination_grace_period_seconds = 20
         Duration::from_secs(20)
     );
 }
+
+#[test]
+fn hooks_of_a_plain_init_container_are_left_out_with_a_warning() {
+    let config = crate::config::load_str(
+        r#"
+[pods.web]
+[[pods.web.init_containers]]
+name = "migrate"
+command = ["/bin/true"]
+lifecycle = { post_start = { sleep = { seconds = 1 } } }
+[[pods.web.containers]]
+name = "app"
+command = ["/bin/true"]
+"#,
+        Path::new("hooks.toml"),
+    )
+    .expect("config");
+    let mut warnings = Vec::new();
+    let manifests = to_kube::convert(&config, &opts(Kind::Pod), &mut warnings).expect("convert");
+    let yaml = to_kube::to_yaml(&manifests).expect("yaml");
+    assert!(!yaml.contains("postStart"), "{yaml}");
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.path.ends_with("init_containers[0].lifecycle")
+                && w.message.contains("only when it is a sidecar")),
+        "{warnings:?}"
+    );
+}

@@ -329,13 +329,21 @@ fn pod_spec(
                         "termination_grace_period_seconds",
                         seconds_toml(c.termination_grace),
                         &format!(
-                            "Kubernetes has one grace period per pod ({grace_secs} s, the longest)"
+                            "Kubernetes has one grace period per pod ({grace_secs} s, the pod's stop budget)"
                         ),
                     );
                 }
                 let mut k = container(c, &cpath, opts, &mut a, errors);
                 if sidecar {
                     k.restart_policy = Some("Always".to_string());
+                } else if init && k.lifecycle.take().is_some() {
+                    // The API server refuses `lifecycle` on an init container that is not a
+                    // sidecar (validation of Pod, not the OpenAPI schema).
+                    a.warnings.push(Warning::new(
+                        join(&cpath, "lifecycle"),
+                        "Kubernetes allows lifecycle hooks on an init container only when it is \
+                         a sidecar (restartPolicy: Always); left out",
+                    ));
                 }
                 k
             })
