@@ -1,7 +1,11 @@
 //! Unit tests of the server against real sockets, driven like the runtime drives it.
 
+use super::admission::{is_admin, peer_groups};
 use super::*;
+use crate::control::protocol::{self, RequestId};
+use mio::net::UnixStream;
 use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::UnixStream as StdStream;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};

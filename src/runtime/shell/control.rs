@@ -1,16 +1,45 @@
-//! Control requests answered from the core's snapshot in the same loop turn: authorisation,
-//! dispatch of each command, and the streams fed from the log rings and the event log
-//! (`logs` replies, `logs -f`, `events -f`), one bounded chunk per connection with room per
-//! turn (the server says which have room). Also the process-wide descriptor limit the socket's
-//! share is derived from.
+//! The control server's side of the shell, as one component: it owns the control socket
+//! server (listener, connections, their tokens), the streams under way on connections
+//! (`logs` replies, `logs -f`, `events -f`) and the wall clock replies are rendered against.
 //!
-//! Must not: build a reply whose size depends on a container's output (those are streamed), or
-//! take more requests than the server hands out.
+//! Interface (the router in `mod.rs` drives it):
+//! - [`Control::on_event`] for every event on a token the server owns;
+//! - once per turn [`Control::begin_turn`], then [`Control::next_change`] until `None`: every
+//!   request that only reads (status, describe, events, logs, version) is answered inside from
+//!   a [`View`] of the core and the container slots; a request that changes state comes back
+//!   as a [`Mutation`] for the router to carry out (the core's command, a reload), whose outcome
+//!   goes back through [`Control::finish`]; then [`Control::feed_streams`];
+//! - [`Control::end_log_streams`] when a container is forgotten, [`Control::apply_settings`]
+//!   on reload, [`Control::check_socket_file`] on SIGHUP.
+//!
+//! A new socket command: a variant in `protocol::RequestCmd`, then one arm in
+//! [`Control::dispatch`]: answered there from the [`View`] if it only reads, or a new
+//! [`Mutation`] the router carries out if it changes state.
+//!
+//! Owns: the [`Server`] and every connection descriptor, the stream jobs, the reply clock.
+//! Must not: change the core or the slots (it gets them read-only; changes go through the
+//! router), build a reply whose size depends on a container's output (those are streamed),
+//! or take more requests than the server hands out. Also here: the process-wide descriptor
+//! limit the socket's share is derived from.
 
-use super::*;
-use crate::control::protocol::{RequestId, utf8_incomplete_tail};
-use crate::control::server::{Access, Limits};
+use std::collections::HashMap;
+use std::path::Path;
+use std::rc::Rc;
+use std::time::Instant;
+
+use log::{error, info, warn};
+use mio::Registry;
+use mio::event::Event;
+
+use super::{CONN_TOKEN_BASE, StartError, resolve_group, tokens};
+use crate::config::spec::Config;
+use crate::control::protocol::{self, Request, RequestCmd, RequestId, utf8_incomplete_tail};
+use crate::control::render;
+use crate::control::server::{Access, ConnId, ControlError, Incoming, Limits, PeerCred, Server};
+use crate::control::time::WallClock;
 use crate::control::wire::{self, ErrorKind};
+use crate::core::{Command, ContainerKey, Event as CoreEvent, PodStatus, Supervisor};
+use crate::runtime::slots::Slot;
 
 /// Raw log bytes read from a ring per chunk (at most six times that once JSON-escaped).
 const LOG_CHUNK: usize = 16 * 1024;
@@ -19,13 +48,43 @@ const CATCH_UP: usize = 16 * 1024;
 /// Events pushed to one follower per chunk.
 const EVENTS_PER_CHUNK: usize = 64;
 
-/// The streams under way on control connections.
-#[derive(Default)]
-pub(super) struct Streams {
+/// The control component (see the module docs).
+pub(super) struct Control {
+    server: Server,
+    /// The poll's registry, for the server's registrations.
+    registry: Rc<Registry>,
+    /// The streams under way on control connections.
     jobs: HashMap<ConnId, Job>,
     /// Some stream had more to send when the turn's budget ran out.
-    pub(super) more: bool,
+    more: bool,
+    /// Wall-clock anchor of the times in replies, re-read at every answer.
+    clock: WallClock,
 }
+
+/// What the control component reads of the rest of the shell to answer: the router lends it
+/// for one call.
+pub(super) struct View<'a> {
+    pub(super) core: &'a Supervisor,
+    pub(super) slots: &'a HashMap<ContainerKey, Slot>,
+}
+
+/// A request that changes state, authorised and journalled, whose reply waits for the router
+/// to carry out its [`Mutation`]; the outcome goes back through [`Control::finish`].
+pub(super) struct Pending {
+    conn: ConnId,
+    id: RequestId,
+}
+
+/// What a state-changing request asks the router for.
+pub(super) enum Mutation {
+    /// A command for the core (start, stop, restart, shutdown).
+    Command(Command),
+    /// Reload the config.
+    Reload,
+}
+
+/// The outcome of a [`Mutation`]: the message for the client, or the error kind and text.
+pub(super) type Outcome = Result<String, (ErrorKind, String)>;
 
 enum Job {
     /// A `logs` reply: the ring's range `[pos, end)` at request time, sent in chunks.
@@ -77,7 +136,7 @@ pub(super) fn access_of(config: &Config) -> Result<Access, StartError> {
 
 /// The client limits from the config and the descriptor limit: clients together may hold
 /// `client_fd_percent` of `RLIMIT_NOFILE`.
-pub(super) fn limits_of(config: &Config, nofile: u64) -> Limits {
+fn limits_of(config: &Config, nofile: u64) -> Limits {
     let s = &config.supervisor;
     let share = nofile.saturating_mul(u64::from(s.client_fd_percent)) / 100;
     Limits {
@@ -91,7 +150,7 @@ pub(super) fn limits_of(config: &Config, nofile: u64) -> Limits {
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit (getrlimit(2)): descriptors are what a
 /// supervisor spawns, probes and pipes with, and systemd's default soft limit is 1,024.
 /// Returns the soft limit in force.
-pub(super) fn raise_nofile_limit() -> u64 {
+fn raise_nofile_limit() -> u64 {
     use nix::sys::resource::{Resource, getrlimit, setrlimit};
     match getrlimit(Resource::RLIMIT_NOFILE) {
         Ok((soft, hard)) if soft < hard => match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
@@ -115,23 +174,73 @@ pub(super) fn raise_nofile_limit() -> u64 {
     }
 }
 
-impl Shell {
-    pub(super) fn on_control(&mut self, event: &mio::event::Event, now: Instant) {
-        self.server.on_event(self.poll.registry(), event, now);
+impl Control {
+    /// Binds the control socket and registers it (start-up). The descriptor limit is raised
+    /// first: the clients' share is derived from it.
+    pub(super) fn bind(
+        config: &Config,
+        socket: &Path,
+        registry: Rc<Registry>,
+    ) -> Result<Control, StartError> {
+        let nofile = raise_nofile_limit();
+        let access = access_of(config)?;
+        let mut server = Server::bind(socket, &access, CONN_TOKEN_BASE)?;
+        server.set_limits(limits_of(config, nofile));
+        server.register(&registry, tokens::LISTENER, tokens::SOCKET_WATCH)?;
+        info!("control socket listening on {}", socket.display());
+        Ok(Control {
+            server,
+            registry,
+            jobs: HashMap::new(),
+            more: false,
+            clock: WallClock::now(),
+        })
     }
 
-    /// Once per turn: requests within the turn's budget, then a chunk for every stream with
-    /// room.
-    pub(super) fn serve_control(&mut self, now: Instant) {
-        self.server.begin_turn(self.poll.registry(), now);
-        while let Some(inc) = self.server.next_request(self.poll.registry(), now) {
-            self.answer(inc, now);
+    /// A readiness event on a token the server owns.
+    pub(super) fn on_event(&mut self, event: &Event, now: Instant) {
+        self.server.on_event(&self.registry, event, now);
+    }
+
+    /// Starts the turn's work on the socket (budgets, pending accepts, the sweep).
+    pub(super) fn begin_turn(&mut self, now: Instant) {
+        self.server.begin_turn(&self.registry, now);
+    }
+
+    /// Answers requests within the turn's budget until one changes state (returned for the
+    /// router to carry out) or none is left.
+    pub(super) fn next_change(&mut self, now: Instant, view: &View) -> Option<(Pending, Mutation)> {
+        while let Some(inc) = self.server.next_request(&self.registry, now) {
+            if let Some(change) = self.answer(inc, now, view) {
+                return Some(change);
+            }
         }
-        self.feed_streams();
+        None
+    }
+
+    /// Sends the reply to a request whose [`Mutation`] the router carried out.
+    pub(super) fn finish(&mut self, pending: Pending, outcome: Outcome) {
+        let reply = outcome.and_then(|message| wire_json(&wire::MessageReply { message }));
+        self.send_reply(pending.conn, &pending.id, reply);
+    }
+
+    /// Whether the socket or a stream has work that no readiness event will announce.
+    pub(super) fn has_backlog(&self) -> bool {
+        self.server.has_backlog() || self.more
+    }
+
+    /// The latest time the loop must wake for the socket.
+    pub(super) fn next_deadline(&self) -> Option<Instant> {
+        self.server.next_deadline()
+    }
+
+    /// Binds the socket file again if it was deleted or replaced (SIGHUP).
+    pub(super) fn check_socket_file(&mut self) -> Result<bool, ControlError> {
+        self.server.check_socket_file(&self.registry)
     }
 
     /// Applies the socket settings of a reloaded config that can change live.
-    pub(super) fn apply_socket_settings(&mut self, new: &Config) -> Result<(), String> {
+    pub(super) fn apply_settings(&mut self, new: &Config) -> Result<(), String> {
         let access = access_of(new).map_err(|e| e.to_string())?;
         let nofile = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
             .map_or(1024, |(soft, _)| soft);
@@ -144,60 +253,59 @@ impl Shell {
     /// Ends the `logs -f` streams of a container that is gone, with an error line.
     pub(super) fn end_log_streams(&mut self, gone: ContainerKey) {
         let conns: Vec<ConnId> = self
-            .streams
             .jobs
             .iter()
             .filter(|(_, j)| matches!(j, Job::FollowLogs { key, .. } if *key == gone))
             .map(|(c, _)| *c)
             .collect();
         for conn in conns {
-            if let Some(Job::FollowLogs { id, .. }) = self.streams.jobs.remove(&conn) {
+            if let Some(Job::FollowLogs { id, .. }) = self.jobs.remove(&conn) {
                 let line = protocol::reply_err(
                     &id,
                     ErrorKind::NotFound,
                     "the container was removed (by a reload or its pod's removal); log stream ended",
                 );
-                self.server
-                    .end_with_error(self.poll.registry(), conn, &line);
+                self.server.end_with_error(&self.registry, conn, &line);
             }
         }
     }
 
-    fn feed_streams(&mut self) {
+    /// A chunk for every stream with room, within the turn's output budget.
+    pub(super) fn feed_streams(&mut self, view: &View) {
         for closed in self.server.take_closed() {
-            self.streams.jobs.remove(&closed);
+            self.jobs.remove(&closed);
         }
-        self.streams.more = false;
-        if self.streams.jobs.is_empty() {
+        self.more = false;
+        if self.jobs.is_empty() {
             return;
         }
         for conn in self.server.hungry_streams() {
             if self.server.output_budget() == 0 {
-                self.streams.more = true;
+                self.more = true;
                 break;
             }
-            let Some(mut job) = self.streams.jobs.remove(&conn) else {
+            let Some(mut job) = self.jobs.remove(&conn) else {
                 continue;
             };
-            match self.feed_one(conn, &mut job) {
+            match self.feed_one(conn, &mut job, view) {
                 Feed::Done => {}
                 Feed::Idle => {
-                    self.streams.jobs.insert(conn, job);
+                    self.jobs.insert(conn, job);
                 }
                 Feed::More => {
-                    self.streams.more = true;
-                    self.streams.jobs.insert(conn, job);
+                    self.more = true;
+                    self.jobs.insert(conn, job);
                 }
             }
         }
         for closed in self.server.take_closed() {
-            self.streams.jobs.remove(&closed);
+            self.jobs.remove(&closed);
         }
     }
 
     /// One chunk of `job` for `conn`.
-    fn feed_one(&mut self, conn: ConnId, job: &mut Job) -> Feed {
-        let registry = self.poll.registry();
+    fn feed_one(&mut self, conn: ConnId, job: &mut Job, view: &View) -> Feed {
+        let registry = &*self.registry;
         match job {
             Job::Reply {
                 key,
@@ -207,7 +315,7 @@ impl Shell {
                 carry,
             } => {
                 let mut text = String::new();
-                match self.slots.get(key) {
+                match view.slots.get(key) {
                     None => {
                         *skipped += *end - *pos;
                         *pos = *end;
@@ -253,7 +361,7 @@ impl Shell {
                 carry,
                 at_line_start,
             } => {
-                let Some(slot) = self.slots.get(key) else {
+                let Some(slot) = view.slots.get(key) else {
                     let line = protocol::reply_err(
                         id,
                         ErrorKind::NotFound,
@@ -295,7 +403,7 @@ impl Shell {
                 if more { Feed::More } else { Feed::Idle }
             }
             Job::FollowEvents { id, last_seq } => {
-                let events = self.core.events_since(*last_seq);
+                let events = view.core.events_since(*last_seq);
                 if events.is_empty() {
                     return Feed::Idle;
                 }
@@ -316,7 +424,9 @@ impl Shell {
         }
     }
 
-    pub(super) fn answer(&mut self, inc: Incoming, now: Instant) {
+    /// Authorises and journals one request, then answers it ([`Control::dispatch`]); a
+    /// request that changes state is returned for the router.
+    fn answer(&mut self, inc: Incoming, now: Instant, view: &View) -> Option<(Pending, Mutation)> {
         // Re-anchor wall-clock times at every answer, so a stepped system clock (NTP, a VM
         // resumed) shows up in what is reported; the core's timers never see it.
         self.clock = WallClock::now();
@@ -329,11 +439,10 @@ impl Shell {
         let request: Request = match request {
             Ok(r) => r,
             Err(e) => {
-                self.server.send(self.poll.registry(), conn, &e.reply());
-                return;
+                self.server.send(&self.registry, conn, &e.reply());
+                return None;
             }
         };
-        let id = request.id.clone();
         if request.cmd.is_mutating() && !admin {
             warn!(
                 "control: refused {} from pid {} uid {}",
@@ -342,7 +451,7 @@ impl Shell {
                 peer.uid
             );
             let line = protocol::reply_err(
-                &id,
+                &request.id,
                 ErrorKind::PermissionDenied,
                 &format!(
                     "{} needs root, vigil's own uid, or a uid/gid in admin_uids/admin_gids (you are uid {})",
@@ -350,19 +459,41 @@ impl Shell {
                     peer.uid
                 ),
             );
-            self.server.send(self.poll.registry(), conn, &line);
-            return;
+            self.server.send(&self.registry, conn, &line);
+            return None;
         }
-        self.journal_request(&peer, &request.cmd);
+        journal_request(&peer, &request.cmd);
         let secrets = if admin {
             render::Secrets::Shown
         } else {
             render::Secrets::Redacted
         };
-        let reply = match request.cmd {
+        let id = request.id;
+        match self.dispatch(conn, &id, request.cmd, secrets, now, view) {
+            Answer::Reply(reply) => {
+                self.send_reply(conn, &id, reply);
+                None
+            }
+            Answer::Sent => None,
+            Answer::Change(what) => Some((Pending { conn, id }, what)),
+        }
+    }
+
+    /// One arm per command: the reply, a stream started on `conn`, or the change the router
+    /// is to carry out.
+    fn dispatch(
+        &mut self,
+        conn: ConnId,
+        id: &RequestId,
+        cmd: RequestCmd,
+        secrets: render::Secrets,
+        now: Instant,
+        view: &View,
+    ) -> Answer {
+        let reply = match cmd {
             RequestCmd::Version => wire_json(&render::version()),
             RequestCmd::Status { pod } => {
-                let (pods, observed) = self.snapshot(now, pod.as_deref());
+                let (pods, observed) = snapshot(view, now, pod.as_deref());
                 match pod {
                     Some(name) if !pods.iter().any(|p| p.name == name) => {
                         Err((ErrorKind::NotFound, format!("no pod named \"{name}\"")))
@@ -371,12 +502,12 @@ impl Shell {
                 }
             }
             RequestCmd::Describe { pod } => {
-                let (pods, observed) = self.snapshot(now, Some(pod.as_str()));
+                let (pods, observed) = snapshot(view, now, Some(pod.as_str()));
                 match pods.iter().find(|p| p.name == pod) {
                     Some(p) => wire_json(&render::describe(
                         p,
                         &observed,
-                        &self.core.events_since(0),
+                        &view.core.events_since(0),
                         &self.clock,
                         secrets,
                     )),
@@ -387,12 +518,14 @@ impl Shell {
                 if follow {
                     // The history, then new events, pushed as the client takes them.
                     self.server.start_stream(conn, None);
-                    self.streams
-                        .jobs
-                        .insert(conn, Job::FollowEvents { id, last_seq: 0 });
-                    return;
+                    let job = Job::FollowEvents {
+                        id: id.clone(),
+                        last_seq: 0,
+                    };
+                    self.jobs.insert(conn, job);
+                    return Answer::Sent;
                 }
-                wire_json(&render::events(&self.core.events_since(0), &self.clock))
+                wire_json(&render::events(&view.core.events_since(0), &self.clock))
             }
             RequestCmd::Logs {
                 pod,
@@ -400,167 +533,192 @@ impl Shell {
                 follow,
                 tail,
                 previous,
-            } => match self.find_slot(&pod, container.as_deref()) {
+            } => match find_slot(view, &pod, container.as_deref()) {
                 Err(e) => Err((ErrorKind::NotFound, e)),
                 Ok(key) => {
-                    let Some(slot) = self.slots.get(&key) else {
-                        let line = protocol::reply_err(
-                            &id,
+                    let Some(slot) = view.slots.get(&key) else {
+                        return Answer::Reply(Err((
                             ErrorKind::NotFound,
-                            &format!("no logs for {pod}: the container is gone"),
-                        );
-                        self.server.send(self.poll.registry(), conn, &line);
-                        return;
+                            format!("no logs for {pod}: the container is gone"),
+                        )));
                     };
-                    // Streamed from the ring, never copied whole: the reply is the range the
-                    // ring held now; what is overwritten before it is sent is marked skipped.
-                    let (start, end) = slot.log.buffer.tail_range(tail, previous);
-                    let registry = self.poll.registry();
-                    if follow {
-                        self.server.start_stream(conn, None);
-                        if start == end {
-                            // The stream's first line, so the client knows it is on.
-                            let line = protocol::reply_log(&id, b"");
-                            self.server.push(registry, conn, line.as_bytes());
-                        }
-                        let job = Job::FollowLogs {
-                            id,
-                            key,
-                            offset: start,
-                            carry: Vec::new(),
-                            at_line_start: true,
-                        };
-                        self.streams.jobs.insert(conn, job);
-                        return;
-                    }
-                    let open = protocol::logs_reply_open(
-                        &id,
-                        &slot.pod,
-                        &slot.name,
-                        slot.log.buffer.dropped_bytes(),
-                    );
-                    self.server
-                        .start_stream(conn, Some(protocol::LOGS_REPLY_CUT));
-                    self.server.push(registry, conn, open.as_bytes());
-                    let job = Job::Reply {
-                        key,
-                        pos: start,
-                        end,
-                        skipped: 0,
-                        carry: Vec::new(),
-                    };
-                    self.streams.jobs.insert(conn, job);
-                    return;
+                    self.start_logs(conn, id, key, slot, tail, previous, follow);
+                    return Answer::Sent;
                 }
             },
             RequestCmd::Start { pod, container } => {
-                self.command(now, Command::Start { pod, container })
+                return Answer::Change(Mutation::Command(Command::Start { pod, container }));
             }
             RequestCmd::Stop { pod, container } => {
-                self.command(now, Command::Stop { pod, container })
+                return Answer::Change(Mutation::Command(Command::Stop { pod, container }));
             }
             RequestCmd::Restart { pod, container } => {
-                self.command(now, Command::Restart { pod, container })
+                return Answer::Change(Mutation::Command(Command::Restart { pod, container }));
             }
             RequestCmd::Shutdown => {
-                let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
-                self.command(now, Command::Shutdown { force: false })
+                return Answer::Change(Mutation::Command(Command::Shutdown { force: false }));
             }
-            RequestCmd::Reload => match self.reload(now) {
-                Ok(message) => wire_json(&wire::MessageReply { message }),
-                Err(e) => Err((ErrorKind::from(&e), e.to_string())),
-            },
+            RequestCmd::Reload => return Answer::Change(Mutation::Reload),
         };
-        let line = match reply {
-            Ok(v) => protocol::reply_ok(&id, v),
-            Err((kind, message)) => protocol::reply_err(&id, kind, &message),
-        };
-        self.server.send(self.poll.registry(), conn, &line);
-        self.drain_actions(now);
+        Answer::Reply(reply)
     }
 
-    pub(super) fn command(
+    /// Starts a `logs` reply or a `logs -f` stream on `conn` from `slot`'s ring. Streamed from
+    /// the ring, never copied whole: the reply is the range the ring held now; what is
+    /// overwritten before it is sent is marked skipped.
+    #[allow(clippy::too_many_arguments)]
+    fn start_logs(
         &mut self,
-        now: Instant,
-        command: Command,
-    ) -> Result<serde_json::Value, (ErrorKind, String)> {
-        match self.core.command(now, command) {
-            Ok(message) => wire_json(&wire::MessageReply { message }),
-            Err(e) => Err((e.kind.into(), e.message)),
-        }
-    }
-
-    pub(super) fn find_slot(
-        &self,
-        pod: &str,
-        container: Option<&str>,
-    ) -> Result<ContainerKey, String> {
-        let pods = self.core.pods(Instant::now());
-        let Some(p) = pods.iter().find(|p| p.name == pod) else {
-            return Err(format!("no pod named \"{pod}\""));
-        };
-        let all: Vec<_> = p
-            .init_containers
-            .iter()
-            .chain(p.containers.iter())
-            .collect();
-        let c = match container {
-            Some(name) => all.iter().find(|c| c.name == name).copied(),
-            None => p.containers.first(),
-        };
-        match c {
-            Some(c) if self.slots.contains_key(&c.key) => Ok(c.key),
-            Some(c) => Err(format!(
-                "container {pod}/{} has not run yet: no logs",
-                c.name
-            )),
-            None => Err(format!(
-                "pod \"{pod}\" has no container named \"{}\"",
-                container.unwrap_or("")
-            )),
-        }
-    }
-
-    /// Core snapshot, and beside it what only the shell knows: each running container's cgroup
-    /// and its figures. With `only`, just that pod (reading cgroup figures costs a few file
-    /// reads per container, so a query for one pod must not pay for all of them).
-    pub(super) fn snapshot(
-        &self,
-        now: Instant,
-        only: Option<&str>,
-    ) -> (Vec<crate::core::PodStatus>, render::Observed) {
-        let mut pods = self.core.pods(now);
-        if let Some(name) = only {
-            pods.retain(|p| p.name == name);
-        }
-        let mut observed = render::Observed::new();
-        for c in pods
-            .iter()
-            .flat_map(|p| p.init_containers.iter().chain(p.containers.iter()))
-        {
-            if let Some(run) = self.slots.get(&c.key).and_then(|s| s.run.as_ref())
-                && let Some(cg) = &run.cgroup
-            {
-                observed.insert(
-                    c.key,
-                    render::RunFacts {
-                        cgroup: cg.path().to_path_buf(),
-                        figures: cg.figures(),
-                    },
-                );
+        conn: ConnId,
+        id: &RequestId,
+        key: ContainerKey,
+        slot: &Slot,
+        tail: Option<usize>,
+        previous: bool,
+        follow: bool,
+    ) {
+        let (start, end) = slot.log.buffer.tail_range(tail, previous);
+        let registry = &*self.registry;
+        if follow {
+            self.server.start_stream(conn, None);
+            if start == end {
+                // The stream's first line, so the client knows it is on.
+                let line = protocol::reply_log(id, b"");
+                self.server.push(registry, conn, line.as_bytes());
             }
+            let job = Job::FollowLogs {
+                id: id.clone(),
+                key,
+                offset: start,
+                carry: Vec::new(),
+                at_line_start: true,
+            };
+            self.jobs.insert(conn, job);
+            return;
         }
-        (pods, observed)
+        let open =
+            protocol::logs_reply_open(id, &slot.pod, &slot.name, slot.log.buffer.dropped_bytes());
+        self.server
+            .start_stream(conn, Some(protocol::LOGS_REPLY_CUT));
+        self.server.push(registry, conn, open.as_bytes());
+        let job = Job::Reply {
+            key,
+            pos: start,
+            end,
+            skipped: 0,
+            carry: Vec::new(),
+        };
+        self.jobs.insert(conn, job);
+    }
+
+    /// Sends the one reply line of request `id`.
+    fn send_reply(&mut self, conn: ConnId, id: &RequestId, reply: Reply) {
+        let line = match reply {
+            Ok(v) => protocol::reply_ok(id, v),
+            Err((kind, message)) => protocol::reply_err(id, kind, &message),
+        };
+        self.server.send(&self.registry, conn, &line);
     }
 }
 
+/// A reply's value, or its error kind and message.
+type Reply = Result<serde_json::Value, (ErrorKind, String)>;
+
+/// What [`Control::dispatch`] made of a request.
+enum Answer {
+    /// The one reply line to send.
+    Reply(Reply),
+    /// Already answered (a stream started).
+    Sent,
+    /// For the router to carry out.
+    Change(Mutation),
+}
+
+/// The journal line for a state change asked for over the control socket, before it is
+/// carried out: `web/app: stop requested over the control socket by uid 1000 (pid 4242)`.
+fn journal_request(peer: &PeerCred, cmd: &RequestCmd) {
+    let (what, target) = match cmd {
+        RequestCmd::Start { pod, container } => ("start", Some((pod, container))),
+        RequestCmd::Stop { pod, container } => ("stop", Some((pod, container))),
+        RequestCmd::Restart { pod, container } => ("restart", Some((pod, container))),
+        RequestCmd::Shutdown => ("shutdown", None),
+        RequestCmd::Reload => ("reload", None),
+        _ => return,
+    };
+    let by = format!(
+        "over the control socket by uid {} (pid {})",
+        peer.uid, peer.pid
+    );
+    match target {
+        Some((pod, Some(c))) => info!("{pod}/{c}: {what} requested {by}"),
+        Some((pod, None)) => info!("{pod}: {what} requested {by}"),
+        None => info!("{what} requested {by}"),
+    }
+}
+
+/// The container whose logs `pod` (and `container`, else the first app container) names.
+fn find_slot(view: &View, pod: &str, container: Option<&str>) -> Result<ContainerKey, String> {
+    let pods = view.core.pods(Instant::now());
+    let Some(p) = pods.iter().find(|p| p.name == pod) else {
+        return Err(format!("no pod named \"{pod}\""));
+    };
+    let all: Vec<_> = p
+        .init_containers
+        .iter()
+        .chain(p.containers.iter())
+        .collect();
+    let c = match container {
+        Some(name) => all.iter().find(|c| c.name == name).copied(),
+        None => p.containers.first(),
+    };
+    match c {
+        Some(c) if view.slots.contains_key(&c.key) => Ok(c.key),
+        Some(c) => Err(format!(
+            "container {pod}/{} has not run yet: no logs",
+            c.name
+        )),
+        None => Err(format!(
+            "pod \"{pod}\" has no container named \"{}\"",
+            container.unwrap_or("")
+        )),
+    }
+}
+
+/// Core snapshot, and beside it what only the shell knows: each running container's cgroup
+/// and its figures. With `only`, just that pod (reading cgroup figures costs a few file
+/// reads per container, so a query for one pod must not pay for all of them).
+fn snapshot(view: &View, now: Instant, only: Option<&str>) -> (Vec<PodStatus>, render::Observed) {
+    let mut pods = view.core.pods(now);
+    if let Some(name) = only {
+        pods.retain(|p| p.name == name);
+    }
+    let mut observed = render::Observed::new();
+    for c in pods
+        .iter()
+        .flat_map(|p| p.init_containers.iter().chain(p.containers.iter()))
+    {
+        if let Some(run) = view.slots.get(&c.key).and_then(|s| s.run.as_ref())
+            && let Some(cg) = &run.cgroup
+        {
+            observed.insert(
+                c.key,
+                render::RunFacts {
+                    cgroup: cg.path().to_path_buf(),
+                    figures: cg.figures(),
+                },
+            );
+        }
+    }
+    (pods, observed)
+}
+
 /// A reply value as JSON; a value that cannot be serialized (a bug) is an `internal` error.
-fn wire_json<T: serde::Serialize>(v: &T) -> Result<serde_json::Value, (ErrorKind, String)> {
+fn wire_json<T: serde::Serialize>(v: &T) -> Reply {
     wire::to_json(v).map_err(|e| (ErrorKind::Internal, format!("cannot encode the reply: {e}")))
 }
 
 /// One followed event's reply line; `None` (logged) if it cannot be encoded (a bug).
-fn event_line(id: &RequestId, e: &crate::core::Event, clock: &WallClock) -> Option<String> {
+fn event_line(id: &RequestId, e: &CoreEvent, clock: &WallClock) -> Option<String> {
     match wire::to_json(&render::event(e, clock)) {
         Ok(v) => Some(protocol::reply_event(id, v)),
         Err(err) => {

@@ -109,7 +109,7 @@ impl Shell {
                     }
                     self.gone_pods.forget(&slot.pod, now);
                 }
-                self.end_log_streams(key);
+                self.control.end_log_streams(key);
             }
             Action::Exit { code } => self.exit_code = Some(code),
         }

@@ -15,7 +15,8 @@
 //! - `capture`: container output pipes and forwarding to stdout;
 //! - `probes`: probe attempts in flight;
 //! - `notifier`: sd_notify READY/RELOADING/STOPPING, watchdog and STATUS;
-//! - `control` (the control server's side of the shell): answers from the core's snapshot;
+//! - `control`: the control socket server and the streams on it; answers what only reads from
+//!   a view of the core and the slots, hands what changes state back to the router;
 //! - `executor`: the core's actions, and the container slots' runs.
 //!
 //! Must not: make lifecycle decisions (restart, back-off, reasons: the core's), block (every
@@ -49,14 +50,12 @@ use super::slots::Slot;
 use crate::cgroup::{Controllers, Manager};
 use crate::config::spec::Config;
 use crate::config::{self, ConfigSource};
-use crate::control::protocol::{self, Request, RequestCmd};
-use crate::control::render;
-use crate::control::server::{ConnId, Incoming, Server};
-use crate::control::time::WallClock;
+use crate::control::wire::ErrorKind;
 use crate::core::{Command, ContainerKey, ReloadError, Supervisor};
 use crate::logs;
 use crate::process;
 use capture::Capture;
+use control::{Control, Mutation};
 use janitor::{GonePods, Janitor};
 use journal::Journal;
 use notifier::Notifier;
@@ -91,10 +90,9 @@ pub struct Shell {
     registry: Rc<Registry>,
     signals: Signals,
     core: Supervisor,
-    clock: WallClock,
     config: Config,
     source: ConfigSource,
-    server: Server,
+    control: Control,
     cgroups: Option<Manager>,
     slots: HashMap<ContainerKey, Slot>,
     reaper: Reaper,
@@ -105,8 +103,6 @@ pub struct Shell {
     probes: ProbeRunner,
     notifier: Notifier,
     journal: Journal,
-    /// Streams on control connections (`logs` replies, `logs -f`, `events -f`).
-    streams: control::Streams,
     /// Without cgroups: the state file of what vigil is responsible for (`statefile`).
     tracker: Option<super::statefile::Tracker>,
     stop_signals: u32,
@@ -131,7 +127,7 @@ impl Shell {
         let registry = Rc::new(poll.registry().try_clone().map_err(StartError::Poll)?);
         protect_self(&config);
         let cgroups = setup_cgroups(&config, &host)?;
-        let server = bind_control(&config, &socket_path, &poll)?;
+        let control = Control::bind(&config, &socket_path, Rc::clone(&registry))?;
         let stdout = forward_stdout(&config);
         // Without cgroups, what an earlier vigil left (kill -9) is found through its state file.
         let tracker = cgroups.is_none().then(|| {
@@ -146,10 +142,9 @@ impl Shell {
             poll,
             signals,
             core,
-            clock: WallClock::now(),
             config,
             source,
-            server,
+            control,
             cgroups,
             slots: HashMap::new(),
             reaper: Reaper::default(),
@@ -160,7 +155,6 @@ impl Shell {
             notifier: Notifier::new(now),
             journal: Journal::default(),
             registry,
-            streams: control::Streams::default(),
             tracker,
             stop_signals: 0,
             exit_code: None,
@@ -245,7 +239,7 @@ impl Shell {
         let token = event.token();
         match Owner::of(token) {
             Some(Owner::Signals) => self.on_signals(now),
-            Some(Owner::Control) => self.on_control(event, now),
+            Some(Owner::Control) => self.control.on_event(event, now),
             Some(Owner::Stdout) => self.capture.flush(),
             Some(Owner::Capture) => self.capture.on_readable(token, &mut self.slots),
             Some(Owner::Oom) => self.on_memory_events(token, now),
@@ -296,10 +290,10 @@ impl Shell {
         consider(self.notifier.deadline());
         consider(self.janitor.deadline(now));
         consider(self.tracker.as_ref().and_then(|t| t.deadline()));
-        if self.capture.has_more() || self.server.has_backlog() || self.streams.more {
+        if self.capture.has_more() || self.control.has_backlog() {
             consider(Some(now));
         }
-        consider(self.server.next_deadline());
+        consider(self.control.next_deadline());
         deadline.map(|d| wake_early_for_slack(d.saturating_duration_since(now)))
     }
 
@@ -328,7 +322,7 @@ impl Shell {
                 SIGHUP => {
                     // A deleted or replaced socket file is bound again (the server also
                     // watches the socket's path with inotify).
-                    if let Err(e) = self.server.check_socket_file(self.poll.registry()) {
+                    if let Err(e) = self.control.check_socket_file() {
                         error!("{e}");
                     }
                     info!("received SIGHUP: reloading the config");
@@ -346,6 +340,42 @@ impl Shell {
         for ended in self.reaper.reap() {
             self.on_ended(ended, now);
         }
+    }
+
+    /// Once per turn: the control requests within the turn's budget (a request that changes
+    /// state is carried out here, then its reply sent), then a chunk for every stream with
+    /// room.
+    fn serve_control(&mut self, now: Instant) {
+        self.control.begin_turn(now);
+        loop {
+            let view = control::View {
+                core: &self.core,
+                slots: &self.slots,
+            };
+            let Some((pending, mutation)) = self.control.next_change(now, &view) else {
+                break;
+            };
+            let outcome = match mutation {
+                Mutation::Command(command) => {
+                    if matches!(command, Command::Shutdown { .. }) {
+                        self.notifier.stopping();
+                    }
+                    self.core
+                        .command(now, command)
+                        .map_err(|e| (e.kind.into(), e.message))
+                }
+                Mutation::Reload => self
+                    .reload(now)
+                    .map_err(|e| (ErrorKind::from(&e), e.to_string())),
+            };
+            self.control.finish(pending, outcome);
+            self.drain_actions(now);
+        }
+        let view = control::View {
+            core: &self.core,
+            slots: &self.slots,
+        };
+        self.control.feed_streams(&view);
     }
 
     /// A reload asked for over the control socket (the journal line says so).
@@ -423,32 +453,6 @@ impl Shell {
         })
     }
 
-    /// The journal line for a state change asked for over the control socket, before it is
-    /// carried out: `web/app: stop requested over the control socket by uid 1000 (pid 4242)`.
-    pub(super) fn journal_request(
-        &self,
-        peer: &crate::control::server::PeerCred,
-        cmd: &RequestCmd,
-    ) {
-        let (what, target) = match cmd {
-            RequestCmd::Start { pod, container } => ("start", Some((pod, container))),
-            RequestCmd::Stop { pod, container } => ("stop", Some((pod, container))),
-            RequestCmd::Restart { pod, container } => ("restart", Some((pod, container))),
-            RequestCmd::Shutdown => ("shutdown", None),
-            RequestCmd::Reload => ("reload", None),
-            _ => return,
-        };
-        let by = format!(
-            "over the control socket by uid {} (pid {})",
-            peer.uid, peer.pid
-        );
-        match target {
-            Some((pod, Some(c))) => info!("{pod}/{c}: {what} requested {by}"),
-            Some((pod, None)) => info!("{pod}: {what} requested {by}"),
-            None => info!("{what} requested {by}"),
-        }
-    }
-
     /// Applies the live `[supervisor]` changes of an accepted reload (see `supervisor_reload`;
     /// the admin lists and the shutdown timeout need nothing here: they are read from the
     /// config and the core when used).
@@ -473,7 +477,7 @@ impl Shell {
         }
         // Socket mode/group, admin lists and client limits: to the socket file and the open
         // connections at once.
-        if let Err(e) = self.apply_socket_settings(new) {
+        if let Err(e) = self.control.apply_settings(new) {
             error!("reload: control socket settings not applied: {e}");
         }
         if !plan.keys.is_empty() {
@@ -600,21 +604,6 @@ fn setup_cgroups(config: &Config, host: &HostCheck) -> Result<Option<Manager>, S
         warn!("running without cgroups: containers are tracked by process group only");
     }
     Ok(cgroups)
-}
-
-/// The control socket, listening.
-fn bind_control(
-    config: &Config,
-    socket: &std::path::Path,
-    poll: &Poll,
-) -> Result<Server, StartError> {
-    let nofile = control::raise_nofile_limit();
-    let access = control::access_of(config)?;
-    let mut server = Server::bind(socket, &access, CONN_TOKEN_BASE)?;
-    server.set_limits(control::limits_of(config, nofile));
-    server.register(poll.registry(), tokens::LISTENER, tokens::SOCKET_WATCH)?;
-    info!("control socket listening on {}", socket.display());
-    Ok(server)
 }
 
 /// vigil's stdout, non-blocking, when container output is forwarded there (`log_forward`).

@@ -1,0 +1,253 @@
+//! One client connection: its socket, who is on the other end, line framing of its input
+//! (one line and one read chunk buffered at most) and its buffered non-blocking output.
+//!
+//! Owns nothing beyond its own buffers and stream. Must not: decide admission or fairness
+//! (the server's `admission` and `turn`), or parse more than one request at a time.
+
+use std::io::{self, Read};
+use std::os::fd::AsRawFd;
+use std::time::Instant;
+
+use mio::net::UnixStream;
+use mio::{Interest, Registry, Token};
+use nix::errno::Errno;
+use nix::sys::socket::{MsgFlags, send};
+
+use super::{ConnId, KEEP_CAPACITY, OUTPUT_HIGH, PeerCred, READ_CHUNK};
+use crate::control::protocol::{self, MAX_LINE, ProtoError, Request};
+
+/// What the server knows about a reply being streamed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Stream {
+    None,
+    /// Pushed in chunks until [`super::Server::end_stream`]; `cut` closes the line if the client is
+    /// cut off midway.
+    Active {
+        cut: Option<&'static str>,
+    },
+}
+
+pub(super) struct Conn {
+    pub(super) id: ConnId,
+    /// Accept order, to evict the newest.
+    pub(super) seq: u64,
+    pub(super) stream: UnixStream,
+    pub(super) peer: PeerCred,
+    pub(super) groups: Vec<u32>,
+    pub(super) admin: bool,
+    pub(super) rbuf: Vec<u8>,
+    pub(super) wbuf: Vec<u8>,
+    /// Bytes of `wbuf` already written.
+    pub(super) wpos: usize,
+    /// What was written so far ends inside a line.
+    pub(super) sent_open: bool,
+    pub(super) writable_interest: bool,
+    /// The kernel may hold more input: the last read did not reach `WouldBlock`/EOF.
+    pub(super) more_input: bool,
+    /// The peer closed its writing side.
+    pub(super) eof: bool,
+    /// The peer is gone entirely: nothing more can be delivered.
+    pub(super) hung_up: bool,
+    /// An error line was queued: close once it is written (or after [`super::CLOSE_GRACE`]).
+    pub(super) closing: bool,
+    /// A request was handed out and not answered yet.
+    pub(super) in_flight: bool,
+    pub(super) reply: Stream,
+    /// In the ready queue.
+    pub(super) queued: bool,
+    /// Last request taken or byte written.
+    pub(super) last_active: Instant,
+    /// Bytes of buffers accounted in [`super::Server::memory`].
+    pub(super) footprint: usize,
+}
+
+impl Conn {
+    pub(super) fn pending_output(&self) -> usize {
+        self.wbuf.len() - self.wpos
+    }
+
+    pub(super) fn has_line(&self) -> bool {
+        self.rbuf.contains(&b'\n')
+            || self.rbuf.len() > MAX_LINE
+            || (self.eof && !self.rbuf.is_empty())
+    }
+
+    /// May a request be taken now?
+    pub(super) fn can_take(&self) -> bool {
+        !self.closing
+            && !self.hung_up
+            && !self.in_flight
+            && self.reply == Stream::None
+            && self.pending_output() <= OUTPUT_HIGH
+    }
+
+    /// Could a request be taken without a new readiness event?
+    pub(super) fn has_work(&self) -> bool {
+        self.has_line() || (self.more_input && !self.eof)
+    }
+
+    pub(super) fn measure(&self) -> usize {
+        self.rbuf.capacity() + self.wbuf.capacity() + self.groups.capacity() * 4
+    }
+
+    /// Reads until the buffer holds a complete line, `WouldBlock`, EOF or more than one line's
+    /// worth; at most one line and one chunk are ever buffered.
+    pub(super) fn read_line(&mut self) -> io::Result<()> {
+        let mut buf = [0u8; READ_CHUNK];
+        while !self.has_line() {
+            match self.stream.read(&mut buf) {
+                Ok(0) => {
+                    self.eof = true;
+                    self.more_input = false;
+                    return Ok(());
+                }
+                Ok(n) => {
+                    self.rbuf.extend_from_slice(&buf[..n]);
+                    self.more_input = true;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.more_input = false;
+                    return Ok(());
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes the next non-blank line off the input, if a complete one is there.
+    pub(super) fn take_line(&mut self) -> Option<Result<Request, ProtoError>> {
+        loop {
+            let (line_len, consumed) = match self.rbuf.iter().position(|&b| b == b'\n') {
+                Some(i) => (i, i + 1),
+                None if self.rbuf.len() > MAX_LINE => (self.rbuf.len(), self.rbuf.len()),
+                None if self.eof && !self.rbuf.is_empty() => (self.rbuf.len(), self.rbuf.len()),
+                None => return None,
+            };
+            if line_len > MAX_LINE {
+                log::warn!(
+                    "control: request line of {} bytes or more from pid {} uid {}; closing",
+                    line_len,
+                    self.peer.pid,
+                    self.peer.uid
+                );
+                // Whatever follows belongs to the oversized line or comes after it.
+                self.rbuf = Vec::new();
+                self.closing = true;
+                return Some(Err(ProtoError::too_large(line_len)));
+            }
+            let parsed = {
+                let line = &self.rbuf[..line_len];
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    None
+                } else {
+                    Some(protocol::parse_request(line))
+                }
+            };
+            self.rbuf.drain(..consumed);
+            if self.rbuf.is_empty() && self.rbuf.capacity() > KEEP_CAPACITY {
+                self.rbuf = Vec::new();
+            }
+            if parsed.is_some() {
+                return parsed;
+            }
+        }
+    }
+
+    /// Writes until done or `WouldBlock`. `MSG_NOSIGNAL` so a vanished client yields `EPIPE`
+    /// instead of a `SIGPIPE` that would kill the supervisor (send(2)). Returns whether
+    /// anything was written.
+    pub(super) fn flush(&mut self) -> Result<bool, Errno> {
+        let mut progress = false;
+        while self.wpos < self.wbuf.len() {
+            match send(
+                self.stream.as_raw_fd(),
+                &self.wbuf[self.wpos..],
+                MsgFlags::MSG_NOSIGNAL | MsgFlags::MSG_DONTWAIT,
+            ) {
+                Ok(n) => {
+                    self.wpos += n;
+                    if n > 0 {
+                        progress = true;
+                        self.sent_open = self.wbuf[self.wpos - 1] != b'\n';
+                    }
+                }
+                Err(Errno::EAGAIN) => break,
+                Err(Errno::EINTR) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if self.wpos == self.wbuf.len() {
+            self.wbuf.clear();
+            self.wpos = 0;
+            if self.wbuf.capacity() > KEEP_CAPACITY {
+                self.wbuf = Vec::new();
+            }
+        } else if self.wpos > READ_CHUNK && self.wpos * 2 > self.wbuf.len() {
+            self.wbuf.drain(..self.wpos);
+            self.wpos = 0;
+        }
+        Ok(progress)
+    }
+
+    /// Asks for `WRITABLE` only while output is pending (so idle connections cause no wakeups).
+    pub(super) fn update_interest(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
+        let want = self.pending_output() > 0;
+        if want != self.writable_interest {
+            let interest = if want {
+                Interest::READABLE | Interest::WRITABLE
+            } else {
+                Interest::READABLE
+            };
+            registry.reregister(&mut self.stream, token, interest)?;
+            self.writable_interest = want;
+        }
+        Ok(())
+    }
+
+    /// Whether the connection has nothing left to do.
+    pub(super) fn finished(&self) -> bool {
+        if self.in_flight {
+            return false;
+        }
+        if self.closing {
+            return self.pending_output() == 0 || self.hung_up;
+        }
+        if self.hung_up {
+            return self.reply != Stream::None || !self.has_line();
+        }
+        self.eof && self.reply == Stream::None && self.pending_output() == 0 && !self.has_line()
+    }
+
+    /// Stops at the end of the line being written (never half a line), appends `line` and
+    /// marks the connection closing. A streamed line left open is closed with its `cut`.
+    pub(super) fn cut_with(&mut self, line: &str) {
+        let unsent = &self.wbuf[self.wpos..];
+        let keep = if !self.sent_open {
+            self.wpos
+        } else {
+            match unsent.iter().position(|&b| b == b'\n') {
+                Some(i) => self.wpos + i + 1,
+                None => self.wbuf.len(),
+            }
+        };
+        let open = if keep > self.wpos {
+            self.wbuf[keep - 1] != b'\n'
+        } else {
+            self.sent_open
+        };
+        self.wbuf.truncate(keep);
+        if open {
+            match &self.reply {
+                Stream::Active { cut: Some(close) } => {
+                    self.wbuf.extend_from_slice(close.as_bytes())
+                }
+                _ => self.wbuf.push(b'\n'),
+            }
+        }
+        self.wbuf.extend_from_slice(line.as_bytes());
+        self.reply = Stream::None;
+        self.closing = true;
+    }
+}

@@ -1,0 +1,200 @@
+//! The socket file: binding it (replacing only a stale one), its mode and group, and noticing
+//! when it is deleted or replaced (inotify watch, else the sweep's timer) to bind it again.
+//!
+//! Must not: remove a socket file that is not the one vigil bound (see `Drop for Server`), or
+//! touch open connections when re-binding.
+
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
+use std::path::Path;
+
+use mio::net::UnixListener;
+use mio::unix::SourceFd;
+use mio::{Interest, Registry, Token};
+
+use super::{Access, ControlError, Server};
+use crate::control::watch::SocketWatch;
+
+impl Server {
+    /// Sets up (again) the inotify watch of the socket's path under `token`. A failure is
+    /// logged and leaves the timer check in place of the watch.
+    pub(super) fn arm_watch(&mut self, registry: &Registry, token: Token) {
+        if let Some((old, _)) = self.watch.take() {
+            let _ = registry.deregister(&mut SourceFd(&old.as_raw_fd()));
+        }
+        let watch = match SocketWatch::new(&self.path) {
+            Ok(w) => w,
+            Err(e) => {
+                log::warn!("{e}; checking the socket file every second instead");
+                return;
+            }
+        };
+        match registry.register(&mut SourceFd(&watch.as_raw_fd()), token, Interest::READABLE) {
+            Ok(()) => self.watch = Some((watch, token)),
+            Err(e) => log::warn!(
+                "registering the watch of {}: {e}; checking the socket file every second instead",
+                self.path.display()
+            ),
+        }
+    }
+
+    /// An inotify event on the socket's path: look again, re-bind if the file is not ours,
+    /// and watch the path afresh (it may now run through other directories).
+    pub(super) fn on_watch_event(&mut self, registry: &Registry) {
+        let Some((watch, token)) = &self.watch else {
+            return;
+        };
+        let token = *token;
+        match watch.drain() {
+            Ok(false) => return,
+            Ok(true) => {}
+            Err(e) => log::warn!("reading the watch of {}: {e}", self.path.display()),
+        }
+        if let Err(e) = self.check_socket_file(registry) {
+            log::error!("{e}");
+        }
+        self.arm_watch(registry, token);
+    }
+
+    /// Whether the file at the socket path is not the one vigil bound (tests).
+    #[cfg(test)]
+    pub fn check_socket_file_is_needed(&self) -> bool {
+        let now_id = file_id(&self.path);
+        now_id.is_none() || now_id != self.file_id
+    }
+
+    /// Checks that the file at the socket path is still the one vigil bound; if it was deleted
+    /// or replaced (someone renamed a directory on the path and put their own socket there),
+    /// logs an error and binds afresh, removing an impostor socket. A replacement that is not
+    /// a socket is left alone (and reported). Open connections are kept. Returns whether it
+    /// re-bound.
+    pub fn check_socket_file(&mut self, registry: &Registry) -> Result<bool, ControlError> {
+        let now_id = match std::fs::symlink_metadata(&self.path) {
+            Ok(m) => Some((m.dev(), m.ino())),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(source) => {
+                return Err(ControlError::ProbeExisting {
+                    path: self.path.clone(),
+                    source,
+                });
+            }
+        };
+        if now_id.is_some() && now_id == self.file_id {
+            return Ok(false);
+        }
+        match now_id {
+            None => log::warn!(
+                "control socket {} was deleted; re-created it",
+                self.path.display()
+            ),
+            Some(_) => log::error!(
+                "control socket {} was replaced by another file (not the inode vigil bound): \
+                 clients may have talked to an impostor; binding it again",
+                self.path.display()
+            ),
+        }
+        let mut fresh = bind_listener(&self.path, &self.access, true)?;
+        std::mem::swap(&mut self.listener, &mut fresh);
+        self.file_id = file_id(&self.path);
+        if let Some(token) = self.listener_token {
+            // The old listener (now in `fresh`) leaves the poll before it is closed.
+            let _ = registry.deregister(&mut fresh);
+            registry
+                .register(&mut self.listener, token, Interest::READABLE)
+                .map_err(|source| ControlError::Register {
+                    path: self.path.clone(),
+                    source,
+                })?;
+        }
+        self.accept_pending = true;
+        Ok(true)
+    }
+}
+
+pub(super) fn file_id(path: &Path) -> Option<(u64, u64)> {
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
+}
+
+/// Binds a listener at `path`. `replace`: a socket file there is removed even if something
+/// answers on it (it is not ours: vigil's own was replaced); otherwise only a stale one is.
+pub(super) fn bind_listener(
+    path: &Path,
+    access: &Access,
+    replace: bool,
+) -> Result<UnixListener, ControlError> {
+    let owned = || path.to_path_buf();
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) => {
+            if !meta.file_type().is_socket() {
+                return Err(ControlError::NotASocket { path: owned() });
+            }
+            if !replace {
+                match std::os::unix::net::UnixStream::connect(path) {
+                    Ok(_) => return Err(ControlError::AlreadyListening { path: owned() }),
+                    Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                        log::info!("control: removing stale socket {}", path.display());
+                    }
+                    Err(source) => {
+                        return Err(ControlError::ProbeExisting {
+                            path: owned(),
+                            source,
+                        });
+                    }
+                }
+            }
+            std::fs::remove_file(path).map_err(|source| ControlError::RemoveStale {
+                path: owned(),
+                source,
+            })?;
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o755)
+                    .create(dir)
+                    .map_err(|source| ControlError::CreateDir {
+                        path: dir.to_path_buf(),
+                        source,
+                    })?;
+            }
+        }
+        Err(source) => {
+            return Err(ControlError::ProbeExisting {
+                path: owned(),
+                source,
+            });
+        }
+    }
+    let listener = UnixListener::bind(path).map_err(|source| ControlError::Bind {
+        path: owned(),
+        source,
+    })?;
+    // The file is created with the umask's mode; it is tightened right away. A client
+    // connecting in between gains nothing: mutating commands are checked by SO_PEERCRED.
+    set_mode_and_group(path, access)?;
+    Ok(listener)
+}
+
+pub(super) fn set_mode_and_group(path: &Path, access: &Access) -> Result<(), ControlError> {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(access.mode)).map_err(
+        |source| ControlError::Chmod {
+            path: path.to_path_buf(),
+            mode: access.mode,
+            source,
+        },
+    )?;
+    if let Some(gid) = access.group {
+        nix::unistd::chown(path, None, Some(nix::unistd::Gid::from_raw(gid))).map_err(
+            |source| ControlError::Chown {
+                path: path.to_path_buf(),
+                gid,
+                source,
+            },
+        )?;
+    }
+    Ok(())
+}

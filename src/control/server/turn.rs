@@ -1,0 +1,149 @@
+//! Fairness across clients within one loop turn: the turn's budgets, the round-robin ready
+//! queue of connections that may have a request, handing requests out one at a time, and the
+//! bookkeeping after any change to a connection (`settle`: close when done, write interest,
+//! re-queue, buffer accounting; `close`).
+//!
+//! Must not: read more than one line of a connection ahead, or hand out a request past the
+//! turn's budget (the rest waits for the next turn, see [`Server::has_backlog`]).
+
+use std::time::Instant;
+
+use mio::{Registry, Token};
+
+use super::conn::Stream;
+use super::{ConnId, Incoming, Server};
+
+/// Turn budgets, reset by [`Server::begin_turn`].
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Budget {
+    pub(super) requests: usize,
+    pub(super) output: usize,
+}
+
+impl Server {
+    /// The next request to answer, round-robin over connections, within the turn's budget.
+    /// Answer it (exactly one [`send`](Server::send) or [`start_stream`](Server::start_stream))
+    /// before asking for the next.
+    pub fn next_request(&mut self, registry: &Registry, now: Instant) -> Option<Incoming> {
+        while self.budget.requests > 0 && self.budget.output > 0 {
+            let index = self.ready.pop_front()?;
+            let memory_full = self.memory >= self.limits.memory_budget;
+            let Some(conn) = self.conns.get_mut(index).and_then(Option::as_mut) else {
+                continue;
+            };
+            conn.queued = false;
+            if !conn.can_take() {
+                // Re-queued when it can (output drained, stream ended).
+                continue;
+            }
+            let id = conn.id;
+            if !conn.has_line() {
+                if !conn.more_input || conn.eof {
+                    continue;
+                }
+                if memory_full && !conn.admin {
+                    self.starved.push(index);
+                    continue;
+                }
+                if let Err(e) = conn.read_line() {
+                    log::debug!("control: read from pid {} failed: {e}", conn.peer.pid);
+                    self.close(registry, id);
+                    continue;
+                }
+            }
+            let taken = conn.take_line();
+            if let Some(request) = taken {
+                conn.in_flight = true;
+                conn.last_active = now;
+                self.budget.requests -= 1;
+                let inc = Incoming {
+                    conn: id,
+                    peer: conn.peer,
+                    admin: conn.admin,
+                    request,
+                };
+                self.account(index);
+                return Some(inc);
+            }
+            self.settle(registry, id);
+        }
+        None
+    }
+
+    /// Whether work is left that no readiness event will announce: requests beyond the turn's
+    /// budget, connections not accepted yet, or memory freed for waiting connections. The
+    /// runtime then polls with a zero timeout.
+    pub fn has_backlog(&self) -> bool {
+        self.accept_pending
+            || !self.ready.is_empty()
+            || (!self.starved.is_empty() && self.memory < self.limits.memory_budget)
+    }
+
+    pub(super) fn enqueue(&mut self, index: usize) {
+        if let Some(c) = self.conns.get_mut(index).and_then(Option::as_mut)
+            && !c.queued
+        {
+            c.queued = true;
+            self.ready.push_back(index);
+        }
+    }
+
+    pub(super) fn account(&mut self, index: usize) {
+        if let Some(c) = self.conns.get_mut(index).and_then(Option::as_mut) {
+            let now = c.measure();
+            self.memory = self.memory - c.footprint + now;
+            c.footprint = now;
+        }
+    }
+
+    /// After any change: close the connection if it is done, fix write interest, queue it if
+    /// it has requests to give, account its buffers. Returns whether it is still open.
+    pub(super) fn settle(&mut self, registry: &Registry, id: ConnId) -> bool {
+        let token = Token(self.conn_token_base + id.index);
+        let Some(c) = self.conn_mut(id) else {
+            return false;
+        };
+        if c.finished() {
+            self.close(registry, id);
+            return false;
+        }
+        if let Err(e) = c.update_interest(registry, token) {
+            log::warn!("control: cannot update poll interest: {e}");
+            self.close(registry, id);
+            return false;
+        }
+        let queue = c.can_take() && c.has_work();
+        if queue {
+            self.enqueue(id.index);
+        }
+        self.account(id.index);
+        true
+    }
+
+    pub(super) fn close(&mut self, registry: &Registry, id: ConnId) {
+        let Some(slot) = self.conns.get_mut(id.index) else {
+            return;
+        };
+        if slot.as_ref().is_none_or(|c| c.id != id) {
+            return;
+        }
+        if let Some(mut c) = slot.take() {
+            // Deregistering can only fail if it was never registered; closing the fd below
+            // removes it from the epoll set anyway (epoll(7)).
+            let _ = registry.deregister(&mut c.stream);
+            self.free.push(id.index);
+            self.open -= 1;
+            self.memory -= c.footprint;
+            if c.reply != Stream::None {
+                self.streams -= 1;
+            }
+            if let Some(n) = self.per_uid.get_mut(&c.peer.uid) {
+                *n -= 1;
+                if *n == 0 {
+                    self.per_uid.remove(&c.peer.uid);
+                }
+            }
+            self.closed.push(id);
+        }
+    }
+}
