@@ -185,6 +185,10 @@ fn reached(request: &RequestCmd, pod: &wire::Pod, sent: SystemTime) -> Progress 
             State::Running(r) if c.ready && (!restart || r.started_at.0 >= since) => {}
             State::Terminated(t)
                 if t.reason == TerminationReason::Completed && t.finished_at.0 >= since => {}
+            // A pod restart stops every container before the pod starts over.
+            State::Terminated(t) if restart && t.reason == TerminationReason::Stopped => {
+                return Progress::Pending(format!("{name} is restarting"));
+            }
             State::Terminated(t) if t.finished_at.0 >= since => {
                 return Progress::Failed(format!(
                     "{name} terminated: {} {}",

@@ -432,6 +432,23 @@ impl Slot {
         }
     }
 
+    /// Not started again until the pod gets to it (an operator start waiting for
+    /// dependencies, a pod restart): a finished run becomes the last state. A slot that runs,
+    /// is being created or backs off is left alone.
+    pub(super) fn await_start(&mut self, reason: WaitingReason, message: String) {
+        match &self.state {
+            SlotState::Done(t) => {
+                // A synthetic "stopped before it ran again" record is not a run worth keeping.
+                if !(t.reason == TerminationReason::Stopped && t.started_at.is_none()) {
+                    self.last_state = Some(t.clone());
+                }
+            }
+            SlotState::NotStarted { .. } => {}
+            _ => return,
+        }
+        self.state = SlotState::NotStarted { reason, message };
+    }
+
     /// Forget back-off history and the restart budget (operator start/restart).
     pub(super) fn fresh(&mut self) {
         self.backoff.reset();
@@ -1278,10 +1295,16 @@ pub(super) struct Pod {
     pub init: Vec<Slot>,
     pub main: Vec<Slot>,
     pub stage: Stage,
-    /// The operator started it regardless of its dependencies.
-    pub deps_override: bool,
     /// Stopped by the operator before it began: do not auto-start on dependencies.
     pub held: bool,
+    /// An operator `start` found the pod at rest with its dependencies unmet: it resumes at
+    /// its stage (see [`Pod::resume`]) once they are met, and shows `WaitingForDependencies`
+    /// until then.
+    pub awaiting: bool,
+    /// An operator `restart` of the whole pod: once nothing runs, the pod starts over as a new
+    /// pod would — waiting for its dependencies, then its init containers
+    /// ([`Pod::reset_for_restart`]).
+    pub restart_pending: bool,
     pub next: Next,
     pub shutdown_initiated: bool,
     pub conditions: Vec<Condition>,
@@ -1342,8 +1365,9 @@ impl Pod {
             init,
             main,
             stage: Stage::Waiting,
-            deps_override: false,
             held: false,
+            awaiting: false,
+            restart_pending: false,
             next: Next::Keep,
             shutdown_initiated: false,
             sidecar_stop: None,
@@ -1379,6 +1403,75 @@ impl Pod {
         self.advance_to(0, out);
     }
 
+    /// Nothing runs, is being created or waits in back-off: what an operator `start` of the
+    /// whole pod gates on its dependencies.
+    pub(super) fn at_rest(&self) -> bool {
+        self.slots()
+            .all(|s| matches!(s.state, SlotState::NotStarted { .. } | SlotState::Done(_)))
+    }
+
+    /// An operator `start` of a pod at rest whose dependencies are unmet: the containers
+    /// [`Pod::resume`] would start show `WaitingForDependencies` (their last run kept as the
+    /// last state) until the supervisor resumes the pod.
+    pub(super) fn await_deps(&mut self) {
+        let upto = match self.stage {
+            Stage::Waiting => return,
+            Stage::Init(i) => i,
+            Stage::Main => self.init.len(),
+        };
+        self.awaiting = true;
+        let reason = WaitingReason::WaitingForDependencies;
+        for s in self.init.iter_mut().take(upto).filter(|s| s.sidecar()) {
+            s.await_start(reason, String::new());
+        }
+        match self.stage {
+            Stage::Init(i) => self.init[i].await_start(reason, String::new()),
+            _ => {
+                for s in self.main.iter_mut() {
+                    s.await_start(reason, String::new());
+                }
+            }
+        }
+    }
+
+    /// An operator `start` of a pod that has begun: the current step runs again — the init
+    /// container at its step, or every regular container not running — with the stopped
+    /// sidecars it runs beside (back-off history and restart budget reset).
+    pub(super) fn resume(&mut self, out: &mut Out) {
+        self.awaiting = false;
+        let name = self.spec.name.clone();
+        match self.stage {
+            Stage::Waiting => self.begin(out),
+            Stage::Init(i) => {
+                self.revive_sidecars(i, out);
+                self.init[i].start_fresh(&name, out);
+            }
+            Stage::Main => {
+                self.revive_sidecars(self.init.len(), out);
+                for slot in self.main.iter_mut() {
+                    slot.start_fresh(&name, out);
+                }
+            }
+        }
+    }
+
+    /// A pending whole-pod `restart` once nothing runs: back to `Waiting` with every container
+    /// not started (its last run kept as the last state, back-off and budget reset), so the
+    /// pod waits for its dependencies and runs its init containers again, as a new pod would.
+    /// Keys, restart counts and logs are kept.
+    pub(super) fn reset_for_restart(&mut self) {
+        self.restart_pending = false;
+        self.awaiting = false;
+        self.held = false;
+        self.sidecar_stop = None;
+        self.stop_deadline = None;
+        self.stage = Stage::Waiting;
+        for s in self.init.iter_mut().chain(self.main.iter_mut()) {
+            s.await_start(WaitingReason::PodInitializing, String::new());
+            s.fresh();
+        }
+    }
+
     /// Run init container `i`, or the regular containers once `i` is past the last init.
     pub(super) fn advance_to(&mut self, i: usize, out: &mut Out) {
         if out.shutting_down {
@@ -1387,7 +1480,7 @@ impl Pod {
         let name = self.spec.name.clone();
         if i < self.init.len() {
             self.stage = Stage::Init(i);
-            for s in self.main.iter_mut() {
+            for s in self.init.iter_mut().skip(i + 1).chain(self.main.iter_mut()) {
                 s.set_waiting(WaitingReason::PodInitializing, String::new());
             }
             self.init[i].spawn(&name, out);

@@ -332,6 +332,7 @@ impl Supervisor {
         else {
             return Err(not_found(format!("pod {pod_name:?} not found")));
         };
+        let unmet = self.unmet_dependencies(&self.pods[p]);
         let (pods, mut out) = self.split(now);
         let pod = &mut pods[p];
         let request = |then_start| StopCause::Request {
@@ -343,6 +344,8 @@ impl Supervisor {
             let name = pod.spec.name.clone();
             return Ok(match op {
                 Op::Stop => {
+                    pod.restart_pending = false;
+                    pod.awaiting = false;
                     if pod.init.iter().chain(pod.main.iter()).all(|s| s.is_done()) {
                         return Ok(format!("pod {name} is already stopped"));
                     }
@@ -352,37 +355,36 @@ impl Supervisor {
                     pod.stop_all(request(false), false, &mut out);
                     format!("stopping pod {name}")
                 }
+                _ if pod.restart_pending => format!("pod {name} is already restarting"),
+                Op::Restart if pod.stage != Stage::Waiting => {
+                    // As a new pod would: everything stops, then the pod waits for its
+                    // dependencies and runs its init containers again (`refresh_touched`).
+                    pod.restart_pending = true;
+                    pod.awaiting = false;
+                    pod.held = false;
+                    if !pod.at_rest() {
+                        pod.stop_all(request(false), false, &mut out);
+                    }
+                    format!("restarting pod {name}")
+                }
                 Op::Start | Op::Restart => {
                     pod.held = false;
-                    match pod.stage {
-                        Stage::Waiting => {
-                            pod.deps_override = true;
-                            pod.begin(&mut out);
-                        }
-                        Stage::Init(i) => {
-                            pod.revive_sidecars(i, &mut out);
-                            let slot = &mut pod.init[i];
-                            if slot.is_active() && op == Op::Restart {
-                                slot.begin_stop(request(true), &name, &mut out);
-                            } else {
-                                slot.start_fresh(&name, &mut out);
-                            }
-                        }
-                        Stage::Main => {
-                            pod.revive_sidecars(pod.init.len(), &mut out);
-                            for slot in pod.main.iter_mut() {
-                                if slot.is_active() && op == Op::Restart {
-                                    slot.begin_stop(request(true), &name, &mut out);
-                                } else {
-                                    slot.start_fresh(&name, &mut out);
-                                }
-                            }
-                        }
-                    }
-                    if op == Op::Start {
-                        format!("starting pod {name}")
+                    let verb = if op == Op::Start {
+                        "starting"
                     } else {
-                        format!("restarting pod {name}")
+                        "restarting"
+                    };
+                    if pod.stage == Stage::Waiting || (pod.at_rest() && !unmet.is_empty()) {
+                        // `start_ready_pods` begins or resumes it once its dependencies are met.
+                        pod.await_deps();
+                        if unmet.is_empty() {
+                            format!("{verb} pod {name}")
+                        } else {
+                            format!("{verb} pod {name}: waiting for {}", unmet.join(", "))
+                        }
+                    } else {
+                        pod.resume(&mut out);
+                        format!("{verb} pod {name}")
                     }
                 }
             });
@@ -436,15 +438,20 @@ impl Supervisor {
             return Ok(format!("restarting {name}/{cname}"));
         }
         if !may_start {
-            return Err(invalid(
-                if init && !matches!(stage, Stage::Init(i) if i < index) {
-                    format!("init container {name}/{cname} is not the pod's current step")
-                } else {
-                    format!(
-                        "{name}/{cname} cannot start before the pod's init containers have completed"
-                    )
-                },
-            ));
+            return Err(invalid(if stage == Stage::Waiting {
+                format!(
+                    "{name}/{cname} cannot start before its pod has started (start the pod: \
+                         it waits for its dependencies)"
+                )
+            } else if pod.restart_pending {
+                format!("{name}/{cname} cannot start while its pod is restarting")
+            } else if init && !matches!(stage, Stage::Init(i) if i < index) {
+                format!("init container {name}/{cname} is not the pod's current step")
+            } else {
+                format!(
+                    "{name}/{cname} cannot start before the pod's init containers have completed"
+                )
+            }));
         }
         if slot.start_fresh(&name, &mut out) {
             Ok(format!("starting {name}/{cname}"))
@@ -578,6 +585,16 @@ impl Supervisor {
             }
         }
 
+        // A whole-pod restart starts over once nothing of the pod runs.
+        if self.shutdown.is_none() {
+            for pod in &mut self.pods {
+                if pod.restart_pending && pod.next == Next::Keep && !pod.any_active() {
+                    pod.reset_for_restart();
+                    all = true;
+                }
+            }
+        }
+
         // Conditions feed the `ready` dependency: bring them up to date first.
         if all {
             for pod in &mut self.pods {
@@ -604,55 +621,54 @@ impl Supervisor {
         }
     }
 
-    /// Start every waiting pod whose dependencies are met; name the unmet ones otherwise.
-    /// Returns whether any pod was waiting (and so may have changed).
+    /// What `pod` still waits for (`pod db to be ready`), in its `depends_on` order.
+    fn unmet_dependencies(&self, pod: &Pod) -> Vec<String> {
+        pod.spec
+            .depends_on
+            .iter()
+            .filter(|d| {
+                let on = self.pods.iter().find(|p| p.name() == d.pod);
+                !on.is_some_and(|p| match d.condition {
+                    DependencyCondition::Started => p.all_started(),
+                    DependencyCondition::Ready => p.ready(),
+                    DependencyCondition::Completed => p.phase() == Phase::Succeeded,
+                })
+            })
+            .map(|d| {
+                let what = match d.condition {
+                    DependencyCondition::Started => "started",
+                    DependencyCondition::Ready => "ready",
+                    DependencyCondition::Completed => "completed",
+                };
+                format!("pod {} to be {what}", d.pod)
+            })
+            .collect()
+    }
+
+    /// Start every waiting pod whose dependencies are met — a pod not begun yet, or one an
+    /// operator `start` left awaiting them — and name the unmet ones otherwise. Returns
+    /// whether any pod was waiting (and so may have changed).
     fn start_ready_pods(&mut self, now: Time) -> bool {
-        let waits = |p: &Pod| p.stage == Stage::Waiting && !p.held && p.next == Next::Keep;
+        let waits = |p: &Pod| {
+            p.next == Next::Keep && ((p.stage == Stage::Waiting && !p.held) || p.awaiting)
+        };
         // The steady state (nothing waiting) skips the facts: an allocation per pod.
         if !self.pods.iter().any(waits) {
             return false;
         }
-        // Facts about each pod, taken before any start (a start changes no fact).
-        let facts: Vec<(String, bool, bool, bool)> = self
+        // Facts taken before any start (a start changes no fact).
+        let unmet: Vec<Option<Vec<String>>> = self
             .pods
             .iter()
-            .map(|p| {
-                (
-                    p.name().to_string(),
-                    p.all_started(),
-                    p.ready(),
-                    p.phase() == Phase::Succeeded,
-                )
-            })
+            .map(|p| waits(p).then(|| self.unmet_dependencies(p)))
             .collect();
         let (pods, mut out) = self.split(now);
-        for pod in pods.iter_mut() {
-            if !waits(pod) {
+        for (pod, unmet) in pods.iter_mut().zip(unmet) {
+            let Some(unmet) = unmet else {
                 continue;
-            }
-            let unmet: Vec<String> = pod
-                .spec
-                .depends_on
-                .iter()
-                .filter(|d| {
-                    let f = facts.iter().find(|f| f.0 == d.pod);
-                    !f.is_some_and(|f| match d.condition {
-                        DependencyCondition::Started => f.1,
-                        DependencyCondition::Ready => f.2,
-                        DependencyCondition::Completed => f.3,
-                    })
-                })
-                .map(|d| {
-                    let what = match d.condition {
-                        DependencyCondition::Started => "started",
-                        DependencyCondition::Ready => "ready",
-                        DependencyCondition::Completed => "completed",
-                    };
-                    format!("pod {} to be {what}", d.pod)
-                })
-                .collect();
-            if unmet.is_empty() || pod.deps_override {
-                pod.begin(&mut out);
+            };
+            if unmet.is_empty() {
+                pod.resume(&mut out);
             } else {
                 let message = format!("waiting for {}", unmet.join(", "));
                 for slot in pod.init.iter_mut().chain(pod.main.iter_mut()) {

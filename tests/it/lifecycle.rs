@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::common::{Vigil, alive, state_reason};
+use crate::common::{Vigil, alive, state_reason, supervisor_header};
 
 const T: Duration = Duration::from_secs(15);
 
@@ -451,4 +451,77 @@ command = ["sh", "-c", "echo noise; exit 4"]
         "exited with code 4",
         "without a message, vigil's own explanation"
     );
+}
+
+/// Issue 14 point 5 through the CLI: `start` waits for a stopped dependency, a pod `restart`
+/// runs the init container again, a container restart does not.
+#[test]
+fn start_waits_for_dependencies_and_pod_restart_reruns_init_containers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let socket = dir.path().join("vigil.sock");
+    let config = dir.path().join("vigil.toml");
+    let runs = dir.path().join("init-runs");
+    std::fs::write(
+        &config,
+        format!(
+            r#"{}
+[pods.db]
+termination_grace_period_seconds = 2
+[[pods.db.containers]]
+name = "db"
+command = ["sleep", "600"]
+
+[pods.app]
+termination_grace_period_seconds = 2
+depends_on = {{ db = "started" }}
+[[pods.app.init_containers]]
+name = "migrate"
+command = ["sh", "-c", "echo run >> {}"]
+[[pods.app.containers]]
+name = "web"
+command = ["sleep", "600"]
+"#,
+            supervisor_header(&socket),
+            runs.display()
+        ),
+    )
+    .expect("write config");
+    let v = Vigil::start_with(dir, socket, config);
+    let init_runs = || {
+        std::fs::read_to_string(&runs)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    v.wait_for(T, "app running", |v| {
+        state_reason(&v.container("app", "web")) == "Running"
+    });
+    assert_eq!(init_runs(), 1);
+    for pod in ["app", "db"] {
+        let out = v.cli(&["stop", pod, "--wait"]);
+        assert!(out.status.success(), "{out:?}");
+    }
+    let out = v.cli(&["start", "app"]);
+    assert!(out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("waiting for pod db to be started"), "{said}");
+    let web = v.container("app", "web");
+    assert_eq!(state_reason(&web), "WaitingForDependencies", "{web}");
+    assert_eq!(v.pod("app")["phase"], "Pending");
+    let out = v.cli(&["start", "db"]);
+    assert!(out.status.success(), "{out:?}");
+    v.wait_for(T, "app resumed once db started", |v| {
+        state_reason(&v.container("app", "web")) == "Running"
+    });
+    assert_eq!(init_runs(), 1, "a start resumes the pod: no init re-run");
+    let out = v.cli(&["restart", "app", "--wait"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        init_runs(),
+        2,
+        "a pod restart runs the init container again"
+    );
+    let out = v.cli(&["restart", "app/web", "--wait"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(init_runs(), 2, "a container restart does not");
 }

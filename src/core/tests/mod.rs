@@ -7,6 +7,7 @@ mod harness;
 mod hooks;
 mod kubelet;
 mod lifecycle;
+mod operator;
 mod probes;
 mod reasons;
 mod reload;
