@@ -32,9 +32,18 @@ pub struct LogBuffer {
     previous: Vec<u8>,
     /// Global offset of `previous[0]`.
     previous_start: u64,
+    /// A run ended before the current one (the first `new_run` of a fresh buffer starts the
+    /// first run, unless output came before it).
     has_previous: bool,
+    /// Runs started with [`LogBuffer::new_run`].
+    runs: u64,
     total: u64,
     dropped: u64,
+    /// The current run has lost its first bytes and the held output starts mid-line (the
+    /// last byte overwritten was not a newline).
+    partial_first: bool,
+    /// The same for `previous`.
+    previous_partial_first: bool,
 }
 
 impl LogBuffer {
@@ -50,8 +59,11 @@ impl LogBuffer {
             previous: Vec::new(),
             previous_start: 0,
             has_previous: false,
+            runs: 0,
             total: 0,
             dropped: 0,
+            partial_first: false,
+            previous_partial_first: false,
         }
     }
 
@@ -59,13 +71,19 @@ impl LogBuffer {
     pub fn push(&mut self, data: &[u8]) {
         self.total += data.len() as u64;
         if data.len() >= self.capacity {
-            self.dropped += (self.current.len() + data.len() - self.capacity) as u64;
+            let cut = data.len() - self.capacity;
+            self.dropped += (self.current.len() + cut) as u64;
+            self.partial_first = match cut {
+                0 => self.current.back().is_some_and(|&b| b != b'\n'),
+                _ => data[cut - 1] != b'\n',
+            };
             self.current.clear();
             self.current.extend(&data[data.len() - self.capacity..]);
             return;
         }
         let overflow = (self.current.len() + data.len()).saturating_sub(self.capacity);
         if overflow > 0 {
+            self.partial_first = self.current[overflow - 1] != b'\n';
             self.current.drain(..overflow);
             self.dropped += overflow as u64;
         }
@@ -76,7 +94,9 @@ impl LogBuffer {
     pub fn new_run(&mut self) {
         self.previous_start = self.total - self.current.len() as u64;
         self.previous = self.current.drain(..).collect();
-        self.has_previous = true;
+        self.previous_partial_first = std::mem::take(&mut self.partial_first);
+        self.has_previous |= self.runs > 0 || self.total > 0;
+        self.runs += 1;
         self.run_start = self.total;
         if let Some(c) = self.next_capacity.take() {
             self.capacity = c;
@@ -99,23 +119,22 @@ impl LogBuffer {
         self.dropped
     }
 
-    /// Whether a previous run exists.
+    /// Runs started so far ([`LogBuffer::new_run`] calls).
+    pub fn runs(&self) -> u64 {
+        self.runs
+    }
+
+    /// Whether a previous run exists (`logs --previous` is an error otherwise).
     pub fn has_previous(&self) -> bool {
         self.has_previous
     }
 
-    /// The last `n` lines (all held output when `None`) of the current or the previous run.
-    /// A final line without a newline counts as a line.
+    /// The last `n` lines (all held output when `None`) of the current or the previous run,
+    /// as [`tail_range`](LogBuffer::tail_range) delimits them.
     pub fn tail_lines(&self, n: Option<usize>, previous: bool) -> Vec<u8> {
-        let bytes: Vec<u8> = if previous {
-            self.previous.clone()
-        } else {
-            self.current.iter().copied().collect()
-        };
-        match n {
-            None => bytes,
-            Some(n) => tail_of(&bytes, n).to_vec(),
-        }
+        let (start, end) = self.tail_range(n, previous);
+        let r = self.read_range(start, (end - start) as usize);
+        r.bytes
     }
 
     /// Output from `offset` on (up to the newest byte). If `offset` is older than anything
@@ -147,18 +166,21 @@ impl LogBuffer {
             skipped,
         }
     }
-    /// The offsets `[start, end)` of what [`tail_lines`](LogBuffer::tail_lines) returns, so a
-    /// reply can be streamed from the ring with [`read_range`](LogBuffer::read_range) instead
-    /// of copied whole.
+    /// The offsets `[start, end)` of the last `n` lines (all held output when `None`) of the
+    /// current or the previous run; a final line without a newline counts as a line. When the
+    /// run has wrapped mid-line (the last byte overwritten was not a newline), the held output
+    /// begins with the rest of a line: that partial first line is left out, unless it is the
+    /// only line held. A reply is
+    /// streamed from the ring with [`read_range`](LogBuffer::read_range), never copied whole.
     pub fn tail_range(&self, n: Option<usize>, previous: bool) -> (u64, u64) {
         if previous {
-            let len = self.previous.len();
-            let keep = n.map_or(len, |n| tail_len(len, |i| self.previous[i], n));
-            let end = self.previous_start + len as u64;
+            let at = |i: usize| self.previous[i];
+            let end = self.previous_start + self.previous.len() as u64;
+            let keep = keep_len(self.previous.len(), at, n, self.previous_partial_first);
             (end - keep as u64, end)
         } else {
-            let len = self.current.len();
-            let keep = n.map_or(len, |n| tail_len(len, |i| self.current[i], n));
+            let at = |i: usize| self.current[i];
+            let keep = keep_len(self.current.len(), at, n, self.partial_first);
             (self.total - keep as u64, self.total)
         }
     }
@@ -189,8 +211,21 @@ impl LogBuffer {
     }
 }
 
+/// How many of the `len` held bytes (read through `at`) [`LogBuffer::tail_range`] returns:
+/// the last `n` lines, without the first line when it is `partial` (its start overwritten).
+fn keep_len(len: usize, at: impl Fn(usize) -> u8, n: Option<usize>, partial: bool) -> usize {
+    let keep = n.map_or(len, |n| tail_len(len, &at, n));
+    if keep < len || !partial {
+        return keep;
+    }
+    match (0..len).find(|&i| at(i) == b'\n') {
+        Some(i) if i + 1 < len => len - (i + 1),
+        _ => keep,
+    }
+}
+
 /// The length of the suffix holding the last `n` lines of `len` bytes read through `at`
-/// (what [`tail_of`] keeps, without a copy).
+/// (without a copy).
 fn tail_len(len: usize, at: impl Fn(usize) -> u8, n: usize) -> usize {
     if n == 0 {
         return 0;
@@ -210,23 +245,4 @@ fn tail_len(len: usize, at: impl Fn(usize) -> u8, n: usize) -> usize {
         }
     }
     len
-}
-
-/// The suffix of `bytes` holding its last `n` lines.
-fn tail_of(bytes: &[u8], n: usize) -> &[u8] {
-    if n == 0 {
-        return &[];
-    }
-    // Ignore a trailing newline: it ends the last line, it does not start a new one.
-    let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);
-    let mut seen = 0;
-    for (i, b) in body.iter().enumerate().rev() {
-        if *b == b'\n' {
-            seen += 1;
-            if seen == n {
-                return &bytes[i + 1..];
-            }
-        }
-    }
-    bytes
 }

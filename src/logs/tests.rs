@@ -546,3 +546,44 @@ fn tail_range_and_read_range_stream_what_tail_lines_returns() {
     let r = small.read_range(2, 2);
     assert_eq!((r.bytes.as_slice(), r.skipped, r.next), (&b"67"[..], 4, 8));
 }
+
+#[test]
+fn a_wrapped_ring_starts_at_a_line_boundary() {
+    let mut b = LogBuffer::new(16);
+    b.push(b"first line\nsecond\nthird\n");
+    // Held: "ne\nsecond\nthird\n" minus what wrapped: the partial "ne" is left out.
+    assert_eq!(b.tail_lines(None, false), b"second\nthird\n");
+    assert_eq!(b.tail_lines(Some(5), false), b"second\nthird\n");
+    assert_eq!(b.tail_lines(Some(1), false), b"third\n");
+    // The range streamed by `logs` and `logs -f` starts there too.
+    let (start, end) = b.tail_range(None, false);
+    assert_eq!((start, end), (b.total_written() - 13, b.total_written()));
+    // And the previous run keeps the rule.
+    b.new_run();
+    b.push(b"new\n");
+    assert_eq!(b.tail_lines(None, true), b"second\nthird\n");
+    assert_eq!(b.tail_lines(None, false), b"new\n");
+}
+
+#[test]
+fn a_ring_wrapped_exactly_at_a_newline_keeps_its_first_line() {
+    let mut b = LogBuffer::new(8);
+    b.push(b"aaaa\n");
+    b.push(b"bbb\ncc\n");
+    // "aaaa\n" was overwritten whole: "bbb\ncc\n" begins a line.
+    assert_eq!(b.tail_lines(None, false), b"bbb\ncc\n");
+    // A chunk larger than the ring, cut right after a newline.
+    let mut b = LogBuffer::new(4);
+    b.push(b"xyz\nab\n\n");
+    assert_eq!(b.tail_lines(None, false), b"ab\n\n");
+}
+
+#[test]
+fn a_wrapped_ring_holding_part_of_one_line_returns_it() {
+    let mut b = LogBuffer::new(8);
+    b.push(b"0123456789abcdef\n");
+    assert_eq!(b.tail_lines(None, false), b"9abcdef\n");
+    let mut b = LogBuffer::new(8);
+    b.push(b"0123456789abcdef");
+    assert_eq!(b.tail_lines(None, false), b"89abcdef");
+}

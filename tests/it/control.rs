@@ -466,3 +466,57 @@ fn socket_mode_changed_by_reload_is_applied_to_the_socket_file() {
     );
     assert_eq!(mode(&v), 0o666);
 }
+
+#[test]
+fn logs_previous_without_a_previous_run_is_an_error() {
+    let v = Vigil::start(ONE_SLEEPER);
+    v.wait_for(T, "running", |v| {
+        state_reason(&v.container("web", "app")) == "Running"
+    });
+    let out = v.cli(&["logs", "web/app", "--previous"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(out.stdout.is_empty(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: previous terminated container \"app\" in pod \"web\" not found\n"
+    );
+    let r = v.request(r#"{"cmd":"logs","pod":"web","previous":true}"#);
+    assert_eq!(r["error"]["kind"], "bad_argument", "{r}");
+}
+
+#[test]
+fn logs_of_a_wrapped_ring_start_at_a_line_boundary() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let socket = dir.path().join("vigil.sock");
+    let config = dir.path().join("vigil.toml");
+    let header = supervisor_header(&socket)
+        .replace("[supervisor]\n", "[supervisor]\nlog_buffer_bytes = 4096\n");
+    // 1000 numbered lines of 12 bytes ("line 0000 x\n"): the ring wraps mid-line.
+    std::fs::write(
+        &config,
+        format!(
+            r#"{header}
+[pods.many]
+[[pods.many.containers]]
+name = "c"
+command = ["sh", "-c", "i=0; while [ $i -lt 1000 ]; do printf 'line %04d x\n' $i; i=$((i+1)); done; echo done; exec sleep 600"]
+"#
+        ),
+    )
+    .expect("write config");
+    let v = Vigil::start_with(dir, socket, config);
+    v.wait_for(T, "all output", |v| {
+        let r = v.request(r#"{"cmd":"logs","pod":"many","tail":1}"#);
+        r["result"]["log"].as_str() == Some("done\n")
+    });
+    let out = v.cli(&["logs", "many"]);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.len() < 4096, "{}", text.len());
+    for line in text.lines() {
+        assert!(
+            line == "done" || (line.starts_with("line ") && line.ends_with(" x")),
+            "a partial line: {line:?}"
+        );
+    }
+}

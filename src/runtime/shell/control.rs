@@ -542,6 +542,16 @@ impl Control {
                             format!("no logs for {pod}: the container is gone"),
                         )));
                     };
+                    if previous && !slot.log.buffer.has_previous() {
+                        // kubelet `kubelet_pods.go` validateContainerLogStatus: the same refusal.
+                        return Answer::Reply(Err((
+                            ErrorKind::BadArgument,
+                            format!(
+                                "previous terminated container {:?} in pod {:?} not found",
+                                slot.name, slot.pod
+                            ),
+                        )));
+                    }
                     self.start_logs(conn, id, key, slot, tail, previous, follow);
                     return Answer::Sent;
                 }
