@@ -6,12 +6,16 @@
 //! strings, so a reply can never be split.
 //!
 //! Requests: `{"id": <number|string|null>, "cmd": "<command>", ...arguments}`. The `id` is echoed
-//! in every reply to that request (absent means `null`). Unknown fields are refused so a typo
-//! (`"contaner"`) is reported instead of silently widening an operator action to a whole pod.
+//! in every reply to that request (absent means `null`). This module reads the envelope (`id`,
+//! `cmd`); the command and its arguments are the wire's typed [`RequestCmd`], which refuses
+//! unknown fields so a typo (`"contaner"`) is reported instead of silently widening an operator
+//! action to a whole pod.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use super::wire::ErrorKind;
+pub use super::wire::RequestCmd;
+use super::wire::request::type_name;
+use super::wire::{ArgError, ErrorKind};
 
 /// Longest request line accepted, newline excluded.
 pub const MAX_LINE: usize = 64 * 1024;
@@ -96,116 +100,6 @@ fn request_id(text: &str, id: Value) -> RequestId {
         return RequestId(raw.get().to_string());
     }
     RequestId::from(id)
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RequestCmd {
-    /// All pods, or one.
-    Status {
-        pod: Option<String>,
-    },
-    Describe {
-        pod: String,
-    },
-    Events {
-        follow: bool,
-    },
-    Logs {
-        pod: String,
-        container: Option<String>,
-        follow: bool,
-        tail: Option<usize>,
-        previous: bool,
-    },
-    Start {
-        pod: String,
-        container: Option<String>,
-    },
-    Stop {
-        pod: String,
-        container: Option<String>,
-    },
-    Restart {
-        pod: String,
-        container: Option<String>,
-    },
-    Reload,
-    Shutdown,
-    Version,
-}
-
-impl RequestCmd {
-    /// Whether the command changes something (and so needs an admin peer).
-    pub fn is_mutating(&self) -> bool {
-        matches!(
-            self,
-            RequestCmd::Start { .. }
-                | RequestCmd::Stop { .. }
-                | RequestCmd::Restart { .. }
-                | RequestCmd::Reload
-                | RequestCmd::Shutdown
-        )
-    }
-
-    /// The wire name (`"status"`).
-    pub fn name(&self) -> &'static str {
-        match self {
-            RequestCmd::Status { .. } => "status",
-            RequestCmd::Describe { .. } => "describe",
-            RequestCmd::Events { .. } => "events",
-            RequestCmd::Logs { .. } => "logs",
-            RequestCmd::Start { .. } => "start",
-            RequestCmd::Stop { .. } => "stop",
-            RequestCmd::Restart { .. } => "restart",
-            RequestCmd::Reload => "reload",
-            RequestCmd::Shutdown => "shutdown",
-            RequestCmd::Version => "version",
-        }
-    }
-
-    /// The request as a JSON object (what the client sends), without `id`.
-    pub fn to_json(&self) -> Map<String, Value> {
-        let mut m = Map::new();
-        m.insert("cmd".into(), Value::from(self.name()));
-        let target = |m: &mut Map<String, Value>, pod: &str, container: &Option<String>| {
-            m.insert("pod".into(), Value::from(pod));
-            if let Some(c) = container {
-                m.insert("container".into(), Value::from(c.as_str()));
-            }
-        };
-        match self {
-            RequestCmd::Status { pod } => {
-                if let Some(p) = pod {
-                    m.insert("pod".into(), Value::from(p.as_str()));
-                }
-            }
-            RequestCmd::Describe { pod } => {
-                m.insert("pod".into(), Value::from(pod.as_str()));
-            }
-            RequestCmd::Events { follow } => {
-                m.insert("follow".into(), Value::from(*follow));
-            }
-            RequestCmd::Logs {
-                pod,
-                container,
-                follow,
-                tail,
-                previous,
-            } => {
-                target(&mut m, pod, container);
-                m.insert("follow".into(), Value::from(*follow));
-                if let Some(n) = tail {
-                    m.insert("tail".into(), Value::from(*n));
-                }
-                m.insert("previous".into(), Value::from(*previous));
-            }
-            RequestCmd::Start { pod, container }
-            | RequestCmd::Stop { pod, container }
-            | RequestCmd::Restart { pod, container } => target(&mut m, pod, container),
-            RequestCmd::Reload | RequestCmd::Shutdown | RequestCmd::Version => {}
-        }
-        m
-    }
 }
 
 /// A request that could not be parsed; answered with `reply_err(id, kind, message)`.
@@ -295,8 +189,8 @@ pub fn parse_request(line: &[u8]) -> Result<Request, ProtoError> {
             ));
         }
     };
-    let cmd = match obj.remove("cmd") {
-        Some(Value::String(s)) => s,
+    let cmd = match obj.get("cmd") {
+        Some(Value::String(s)) => s.clone(),
         None => {
             return Err(ProtoError::new(
                 &id,
@@ -308,57 +202,32 @@ pub fn parse_request(line: &[u8]) -> Result<Request, ProtoError> {
             return Err(ProtoError::new(
                 &id,
                 ErrorKind::BadRequest,
-                format!("field \"cmd\" must be a string, got {}", type_name(&other)),
+                format!("field \"cmd\" must be a string, got {}", type_name(other)),
             ));
         }
     };
-    let mut args = Args {
-        id: &id,
-        cmd: &cmd,
-        obj,
-    };
-    let parsed = match cmd.as_str() {
-        "status" => RequestCmd::Status {
-            pod: args.opt_str("pod")?,
-        },
-        "describe" => RequestCmd::Describe {
-            pod: args.req_str("pod")?,
-        },
-        "events" => RequestCmd::Events {
-            follow: args.bool("follow")?,
-        },
-        "logs" => RequestCmd::Logs {
-            pod: args.req_str("pod")?,
-            container: args.opt_str("container")?,
-            follow: args.bool("follow")?,
-            tail: args.opt_usize("tail")?,
-            previous: args.bool("previous")?,
-        },
-        "start" | "stop" | "restart" => {
-            let pod = args.req_str("pod")?;
-            let container = args.opt_str("container")?;
-            match cmd.as_str() {
-                "start" => RequestCmd::Start { pod, container },
-                "stop" => RequestCmd::Stop { pod, container },
-                _ => RequestCmd::Restart { pod, container },
-            }
-        }
-        "reload" => RequestCmd::Reload,
-        "shutdown" => RequestCmd::Shutdown,
-        "version" => RequestCmd::Version,
-        other => {
-            return Err(ProtoError::new(
-                &id,
+    let parsed = RequestCmd::from_fields(obj).map_err(|e| {
+        let (kind, message) = match e {
+            ArgError::UnknownCommand(other) => (
                 ErrorKind::UnknownCommand,
                 format!(
                     "unknown command {}; known commands: {}",
                     Value::from(other),
                     COMMANDS.join(", ")
                 ),
-            ));
-        }
-    };
-    args.finish()?;
+            ),
+            ArgError::MissingField(field) => (
+                ErrorKind::BadArgument,
+                format!("command \"{cmd}\" needs field \"{field}\""),
+            ),
+            ArgError::UnknownField(field) => (
+                ErrorKind::BadArgument,
+                format!("unknown field {} for command \"{cmd}\"", Value::from(field)),
+            ),
+            ArgError::BadValue(message) => (ErrorKind::BadArgument, message),
+        };
+        ProtoError::new(&id, kind, message)
+    })?;
     Ok(Request { id, cmd: parsed })
 }
 
@@ -368,89 +237,6 @@ fn strip_position(e: &serde_json::Error) -> String {
     match msg.rfind(" at line ") {
         Some(i) => msg[..i].to_string(),
         None => msg,
-    }
-}
-
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
-/// A request's arguments, consumed field by field; leftovers are errors.
-struct Args<'a> {
-    id: &'a RequestId,
-    cmd: &'a str,
-    obj: Map<String, Value>,
-}
-
-impl Args<'_> {
-    fn bad(&self, message: String) -> ProtoError {
-        ProtoError::new(self.id, ErrorKind::BadArgument, message)
-    }
-
-    fn opt_str(&mut self, field: &str) -> Result<Option<String>, ProtoError> {
-        match self.obj.remove(field) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) if s.is_empty() => {
-                Err(self.bad(format!("field \"{field}\" must not be empty")))
-            }
-            Some(Value::String(s)) => Ok(Some(s)),
-            Some(other) => Err(self.bad(format!(
-                "field \"{field}\" must be a string, got {}",
-                type_name(&other)
-            ))),
-        }
-    }
-
-    fn req_str(&mut self, field: &str) -> Result<String, ProtoError> {
-        match self.opt_str(field)? {
-            Some(s) => Ok(s),
-            None => Err(self.bad(format!("command \"{}\" needs field \"{field}\"", self.cmd))),
-        }
-    }
-
-    fn bool(&mut self, field: &str) -> Result<bool, ProtoError> {
-        match self.obj.remove(field) {
-            None | Some(Value::Null) => Ok(false),
-            Some(Value::Bool(b)) => Ok(b),
-            Some(other) => Err(self.bad(format!(
-                "field \"{field}\" must be a boolean, got {}",
-                type_name(&other)
-            ))),
-        }
-    }
-
-    fn opt_usize(&mut self, field: &str) -> Result<Option<usize>, ProtoError> {
-        match self.obj.remove(field) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Number(n)) => match n.as_u64().and_then(|n| usize::try_from(n).ok()) {
-                Some(n) => Ok(Some(n)),
-                None => Err(self.bad(format!(
-                    "field \"{field}\" must be a non-negative integer, got {n}"
-                ))),
-            },
-            Some(other) => Err(self.bad(format!(
-                "field \"{field}\" must be a non-negative integer, got {}",
-                type_name(&other)
-            ))),
-        }
-    }
-
-    fn finish(self) -> Result<(), ProtoError> {
-        match self.obj.keys().next() {
-            None => Ok(()),
-            Some(k) => Err(self.bad(format!(
-                "unknown field {} for command \"{}\"",
-                Value::from(k.as_str()),
-                self.cmd
-            ))),
-        }
     }
 }
 
@@ -729,6 +515,90 @@ mod tests {
         assert_eq!(e.message, "unknown field \"contaner\" for command \"stop\"");
         let e = err(r#"{"cmd":"stop","pod":""}"#);
         assert!(e.message.contains("must not be empty"));
+    }
+
+    #[test]
+    fn commands_without_arguments_refuse_any_field() {
+        for cmd in ["reload", "shutdown", "version"] {
+            let e = err(&format!(r#"{{"cmd":"{cmd}","pod":"web"}}"#));
+            assert_eq!(e.kind, ErrorKind::BadArgument);
+            assert_eq!(
+                e.message,
+                format!("unknown field \"pod\" for command \"{cmd}\"")
+            );
+        }
+        let e = err(r#"{"cmd":"version","pod":null}"#);
+        assert_eq!(e.message, "unknown field \"pod\" for command \"version\"");
+    }
+
+    #[test]
+    fn null_is_an_absent_field_and_so_missing_when_required() {
+        let e = err(r#"{"cmd":"logs","pod":null}"#);
+        assert_eq!(
+            (e.kind, e.message.as_str()),
+            (
+                ErrorKind::BadArgument,
+                "command \"logs\" needs field \"pod\""
+            )
+        );
+        let req = parse(r#"{"cmd":"logs","pod":"w","follow":null,"tail":null}"#).unwrap();
+        assert_eq!(
+            req.cmd,
+            RequestCmd::Logs {
+                pod: "w".into(),
+                container: None,
+                follow: false,
+                tail: None,
+                previous: false
+            }
+        );
+        let e = err(r#"{"cmd":"logs","pod":"w","tail":1.5}"#);
+        assert_eq!(
+            e.message,
+            "field \"tail\" must be a non-negative integer, got 1.5"
+        );
+        let e = err(r#"{"cmd":"logs","pod":"w","tail":"3"}"#);
+        assert_eq!(
+            e.message,
+            "field \"tail\" must be a non-negative integer, got a string"
+        );
+        let e = err(r#"{"cmd":"logs","pod":"w","previous":1}"#);
+        assert_eq!(
+            e.message,
+            "field \"previous\" must be a boolean, got a number"
+        );
+    }
+
+    #[test]
+    fn what_the_client_sends_keeps_its_shape() {
+        let cases = [
+            (RequestCmd::Status { pod: None }, r#"{"cmd":"status"}"#),
+            (
+                RequestCmd::Events { follow: false },
+                r#"{"cmd":"events","follow":false}"#,
+            ),
+            (
+                RequestCmd::Logs {
+                    pod: "web".into(),
+                    container: Some("app".into()),
+                    follow: true,
+                    tail: Some(10),
+                    previous: false,
+                },
+                r#"{"cmd":"logs","container":"app","follow":true,"pod":"web","previous":false,"tail":10}"#,
+            ),
+            (
+                RequestCmd::Stop {
+                    pod: "web".into(),
+                    container: None,
+                },
+                r#"{"cmd":"stop","pod":"web"}"#,
+            ),
+            (RequestCmd::Shutdown, r#"{"cmd":"shutdown"}"#),
+        ];
+        for (cmd, want) in cases {
+            assert_eq!(Value::Object(cmd.to_json()).to_string(), want);
+        }
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! The control socket's reply types: one set of `Serialize`/`Deserialize` structs that the
-//! server writes and the client reads (docs/interface.md §2 and §3).
+//! The control socket's wire types: one set of `Serialize`/`Deserialize` structs for the
+//! replies, which the server writes and the client reads, and for the requests ([`request`]),
+//! which the client writes and the server reads (docs/interface.md §2 and §3).
 //!
 //! Owns the exact JSON shape of every reply. It must not know how a snapshot is taken or how a
 //! reply is shown: `render` builds these from the core's snapshot (server side) and `format`
@@ -10,6 +11,9 @@ use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
+
+pub mod request;
+pub use request::{ArgError, RequestCmd};
 
 use super::time;
 use crate::config::spec::{ProbeKind, RestartPolicy};
@@ -693,12 +697,12 @@ mod reference {
             events: events.events.clone(),
         };
         let mut out = String::from(
-            "# vigil control socket: reply reference\n\n\
-             Generated from `src/control/wire.rs` (the types the server writes and the client \
-             reads) by the test `control::wire::reference`; do not edit by hand. After changing \
-             a reply type run `VIGIL_UPDATE_WIRE_REFERENCE=1 cargo test --lib wire_reference` \
-             and commit the result. The request side and the rules (ids, limits, who may do \
-             what) are in docs/interface.md, §2.\n\n\
+            "# vigil control socket: wire reference\n\n\
+             Generated from `src/control/wire.rs` and `src/control/wire/request.rs` (the types \
+             the client and the server both use) by the test `control::wire::reference`; do \
+             not edit by hand. After changing a request or reply type run \
+             `VIGIL_UPDATE_WIRE_REFERENCE=1 cargo test --lib wire_reference` and commit the \
+             result. The rules (ids, limits, who may do what) are in docs/interface.md, §2.\n\n\
              Every reply is one line: `{\"id\": …, \"ok\": true, \"result\": {…}}`, a followed \
              event `{\"id\": …, \"ok\": true, \"event\": {…}}`, a chunk of followed output \
              `{\"id\": …, \"ok\": true, \"log\": \"…\"}`, or an error \
@@ -709,6 +713,7 @@ mod reference {
              termination. `spec.env` maps names to values; a peer that is not an admin gets \
              `\"***\"` for every value.\n\n",
         );
+        requests(&mut out);
         let _ = writeln!(out, "## Error kinds\n\n| kind | meaning |\n| --- | --- |");
         for k in ErrorKind::ALL {
             let _ = writeln!(out, "| `{}` | {} |", k.as_str(), k.meaning());
@@ -775,6 +780,86 @@ mod reference {
             true,
         );
         out.trim_end().to_string() + "\n"
+    }
+
+    /// Every command with every argument set, as the client sends it.
+    fn request_samples() -> Vec<RequestCmd> {
+        let pod = || "web".to_string();
+        let container = || Some("app".to_string());
+        vec![
+            RequestCmd::Status { pod: Some(pod()) },
+            RequestCmd::Describe { pod: pod() },
+            RequestCmd::Events { follow: true },
+            RequestCmd::Logs {
+                pod: pod(),
+                container: container(),
+                follow: true,
+                tail: Some(100),
+                previous: false,
+            },
+            RequestCmd::Start {
+                pod: pod(),
+                container: container(),
+            },
+            RequestCmd::Stop {
+                pod: pod(),
+                container: container(),
+            },
+            RequestCmd::Restart {
+                pod: pod(),
+                container: container(),
+            },
+            RequestCmd::Reload,
+            RequestCmd::Shutdown,
+            RequestCmd::Version,
+        ]
+    }
+
+    /// The request table: each command's fields, whether the server needs them (found by
+    /// leaving each out of the sample and asking the parser), and the sample line.
+    fn requests(out: &mut String) {
+        let _ = writeln!(
+            out,
+            "## Requests\n\n\
+             One line each: `{{\"id\": …, \"cmd\": …, …arguments}}`. `id` (a number, a string \
+             or null) is echoed in the reply. An argument set to `null` is the same as one left \
+             out; a field the command does not take is refused (`bad_argument`). Booleans \
+             default to `false`.\n\n\
+             | `cmd` | arguments | example |\n| --- | --- | --- |"
+        );
+        let samples = request_samples();
+        let names: Vec<&str> = samples.iter().map(|c| c.name()).collect();
+        assert_eq!(
+            names,
+            crate::control::protocol::COMMANDS,
+            "a sample per command"
+        );
+        for cmd in samples {
+            let fields = cmd.to_json();
+            let mut args = Vec::new();
+            for (name, value) in fields.iter().filter(|(k, _)| *k != "cmd") {
+                let mut without = fields.clone();
+                without.remove(name);
+                let needed = RequestCmd::from_fields(without).is_err();
+                args.push(format!(
+                    "`{name}` ({}{})",
+                    type_name(value),
+                    if needed { ", required" } else { "" }
+                ));
+            }
+            let line = Value::Object(fields).to_string();
+            let _ = writeln!(
+                out,
+                "| `{}` | {} | `{line}` |",
+                cmd.name(),
+                if args.is_empty() {
+                    "none".to_string()
+                } else {
+                    args.join(", ")
+                }
+            );
+        }
+        out.push('\n');
     }
 
     /// Serializing without naming each type (the sections take any reply).

@@ -1,0 +1,325 @@
+//! The request side of the wire: one `Serialize`/`Deserialize` enum of commands and their
+//! arguments, sent by the client and read by the server (docs/interface.md §2).
+//!
+//! A request line is `{"id": …, "cmd": "<command>", …arguments}`; the envelope (`id`, and that
+//! `cmd` is a string) is checked by `protocol::parse_request`, which then hands the rest of the
+//! object to [`RequestCmd::from_fields`]. Argument errors name the field ([`ArgError`]): a
+//! serde error would say "invalid type: integer `5`, expected a string" and not where.
+//!
+//! Owns the JSON shape of every request. Must not: know how a request is answered, or accept a
+//! field it does not know (a typo such as `"contaner"` must not silently widen an operator
+//! action to a whole pod).
+//!
+//! A new command: a variant here (arguments as fields, each with one of the [`arg`]
+//! functions), its name in `name()` and in `protocol::COMMANDS`, and a sample in the wire
+//! reference's `request_samples`.
+
+use serde::de::{self, Deserializer, IntoDeserializer, Visitor};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// A request's command and arguments. `null` for an optional field is the same as leaving it
+/// out; an unknown field is refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "cmd", rename_all = "lowercase", deny_unknown_fields)]
+pub enum RequestCmd {
+    /// All pods, or one.
+    Status {
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "arg::opt_pod"
+        )]
+        pod: Option<String>,
+    },
+    Describe {
+        #[serde(deserialize_with = "arg::pod")]
+        pod: String,
+    },
+    Events {
+        #[serde(default, deserialize_with = "arg::follow")]
+        follow: bool,
+    },
+    Logs {
+        #[serde(deserialize_with = "arg::pod")]
+        pod: String,
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "arg::container"
+        )]
+        container: Option<String>,
+        #[serde(default, deserialize_with = "arg::follow")]
+        follow: bool,
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "arg::tail"
+        )]
+        tail: Option<usize>,
+        #[serde(default, deserialize_with = "arg::previous")]
+        previous: bool,
+    },
+    Start {
+        #[serde(deserialize_with = "arg::pod")]
+        pod: String,
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "arg::container"
+        )]
+        container: Option<String>,
+    },
+    Stop {
+        #[serde(deserialize_with = "arg::pod")]
+        pod: String,
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "arg::container"
+        )]
+        container: Option<String>,
+    },
+    Restart {
+        #[serde(deserialize_with = "arg::pod")]
+        pod: String,
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "arg::container"
+        )]
+        container: Option<String>,
+    },
+    Reload,
+    Shutdown,
+    Version,
+}
+
+impl RequestCmd {
+    /// Whether the command changes something (and so needs an admin peer).
+    pub fn is_mutating(&self) -> bool {
+        matches!(
+            self,
+            RequestCmd::Start { .. }
+                | RequestCmd::Stop { .. }
+                | RequestCmd::Restart { .. }
+                | RequestCmd::Reload
+                | RequestCmd::Shutdown
+        )
+    }
+
+    /// The wire name (`"status"`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            RequestCmd::Status { .. } => "status",
+            RequestCmd::Describe { .. } => "describe",
+            RequestCmd::Events { .. } => "events",
+            RequestCmd::Logs { .. } => "logs",
+            RequestCmd::Start { .. } => "start",
+            RequestCmd::Stop { .. } => "stop",
+            RequestCmd::Restart { .. } => "restart",
+            RequestCmd::Reload => "reload",
+            RequestCmd::Shutdown => "shutdown",
+            RequestCmd::Version => "version",
+        }
+    }
+
+    /// The request as a JSON object (what the client sends), without `id`.
+    pub fn to_json(&self) -> Map<String, Value> {
+        match serde_json::to_value(self) {
+            Ok(Value::Object(m)) => m,
+            // A tagged enum of strings, numbers and booleans always serializes to an object.
+            other => unreachable!("a request serialized to {other:?}"),
+        }
+    }
+
+    /// Reads a request object's fields (`cmd` and the arguments, without `id`).
+    pub fn from_fields(fields: Map<String, Value>) -> Result<RequestCmd, ArgError> {
+        // A command without arguments is a unit variant, which serde lets take any field:
+        // refuse them here as every other command does.
+        let extra = fields.keys().find(|k| *k != "cmd").cloned();
+        let de = de::value::MapDeserializer::new(fields.into_iter().map(|(k, v)| (k, Json(v))));
+        let cmd = RequestCmd::deserialize(de)?;
+        match (cmd.takes_arguments(), extra) {
+            (false, Some(field)) => Err(ArgError::UnknownField(field)),
+            _ => Ok(cmd),
+        }
+    }
+
+    fn takes_arguments(&self) -> bool {
+        !matches!(
+            self,
+            RequestCmd::Reload | RequestCmd::Shutdown | RequestCmd::Version
+        )
+    }
+}
+
+/// Why a request's fields were refused; `protocol` turns it into the error reply, naming the
+/// command.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArgError {
+    /// `cmd` names no command.
+    #[error("unknown command {0:?}")]
+    UnknownCommand(String),
+    /// A required field is absent (or `null`).
+    #[error("missing field {0:?}")]
+    MissingField(&'static str),
+    /// A field the command does not take.
+    #[error("unknown field {0:?}")]
+    UnknownField(String),
+    /// A field's value is wrong; the message names the field.
+    #[error("{0}")]
+    BadValue(String),
+}
+
+impl de::Error for ArgError {
+    fn custom<T: std::fmt::Display>(msg: T) -> ArgError {
+        ArgError::BadValue(msg.to_string())
+    }
+
+    fn missing_field(field: &'static str) -> ArgError {
+        ArgError::MissingField(field)
+    }
+
+    fn unknown_field(field: &str, _expected: &'static [&'static str]) -> ArgError {
+        ArgError::UnknownField(field.to_string())
+    }
+
+    fn unknown_variant(variant: &str, _expected: &'static [&'static str]) -> ArgError {
+        ArgError::UnknownCommand(variant.to_string())
+    }
+}
+
+/// A JSON value as a deserializer whose errors are [`ArgError`]s, so that serde's own
+/// missing / unknown field and unknown variant reports arrive typed.
+struct Json(Value);
+
+impl<'de> Deserializer<'de> for Json {
+    type Error = ArgError;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, ArgError> {
+        // Scalars are visited here, so that what the visitor refuses (an unknown `cmd`) comes
+        // back as an `ArgError`; numbers and containers go through serde_json.
+        match self.0 {
+            Value::Null => visitor.visit_unit(),
+            Value::Bool(b) => visitor.visit_bool(b),
+            Value::String(s) => visitor.visit_string(s),
+            other => other
+                .deserialize_any(visitor)
+                .map_err(|e| ArgError::BadValue(e.to_string())),
+        }
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        option unit unit_struct newtype_struct seq tuple tuple_struct map struct enum
+        identifier ignored_any
+    }
+}
+
+impl IntoDeserializer<'_, ArgError> for Json {
+    type Deserializer = Json;
+
+    fn into_deserializer(self) -> Json {
+        self
+    }
+}
+
+/// The JSON type of `v`, for messages.
+pub fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The argument readers: one function per field, so each error names its field.
+mod arg {
+    use serde::de::{Deserialize, Deserializer, Error};
+    use serde_json::Value;
+
+    use super::type_name;
+
+    /// A non-empty string; `None` for `null` (serde's default covers an absent field).
+    fn opt_text<'de, D: Deserializer<'de>>(
+        d: D,
+        field: &'static str,
+    ) -> Result<Option<String>, D::Error> {
+        match Value::deserialize(d)? {
+            Value::Null => Ok(None),
+            Value::String(s) if s.is_empty() => Err(D::Error::custom(format!(
+                "field \"{field}\" must not be empty"
+            ))),
+            Value::String(s) => Ok(Some(s)),
+            other => Err(D::Error::custom(format!(
+                "field \"{field}\" must be a string, got {}",
+                type_name(&other)
+            ))),
+        }
+    }
+
+    /// A required non-empty string: `null` counts as missing.
+    fn text<'de, D: Deserializer<'de>>(d: D, field: &'static str) -> Result<String, D::Error> {
+        opt_text(d, field)?.ok_or_else(|| D::Error::missing_field(field))
+    }
+
+    /// A boolean; `null` is false.
+    fn flag<'de, D: Deserializer<'de>>(d: D, field: &'static str) -> Result<bool, D::Error> {
+        match Value::deserialize(d)? {
+            Value::Null => Ok(false),
+            Value::Bool(b) => Ok(b),
+            other => Err(D::Error::custom(format!(
+                "field \"{field}\" must be a boolean, got {}",
+                type_name(&other)
+            ))),
+        }
+    }
+
+    /// A non-negative integer; `null` is none.
+    fn count<'de, D: Deserializer<'de>>(
+        d: D,
+        field: &'static str,
+    ) -> Result<Option<usize>, D::Error> {
+        match Value::deserialize(d)? {
+            Value::Null => Ok(None),
+            Value::Number(n) => match n.as_u64().and_then(|n| usize::try_from(n).ok()) {
+                Some(n) => Ok(Some(n)),
+                None => Err(D::Error::custom(format!(
+                    "field \"{field}\" must be a non-negative integer, got {n}"
+                ))),
+            },
+            other => Err(D::Error::custom(format!(
+                "field \"{field}\" must be a non-negative integer, got {}",
+                type_name(&other)
+            ))),
+        }
+    }
+
+    pub fn pod<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+        text(d, "pod")
+    }
+
+    pub fn opt_pod<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        opt_text(d, "pod")
+    }
+
+    pub fn container<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        opt_text(d, "container")
+    }
+
+    pub fn follow<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+        flag(d, "follow")
+    }
+
+    pub fn previous<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+        flag(d, "previous")
+    }
+
+    pub fn tail<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+        count(d, "tail")
+    }
+}
