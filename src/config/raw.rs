@@ -59,6 +59,7 @@ pub(crate) struct RawSupervisor {
     pub max_connections_per_uid: Option<S<i64>>,
     pub client_idle_timeout_seconds: Option<S<f64>>,
     pub client_fd_percent: Option<S<i64>>,
+    pub on_restart: Option<S<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

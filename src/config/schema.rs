@@ -72,6 +72,7 @@ pub(crate) const SUPERVISOR: &[Field] = &[
     f("max_connections_per_uid", Kind::Int),
     f("client_idle_timeout_seconds", Kind::Num),
     f("client_fd_percent", Kind::Int),
+    f("on_restart", Kind::Str),
 ];
 
 pub(crate) const EXEC: &[Field] = &[f("command", Kind::StrArray)];

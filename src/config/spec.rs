@@ -50,6 +50,9 @@ pub struct SupervisorSpec {
     pub client_idle_timeout: Duration,
     /// Share of `RLIMIT_NOFILE` (percent) control connections may hold together.
     pub client_fd_percent: u32,
+    /// What a vigil started after another died without a clean shutdown does with the
+    /// containers that one left running (docs/behaviour.md, "After a crash of vigil").
+    pub on_restart: OnRestart,
 }
 
 impl Default for SupervisorSpec {
@@ -72,6 +75,28 @@ impl Default for SupervisorSpec {
             max_connections_per_uid: 32,
             client_idle_timeout: Duration::from_secs(60),
             client_fd_percent: 50,
+            on_restart: OnRestart::Adopt,
+        }
+    }
+}
+
+/// `supervisor.on_restart`: containers found running at start, left by an earlier vigil that
+/// died without a clean shutdown (`kill -9`, the OOM killer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnRestart {
+    /// Keep each one whose definition is unchanged running and supervise it again (kubelet
+    /// style: a kubelet restart leaves running pods alone).
+    #[default]
+    Adopt,
+    /// Kill them all and start every container afresh.
+    Replace,
+}
+
+impl OnRestart {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnRestart::Adopt => "adopt",
+            OnRestart::Replace => "replace",
         }
     }
 }

@@ -21,8 +21,8 @@ use super::raw::{
 use super::schema::join;
 use super::spec::{
     Backoff, CgroupRoot, Config, ContainerSpec, Dependency, DependencyCondition, Hook, HttpScheme,
-    Lifecycle, PodSpec, ProbeAction, ProbeKind, ProbeSpec, Resources, RestartPolicy, Rlimit,
-    SupervisorSpec, TerminationMessagePolicy, TlsSpec,
+    Lifecycle, OnRestart, PodSpec, ProbeAction, ProbeKind, ProbeSpec, Resources, RestartPolicy,
+    Rlimit, SupervisorSpec, TerminationMessagePolicy, TlsSpec,
 };
 use super::values;
 
@@ -361,6 +361,17 @@ impl V<'_> {
             && let Some(n) = self.int(v, &join(p, "client_fd_percent"), 1, 90)
         {
             spec.client_fd_percent = n as u32;
+        }
+        if let Some(v) = &s.on_restart {
+            match v.get_ref().as_str() {
+                "adopt" => spec.on_restart = OnRestart::Adopt,
+                "replace" => spec.on_restart = OnRestart::Replace,
+                other => self.err(
+                    span(v),
+                    &join(p, "on_restart"),
+                    format!("invalid on_restart {other:?}; expected \"adopt\" or \"replace\""),
+                ),
+            }
         }
         if let Some(v) = &s.oom_score_adj {
             let field = join(p, "oom_score_adj");

@@ -188,6 +188,7 @@ wire_names!(TerminationReason {
     Stopped => "Stopped",
     RestartLimitExceeded => "RestartLimitExceeded",
     FailedPostStartHook => "FailedPostStartHook",
+    ContainerStatusUnknown => "ContainerStatusUnknown",
 });
 wire_names!(ProbeKind {
     Startup => "startup",

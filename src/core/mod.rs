@@ -60,6 +60,9 @@ pub struct ExitInfo {
     /// When present and not empty it is `terminated.message` (kubelet
     /// `kuberuntime_container.go` getTerminationMessage), in place of vigil's explanation.
     pub termination_message: Option<String>,
+    /// The process was not vigil's child (a run adopted from an earlier vigil): `code` and
+    /// `signal` are unknown, and the run ends as `ContainerStatusUnknown`.
+    pub status_unknown: bool,
 }
 
 /// Outcome of one probe attempt. Target failures are outcomes, not errors.

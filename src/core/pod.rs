@@ -43,6 +43,10 @@ pub(super) const MSG_SHUTDOWN: &str = "supervisor shutting down";
 pub(super) const MSG_MAIN_FINISHED: &str = "the pod's containers have finished";
 /// Why `kill_now` SIGKILLs: a second stop signal, or the supervisor's shutdown timeout.
 pub(super) const KILL_FORCED: &str = "forced shutdown";
+/// The message of a run adopted from an earlier vigil that ended on its own.
+pub(super) const MSG_STATUS_UNKNOWN: &str = "the container was adopted from an earlier vigil and is not its child: its exit status is unknown";
+/// The exit code of such a run (kubelet `TerminatePod`: 137).
+pub(super) const EXIT_CODE_UNKNOWN: i32 = 137;
 pub(super) const KILL_SHUTDOWN_TIMEOUT: &str = "still running at the shutdown timeout";
 
 /// Why vigil is stopping a running container.
@@ -240,6 +244,7 @@ fn termination(
     now: Time,
 ) -> Terminated {
     let exit_code = match (exit.code, exit.signal) {
+        _ if exit.status_unknown => EXIT_CODE_UNKNOWN,
         (Some(c), _) => c,
         (None, Some(s)) => 128 + s,
         (None, None) => -1,
@@ -258,6 +263,10 @@ fn termination(
         Some(StopCause::PostStartHook { message }) => {
             (TerminationReason::FailedPostStartHook, message.clone())
         }
+        None if exit.status_unknown => (
+            TerminationReason::ContainerStatusUnknown,
+            MSG_STATUS_UNKNOWN.to_string(),
+        ),
         None if oom => {
             let message = match (exit.memory_max, exit.memory_peak) {
                 (Some(max), Some(peak)) => format!(
@@ -284,6 +293,9 @@ fn termination(
     };
     let message = match &exit.termination_message {
         Some(m) if !m.is_empty() => m.clone(),
+        _ if exit.status_unknown && cause.is_some() => {
+            format!("{message}; its exit status is unknown (adopted from an earlier vigil)")
+        }
         _ => message,
     };
     Terminated {
@@ -549,6 +561,52 @@ impl Slot {
         } else if let Some(cause) = pending {
             self.begin_stop(cause, pod, out);
         }
+    }
+
+    /// Takes in a process an earlier vigil started and left running as this slot's run, as if
+    /// it had just been spawned — but without a spawn, a `Started` event or a `post_start`
+    /// hook (it ran back then): an `Adopted` event, its restart count as recorded, probes
+    /// from now. Only a slot whose first run is about to start (its `Spawn` still queued, or
+    /// not started yet) can adopt; the queued `Spawn` is the caller's to drop. Returns the
+    /// run's generation.
+    pub(super) fn adopt(
+        &mut self,
+        pid: u32,
+        started_at: Time,
+        restart_count: u32,
+        pod: &str,
+        out: &mut Out,
+    ) -> Option<Generation> {
+        match self.state {
+            SlotState::Creating {
+                pending: None,
+                force_kill: false,
+            } if self.runs == 1 => {}
+            SlotState::NotStarted { .. } if self.runs == 0 => {
+                self.generation += 1;
+                self.runs = 1;
+            }
+            _ => return None,
+        }
+        self.restart_count = restart_count;
+        self.state = SlotState::Running {
+            pid,
+            started_at,
+            stopping: None,
+        };
+        let name = self.spec.name.clone();
+        out.event(
+            EventType::Normal,
+            "Adopted",
+            pod,
+            &name,
+            format!(
+                "Adopted container {name} (pid {pid}) left running by an earlier vigil; its \
+                 output until now was not captured and its exit status will be unknown"
+            ),
+        );
+        self.post_start_done(out);
+        Some(self.generation)
     }
 
     /// The run is under way (post-start hook returned, or none): probes begin.

@@ -67,6 +67,11 @@ pub enum TerminationReason {
     RestartLimitExceeded,
     /// The `post_start` hook failed and the container was killed (always a failure).
     FailedPostStartHook,
+    /// A run adopted from an earlier vigil ended: it is not vigil's child, so its exit status
+    /// cannot be known. Like the kubelet (`pkg/kubelet/status/status_manager.go`
+    /// `TerminatePod`: "because we do not know whether the container was successful, always
+    /// report an error"), exit code 137 and a failure for the restart policy.
+    ContainerStatusUnknown,
 }
 
 impl TerminationReason {
@@ -81,6 +86,7 @@ impl TerminationReason {
             TerminationReason::Stopped => "Stopped",
             TerminationReason::RestartLimitExceeded => "RestartLimitExceeded",
             TerminationReason::FailedPostStartHook => "FailedPostStartHook",
+            TerminationReason::ContainerStatusUnknown => "ContainerStatusUnknown",
         }
     }
 }

@@ -302,6 +302,50 @@ impl Supervisor {
             .map(|s| s.key)
     }
 
+    /// The restart count of `key`'s container (recorded by the runtime so that a vigil
+    /// restarted after a crash can adopt the container with it).
+    pub fn restart_count(&self, key: ContainerKey) -> Option<u32> {
+        let loc = self.locate(key)?;
+        let pod = &self.pods[loc.pod];
+        let slot = if loc.init {
+            &pod.init[loc.index]
+        } else {
+            &pod.main[loc.index]
+        };
+        Some(slot.restart_count)
+    }
+
+    /// Takes a container an earlier vigil left running (found by the runtime at start, its
+    /// definition unchanged) in as Running with `pid`, started at `started_at`, with the
+    /// restart count that vigil recorded; no spawn happens and the `Spawn` queued for it is
+    /// dropped. Only before the container's first run here began (call it right after
+    /// [`Supervisor::new`], before draining actions), only for a regular container of a pod
+    /// without init containers (their order cannot be re-established), and not during a
+    /// shutdown. Returns the run's generation, or `None` when it cannot be adopted (the
+    /// caller then kills it; the container starts as usual).
+    pub fn adopt(
+        &mut self,
+        now: Time,
+        key: ContainerKey,
+        pid: u32,
+        started_at: Time,
+        restart_count: u32,
+    ) -> Option<Generation> {
+        let loc = self.locate(key)?;
+        if loc.init || self.shutdown.is_some() || !self.pods[loc.pod].init.is_empty() {
+            return None;
+        }
+        let (pods, mut out) = self.split(now);
+        let pod = &mut pods[loc.pod];
+        let name = pod.spec.name.clone();
+        let generation =
+            pod.main[loc.index].adopt(pid, started_at, restart_count, &name, &mut out)?;
+        self.actions
+            .retain(|a| !matches!(a, Action::Spawn { key: k, .. } if *k == key));
+        self.refresh_touched(now, Some(&[loc.pod]));
+        Some(generation)
+    }
+
     /// Apply an operator command; `Ok(message)` is a short human summary.
     pub fn command(&mut self, now: Time, command: Command) -> Result<String, CommandError> {
         let result = match command {

@@ -10,7 +10,8 @@
 //! `client_idle_timeout_seconds`, `client_fd_percent` (new connections, the next sweep),
 //! `shutdown_timeout_seconds` (the core reads it at the next shutdown), `log_buffer_bytes`
 //! (each container's next run), `log_max_file_bytes` and `log_max_files` (the next write),
-//! `log_forward` (forwarding starts or stops), `oom_score_adj` to a number (written at once).
+//! `log_forward` (forwarding starts or stops), `oom_score_adj` to a number (written at once),
+//! `on_restart` (only read when vigil starts: kept for the next start).
 //! Restart: `socket` (clients and units know the old path), `cgroup_root` and `cgroup_name`
 //! (running containers live in the old tree), `log_dir` (open files of running containers
 //! stay where they are), `oom_score_adj` back to `"inherit"`.
@@ -119,6 +120,8 @@ pub fn plan(old: &SupervisorSpec, new: &SupervisorSpec) -> Result<Plan, RestartN
         "shutdown_timeout_seconds",
         true,
     );
+    // Only read when vigil starts: the new value is simply kept for the next start.
+    key(old.on_restart != new.on_restart, "on_restart", true);
     // A value is written at once; back to "inherit" would need the value vigil started with.
     key(
         old.oom_score_adj != new.oom_score_adj,

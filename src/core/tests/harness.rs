@@ -113,6 +113,34 @@ impl H {
         h
     }
 
+    /// A supervisor for `cfg` that adopts `(pod, container, pid, started secs before t0,
+    /// restart count)` before its first actions are drained, as the runtime does after a
+    /// crash of vigil; returns which adoptions were accepted.
+    pub fn adopting(cfg: Config, adopt: &[(&str, &str, u32, f64, u32)]) -> (H, Vec<bool>) {
+        let t0 = Instant::now() + secs(3600.0);
+        let mut sup = Supervisor::new(&cfg, t0);
+        let mut gens = HashMap::new();
+        let mut accepted = Vec::new();
+        for &(pod, c, pid, ago, restarts) in adopt {
+            let key = sup.container_key(pod, c).expect("container exists");
+            let g = sup.adopt(t0, key, pid, t0 - secs(ago), restarts);
+            if let Some(g) = g {
+                gens.insert(key, g);
+            }
+            accepted.push(g.is_some());
+        }
+        let mut h = H {
+            sup,
+            t0,
+            now: t0,
+            pending: Vec::new(),
+            gens,
+            next_pid: 1000,
+        };
+        h.drain();
+        (h, accepted)
+    }
+
     /// Seconds since t0.
     pub fn t(&self) -> f64 {
         (self.now - self.t0).as_secs_f64()

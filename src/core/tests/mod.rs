@@ -1,6 +1,7 @@
 //! Virtual-time tests of the core: time is `t0 + offset`, and the harness jumps straight to
 //! `poll_timeout()`, so minutes of back-off run in microseconds. Files by topic.
 
+mod adopt;
 mod backoff;
 mod grace;
 mod harness;

@@ -1,0 +1,144 @@
+//! Adopting a container an earlier vigil left running (issue 17.4): it is Running at once with
+//! the recorded pid, start time and restart count and is not spawned again; its end has an
+//! unknown status (`ContainerStatusUnknown`, exit code 137, a failure) and the restart policy
+//! applies; probes run against it; a stop works on it.
+
+use super::harness::*;
+use crate::config::spec::*;
+use crate::core::*;
+
+fn two() -> Config {
+    config(vec![pod("web", vec![container("app"), container("side")])])
+}
+
+#[test]
+fn an_adopted_container_is_running_with_its_pid_start_and_restart_count_and_is_not_spawned() {
+    let (mut h, ok) = H::adopting(two(), &[("web", "app", 4242, 30.0, 5)]);
+    assert_eq!(ok, vec![true]);
+    let actions = h.take();
+    let app = h.key("web", "app");
+    let side = h.key("web", "side");
+    assert!(!has_spawn(&actions, app), "{actions:?}");
+    assert!(
+        has_spawn(&actions, side),
+        "the other container starts as usual"
+    );
+    let st = h.status("web", "app");
+    assert_eq!(st.pid, Some(4242));
+    assert_eq!(st.restart_count, 5);
+    match st.state {
+        ContainerState::Running { started_at, .. } => assert_eq!(started_at, h.t0 - secs(30.0)),
+        other => panic!("{other:?}"),
+    }
+    let ev = h.event("Adopted").expect("an Adopted event");
+    assert!(ev.message.contains("pid 4242"), "{}", ev.message);
+    assert!(
+        h.event("Started").is_none(),
+        "no Started for an adopted run"
+    );
+}
+
+#[test]
+fn an_adopted_container_that_ends_is_reported_status_unknown_and_restarted_by_policy() {
+    let (mut h, _) = H::adopting(two(), &[("web", "app", 4242, 30.0, 2)]);
+    h.ack_spawns();
+    h.exit_info(
+        "web",
+        "app",
+        ExitInfo {
+            status_unknown: true,
+            ..ExitInfo::default()
+        },
+    );
+    let st = h.status("web", "app");
+    let last = st.last_state.clone().or_else(|| h.terminated("web", "app"));
+    let t = last.expect("the adopted run's end is recorded");
+    assert_eq!(t.reason, TerminationReason::ContainerStatusUnknown);
+    assert_eq!(t.exit_code, 137);
+    assert_eq!(t.started_at, Some(h.t0 - secs(30.0)));
+    // Always: a failure, restarted (after the back-off's first delay).
+    h.advance_to(60.0);
+    let actions = h.take();
+    assert!(has_spawn(&actions, h.key("web", "app")), "{actions:?}");
+    assert_eq!(
+        h.status("web", "app").restart_count,
+        3,
+        "the recorded count goes on"
+    );
+}
+
+#[test]
+fn under_on_failure_an_unknown_end_is_a_failure_and_restarts() {
+    let mut cfg = config(vec![pod(
+        "job",
+        vec![with_policy(container("c"), RestartPolicy::OnFailure)],
+    )]);
+    cfg.pods[0].containers[0].backoff.initial = secs(0.0);
+    let (mut h, _) = H::adopting(cfg, &[("job", "c", 77, 1.0, 0)]);
+    h.exit_info(
+        "job",
+        "c",
+        ExitInfo {
+            status_unknown: true,
+            ..ExitInfo::default()
+        },
+    );
+    let actions = h.take();
+    assert!(has_spawn(&actions, h.key("job", "c")), "{actions:?}");
+}
+
+#[test]
+fn a_stop_of_an_adopted_container_signals_it_and_its_end_is_stopped_with_an_unknown_status() {
+    let (mut h, _) = H::adopting(two(), &[("web", "app", 4242, 30.0, 0)]);
+    h.ack_spawns();
+    h.take();
+    h.cmd(Command::Stop {
+        pod: "web".into(),
+        container: Some("app".into()),
+    })
+    .unwrap();
+    let actions = h.take();
+    assert!(has_signal(&actions, h.key("web", "app")), "{actions:?}");
+    h.exit_info(
+        "web",
+        "app",
+        ExitInfo {
+            status_unknown: true,
+            ..ExitInfo::default()
+        },
+    );
+    let t = h.terminated("web", "app").expect("stopped");
+    assert_eq!(t.reason, TerminationReason::Stopped);
+    assert!(t.message.contains("unknown"), "{}", t.message);
+    h.advance_to(100.0);
+    assert!(h.terminated("web", "app").is_some(), "a stop is not undone");
+}
+
+#[test]
+fn probes_run_against_an_adopted_container() {
+    let mut c = container("app");
+    c.liveness_probe = Some(probe(1.0));
+    let (mut h, _) = H::adopting(
+        config(vec![pod("web", vec![c])]),
+        &[("web", "app", 9, 5.0, 0)],
+    );
+    h.take();
+    h.advance_to(3.0);
+    assert!(!h.probe_starts().is_empty(), "liveness probes start");
+}
+
+#[test]
+fn init_containers_or_a_second_adoption_refuse_adoption() {
+    let mut p = pod("web", vec![container("app")]);
+    p.init_containers = vec![with_policy(container("setup"), RestartPolicy::Never)];
+    let (_, ok) = H::adopting(
+        config(vec![p, pod("db", vec![container("pg")])]),
+        &[
+            ("web", "app", 10, 1.0, 0),
+            ("web", "setup", 11, 1.0, 0),
+            ("db", "pg", 12, 1.0, 0),
+            ("db", "pg", 13, 1.0, 0),
+        ],
+    );
+    assert_eq!(ok, vec![false, false, true, false]);
+}
