@@ -562,6 +562,7 @@ impl World {
                     memory_max: (kind & 8 == 8).then_some(1 << 20),
                     memory_peak: None,
                     termination_message: (kind & 2 == 2).then(|| "done".to_string()),
+                    status_unknown: false,
                 };
                 self.exit_run(run, exit);
             }

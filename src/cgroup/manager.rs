@@ -375,6 +375,13 @@ impl Manager {
     /// previous vigil. Waits (bounded) for each to empty. Returns what was removed; failures
     /// are logged and the path is left.
     pub fn sweep_stale(&self) -> Vec<PathBuf> {
+        self.sweep_stale_except(&[])
+    }
+
+    /// [`Manager::sweep_stale`], except the container cgroups in `keep` (adopted from an
+    /// earlier vigil): their pod directories stay, and only what is below them (an exec
+    /// probe's cgroup left in flight) goes.
+    pub fn sweep_stale_except(&self, keep: &[PathBuf]) -> Vec<PathBuf> {
         let mut cleaned = Vec::new();
         let dirs = match self.pod_dirs() {
             Ok(d) => d,
@@ -383,13 +390,60 @@ impl Manager {
                 return cleaned;
             }
         };
+        let mut sweep = |dir: PathBuf| match kill_and_remove(&dir, LEFTOVER_WAIT) {
+            Ok(()) => cleaned.push(dir),
+            Err(e) => warn!("leftover cgroup not cleaned: {e}"),
+        };
         for dir in dirs {
-            match kill_and_remove(&dir, LEFTOVER_WAIT) {
-                Ok(()) => cleaned.push(dir),
-                Err(e) => warn!("leftover cgroup not cleaned: {e}"),
+            if !keep.iter().any(|k| k.starts_with(&dir)) {
+                sweep(dir);
+                continue;
+            }
+            for child in sub_dirs(&dir).unwrap_or_default() {
+                if keep.contains(&child) {
+                    for below in sub_dirs(&child).unwrap_or_default() {
+                        sweep(below);
+                    }
+                } else {
+                    sweep(child);
+                }
             }
         }
         cleaned
+    }
+
+    /// The container cgroups an earlier vigil left with processes in them:
+    /// `(pod, container, path, pids directly in it)`, for adoption at start.
+    pub fn populated_containers(&self) -> Vec<(String, String, PathBuf, Vec<i32>)> {
+        let mut out = Vec::new();
+        for pod_dir in self.pod_dirs().unwrap_or_default() {
+            let Some(pod) = pod_dir.file_name().and_then(|n| n.to_str()) else {
+                continue;
+            };
+            for dir in sub_dirs(&pod_dir).unwrap_or_default() {
+                let Some(container) = dir.file_name().and_then(|n| n.to_str()) else {
+                    continue;
+                };
+                let pids = read_procs(&dir).unwrap_or_default();
+                if !pids.is_empty() {
+                    out.push((pod.to_string(), container.to_string(), dir.clone(), pids));
+                }
+            }
+        }
+        out
+    }
+
+    /// Opens the existing cgroup of `pod/container` (left by an earlier vigil, adopted) as a
+    /// run's: nothing is created, killed or limited (the definition is unchanged, so are its
+    /// limits); the OOM baseline is the counters now.
+    pub fn open_container(
+        &self,
+        pod: &str,
+        container: &str,
+    ) -> Result<ContainerCgroup, CgroupError> {
+        check_name(pod)?;
+        check_name(container)?;
+        ContainerCgroup::open(&self.root.join(pod).join(container), None)
     }
 
     /// Creates `<root>/<pod>` (if needed, with controllers enabled) and a fresh

@@ -929,6 +929,32 @@ fn supervisor_values_are_checked() {
 }
 
 #[test]
+fn on_restart_is_adopt_by_default_and_must_be_adopt_or_replace() {
+    let ok = |text: &str| {
+        load_str(text, Path::new("t.toml"))
+            .expect("valid")
+            .supervisor
+            .on_restart
+    };
+    assert_eq!(ok(""), OnRestart::Adopt);
+    assert_eq!(
+        ok("[supervisor]\non_restart = \"replace\"\n"),
+        OnRestart::Replace
+    );
+    assert_eq!(
+        ok("[supervisor]\non_restart = \"adopt\"\n"),
+        OnRestart::Adopt
+    );
+    let errs = errors("[supervisor]\non_restart = \"kill\"\n");
+    assert_eq!(errs.len(), 1, "{errs:#?}");
+    assert_has(
+        &errs[0],
+        "2:14: supervisor.on_restart: ",
+        "invalid on_restart \"kill\"; expected \"adopt\" or \"replace\"",
+    );
+}
+
+#[test]
 fn supervisor_defaults_and_values() {
     let c = ok("");
     assert_eq!(c.supervisor, SupervisorSpec::default());

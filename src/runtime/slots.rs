@@ -17,6 +17,8 @@ pub struct Slot {
     pub pod: String,
     pub name: String,
     pub spec: Arc<ContainerSpec>,
+    /// `statefile::spec_hash` of `spec` (recorded at each spawn, for adoption after a crash).
+    pub spec_hash: u64,
     /// Ring buffer (current and previous run), optional log file, forwarder source name.
     pub log: ContainerLog,
     pub run: Option<Run>,

@@ -1,10 +1,16 @@
-//! Without cgroups (`cgroup_root = "none"`, or no cgroup privileges): knowing which processes
-//! are vigil's, across a `kill -9` of vigil and a restart, and killing a container's leftovers.
+//! Knowing which processes are vigil's across a `kill -9` of vigil and a restart: which
+//! container main processes run (with or without cgroups, for adoption: issue 17.4) and,
+//! without cgroups (`cgroup_root = "none"`, or no cgroup privileges), every process a container
+//! left, so that they can be killed.
 //!
 //! Owns: the state file next to the control socket (`<socket>.state`, mode 0600), one line per
 //! process vigil is responsible for — `PID STARTTIME LABEL`, where STARTTIME is field 22 of
 //! `/proc/PID/stat` (proc(5): clock ticks since boot), so a recycled pid is never mistaken for
-//! one of ours — and the scans that fill it: every [`SCAN_INTERVAL`] the process table is read
+//! one of ours; a container's main process has two more fields, `SPEC RESTARTS`: the hash of
+//! its container definition ([`spec_hash`]) and its restart count, what a vigil restarted
+//! after a crash needs to adopt it (an older file without them means "replace"). With cgroups
+//! only the main processes are recorded (the cgroups hold the rest); without, the scans fill
+//! in the rest: every [`SCAN_INTERVAL`] the process table is read
 //! once and, for each running container, its descendants and the members of its session are
 //! recorded (a `setsid` child leaves the session but stays a descendant until its parent dies);
 //! processes re-parented to vigil (it is a child subreaper, prctl(2)) that no scan attributed
@@ -17,6 +23,9 @@
 //! middle process exits within the scan interval — is re-parented to vigil and recorded as an
 //! unattributed orphan: it is killed when vigil shuts down, or by the next vigil after a
 //! `kill -9`, but not when its container ends or restarts.
+//!
+//! The file is written at most once per loop turn ([`Tracker::flush`]), through a temporary
+//! name and a rename, so a `kill -9` leaves either the old or the new text.
 //!
 //! Must not: signal a process whose start time it has not just verified, or block (the scan is
 //! bounded by [`MAX_SCAN`] processes).
@@ -32,6 +41,7 @@ use std::time::{Duration, Instant};
 
 use log::{info, warn};
 
+use crate::config::spec::ContainerSpec;
 use crate::core::ContainerKey;
 
 /// How often running containers' process trees are recorded.
@@ -88,31 +98,93 @@ pub struct Entry {
     pub start: u64,
     /// `pod/container`, or `orphan`.
     pub label: String,
+    /// For a container's main process: what adopting it needs.
+    pub main: Option<MainInfo>,
+}
+
+/// What the state file records about a container's main process beyond its identity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MainInfo {
+    /// [`spec_hash`] of the definition it was started from.
+    pub spec: u64,
+    pub restarts: u32,
+}
+
+/// A hash of a container's definition (FNV-1a over its debug form), to tell whether a
+/// container found running after a crash of vigil was started from the definition in the
+/// config now. Any change of any field changes it; so may a different build of vigil (the
+/// container is then replaced, never wrongly adopted).
+pub fn spec_hash(spec: &ContainerSpec) -> u64 {
+    let text = format!("{spec:?}");
+    text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 /// The state file's text.
 pub fn format(entries: &[Entry]) -> String {
-    let mut s =
-        String::from("# vigil: processes to kill if this vigil is gone (PID STARTTIME LABEL)\n");
+    let mut s = String::from(
+        "# vigil: processes to kill or adopt if this vigil is gone (PID STARTTIME LABEL [SPEC RESTARTS])\n",
+    );
     for e in entries {
-        s.push_str(&format!("{} {} {}\n", e.pid, e.start, e.label));
+        match e.main {
+            Some(m) => s.push_str(&format!(
+                "{} {} {} {:016x} {}\n",
+                e.pid, e.start, e.label, m.spec, m.restarts
+            )),
+            None => s.push_str(&format!("{} {} {}\n", e.pid, e.start, e.label)),
+        }
     }
     s
 }
 
-/// Reads the state file's text; lines that do not parse are skipped.
+/// Reads the state file's text; lines that do not parse are skipped (a main process whose
+/// extra fields do not parse is kept without them: it will be replaced, not adopted).
 pub fn parse(text: &str) -> Vec<Entry> {
     text.lines()
         .filter(|l| !l.starts_with('#'))
         .filter_map(|l| {
-            let mut it = l.splitn(3, ' ');
+            let mut it = l.split(' ');
+            let pid = it.next()?.parse().ok().filter(|p| *p > 1)?;
+            let start = it.next()?.parse().ok()?;
+            let label = it.next().unwrap_or("").to_string();
+            let main = match (it.next(), it.next(), it.next()) {
+                (Some(spec), Some(restarts), None) => {
+                    match (u64::from_str_radix(spec, 16), restarts.parse()) {
+                        (Ok(spec), Ok(restarts)) if label.contains('/') => {
+                            Some(MainInfo { spec, restarts })
+                        }
+                        _ => None,
+                    }
+                }
+                _ => None,
+            };
             Some(Entry {
-                pid: it.next()?.parse().ok().filter(|p| *p > 1)?,
-                start: it.next()?.parse().ok()?,
-                label: it.next().unwrap_or("").to_string(),
+                pid,
+                start,
+                label,
+                main,
             })
         })
         .collect()
+}
+
+/// How long ago a process that started `start` clock ticks after boot did so (proc(5): field
+/// 22 of `/proc/PID/stat` against the first field of `/proc/uptime`); `None` if unknown.
+pub fn age_of(start: u64) -> Option<Duration> {
+    let uptime: f64 = std::fs::read_to_string("/proc/uptime")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    // SAFETY: sysconf(3) takes a constant and returns a value; no memory is passed.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if ticks <= 0 {
+        return None;
+    }
+    let started = start as f64 / ticks as f64;
+    Some(Duration::from_secs_f64((uptime - started).max(0.0)))
 }
 
 /// The pids of `root`'s descendants and of its session's members, from one scan.
@@ -141,41 +213,63 @@ pub fn tree_of(root: u32, procs: &[(u32, ProcStat)]) -> Vec<(u32, u64)> {
     out
 }
 
-/// SIGKILLs `pid` if it is still the process that started at `start`; true if it was.
-pub fn kill_verified(pid: u32, start: u64) -> bool {
+/// A pidfd (pidfd_open(2)) on `pid` if it is still the live process that started at `start`:
+/// opened before the start time is checked, so it cannot refer to a process that recycled the
+/// pid. It becomes readable when that process exits (child or not), and signals sent through
+/// it ([`pidfd_signal`]) reach that process or none.
+pub fn pidfd_verified(pid: u32, start: u64) -> Option<OwnedFd> {
     if pid <= 1 || pid > i32::MAX as u32 {
-        return false;
+        return None;
     }
     // SAFETY: pidfd_open(2) takes a pid and flags and returns a new descriptor or -1; no
-    // memory is passed.
+    // memory is passed. PIDFD_NONBLOCK is not needed: the descriptor is only polled.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
     if fd < 0 {
-        return false;
+        return None;
     }
     // SAFETY: the syscall returned a fresh descriptor that nothing else owns.
     let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
     if read_stat(pid).is_none_or(|s| s.start != start || s.state == 'Z') {
-        return false;
+        return None;
     }
+    Some(fd)
+}
+
+/// pidfd_send_signal(2): `sig` to the process `fd` refers to.
+pub fn pidfd_signal(fd: &OwnedFd, sig: i32) -> std::io::Result<()> {
     // SAFETY: pidfd_send_signal(2) with a valid pidfd, a signal number, a null siginfo (as
     // kill(2) would fill it) and no flags.
     let rc = unsafe {
         libc::syscall(
             libc::SYS_pidfd_send_signal,
             fd.as_raw_fd(),
-            libc::SIGKILL,
+            sig,
             std::ptr::null::<libc::siginfo_t>(),
             0,
         )
     };
-    rc == 0
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
-/// The record of a vigil without cgroups (see the module docs).
+/// SIGKILLs `pid` if it is still the process that started at `start`; true if it was.
+pub fn kill_verified(pid: u32, start: u64) -> bool {
+    pidfd_verified(pid, start).is_some_and(|fd| pidfd_signal(&fd, libc::SIGKILL).is_ok())
+}
+
+/// The record of what vigil runs (see the module docs).
 #[derive(Debug)]
 pub struct Tracker {
     path: PathBuf,
     me: u32,
+    /// Without cgroups: scan process trees and kill leftovers. With cgroups: main processes
+    /// only, never a kill (the cgroups do that).
+    scans: bool,
+    /// Changed since the file was last written.
+    dirty: bool,
     mains: HashMap<ContainerKey, Entry>,
     seen: HashMap<ContainerKey, Vec<Entry>>,
     orphans: Vec<Entry>,
@@ -193,10 +287,13 @@ impl Tracker {
         PathBuf::from(s)
     }
 
-    pub fn new(socket: &Path) -> Tracker {
+    /// `scans`: vigil runs without cgroups (see [`Tracker::scans`]).
+    pub fn new(socket: &Path, scans: bool) -> Tracker {
         Tracker {
             path: Self::path_for(socket),
             me: std::process::id(),
+            scans,
+            dirty: false,
             mains: HashMap::new(),
             seen: HashMap::new(),
             orphans: Vec::new(),
@@ -206,18 +303,23 @@ impl Tracker {
         }
     }
 
-    /// Kills what an earlier vigil recorded and is still alive (verified by start time), and
-    /// for each container main process every member of its session; logs each one.
-    pub fn recover(&mut self) {
-        let Ok(text) = std::fs::read_to_string(&self.path) else {
-            return;
-        };
-        let entries = parse(&text);
+    /// What an earlier vigil recorded (nothing if there is no file).
+    pub fn previous(&self) -> Vec<Entry> {
+        std::fs::read_to_string(&self.path)
+            .map(|t| parse(&t))
+            .unwrap_or_default()
+    }
+
+    /// Without cgroups: kills what an earlier vigil recorded and is still alive (verified by
+    /// start time), and for each container main process every member of its session — except
+    /// the containers labelled in `kept` (adopted: their main process and what it started);
+    /// logs each one.
+    pub fn kill_leftovers(&mut self, entries: &[Entry], kept: &HashSet<String>) {
         let procs = scan();
         let mut killed = 0;
-        for e in &entries {
+        for e in entries {
             let alive = procs.iter().any(|(p, s)| *p == e.pid && s.start == e.start);
-            if !alive {
+            if !alive || kept.contains(&e.label) {
                 continue;
             }
             // The session of a main process that is still the same process.
@@ -245,11 +347,12 @@ impl Tracker {
                 self.path.display()
             );
         }
-        self.save();
+        self.dirty = true;
     }
 
-    /// A container's main process started.
-    pub fn started(&mut self, key: ContainerKey, label: &str, pid: u32) {
+    /// A container's main process started (or was adopted): `main` is what a restarted vigil
+    /// needs to adopt it.
+    pub fn started(&mut self, key: ContainerKey, label: &str, pid: u32, main: MainInfo) {
         let Some(st) = read_stat(pid) else {
             return;
         };
@@ -259,16 +362,21 @@ impl Tracker {
                 pid,
                 start: st.start,
                 label: label.to_string(),
+                main: Some(main),
             },
         );
         self.seen.remove(&key);
-        self.save();
+        self.dirty = true;
     }
 
     /// A container's main process was reaped: kill what scans saw of its tree and the rest of
-    /// its session (the process group is killed by the caller).
+    /// its session (the process group is killed by the caller). With cgroups: forget it.
     pub fn ended(&mut self, key: ContainerKey) {
         let main = self.mains.remove(&key);
+        self.dirty = true;
+        if !self.scans {
+            return;
+        }
         let mut victims: Vec<(u32, u64)> = self
             .seen
             .remove(&key)
@@ -301,12 +409,11 @@ impl Tracker {
         }
         self.orphans
             .retain(|o| read_stat(o.pid).is_some_and(|s| s.start == o.start));
-        self.save();
     }
 
     /// When the next scan is due (`None`: nothing to scan).
     pub fn deadline(&self) -> Option<Instant> {
-        if self.mains.is_empty() {
+        if self.mains.is_empty() || !self.scans {
             None
         } else {
             self.next_scan
@@ -316,7 +423,7 @@ impl Tracker {
     /// Records the running containers' trees and vigil's unattributed orphans, if due (an
     /// exec probe running at that moment is recorded as an orphan too: it is vigil's).
     pub fn scan_if_due(&mut self, now: Instant) {
-        if self.mains.is_empty() {
+        if self.mains.is_empty() || !self.scans {
             return;
         }
         if self.next_scan.is_some_and(|t| now < t) {
@@ -335,6 +442,7 @@ impl Tracker {
                         pid,
                         start,
                         label: main.label.clone(),
+                        main: None,
                     });
                 }
             }
@@ -352,15 +460,20 @@ impl Tracker {
                 pid: *p,
                 start: s.start,
                 label: "orphan".to_string(),
+                main: None,
             })
             .collect();
-        self.save();
+        self.dirty = true;
     }
 
     /// vigil is stopping: kill whatever is still recorded and every process re-parented to
     /// vigil now (all of them are what its containers left: vigil's only children are
     /// containers and probes), then remove the state file.
     pub fn finish(&mut self) {
+        if !self.scans {
+            self.remove_file();
+            return;
+        }
         let mut all: Vec<Entry> = self.entries();
         all.extend(
             scan()
@@ -370,6 +483,7 @@ impl Tracker {
                     pid,
                     start: s.start,
                     label: "orphan".to_string(),
+                    main: None,
                 }),
         );
         for e in all {
@@ -377,6 +491,11 @@ impl Tracker {
                 info!("killed pid {} ({}) at shutdown", e.pid, e.label);
             }
         }
+        self.remove_file();
+    }
+
+    fn remove_file(&mut self) {
+        self.dirty = false;
         if let Err(e) = std::fs::remove_file(&self.path)
             && e.kind() != std::io::ErrorKind::NotFound
         {
@@ -393,8 +512,12 @@ impl Tracker {
         all
     }
 
-    /// Writes the file (through a temporary name and a rename) when its text changed.
-    fn save(&mut self) {
+    /// Writes the file (through a temporary name and a rename) if anything changed since it
+    /// was last written: once per loop turn at most.
+    pub fn flush(&mut self) {
+        if !std::mem::take(&mut self.dirty) {
+            return;
+        }
         let text = format(&self.entries());
         if self.written.as_deref() == Some(text.as_str()) {
             return;
@@ -460,16 +583,52 @@ mod tests {
                 pid: 100,
                 start: 5,
                 label: "web/app".into(),
+                main: Some(MainInfo {
+                    spec: 0xdead_beef_0000_0001,
+                    restarts: 7,
+                }),
+            },
+            Entry {
+                pid: 101,
+                start: 5,
+                label: "web/app".into(),
+                main: None,
             },
             Entry {
                 pid: 200,
                 start: 6,
                 label: "orphan".into(),
+                main: None,
             },
         ];
         let text = format(&entries);
         assert_eq!(parse(&text), entries);
         assert_eq!(parse("x y z\n1 5 init\n0 1 bad\n300 nope\n"), vec![]);
+    }
+
+    #[test]
+    fn a_main_line_of_an_older_vigil_or_with_bad_extra_fields_is_kept_without_adoption_data() {
+        let got =
+            parse("100 5 web/app\n101 5 web/app zz 1\n102 5 orphan 00ff 1\n103 5 a/b 1 2 3\n");
+        assert_eq!(got.len(), 4, "{got:?}");
+        assert!(got.iter().all(|e| e.main.is_none()), "{got:?}");
+    }
+
+    #[test]
+    fn the_spec_hash_changes_with_any_field_and_not_otherwise() {
+        let cfg = crate::config::load_str(
+            "[pods.web]\n[[pods.web.containers]]\nname = \"app\"\ncommand = [\"sleep\", \"1\"]\n",
+            Path::new("t.toml"),
+        )
+        .unwrap();
+        let a = cfg.pods[0].containers[0].clone();
+        let mut b = a.clone();
+        assert_eq!(spec_hash(&a), spec_hash(&b));
+        b.command[1] = "2".into();
+        assert_ne!(spec_hash(&a), spec_hash(&b));
+        let mut c = a.clone();
+        c.stop_signal = 2;
+        assert_ne!(spec_hash(&a), spec_hash(&c));
     }
 
     #[test]

@@ -419,8 +419,9 @@ command = ["sh", "-c", "sleep 0.2; exit 1"]
 #[ignore = "needs root and cgroup v2"]
 fn restart_after_sigkill_of_vigil_cleans_up_the_old_cgroups() {
     // Outcome: after `kill -9` of vigil its containers live on in their cgroups; the next
-    // vigil on the same cgroup_root finds them, kills them, removes their cgroups, logs
-    // "cleaned up cgroup left by an earlier vigil", and starts anew.
+    // vigil on the same cgroup_root with `on_restart = "replace"` finds them, kills them,
+    // removes their cgroups, logs "cleaned up cgroup left by an earlier vigil", and starts
+    // anew (adoption, the default, is tests/it/adopt.rs).
     let cg = ScratchCgroup::new();
     let arg = unique_sleep(2);
     let pods = format!(
@@ -444,6 +445,16 @@ command = ["sleep", "{arg}"]
     let dir = tempfile::tempdir().expect("tempdir");
     let socket = first.socket.clone();
     let config = first.config.clone();
+    let text = std::fs::read_to_string(&config).expect("read config");
+    std::fs::write(
+        &config,
+        text.replacen(
+            "[supervisor]\n",
+            "[supervisor]\non_restart = \"replace\"\n",
+            1,
+        ),
+    )
+    .expect("write config");
     std::fs::copy(&config, dir.path().join("vigil.toml")).expect("copy config");
     let second = Vigil::start_with(dir, socket, config);
     second.wait_for(T, "old container killed", |_| !alive(old_pid));

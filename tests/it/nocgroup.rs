@@ -1,5 +1,5 @@
-//! `cgroup_root = "none"`: the state file next to the socket lets a restarted vigil kill what a
-//! `kill -9`ed one left, and a container's `setsid` child (seen by a scan as its descendant)
+//! `cgroup_root = "none"`: the state file next to the socket lets a restarted vigil
+//! (`on_restart = "replace"`; adoption is tests/it/adopt.rs) kill what a `kill -9`ed one left, and a container's `setsid` child (seen by a scan as its descendant)
 //! dies with it instead of piling up over restarts.
 
 use std::time::Duration;
@@ -12,7 +12,11 @@ const T: Duration = Duration::from_secs(20);
 fn config(socket: &std::path::Path, main: u32, child: u32) -> String {
     format!(
         "{}[pods.svc]\nbackoff = {{ initial_seconds = 0.1, max_seconds = 0.2 }}\n[[pods.svc.containers]]\nname = \"c\"\ncommand = [\"sh\", \"-c\", \"setsid sleep {child} & exec sleep {main}\"]\n",
-        supervisor_header(socket)
+        supervisor_header(socket).replacen(
+            "[supervisor]\n",
+            "[supervisor]\non_restart = \"replace\"\n",
+            1
+        )
     )
 }
 

@@ -26,6 +26,7 @@ use crate::core::{Action, ContainerKey, ExitInfo, Generation, Input};
 use crate::logs::ContainerLog;
 use crate::process::{self, Stdio};
 use crate::runtime::slots::{Run, Slot};
+use crate::runtime::statefile::{MainInfo, spec_hash};
 
 impl Shell {
     pub(super) fn feed(&mut self, now: Instant, input: Input) {
@@ -55,7 +56,11 @@ impl Shell {
                 generation,
                 signal,
             } => {
-                if let Some(pid) = self.live_pid(key, generation)
+                if let Some(sent) = self.adopted.signal(key, generation, signal) {
+                    if let Err(e) = sent {
+                        debug!("signal {signal} to an adopted run of {key:?}: {e}");
+                    }
+                } else if let Some(pid) = self.live_pid(key, generation)
                     && let Err(e) = process::signal(pid, signal)
                 {
                     debug!("{e}");
@@ -101,6 +106,7 @@ impl Shell {
                 .cancel(key, generation, kind, seq, &mut self.janitor),
             Action::Forget { key } => {
                 self.kill_run(key, None);
+                self.adopted.forget(key);
                 if let Some(mut slot) = self.slots.remove(&key) {
                     // A run still holding its cgroup goes to the janitor like any finished
                     // run's; the pod's own directory follows once it is empty (issue 14.7).
@@ -124,7 +130,7 @@ impl Shell {
     }
 
     /// Kills the tree of `key`'s live run (of `generation`, or whichever it is).
-    fn kill_run(&mut self, key: ContainerKey, generation: Option<Generation>) {
+    pub(super) fn kill_run(&mut self, key: ContainerKey, generation: Option<Generation>) {
         let Some(run) = self.slots.get(&key).and_then(|s| s.run.as_ref()) else {
             return;
         };
@@ -190,9 +196,12 @@ impl Shell {
             }
         };
         self.reaper.track(pid, PidOwner::Main { key, generation });
-        if let Some(t) = &mut self.tracker {
-            t.started(key, &format!("{pod}/{}", container.name), pid);
-        }
+        let main = MainInfo {
+            spec: self.slots.get(&key).map_or(0, |s| s.spec_hash),
+            restarts: self.core.restart_count(key).unwrap_or(0),
+        };
+        self.tracker
+            .started(key, &format!("{pod}/{}", container.name), pid, main);
         self.capture.add(key, pid, out_r);
         self.capture.add(key, pid, err_r);
         let oom_seen = cgroup
@@ -221,7 +230,12 @@ impl Shell {
         })
     }
 
-    fn ensure_slot(&mut self, key: ContainerKey, pod: &str, container: &Arc<ContainerSpec>) {
+    pub(super) fn ensure_slot(
+        &mut self,
+        key: ContainerKey,
+        pod: &str,
+        container: &Arc<ContainerSpec>,
+    ) {
         let sup = &self.config.supervisor;
         let slot = self.slots.entry(key).or_insert_with(|| {
             let (log, err) = ContainerLog::new(pod, &container.name, sup);
@@ -231,16 +245,20 @@ impl Shell {
             Slot {
                 pod: pod.to_string(),
                 name: container.name.clone(),
+                spec_hash: spec_hash(container),
                 spec: container.clone(),
                 log,
                 run: None,
             }
         });
-        slot.spec = container.clone();
+        if !Arc::ptr_eq(&slot.spec, container) {
+            slot.spec = container.clone();
+            slot.spec_hash = spec_hash(container);
+        }
     }
 
     /// Registers a new run's `memory.events` (OOM kills while it runs), when it has one.
-    fn watch_memory_events(
+    pub(super) fn watch_memory_events(
         &self,
         key: ContainerKey,
         cg: ContainerCgroup,
@@ -281,7 +299,12 @@ impl Shell {
         } = ended;
         match owner {
             PidOwner::Main { key, generation } => {
-                self.on_main_exit(key, generation, code, signal, now)
+                let exit = ExitInfo {
+                    code,
+                    signal,
+                    ..ExitInfo::default()
+                };
+                self.on_main_exit(key, generation, exit, now)
             }
             PidOwner::ExecProbe { key, kind, seq } => {
                 if let Some(input) =
@@ -294,19 +317,27 @@ impl Shell {
         }
     }
 
+    /// An adopted run's process exited (`adopt`): not a child, so its status is unknown.
+    pub(super) fn on_adopted_exit(
+        &mut self,
+        key: ContainerKey,
+        generation: Generation,
+        now: Instant,
+    ) {
+        let exit = ExitInfo {
+            status_unknown: true,
+            ..ExitInfo::default()
+        };
+        self.on_main_exit(key, generation, exit, now);
+    }
+
     fn on_main_exit(
         &mut self,
         key: ContainerKey,
         generation: Generation,
-        code: Option<i32>,
-        signal: Option<i32>,
+        mut exit: ExitInfo,
         now: Instant,
     ) {
-        let mut exit = ExitInfo {
-            code,
-            signal,
-            ..ExitInfo::default()
-        };
         let mut leftover_cgroup = None;
         let mut pgid = None;
         if let Some(slot) = self.slots.get_mut(&key)
@@ -336,14 +367,10 @@ impl Shell {
         // Whatever the main process left behind dies with it.
         match leftover_cgroup {
             Some(cg) => self.janitor.retire(cg),
-            None => {
-                kill_tree(None, pgid);
-                if pgid.is_some()
-                    && let Some(t) = &mut self.tracker
-                {
-                    t.ended(key);
-                }
-            }
+            None => kill_tree(None, pgid),
+        }
+        if pgid.is_some() {
+            self.tracker.ended(key);
         }
         exit.termination_message = self.termination_message(key, generation, &exit);
         self.feed(

@@ -22,6 +22,7 @@
 //! Must not: make lifecycle decisions (restart, back-off, reasons: the core's), block (every
 //! wait is the poll timeout), or treat an event for an unknown token as more than a debug line.
 
+mod adopt;
 mod capture;
 mod control;
 mod executor;
@@ -54,6 +55,7 @@ use crate::control::wire::ErrorKind;
 use crate::core::{Command, ContainerKey, ReloadError, Supervisor};
 use crate::logs;
 use crate::process;
+use adopt::Adopted;
 use capture::Capture;
 use control::{Control, Mutation};
 use janitor::{GonePods, Janitor};
@@ -103,8 +105,11 @@ pub struct Shell {
     probes: ProbeRunner,
     notifier: Notifier,
     journal: Journal,
-    /// Without cgroups: the state file of what vigil is responsible for (`statefile`).
-    tracker: Option<super::statefile::Tracker>,
+    /// The state file of what vigil runs (`statefile`): main processes for adoption after a
+    /// crash and, without cgroups, every process to kill.
+    tracker: super::statefile::Tracker,
+    /// Runs adopted from an earlier vigil (`adopt`): their pidfds.
+    adopted: Adopted,
     stop_signals: u32,
     exit_code: Option<i32>,
     /// Turns that panicked (see [`Shell::on_panic`]).
@@ -129,16 +134,13 @@ impl Shell {
         let cgroups = setup_cgroups(&config, &host)?;
         let control = Control::bind(&config, &socket_path, Rc::clone(&registry))?;
         let stdout = forward_stdout(&config);
-        // Without cgroups, what an earlier vigil left (kill -9) is found through its state file.
-        let tracker = cgroups.is_none().then(|| {
-            let mut t = super::statefile::Tracker::new(&socket_path);
-            t.recover();
-            t
-        });
+        // What an earlier vigil left (kill -9) is found through its cgroups and state file,
+        // once the core exists (`take_over_leftovers` below).
+        let tracker = super::statefile::Tracker::new(&socket_path, cgroups.is_none());
 
         let now = Instant::now();
         let core = Supervisor::new(&config, now);
-        Ok(Shell {
+        let mut shell = Shell {
             poll,
             signals,
             core,
@@ -154,6 +156,7 @@ impl Shell {
             probes: ProbeRunner::new(Rc::clone(&registry)),
             notifier: Notifier::new(now),
             journal: Journal::default(),
+            adopted: Adopted::new(Rc::clone(&registry)),
             registry,
             tracker,
             stop_signals: 0,
@@ -162,7 +165,9 @@ impl Shell {
             started_at: now,
             #[cfg(feature = "fault-injection")]
             fault: super::fault::Fault::from_env(now),
-        })
+        };
+        shell.take_over_leftovers(now);
+        Ok(shell)
     }
 
     /// Run until the core says exit; returns the exit code.
@@ -170,6 +175,7 @@ impl Shell {
         let mut events = Events::with_capacity(256);
         let now = Instant::now();
         self.drain_actions(now);
+        self.tracker.flush();
         self.notifier.ready(now);
         self.update_status(now);
         loop {
@@ -244,6 +250,7 @@ impl Shell {
             Some(Owner::Capture) => self.capture.on_readable(token, &mut self.slots),
             Some(Owner::Oom) => self.on_memory_events(token, now),
             Some(Owner::Janitor) => self.janitor.retry(),
+            Some(Owner::Adopted) => self.on_adopted(token, now),
             Some(Owner::Probes) => {
                 if let Some(input) = self.probes.on_event(token, event, now) {
                     self.feed(now, input);
@@ -270,9 +277,8 @@ impl Shell {
         self.journal.drain(&self.core, now);
         self.capture.flush();
         self.notifier.tick_watchdog(now);
-        if let Some(t) = &mut self.tracker {
-            t.scan_if_due(now);
-        }
+        self.tracker.scan_if_due(now);
+        self.tracker.flush();
         if self.notifier.status_due(now) {
             self.update_status(now);
         }
@@ -289,7 +295,7 @@ impl Shell {
         consider(self.fault.deadline());
         consider(self.notifier.deadline());
         consider(self.janitor.deadline(now));
-        consider(self.tracker.as_ref().and_then(|t| t.deadline()));
+        consider(self.tracker.deadline());
         if self.capture.has_more() || self.control.has_backlog() {
             consider(Some(now));
         }
@@ -508,9 +514,7 @@ impl Shell {
         {
             warn!("{e}");
         }
-        if let Some(t) = &mut self.tracker {
-            t.finish();
-        }
+        self.tracker.finish();
         self.journal.drain(&self.core, Instant::now());
         self.capture.flush();
         // The server (and with it the socket file) goes when the shell is dropped.
@@ -586,12 +590,6 @@ fn setup_cgroups(config: &Config, host: &HostCheck) -> Result<Option<Manager>, S
             // but cannot limit or measure (issue 14.10).
             warn!(
                 "no memory/cpu/pids controllers on this cgroup2 mount: limits and usage figures unavailable"
-            );
-        }
-        for stale in m.sweep_stale() {
-            warn!(
-                "cleaned up cgroup left by an earlier vigil: {}",
-                stale.display()
             );
         }
     } else if !needs.is_empty() {

@@ -53,10 +53,18 @@ pub enum Owner {
     Janitor,
     /// A probe attempt's socket or output pipe; the payload is (container key, probe kind).
     Probes,
+    /// The pidfd of a run adopted from an earlier vigil; the payload is the container key.
+    Adopted,
 }
 
 impl Owner {
-    const TAGGED: [Owner; 4] = [Owner::Capture, Owner::Oom, Owner::Janitor, Owner::Probes];
+    const TAGGED: [Owner; 5] = [
+        Owner::Capture,
+        Owner::Oom,
+        Owner::Janitor,
+        Owner::Probes,
+        Owner::Adopted,
+    ];
 
     fn tag(self) -> usize {
         match self {
@@ -64,6 +72,7 @@ impl Owner {
             Owner::Oom => 2,
             Owner::Janitor => 3,
             Owner::Probes => 4,
+            Owner::Adopted => 5,
             Owner::Signals | Owner::Control | Owner::Stdout => 0,
         }
     }
@@ -119,6 +128,16 @@ pub fn oom_token(key: ContainerKey) -> Token {
 
 /// The container whose `memory.events` `token` watches.
 pub fn oom_key(token: Token) -> ContainerKey {
+    ContainerKey((token.0 & PAYLOAD_MASK) as u32)
+}
+
+/// The token of an adopted run's pidfd (one per container at most).
+pub fn adopted_token(key: ContainerKey) -> Token {
+    Owner::Adopted.token(key.0 as usize)
+}
+
+/// The container whose adopted run's pidfd `token` watches.
+pub fn adopted_key(token: Token) -> ContainerKey {
     ContainerKey((token.0 & PAYLOAD_MASK) as u32)
 }
 
@@ -250,6 +269,8 @@ mod tests {
         let key = ContainerKey(u32::MAX);
         assert_eq!(Owner::of(oom_token(key)), Some(Owner::Oom));
         assert_eq!(oom_key(oom_token(key)), key);
+        assert_eq!(Owner::of(adopted_token(key)), Some(Owner::Adopted));
+        assert_eq!(adopted_key(adopted_token(key)), key);
         for kind in ProbeKind::ALL.into_iter().chain([ProbeKind::Hook]) {
             let t = probe_token(key, kind);
             assert_eq!(Owner::of(t), Some(Owner::Probes));

@@ -1,0 +1,312 @@
+//! After a crash of vigil (issue 17.4): finding the containers an earlier vigil left running,
+//! and then adopting or replacing each one (`[supervisor] on_restart`); and the adopted runs'
+//! process descriptors.
+//!
+//! Found: with cgroups, every `<root>/<pod>/<container>` whose `cgroup.procs` is not empty and
+//! whose main process the state file names (pid and start time); without, every main process
+//! the state file names that is still the same process. Adopted when `on_restart = "adopt"`,
+//! the container is still in the config with the same definition ([`statefile::spec_hash`]),
+//! and the core takes it ([`crate::core::Supervisor::adopt`]: a regular container of a pod
+//! without init containers). Everything else is killed as before (`cgroup.kill` of the cgroups
+//! left, or the state file's processes) and starts afresh.
+//!
+//! Owns: the pidfd of each adopted run (pidfd_open(2)), registered with the poll: an adopted
+//! process is not vigil's child, so it cannot be reaped, and its exit status cannot be known;
+//! the pidfd becomes readable when it exits, and the run ends with an unknown status. Signals
+//! to an adopted run go through its pidfd (never to a recycled pid). Its output pipes were the
+//! earlier vigil's and are gone: nothing of the adopted run is captured (`vigil logs` shows
+//! nothing for it; the `Adopted` event says so), and a container writing to them gets
+//! SIGPIPE/EPIPE — its next run is captured as usual.
+//!
+//! Must not: adopt a process whose start time it has not verified, or one whose definition
+//! changed; make lifecycle decisions (the core's).
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::time::Instant;
+
+use log::{debug, info, warn};
+use mio::{Interest, Registry, Token};
+
+use super::Shell;
+use super::tokens::{self, Watched};
+use crate::config::spec::OnRestart;
+use crate::core::{ContainerKey, Generation};
+use crate::runtime::slots::Run;
+use crate::runtime::statefile::{self, Entry, MainInfo};
+
+/// A container main process found running at start.
+#[derive(Debug)]
+struct Leftover {
+    /// `pod/container`.
+    label: String,
+    pid: u32,
+    start: u64,
+    /// What the state file recorded for it (`None`: nothing, or an older vigil's line).
+    main: Option<MainInfo>,
+    /// Its cgroup, with cgroups.
+    cgroup: Option<PathBuf>,
+}
+
+/// Why a container found running is replaced rather than adopted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Replaced {
+    /// `on_restart = "replace"`.
+    Configured,
+    /// The pod or container is no longer in the config.
+    NotInConfig,
+    /// The definition changed since it was started.
+    DefinitionChanged,
+    /// The state file has no record to adopt it with (an older vigil's, or none).
+    NoRecord,
+    /// It exited before it could be adopted.
+    Gone,
+    /// The core would not take it (a pod with init containers).
+    NotAdoptable,
+    /// Its cgroup or pidfd could not be opened or watched.
+    Unwatchable,
+}
+
+impl fmt::Display for Replaced {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Replaced::Configured => "on_restart = \"replace\"",
+            Replaced::NotInConfig => "no longer in the config",
+            Replaced::DefinitionChanged => "its definition changed since it was started",
+            Replaced::NoRecord => "no adoption record in the state file",
+            Replaced::Gone => "it exited meanwhile",
+            Replaced::NotAdoptable => {
+                "its pod has init containers (their order cannot be re-established)"
+            }
+            Replaced::Unwatchable => "it cannot be watched",
+        })
+    }
+}
+
+/// The adopted runs' pidfds, each registered under its container's token.
+pub struct Adopted {
+    registry: Rc<Registry>,
+    runs: HashMap<ContainerKey, (Generation, Watched<OwnedFd>)>,
+}
+
+impl Adopted {
+    pub fn new(registry: Rc<Registry>) -> Adopted {
+        Adopted {
+            registry,
+            runs: HashMap::new(),
+        }
+    }
+
+    fn watch(&mut self, key: ContainerKey, generation: Generation, fd: OwnedFd) -> bool {
+        match Watched::new(
+            &self.registry,
+            fd,
+            AsFd::as_fd,
+            tokens::adopted_token(key),
+            Interest::READABLE,
+        ) {
+            Ok(w) => {
+                self.runs.insert(key, (generation, w));
+                true
+            }
+            Err((_, e)) => {
+                warn!("cannot watch an adopted process: {e}");
+                false
+            }
+        }
+    }
+
+    /// The adopted run whose pidfd became readable: it exited.
+    pub fn on_event(&mut self, token: Token) -> Option<(ContainerKey, Generation)> {
+        let key = tokens::adopted_key(token);
+        let (generation, _) = self.runs.remove(&key)?;
+        Some((key, generation))
+    }
+
+    /// Sends `sig` through the pidfd of `key`'s adopted run `generation`; `None` when that run
+    /// is not an adopted one.
+    pub fn signal(
+        &self,
+        key: ContainerKey,
+        generation: Generation,
+        sig: i32,
+    ) -> Option<std::io::Result<()>> {
+        let (g, fd) = self.runs.get(&key)?;
+        (*g == generation).then(|| statefile::pidfd_signal(fd, sig))
+    }
+
+    /// The container slot is gone: stop watching.
+    pub fn forget(&mut self, key: ContainerKey) {
+        self.runs.remove(&key);
+    }
+}
+
+impl Shell {
+    /// Start-up, after the core is built and before its first actions run: finds what an
+    /// earlier vigil left (see the module docs), adopts what it can, kills the rest.
+    pub(super) fn take_over_leftovers(&mut self, now: Instant) {
+        let previous = self.tracker.previous();
+        let found = match &self.cgroups {
+            Some(m) => in_cgroups(m.populated_containers(), &previous),
+            None => alive_mains(&previous),
+        };
+        let mut kept_labels = HashSet::new();
+        let mut kept_dirs = Vec::new();
+        for l in found {
+            match self.adopt_one(&l, now) {
+                Ok(()) => {
+                    kept_labels.insert(l.label.clone());
+                    kept_dirs.extend(l.cgroup.clone());
+                }
+                Err(why) => info!(
+                    "{}: pid {} left running by an earlier vigil is replaced: {why}",
+                    l.label, l.pid
+                ),
+            }
+        }
+        match &self.cgroups {
+            Some(m) => {
+                for stale in m.sweep_stale_except(&kept_dirs) {
+                    warn!(
+                        "cleaned up cgroup left by an earlier vigil: {}",
+                        stale.display()
+                    );
+                }
+            }
+            None => self.tracker.kill_leftovers(&previous, &kept_labels),
+        }
+        self.tracker.flush();
+    }
+
+    fn adopt_one(&mut self, l: &Leftover, now: Instant) -> Result<(), Replaced> {
+        if self.config.supervisor.on_restart == OnRestart::Replace {
+            return Err(Replaced::Configured);
+        }
+        let (pod, name) = l.label.split_once('/').ok_or(Replaced::NotInConfig)?;
+        let key = self
+            .core
+            .container_key(pod, name)
+            .ok_or(Replaced::NotInConfig)?;
+        let spec = self
+            .config
+            .pods
+            .iter()
+            .find(|p| p.name == pod)
+            .and_then(|p| p.containers.iter().find(|c| c.name == name))
+            .ok_or(Replaced::NotAdoptable)?;
+        let main = l.main.ok_or(Replaced::NoRecord)?;
+        if main.spec != statefile::spec_hash(spec) {
+            return Err(Replaced::DefinitionChanged);
+        }
+        let pidfd = statefile::pidfd_verified(l.pid, l.start).ok_or(Replaced::Gone)?;
+        let cgroup = match (&self.cgroups, &l.cgroup) {
+            (Some(m), Some(_)) => Some(m.open_container(pod, name).map_err(|e| {
+                debug!("{e}");
+                Replaced::Unwatchable
+            })?),
+            _ => None,
+        };
+        let started_at = statefile::age_of(l.start)
+            .and_then(|age| now.checked_sub(age))
+            .unwrap_or(now);
+        let generation = self
+            .core
+            .adopt(now, key, l.pid, started_at, main.restarts)
+            .ok_or(Replaced::NotAdoptable)?;
+        // From here on the core has it: a failure to watch it is the core's to hear as an exit.
+        let watched = self.adopted.watch(key, generation, pidfd);
+        let spec = std::sync::Arc::new(spec.clone());
+        self.ensure_slot(key, pod, &spec);
+        let oom_seen = cgroup
+            .as_ref()
+            .map(|c| c.oom_baseline())
+            .unwrap_or_default();
+        let cgroup = cgroup.map(|cg| self.watch_memory_events(key, cg));
+        if let Some(slot) = self.slots.get_mut(&key) {
+            slot.log.new_run();
+            slot.run = Some(Run {
+                generation,
+                pid: Some(l.pid),
+                oom_seen,
+                cgroup,
+                exited: false,
+                message_stamp: None,
+            });
+        }
+        self.tracker.started(key, &l.label, l.pid, main);
+        info!(
+            "{}: adopted pid {} left running by an earlier vigil (restart count {})",
+            l.label, l.pid, main.restarts
+        );
+        if !watched {
+            // Without a watch its exit would go unnoticed: end the run now (it is killed).
+            self.kill_run(key, Some(generation));
+            self.on_adopted_exit(key, generation, now);
+        }
+        Ok(())
+    }
+
+    /// An adopted run's pidfd is readable: its process exited, status unknown.
+    pub(super) fn on_adopted(&mut self, token: Token, now: Instant) {
+        if let Some((key, generation)) = self.adopted.on_event(token) {
+            self.on_adopted_exit(key, generation, now);
+        }
+    }
+}
+
+/// With cgroups: the populated container cgroups, each with the recorded main process found in
+/// it (or, with none, its first process: it is then replaced).
+fn in_cgroups(
+    populated: Vec<(String, String, PathBuf, Vec<i32>)>,
+    previous: &[Entry],
+) -> Vec<Leftover> {
+    populated
+        .into_iter()
+        .map(|(pod, container, dir, pids)| {
+            let label = format!("{pod}/{container}");
+            let recorded = previous.iter().find(|e| {
+                e.label == label
+                    && e.main.is_some()
+                    && pids.contains(&(e.pid as i32))
+                    && statefile::read_stat(e.pid).is_some_and(|s| s.start == e.start)
+            });
+            match recorded {
+                Some(e) => Leftover {
+                    label,
+                    pid: e.pid,
+                    start: e.start,
+                    main: e.main,
+                    cgroup: Some(dir),
+                },
+                None => Leftover {
+                    label,
+                    pid: pids[0] as u32,
+                    start: 0,
+                    main: None,
+                    cgroup: Some(dir),
+                },
+            }
+        })
+        .collect()
+}
+
+/// Without cgroups: the recorded main processes that are still the same processes.
+fn alive_mains(previous: &[Entry]) -> Vec<Leftover> {
+    previous
+        .iter()
+        .filter(|e| e.main.is_some())
+        .filter(|e| {
+            statefile::read_stat(e.pid).is_some_and(|s| s.start == e.start && s.state != 'Z')
+        })
+        .map(|e| Leftover {
+            label: e.label.clone(),
+            pid: e.pid,
+            start: e.start,
+            main: e.main,
+            cgroup: None,
+        })
+        .collect()
+}
