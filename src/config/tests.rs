@@ -1172,6 +1172,7 @@ oom_score_adj = -900
 max_connections_per_uid = 16
 client_idle_timeout_seconds = 30
 client_fd_percent = 40
+on_restart = "replace"
 
 [pods.db]
 restart_policy = "Always"
