@@ -142,3 +142,32 @@ fn init_containers_or_a_second_adoption_refuse_adoption() {
     );
     assert_eq!(ok, vec![false, false, true, false]);
 }
+
+#[test]
+fn an_adopted_container_of_a_pod_waiting_for_its_dependency_is_not_spawned_again_and_stops_at_shutdown()
+ {
+    let mut db = container("pg");
+    db.readiness_probe = Some(probe(1.0));
+    let mut web = pod("web", vec![container("app")]);
+    web.depends_on = vec![Dependency {
+        pod: "db".into(),
+        condition: DependencyCondition::Ready,
+    }];
+    let (mut h, ok) = H::adopting(
+        config(vec![pod("db", vec![db]), web]),
+        &[("db", "pg", 10, 5.0, 0), ("web", "app", 11, 5.0, 0)],
+    );
+    assert_eq!(ok, vec![true, true]);
+    let app = h.key("web", "app");
+    // db becomes ready: web's turn comes, and its adopted container is not spawned again.
+    h.advance_to(1.5);
+    for (kind, seq) in h.probe_starts() {
+        h.probe_result("db", "pg", kind, seq, true);
+    }
+    h.advance_to(3.0);
+    assert!(!has_spawn(&h.take(), app));
+    assert_eq!(h.status("web", "app").pid, Some(11));
+    h.cmd(Command::Shutdown { force: false }).unwrap();
+    let actions = h.take();
+    assert!(has_signal(&actions, app), "{actions:?}");
+}
