@@ -45,6 +45,9 @@ pub(super) const MSG_MAIN_FINISHED: &str = "the pod's containers have finished";
 pub(super) const KILL_FORCED: &str = "forced shutdown";
 /// The message of a run adopted from an earlier vigil that ended on its own.
 pub(super) const MSG_STATUS_UNKNOWN: &str = "the container was adopted from an earlier vigil and is not its child: its exit status is unknown";
+/// An init container of a pod whose containers were adopted: it completed under the earlier
+/// vigil (the regular containers ran), so it is not run again.
+pub(super) const MSG_COMPLETED_BEFORE: &str = "completed under an earlier vigil";
 /// The exit code of such a run (kubelet `TerminatePod`: 137).
 pub(super) const EXIT_CODE_UNKNOWN: i32 = 137;
 pub(super) const KILL_SHUTDOWN_TIMEOUT: &str = "still running at the shutdown timeout";
@@ -1528,6 +1531,61 @@ impl Pod {
             s.await_start(WaitingReason::PodInitializing, String::new());
             s.fresh();
         }
+    }
+
+    /// A container of this pod is being adopted from an earlier vigil (`Supervisor::adopt`):
+    /// the pod had begun under that vigil — its dependencies were met and its init containers
+    /// had completed, or regular containers would not run — so it moves straight to its
+    /// regular containers: plain init containers are recorded as completed then (not run
+    /// again), sidecars and the other regular containers start now unless adopted too.
+    /// Only while nothing of the pod has run under this vigil yet; returns the keys whose
+    /// queued `Spawn` the caller must drop, or `None` when it cannot be done.
+    pub(super) fn skip_to_main_for_adoption(&mut self, out: &mut Out) -> Option<Vec<ContainerKey>> {
+        if self.stage == Stage::Main {
+            return Some(Vec::new());
+        }
+        let untouched = |s: &Slot| {
+            s.runs <= 1
+                && matches!(
+                    s.state,
+                    SlotState::NotStarted { .. }
+                        | SlotState::Creating {
+                            pending: None,
+                            force_kill: false,
+                        }
+                )
+        };
+        if out.shutting_down || !self.slots().all(untouched) {
+            return None;
+        }
+        let name = self.spec.name.clone();
+        let mut dropped = Vec::new();
+        for slot in self.init.iter_mut() {
+            if slot.sidecar() {
+                if !slot.is_active() {
+                    slot.spawn(&name, out);
+                }
+                continue;
+            }
+            if slot.is_active() {
+                dropped.push(slot.key);
+            }
+            slot.state = SlotState::Done(Terminated {
+                exit_code: 0,
+                signal: None,
+                reason: TerminationReason::Completed,
+                message: MSG_COMPLETED_BEFORE.to_string(),
+                started_at: None,
+                finished_at: out.now,
+            });
+        }
+        self.stage = Stage::Main;
+        for slot in self.main.iter_mut() {
+            if !slot.is_active() {
+                slot.spawn(&name, out);
+            }
+        }
+        Some(dropped)
     }
 
     /// Run init container `i`, or the regular containers once `i` is past the last init.

@@ -318,11 +318,13 @@ impl Supervisor {
     /// Takes a container an earlier vigil left running (found by the runtime at start, its
     /// definition unchanged) in as Running with `pid`, started at `started_at`, with the
     /// restart count that vigil recorded; no spawn happens and the `Spawn` queued for it is
-    /// dropped. Only before the container's first run here began (call it right after
-    /// [`Supervisor::new`], before draining actions), only for a regular container of a pod
-    /// without init containers (their order cannot be re-established), and not during a
-    /// shutdown. Returns the run's generation, or `None` when it cannot be adopted (the
-    /// caller then kills it; the container starts as usual).
+    /// dropped. Only before anything of its pod ran here (call it right after
+    /// [`Supervisor::new`], before draining actions), only for a regular container or a
+    /// sidecar, and not during a shutdown. Its pod had begun under the earlier vigil, so it
+    /// goes straight to its regular containers (no dependency wait, init containers recorded
+    /// as completed then: [`Pod::skip_to_main_for_adoption`]). Returns the run's generation,
+    /// or `None` when it cannot be adopted (the caller then kills it; the container starts as
+    /// usual).
     pub fn adopt(
         &mut self,
         now: Time,
@@ -332,16 +334,34 @@ impl Supervisor {
         restart_count: u32,
     ) -> Option<Generation> {
         let loc = self.locate(key)?;
-        if loc.init || self.shutdown.is_some() || !self.pods[loc.pod].init.is_empty() {
+        let pod = &self.pods[loc.pod];
+        if self.shutdown.is_some() || (loc.init && !pod.init[loc.index].sidecar()) {
             return None;
         }
         let (pods, mut out) = self.split(now);
         let pod = &mut pods[loc.pod];
         let name = pod.spec.name.clone();
-        let generation =
-            pod.main[loc.index].adopt(pid, started_at, restart_count, &name, &mut out)?;
+        let mut dropped = pod.skip_to_main_for_adoption(&mut out)?;
+        let slot = if loc.init {
+            &mut pod.init[loc.index]
+        } else {
+            &mut pod.main[loc.index]
+        };
+        let adopted = slot.adopt(pid, started_at, restart_count, &name, &mut out);
+        let generation = match adopted {
+            Some(g) => {
+                dropped.push(key);
+                g
+            }
+            None => {
+                self.actions
+                    .retain(|a| !matches!(a, Action::Spawn { key: k, .. } if dropped.contains(k)));
+                self.refresh_touched(now, Some(&[loc.pod]));
+                return None;
+            }
+        };
         self.actions
-            .retain(|a| !matches!(a, Action::Spawn { key: k, .. } if *k == key));
+            .retain(|a| !matches!(a, Action::Spawn { key: k, .. } if dropped.contains(k)));
         self.refresh_touched(now, Some(&[loc.pod]));
         Some(generation)
     }

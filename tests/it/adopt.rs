@@ -23,7 +23,7 @@ const T: Duration = Duration::from_secs(20);
 /// Sleep lengths unique to this test process and call (processes are counted machine-wide
 /// by their command line).
 fn unique(offset: u32) -> u32 {
-    2_000_000 + (std::process::id() % 100_000) * 20 + offset
+    2_000_000 + (std::process::id() % 100_000) * 40 + offset
 }
 
 fn count(secs: u32) -> usize {
@@ -395,4 +395,72 @@ fn with_cgroups_replace_kills_the_old_cgroups_and_starts_one_copy_of_each() {
     assert!(pids.iter().all(|p| !alive(*p)), "old ones killed");
     assert_eq!(mix.counts(), (1, 1, 1), "one copy of each");
     assert_eq!(b.shutdown(), 0);
+}
+
+#[test]
+fn a_pod_with_an_init_container_and_a_sidecar_is_adopted_without_running_the_init_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("vigil.sock");
+    let config = dir.path().join("vigil.toml");
+    let runs = dir.path().join("setup-runs");
+    let (proxy, app) = (unique(21), unique(22));
+    std::fs::write(
+        &config,
+        format!(
+            r#"{}[pods.web]
+[[pods.web.init_containers]]
+name = "setup"
+command = ["sh", "-c", "echo ran >> {runs}"]
+[[pods.web.init_containers]]
+name = "proxy"
+restart_policy = "Always"
+command = ["sleep", "{proxy}"]
+[[pods.web.containers]]
+name = "app"
+command = ["sleep", "{app}"]
+"#,
+            supervisor_header(&socket),
+            runs = runs.display()
+        ),
+    )
+    .unwrap();
+    let start = || Vigil::start_with(tempfile::tempdir().unwrap(), socket.clone(), config.clone());
+    let pid = |v: &Vigil, c: &str| v.container("web", c)["pid"].as_u64().unwrap_or(0);
+    let mut a = start();
+    a.wait_for(T, "proxy and app running", |v| {
+        state_reason(&v.container("web", "proxy")) == "Running"
+            && state_reason(&v.container("web", "app")) == "Running"
+    });
+    let (p, m) = (pid(&a, "proxy"), pid(&a, "app"));
+    let mut state = socket.as_os_str().to_os_string();
+    state.push(".state");
+    a.wait_for(T, "both recorded", |_| {
+        let t = std::fs::read_to_string(&state).unwrap_or_default();
+        [p, m]
+            .iter()
+            .all(|x| t.lines().any(|l| l.starts_with(&format!("{x} "))))
+    });
+    let mut child = a.child.take().unwrap();
+    Command::new("kill")
+        .args(["-9", &child.id().to_string()])
+        .status()
+        .unwrap();
+    child.wait().unwrap();
+
+    let b = start();
+    b.wait_for(T, "proxy and app adopted", |v| {
+        pid(v, "proxy") == p
+            && pid(v, "app") == m
+            && state_reason(&v.container("web", "app")) == "Running"
+    });
+    let setup = b.container("web", "setup");
+    assert_eq!(state_reason(&setup), "Completed", "{setup}");
+    assert_eq!(
+        std::fs::read_to_string(&runs).unwrap().lines().count(),
+        1,
+        "the init container did not run again"
+    );
+    assert_eq!((count(proxy), count(app)), (1, 1));
+    assert_eq!(b.shutdown(), 0);
+    assert_eq!((count(proxy), count(app)), (0, 0));
 }

@@ -128,7 +128,7 @@ fn probes_run_against_an_adopted_container() {
 }
 
 #[test]
-fn init_containers_or_a_second_adoption_refuse_adoption() {
+fn a_plain_init_container_or_a_second_adoption_is_refused() {
     let mut p = pod("web", vec![container("app")]);
     p.init_containers = vec![with_policy(container("setup"), RestartPolicy::Never)];
     let (_, ok) = H::adopting(
@@ -140,7 +140,72 @@ fn init_containers_or_a_second_adoption_refuse_adoption() {
             ("db", "pg", 13, 1.0, 0),
         ],
     );
-    assert_eq!(ok, vec![false, false, true, false]);
+    assert_eq!(ok, vec![true, false, true, false]);
+}
+
+fn with_init_and_sidecar() -> Config {
+    let mut p = pod("web", vec![container("app"), container("worker")]);
+    p.init_containers = vec![
+        with_policy(container("setup"), RestartPolicy::Never),
+        with_policy(container("proxy"), RestartPolicy::Always),
+    ];
+    config(vec![p])
+}
+
+#[test]
+fn adopting_in_a_pod_with_init_containers_skips_them_as_completed_and_starts_the_rest() {
+    let (mut h, ok) = H::adopting(with_init_and_sidecar(), &[("web", "app", 20, 9.0, 3)]);
+    assert_eq!(ok, vec![true]);
+    let actions = h.take();
+    assert!(
+        !has_spawn(&actions, h.key("web", "setup")),
+        "init not run again: {actions:?}"
+    );
+    assert!(!has_spawn(&actions, h.key("web", "app")));
+    assert!(
+        has_spawn(&actions, h.key("web", "proxy")),
+        "the sidecar starts"
+    );
+    assert!(
+        has_spawn(&actions, h.key("web", "worker")),
+        "the other container starts"
+    );
+    let setup = h.terminated("web", "setup").expect("recorded as completed");
+    assert_eq!(setup.reason, TerminationReason::Completed);
+    assert_eq!(setup.message, "completed under an earlier vigil");
+    assert!(h.condition("web", ConditionType::Initialized).status);
+    assert_eq!(h.status("web", "app").pid, Some(20));
+}
+
+#[test]
+fn a_sidecar_is_adopted_like_a_regular_container() {
+    let (mut h, ok) = H::adopting(
+        with_init_and_sidecar(),
+        &[
+            ("web", "proxy", 21, 9.0, 1),
+            ("web", "app", 22, 9.0, 0),
+            ("web", "worker", 23, 9.0, 0),
+        ],
+    );
+    assert_eq!(ok, vec![true, true, true]);
+    let actions = h.take();
+    assert!(
+        !actions.iter().any(|a| matches!(a, Action::Spawn { .. })),
+        "nothing spawned: {actions:?}"
+    );
+    assert_eq!(h.status("web", "proxy").pid, Some(21));
+    assert_eq!(h.status("web", "proxy").restart_count, 1);
+    // The sidecar ends (status unknown): restarted, as a sidecar is.
+    h.exit_info(
+        "web",
+        "proxy",
+        ExitInfo {
+            status_unknown: true,
+            ..ExitInfo::default()
+        },
+    );
+    h.advance_to(30.0);
+    assert!(has_spawn(&h.take(), h.key("web", "proxy")));
 }
 
 #[test]

@@ -6,8 +6,8 @@
 //! whose main process the state file names (pid and start time); without, every main process
 //! the state file names that is still the same process. Adopted when `on_restart = "adopt"`,
 //! the container is still in the config with the same definition ([`statefile::spec_hash`]),
-//! and the core takes it ([`crate::core::Supervisor::adopt`]: a regular container of a pod
-//! without init containers). Everything else is killed as before (`cgroup.kill` of the cgroups
+//! and the core takes it ([`crate::core::Supervisor::adopt`]: a regular container or a
+//! sidecar; its pod's plain init containers count as completed). Everything else is killed as before (`cgroup.kill` of the cgroups
 //! left, or the state file's processes) and starts afresh.
 //!
 //! Owns: the pidfd of each adopted run (pidfd_open(2)), registered with the poll: an adopted
@@ -64,7 +64,7 @@ enum Replaced {
     NoRecord,
     /// It exited before it could be adopted.
     Gone,
-    /// The core would not take it (a pod with init containers).
+    /// The core would not take it (a plain init container: it should have completed).
     NotAdoptable,
     /// Its cgroup or pidfd could not be opened or watched.
     Unwatchable,
@@ -79,7 +79,7 @@ impl fmt::Display for Replaced {
             Replaced::NoRecord => "no adoption record in the state file",
             Replaced::Gone => "it exited meanwhile",
             Replaced::NotAdoptable => {
-                "its pod has init containers (their order cannot be re-established)"
+                "it cannot be adopted (a plain init container, or its pod had already begun here)"
             }
             Replaced::Unwatchable => "it cannot be watched",
         })
@@ -195,7 +195,12 @@ impl Shell {
             .pods
             .iter()
             .find(|p| p.name == pod)
-            .and_then(|p| p.containers.iter().find(|c| c.name == name))
+            .and_then(|p| {
+                p.containers
+                    .iter()
+                    .chain(&p.init_containers)
+                    .find(|c| c.name == name)
+            })
             .ok_or(Replaced::NotAdoptable)?;
         let main = l.main.ok_or(Replaced::NoRecord)?;
         if main.spec != statefile::spec_hash(spec) {
