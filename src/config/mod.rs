@@ -7,10 +7,31 @@
 //! `vigil run` at start). It imports no other layer of vigil.
 //!
 //! Pipeline: `toml::de::DeTable::parse` (syntax; one located error) → [`schema`] walk (every
-//! unknown key and wrongly typed value, all at once) → serde into [`raw`] (spanned values) →
-//! [`validate`] (ranges, names, references; every problem) → [`spec::Config`].
+//! unknown key and wrongly typed value, all at once) → serde into the raw tables of [`keys`]
+//! (spanned values) → [`validate`] (ranges, names, references; every problem) →
+//! [`spec::Config`].
+//!
+//! # How to add a config key
+//!
+//! 1. **Declare it once** in its table in `keys.rs` (`name: Kind`, in the place it should have
+//!    in "expected one of: …"): that gives the schema walk (unknown keys, wrong types, "did
+//!    you mean") and the raw serde field. A new table is a new `RawX { … }` entry there, named
+//!    from its parent with `Table(RawX)` / `Tables(RawX)`.
+//! 2. **Check it** in `validate/` (the file of its table: `supervisor.rs`, `pod.rs`,
+//!    `probe.rs`): read the raw field, report a bad value with `self.err(span, field, message)`
+//!    naming the field through `join(path, "key")`, and store the result in its `spec` struct
+//!    (`spec.rs`, with the default in that struct's `Default` when the key is optional).
+//! 3. **Use it** where it acts. A `[supervisor]` key also goes into
+//!    `runtime::supervisor_reload::plan` (applied live on reload, or needs a restart).
+//!    Shown to clients: `control::render` / `control::wire` (then regenerate
+//!    docs/wire-reference.md); exported to Kubernetes: `convert`.
+//! 4. **Document and test it**: a row in docs/interface.md §4 (the test
+//!    `every_config_key_is_documented_in_interface_md` fails otherwise), a row in
+//!    docs/bad-input.md if a value can be refused, a use in `tests::KITCHEN_SINK` (the test
+//!    `every_key_deserializes` fails otherwise), and a test of each refusal's message.
 
 mod error;
+mod keys;
 mod raw;
 mod schema;
 pub mod spec;
@@ -120,7 +141,7 @@ pub fn load_str(text: &str, source: &Path) -> Result<Config, ConfigErrors> {
     let mut doc = doc;
     let walk = schema::check_document(doc.get_mut());
     let mut problems = walk.problems.clone();
-    let raw: raw::RawConfig =
+    let raw: keys::RawConfig =
         match serde::Deserialize::deserialize(toml::de::Deserializer::from(doc)) {
             Ok(raw) => raw,
             Err(e) => {

@@ -1,18 +1,20 @@
-//! The key tree of a config file, and a walk of the parsed (spanned) TOML against it that
-//! reports EVERY unknown key and wrongly typed value at once.
+//! The kinds of config values, and a walk of the parsed (spanned) TOML against the key tree of
+//! `keys.rs` that reports EVERY unknown key and wrongly typed value at once.
 //!
 //! Why not only serde's `deny_unknown_fields`: serde stops at the first problem, and a user
 //! fixing a file one error per run is what ripgrep-style "report everything" avoids. The walk
 //! removes what it reported, so serde (`raw.rs`) then runs on a clean tree — still with
 //! `deny_unknown_fields`, as a second line of defence — and `validate` checks the values of
 //! everything else in the same run.
-//! The lists here and the structs in `raw.rs` must agree; `tests::every_key_deserializes`
-//! keeps them honest. Must not judge values (ranges, names): that is `validate`.
+//! The key lists and the raw structs both come from `keys.rs`, so they agree by construction
+//! (`tests::every_key_deserializes` still uses every key once). Must not judge values (ranges,
+//! names): that is `validate`.
 
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
 use super::error::Problem;
+use super::keys::RawConfig;
 use super::values::edit_distance;
 
 /// What a key's value must look like.
@@ -44,136 +46,17 @@ pub(crate) struct Field {
     pub kind: Kind,
 }
 
-const fn f(name: &'static str, kind: Kind) -> Field {
-    Field { name, kind }
-}
-
-pub(crate) const BACKOFF: &[Field] = &[
-    f("initial_seconds", Kind::Num),
-    f("max_seconds", Kind::Num),
-    f("reset_after_seconds", Kind::Num),
-];
-
-pub(crate) const SUPERVISOR: &[Field] = &[
-    f("socket", Kind::Str),
-    f("socket_mode", Kind::StrOrInt),
-    f("socket_group", Kind::StrOrInt),
-    f("admin_uids", Kind::IntArray),
-    f("admin_gids", Kind::IntArray),
-    f("cgroup_root", Kind::Str),
-    f("cgroup_name", Kind::Str),
-    f("log_dir", Kind::Str),
-    f("log_max_file_bytes", Kind::StrOrInt),
-    f("log_max_files", Kind::Int),
-    f("log_buffer_bytes", Kind::StrOrInt),
-    f("log_forward", Kind::Bool),
-    f("shutdown_timeout_seconds", Kind::Num),
-    f("oom_score_adj", Kind::StrOrInt),
-    f("max_connections_per_uid", Kind::Int),
-    f("client_idle_timeout_seconds", Kind::Num),
-    f("client_fd_percent", Kind::Int),
-    f("on_restart", Kind::Str),
-];
-
-pub(crate) const EXEC: &[Field] = &[f("command", Kind::StrArray)];
-
-pub(crate) const HTTP_GET: &[Field] = &[
-    f("host", Kind::Str),
-    f("port", Kind::Int),
-    f("path", Kind::Str),
-    f("scheme", Kind::Str),
-    f("headers", Kind::Map(&Kind::Str)),
-    f("tls", Kind::Table(TLS)),
-];
-
-pub(crate) const TLS: &[Field] = &[f("ca_file", Kind::Str), f("server_name", Kind::Str)];
-
-pub(crate) const GRPC: &[Field] = &[
-    f("host", Kind::Str),
-    f("port", Kind::Int),
-    f("service", Kind::Str),
-];
-
-pub(crate) const TCP_SOCKET: &[Field] = &[f("host", Kind::Str), f("port", Kind::Int)];
-
-pub(crate) const PROBE: &[Field] = &[
-    f("exec", Kind::Table(EXEC)),
-    f("http_get", Kind::Table(HTTP_GET)),
-    f("tcp_socket", Kind::Table(TCP_SOCKET)),
-    f("grpc", Kind::Table(GRPC)),
-    f("initial_delay_seconds", Kind::Num),
-    f("period_seconds", Kind::Num),
-    f("timeout_seconds", Kind::Num),
-    f("success_threshold", Kind::Int),
-    f("failure_threshold", Kind::Int),
-    f("termination_grace_period_seconds", Kind::Num),
-];
-
-pub(crate) const SLEEP: &[Field] = &[f("seconds", Kind::Num)];
-
-/// A lifecycle hook: exactly one of these (Kubernetes `LifecycleHandler`).
-pub(crate) const HOOK: &[Field] = &[
-    f("exec", Kind::Table(EXEC)),
-    f("http_get", Kind::Table(HTTP_GET)),
-    f("sleep", Kind::Table(SLEEP)),
-];
-
-pub(crate) const LIFECYCLE: &[Field] = &[
-    f("post_start", Kind::Table(HOOK)),
-    f("pre_stop", Kind::Table(HOOK)),
-];
-
-pub(crate) const RESOURCES: &[Field] = &[
-    f("memory_max", Kind::StrOrInt),
-    f("memory_high", Kind::StrOrInt),
-    f("swap_max", Kind::StrOrInt),
-    f("pids_max", Kind::StrOrInt),
-    f("cpu_max", Kind::NumOrStr),
-    f("cpu_weight", Kind::Int),
-    f("oom_group", Kind::Bool),
-];
-
-pub(crate) const RLIMIT_PAIR: &[Field] = &[f("soft", Kind::StrOrInt), f("hard", Kind::StrOrInt)];
-
-pub(crate) const CONTAINER: &[Field] = &[
-    f("name", Kind::Str),
-    f("command", Kind::StrArray),
-    f("image", Kind::Str),
-    f("env", Kind::Map(&Kind::Str)),
-    f("working_dir", Kind::Str),
-    f("env_file", Kind::Str),
-    f("user", Kind::StrOrInt),
-    f("group", Kind::StrOrInt),
-    f("stop_signal", Kind::StrOrInt),
-    f("restart_policy", Kind::Str),
-    f("termination_grace_period_seconds", Kind::Num),
-    f("backoff", Kind::Table(BACKOFF)),
-    f("max_restarts", Kind::Int),
-    f("capabilities", Kind::StrArray),
-    f("no_new_privs", Kind::Bool),
-    f("rlimits", Kind::Map(&Kind::Rlimit)),
-    f("resources", Kind::Table(RESOURCES)),
-    f("startup_probe", Kind::Table(PROBE)),
-    f("liveness_probe", Kind::Table(PROBE)),
-    f("readiness_probe", Kind::Table(PROBE)),
-    f("lifecycle", Kind::Table(LIFECYCLE)),
-    f("termination_message_path", Kind::Str),
-    f("termination_message_policy", Kind::Str),
-];
-
-pub(crate) const POD: &[Field] = &[
-    f("restart_policy", Kind::Str),
-    f("termination_grace_period_seconds", Kind::Num),
-    f("backoff", Kind::Table(BACKOFF)),
-    f("max_restarts", Kind::Int),
-    f("depends_on", Kind::Map(&Kind::Str)),
-    f("init_containers", Kind::TableArray(CONTAINER)),
-    f("containers", Kind::TableArray(CONTAINER)),
-];
-
-pub(crate) const ROOT: &[Field] = &[
-    f("supervisor", Kind::Table(SUPERVISOR)),
-    f("pods", Kind::Map(&Kind::Table(POD))),
+/// The keys of an rlimit's `{ soft, hard }` table (`raw::RawRlimit::Pair`): a value kind of
+/// its own, not a table of `keys.rs`.
+pub(crate) const RLIMIT_PAIR: &[Field] = &[
+    Field {
+        name: "soft",
+        kind: Kind::StrOrInt,
+    },
+    Field {
+        name: "hard",
+        kind: Kind::StrOrInt,
+    },
 ];
 
 /// `parent.key`, quoting keys that are not bare TOML keys.
@@ -248,7 +131,7 @@ impl Walk {
 /// be deserialized and validated in the same run.
 pub(crate) fn check_document(root: &mut DeTable<'_>) -> Walk {
     let mut walk = Walk::default();
-    check_table(root, ROOT, "", &mut walk);
+    check_table(root, RawConfig::FIELDS, "", &mut walk);
     walk
 }
 

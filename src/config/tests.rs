@@ -1257,7 +1257,7 @@ fn every_key_deserializes() {
         }
     }
     let mut all = Vec::new();
-    keys(schema::ROOT, &mut all);
+    keys(keys::RawConfig::FIELDS, &mut all);
     for k in all {
         let used = KITCHEN_SINK.contains(&format!("{k} ="))
             || KITCHEN_SINK.contains(&format!("[{k}"))
@@ -1331,21 +1331,21 @@ fn unreadable_file_names_the_path_and_os_error() {
 fn every_config_key_is_documented_in_interface_md() {
     use schema::{Field, Kind};
     const SECTIONS: &[(&str, &[Field])] = &[
-        ("### `[supervisor]`", schema::SUPERVISOR),
-        ("### `[pods.NAME]`", schema::POD),
-        ("### `backoff`", schema::BACKOFF),
-        ("### `[[pods.NAME.containers]]`", schema::CONTAINER),
-        ("### `resources`", schema::RESOURCES),
-        ("### Probes", schema::PROBE),
-        ("### `exec`", schema::EXEC),
-        ("### `http_get`", schema::HTTP_GET),
-        ("### `tls`", schema::TLS),
-        ("### `tcp_socket`", schema::TCP_SOCKET),
-        ("### `grpc`", schema::GRPC),
+        ("### `[supervisor]`", keys::RawSupervisor::FIELDS),
+        ("### `[pods.NAME]`", keys::RawPod::FIELDS),
+        ("### `backoff`", keys::RawBackoff::FIELDS),
+        ("### `[[pods.NAME.containers]]`", keys::RawContainer::FIELDS),
+        ("### `resources`", keys::RawResources::FIELDS),
+        ("### Probes", keys::RawProbe::FIELDS),
+        ("### `exec`", keys::RawExec::FIELDS),
+        ("### `http_get`", keys::RawHttpGet::FIELDS),
+        ("### `tls`", keys::RawTls::FIELDS),
+        ("### `tcp_socket`", keys::RawTcpSocket::FIELDS),
+        ("### `grpc`", keys::RawGrpc::FIELDS),
         ("### `rlimits`", schema::RLIMIT_PAIR),
-        ("### `lifecycle`", schema::LIFECYCLE),
-        ("### Hooks", schema::HOOK),
-        ("### `sleep`", schema::SLEEP),
+        ("### `lifecycle`", keys::RawLifecycle::FIELDS),
+        ("### Hooks", keys::RawHook::FIELDS),
+        ("### `sleep`", keys::RawSleep::FIELDS),
     ];
     let doc =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/interface.md"))
@@ -1368,7 +1368,7 @@ fn every_config_key_is_documented_in_interface_md() {
         }
     }
     let mut found = Vec::new();
-    tables(schema::ROOT, "", &mut found);
+    tables(keys::RawConfig::FIELDS, "", &mut found);
     let mut missing = Vec::new();
     for (path, fields) in found {
         let Some((heading, _)) = SECTIONS.iter().find(|(_, f)| std::ptr::eq(*f, fields)) else {

@@ -12,8 +12,9 @@ use crate::core::Generation;
 use crate::logs::ContainerLog;
 use crate::runtime::shell::Watched;
 
-/// One container slot.
-pub struct Slot {
+/// What the shell holds for one container of the core (the core keeps its lifecycle in its own
+/// per-container `pod::Slot`): identity, log, and the live run.
+pub struct ContainerRuntime {
     pub pod: String,
     pub name: String,
     pub spec: Arc<ContainerSpec>,

@@ -13,7 +13,7 @@ fn two() -> Config {
 
 #[test]
 fn an_adopted_container_is_running_with_its_pid_start_and_restart_count_and_is_not_spawned() {
-    let (mut h, ok) = H::adopting(two(), &[("web", "app", 4242, 30.0, 5)]);
+    let (mut h, ok) = Harness::adopting(two(), &[("web", "app", 4242, 30.0, 5)]);
     assert_eq!(ok, vec![true]);
     let actions = h.take();
     let app = h.key("web", "app");
@@ -40,7 +40,7 @@ fn an_adopted_container_is_running_with_its_pid_start_and_restart_count_and_is_n
 
 #[test]
 fn an_adopted_container_that_ends_is_reported_status_unknown_and_restarted_by_policy() {
-    let (mut h, _) = H::adopting(two(), &[("web", "app", 4242, 30.0, 2)]);
+    let (mut h, _) = Harness::adopting(two(), &[("web", "app", 4242, 30.0, 2)]);
     h.ack_spawns();
     h.exit_info(
         "web",
@@ -74,7 +74,7 @@ fn under_on_failure_an_unknown_end_is_a_failure_and_restarts() {
         vec![with_policy(container("c"), RestartPolicy::OnFailure)],
     )]);
     cfg.pods[0].containers[0].backoff.initial = secs(0.0);
-    let (mut h, _) = H::adopting(cfg, &[("job", "c", 77, 1.0, 0)]);
+    let (mut h, _) = Harness::adopting(cfg, &[("job", "c", 77, 1.0, 0)]);
     h.exit_info(
         "job",
         "c",
@@ -89,7 +89,7 @@ fn under_on_failure_an_unknown_end_is_a_failure_and_restarts() {
 
 #[test]
 fn a_stop_of_an_adopted_container_signals_it_and_its_end_is_stopped_with_an_unknown_status() {
-    let (mut h, _) = H::adopting(two(), &[("web", "app", 4242, 30.0, 0)]);
+    let (mut h, _) = Harness::adopting(two(), &[("web", "app", 4242, 30.0, 0)]);
     h.ack_spawns();
     h.take();
     h.cmd(Command::Stop {
@@ -118,7 +118,7 @@ fn a_stop_of_an_adopted_container_signals_it_and_its_end_is_stopped_with_an_unkn
 fn probes_run_against_an_adopted_container() {
     let mut c = container("app");
     c.liveness_probe = Some(probe(1.0));
-    let (mut h, _) = H::adopting(
+    let (mut h, _) = Harness::adopting(
         config(vec![pod("web", vec![c])]),
         &[("web", "app", 9, 5.0, 0)],
     );
@@ -131,7 +131,7 @@ fn probes_run_against_an_adopted_container() {
 fn a_plain_init_container_or_a_second_adoption_is_refused() {
     let mut p = pod("web", vec![container("app")]);
     p.init_containers = vec![with_policy(container("setup"), RestartPolicy::Never)];
-    let (_, ok) = H::adopting(
+    let (_, ok) = Harness::adopting(
         config(vec![p, pod("db", vec![container("pg")])]),
         &[
             ("web", "app", 10, 1.0, 0),

@@ -4,8 +4,8 @@ use super::harness::*;
 use crate::config::spec::*;
 use crate::core::*;
 
-fn one(c: ContainerSpec) -> H {
-    let mut h = H::new(config(vec![pod("web", vec![c])]));
+fn one(c: ContainerSpec) -> Harness {
+    let mut h = Harness::new(config(vec![pod("web", vec![c])]));
     h.ack_spawns();
     h
 }
@@ -216,7 +216,7 @@ fn max_restarts_exhausted_terminates_with_restart_limit_exceeded() {
 
 #[test]
 fn crash_looping_container_does_not_restart_pod_mates() {
-    let mut h = H::new(config(vec![pod(
+    let mut h = Harness::new(config(vec![pod(
         "web",
         vec![container("a"), container("b")],
     )]));

@@ -8,7 +8,7 @@ use super::harness::*;
 use crate::config::spec::*;
 use crate::core::*;
 
-fn stop(h: &mut H, pod: &str, container: Option<&str>) {
+fn stop(h: &mut Harness, pod: &str, container: Option<&str>) {
     h.cmd(Command::Stop {
         pod: pod.to_string(),
         container: container.map(str::to_string),
@@ -17,13 +17,13 @@ fn stop(h: &mut H, pod: &str, container: Option<&str>) {
 }
 
 /// Pod `web` with grace `pod_grace` and one container `app` (grace 60 s), after `f`.
-fn web(pod_grace: f64, f: impl FnOnce(&mut ContainerSpec)) -> (H, ContainerKey) {
+fn web(pod_grace: f64, f: impl FnOnce(&mut ContainerSpec)) -> (Harness, ContainerKey) {
     let mut c = with_policy(container("app"), RestartPolicy::Never);
     c.termination_grace = secs(60.0);
     f(&mut c);
     let mut p = pod("web", vec![c]);
     p.termination_grace = secs(pod_grace);
-    let mut h = H::new(config(vec![p]));
+    let mut h = Harness::new(config(vec![p]));
     h.ack_spawns();
     h.take();
     let key = h.key("web", "app");
@@ -89,7 +89,7 @@ fn kill_container_hung_pre_stop_and_ignored_signal_are_killed_at_the_pod_deadlin
 }
 
 /// Pod `job` (grace 10 s): sidecar `log` (grace 30 s) and main container `app`.
-fn job() -> (H, ContainerKey, ContainerKey) {
+fn job() -> (Harness, ContainerKey, ContainerKey) {
     let mut p = pod(
         "job",
         vec![with_policy(container("app"), RestartPolicy::Never)],
@@ -97,7 +97,7 @@ fn job() -> (H, ContainerKey, ContainerKey) {
     p.restart_policy = RestartPolicy::Never;
     p.init_containers = vec![with_policy(container("log"), RestartPolicy::Always)];
     p.termination_grace = secs(10.0);
-    let mut h = H::new(config(vec![p]));
+    let mut h = Harness::new(config(vec![p]));
     h.ack_spawns();
     h.ack_spawns();
     h.take();
@@ -135,7 +135,7 @@ fn wait_for_turn_sidecar_stopped_after_main_gets_only_the_remainder() {
 fn kill_containers_with_sync_result_without_pod_key_uses_the_longest_container_grace() {
     let mut c = with_policy(container("app"), RestartPolicy::Never);
     c.termination_grace = secs(60.0);
-    let mut h = H::new(config(vec![pod("web", vec![c])]));
+    let mut h = Harness::new(config(vec![pod("web", vec![c])]));
     h.ack_spawns();
     h.take();
     stop(&mut h, "web", None);

@@ -87,7 +87,7 @@ pub fn config(pods: Vec<PodSpec>) -> Config {
 }
 
 /// Drives a [`Supervisor`] in virtual time and remembers every action it emitted.
-pub struct H {
+pub struct Harness {
     pub sup: Supervisor,
     pub t0: Instant,
     pub now: Instant,
@@ -97,11 +97,11 @@ pub struct H {
     next_pid: u32,
 }
 
-impl H {
-    pub fn new(cfg: Config) -> H {
+impl Harness {
+    pub fn new(cfg: Config) -> Harness {
         let t0 = Instant::now();
         let sup = Supervisor::new(&cfg, t0);
-        let mut h = H {
+        let mut h = Harness {
             sup,
             t0,
             now: t0,
@@ -116,7 +116,7 @@ impl H {
     /// A supervisor for `cfg` that adopts `(pod, container, pid, started secs before t0,
     /// restart count)` before its first actions are drained, as the runtime does after a
     /// crash of vigil; returns which adoptions were accepted.
-    pub fn adopting(cfg: Config, adopt: &[(&str, &str, u32, f64, u32)]) -> (H, Vec<bool>) {
+    pub fn adopting(cfg: Config, adopt: &[(&str, &str, u32, f64, u32)]) -> (Harness, Vec<bool>) {
         let t0 = Instant::now() + secs(3600.0);
         let mut sup = Supervisor::new(&cfg, t0);
         let mut gens = HashMap::new();
@@ -129,7 +129,7 @@ impl H {
             }
             accepted.push(g.is_some());
         }
-        let mut h = H {
+        let mut h = Harness {
             sup,
             t0,
             now: t0,

@@ -12,17 +12,17 @@ fn exec_hook() -> Hook {
     })
 }
 
-fn hooked(f: impl FnOnce(&mut ContainerSpec)) -> (H, ContainerKey) {
+fn hooked(f: impl FnOnce(&mut ContainerSpec)) -> (Harness, ContainerKey) {
     let mut c = with_policy(container("app"), RestartPolicy::Never);
     c.termination_grace = secs(10.0);
     f(&mut c);
-    let mut h = H::new(config(vec![pod("web", vec![c])]));
+    let mut h = Harness::new(config(vec![pod("web", vec![c])]));
     h.ack_spawns();
     let key = h.key("web", "app");
     (h, key)
 }
 
-fn hook_result(h: &mut H, key: ContainerKey, seq: u64, outcome: ProbeOutcome) {
+fn hook_result(h: &mut Harness, key: ContainerKey, seq: u64, outcome: ProbeOutcome) {
     h.input(Input::ProbeResult {
         key,
         generation: h.generation(key),

@@ -6,14 +6,14 @@ use super::harness::*;
 use crate::config::spec::*;
 use crate::core::*;
 
-fn never_pod_with_init() -> H {
+fn never_pod_with_init() -> Harness {
     let mut p = pod(
         "job",
         vec![with_policy(container("main"), RestartPolicy::Never)],
     );
     p.init_containers = vec![with_policy(container("setup"), RestartPolicy::Never)];
     p.restart_policy = RestartPolicy::Never;
-    let mut h = H::new(config(vec![p]));
+    let mut h = Harness::new(config(vec![p]));
     h.ack_spawns();
     h
 }
@@ -33,14 +33,14 @@ fn update_pod_status_completed_init_container_is_ready() {
     assert!(!h.status("job", "setup").ready);
 }
 
-fn liveness_failing(policy: RestartPolicy) -> H {
+fn liveness_failing(policy: RestartPolicy) -> Harness {
     let mut c = with_policy(container("app"), policy);
     let mut l = probe(1.0);
     l.failure_threshold = 1;
     c.liveness_probe = Some(l);
     let mut p = pod("web", vec![c]);
     p.restart_policy = policy;
-    let mut h = H::new(config(vec![p]));
+    let mut h = Harness::new(config(vec![p]));
     h.ack_spawns();
     h.step();
     let (_, seq) = h.probe_starts()[0];
@@ -66,7 +66,7 @@ fn compute_pod_actions_killing_message_says_restart_only_when_it_will() {
     }
 }
 
-fn condition_reason(h: &H, pod: &str, kind: ConditionType) -> (bool, String) {
+fn condition_reason(h: &Harness, pod: &str, kind: ConditionType) -> (bool, String) {
     let c = h.condition(pod, kind);
     (c.status, c.reason)
 }
@@ -129,10 +129,10 @@ fn generate_conditions_failed_pod_says_pod_failed() {
     assert_eq!(condition_reason(&h, "job", ConditionType::Ready), failed);
 }
 
-fn stop_with_grace(grace: f64) -> (H, ContainerKey) {
+fn stop_with_grace(grace: f64) -> (Harness, ContainerKey) {
     let mut c = container("app");
     c.termination_grace = secs(grace);
-    let mut h = H::new(config(vec![pod("web", vec![c])]));
+    let mut h = Harness::new(config(vec![pod("web", vec![c])]));
     h.ack_spawns();
     let key = h.key("web", "app");
     h.cmd(Command::Stop {
@@ -174,7 +174,7 @@ fn kill_container_minimum_grace_applies_to_probe_grace() {
     l.failure_threshold = 1;
     l.termination_grace = Some(secs(1.0));
     c.liveness_probe = Some(l);
-    let mut h = H::new(config(vec![pod("web", vec![c])]));
+    let mut h = Harness::new(config(vec![pod("web", vec![c])]));
     h.ack_spawns();
     let key = h.key("web", "app");
     assert_eq!(h.step(), 0.0);
@@ -192,7 +192,7 @@ fn kill_container_minimum_grace_applies_to_probe_grace() {
 fn probe_warning_counts_as_success_and_records_probe_warning_event() {
     let mut c = container("app");
     c.readiness_probe = Some(probe(1.0));
-    let mut h = H::new(config(vec![pod("web", vec![c])]));
+    let mut h = Harness::new(config(vec![pod("web", vec![c])]));
     h.ack_spawns();
     h.step();
     let (kind, seq) = h.probe_starts()[0];
@@ -223,7 +223,7 @@ fn probe_warning_counts_as_success_and_records_probe_warning_event() {
 /// empty).
 #[test]
 fn get_termination_message_replaces_vigils_explanation_when_present() {
-    let mut h = H::new(config(vec![pod(
+    let mut h = Harness::new(config(vec![pod(
         "web",
         vec![with_policy(container("app"), RestartPolicy::Never)],
     )]));
@@ -242,7 +242,7 @@ fn get_termination_message_replaces_vigils_explanation_when_present() {
     assert_eq!(t.reason, TerminationReason::Error);
     assert_eq!(t.exit_code, 3);
 
-    let mut h = H::new(config(vec![pod(
+    let mut h = Harness::new(config(vec![pod(
         "web",
         vec![with_policy(container("app"), RestartPolicy::Never)],
     )]));

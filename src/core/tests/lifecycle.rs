@@ -5,7 +5,7 @@ use super::harness::*;
 use crate::config::spec::*;
 use crate::core::*;
 
-fn with_inits(policy: RestartPolicy) -> H {
+fn with_inits(policy: RestartPolicy) -> Harness {
     let mut p = pod(
         "web",
         vec![
@@ -24,12 +24,12 @@ fn with_inits(policy: RestartPolicy) -> H {
         with_policy(container("i2"), init_policy),
     ];
     p.restart_policy = policy;
-    H::new(config(vec![p]))
+    Harness::new(config(vec![p]))
 }
 
 #[test]
 fn spawn_then_spawned_gives_running_and_started_event() {
-    let mut h = H::new(config(vec![pod("web", vec![container("app")])]));
+    let mut h = Harness::new(config(vec![pod("web", vec![container("app")])]));
     let key = h.key("web", "app");
     let acts = h.take();
     assert!(matches!(
@@ -135,7 +135,7 @@ fn phases_succeeded_and_failed_when_nothing_restarts() {
             ],
         )
     };
-    let mut h = H::new(config(vec![p("ok"), p("bad")]));
+    let mut h = Harness::new(config(vec![p("ok"), p("bad")]));
     h.ack_spawns();
     h.exit("ok", "a", 0);
     assert_eq!(h.phase("ok"), Phase::Running, "b still runs");
@@ -158,7 +158,7 @@ fn dependent_pod_waits_until_dependency_ready() {
     }];
     let mut db = container("db");
     db.readiness_probe = Some(probe(1.0));
-    let mut h = H::new(config(vec![pod("db", vec![db]), web]));
+    let mut h = Harness::new(config(vec![pod("db", vec![db]), web]));
     let app = h.key("web", "app");
     assert!(!has_spawn(&h.take(), app));
     assert_eq!(
@@ -190,7 +190,7 @@ fn dependency_conditions_started_and_completed() {
         vec![with_policy(container("app"), RestartPolicy::Never)],
     );
     mig.restart_policy = RestartPolicy::Never;
-    let mut h = H::new(config(vec![
+    let mut h = Harness::new(config(vec![
         mig,
         dep("api", "migrate", DependencyCondition::Completed),
         dep("worker", "migrate", DependencyCondition::Started),
@@ -207,7 +207,7 @@ fn dependency_conditions_started_and_completed() {
 
 #[test]
 fn unknown_pod_or_container_is_not_found() {
-    let mut h = H::new(config(vec![pod("web", vec![container("app")])]));
+    let mut h = Harness::new(config(vec![pod("web", vec![container("app")])]));
     let e = h
         .cmd(Command::Stop {
             pod: "nope".to_string(),
@@ -228,7 +228,7 @@ fn unknown_pod_or_container_is_not_found() {
 
 #[test]
 fn start_after_stop_runs_again_with_fresh_backoff() {
-    let mut h = H::new(config(vec![pod("web", vec![container("app")])]));
+    let mut h = Harness::new(config(vec![pod("web", vec![container("app")])]));
     h.ack_spawns();
     let key = h.key("web", "app");
     // Build up some back-off history.
@@ -266,7 +266,7 @@ fn start_after_stop_runs_again_with_fresh_backoff() {
 
 #[test]
 fn restart_stops_then_starts_immediately_after_exit() {
-    let mut h = H::new(config(vec![pod("web", vec![container("app")])]));
+    let mut h = Harness::new(config(vec![pod("web", vec![container("app")])]));
     h.ack_spawns();
     let key = h.key("web", "app");
     h.cmd(Command::Restart {
@@ -289,7 +289,7 @@ fn stop_signal_then_kill_after_grace() {
     let mut c = container("app");
     c.termination_grace = secs(5.0);
     c.stop_signal = 2;
-    let mut h = H::new(config(vec![pod("web", vec![c])]));
+    let mut h = Harness::new(config(vec![pod("web", vec![c])]));
     h.ack_spawns();
     let key = h.key("web", "app");
     h.advance_to(1.0);
@@ -327,7 +327,7 @@ fn stop_signal_then_kill_after_grace() {
 
 #[test]
 fn a_forced_shutdown_names_each_container_it_sigkills() {
-    let mut h = H::new(config(vec![pod("web", vec![container("app")])]));
+    let mut h = Harness::new(config(vec![pod("web", vec![container("app")])]));
     h.ack_spawns();
     h.cmd(Command::Shutdown { force: true }).unwrap();
     let kill = h
@@ -344,7 +344,7 @@ fn a_forced_shutdown_names_each_container_it_sigkills() {
 
 #[test]
 fn stop_while_creating_signals_once_spawned() {
-    let mut h = H::new(config(vec![pod("web", vec![container("app")])]));
+    let mut h = Harness::new(config(vec![pod("web", vec![container("app")])]));
     let key = h.key("web", "app");
     h.take();
     h.cmd(Command::Stop {
@@ -359,7 +359,7 @@ fn stop_while_creating_signals_once_spawned() {
 
 #[test]
 fn events_aggregate_and_bump_seq() {
-    let mut h = H::new(config(vec![pod("web", vec![container("app")])]));
+    let mut h = Harness::new(config(vec![pod("web", vec![container("app")])]));
     h.ack_spawns();
     let first = h.event("Started").unwrap();
     assert_eq!(first.count, 1);
@@ -382,7 +382,7 @@ fn events_aggregate_and_bump_seq() {
 
 #[test]
 fn an_exit_is_an_event_before_the_restart_normal_when_clean_warning_when_failed() {
-    let mut h = H::new(config(vec![pod("web", vec![container("app")])]));
+    let mut h = Harness::new(config(vec![pod("web", vec![container("app")])]));
     h.ack_spawns();
     h.exit("web", "app", 0);
     let reasons: Vec<_> = h.events().iter().map(|e| e.reason.clone()).collect();
@@ -416,7 +416,7 @@ fn starting_a_container_before_its_init_containers_completed_is_not_applicable()
 
 #[test]
 fn a_repeated_stop_says_the_pod_is_already_stopped() {
-    let mut h = H::new(config(vec![pod("web", vec![container("app")])]));
+    let mut h = Harness::new(config(vec![pod("web", vec![container("app")])]));
     h.ack_spawns();
     let stop = |container: Option<&str>| Command::Stop {
         pod: "web".to_string(),
@@ -437,7 +437,7 @@ fn a_repeated_stop_says_the_pod_is_already_stopped() {
 fn a_container_being_stopped_is_terminating_and_not_ready_from_the_stop_signal() {
     let mut c = container("app");
     c.termination_grace = secs(5.0);
-    let mut h = H::new(config(vec![pod("web", vec![c])]));
+    let mut h = Harness::new(config(vec![pod("web", vec![c])]));
     h.ack_spawns();
     assert!(h.status("web", "app").ready);
     h.advance_to(1.0);

@@ -29,18 +29,18 @@ fn restart(pod: &str, container: Option<&str>) -> Command {
 
 /// `db` (one container) and `app` (init container `migrate`, container `web`), `app`
 /// depending on `db` being `condition`.
-fn stack(condition: DependencyCondition) -> H {
+fn stack(condition: DependencyCondition) -> Harness {
     let mut app = pod("app", vec![container("web")]);
     app.init_containers = vec![with_policy(container("migrate"), RestartPolicy::OnFailure)];
     app.depends_on = vec![Dependency {
         pod: "db".to_string(),
         condition,
     }];
-    H::new(config(vec![pod("db", vec![container("db")]), app]))
+    Harness::new(config(vec![pod("db", vec![container("db")]), app]))
 }
 
 /// Both pods running: db started, app's init completed, web running.
-fn running_stack() -> H {
+fn running_stack() -> Harness {
     let mut h = stack(DependencyCondition::Started);
     h.ack_spawns();
     h.ack_spawns();
@@ -51,7 +51,7 @@ fn running_stack() -> H {
 }
 
 /// Stop a pod and let every container exit on the stop signal.
-fn stop_and_exit(h: &mut H, pod: &str, containers: &[&str]) {
+fn stop_and_exit(h: &mut Harness, pod: &str, containers: &[&str]) {
     h.cmd(stop(pod)).unwrap();
     for c in containers {
         if h.is_running(pod, c) {
@@ -105,7 +105,7 @@ fn start_of_a_pod_not_begun_no_longer_overrides_its_dependencies() {
         pod: "db".to_string(),
         condition: DependencyCondition::Ready,
     }];
-    let mut h = H::new(config(vec![pod("db", vec![db]), app]));
+    let mut h = Harness::new(config(vec![pod("db", vec![db]), app]));
     let web = h.key("app", "web");
     h.take();
     h.cmd(start("app")).unwrap();
@@ -132,7 +132,7 @@ fn start_of_a_pod_still_running_in_part_starts_what_is_stopped_at_once() {
         pod: "db".to_string(),
         condition: DependencyCondition::Started,
     }];
-    let mut h = H::new(config(vec![pod("db", vec![container("db")]), app]));
+    let mut h = Harness::new(config(vec![pod("db", vec![container("db")]), app]));
     h.ack_spawns();
     h.ack_spawns();
     h.cmd(Command::Stop {
@@ -251,7 +251,7 @@ fn container_start_in_a_pod_not_begun_is_refused_naming_the_pod_start() {
         vec![with_policy(container("db"), RestartPolicy::Never)],
     );
     db.restart_policy = RestartPolicy::Never;
-    let mut h = H::new(config(vec![db, app]));
+    let mut h = Harness::new(config(vec![db, app]));
     let e = h
         .cmd(Command::Start {
             pod: "app".to_string(),

@@ -4,15 +4,15 @@ use super::harness::*;
 use crate::config::spec::*;
 use crate::core::*;
 
-fn probed(f: impl FnOnce(&mut ContainerSpec)) -> H {
+fn probed(f: impl FnOnce(&mut ContainerSpec)) -> Harness {
     let mut c = container("app");
     f(&mut c);
-    let mut h = H::new(config(vec![pod("web", vec![c])]));
+    let mut h = Harness::new(config(vec![pod("web", vec![c])]));
     h.ack_spawns();
     h
 }
 
-fn result(h: &H, kind: ProbeKind) -> ProbeResultState {
+fn result(h: &Harness, kind: ProbeKind) -> ProbeResultState {
     h.status("web", "app")
         .probes
         .iter()
@@ -133,11 +133,11 @@ fn readiness_success_threshold_gates_ready_and_conditions() {
         p.failure_threshold = 2;
         c.readiness_probe = Some(p);
     });
-    let ready = |h: &H| h.condition("web", ConditionType::Ready);
+    let ready = |h: &Harness| h.condition("web", ConditionType::Ready);
     assert!(!ready(&h).status);
     assert_eq!(ready(&h).reason, "ContainersNotReady");
     assert_eq!(ready(&h).message, "containers with unready status: [app]");
-    let run = |h: &mut H, ok: bool| {
+    let run = |h: &mut Harness, ok: bool| {
         h.step();
         let (_, seq) = h.probe_starts()[0];
         h.probe_result("web", "app", ProbeKind::Readiness, seq, ok);
@@ -310,9 +310,9 @@ fn probe_results_update_their_own_pods_conditions_and_leave_the_others_alone() {
         c.readiness_probe = Some(p);
         pod(name, vec![c])
     };
-    let mut h = H::new(config(vec![probed_pod("a", 0.2), probed_pod("b", 0.5)]));
+    let mut h = Harness::new(config(vec![probed_pod("a", 0.2), probed_pod("b", 0.5)]));
     h.ack_spawns();
-    let ready = |h: &H, p: &str| h.condition(p, ConditionType::Ready);
+    let ready = |h: &Harness, p: &str| h.condition(p, ConditionType::Ready);
     let b_before = ready(&h, "b");
 
     assert_eq!(h.step(), 0.2);

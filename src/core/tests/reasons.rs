@@ -4,8 +4,8 @@ use super::harness::*;
 use crate::config::spec::*;
 use crate::core::*;
 
-fn never(name: &str) -> H {
-    let mut h = H::new(config(vec![pod(
+fn never(name: &str) -> Harness {
+    let mut h = Harness::new(config(vec![pod(
         "web",
         vec![with_policy(container(name), RestartPolicy::Never)],
     )]));
@@ -153,7 +153,7 @@ fn child_oom_then_main_exits_nonzero_without_sigkill_is_error() {
 
 #[test]
 fn spawn_failure_is_start_error_and_backs_off() {
-    let mut h = H::new(config(vec![pod("web", vec![container("app")])]));
+    let mut h = Harness::new(config(vec![pod("web", vec![container("app")])]));
     let key = h.key("web", "app");
     h.input(Input::SpawnFailed {
         key,
@@ -183,7 +183,7 @@ fn spawn_failure_is_start_error_and_backs_off() {
 
 #[test]
 fn start_error_under_on_failure_is_a_failure() {
-    let mut h = H::new(config(vec![pod(
+    let mut h = Harness::new(config(vec![pod(
         "web",
         vec![with_policy(container("app"), RestartPolicy::OnFailure)],
     )]));
@@ -198,7 +198,7 @@ fn start_error_under_on_failure_is_a_failure() {
 
 #[test]
 fn stop_request_is_stopped_and_not_restarted() {
-    let mut h = H::new(config(vec![pod("web", vec![container("app")])]));
+    let mut h = Harness::new(config(vec![pod("web", vec![container("app")])]));
     h.ack_spawns();
     let key = h.key("web", "app");
     let r = h.cmd(Command::Stop {
@@ -228,7 +228,7 @@ fn stop_request_is_stopped_and_not_restarted() {
 fn liveness_kill_of_app_exiting_zero_is_a_failure_under_on_failure() {
     let mut c = with_policy(container("app"), RestartPolicy::OnFailure);
     c.liveness_probe = Some(probe(10.0));
-    let mut h = H::new(config(vec![pod("web", vec![c])]));
+    let mut h = Harness::new(config(vec![pod("web", vec![c])]));
     h.ack_spawns();
     let key = h.key("web", "app");
     for _ in 0..3 {

@@ -12,13 +12,13 @@ fn base() -> Vec<crate::config::spec::PodSpec> {
     ]
 }
 
-fn reload(h: &mut H, pods: Vec<crate::config::spec::PodSpec>) -> String {
+fn reload(h: &mut Harness, pods: Vec<crate::config::spec::PodSpec>) -> String {
     h.cmd(Command::Reload(Box::new(config(pods)))).unwrap()
 }
 
 #[test]
 fn reload_leaves_unchanged_pod_in_backoff_untouched() {
-    let mut h = H::new(config(base()));
+    let mut h = Harness::new(config(base()));
     h.ack_spawns();
     let key = h.key("crash", "app");
     h.exit("crash", "app", 1);
@@ -37,7 +37,7 @@ fn reload_leaves_unchanged_pod_in_backoff_untouched() {
 
 #[test]
 fn reload_restarts_changed_pod_with_new_keys() {
-    let mut h = H::new(config(base()));
+    let mut h = Harness::new(config(base()));
     h.ack_spawns();
     let old_key = h.key("web", "app");
     let mut pods = base();
@@ -64,7 +64,7 @@ fn reload_restarts_changed_pod_with_new_keys() {
 
 #[test]
 fn reload_probe_only_change_restarts_pod() {
-    let mut h = H::new(config(base()));
+    let mut h = Harness::new(config(base()));
     h.ack_spawns();
     let old_key = h.key("web", "app");
     let mut pods = base();
@@ -76,7 +76,7 @@ fn reload_probe_only_change_restarts_pod() {
 
 #[test]
 fn reload_adds_and_removes_pods() {
-    let mut h = H::new(config(base()));
+    let mut h = Harness::new(config(base()));
     h.ack_spawns();
     let old = h.key("old", "app");
     let mut pods = base();
@@ -99,7 +99,7 @@ fn reload_adds_and_removes_pods() {
 
 #[test]
 fn reload_of_changed_pod_records_killing_event_for_old_run() {
-    let mut h = H::new(config(base()));
+    let mut h = Harness::new(config(base()));
     h.ack_spawns();
     let mut pods = base();
     pods[1].containers[0].env = vec![("A".to_string(), "1".to_string())];
@@ -129,7 +129,7 @@ fn reload_of_changed_pod_records_killing_event_for_old_run() {
 
 #[test]
 fn reload_adopts_new_shutdown_timeout() {
-    let mut h = H::new(config(vec![pod(
+    let mut h = Harness::new(config(vec![pod(
         "web",
         vec![{
             let mut c = container("app");
@@ -154,7 +154,7 @@ fn reload_adopts_new_shutdown_timeout() {
 
 #[test]
 fn reload_removing_pod_in_backoff_forgets_it_at_once() {
-    let mut h = H::new(config(base()));
+    let mut h = Harness::new(config(base()));
     h.ack_spawns();
     let key = h.key("old", "app");
     h.exit("old", "app", 1);

@@ -6,13 +6,13 @@ use super::harness::*;
 use crate::config::spec::*;
 use crate::core::*;
 
-fn shutdown(h: &mut H, force: bool) {
+fn shutdown(h: &mut Harness, force: bool) {
     h.cmd(Command::Shutdown { force }).unwrap();
 }
 
 #[test]
 fn shutdown_with_nothing_running_exits_at_once() {
-    let mut h = H::new(config(vec![pod(
+    let mut h = Harness::new(config(vec![pod(
         "job",
         vec![with_policy(container("a"), RestartPolicy::Never)],
     )]));
@@ -25,7 +25,7 @@ fn shutdown_with_nothing_running_exits_at_once() {
 
 #[test]
 fn clean_shutdown_exits_zero_and_records_stopped() {
-    let mut h = H::new(config(vec![pod(
+    let mut h = Harness::new(config(vec![pod(
         "web",
         vec![container("a"), container("b")],
     )]));
@@ -49,7 +49,7 @@ fn clean_shutdown_exits_zero_and_records_stopped() {
 fn shutdown_with_kill_after_grace_is_still_clean() {
     let mut c = container("a");
     c.termination_grace = secs(3.0);
-    let mut h = H::new(config(vec![pod("web", vec![c])]));
+    let mut h = Harness::new(config(vec![pod("web", vec![c])]));
     h.ack_spawns();
     let a = h.key("web", "a");
     shutdown(&mut h, false);
@@ -69,7 +69,7 @@ fn shutdown_stops_dependents_before_their_dependencies() {
         pod: "db".to_string(),
         condition: DependencyCondition::Started,
     }];
-    let mut h = H::new(config(vec![api, pod("db", vec![container("db")])]));
+    let mut h = Harness::new(config(vec![api, pod("db", vec![container("db")])]));
     h.ack_spawns(); // db
     h.ack_spawns(); // api (started once db was)
     assert!(h.is_running("api", "app") && h.is_running("db", "db"));
@@ -90,7 +90,7 @@ fn shutdown_timeout_kills_everything_left() {
     c.termination_grace = secs(100.0);
     let mut cfg = config(vec![pod("web", vec![c])]);
     cfg.supervisor.shutdown_timeout = Duration::from_secs(10);
-    let mut h = H::new(cfg);
+    let mut h = Harness::new(cfg);
     h.ack_spawns();
     let a = h.key("web", "a");
     shutdown(&mut h, false);
@@ -103,7 +103,7 @@ fn shutdown_timeout_kills_everything_left() {
 
 #[test]
 fn forced_shutdown_kills_at_once() {
-    let mut h = H::new(config(vec![pod("web", vec![container("a")])]));
+    let mut h = Harness::new(config(vec![pod("web", vec![container("a")])]));
     h.ack_spawns();
     let a = h.key("web", "a");
     shutdown(&mut h, false);
@@ -120,7 +120,7 @@ fn forced_shutdown_kills_at_once() {
 
 #[test]
 fn shutdown_during_backoff_cancels_restart() {
-    let mut h = H::new(config(vec![pod("web", vec![container("a")])]));
+    let mut h = Harness::new(config(vec![pod("web", vec![container("a")])]));
     h.ack_spawns();
     h.exit("web", "a", 1);
     h.spawned("web", "a");
@@ -141,7 +141,7 @@ fn shutdown_during_backoff_cancels_restart() {
 
 #[test]
 fn commands_other_than_stop_are_refused_while_shutting_down() {
-    let mut h = H::new(config(vec![pod("web", vec![container("a")])]));
+    let mut h = Harness::new(config(vec![pod("web", vec![container("a")])]));
     h.ack_spawns();
     shutdown(&mut h, false);
     let e = h

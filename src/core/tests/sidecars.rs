@@ -10,11 +10,11 @@ fn sidecar(name: &str) -> ContainerSpec {
 }
 
 /// Pod `job` (policy `policy`): init containers `inits`, one main container `app`.
-fn job(policy: RestartPolicy, inits: Vec<ContainerSpec>) -> H {
+fn job(policy: RestartPolicy, inits: Vec<ContainerSpec>) -> Harness {
     let mut p = pod("job", vec![with_policy(container("app"), policy)]);
     p.restart_policy = policy;
     p.init_containers = inits;
-    H::new(config(vec![p]))
+    Harness::new(config(vec![p]))
 }
 
 fn setup() -> ContainerSpec {
@@ -99,7 +99,7 @@ fn compute_pod_actions_sidecar_restarts_with_backoff_under_a_never_pod() {
     assert_eq!(h.status("job", "log").restart_count, 2);
 }
 
-fn two_sidecars(policy: RestartPolicy) -> H {
+fn two_sidecars(policy: RestartPolicy) -> Harness {
     let mut h = job(policy, vec![sidecar("s1"), sidecar("s2")]);
     h.ack_spawns();
     h.ack_spawns();

@@ -20,7 +20,7 @@ use mio::{Interest, Registry, Token};
 use super::tokens::{self, Owner, Registration, TokenSpace, Watched};
 use crate::core::ContainerKey;
 use crate::logs::{self, ContainerLog, Forwarder};
-use crate::runtime::slots::Slot;
+use crate::runtime::slots::ContainerRuntime;
 
 /// Bytes read from one pipe per readiness event.
 pub const PIPE_READ_CAP: usize = 256 * 1024;
@@ -30,7 +30,7 @@ pub trait Logs {
     fn log_mut(&mut self, key: ContainerKey) -> Option<&mut ContainerLog>;
 }
 
-impl Logs for HashMap<ContainerKey, Slot> {
+impl Logs for HashMap<ContainerKey, ContainerRuntime> {
     fn log_mut(&mut self, key: ContainerKey) -> Option<&mut ContainerLog> {
         self.get_mut(&key).map(|s| &mut s.log)
     }

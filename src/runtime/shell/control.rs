@@ -39,7 +39,7 @@ use crate::control::server::{Access, ConnId, ControlError, Incoming, Limits, Pee
 use crate::control::time::WallClock;
 use crate::control::wire::{self, ErrorKind};
 use crate::core::{Command, ContainerKey, Event as CoreEvent, PodStatus, Supervisor};
-use crate::runtime::slots::Slot;
+use crate::runtime::slots::ContainerRuntime;
 
 /// Raw log bytes read from a ring per chunk (at most six times that once JSON-escaped).
 const LOG_CHUNK: usize = 16 * 1024;
@@ -65,7 +65,7 @@ pub(super) struct Control {
 /// for one call.
 pub(super) struct View<'a> {
     pub(super) core: &'a Supervisor,
-    pub(super) slots: &'a HashMap<ContainerKey, Slot>,
+    pub(super) slots: &'a HashMap<ContainerKey, ContainerRuntime>,
 }
 
 /// A request that changes state, authorised and journalled, whose reply waits for the router
@@ -582,7 +582,7 @@ impl Control {
         conn: ConnId,
         id: &RequestId,
         key: ContainerKey,
-        slot: &Slot,
+        slot: &ContainerRuntime,
         tail: Option<usize>,
         previous: bool,
         follow: bool,

@@ -25,7 +25,7 @@ use crate::config::spec::{ContainerSpec, TerminationMessagePolicy};
 use crate::core::{Action, ContainerKey, ExitInfo, Generation, Input};
 use crate::logs::ContainerLog;
 use crate::process::{self, Stdio};
-use crate::runtime::slots::{Run, Slot};
+use crate::runtime::slots::{ContainerRuntime, Run};
 use crate::runtime::statefile::{MainInfo, spec_hash};
 
 impl Shell {
@@ -242,7 +242,7 @@ impl Shell {
             if let Some(e) = err {
                 warn!("{e}");
             }
-            Slot {
+            ContainerRuntime {
                 pod: pod.to_string(),
                 name: container.name.clone(),
                 spec_hash: spec_hash(container),

@@ -47,7 +47,7 @@ use signal_hook::consts::signal::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
 use signal_hook_mio::v1_0::Signals;
 
 use super::harden::HostCheck;
-use super::slots::Slot;
+use super::slots::ContainerRuntime;
 use crate::cgroup::{Controllers, Manager};
 use crate::config::spec::Config;
 use crate::config::{self, ConfigSource};
@@ -96,7 +96,7 @@ pub struct Shell {
     source: ConfigSource,
     control: Control,
     cgroups: Option<Manager>,
-    slots: HashMap<ContainerKey, Slot>,
+    slots: HashMap<ContainerKey, ContainerRuntime>,
     reaper: Reaper,
     janitor: Janitor,
     /// Cgroup directories of pods removed by reload, until removed.

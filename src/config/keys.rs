@@ -1,0 +1,274 @@
+//! Every config key, defined once: one [`tables!`] entry per table lists its keys and their
+//! kinds, and from it come both the raw serde struct (`RawSupervisor`, …: what `validate`
+//! reads, every value spanned) and the key list the schema walk checks the file against
+//! (`RawSupervisor::FIELDS`, …). So a key cannot be known to one and not the other, and the
+//! order here is the order of "expected one of: …" in messages.
+//!
+//! Kinds (what the schema walk accepts → the raw field's type):
+//! - `Str` → `Option<Spanned<String>>`; `Int` → `Option<Spanned<i64>>`; `Num` (integer or
+//!   float: all `*_seconds`) → `Option<Spanned<f64>>`; `Bool` → `Option<Spanned<bool>>`;
+//! - `StrOrInt` (a name or a number: users, signals, modes, byte quantities) and `NumOrStr`
+//!   (`cpu_max = 1.5` / `"max"`) → `Option<Spanned<…>>` of [`StrOrInt`] / [`NumOrStr`];
+//! - `Argv` (an array of strings spanned as a whole: commands) → `Option<Spanned<Vec<…>>>`;
+//!   `StrArray` / `IntArray` → `Option<Vec<Spanned<…>>>`;
+//! - `StrMap` (free keys, string values: env, headers, depends_on); `Rlimits` (free keys,
+//!   [`RawRlimit`] values);
+//! - `Table(RawX)` → `Option<Spanned<RawX>>`; `Tables(RawX)` (`[[…]]`) →
+//!   `Option<Vec<Spanned<RawX>>>`; `NamedTables(RawX)` (`[pods.NAME]`) → a map of `RawX`.
+//!
+//! Must not judge values (ranges, names, references): that is `validate`, which names the
+//! field; raw numbers are kept wide (`i64`, `f64`) so that it can.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::raw::{NumOrStr, RawRlimit, StrMap, StrOrInt};
+use super::schema::{Field, Kind};
+
+/// The raw field type of a key kind (see the module docs).
+macro_rules! raw_type {
+    (Str) => { Option<Spanned<String>> };
+    (Int) => { Option<Spanned<i64>> };
+    (Num) => { Option<Spanned<f64>> };
+    (Bool) => { Option<Spanned<bool>> };
+    (StrOrInt) => { Option<Spanned<StrOrInt>> };
+    (NumOrStr) => { Option<Spanned<NumOrStr>> };
+    (Argv) => { Option<Spanned<Vec<Spanned<String>>>> };
+    (StrArray) => { Option<Vec<Spanned<String>>> };
+    (IntArray) => { Option<Vec<Spanned<i64>>> };
+    (StrMap) => { Option<StrMap> };
+    (Rlimits) => { Option<BTreeMap<Spanned<String>, Spanned<RawRlimit>>> };
+    (Table($t:ident)) => { Option<Spanned<$t>> };
+    (Tables($t:ident)) => { Option<Vec<Spanned<$t>>> };
+    (NamedTables($t:ident)) => { BTreeMap<Spanned<String>, Spanned<$t>> };
+}
+
+/// The schema walk's [`Kind`] of a key kind.
+macro_rules! schema_kind {
+    (Str) => {
+        Kind::Str
+    };
+    (Int) => {
+        Kind::Int
+    };
+    (Num) => {
+        Kind::Num
+    };
+    (Bool) => {
+        Kind::Bool
+    };
+    (StrOrInt) => {
+        Kind::StrOrInt
+    };
+    (NumOrStr) => {
+        Kind::NumOrStr
+    };
+    (Argv) => {
+        Kind::StrArray
+    };
+    (StrArray) => {
+        Kind::StrArray
+    };
+    (IntArray) => {
+        Kind::IntArray
+    };
+    (StrMap) => {
+        Kind::Map(&Kind::Str)
+    };
+    (Rlimits) => {
+        Kind::Map(&Kind::Rlimit)
+    };
+    (Table($t:ident)) => {
+        Kind::Table($t::FIELDS)
+    };
+    (Tables($t:ident)) => {
+        Kind::TableArray($t::FIELDS)
+    };
+    (NamedTables($t:ident)) => {
+        Kind::Map(&Kind::Table($t::FIELDS))
+    };
+}
+
+/// Defines config tables: for each, the raw struct (every field defaulted, unknown fields
+/// denied) and its key list, `RawX::FIELDS`.
+macro_rules! tables {
+    ($(
+        $(#[$doc:meta])*
+        $raw:ident {
+            $( $(#[$fdoc:meta])* $field:ident: $kind:ident $(($inner:ident))? ),* $(,)?
+        }
+    )*) => {$(
+        $(#[$doc])*
+        #[derive(Debug, Default, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub(crate) struct $raw {
+            $(
+                $(#[$fdoc])*
+                #[serde(default)]
+                pub $field: raw_type!($kind $(($inner))?),
+            )*
+        }
+
+        impl $raw {
+            /// This table's keys, for the schema walk.
+            pub(crate) const FIELDS: &'static [Field] = &[
+                $( Field { name: stringify!($field), kind: schema_kind!($kind $(($inner))?) } ),*
+            ];
+        }
+    )*};
+}
+
+tables! {
+    /// The whole file.
+    RawConfig {
+        supervisor: Table(RawSupervisor),
+        pods: NamedTables(RawPod),
+    }
+
+    /// `[supervisor]`.
+    RawSupervisor {
+        socket: Str,
+        socket_mode: StrOrInt,
+        socket_group: StrOrInt,
+        admin_uids: IntArray,
+        admin_gids: IntArray,
+        cgroup_root: Str,
+        cgroup_name: Str,
+        log_dir: Str,
+        log_max_file_bytes: StrOrInt,
+        log_max_files: Int,
+        log_buffer_bytes: StrOrInt,
+        log_forward: Bool,
+        shutdown_timeout_seconds: Num,
+        oom_score_adj: StrOrInt,
+        max_connections_per_uid: Int,
+        client_idle_timeout_seconds: Num,
+        client_fd_percent: Int,
+        on_restart: Str,
+    }
+
+    /// `[pods.NAME]`.
+    RawPod {
+        restart_policy: Str,
+        termination_grace_period_seconds: Num,
+        backoff: Table(RawBackoff),
+        max_restarts: Int,
+        depends_on: StrMap,
+        init_containers: Tables(RawContainer),
+        containers: Tables(RawContainer),
+    }
+
+    /// `backoff`, of a pod or a container.
+    RawBackoff {
+        initial_seconds: Num,
+        max_seconds: Num,
+        reset_after_seconds: Num,
+    }
+
+    /// `[[pods.NAME.containers]]` and `[[pods.NAME.init_containers]]`.
+    RawContainer {
+        name: Str,
+        command: Argv,
+        /// Container image for `vigil convert --to kubernetes`; vigil itself never reads it.
+        image: Str,
+        env: StrMap,
+        working_dir: Str,
+        env_file: Str,
+        user: StrOrInt,
+        group: StrOrInt,
+        stop_signal: StrOrInt,
+        restart_policy: Str,
+        termination_grace_period_seconds: Num,
+        backoff: Table(RawBackoff),
+        max_restarts: Int,
+        capabilities: StrArray,
+        no_new_privs: Bool,
+        rlimits: Rlimits,
+        resources: Table(RawResources),
+        startup_probe: Table(RawProbe),
+        liveness_probe: Table(RawProbe),
+        readiness_probe: Table(RawProbe),
+        lifecycle: Table(RawLifecycle),
+        termination_message_path: Str,
+        termination_message_policy: Str,
+    }
+
+    /// A container's `resources` (cgroup v2 limits).
+    RawResources {
+        memory_max: StrOrInt,
+        memory_high: StrOrInt,
+        swap_max: StrOrInt,
+        pids_max: StrOrInt,
+        cpu_max: NumOrStr,
+        cpu_weight: Int,
+        oom_group: Bool,
+    }
+
+    /// A startup, liveness or readiness probe: one action and its timing.
+    RawProbe {
+        exec: Table(RawExec),
+        http_get: Table(RawHttpGet),
+        tcp_socket: Table(RawTcpSocket),
+        grpc: Table(RawGrpc),
+        initial_delay_seconds: Num,
+        period_seconds: Num,
+        timeout_seconds: Num,
+        success_threshold: Int,
+        failure_threshold: Int,
+        termination_grace_period_seconds: Num,
+    }
+
+    /// `exec` of a probe or a hook.
+    RawExec {
+        command: Argv,
+    }
+
+    /// `http_get` of a probe or a hook.
+    RawHttpGet {
+        host: Str,
+        port: Int,
+        path: Str,
+        scheme: Str,
+        headers: StrMap,
+        tls: Table(RawTls),
+    }
+
+    /// `http_get.tls`.
+    RawTls {
+        ca_file: Str,
+        server_name: Str,
+    }
+
+    /// `grpc` of a probe.
+    RawGrpc {
+        host: Str,
+        port: Int,
+        service: Str,
+    }
+
+    /// `tcp_socket` of a probe.
+    RawTcpSocket {
+        host: Str,
+        port: Int,
+    }
+
+    /// A container's `lifecycle`.
+    RawLifecycle {
+        post_start: Table(RawHook),
+        pre_stop: Table(RawHook),
+    }
+
+    /// A lifecycle hook: exactly one of these (Kubernetes `LifecycleHandler`).
+    RawHook {
+        exec: Table(RawExec),
+        http_get: Table(RawHttpGet),
+        sleep: Table(RawSleep),
+    }
+
+    /// A hook's `sleep`.
+    RawSleep {
+        seconds: Num,
+    }
+}
