@@ -154,7 +154,7 @@ fn with_init_and_sidecar() -> Config {
 
 #[test]
 fn adopting_in_a_pod_with_init_containers_skips_them_as_completed_and_starts_the_rest() {
-    let (mut h, ok) = H::adopting(with_init_and_sidecar(), &[("web", "app", 20, 9.0, 3)]);
+    let (mut h, ok) = Harness::adopting(with_init_and_sidecar(), &[("web", "app", 20, 9.0, 3)]);
     assert_eq!(ok, vec![true]);
     let actions = h.take();
     assert!(
@@ -179,7 +179,7 @@ fn adopting_in_a_pod_with_init_containers_skips_them_as_completed_and_starts_the
 
 #[test]
 fn a_sidecar_is_adopted_like_a_regular_container() {
-    let (mut h, ok) = H::adopting(
+    let (mut h, ok) = Harness::adopting(
         with_init_and_sidecar(),
         &[
             ("web", "proxy", 21, 9.0, 1),
@@ -218,7 +218,7 @@ fn an_adopted_container_of_a_pod_waiting_for_its_dependency_is_not_spawned_again
         pod: "db".into(),
         condition: DependencyCondition::Ready,
     }];
-    let (mut h, ok) = H::adopting(
+    let (mut h, ok) = Harness::adopting(
         config(vec![pod("db", vec![db]), web]),
         &[("db", "pg", 10, 5.0, 0), ("web", "app", 11, 5.0, 0)],
     );
