@@ -312,14 +312,19 @@ impl Tracker {
 
     /// Without cgroups: kills what an earlier vigil recorded and is still alive (verified by
     /// start time), and for each container main process every member of its session — except
-    /// the containers labelled in `kept` (adopted: their main process and what it started);
-    /// logs each one.
-    pub fn kill_leftovers(&mut self, entries: &[Entry], kept: &HashSet<String>) {
+    /// the adopted containers in `kept` (label → main pid): that main process and what it
+    /// started (the entries of its label that are not main processes); logs each one.
+    pub fn kill_leftovers(&mut self, entries: &[Entry], kept: &HashMap<String, u32>) {
         let procs = scan();
         let mut killed = 0;
         for e in entries {
             let alive = procs.iter().any(|(p, s)| *p == e.pid && s.start == e.start);
-            if !alive || kept.contains(&e.label) {
+            let adopted = match (kept.get(&e.label), e.main) {
+                (Some(pid), Some(_)) => *pid == e.pid,
+                (Some(_), None) => true,
+                (None, _) => false,
+            };
+            if !alive || adopted {
                 continue;
             }
             // The session of a main process that is still the same process.
@@ -659,6 +664,45 @@ mod tests {
         // A start time that is not this process's: nothing is sent (we are still alive).
         assert!(!kill_verified(me, st.start + 1));
         assert!(!kill_verified(1, 0));
+    }
+
+    #[test]
+    fn leftovers_are_killed_but_an_adopted_main_and_its_tree_are_kept() {
+        use std::os::unix::process::ExitStatusExt;
+        let sleep = || {
+            std::process::Command::new("sleep")
+                .arg("300")
+                .spawn()
+                .unwrap()
+        };
+        let (mut adopted, mut child, mut stale, mut other) = (sleep(), sleep(), sleep(), sleep());
+        let entry = |c: &std::process::Child, label: &str, main: bool| Entry {
+            pid: c.id(),
+            start: read_stat(c.id()).unwrap().start,
+            label: label.into(),
+            main: main.then_some(MainInfo {
+                spec: 1,
+                restarts: 0,
+            }),
+        };
+        let entries = vec![
+            entry(&adopted, "web/app", true),
+            entry(&child, "web/app", false),
+            // A second main of the same label (not the adopted one) and another container's.
+            entry(&stale, "web/app", true),
+            entry(&other, "db/pg", true),
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = Tracker::new(&dir.path().join("s.sock"), true);
+        let kept = HashMap::from([("web/app".to_string(), adopted.id())]);
+        t.kill_leftovers(&entries, &kept);
+        assert_eq!(stale.wait().unwrap().signal(), Some(libc::SIGKILL));
+        assert_eq!(other.wait().unwrap().signal(), Some(libc::SIGKILL));
+        assert_eq!(adopted.try_wait().unwrap(), None, "the adopted main lives");
+        assert_eq!(child.try_wait().unwrap(), None, "its tree lives");
+        adopted.kill().unwrap();
+        child.kill().unwrap();
+        let _ = (adopted.wait(), child.wait());
     }
 
     #[test]

@@ -21,7 +21,7 @@
 //! Must not: adopt a process whose start time it has not verified, or one whose definition
 //! changed; make lifecycle decisions (the core's).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
@@ -153,12 +153,12 @@ impl Shell {
             Some(m) => in_cgroups(m.populated_containers(), &previous),
             None => alive_mains(&previous),
         };
-        let mut kept_labels = HashSet::new();
+        let mut kept_labels = HashMap::new();
         let mut kept_dirs = Vec::new();
         for l in found {
             match self.adopt_one(&l, now) {
                 Ok(()) => {
-                    kept_labels.insert(l.label.clone());
+                    kept_labels.insert(l.label.clone(), l.pid);
                     kept_dirs.extend(l.cgroup.clone());
                 }
                 Err(why) => info!(
