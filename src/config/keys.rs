@@ -141,6 +141,7 @@ tables! {
         log_max_files: Int,
         log_buffer_bytes: StrOrInt,
         log_forward: Bool,
+        log_forward_to: Str,
         shutdown_timeout_seconds: Num,
         oom_score_adj: StrOrInt,
         max_connections_per_uid: Int,

@@ -41,6 +41,8 @@ pub struct SupervisorSpec {
     pub log_buffer_bytes: usize,
     /// Forward container output to vigil's stdout as `pod/container | line`.
     pub log_forward: bool,
+    /// Where forwarded output goes: stdout, the journal, or the journal under systemd.
+    pub log_forward_to: ForwardTo,
     pub shutdown_timeout: Duration,
     /// `oom_score_adj` vigil sets for itself (`None`: leave it).
     pub oom_score_adj: Option<i32>,
@@ -70,6 +72,7 @@ impl Default for SupervisorSpec {
             log_max_files: 3,
             log_buffer_bytes: 1024 * 1024,
             log_forward: true,
+            log_forward_to: ForwardTo::Auto,
             shutdown_timeout: Duration::from_secs(60),
             oom_score_adj: Some(-900),
             max_connections_per_uid: 32,
@@ -99,6 +102,16 @@ impl OnRestart {
             OnRestart::Replace => "replace",
         }
     }
+}
+
+/// `supervisor.log_forward_to` (docs/interface.md; the rule is `logs::journal::journal_wanted`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ForwardTo {
+    /// The journal when vigil runs as a systemd service, else stdout.
+    #[default]
+    Auto,
+    Stdout,
+    Journal,
 }
 
 /// `supervisor.cgroup_root`.

@@ -1167,6 +1167,7 @@ log_max_file_bytes = "10Mi"
 log_max_files = 3
 log_buffer_bytes = "1Mi"
 log_forward = true
+log_forward_to = "auto"
 shutdown_timeout_seconds = 60
 oom_score_adj = -900
 max_connections_per_uid = 16
@@ -1456,4 +1457,23 @@ fn client_limits_are_checked_and_default_sensibly() {
     ] {
         one(text, at, "");
     }
+}
+
+#[test]
+fn log_forward_to_takes_auto_stdout_or_journal_and_names_the_bad_value() {
+    use crate::config::spec::ForwardTo;
+    assert_eq!(ok("").supervisor.log_forward_to, ForwardTo::Auto);
+    for (v, want) in [
+        ("auto", ForwardTo::Auto),
+        ("stdout", ForwardTo::Stdout),
+        ("journal", ForwardTo::Journal),
+    ] {
+        let c = ok(&format!("[supervisor]\nlog_forward_to = \"{v}\"\n"));
+        assert_eq!(c.supervisor.log_forward_to, want);
+    }
+    one(
+        "[supervisor]\nlog_forward_to = \"syslog\"\n",
+        "2:18: supervisor.log_forward_to: ",
+        "invalid log_forward_to \"syslog\"; expected \"auto\", \"stdout\" or \"journal\"",
+    );
 }

@@ -12,6 +12,7 @@
 
 pub mod file;
 pub mod forward;
+pub mod journal;
 pub mod ring;
 
 use std::io;
@@ -22,6 +23,7 @@ pub use file::{LogFile, Refusal};
 pub use forward::{
     FORWARD_BUFFER_BYTES, FORWARD_MAX_LINE, Forwarder, SPLIT_MARKER, nonblocking_stdout,
 };
+pub use journal::{JournalSink, Origin, Stream};
 pub use ring::{LogBuffer, ReadSince};
 
 /// Errors of this module; each names the operation and the path or fd it failed on.

@@ -116,6 +116,11 @@ pub fn plan(old: &SupervisorSpec, new: &SupervisorSpec) -> Result<Plan, RestartN
     );
     key(old.log_forward != new.log_forward, "log_forward", true);
     key(
+        old.log_forward_to != new.log_forward_to,
+        "log_forward_to",
+        true,
+    );
+    key(
         old.shutdown_timeout != new.shutdown_timeout,
         "shutdown_timeout_seconds",
         true,

@@ -6,7 +6,7 @@ use super::{Checker, MAX_ID, has_nul, span};
 use crate::config::keys::RawSupervisor;
 use crate::config::raw::StrOrInt;
 use crate::config::schema::join;
-use crate::config::spec::{CgroupRoot, OnRestart, SupervisorSpec};
+use crate::config::spec::{CgroupRoot, ForwardTo, OnRestart, SupervisorSpec};
 use crate::config::values;
 
 impl Checker<'_> {
@@ -104,6 +104,20 @@ impl Checker<'_> {
         }
         if let Some(v) = &s.log_forward {
             spec.log_forward = *v.get_ref();
+        }
+        if let Some(v) = &s.log_forward_to {
+            match v.get_ref().as_str() {
+                "auto" => spec.log_forward_to = ForwardTo::Auto,
+                "stdout" => spec.log_forward_to = ForwardTo::Stdout,
+                "journal" => spec.log_forward_to = ForwardTo::Journal,
+                other => self.err(
+                    span(v),
+                    &join(p, "log_forward_to"),
+                    format!(
+                        "invalid log_forward_to {other:?}; expected \"auto\", \"stdout\" or \"journal\""
+                    ),
+                ),
+            }
         }
         spec.shutdown_timeout = self.opt_seconds(
             &s.shutdown_timeout_seconds,

@@ -1,11 +1,12 @@
 //! Log capture: the read ends of container output pipes, and forwarding that output to vigil's
-//! own stdout (`log_forward`).
+//! own stdout or to the journal (`log_forward`, `log_forward_to`).
 //!
 //! Owns: each pipe's descriptor and registration (edge-triggered: read until `WouldBlock`, at
 //! most [`PIPE_READ_CAP`] bytes per event, the rest on the next turn so one chatty container
-//! cannot starve the loop), the list of pipes with more to read, and the non-blocking stdout
-//! descriptor of the forwarder with its writability watch (only while something is queued, so a
-//! slow reader of stdout never blocks the loop).
+//! cannot starve the loop), the list of pipes with more to read, and the forwarding
+//! destination — the non-blocking stdout descriptor of the forwarder, or the journal socket —
+//! with its writability watch (only while something is queued, so a slow reader never blocks
+//! the loop).
 //!
 //! Must not: decide anything about a container's lifecycle (EOF on its output is not its exit),
 //! or block on a read or a write.
@@ -18,8 +19,8 @@ use log::{debug, warn};
 use mio::{Interest, Registry, Token};
 
 use super::tokens::{self, Owner, Registration, TokenSpace, Watched};
-use crate::core::ContainerKey;
-use crate::logs::{self, ContainerLog, Forwarder};
+use crate::core::{ContainerKey, Generation};
+use crate::logs::{self, ContainerLog, Forwarder, JournalSink, Origin, Stream};
 use crate::runtime::slots::ContainerRuntime;
 
 /// Bytes read from one pipe per readiness event.
@@ -38,14 +39,51 @@ impl Logs for HashMap<ContainerKey, ContainerRuntime> {
 
 struct Pipe {
     key: ContainerKey,
+    stream: Stream,
+    run: Option<Generation>,
     fd: Watched<OwnedFd>,
 }
 
-/// The forwarder and vigil's stdout. Field order: the watch is dropped before the descriptor.
+/// Where forwarded output goes.
+pub enum Destination {
+    /// vigil's stdout (non-blocking), `pod/container | line`.
+    Stdout(OwnedFd),
+    /// journald's native socket; `output`: container output too (`log_forward`), not only
+    /// vigil's own events.
+    Journal { sink: JournalSink, output: bool },
+}
+
+enum Dest {
+    Stdout {
+        forwarder: Forwarder,
+        stdout: OwnedFd,
+    },
+    Journal {
+        sink: JournalSink,
+        output: bool,
+    },
+}
+
+/// The destination and its watch. Field order: the watch is dropped before the descriptor.
 struct Forward {
     watch: Option<Registration>,
-    forwarder: Forwarder,
-    stdout: OwnedFd,
+    dest: Dest,
+}
+
+impl Forward {
+    fn new(dest: Destination) -> Forward {
+        Forward {
+            watch: None,
+            dest: match dest {
+                // Writes a full queue to stdout before dropping: drops only where it blocks.
+                Destination::Stdout(stdout) => Dest::Stdout {
+                    forwarder: Forwarder::writing_to(stdout.as_fd()),
+                    stdout,
+                },
+                Destination::Journal { sink, output } => Dest::Journal { sink, output },
+            },
+        }
+    }
 }
 
 pub struct Capture {
@@ -58,35 +96,42 @@ pub struct Capture {
 }
 
 impl Capture {
-    /// `stdout`: vigil's own stdout (non-blocking) when container output is forwarded there.
-    pub fn new(registry: Rc<Registry>, stdout: Option<OwnedFd>) -> Capture {
+    /// `dest`: where output is forwarded, if anywhere.
+    pub fn new(registry: Rc<Registry>, dest: Option<Destination>) -> Capture {
         Capture {
             registry,
             tokens: TokenSpace::new(Owner::Capture),
             pipes: HashMap::new(),
             more: Vec::new(),
-            forward: stdout.map(|stdout| Forward {
-                watch: None,
-                // Writes a full queue to stdout before dropping: drops only where it blocks.
-                forwarder: Forwarder::writing_to(stdout.as_fd()),
-                stdout,
-            }),
+            forward: dest.map(Forward::new),
         }
     }
 
-    /// Starts (`Some`: vigil's non-blocking stdout) or stops forwarding (reload of
-    /// `log_forward`); what was queued for the old descriptor is dropped with it.
-    pub fn set_forwarding(&mut self, stdout: Option<OwnedFd>) {
-        self.forward = stdout.map(|stdout| Forward {
-            watch: None,
-            forwarder: Forwarder::writing_to(stdout.as_fd()),
-            stdout,
-        });
+    /// Starts, changes or stops forwarding (reload of `log_forward`, `log_forward_to`); what
+    /// was queued for the old destination is dropped with it.
+    pub fn set_forwarding(&mut self, dest: Option<Destination>) {
+        self.forward = dest.map(Forward::new);
     }
 
-    /// Starts reading `fd` into `key`'s log. A pipe that cannot be watched is closed (with a
-    /// warning naming `pid`): the child then gets EPIPE or SIGPIPE on output.
-    pub fn add(&mut self, key: ContainerKey, pid: u32, fd: OwnedFd) {
+    /// The journal, when vigil's events go there.
+    pub fn journal_mut(&mut self) -> Option<&mut JournalSink> {
+        match self.forward.as_mut().map(|f| &mut f.dest) {
+            Some(Dest::Journal { sink, .. }) => Some(sink),
+            _ => None,
+        }
+    }
+
+    /// Starts reading `fd`, run `run`'s `stream`, into `key`'s log. A pipe that cannot be
+    /// watched is closed (with a warning naming `pid`): the child then gets EPIPE or SIGPIPE on
+    /// output.
+    pub fn add_output(
+        &mut self,
+        key: ContainerKey,
+        pid: u32,
+        fd: OwnedFd,
+        stream: Stream,
+        run: Option<Generation>,
+    ) {
         let token = self.tokens.next();
         match Watched::new(
             &self.registry,
@@ -96,7 +141,15 @@ impl Capture {
             Interest::READABLE,
         ) {
             Ok(fd) => {
-                self.pipes.insert(token, Pipe { key, fd });
+                self.pipes.insert(
+                    token,
+                    Pipe {
+                        key,
+                        stream,
+                        run,
+                        fd,
+                    },
+                );
             }
             Err((_, e)) => warn!("cannot watch output of pid {pid}: {e}"),
         }
@@ -107,17 +160,32 @@ impl Capture {
         let Some(pipe) = self.pipes.get(&token) else {
             return;
         };
-        let key = pipe.key;
+        let (key, stream, run) = (pipe.key, pipe.stream, pipe.run);
         let mut buf = Vec::new();
         let result = logs::drain_pipe(pipe.fd.as_fd(), &mut buf, PIPE_READ_CAP);
         let eof = matches!(result, Ok(ref r) if r.eof) || result.is_err();
         if let Some(log) = logs.log_mut(key) {
-            let mut fw = self.forward.as_mut().map(|f| &mut f.forwarder);
+            let (mut fw, journal) = match self.forward.as_mut().map(|f| &mut f.dest) {
+                Some(Dest::Stdout { forwarder, .. }) => (Some(forwarder), None),
+                Some(Dest::Journal { sink, output: true }) => (None, Some(sink)),
+                _ => (None, None),
+            };
             if !buf.is_empty() {
                 log.ingest(&buf, fw.as_deref_mut());
             }
             if eof {
                 log.eof(fw);
+            }
+            if let Some(sink) = journal {
+                let origin = Origin {
+                    source: log.source(),
+                    stream,
+                    run,
+                };
+                sink.push(origin, &buf);
+                if eof {
+                    sink.finish(origin);
+                }
             }
         }
         match result {
@@ -165,24 +233,28 @@ impl Capture {
         self.more.retain(|t| *t != token);
     }
 
-    /// Writes what the forwarder holds to stdout, as far as it takes it; watches stdout for
-    /// writability only while something is left.
+    /// Writes what the forwarder holds to stdout (or the journal), as far as it takes it;
+    /// watches the destination for writability only while something is left.
     pub fn flush(&mut self) {
         let Some(f) = self.forward.as_mut() else {
             return;
         };
-        if let Err(e) = f.forwarder.flush(f.stdout.as_fd()) {
+        let (result, want) = match &mut f.dest {
+            Dest::Stdout { forwarder, stdout } => {
+                (forwarder.flush(stdout.as_fd()), forwarder.pending())
+            }
+            Dest::Journal { sink, .. } => (sink.flush(), sink.pending()),
+        };
+        let fd = match &f.dest {
+            Dest::Stdout { stdout, .. } => stdout.as_fd(),
+            Dest::Journal { sink, .. } => sink.fd(),
+        };
+        if let Err(e) = result {
             debug!("forwarding container output: {e}");
         }
-        let want = f.forwarder.pending();
         if want && f.watch.is_none() {
-            f.watch = Registration::new(
-                &self.registry,
-                f.stdout.as_fd(),
-                tokens::STDOUT,
-                Interest::WRITABLE,
-            )
-            .ok();
+            f.watch =
+                Registration::new(&self.registry, fd, tokens::STDOUT, Interest::WRITABLE).ok();
         } else if !want {
             f.watch = None;
         }
@@ -232,7 +304,7 @@ mod tests {
             ContainerLog::new("p", "c", &SupervisorSpec::default()).0,
         );
         let (r, w) = crate::process::pipe_nonblocking().unwrap();
-        capture.add(key, 1, r);
+        capture.add_output(key, 1, r, Stream::Stdout, Some(1));
         let mut w = std::fs::File::from(w);
         w.write_all(b"hello\n").unwrap();
         assert_eq!(turn(&mut poll, &mut capture, &mut logs), 1);
@@ -266,7 +338,7 @@ mod tests {
             nix::fcntl::FcntlArg::F_SETPIPE_SZ((2 * PIPE_READ_CAP) as libc::c_int),
         )
         .unwrap();
-        capture.add(key, 1, r);
+        capture.add_output(key, 1, r, Stream::Stdout, Some(1));
         let mut w = std::fs::File::from(w);
         w.write_all(&vec![b'x'; PIPE_READ_CAP + 100]).unwrap();
         assert_eq!(turn(&mut poll, &mut capture, &mut logs), 1);
@@ -277,5 +349,47 @@ mod tests {
             logs[&key].buffer.total_written(),
             (PIPE_READ_CAP + 100) as u64
         );
+    }
+
+    #[test]
+    fn with_the_journal_as_destination_stderr_lines_go_there_at_err_priority_with_the_run() {
+        use std::os::unix::net::UnixDatagram;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal");
+        let journal = UnixDatagram::bind(&path).unwrap();
+        let mut poll = mio::Poll::new().unwrap();
+        let registry = Rc::new(poll.registry().try_clone().unwrap());
+        let sink = JournalSink::connect(&path).unwrap();
+        let mut capture = Capture::new(registry, Some(Destination::Journal { sink, output: true }));
+        let key = ContainerKey(2);
+        let mut logs = HashMap::new();
+        logs.insert(
+            key,
+            ContainerLog::new("web", "app", &SupervisorSpec::default()).0,
+        );
+        let (r, w) = crate::process::pipe_nonblocking().unwrap();
+        capture.add_output(key, 1, r, Stream::Stderr, Some(7));
+        let mut w = std::fs::File::from(w);
+        w.write_all(b"it broke\n").unwrap();
+        assert_eq!(turn(&mut poll, &mut capture, &mut logs), 1);
+        capture.flush();
+        assert_eq!(
+            logs[&key].buffer.tail_lines(None, false),
+            b"it broke\n",
+            "the ring still gets it"
+        );
+        let mut buf = [0u8; 4096];
+        let n = journal.recv(&mut buf).unwrap();
+        let entry = String::from_utf8_lossy(&buf[..n]).into_owned();
+        for f in [
+            "MESSAGE=it broke\n",
+            "PRIORITY=3\n",
+            "VIGIL_POD=web\n",
+            "VIGIL_CONTAINER=app\n",
+            "VIGIL_RUN=7\n",
+            "VIGIL_STREAM=stderr\n",
+        ] {
+            assert!(entry.contains(f), "{f:?} in {entry:?}");
+        }
     }
 }

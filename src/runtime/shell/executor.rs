@@ -23,7 +23,7 @@ use super::tokens::{self, Watched};
 use crate::cgroup::ContainerCgroup;
 use crate::config::spec::{ContainerSpec, TerminationMessagePolicy};
 use crate::core::{Action, ContainerKey, ExitInfo, Generation, Input};
-use crate::logs::ContainerLog;
+use crate::logs::{self, ContainerLog};
 use crate::process::{self, Stdio};
 use crate::runtime::slots::{ContainerRuntime, Run};
 use crate::runtime::statefile::{MainInfo, spec_hash};
@@ -202,8 +202,11 @@ impl Shell {
         };
         self.tracker
             .started(key, &format!("{pod}/{}", container.name), pid, main);
-        self.capture.add(key, pid, out_r);
-        self.capture.add(key, pid, err_r);
+        let run = Some(generation);
+        self.capture
+            .add_output(key, pid, out_r, logs::Stream::Stdout, run);
+        self.capture
+            .add_output(key, pid, err_r, logs::Stream::Stderr, run);
         let oom_seen = cgroup
             .as_ref()
             .map(|c| c.oom_baseline())

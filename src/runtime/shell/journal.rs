@@ -2,7 +2,10 @@
 //! records becomes one line, `pod/container: Reason: message`, as soon as the turn that
 //! recorded it ends — starts (with the pid), exits (reason and exit code or signal), kills
 //! (why), back-off waits, probe failures. Normal events are logged at info, Warning events at
-//! warn. The lines the shell writes itself (socket requests with the peer's uid, reload
+//! warn. When vigil forwards to the systemd journal (`log_forward_to`), each event goes there
+//! instead as one structured entry (`logs::journal`: `VIGIL_POD=`, `VIGIL_CONTAINER=`,
+//! `VIGIL_REASON=`, `PRIORITY=` 3 for Warning); the stderr line would only repeat it, since
+//! vigil's stderr is the journal there too. The lines the shell writes itself (socket requests with the peer's uid, reload
 //! outcome, shutdown progress) are in `mod.rs`, with the same `pod/container` first.
 //!
 //! Owns only the sequence number of the last event it logged. Must not change state or block:
@@ -13,6 +16,7 @@ use std::time::Instant;
 use log::{info, warn};
 
 use crate::core::{ContainerState, EventType, Supervisor};
+use crate::logs::JournalSink;
 
 #[derive(Debug, Default)]
 pub(super) struct Journal {
@@ -22,8 +26,13 @@ pub(super) struct Journal {
 }
 
 impl Journal {
-    /// Logs every event recorded since the last call.
-    pub(super) fn drain(&mut self, core: &Supervisor, now: Instant) {
+    /// Logs every event recorded since the last call (to `sink`, the journal, when given).
+    pub(super) fn drain(
+        &mut self,
+        core: &Supervisor,
+        now: Instant,
+        mut sink: Option<&mut JournalSink>,
+    ) {
         if core.last_event_seq() == self.last_seq {
             return;
         }
@@ -35,6 +44,16 @@ impl Journal {
                 _ => None,
             };
             let extra = extra.map(|x| format!(" ({x})")).unwrap_or_default();
+            if let Some(sink) = sink.as_deref_mut() {
+                let line = format!("{}: {}: {}{extra}", e.object, e.reason, e.message);
+                sink.event(
+                    &e.object,
+                    e.reason.as_str(),
+                    e.kind == EventType::Warning,
+                    &line,
+                );
+                continue;
+            }
             match e.kind {
                 EventType::Normal => info!("{}: {}: {}{extra}", e.object, e.reason, e.message),
                 EventType::Warning => warn!("{}: {}: {}{extra}", e.object, e.reason, e.message),

@@ -12,7 +12,7 @@
 //! - `tokens`: the token space and RAII registrations; `kill`: the one process-tree kill;
 //! - `reaper`: pid → owner, the only `waitpid`;
 //! - `janitor`: finished runs' cgroups until removed, and spawns waiting for them;
-//! - `capture`: container output pipes and forwarding to stdout;
+//! - `capture`: container output pipes and forwarding to stdout or the journal;
 //! - `probes`: probe attempts in flight;
 //! - `notifier`: sd_notify READY/RELOADING/STOPPING, watchdog and STATUS;
 //! - `control`: the control socket server and the streams on it; answers what only reads from
@@ -36,7 +36,6 @@ mod tokens;
 
 use std::collections::HashMap;
 use std::io;
-use std::os::fd::OwnedFd;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -133,7 +132,7 @@ impl Shell {
         protect_self(&config);
         let cgroups = setup_cgroups(&config, &host)?;
         let control = Control::bind(&config, &socket_path, Rc::clone(&registry))?;
-        let stdout = forward_stdout(&config);
+        let forward = forward_destination(&config);
         // What an earlier vigil left (kill -9) is found through its cgroups and state file,
         // once the core exists (`take_over_leftovers` below).
         let tracker = super::statefile::Tracker::new(&socket_path, cgroups.is_none());
@@ -152,7 +151,7 @@ impl Shell {
             reaper: Reaper::default(),
             janitor: Janitor::new(Rc::clone(&registry)),
             gone_pods: GonePods::default(),
-            capture: Capture::new(Rc::clone(&registry), stdout),
+            capture: Capture::new(Rc::clone(&registry), forward),
             probes: ProbeRunner::new(Rc::clone(&registry)),
             notifier: Notifier::new(now),
             journal: Journal::default(),
@@ -274,7 +273,8 @@ impl Shell {
         self.gone_pods
             .retry(self.cgroups.as_ref(), |p| core.pod(p, now).is_some(), now);
         self.serve_control(now);
-        self.journal.drain(&self.core, now);
+        self.journal
+            .drain(&self.core, now, self.capture.journal_mut());
         self.capture.flush();
         self.notifier.tick_watchdog(now);
         self.tracker.scan_if_due(now);
@@ -472,9 +472,9 @@ impl Shell {
                 slot.log.set_limits(sup);
             }
         }
-        if plan.changes("log_forward") {
+        if plan.changes("log_forward") || plan.changes("log_forward_to") {
             self.capture.flush();
-            self.capture.set_forwarding(forward_stdout(new));
+            self.capture.set_forwarding(forward_destination(new));
         }
         if plan.changes("oom_score_adj")
             && let Some(adj) = sup.oom_score_adj
@@ -515,7 +515,8 @@ impl Shell {
             warn!("{e}");
         }
         self.tracker.finish();
-        self.journal.drain(&self.core, Instant::now());
+        self.journal
+            .drain(&self.core, Instant::now(), self.capture.journal_mut());
         self.capture.flush();
         // The server (and with it the socket file) goes when the shell is dropped.
         let uptime = self.started_at.elapsed();
@@ -604,13 +605,28 @@ fn setup_cgroups(config: &Config, host: &HostCheck) -> Result<Option<Manager>, S
     Ok(cgroups)
 }
 
-/// vigil's stdout, non-blocking, when container output is forwarded there (`log_forward`).
-fn forward_stdout(config: &Config) -> Option<OwnedFd> {
-    if !config.supervisor.log_forward {
+/// Where container output (`log_forward`) and, with the journal, vigil's events go: the journal
+/// when `log_forward_to` says so ([`logs::journal::journal_wanted`]) and its socket takes a
+/// connection, else vigil's stdout, non-blocking, when output is forwarded at all.
+fn forward_destination(config: &Config) -> Option<capture::Destination> {
+    let sup = &config.supervisor;
+    let path = std::path::Path::new(logs::journal::JOURNAL_SOCKET);
+    if logs::journal::journal_wanted(sup.log_forward_to, path) {
+        match logs::JournalSink::connect(path) {
+            Ok(sink) => {
+                return Some(capture::Destination::Journal {
+                    sink,
+                    output: sup.log_forward,
+                });
+            }
+            Err(e) => warn!("not forwarding to the journal, stdout instead: {e}"),
+        }
+    }
+    if !sup.log_forward {
         return None;
     }
     match logs::nonblocking_stdout() {
-        Ok(fd) => Some(fd),
+        Ok(fd) => Some(capture::Destination::Stdout(fd)),
         Err(e) => {
             warn!("not forwarding container output: {e}");
             None
