@@ -217,6 +217,12 @@ pub enum Cmd {
         #[command(flatten)]
         client: ClientOpts,
     },
+    /// A live view of pods and containers (CPU, memory, restarts, events) with keys to
+    /// describe, follow logs, start, stop and restart (keys: docs/interface.md).
+    Top {
+        #[command(flatten)]
+        client: ClientOpts,
+    },
     /// Print shell completions.
     Completions {
         #[arg(value_enum)]
@@ -260,6 +266,13 @@ pub fn main() -> i32 {
             clap_complete::generate(shell, &mut cmd, "vigil", &mut std::io::stdout());
             0
         }
+        Cmd::Top { client } => match client.socket_path() {
+            Ok(socket) => crate::top::main(socket),
+            Err(message) => {
+                eprintln!("error: {message}");
+                1
+            }
+        },
         other => match client_command(other) {
             Ok(cmd) => client::main(cmd),
             Err(message) => {
@@ -354,7 +367,11 @@ pub fn client_command(cmd: Cmd) -> Result<ClientCommand, String> {
         Cmd::Reload { client } => (RequestCmd::Reload, client, Output::Table),
         Cmd::Shutdown { client } => (RequestCmd::Shutdown, client, Output::Table),
         Cmd::Version { client } => (RequestCmd::Version, client, Output::Table),
-        Cmd::Run { .. } | Cmd::Check { .. } | Cmd::Convert(_) | Cmd::Completions { .. } => {
+        Cmd::Run { .. }
+        | Cmd::Check { .. }
+        | Cmd::Convert(_)
+        | Cmd::Top { .. }
+        | Cmd::Completions { .. } => {
             return Err("not a client command".to_string());
         }
     };

@@ -7,6 +7,7 @@
 //! [`config`] reads only its file, and [`host`] is where a config meets the host (`vigil check`,
 //! the start-up checks, config values in the cgroup layer's own types).
 //! [`convert`] (feature `kubernetes`) maps configs to and from Kubernetes manifests.
+//! [`top`] is `vigil top`, a terminal view on the client side (the only user of ratatui).
 
 pub mod cgroup;
 pub mod cli;
@@ -20,4 +21,5 @@ pub mod logs;
 pub mod probe;
 pub mod process;
 pub mod runtime;
+pub mod top;
 pub mod trust;

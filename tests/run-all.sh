@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every test of vigil, from a fresh Debian 12 machine: installs what the tests need (python3,
-# systemd-analyze and util-linux for the native tests; QEMU, busybox, cpio and Debian's kernel
+# systemd-analyze, util-linux and tmux for the native tests; QEMU, busybox, cpio and Debian's kernel
 # for the VM suite), then runs formatting and lint checks, the unit and integration tests, and
 # the real-kernel VM scenarios.
 #
@@ -23,7 +23,7 @@ step "host programs the native tests use"
 # package:program pairs; installed only when the program is missing.
 missing=()
 for pp in python3:python3 systemd:systemd-analyze util-linux:prlimit util-linux:setpriv \
-          util-linux:unshare; do
+          util-linux:unshare tmux:tmux; do
     command -v "${pp#*:}" >/dev/null 2>&1 || missing+=("${pp%%:*}")
 done
 if ((${#missing[@]})); then

@@ -260,7 +260,9 @@ fn wait_until_reached(
 }
 
 /// Sends `cmd.request` and reads the one reply: its `result`, or the refusal.
-fn one_result(cmd: &ClientCommand) -> Result<Result<Value, wire::ErrorBody>, ClientError> {
+pub(crate) fn one_result(
+    cmd: &ClientCommand,
+) -> Result<Result<Value, wire::ErrorBody>, ClientError> {
     let path = cmd.socket.as_path();
     let io_err = |source| ClientError::Exchange {
         path: path.to_path_buf(),
@@ -341,7 +343,7 @@ impl Sink<'_> {
 }
 
 /// Reads `v` as the reply type `T`; a missing or mistyped field is an unreadable reply.
-fn typed<T: DeserializeOwned>(path: &Path, v: &Value) -> Result<T, ClientError> {
+pub(crate) fn typed<T: DeserializeOwned>(path: &Path, v: &Value) -> Result<T, ClientError> {
     T::deserialize(v).map_err(|source| ClientError::BadReply {
         path: path.to_path_buf(),
         source,

@@ -293,9 +293,11 @@ pub fn describe<'a>(
 }
 
 /// `version`: this build's version.
-pub fn version() -> wire::VersionReply {
+/// `version`, for a peer that is (`admin`) or is not an admin.
+pub fn version(admin: bool) -> wire::VersionReply {
     wire::VersionReply {
         version: env!("CARGO_PKG_VERSION").to_string(),
+        admin: Some(admin),
     }
 }
 

@@ -504,6 +504,11 @@ pub struct LogsReply {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct VersionReply {
     pub version: String,
+    /// Whether the asking peer may start, stop, restart, reload and shut down (root, vigil's
+    /// own uid, or in `admin_uids`/`admin_gids`); absent from servers before it (`vigil top`
+    /// then offers the actions and lets the server decide).
+    #[serde(default)]
+    pub admin: Option<bool>,
 }
 
 /// `start`, `stop`, `restart`, `reload`, `shutdown`: what was done.
@@ -758,9 +763,10 @@ mod reference {
         section(
             &mut out,
             "`version`",
-            "The supervisor's version.",
+            "The supervisor's version, and whether the asking peer is an admin (may start, stop, restart, reload, shut down).",
             &j(&VersionReply {
                 version: "0.1.0".into(),
+                admin: Some(true),
             }),
             true,
         );

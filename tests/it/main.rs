@@ -19,4 +19,5 @@ mod probes;
 mod reload;
 mod sidecars;
 mod supervisor_reload;
+mod top;
 mod wire;

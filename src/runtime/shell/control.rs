@@ -491,7 +491,10 @@ impl Control {
         view: &View,
     ) -> Answer {
         let reply = match cmd {
-            RequestCmd::Version => wire_json(&render::version()),
+            // Secrets are shown exactly to admins (the caller decides both from the peer).
+            RequestCmd::Version => {
+                wire_json(&render::version(matches!(secrets, render::Secrets::Shown)))
+            }
             RequestCmd::Status { pod } => {
                 let (pods, observed) = snapshot(view, now, pod.as_deref());
                 match pod {
