@@ -11,6 +11,7 @@ mod faults;
 mod host;
 mod hostile;
 mod journal;
+mod journald;
 mod lifecycle;
 mod nocgroup;
 mod paths;
