@@ -464,3 +464,50 @@ command = ["sleep", "{app}"]
     assert_eq!(b.shutdown(), 0);
     assert_eq!((count(proxy), count(app)), (0, 0));
 }
+
+#[test]
+fn a_chatty_container_loses_its_pipe_with_the_old_vigil_and_its_next_run_is_captured() {
+    // Its output went to pipes the killed vigil held: its next write gets SIGPIPE (vigil resets
+    // every signal to its default in the child). Whether it dies before or after the new vigil
+    // adopts it, a new run replaces it and that run's output is captured.
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("vigil.sock");
+    let config = dir.path().join("vigil.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "{}[pods.chatty]\nbackoff = {{ initial_seconds = 0.1, max_seconds = 0.2 }}\n[[pods.chatty.containers]]\nname = \"c\"\ncommand = [\"sh\", \"-c\", \"while :; do echo tick $$; sleep 0.1; done\"]\n",
+            supervisor_header(&socket)
+        ),
+    )
+    .unwrap();
+    let start = || Vigil::start_with(tempfile::tempdir().unwrap(), socket.clone(), config.clone());
+    let mut a = start();
+    a.wait_for(T, "chatty running", |v| running(v, "chatty"));
+    let old = pid_of(&a, "chatty");
+    let mut state = socket.as_os_str().to_os_string();
+    state.push(".state");
+    a.wait_for(T, "recorded", |_| {
+        std::fs::read_to_string(&state)
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l.starts_with(&format!("{old} ")))
+    });
+    let mut child = a.child.take().unwrap();
+    Command::new("kill")
+        .args(["-9", &child.id().to_string()])
+        .status()
+        .unwrap();
+    child.wait().unwrap();
+    let b = start();
+    b.wait_for(T, "a new run, captured", |v| {
+        let new = pid_of(v, "chatty");
+        let log = v.request(r#"{"cmd":"logs","pod":"chatty","tail":1}"#)["result"]["log"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        running(v, "chatty") && new != old && log.contains(&format!("tick {new}"))
+    });
+    assert!(!alive(old), "the old run died of its lost pipe");
+    assert_eq!(b.shutdown(), 0);
+}
