@@ -38,6 +38,9 @@ impl Out<'_> {
 }
 
 pub(super) const MSG_STOP_REQUEST: &str = "stopped by request";
+/// A container an operator had stopped when an earlier vigil died, kept stopped at start.
+pub(super) const MSG_KEPT_STOPPED: &str =
+    "stopped by request, kept stopped across a restart of vigil";
 pub(super) const MSG_DEFINITION_CHANGED: &str = "definition changed";
 pub(super) const MSG_SHUTDOWN: &str = "supervisor shutting down";
 pub(super) const MSG_MAIN_FINISHED: &str = "the pod's containers have finished";
@@ -564,6 +567,33 @@ impl Slot {
         } else if let Some(cause) = pending {
             self.begin_stop(cause, pod, out);
         }
+    }
+
+    /// An operator's stop holds it: it ended `Stopped` by request and has not been started
+    /// since (what a vigil restarted after a crash keeps stopped).
+    pub(super) fn stopped_by_request(&self) -> bool {
+        matches!(&self.state, SlotState::Done(t)
+            if t.reason == TerminationReason::Stopped && t.message.starts_with(MSG_STOP_REQUEST))
+    }
+
+    /// At start (nothing of it has run here yet): stays stopped, as an operator left it under
+    /// an earlier vigil. Its queued first `Spawn` is the caller's to drop.
+    pub(super) fn keep_stopped(&mut self, now: Time) -> bool {
+        let untouched = self.runs <= 1
+            && matches!(
+                self.state,
+                SlotState::NotStarted { .. }
+                    | SlotState::Creating {
+                        pending: None,
+                        force_kill: false,
+                    }
+            );
+        if !untouched {
+            return false;
+        }
+        self.runs = 0;
+        self.state = SlotState::Done(stopped(MSG_KEPT_STOPPED, now));
+        true
     }
 
     /// Takes in a process an earlier vigil started and left running as this slot's run, as if

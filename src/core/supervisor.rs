@@ -366,6 +366,42 @@ impl Supervisor {
         Some(generation)
     }
 
+    /// `(pod, container)` of every regular container an operator stopped and that is still
+    /// stopped (recorded by the runtime so that a vigil restarted after a crash keeps it so).
+    pub fn stopped_by_request(&self) -> Vec<(String, String)> {
+        self.pods
+            .iter()
+            .flat_map(|p| {
+                p.main
+                    .iter()
+                    .filter(|s| s.stopped_by_request())
+                    .map(|s| (p.name().to_string(), s.name().to_string()))
+            })
+            .collect()
+    }
+
+    /// At start (right after [`Supervisor::new`], before draining actions): keeps the regular
+    /// container `key` stopped, as an operator left it under an earlier vigil that died — its
+    /// queued first spawn is dropped and it shows `Stopped` (`start` starts it as usual).
+    /// Only in a pod whose regular containers are starting now (not waiting for dependencies
+    /// or init containers, which would start it later); `false` when it cannot be kept.
+    pub fn keep_stopped(&mut self, now: Time, key: ContainerKey) -> bool {
+        let Some(loc) = self.locate(key) else {
+            return false;
+        };
+        let pod = &mut self.pods[loc.pod];
+        if loc.init || self.shutdown.is_some() || pod.stage != Stage::Main {
+            return false;
+        }
+        if !pod.main[loc.index].keep_stopped(now) {
+            return false;
+        }
+        self.actions
+            .retain(|a| !matches!(a, Action::Spawn { key: k, .. } if *k == key));
+        self.refresh_touched(now, Some(&[loc.pod]));
+        true
+    }
+
     /// Apply an operator command; `Ok(message)` is a short human summary.
     pub fn command(&mut self, now: Time, command: Command) -> Result<String, CommandError> {
         let result = match command {

@@ -121,11 +121,15 @@ pub fn spec_hash(spec: &ContainerSpec) -> u64 {
     })
 }
 
-/// The state file's text.
-pub fn format(entries: &[Entry]) -> String {
+/// The state file's text: `entries`, then a `stopped LABEL` line for each container an
+/// operator stopped (kept stopped by a vigil that adopts after a crash).
+pub fn format(entries: &[Entry], stopped: &[String]) -> String {
     let mut s = String::from(
-        "# vigil: processes to kill or adopt if this vigil is gone (PID STARTTIME LABEL [SPEC RESTARTS])\n",
+        "# vigil: processes to kill or adopt if this vigil is gone (PID STARTTIME LABEL [SPEC RESTARTS]), containers stopped by request (stopped LABEL)\n",
     );
+    for label in stopped {
+        s.push_str(&format!("stopped {label}\n"));
+    }
     for e in entries {
         match e.main {
             Some(m) => s.push_str(&format!(
@@ -136,6 +140,15 @@ pub fn format(entries: &[Entry]) -> String {
         }
     }
     s
+}
+
+/// The containers a state file's text records as stopped by request.
+pub fn parse_stopped(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("stopped "))
+        .filter(|label| label.contains('/') && !label.contains(' '))
+        .map(str::to_string)
+        .collect()
 }
 
 /// Reads the state file's text; lines that do not parse are skipped (a main process whose
@@ -273,6 +286,8 @@ pub struct Tracker {
     mains: HashMap<ContainerKey, Entry>,
     seen: HashMap<ContainerKey, Vec<Entry>>,
     orphans: Vec<Entry>,
+    /// Containers stopped by request (`pod/container`), sorted.
+    stopped: Vec<String>,
     next_scan: Option<Instant>,
     /// The text last written (nothing is written again while it is the same).
     written: Option<String>,
@@ -297,17 +312,40 @@ impl Tracker {
             mains: HashMap::new(),
             seen: HashMap::new(),
             orphans: Vec::new(),
+            stopped: Vec::new(),
             next_scan: None,
             written: None,
             failing: false,
         }
     }
 
-    /// What an earlier vigil recorded (nothing if there is no file).
-    pub fn previous(&self) -> Vec<Entry> {
+    /// What an earlier vigil recorded (nothing if there is no file): its processes, and the
+    /// containers stopped by request.
+    pub fn previous(&self) -> (Vec<Entry>, Vec<String>) {
         std::fs::read_to_string(&self.path)
-            .map(|t| parse(&t))
+            .map(|t| (parse(&t), parse_stopped(&t)))
             .unwrap_or_default()
+    }
+
+    /// Something the file records may have changed (an operator command): write it at the
+    /// end of the turn.
+    pub fn touch(&mut self) {
+        self.dirty = true;
+    }
+
+    /// The file is to be written at the end of this turn (the caller refreshes
+    /// [`Tracker::set_stopped`] first).
+    pub fn is_dirty(&self) -> bool {
+        self.dirty
+    }
+
+    /// The containers stopped by request now (`pod/container`).
+    pub fn set_stopped(&mut self, mut labels: Vec<String>) {
+        labels.sort();
+        if labels != self.stopped {
+            self.stopped = labels;
+            self.dirty = true;
+        }
     }
 
     /// Without cgroups: kills what an earlier vigil recorded and is still alive (verified by
@@ -523,7 +561,7 @@ impl Tracker {
         if !std::mem::take(&mut self.dirty) {
             return;
         }
-        let text = format(&self.entries());
+        let text = format(&self.entries(), &self.stopped);
         if self.written.as_deref() == Some(text.as_str()) {
             return;
         }
@@ -606,8 +644,14 @@ mod tests {
                 main: None,
             },
         ];
-        let text = format(&entries);
+        let stopped = vec!["web/side".to_string(), "db/pg".to_string()];
+        let text = format(&entries, &stopped);
         assert_eq!(parse(&text), entries);
+        assert_eq!(parse_stopped(&text), stopped);
+        assert_eq!(
+            parse_stopped("stopped x\nstopped a/b c\n1 2 stopped/x\n"),
+            Vec::<String>::new()
+        );
         assert_eq!(parse("x y z\n1 5 init\n0 1 bad\n300 nope\n"), vec![]);
     }
 

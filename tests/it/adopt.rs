@@ -511,3 +511,45 @@ fn a_chatty_container_loses_its_pipe_with_the_old_vigil_and_its_next_run_is_capt
     assert!(!alive(old), "the old run died of its lost pipe");
     assert_eq!(b.shutdown(), 0);
 }
+
+#[test]
+fn a_container_stopped_by_request_stays_stopped_after_a_crash_and_starts_on_request() {
+    let mix = Mix::new(24, "", None);
+    let mut a = mix.start();
+    a.wait_for(T, "the mix running", |v| {
+        ["svc", "flaky", "probed"].iter().all(|p| running(v, p))
+    });
+    let r = a.request(r#"{"cmd":"stop","pod":"svc","container":"c"}"#);
+    assert_eq!(r["ok"], true, "{r}");
+    a.wait_for(T, "svc stopped and recorded so", |v| {
+        state_reason(&v.container("svc", "c")) == "Stopped"
+            && mix.state_file().lines().any(|l| l == "stopped svc/c")
+    });
+    let probed = pid_of(&a, "probed");
+    a.wait_for(T, "probed recorded", |_| {
+        mix.state_file()
+            .lines()
+            .any(|l| l.starts_with(&format!("{probed} ")))
+    });
+    let mut child = a.child.take().unwrap();
+    Command::new("kill")
+        .args(["-9", &child.id().to_string()])
+        .status()
+        .unwrap();
+    child.wait().unwrap();
+
+    let b = mix.start();
+    b.wait_for(T, "probed adopted", |v| pid_of(v, "probed") == probed);
+    let svc = b.container("svc", "c");
+    assert_eq!(state_reason(&svc), "Stopped", "{svc}");
+    assert_eq!(count(mix.svc), 0, "not started again");
+    assert!(b.log().contains("svc/c: kept stopped"), "{}", b.log());
+    let r = b.request(r#"{"cmd":"start","pod":"svc","container":"c"}"#);
+    assert_eq!(r["ok"], true, "{r}");
+    b.wait_for(T, "svc started on request", |v| running(v, "svc"));
+    b.wait_for(T, "no longer recorded as stopped", |_| {
+        !mix.state_file().lines().any(|l| l == "stopped svc/c")
+    });
+    assert_eq!(b.shutdown(), 0);
+    assert_eq!(mix.counts(), (0, 0, 0));
+}

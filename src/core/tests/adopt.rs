@@ -236,3 +236,68 @@ fn an_adopted_container_of_a_pod_waiting_for_its_dependency_is_not_spawned_again
     let actions = h.take();
     assert!(has_signal(&actions, app), "{actions:?}");
 }
+
+#[test]
+fn a_container_an_operator_stopped_is_listed_and_can_be_kept_stopped_by_the_next_vigil() {
+    let mut h = Harness::new(two());
+    h.ack_spawns();
+    h.cmd(Command::Stop {
+        pod: "web".into(),
+        container: Some("app".into()),
+    })
+    .unwrap();
+    h.killed_by("web", "app", 15);
+    assert_eq!(
+        h.sup.stopped_by_request(),
+        vec![("web".to_string(), "app".to_string())]
+    );
+
+    // The next vigil, after a crash of this one.
+    let t0 = h.now;
+    let mut sup = Supervisor::new(&two(), t0);
+    let app = sup.container_key("web", "app").unwrap();
+    assert!(sup.keep_stopped(t0, app));
+    let mut actions = Vec::new();
+    while let Some(a) = sup.poll_action() {
+        actions.push(a);
+    }
+    assert!(!has_spawn(&actions, app), "{actions:?}");
+    assert!(has_spawn(
+        &actions,
+        sup.container_key("web", "side").unwrap()
+    ));
+    assert_eq!(
+        sup.stopped_by_request(),
+        vec![("web".to_string(), "app".to_string())],
+        "still recorded as stopped, for a crash after this one"
+    );
+    // `start` starts it, as any stopped container.
+    sup.command(
+        t0,
+        Command::Start {
+            pod: "web".into(),
+            container: Some("app".into()),
+        },
+    )
+    .unwrap();
+    let mut spawned = false;
+    while let Some(a) = sup.poll_action() {
+        spawned |= matches!(a, Action::Spawn { key, .. } if key == app);
+    }
+    assert!(spawned);
+    let st = sup.pod("web", t0).unwrap();
+    assert_eq!(st.containers[0].restart_count, 0);
+}
+
+#[test]
+fn a_container_of_a_pod_waiting_for_init_containers_is_not_kept_stopped() {
+    let (mut sup, t0) = {
+        let t0 = std::time::Instant::now();
+        (Supervisor::new(&with_init_and_sidecar(), t0), t0)
+    };
+    let app = sup.container_key("web", "app").unwrap();
+    assert!(
+        !sup.keep_stopped(t0, app),
+        "init containers would start it later"
+    );
+}

@@ -148,7 +148,7 @@ impl Shell {
     /// Start-up, after the core is built and before its first actions run: finds what an
     /// earlier vigil left (see the module docs), adopts what it can, kills the rest.
     pub(super) fn take_over_leftovers(&mut self, now: Instant) {
-        let previous = self.tracker.previous();
+        let (previous, stopped) = self.tracker.previous();
         let found = match &self.cgroups {
             Some(m) => in_cgroups(m.populated_containers(), &previous),
             None => alive_mains(&previous),
@@ -166,6 +166,9 @@ impl Shell {
                     l.label, l.pid
                 ),
             }
+        }
+        if self.config.supervisor.on_restart == OnRestart::Adopt {
+            self.keep_stopped(&stopped, &kept_labels, now);
         }
         match &self.cgroups {
             Some(m) => {
@@ -252,6 +255,35 @@ impl Shell {
             self.on_adopted_exit(key, generation, now);
         }
         Ok(())
+    }
+
+    /// Containers an operator had stopped under the earlier vigil stay stopped (unless one was
+    /// found running and adopted meanwhile).
+    fn keep_stopped(&mut self, stopped: &[String], adopted: &HashMap<String, u32>, now: Instant) {
+        for label in stopped.iter().filter(|l| !adopted.contains_key(*l)) {
+            let Some((pod, name)) = label.split_once('/') else {
+                continue;
+            };
+            let Some(key) = self.core.container_key(pod, name) else {
+                continue;
+            };
+            if self.core.keep_stopped(now, key) {
+                info!("{label}: kept stopped, as an operator left it before vigil restarted");
+            } else {
+                info!("{label}: was stopped by request, but starts with its pod");
+            }
+        }
+        let now_stopped = self.stopped_labels();
+        self.tracker.set_stopped(now_stopped);
+    }
+
+    /// The containers stopped by request now, as state file labels.
+    pub(super) fn stopped_labels(&self) -> Vec<String> {
+        self.core
+            .stopped_by_request()
+            .into_iter()
+            .map(|(p, c)| format!("{p}/{c}"))
+            .collect()
     }
 
     /// An adopted run's pidfd is readable: its process exited, status unknown.

@@ -278,6 +278,10 @@ impl Shell {
         self.capture.flush();
         self.notifier.tick_watchdog(now);
         self.tracker.scan_if_due(now);
+        if self.tracker.is_dirty() {
+            let stopped = self.stopped_labels();
+            self.tracker.set_stopped(stopped);
+        }
         self.tracker.flush();
         if self.notifier.status_due(now) {
             self.update_status(now);
@@ -366,6 +370,8 @@ impl Shell {
                     if matches!(command, Command::Shutdown { .. }) {
                         self.notifier.stopping();
                     }
+                    // A stop or start changes what the state file keeps stopped.
+                    self.tracker.touch();
                     self.core
                         .command(now, command)
                         .map_err(|e| (e.kind.into(), e.message))
