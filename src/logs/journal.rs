@@ -150,6 +150,8 @@ pub struct JournalSink {
     drops: BTreeMap<String, Drops>,
     dropped_since_flush: bool,
     total_dropped: u64,
+    /// Counts reconnections: the socket (and its descriptor number) changed.
+    connection: u64,
 }
 
 impl JournalSink {
@@ -171,12 +173,19 @@ impl JournalSink {
             drops: BTreeMap::new(),
             dropped_since_flush: false,
             total_dropped: 0,
+            connection: 0,
         })
     }
 
     /// The socket, for the runtime's writability watch.
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.socket.as_fd()
+    }
+
+    /// Which connection [`JournalSink::fd`] is: it changes when a restarted journald was
+    /// reconnected, and a watch of the old descriptor must then be dropped and made again.
+    pub fn connection(&self) -> u64 {
+        self.connection
     }
 
     /// Queues one entry per complete line of `chunk`; an unfinished last line is held until
@@ -318,6 +327,7 @@ impl JournalSink {
                 Err(Errno::ECONNREFUSED | Errno::ENOTCONN | Errno::ENOENT) if !reconnected => {
                     reconnected = true;
                     self.socket = connect_socket(&self.path)?;
+                    self.connection += 1;
                 }
                 Err(e) => {
                     return Err(io::Error::new(

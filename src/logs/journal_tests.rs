@@ -289,8 +289,14 @@ fn a_restarted_journal_is_reconnected_and_a_missing_one_costs_the_entry_not_the_
     second
         .set_read_timeout(Some(Duration::from_secs(5)))
         .unwrap();
+    assert_eq!(sink.connection(), 0);
     sink.push(origin("web/app", Stream::Stdout, 1), b"found\n");
     sink.flush().unwrap();
+    assert_eq!(
+        sink.connection(),
+        1,
+        "a new connection: the runtime watches the new fd"
+    );
     let mut buf = vec![0u8; 4096];
     let mut messages = Vec::new();
     second.set_nonblocking(true).unwrap();

@@ -67,6 +67,8 @@ enum Dest {
 /// The destination and its watch. Field order: the watch is dropped before the descriptor.
 struct Forward {
     watch: Option<Registration>,
+    /// The journal connection the watch is for (a reconnect replaces the descriptor).
+    watched: u64,
     dest: Dest,
 }
 
@@ -74,6 +76,7 @@ impl Forward {
     fn new(dest: Destination) -> Forward {
         Forward {
             watch: None,
+            watched: 0,
             dest: match dest {
                 // Writes a full queue to stdout before dropping: drops only where it blocks.
                 Destination::Stdout(stdout) => Dest::Stdout {
@@ -247,7 +250,14 @@ impl Capture {
         };
         let fd = match &f.dest {
             Dest::Stdout { stdout, .. } => stdout.as_fd(),
-            Dest::Journal { sink, .. } => sink.fd(),
+            Dest::Journal { sink, .. } => {
+                if sink.connection() != f.watched {
+                    // The old socket is closed (which left the epoll set by itself).
+                    f.watch = None;
+                    f.watched = sink.connection();
+                }
+                sink.fd()
+            }
         };
         if let Err(e) = result {
             debug!("forwarding container output: {e}");
