@@ -116,6 +116,16 @@ pub enum Input {
     },
 }
 
+/// How a container ended for good that a vigil restarted after a crash of the earlier one
+/// keeps ended rather than starting it again ([`Supervisor::keep_ended`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeptEnd {
+    /// Stopped by an operator.
+    Stopped,
+    /// Completed, and its restart policy does not restart it.
+    Completed,
+}
+
 /// Operator requests (control socket, signals, reload).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Command {

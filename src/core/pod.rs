@@ -569,16 +569,26 @@ impl Slot {
         }
     }
 
-    /// An operator's stop holds it: it ended `Stopped` by request and has not been started
-    /// since (what a vigil restarted after a crash keeps stopped).
-    pub(super) fn stopped_by_request(&self) -> bool {
-        matches!(&self.state, SlotState::Done(t)
-            if t.reason == TerminationReason::Stopped && t.message.starts_with(MSG_STOP_REQUEST))
+    /// How it ended for good, if a vigil restarted after a crash keeps that: an operator's stop
+    /// (`Stopped` by request, not started since), or `Completed` without a restart to come.
+    pub(super) fn kept_end(&self) -> Option<KeptEnd> {
+        match &self.state {
+            SlotState::Done(t)
+                if t.reason == TerminationReason::Stopped
+                    && t.message.starts_with(MSG_STOP_REQUEST) =>
+            {
+                Some(KeptEnd::Stopped)
+            }
+            SlotState::Done(t) if t.reason == TerminationReason::Completed => {
+                Some(KeptEnd::Completed)
+            }
+            _ => None,
+        }
     }
 
-    /// At start (nothing of it has run here yet): stays stopped, as an operator left it under
-    /// an earlier vigil. Its queued first `Spawn` is the caller's to drop.
-    pub(super) fn keep_stopped(&mut self, now: Time) -> bool {
+    /// At start (nothing of it has run here yet): stays ended as under an earlier vigil. Its
+    /// queued first `Spawn` is the caller's to drop.
+    pub(super) fn keep_ended(&mut self, now: Time, end: KeptEnd) -> bool {
         let untouched = self.runs <= 1
             && matches!(
                 self.state,
@@ -592,7 +602,17 @@ impl Slot {
             return false;
         }
         self.runs = 0;
-        self.state = SlotState::Done(stopped(MSG_KEPT_STOPPED, now));
+        self.state = SlotState::Done(match end {
+            KeptEnd::Stopped => stopped(MSG_KEPT_STOPPED, now),
+            KeptEnd::Completed => Terminated {
+                exit_code: 0,
+                signal: None,
+                reason: TerminationReason::Completed,
+                message: MSG_COMPLETED_BEFORE.to_string(),
+                started_at: None,
+                finished_at: now,
+            },
+        });
         true
     }
 

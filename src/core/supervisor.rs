@@ -366,26 +366,28 @@ impl Supervisor {
         Some(generation)
     }
 
-    /// `(pod, container)` of every regular container an operator stopped and that is still
-    /// stopped (recorded by the runtime so that a vigil restarted after a crash keeps it so).
-    pub fn stopped_by_request(&self) -> Vec<(String, String)> {
+    /// Every regular container that has ended for good in a way a vigil restarted after a
+    /// crash keeps (stopped by an operator, or completed and not to be restarted), for the
+    /// runtime to record.
+    /// Each as `(key, pod, container, how)`.
+    pub fn kept_ends(&self) -> Vec<(ContainerKey, &str, &str, KeptEnd)> {
         self.pods
             .iter()
             .flat_map(|p| {
                 p.main
                     .iter()
-                    .filter(|s| s.stopped_by_request())
-                    .map(|s| (p.name().to_string(), s.name().to_string()))
+                    .filter_map(|s| Some((s.key, p.name(), s.name(), s.kept_end()?)))
             })
             .collect()
     }
 
-    /// At start (right after [`Supervisor::new`], before draining actions): keeps the regular
-    /// container `key` stopped, as an operator left it under an earlier vigil that died — its
-    /// queued first spawn is dropped and it shows `Stopped` (`start` starts it as usual).
-    /// Only in a pod whose regular containers are starting now (not waiting for dependencies
-    /// or init containers, which would start it later); `false` when it cannot be kept.
-    pub fn keep_stopped(&mut self, now: Time, key: ContainerKey) -> bool {
+    /// At start (right after [`Supervisor::new`], before draining actions): the regular
+    /// container `key` stays ended as it was under an earlier vigil that died — its queued
+    /// first spawn is dropped and it shows `Stopped` or `Completed` (`start` starts it as
+    /// usual). Only in a pod whose regular containers are starting now (not waiting for
+    /// dependencies or init containers, which would start it later); `false` when it cannot
+    /// be kept.
+    pub fn keep_ended(&mut self, now: Time, key: ContainerKey, end: KeptEnd) -> bool {
         let Some(loc) = self.locate(key) else {
             return false;
         };
@@ -393,7 +395,7 @@ impl Supervisor {
         if loc.init || self.shutdown.is_some() || pod.stage != Stage::Main {
             return false;
         }
-        if !pod.main[loc.index].keep_stopped(now) {
+        if !pod.main[loc.index].keep_ended(now, end) {
             return false;
         }
         self.actions

@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 use log::{info, warn};
 
 use crate::config::spec::ContainerSpec;
-use crate::core::ContainerKey;
+use crate::core::{ContainerKey, KeptEnd};
 
 /// How often running containers' process trees are recorded.
 pub const SCAN_INTERVAL: Duration = Duration::from_secs(1);
@@ -121,14 +121,28 @@ pub fn spec_hash(spec: &ContainerSpec) -> u64 {
     })
 }
 
-/// The state file's text: `entries`, then a `stopped LABEL` line for each container an
-/// operator stopped (kept stopped by a vigil that adopts after a crash).
-pub fn format(entries: &[Entry], stopped: &[String]) -> String {
+/// A container that ended for good (stopped by an operator, or completed without a restart
+/// to come): a vigil that adopts after a crash keeps it so (`stopped LABEL SPEC`,
+/// `completed LABEL SPEC`; a completed one only while its definition is the same).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ended {
+    pub label: String,
+    pub end: KeptEnd,
+    /// [`spec_hash`] of its definition (0: unknown).
+    pub spec: u64,
+}
+
+/// The state file's text: `entries`, then a line per container in `ended`.
+pub fn format(entries: &[Entry], ended: &[Ended]) -> String {
     let mut s = String::from(
-        "# vigil: processes to kill or adopt if this vigil is gone (PID STARTTIME LABEL [SPEC RESTARTS]), containers stopped by request (stopped LABEL)\n",
+        "# vigil: processes to kill or adopt if this vigil is gone (PID STARTTIME LABEL [SPEC RESTARTS]), containers that ended for good (stopped|completed LABEL SPEC)\n",
     );
-    for label in stopped {
-        s.push_str(&format!("stopped {label}\n"));
+    for e in ended {
+        let kind = match e.end {
+            KeptEnd::Stopped => "stopped",
+            KeptEnd::Completed => "completed",
+        };
+        s.push_str(&format!("{kind} {} {:016x}\n", e.label, e.spec));
     }
     for e in entries {
         match e.main {
@@ -142,12 +156,23 @@ pub fn format(entries: &[Entry], stopped: &[String]) -> String {
     s
 }
 
-/// The containers a state file's text records as stopped by request.
-pub fn parse_stopped(text: &str) -> Vec<String> {
+/// The containers a state file's text records as ended for good (a missing or bad SPEC is 0).
+pub fn parse_ended(text: &str) -> Vec<Ended> {
     text.lines()
-        .filter_map(|l| l.strip_prefix("stopped "))
-        .filter(|label| label.contains('/') && !label.contains(' '))
-        .map(str::to_string)
+        .filter_map(|l| {
+            let mut it = l.split(' ');
+            let end = match it.next()? {
+                "stopped" => KeptEnd::Stopped,
+                "completed" => KeptEnd::Completed,
+                _ => return None,
+            };
+            let label = it.next().filter(|l| l.contains('/'))?.to_string();
+            let spec = it
+                .next()
+                .and_then(|s| u64::from_str_radix(s, 16).ok())
+                .unwrap_or(0);
+            it.next().is_none().then_some(Ended { label, end, spec })
+        })
         .collect()
 }
 
@@ -286,8 +311,8 @@ pub struct Tracker {
     mains: HashMap<ContainerKey, Entry>,
     seen: HashMap<ContainerKey, Vec<Entry>>,
     orphans: Vec<Entry>,
-    /// Containers stopped by request (`pod/container`), sorted.
-    stopped: Vec<String>,
+    /// Containers that ended for good, sorted by label.
+    ended: Vec<Ended>,
     next_scan: Option<Instant>,
     /// The text last written (nothing is written again while it is the same).
     written: Option<String>,
@@ -312,7 +337,7 @@ impl Tracker {
             mains: HashMap::new(),
             seen: HashMap::new(),
             orphans: Vec::new(),
-            stopped: Vec::new(),
+            ended: Vec::new(),
             next_scan: None,
             written: None,
             failing: false,
@@ -320,10 +345,10 @@ impl Tracker {
     }
 
     /// What an earlier vigil recorded (nothing if there is no file): its processes, and the
-    /// containers stopped by request.
-    pub fn previous(&self) -> (Vec<Entry>, Vec<String>) {
+    /// containers that had ended for good.
+    pub fn previous(&self) -> (Vec<Entry>, Vec<Ended>) {
         std::fs::read_to_string(&self.path)
-            .map(|t| (parse(&t), parse_stopped(&t)))
+            .map(|t| (parse(&t), parse_ended(&t)))
             .unwrap_or_default()
     }
 
@@ -334,16 +359,16 @@ impl Tracker {
     }
 
     /// The file is to be written at the end of this turn (the caller refreshes
-    /// [`Tracker::set_stopped`] first).
+    /// [`Tracker::set_ended`] first).
     pub fn is_dirty(&self) -> bool {
         self.dirty
     }
 
-    /// The containers stopped by request now (`pod/container`).
-    pub fn set_stopped(&mut self, mut labels: Vec<String>) {
-        labels.sort();
-        if labels != self.stopped {
-            self.stopped = labels;
+    /// The containers that have ended for good now.
+    pub fn set_ended(&mut self, mut ended: Vec<Ended>) {
+        ended.sort_by(|a, b| a.label.cmp(&b.label));
+        if ended != self.ended {
+            self.ended = ended;
             self.dirty = true;
         }
     }
@@ -561,7 +586,7 @@ impl Tracker {
         if !std::mem::take(&mut self.dirty) {
             return;
         }
-        let text = format(&self.entries(), &self.stopped);
+        let text = format(&self.entries(), &self.ended);
         if self.written.as_deref() == Some(text.as_str()) {
             return;
         }
@@ -644,14 +669,28 @@ mod tests {
                 main: None,
             },
         ];
-        let stopped = vec!["web/side".to_string(), "db/pg".to_string()];
-        let text = format(&entries, &stopped);
+        let ended = vec![
+            Ended {
+                label: "web/side".into(),
+                end: KeptEnd::Stopped,
+                spec: 3,
+            },
+            Ended {
+                label: "job/run".into(),
+                end: KeptEnd::Completed,
+                spec: 0xfeed,
+            },
+        ];
+        let text = format(&entries, &ended);
         assert_eq!(parse(&text), entries);
-        assert_eq!(parse_stopped(&text), stopped);
+        assert_eq!(parse_ended(&text), ended);
         assert_eq!(
-            parse_stopped("stopped x\nstopped a/b c\n1 2 stopped/x\n"),
-            Vec::<String>::new()
+            parse_ended("stopped x 1\nstopped a/b c d\n1 2 stopped/x\ndone a/b 1\n"),
+            vec![]
         );
+        let no_spec = parse_ended("completed a/b\nstopped a/c zz\n");
+        assert_eq!(no_spec.len(), 2);
+        assert!(no_spec.iter().all(|e| e.spec == 0));
         assert_eq!(parse("x y z\n1 5 init\n0 1 bad\n300 nope\n"), vec![]);
     }
 
@@ -684,8 +723,8 @@ mod tests {
                 assert!(e.pid > 1);
                 assert!(e.main.is_none() || e.label.contains('/'));
             }
-            for label in parse_stopped(&text) {
-                assert!(label.contains('/') && !label.contains(' '));
+            for e in parse_ended(&text) {
+                assert!(e.label.contains('/') && !e.label.contains(' '));
             }
         }
     }

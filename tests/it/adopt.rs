@@ -523,7 +523,10 @@ fn a_container_stopped_by_request_stays_stopped_after_a_crash_and_starts_on_requ
     assert_eq!(r["ok"], true, "{r}");
     a.wait_for(T, "svc stopped and recorded so", |v| {
         state_reason(&v.container("svc", "c")) == "Stopped"
-            && mix.state_file().lines().any(|l| l == "stopped svc/c")
+            && mix
+                .state_file()
+                .lines()
+                .any(|l| l.starts_with("stopped svc/c "))
     });
     let probed = pid_of(&a, "probed");
     a.wait_for(T, "probed recorded", |_| {
@@ -548,8 +551,81 @@ fn a_container_stopped_by_request_stays_stopped_after_a_crash_and_starts_on_requ
     assert_eq!(r["ok"], true, "{r}");
     b.wait_for(T, "svc started on request", |v| running(v, "svc"));
     b.wait_for(T, "no longer recorded as stopped", |_| {
-        !mix.state_file().lines().any(|l| l == "stopped svc/c")
+        !mix.state_file()
+            .lines()
+            .any(|l| l.starts_with("stopped svc/c "))
     });
     assert_eq!(b.shutdown(), 0);
     assert_eq!(mix.counts(), (0, 0, 0));
+}
+
+#[test]
+fn a_completed_job_is_not_run_again_after_a_crash_unless_its_definition_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("vigil.sock");
+    let config = dir.path().join("vigil.toml");
+    let runs = dir.path().join("job-runs");
+    let svc = unique(27);
+    let write = |arg: &str| {
+        std::fs::write(
+            &config,
+            format!(
+                r#"{}[pods.job]
+restart_policy = "OnFailure"
+[[pods.job.containers]]
+name = "run"
+command = ["sh", "-c", "echo {arg} >> {runs}"]
+
+[pods.svc]
+[[pods.svc.containers]]
+name = "c"
+command = ["sleep", "{svc}"]
+"#,
+                supervisor_header(&socket),
+                runs = runs.display()
+            ),
+        )
+        .unwrap();
+    };
+    write("one");
+    let start = || Vigil::start_with(tempfile::tempdir().unwrap(), socket.clone(), config.clone());
+    let mut state = socket.as_os_str().to_os_string();
+    state.push(".state");
+    let kill_9 = |v: &mut Vigil| {
+        let mut child = v.child.take().unwrap();
+        Command::new("kill")
+            .args(["-9", &child.id().to_string()])
+            .status()
+            .unwrap();
+        child.wait().unwrap();
+    };
+    let lines = || std::fs::read_to_string(&runs).unwrap_or_default();
+
+    let mut a = start();
+    a.wait_for(T, "the job completed and recorded so", |v| {
+        state_reason(&v.container("job", "run")) == "Completed"
+            && std::fs::read_to_string(&state)
+                .unwrap_or_default()
+                .lines()
+                .any(|l| l.starts_with("completed job/run "))
+    });
+    kill_9(&mut a);
+
+    let mut b = start();
+    b.wait_for(T, "svc adopted", |v| running(v, "svc"));
+    let job = b.container("job", "run");
+    assert_eq!(state_reason(&job), "Completed", "{job}");
+    assert_eq!(lines(), "one\n", "not run again");
+    assert!(b.log().contains("job/run: kept completed"), "{}", b.log());
+    kill_9(&mut b);
+
+    // A changed definition runs again.
+    write("two");
+    let c = start();
+    c.wait_for(T, "the changed job ran", |_| lines() == "one\ntwo\n");
+    c.wait_for(T, "and completed", |v| {
+        state_reason(&v.container("job", "run")) == "Completed"
+    });
+    assert_eq!(c.shutdown(), 0);
+    assert_eq!(count(svc), 0);
 }

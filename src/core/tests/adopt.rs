@@ -247,16 +247,21 @@ fn a_container_an_operator_stopped_is_listed_and_can_be_kept_stopped_by_the_next
     })
     .unwrap();
     h.killed_by("web", "app", 15);
+    let app = h.key("web", "app");
     assert_eq!(
-        h.sup.stopped_by_request(),
-        vec![("web".to_string(), "app".to_string())]
+        h.sup.kept_ends(),
+        vec![(app, "web", "app", KeptEnd::Stopped)]
     );
 
     // The next vigil, after a crash of this one.
     let t0 = h.now;
     let mut sup = Supervisor::new(&two(), t0);
-    let app = sup.container_key("web", "app").unwrap();
-    assert!(sup.keep_stopped(t0, app));
+    assert_eq!(
+        sup.container_key("web", "app"),
+        Some(app),
+        "keys are assigned alike"
+    );
+    assert!(sup.keep_ended(t0, app, KeptEnd::Stopped));
     let mut actions = Vec::new();
     while let Some(a) = sup.poll_action() {
         actions.push(a);
@@ -267,8 +272,8 @@ fn a_container_an_operator_stopped_is_listed_and_can_be_kept_stopped_by_the_next
         sup.container_key("web", "side").unwrap()
     ));
     assert_eq!(
-        sup.stopped_by_request(),
-        vec![("web".to_string(), "app".to_string())],
+        sup.kept_ends(),
+        vec![(app, "web", "app", KeptEnd::Stopped)],
         "still recorded as stopped, for a crash after this one"
     );
     // `start` starts it, as any stopped container.
@@ -297,7 +302,39 @@ fn a_container_of_a_pod_waiting_for_init_containers_is_not_kept_stopped() {
     };
     let app = sup.container_key("web", "app").unwrap();
     assert!(
-        !sup.keep_stopped(t0, app),
+        !sup.keep_ended(t0, app, KeptEnd::Stopped),
         "init containers would start it later"
+    );
+}
+
+#[test]
+fn a_completed_job_is_listed_and_kept_completed_by_the_next_vigil() {
+    let cfg = || {
+        config(vec![pod(
+            "job",
+            vec![with_policy(container("run"), RestartPolicy::OnFailure)],
+        )])
+    };
+    let mut h = Harness::new(cfg());
+    h.ack_spawns();
+    h.exit("job", "run", 0);
+    let run = h.key("job", "run");
+    assert_eq!(
+        h.sup.kept_ends(),
+        vec![(run, "job", "run", KeptEnd::Completed)]
+    );
+    let t0 = h.now;
+    let mut sup = Supervisor::new(&cfg(), t0);
+    assert!(sup.keep_ended(t0, run, KeptEnd::Completed));
+    let mut spawned = false;
+    while let Some(a) = sup.poll_action() {
+        spawned |= matches!(a, Action::Spawn { .. });
+    }
+    assert!(!spawned, "a completed job does not run again");
+    let p = sup.pod("job", t0).unwrap();
+    assert_eq!(p.phase, Phase::Succeeded);
+    assert_eq!(
+        sup.kept_ends(),
+        vec![(run, "job", "run", KeptEnd::Completed)]
     );
 }

@@ -34,9 +34,10 @@ use mio::{Interest, Registry, Token};
 use super::Shell;
 use super::tokens::{self, Watched};
 use crate::config::spec::OnRestart;
+use crate::core::KeptEnd;
 use crate::core::{ContainerKey, Generation};
 use crate::runtime::slots::Run;
-use crate::runtime::statefile::{self, Entry, MainInfo};
+use crate::runtime::statefile::{self, Ended, Entry, MainInfo};
 
 /// A container main process found running at start.
 #[derive(Debug)]
@@ -148,7 +149,7 @@ impl Shell {
     /// Start-up, after the core is built and before its first actions run: finds what an
     /// earlier vigil left (see the module docs), adopts what it can, kills the rest.
     pub(super) fn take_over_leftovers(&mut self, now: Instant) {
-        let (previous, stopped) = self.tracker.previous();
+        let (previous, ended) = self.tracker.previous();
         let found = match &self.cgroups {
             Some(m) => in_cgroups(m.populated_containers(), &previous),
             None => alive_mains(&previous),
@@ -168,7 +169,7 @@ impl Shell {
             }
         }
         if self.config.supervisor.on_restart == OnRestart::Adopt {
-            self.keep_stopped(&stopped, &kept_labels, now);
+            self.keep_ended(&ended, &kept_labels, now);
         }
         match &self.cgroups {
             Some(m) => {
@@ -257,32 +258,61 @@ impl Shell {
         Ok(())
     }
 
-    /// Containers an operator had stopped under the earlier vigil stay stopped (unless one was
-    /// found running and adopted meanwhile).
-    fn keep_stopped(&mut self, stopped: &[String], adopted: &HashMap<String, u32>, now: Instant) {
-        for label in stopped.iter().filter(|l| !adopted.contains_key(*l)) {
-            let Some((pod, name)) = label.split_once('/') else {
+    /// Containers that had ended for good under the earlier vigil stay so (unless one was
+    /// found running and adopted meanwhile): stopped by an operator, or completed (while its
+    /// definition is the same).
+    fn keep_ended(&mut self, ended: &[Ended], adopted: &HashMap<String, u32>, now: Instant) {
+        for e in ended.iter().filter(|e| !adopted.contains_key(&e.label)) {
+            let Some((pod, name)) = e.label.split_once('/') else {
                 continue;
             };
             let Some(key) = self.core.container_key(pod, name) else {
                 continue;
             };
-            if self.core.keep_stopped(now, key) {
-                info!("{label}: kept stopped, as an operator left it before vigil restarted");
+            if e.end == KeptEnd::Completed && Some(e.spec) != self.config_spec_hash(pod, name) {
+                continue;
+            }
+            let how = match e.end {
+                KeptEnd::Stopped => "stopped, as an operator left it",
+                KeptEnd::Completed => "completed, as it was",
+            };
+            if self.core.keep_ended(now, key, e.end) {
+                info!("{}: kept {how} before vigil restarted", e.label);
             } else {
-                info!("{label}: was stopped by request, but starts with its pod");
+                info!("{}: was {how}, but starts again with its pod", e.label);
             }
         }
-        let now_stopped = self.stopped_labels();
-        self.tracker.set_stopped(now_stopped);
+        let now_ended = self.kept_ends();
+        self.tracker.set_ended(now_ended);
     }
 
-    /// The containers stopped by request now, as state file labels.
-    pub(super) fn stopped_labels(&self) -> Vec<String> {
+    /// [`statefile::spec_hash`] of `pod/container` in the config.
+    fn config_spec_hash(&self, pod: &str, name: &str) -> Option<u64> {
+        self.config
+            .pods
+            .iter()
+            .find(|p| p.name == pod)?
+            .containers
+            .iter()
+            .find(|c| c.name == name)
+            .map(statefile::spec_hash)
+    }
+
+    /// The containers that have ended for good now, for the state file.
+    pub(super) fn kept_ends(&self) -> Vec<Ended> {
         self.core
-            .stopped_by_request()
+            .kept_ends()
             .into_iter()
-            .map(|(p, c)| format!("{p}/{c}"))
+            .map(|(key, pod, name, end)| Ended {
+                label: format!("{pod}/{name}"),
+                end,
+                spec: self
+                    .slots
+                    .get(&key)
+                    .map(|s| s.spec_hash)
+                    .or_else(|| self.config_spec_hash(pod, name))
+                    .unwrap_or(0),
+            })
             .collect()
     }
 

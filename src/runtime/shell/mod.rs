@@ -279,8 +279,8 @@ impl Shell {
         self.notifier.tick_watchdog(now);
         self.tracker.scan_if_due(now);
         if self.tracker.is_dirty() {
-            let stopped = self.stopped_labels();
-            self.tracker.set_stopped(stopped);
+            let ended = self.kept_ends();
+            self.tracker.set_ended(ended);
         }
         self.tracker.flush();
         if self.notifier.status_due(now) {
@@ -370,7 +370,7 @@ impl Shell {
                     if matches!(command, Command::Shutdown { .. }) {
                         self.notifier.stopping();
                     }
-                    // A stop or start changes what the state file keeps stopped.
+                    // A stop or start changes what the state file keeps ended.
                     self.tracker.touch();
                     self.core
                         .command(now, command)
