@@ -15,6 +15,8 @@ Driven by bench/run.sh, which installs the peers and builds vigil first. Workloa
   probes   the probe workload of `vigil` alone (--only probes)
   hostile  vigil alone: restart gap and `version` latency without and with 40 hostile readers
            of a full ring that never read (--only hostile; needs root to run them as uid 65534)
+  upgrade  vigil alone: the time its loop is away during `vigil upgrade` (re-exec in place)
+           with 10 / 200 / 1,000 sleeping containers (--only upgrade)
 
 Rounds alternate the tools (rotated order each round); the table gives medians over rounds.
 Only processes this script started are signalled, by PID. Scratch: --work (default
@@ -519,6 +521,65 @@ def w_idle(ctx, tool, n, window, settle):
         return res
     finally:
         r.stop()
+
+
+
+def w_upgrade(ctx, vigil, sizes, rounds=3):
+    """vigil only: `vigil upgrade` (re-exec in place, issue 17) with N sleeping containers, to a
+    copy of the binary at another path and back, `rounds` times each size. The loop's time away
+    is vigil's own figure (its reply: from the request being taken — binary check and
+    `--handoff-version` included — to the new instance ready to poll; CLOCK_MONOTONIC on both
+    sides); the client's wall time of the request is given too. The children are counted
+    after each upgrade: same number, same PIDs."""
+    import re
+    out = {}
+    for n in sizes:
+        d = fresh_dir(ctx, f"vigil-upgrade-{n}")
+        vigil.setup(d, sleepers(ctx, n))
+        nxt = d / "vigil-next"
+        shutil.copy(ctx.vigil, nxt)
+        os.chmod(nxt, 0o755)
+        r = Running(vigil, d)
+        away, wall, kept = [], [], True
+        try:
+            if not wait_until(lambda: count_children(r.p.pid) >= n, ctx.start_timeout, poll=0.01):
+                log(f"  vigil upgrade n={n}: only {count_children(r.p.pid)} children")
+                continue
+            time.sleep(1.0)
+            before, _ = descendants(r.p.pid)
+            targets = [str(nxt), str(Path(ctx.vigil).resolve())] * rounds
+            for i, binary in enumerate(targets):
+                req = (json.dumps({"id": i, "cmd": "upgrade", "binary": binary}) + "\n").encode()
+                t0 = time.monotonic()
+                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                    s.settimeout(60)
+                    s.connect(vigil.sock(d))
+                    s.sendall(req)
+                    buf = b""
+                    while not buf.endswith(b"\n"):
+                        chunk = s.recv(65536)
+                        if not chunk:
+                            break
+                        buf += chunk
+                wall.append((time.monotonic() - t0) * 1000)
+                msg = json.loads(buf or b"{}")
+                m = re.search(r"the loop was away ([0-9.]+) ms", json.dumps(msg))
+                if not m:
+                    log(f"  vigil upgrade n={n}: {msg}")
+                    kept = False
+                    break
+                away.append(float(m.group(1)))
+                time.sleep(0.3)
+            after, _ = descendants(r.p.pid)
+            kept = kept and set(before) == set(after) and count_children(r.p.pid) == n
+        finally:
+            r.stop()
+        out[str(n)] = {"upgrades": len(away), "away_p50_ms": pct(away, 0.5),
+                       "away_max_ms": max(away) if away else None,
+                       "request_p50_ms": pct(wall, 0.5), "children_kept": kept}
+        log(f"  vigil upgrade n={n}: away p50 {out[str(n)]['away_p50_ms']} ms max "
+            f"{out[str(n)]['away_max_ms']} ms, request p50 {out[str(n)]['request_p50_ms']} ms, kept {kept}")
+    return out
 
 
 def read_gaps(files):
@@ -1174,6 +1235,8 @@ def full(ctx, args):
     vigil = next((t for t in tools if t.name == "vigil"), None)
     if vigil and "hostile" in only:
         res.setdefault("vigil_only", {})["hostile"] = w_hostile(ctx, vigil)
+    if vigil and "upgrade" in only:
+        res.setdefault("vigil_only", {})["upgrade"] = w_upgrade(ctx, vigil, args.upgrade_sizes)
     if vigil and only & {"vigil", "probes"}:
         log("== vigil only")
         vo = res.setdefault("vigil_only", {})
@@ -1247,7 +1310,9 @@ def main():
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--with-horust", action="store_true")
     ap.add_argument("--tools", help="comma list (default: all installed)")
-    ap.add_argument("--only", help="comma list of idle,restart,status,vigil (probes: only the vigil probe workload)")
+    ap.add_argument("--only", help="comma list of idle,restart,status,vigil (probes: only the vigil probe workload; hostile, upgrade: vigil alone)")
+    ap.add_argument("--upgrade-sizes", type=lambda v: [int(x) for x in v.split(",")], default=[10, 200, 1000],
+                    help="container counts of the upgrade workload")
     ap.add_argument("--no-cgroups", action="store_true", help="run vigil with cgroup_root = none")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--sizes", default="10,100,200,1000")

@@ -9,6 +9,8 @@
 #   bench/run.sh --no-install     # use the peers already installed
 #   bench/run.sh --rounds 1 --sizes 10,200 --tools vigil,runit ...   # see bench/bench.py --help
 #   bench/run.sh --no-install --tools vigil --only probes        # the probe workload alone (~1 min)
+#   bench/run.sh --no-install --tools vigil --only upgrade       # the loop's time away during
+#                                                                #   vigil upgrade at 10/200/1000
 #   bench/run.sh --no-install --tools vigil --only hostile       # restart gap and status latency
 #                                                                #   with and without hostile clients
 #   bench/run.sh --no-install --tools vigil --only probes --probe-mix http-https-grpc

@@ -212,6 +212,19 @@ pub enum Cmd {
         #[command(flatten)]
         client: ClientOpts,
     },
+    /// Re-execute the supervisor in place (a new binary, or the same one) keeping every
+    /// container running: same PIDs, logs, restart counts, back-off and probe schedules.
+    Upgrade {
+        /// The vigil binary to execute (default: the path the supervisor was started from).
+        #[arg(long, value_name = "PATH")]
+        binary: Option<PathBuf>,
+        /// Only say whether the upgrade would work (the binary is checked and asked which
+        /// handoff format it reads); change nothing.
+        #[arg(long)]
+        check: bool,
+        #[command(flatten)]
+        client: ClientOpts,
+    },
     /// Print the supervisor's version.
     Version {
         #[command(flatten)]
@@ -232,6 +245,10 @@ pub enum Cmd {
 
 /// Entry point used by `main`: returns the process exit code.
 pub fn main() -> i32 {
+    // `--handoff-version`, or the new instance of `vigil upgrade` (src/runtime/handoff).
+    if let Some(code) = crate::runtime::handoff_entry() {
+        return code;
+    }
     // Started by the kernel as init (`/sbin/init`, `rdinit=`), vigil gets no subcommand — and
     // possibly stray kernel command-line words as arguments: behave as `vigil run`.
     if crate::runtime::is_pid1() {
@@ -367,6 +384,23 @@ pub fn client_command(cmd: Cmd) -> Result<ClientCommand, String> {
         Cmd::Reload { client } => (RequestCmd::Reload, client, Output::Table),
         Cmd::Shutdown { client } => (RequestCmd::Shutdown, client, Output::Table),
         Cmd::Version { client } => (RequestCmd::Version, client, Output::Table),
+        Cmd::Upgrade {
+            binary,
+            check,
+            client,
+        } => {
+            // The supervisor needs an absolute path: a relative one is the caller's.
+            let binary = match binary {
+                Some(b) => Some(
+                    std::path::absolute(&b)
+                        .map_err(|e| format!("--binary {}: {e}", b.display()))?
+                        .to_string_lossy()
+                        .into_owned(),
+                ),
+                None => None,
+            };
+            (RequestCmd::Upgrade { binary, check }, client, Output::Table)
+        }
         Cmd::Run { .. }
         | Cmd::Check { .. }
         | Cmd::Convert(_)

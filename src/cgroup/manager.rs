@@ -588,6 +588,14 @@ impl ContainerCgroup {
         &self.path
     }
 
+    /// Opens an existing container cgroup again (`vigil upgrade`: the new instance takes over
+    /// a running container's cgroup), with the OOM baseline its run started from.
+    pub fn reopen(path: &Path, baseline: OomCounters) -> Result<ContainerCgroup, CgroupError> {
+        let mut c = Self::open(path, None)?;
+        c.baseline = baseline;
+        Ok(c)
+    }
+
     /// The cgroup directory opened O_RDONLY|O_DIRECTORY (CLOEXEC): the fd
     /// `clone3(CLONE_INTO_CGROUP)` creates a child in.
     pub fn dir_fd(&self) -> BorrowedFd<'_> {

@@ -249,7 +249,7 @@ impl std::ops::BitOr for Controllers {
 
 /// Counters from `memory.events` (hierarchical: they include descendants). Missing keys
 /// (`oom_group_kill` needs Linux 5.17) read as 0.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct OomCounters {
     /// The cgroup hit its limit and the OOM killer was invoked (or allocation failed).
     pub oom: u64,

@@ -59,7 +59,7 @@ pub const SYSTEM_CONFIG: &str = "/etc/vigil/vigil.toml";
 pub const BUNDLED_NAME: &str = "<bundled default>";
 
 /// Where a config comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
 pub enum ConfigSource {
     File(PathBuf),
     /// [`BUNDLED_DEFAULT`].

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// A whole validated config file.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
 pub struct Config {
     /// Where it was read from (for messages and reload).
     pub source: PathBuf,
@@ -18,7 +18,7 @@ pub struct Config {
 }
 
 /// `[supervisor]`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
 pub struct SupervisorSpec {
     /// Control socket path; `None` means the per-user default (see `control::default_socket_path`).
     pub socket: Option<PathBuf>,
@@ -85,7 +85,7 @@ impl Default for SupervisorSpec {
 
 /// `supervisor.on_restart`: containers found running at start, left by an earlier vigil that
 /// died without a clean shutdown (`kill -9`, the OOM killer).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum OnRestart {
     /// Keep each one whose definition is unchanged running and supervise it again (kubelet
     /// style: a kubelet restart leaves running pods alone).
@@ -105,7 +105,7 @@ impl OnRestart {
 }
 
 /// `supervisor.log_forward_to` (docs/interface.md; the rule is `logs::journal::journal_wanted`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ForwardTo {
     /// The journal when vigil runs as a systemd service, else stdout.
     #[default]
@@ -115,7 +115,7 @@ pub enum ForwardTo {
 }
 
 /// `supervisor.cgroup_root`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
 pub enum CgroupRoot {
     /// The subtree vigil owns on the cgroup2 mount (see `cgroup::discover`).
     Auto,
@@ -146,7 +146,7 @@ impl RestartPolicy {
 
 /// Restart back-off (docs/behaviour.md §2.2). Kubelet defaults: 10 s doubling to 300 s, forgiven
 /// after a run of more than 600 s.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq)]
 pub struct Backoff {
     pub initial: Duration,
     pub max: Duration,
@@ -164,7 +164,7 @@ impl Default for Backoff {
 }
 
 /// `depends_on = { other = "ready" }`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DependencyCondition {
     /// Every container of the other pod has started (running, startup probe passed).
     Started,
@@ -174,14 +174,14 @@ pub enum DependencyCondition {
     Completed,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
 pub struct Dependency {
     pub pod: String,
     pub condition: DependencyCondition,
 }
 
 /// One pod.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
 pub struct PodSpec {
     pub name: String,
     pub restart_policy: RestartPolicy,
@@ -195,7 +195,7 @@ pub struct PodSpec {
 }
 
 /// One container, with the pod-level defaults already folded in.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
 pub struct ContainerSpec {
     pub name: String,
     /// argv; never empty.
@@ -242,7 +242,7 @@ pub struct ContainerSpec {
 }
 
 /// Kubernetes `Lifecycle`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Default)]
 pub struct Lifecycle {
     /// Runs right after the start; the container is not started until it returns, and a
     /// failure kills it.
@@ -252,7 +252,7 @@ pub struct Lifecycle {
 }
 
 /// One lifecycle hook (Kubernetes `LifecycleHandler`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
 pub enum Hook {
     /// `exec` or `http_get`, run like a probe of the container.
     Action(ProbeAction),
@@ -261,7 +261,7 @@ pub enum Hook {
 }
 
 /// `termination_message_policy` (Kubernetes `terminationMessagePolicy`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum TerminationMessagePolicy {
     /// Only the file.
     #[default]
@@ -272,7 +272,7 @@ pub enum TerminationMessagePolicy {
 }
 
 /// `rlimits = { nofile = 1024 }` (soft = hard).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(serde::Serialize, Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rlimit {
     /// `libc::RLIMIT_*` resource number.
     pub resource: u32,
@@ -283,7 +283,7 @@ pub struct Rlimit {
 }
 
 /// `[...containers.resources]`: cgroup v2 limits.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Default)]
 pub struct Resources {
     pub memory_max: Option<u64>,
     pub memory_high: Option<u64>,
@@ -350,7 +350,7 @@ impl ProbeKind {
 }
 
 /// One probe, defaults applied (docs/behaviour.md §4).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
 pub struct ProbeSpec {
     pub action: ProbeAction,
     pub initial_delay: Duration,
@@ -362,7 +362,7 @@ pub struct ProbeSpec {
     pub termination_grace: Option<Duration>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
 pub enum ProbeAction {
     Exec {
         command: Vec<String>,
@@ -390,7 +390,7 @@ pub enum ProbeAction {
 }
 
 /// `http_get.scheme`: `HTTP` or `HTTPS` (either case).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum HttpScheme {
     #[default]
     Http,
@@ -410,10 +410,33 @@ impl HttpScheme {
 /// `http_get.tls`. Like the kubelet, an HTTPS probe does not verify the server's certificate
 /// unless `ca_file` is given; then the chain must lead to a certificate in that file and the
 /// leaf must be valid now and for `server_name` (default: the probe's host).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq, Default)]
 pub struct TlsSpec {
     /// PEM file of the certificates to trust; `Some` turns verification on.
     pub ca_file: Option<PathBuf>,
     /// Name sent as SNI and checked against the certificate (default: the probe's host).
     pub server_name: Option<String>,
+}
+
+/// An [`Rlimit`] read back (a handoff's state): the name is looked up in the known table.
+#[derive(serde::Deserialize)]
+struct RlimitRepr {
+    resource: u32,
+    name: String,
+    soft: u64,
+    hard: u64,
+}
+
+impl<'de> serde::Deserialize<'de> for Rlimit {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Rlimit, D::Error> {
+        let r = RlimitRepr::deserialize(d)?;
+        let (name, _) =
+            super::values::parse_rlimit_name(&r.name).map_err(serde::de::Error::custom)?;
+        Ok(Rlimit {
+            resource: r.resource,
+            name,
+            soft: r.soft,
+            hard: r.hard,
+        })
+    }
 }

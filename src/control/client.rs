@@ -497,7 +497,8 @@ fn show_result(
         | RequestCmd::Stop { .. }
         | RequestCmd::Restart { .. }
         | RequestCmd::Reload
-        | RequestCmd::Shutdown => {
+        | RequestCmd::Shutdown
+        | RequestCmd::Upgrade { .. } => {
             let reply: wire::MessageReply = typed(path, result)?;
             sink.put(&format!(
                 "{}\n",

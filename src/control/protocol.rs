@@ -21,9 +21,9 @@ use super::wire::{ArgError, ErrorKind};
 pub const MAX_LINE: usize = 64 * 1024;
 
 /// Every command name, for messages.
-pub const COMMANDS: [&str; 10] = [
+pub const COMMANDS: [&str; 11] = [
     "status", "describe", "events", "logs", "start", "stop", "restart", "reload", "shutdown",
-    "version",
+    "version", "upgrade",
 ];
 
 #[derive(Debug, Clone, PartialEq)]

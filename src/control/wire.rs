@@ -819,6 +819,10 @@ mod reference {
             RequestCmd::Reload,
             RequestCmd::Shutdown,
             RequestCmd::Version,
+            RequestCmd::Upgrade {
+                binary: Some("/usr/local/bin/vigil".to_string()),
+                check: true,
+            },
         ]
     }
 

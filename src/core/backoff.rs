@@ -12,16 +12,17 @@ use std::time::Duration;
 use super::Time;
 use crate::config::spec::Backoff;
 
-#[derive(Debug, Clone, Copy)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy)]
 struct Entry {
     /// The delay the next restart must wait (measured from the finish time).
     delay: Duration,
     /// When the last restart happened: the start of the run now ending.
+    #[serde(with = "crate::runtime::handoff::mono")]
     last_update: Time,
 }
 
 /// Per-container back-off history.
-#[derive(Debug, Clone, Default)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Default)]
 pub(super) struct BackoffState {
     entry: Option<Entry>,
 }

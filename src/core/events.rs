@@ -11,7 +11,7 @@ use super::{Event, EventType, Time};
 /// How many distinct events are kept; the oldest (by last update) is dropped first.
 pub(super) const MAX_EVENTS: usize = 1000;
 
-#[derive(Debug, Default)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Default)]
 pub(super) struct EventLog {
     /// Ordered by `seq` (an aggregated event moves to the back).
     events: VecDeque<Event>,

@@ -34,7 +34,9 @@ pub type Time = Instant;
 
 /// Identifies one container slot (init or regular) for as long as its pod definition lives.
 /// A pod replaced by reload gets new keys.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord,
+)]
 pub struct ContainerKey(pub u32);
 
 /// Bumped on every spawn of a container; 0 means "never spawned".

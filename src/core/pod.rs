@@ -56,7 +56,7 @@ pub(super) const EXIT_CODE_UNKNOWN: i32 = 137;
 pub(super) const KILL_SHUTDOWN_TIMEOUT: &str = "still running at the shutdown timeout";
 
 /// Why vigil is stopping a running container.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
 pub(super) enum StopCause {
     /// A liveness or startup probe failure was published; `message` has the last output.
     Probe { kind: ProbeKind, message: String },
@@ -69,18 +69,20 @@ pub(super) enum StopCause {
 }
 
 /// A lifecycle hook in progress (kubelet `lifecycle/handlers.go`; at most one at a time).
-#[derive(Debug, Clone)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone)]
 pub(super) struct HookRun {
     pre_stop: bool,
     /// The `StartProbe` (kind `Hook`) attempt running an `exec`/`http_get` hook.
     seq: Option<u64>,
     /// When a `sleep` hook is done.
+    #[serde(with = "crate::runtime::handoff::mono::opt")]
     done_at: Option<Time>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone)]
 pub(super) struct Stopping {
     cause: StopCause,
+    #[serde(with = "crate::runtime::handoff::mono")]
     kill_at: Time,
     killed: bool,
     /// The grace period it was given (for the SIGKILL event and last-state message).
@@ -140,7 +142,7 @@ impl Stopping {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone)]
 pub(super) enum SlotState {
     /// Not started in this pod's life yet (waiting for dependencies or init containers).
     NotStarted {
@@ -154,16 +156,21 @@ pub(super) enum SlotState {
     },
     Running {
         pid: u32,
+        #[serde(with = "crate::runtime::handoff::mono")]
         started_at: Time,
         stopping: Option<Stopping>,
     },
     /// Crash-loop back-off: restart at `until`.
-    BackOff { until: Time, delay: Duration },
+    BackOff {
+        #[serde(with = "crate::runtime::handoff::mono")]
+        until: Time,
+        delay: Duration,
+    },
     /// Terminated and not going to restart on its own.
     Done(Terminated),
 }
 
-#[derive(Debug)]
+#[derive(serde::Serialize, serde::Deserialize, Debug)]
 pub(super) struct Slot {
     pub key: ContainerKey,
     pub spec: Arc<ContainerSpec>,
@@ -1145,6 +1152,13 @@ impl Slot {
         }
     }
 
+    /// After `vigil upgrade`: probe attempts that were in flight run again.
+    pub(super) fn requeue_probes(&mut self) {
+        for p in &mut self.probes {
+            p.requeue_in_flight();
+        }
+    }
+
     pub(super) fn next_deadline(&self) -> Option<Time> {
         let sleep = self.hook.as_ref().and_then(|h| h.done_at);
         let own = match &self.state {
@@ -1379,7 +1393,7 @@ impl Slot {
 }
 
 /// Where a pod is in its start-up sequence.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Stage {
     /// Waiting for `depends_on` (or held by a stop before it began).
     Waiting,
@@ -1390,7 +1404,7 @@ pub(super) enum Stage {
 }
 
 /// What reload decided for a pod that is still being stopped.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
 pub(super) enum Next {
     Keep,
     /// Once stopped, replace with this definition (new keys).
@@ -1399,9 +1413,10 @@ pub(super) enum Next {
     Remove,
 }
 
-#[derive(Debug)]
+#[derive(serde::Serialize, serde::Deserialize, Debug)]
 pub(super) struct Pod {
     pub spec: PodSpec,
+    #[serde(with = "crate::runtime::handoff::mono")]
     pub created_at: Time,
     pub init: Vec<Slot>,
     pub main: Vec<Slot>,
@@ -1425,6 +1440,7 @@ pub(super) struct Pod {
     /// When a whole-pod stop in progress must be over: every container's kill deadline,
     /// pre-stop hook and sidecars stopped later included, is capped at it
     /// ([`Pod::stop_budget`]).
+    #[serde(with = "crate::runtime::handoff::mono::opt")]
     pub stop_deadline: Option<Time>,
 }
 

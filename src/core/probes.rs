@@ -19,15 +19,17 @@ use crate::format::go_duration;
 /// Attempts kept per probe for diagnosis.
 pub(super) const PROBE_HISTORY: usize = 10;
 
-#[derive(Debug, Clone, Copy)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy)]
 struct InFlight {
     seq: u64,
+    #[serde(with = "crate::runtime::handoff::mono")]
     started: Time,
+    #[serde(with = "crate::runtime::handoff::mono")]
     deadline: Time,
 }
 
 /// What recording one attempt produced.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
 pub(super) struct Recorded {
     /// The failure message, if the attempt failed (for the `Unhealthy` event).
     pub failure: Option<String>,
@@ -37,13 +39,14 @@ pub(super) struct Recorded {
     pub warning: Option<String>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone)]
 pub(super) struct Probe {
     pub kind: ProbeKind,
     pub spec: Arc<ProbeSpec>,
     pub result: ProbeResultState,
     /// `(base, k)`: the next attempt is due at `base + k × period`. `None`: not running
     /// (gated by the startup probe, held after a kill, or the container is not running).
+    #[serde(with = "crate::runtime::handoff::mono::opt_pair")]
     schedule: Option<(Time, u64)>,
     in_flight: Option<InFlight>,
     /// The current run of identical results.
@@ -96,6 +99,14 @@ impl Probe {
     /// Start the schedule: the first attempt is due at `now + initial_delay`.
     pub(super) fn activate(&mut self, now: Time) {
         self.schedule = Some((add(now, self.spec.initial_delay), 0));
+    }
+
+    /// After `vigil upgrade`: the attempt in flight was abandoned with the old process; the
+    /// schedule goes back one step so it is run again at once (its result never came).
+    pub(super) fn requeue_in_flight(&mut self) {
+        if self.in_flight.take().is_some() {
+            self.schedule = self.schedule.map(|(base, k)| (base, k.saturating_sub(1)));
+        }
     }
 
     /// Stop scheduling; returns the sequence number of an attempt to cancel.

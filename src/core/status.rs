@@ -45,12 +45,13 @@ impl ConditionType {
     }
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
 pub struct Condition {
     pub kind: ConditionType,
     pub status: bool,
     pub reason: String,
     pub message: String,
+    #[serde(with = "crate::runtime::handoff::mono")]
     pub last_transition: Time,
 }
 
@@ -91,24 +92,27 @@ impl TerminationReason {
     }
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
 pub struct Terminated {
     /// Exit code; 128+signal when killed by a signal; for StartError 128.
     pub exit_code: i32,
     pub signal: Option<i32>,
     pub reason: TerminationReason,
     pub message: String,
+    #[serde(with = "crate::runtime::handoff::mono::opt")]
     pub started_at: Option<Time>,
+    #[serde(with = "crate::runtime::handoff::mono")]
     pub finished_at: Time,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
 pub enum ContainerState {
     Waiting {
         reason: WaitingReason,
         message: String,
     },
     Running {
+        #[serde(with = "crate::runtime::handoff::mono")]
         started_at: Time,
         /// Set from the moment vigil begins to stop it (stop signal sent) until it exits:
         /// kubectl's `Terminating`.
@@ -118,9 +122,10 @@ pub enum ContainerState {
 }
 
 /// A running container vigil is stopping.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
 pub struct Terminating {
     /// When the stop signal was sent.
+    #[serde(with = "crate::runtime::handoff::mono")]
     pub since: Time,
     /// The grace period before SIGKILL (zero when SIGKILL was sent at once).
     pub grace: Duration,
@@ -132,8 +137,9 @@ pub struct Terminating {
 }
 
 /// One probe attempt, kept for `describe`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
 pub struct ProbeRecord {
+    #[serde(with = "crate::runtime::handoff::mono")]
     pub at: Time,
     pub duration: Duration,
     pub success: bool,
@@ -148,7 +154,7 @@ pub enum ProbeResultState {
     Failure,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
 pub struct ProbeStatus {
     pub kind: ProbeKind,
     pub result: ProbeResultState,
@@ -156,7 +162,7 @@ pub struct ProbeStatus {
     pub recent: Vec<ProbeRecord>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
 pub struct ContainerStatus {
     pub key: ContainerKey,
     pub name: String,
@@ -172,7 +178,7 @@ pub struct ContainerStatus {
     pub spec: Arc<ContainerSpec>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
 pub struct PodStatus {
     pub name: String,
     pub phase: Phase,
@@ -181,6 +187,7 @@ pub struct PodStatus {
     pub init_containers: Vec<ContainerStatus>,
     pub containers: Vec<ContainerStatus>,
     /// When the pod (this definition of it) was created.
+    #[serde(with = "crate::runtime::handoff::mono")]
     pub created_at: Time,
 }
 
@@ -200,7 +207,7 @@ impl EventType {
 }
 
 /// A kubectl-style event; repeats (same type, reason, object, message) aggregate into `count`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
 pub struct Event {
     /// Bumped (to a fresh, globally increasing value) every time the event is recorded or
     /// aggregated, so followers can ask for everything after the last `seq` they saw.
@@ -211,6 +218,8 @@ pub struct Event {
     pub object: String,
     pub message: String,
     pub count: u32,
+    #[serde(with = "crate::runtime::handoff::mono")]
     pub first: Time,
+    #[serde(with = "crate::runtime::handoff::mono")]
     pub last: Time,
 }

@@ -17,9 +17,10 @@ use super::pod::{
 use super::*;
 use crate::config::spec::{Config, DependencyCondition, PodSpec};
 
-#[derive(Debug)]
+#[derive(serde::Serialize, serde::Deserialize, Debug)]
 struct Shutdown {
     /// After this, everything still running is killed.
+    #[serde(with = "crate::runtime::handoff::mono")]
     deadline: Time,
     deadline_fired: bool,
     /// A `Kill` was needed: exit code 1.
@@ -27,10 +28,11 @@ struct Shutdown {
 }
 
 /// All pods of one `vigil run`, driven by the runtime.
-#[derive(Debug)]
+#[derive(serde::Serialize, serde::Deserialize, Debug)]
 pub struct Supervisor {
     /// In config order; pods being removed by a reload come last until they have stopped.
     pods: Vec<Pod>,
+    #[serde(skip)]
     actions: VecDeque<Action>,
     events: EventLog,
     next_key: u32,
@@ -64,14 +66,14 @@ fn shutting_down() -> CommandError {
 }
 
 /// Where a container key lives.
-#[derive(Debug, Clone, Copy)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy)]
 struct Loc {
     pod: usize,
     init: bool,
     index: usize,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
 enum Op {
     Start,
     Stop,
@@ -98,6 +100,18 @@ impl Supervisor {
         }
         sup.refresh(now);
         sup
+    }
+
+    /// A supervisor carried across `vigil upgrade` (deserialised from the handoff state) is
+    /// ready to go on: the probe attempts that were in flight in the old process (whose
+    /// results will never come) are run again. Everything else — phases, restart counts,
+    /// back-off deadlines, probe schedules, events — continues as it was.
+    pub fn after_handoff(&mut self) {
+        for pod in &mut self.pods {
+            for slot in pod.init.iter_mut().chain(pod.main.iter_mut()) {
+                slot.requeue_probes();
+            }
+        }
     }
 
     fn split(&mut self, now: Time) -> (&mut Vec<Pod>, Out<'_>) {

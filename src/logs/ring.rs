@@ -246,3 +246,62 @@ fn tail_len(len: usize, at: impl Fn(usize) -> u8, n: usize) -> usize {
     }
     len
 }
+
+/// A [`LogBuffer`]'s bookkeeping without its bytes, for a handoff across `vigil upgrade`
+/// (the bytes travel separately, raw).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RingMeta {
+    pub capacity: usize,
+    pub next_capacity: Option<usize>,
+    pub run_start: u64,
+    pub previous_start: u64,
+    pub has_previous: bool,
+    pub runs: u64,
+    pub total: u64,
+    pub dropped: u64,
+    pub partial_first: bool,
+    pub previous_partial_first: bool,
+}
+
+impl LogBuffer {
+    /// The bookkeeping, the current run's bytes and the previous run's tail.
+    pub fn parts(&self) -> (RingMeta, (&[u8], &[u8]), &[u8]) {
+        let meta = RingMeta {
+            capacity: self.capacity,
+            next_capacity: self.next_capacity,
+            run_start: self.run_start,
+            previous_start: self.previous_start,
+            has_previous: self.has_previous,
+            runs: self.runs,
+            total: self.total,
+            dropped: self.dropped,
+            partial_first: self.partial_first,
+            previous_partial_first: self.previous_partial_first,
+        };
+        (meta, self.current.as_slices(), &self.previous)
+    }
+
+    /// A ring rebuilt from [`LogBuffer::parts`]; `None` when they do not fit together (the
+    /// current bytes must end at `total`, within the capacity).
+    pub fn from_parts(meta: RingMeta, current: Vec<u8>, previous: Vec<u8>) -> Option<LogBuffer> {
+        let fits = meta.capacity >= 1
+            && current.len() <= meta.capacity
+            && (current.len() as u64) <= meta.total
+            && meta.run_start <= meta.total
+            && meta.previous_start.checked_add(previous.len() as u64)? <= meta.total;
+        fits.then(|| LogBuffer {
+            capacity: meta.capacity,
+            next_capacity: meta.next_capacity,
+            current: current.into(),
+            run_start: meta.run_start,
+            previous,
+            previous_start: meta.previous_start,
+            has_previous: meta.has_previous,
+            runs: meta.runs,
+            total: meta.total,
+            dropped: meta.dropped,
+            partial_first: meta.partial_first,
+            previous_partial_first: meta.previous_partial_first,
+        })
+    }
+}

@@ -10,6 +10,7 @@
 
 #[cfg(feature = "fault-injection")]
 mod fault;
+pub(crate) mod handoff;
 mod harden;
 mod pid1;
 mod shell;
@@ -17,6 +18,7 @@ mod slots;
 mod statefile;
 mod supervisor_reload;
 
+use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 
 use log::error;
@@ -55,6 +57,64 @@ pub fn run_source(source: crate::config::ConfigSource) -> i32 {
         finish_as_pid1(code);
     }
     code
+}
+
+/// `vigil --handoff-version`, or this process is the new instance of a `vigil upgrade`
+/// (whatever its arguments): the exit code; `None` for everything else.
+pub fn handoff_entry() -> Option<i32> {
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == "--handoff-version")
+    {
+        let info = handoff::VersionInfo::ours();
+        println!("{}", serde_json::to_string(&info).unwrap_or_default());
+        return Some(0);
+    }
+    let inherited = handoff::inherited()?;
+    Some(resume_main(inherited))
+}
+
+/// The new instance: take the state over and supervise on; if it cannot, go back to the old
+/// binary with the same state (it continues unchanged and tells the caller).
+fn resume_main(inh: handoff::Inherited) -> i32 {
+    init_logger();
+    let pid1 = pid1::is_pid1();
+    if pid1 {
+        install_pid1_panic_hook();
+    }
+    let code = match handoff::read(&inh.state) {
+        Err(e) => fall_back(&inh, &e.to_string()),
+        Ok((state, blobs)) => match shell::Shell::resume(state, &blobs, inh.error.as_deref()) {
+            Ok(shell) => {
+                drop(inh);
+                shell.run()
+            }
+            Err(e) => fall_back(&inh, &format!("cannot start: {e}")),
+        },
+    };
+    if pid1 {
+        finish_as_pid1(code);
+    }
+    code
+}
+
+/// Back to the binary that wrote the state. Returns only if that is impossible.
+fn fall_back(inh: &handoff::Inherited, why: &str) -> i32 {
+    error!("upgrade: this vigil cannot take over: {why}; going back to the previous binary");
+    if inh.error.is_some() {
+        error!(
+            "upgrade: the previous binary cannot take its own state back either; its containers are left running unsupervised"
+        );
+        return 1;
+    }
+    match &inh.exe {
+        Some(exe) => {
+            let e = handoff::exec::back_to_old(exe, inh.state.as_raw_fd(), why);
+            error!("upgrade: cannot execute the previous binary again: {e}");
+        }
+        None => error!("upgrade: the previous binary was not handed over"),
+    }
+    1
 }
 
 /// Logging to stderr (the journal under systemd, the console as PID 1). `VIGIL_LOG` or

@@ -29,13 +29,13 @@ const T: Duration = Duration::from_secs(20);
 
 /// A cgroup2 directory made for one test; on drop everything in it is killed and every
 /// directory under it removed (deepest first).
-struct ScratchCgroup {
-    path: PathBuf,
+pub struct ScratchCgroup {
+    pub path: PathBuf,
 }
 
 impl ScratchCgroup {
     /// Panics (naming the need) without root, a cgroup2 mount or `cgroup.kill`.
-    fn new() -> ScratchCgroup {
+    pub fn new() -> ScratchCgroup {
         static N: AtomicU32 = AtomicU32::new(0);
         require_root("to create cgroups");
         let mount = require_cgroup2_mount();
@@ -95,7 +95,7 @@ impl Drop for ScratchCgroup {
 }
 
 /// Starts vigil with `cgroup_root` at `cg` (no resources: no controllers needed).
-fn start_with_cgroup_root(cg: &ScratchCgroup, pods: &str) -> Vigil {
+pub fn start_with_cgroup_root(cg: &ScratchCgroup, pods: &str) -> Vigil {
     let dir = tempfile::tempdir().expect("tempdir");
     let socket = dir.path().join("vigil.sock");
     let config = dir.path().join("vigil.toml");

@@ -21,4 +21,5 @@ mod reload;
 mod sidecars;
 mod supervisor_reload;
 mod top;
+mod upgrade;
 mod wire;

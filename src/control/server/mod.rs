@@ -267,9 +267,56 @@ impl Server {
         conn_token_base: usize,
     ) -> Result<Server, ControlError> {
         let listener = bind_listener(path, access, false)?;
+        Ok(Self::with_listener(path, listener, access, conn_token_base))
+    }
+
+    /// A server on a listening socket inherited across `vigil upgrade` (the socket file at
+    /// `path` is already bound to it): it keeps accepting where the old process left off.
+    pub fn inherit(
+        path: &Path,
+        listener: OwnedFd,
+        access: &Access,
+        conn_token_base: usize,
+    ) -> Server {
+        let listener = UnixListener::from_std(std::os::unix::net::UnixListener::from(listener));
+        Self::with_listener(path, listener, access, conn_token_base)
+    }
+
+    /// The listening descriptor (handed over by `vigil upgrade`).
+    pub fn listener_fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self.listener.as_raw_fd()
+    }
+
+    /// One connection's descriptor (handed over by `vigil upgrade`).
+    pub fn conn_fd(&self, conn: ConnId) -> Option<std::os::fd::RawFd> {
+        use std::os::fd::AsRawFd;
+        self.conns
+            .get(conn.index)?
+            .as_ref()
+            .filter(|c| c.id == conn)
+            .map(|c| c.stream.as_raw_fd())
+    }
+
+    /// Every open connection's descriptor.
+    pub fn conn_fds(&self) -> Vec<(ConnId, std::os::fd::RawFd)> {
+        use std::os::fd::AsRawFd;
+        self.conns
+            .iter()
+            .flatten()
+            .map(|c| (c.id, c.stream.as_raw_fd()))
+            .collect()
+    }
+
+    fn with_listener(
+        path: &Path,
+        listener: UnixListener,
+        access: &Access,
+        conn_token_base: usize,
+    ) -> Server {
         let file_id = file_id(path);
         let now = Instant::now();
-        Ok(Server {
+        Server {
             path: path.to_path_buf(),
             file_id,
             listener,
@@ -302,7 +349,7 @@ impl Server {
             refusals: Refusals::default(),
             #[cfg(test)]
             strangers: false,
-        })
+        }
     }
 
     /// Replaces the limits (at start and on reload).

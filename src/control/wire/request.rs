@@ -93,6 +93,18 @@ pub enum RequestCmd {
     Reload,
     Shutdown,
     Version,
+    /// Re-execute vigil in place (`binary`, else the path it runs from), keeping every
+    /// container; `check` only says whether it would work.
+    Upgrade {
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "arg::binary"
+        )]
+        binary: Option<String>,
+        #[serde(default, deserialize_with = "arg::check")]
+        check: bool,
+    },
 }
 
 impl RequestCmd {
@@ -105,6 +117,7 @@ impl RequestCmd {
                 | RequestCmd::Restart { .. }
                 | RequestCmd::Reload
                 | RequestCmd::Shutdown
+                | RequestCmd::Upgrade { .. }
         )
     }
 
@@ -121,6 +134,7 @@ impl RequestCmd {
             RequestCmd::Reload => "reload",
             RequestCmd::Shutdown => "shutdown",
             RequestCmd::Version => "version",
+            RequestCmd::Upgrade { .. } => "upgrade",
         }
     }
 
@@ -317,6 +331,14 @@ mod arg {
 
     pub fn previous<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
         flag(d, "previous")
+    }
+
+    pub fn binary<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        opt_text(d, "binary")
+    }
+
+    pub fn check<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+        flag(d, "check")
     }
 
     pub fn tail<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {

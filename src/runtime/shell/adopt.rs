@@ -101,7 +101,16 @@ impl Adopted {
         }
     }
 
-    fn watch(&mut self, key: ContainerKey, generation: Generation, fd: OwnedFd) -> bool {
+    /// Every adopted run's pidfd (handed over by `vigil upgrade`).
+    pub fn fds(&self) -> Vec<(ContainerKey, Generation, std::os::fd::RawFd)> {
+        use std::os::fd::AsRawFd;
+        self.runs
+            .iter()
+            .map(|(k, (g, w))| (*k, *g, w.as_raw_fd()))
+            .collect()
+    }
+
+    pub(super) fn watch(&mut self, key: ContainerKey, generation: Generation, fd: OwnedFd) -> bool {
         match Watched::new(
             &self.registry,
             fd,

@@ -158,6 +158,15 @@ impl Capture {
         }
     }
 
+    /// Every pipe's container and descriptor (handed over by `vigil upgrade`).
+    pub fn pipe_fds(&self) -> Vec<(ContainerKey, Stream, Option<Generation>, std::os::fd::RawFd)> {
+        use std::os::fd::AsRawFd;
+        self.pipes
+            .values()
+            .map(|p| (p.key, p.stream, p.run, p.fd.as_raw_fd()))
+            .collect()
+    }
+
     /// A pipe is readable (or hung up): read up to the cap into its container's log.
     pub fn on_readable(&mut self, token: Token, logs: &mut impl Logs) {
         let Some(pipe) = self.pipes.get(&token) else {

@@ -81,6 +81,21 @@ pub(super) enum Mutation {
     Command(Command),
     /// Reload the config.
     Reload,
+    /// Re-execute vigil (`vigil upgrade`).
+    Upgrade {
+        binary: Option<std::path::PathBuf>,
+        check: bool,
+    },
+}
+
+impl Pending {
+    pub(super) fn conn(&self) -> ConnId {
+        self.conn
+    }
+
+    pub(super) fn id(&self) -> &RequestId {
+        &self.id
+    }
 }
 
 /// The outcome of a [`Mutation`]: the message for the client, or the error kind and text.
@@ -195,6 +210,43 @@ impl Control {
             more: false,
             clock: WallClock::now(),
         })
+    }
+
+    /// The control socket inherited across `vigil upgrade` (start-up of the new instance):
+    /// still listening, never closed.
+    pub(super) fn inherit(
+        config: &Config,
+        socket: &Path,
+        registry: Rc<Registry>,
+        listener: std::os::fd::OwnedFd,
+    ) -> Result<Control, StartError> {
+        let nofile = raise_nofile_limit();
+        let access = access_of(config)?;
+        let mut server = Server::inherit(socket, listener, &access, CONN_TOKEN_BASE);
+        server.set_limits(limits_of(config, nofile));
+        server.register(&registry, tokens::LISTENER, tokens::SOCKET_WATCH)?;
+        Ok(Control {
+            server,
+            registry,
+            jobs: HashMap::new(),
+            more: false,
+            clock: WallClock::now(),
+        })
+    }
+
+    /// The listening descriptor (handed over by `vigil upgrade`).
+    pub(super) fn listener_fd(&self) -> std::os::fd::RawFd {
+        self.server.listener_fd()
+    }
+
+    /// One connection's descriptor (the asker of `vigil upgrade`).
+    pub(super) fn conn_fd(&self, conn: ConnId) -> Option<std::os::fd::RawFd> {
+        self.server.conn_fd(conn)
+    }
+
+    /// Every open connection's descriptor.
+    pub(super) fn conn_fds(&self) -> Vec<(ConnId, std::os::fd::RawFd)> {
+        self.server.conn_fds()
     }
 
     /// A readiness event on a token the server owns.
@@ -572,6 +624,12 @@ impl Control {
                 return Answer::Change(Mutation::Command(Command::Shutdown { force: false }));
             }
             RequestCmd::Reload => return Answer::Change(Mutation::Reload),
+            RequestCmd::Upgrade { binary, check } => {
+                return Answer::Change(Mutation::Upgrade {
+                    binary: binary.map(Into::into),
+                    check,
+                });
+            }
         };
         Answer::Reply(reply)
     }
@@ -656,6 +714,7 @@ fn journal_request(peer: &PeerCred, cmd: &RequestCmd) {
         RequestCmd::Restart { pod, container } => ("restart", Some((pod, container))),
         RequestCmd::Shutdown => ("shutdown", None),
         RequestCmd::Reload => ("reload", None),
+        RequestCmd::Upgrade { check: false, .. } => ("upgrade", None),
         _ => return,
     };
     let by = format!(

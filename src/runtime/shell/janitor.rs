@@ -85,6 +85,19 @@ impl Janitor {
         self.dying.values().any(|cg| cg.path() == path)
     }
 
+    /// The dying cgroups' paths (handed over by `vigil upgrade`).
+    pub fn dying_paths(&self) -> Vec<std::path::PathBuf> {
+        self.dying
+            .values()
+            .map(|c| c.path().to_path_buf())
+            .collect()
+    }
+
+    /// Spawns are waiting for a dying cgroup.
+    pub fn has_deferred(&self) -> bool {
+        !self.deferred.is_empty()
+    }
+
     pub fn has_dying(&self) -> bool {
         !self.dying.is_empty()
     }
@@ -241,6 +254,11 @@ impl GonePods {
     /// A container slot of `pod` was forgotten (its pod is gone or replaced).
     pub fn forget(&mut self, pod: &str, now: Instant) {
         self.pending.insert(pod.to_string(), now + POD_DIR_PATIENCE);
+    }
+
+    /// The pods whose directories are pending.
+    pub fn names(&self) -> Vec<String> {
+        self.pending.keys().cloned().collect()
     }
 
     /// Tries each pending directory: `exists(pod)` says the pod is configured again.

@@ -26,6 +26,19 @@ pub(super) struct Journal {
 }
 
 impl Journal {
+    /// The last event logged (carried across `vigil upgrade`).
+    pub(super) fn last_seq(&self) -> u64 {
+        self.last_seq
+    }
+
+    /// Continue after `seq` (the previous instance logged up to it).
+    pub(super) fn resume_after(seq: u64) -> Journal {
+        Journal {
+            last_seq: seq,
+            shutdown_waiting: None,
+        }
+    }
+
     /// Logs every event recorded since the last call (to `sink`, the journal, when given).
     pub(super) fn drain(
         &mut self,

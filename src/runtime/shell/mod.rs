@@ -33,6 +33,7 @@ mod notifier;
 mod probes;
 mod reaper;
 mod tokens;
+mod upgrade;
 
 use std::collections::HashMap;
 use std::io;
@@ -42,7 +43,7 @@ use std::time::{Duration, Instant};
 use libc::SIGPWR;
 use log::{debug, error, info, warn};
 use mio::{Events, Interest, Poll, Registry};
-use signal_hook::consts::signal::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
+use signal_hook::consts::signal::{SIGCHLD, SIGHUP, SIGINT, SIGTERM, SIGUSR2};
 use signal_hook_mio::v1_0::Signals;
 
 use super::harden::HostCheck;
@@ -114,8 +115,20 @@ pub struct Shell {
     /// Turns that panicked (see [`Shell::on_panic`]).
     panics: u32,
     started_at: Instant,
+    /// What `vigil upgrade` executes without `--binary`, and the arguments it passes.
+    exe_path: std::path::PathBuf,
+    argv: Vec<String>,
+    /// Upgrades this process has been through.
+    upgrades: u32,
     #[cfg(feature = "fault-injection")]
     fault: super::fault::Fault,
+}
+
+/// What a new instance takes from the old one before the components are built (the rest:
+/// [`Shell::take_over`]).
+struct Resumed {
+    listener: std::os::fd::OwnedFd,
+    core: Supervisor,
 }
 
 /// The exit code after a loop turn panicked (EX_SOFTWARE from sysexits.h).
@@ -125,20 +138,69 @@ impl Shell {
     /// Start-up, in order: host checks, the loop and its signals, vigil's own process
     /// attributes, cgroups, the control socket, log forwarding; then the core.
     pub fn new(config: Config, source: ConfigSource) -> Result<Shell, StartError> {
+        Self::start(config, source, None)
+    }
+
+    /// The new instance of `vigil upgrade`: the same start-up as [`Shell::new`] on the
+    /// handed-over config, but with the inherited control socket, the core's state, and no
+    /// search for what "an earlier vigil" left (it is all still ours); then every component
+    /// takes over its part ([`Shell::take_over`]).
+    pub fn resume(
+        state: super::handoff::State,
+        blobs: &[u8],
+        error: Option<&str>,
+    ) -> Result<Shell, StartError> {
+        // A duplicate: the inherited number stays open (for the way back to the old binary)
+        // until this start has succeeded.
+        let listener = super::handoff::dup_fd(state.listener_fd).ok_or_else(|| {
+            StartError::Poll(io::Error::other(format!(
+                "the control socket (fd {}) was not handed over",
+                state.listener_fd
+            )))
+        })?;
+        let (mut core, state) = state.split_core();
+        core.after_handoff();
+        let resumed = Resumed { listener, core };
+        let mut shell = Self::start(state.config.clone(), state.source.clone(), Some(resumed))?;
+        drop(super::handoff::own_fd(state.listener_fd));
+        shell.take_over(state, blobs, error);
+        Ok(shell)
+    }
+
+    fn start(
+        config: Config,
+        source: ConfigSource,
+        resumed: Option<Resumed>,
+    ) -> Result<Shell, StartError> {
         let socket_path = socket_path(&config);
         let host = super::harden::check_startup(&source, &config)?;
         let (poll, signals) = open_loop()?;
+        if resumed.is_some() {
+            // Signals that came during the exec were held (handoff::exec): take them now.
+            super::handoff::exec::unblock();
+        }
         let registry = Rc::new(poll.registry().try_clone().map_err(StartError::Poll)?);
         protect_self(&config);
         let cgroups = setup_cgroups(&config, &host)?;
-        let control = Control::bind(&config, &socket_path, Rc::clone(&registry))?;
+        let (control, core) = match resumed {
+            None => (
+                Control::bind(&config, &socket_path, Rc::clone(&registry))?,
+                None,
+            ),
+            Some(r) => (
+                Control::inherit(&config, &socket_path, Rc::clone(&registry), r.listener)?,
+                Some(r.core),
+            ),
+        };
         let forward = forward_destination(&config);
         // What an earlier vigil left (kill -9) is found through its cgroups and state file,
-        // once the core exists (`take_over_leftovers` below).
+        // once the core exists (`take_over_leftovers` below) — not after an upgrade: then it
+        // is all ours.
         let tracker = super::statefile::Tracker::new(&socket_path, cgroups.is_none());
 
         let now = Instant::now();
-        let core = Supervisor::new(&config, now);
+        let fresh = core.is_none();
+        let core = core.unwrap_or_else(|| Supervisor::new(&config, now));
         let mut shell = Shell {
             poll,
             signals,
@@ -162,10 +224,17 @@ impl Shell {
             exit_code: None,
             panics: 0,
             started_at: now,
+            exe_path: std::env::current_exe().unwrap_or_default(),
+            argv: std::env::args_os()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+            upgrades: 0,
             #[cfg(feature = "fault-injection")]
             fault: super::fault::Fault::from_env(now),
         };
-        shell.take_over_leftovers(now);
+        if fresh {
+            shell.take_over_leftovers(now);
+        }
         Ok(shell)
     }
 
@@ -329,6 +398,15 @@ impl Shell {
                     }
                     let _ = self.core.command(now, Command::Shutdown { force });
                 }
+                SIGUSR2 => {
+                    info!(
+                        "received SIGUSR2: upgrading (re-executing {})",
+                        self.exe_path.display()
+                    );
+                    if let Err(e) = self.upgrade(None, false, None, now) {
+                        error!("SIGUSR2: upgrade refused, nothing changed: {e}");
+                    }
+                }
                 SIGHUP => {
                     // A deleted or replaced socket file is bound again (the server also
                     // watches the socket's path with inotify).
@@ -379,6 +457,14 @@ impl Shell {
                 Mutation::Reload => self
                     .reload(now)
                     .map_err(|e| (ErrorKind::from(&e), e.to_string())),
+                Mutation::Upgrade { binary, check } => {
+                    let asker = upgrade::Asker {
+                        conn: pending.conn(),
+                        id: pending.id(),
+                    };
+                    self.upgrade(binary, check, Some(asker), now)
+                        .map_err(|e| (e.kind(), e.to_string()))
+                }
             };
             self.control.finish(pending, outcome);
             self.drain_actions(now);
@@ -547,8 +633,8 @@ fn socket_path(config: &Config) -> std::path::PathBuf {
 /// The poll and the signals it wakes up for (read from a self-pipe).
 fn open_loop() -> Result<(Poll, Signals), StartError> {
     let poll = Poll::new().map_err(StartError::Poll)?;
-    let mut signals =
-        Signals::new([SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGPWR]).map_err(StartError::Signals)?;
+    let mut signals = Signals::new([SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGPWR, SIGUSR2])
+        .map_err(StartError::Signals)?;
     poll.registry()
         .register(&mut signals, tokens::SIGNAL, Interest::READABLE)
         .map_err(StartError::Signals)?;

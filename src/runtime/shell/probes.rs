@@ -333,6 +333,27 @@ impl ProbeRunner {
         }
     }
 
+    /// A lifecycle hook is running (`vigil upgrade` waits for it: a hook is not run twice).
+    pub fn hook_running(&self) -> bool {
+        self.attempts
+            .keys()
+            .any(|(_, kind)| *kind == ProbeKind::Hook)
+    }
+
+    /// The exec probes running: pid and cgroup (the next vigil kills them; the core runs
+    /// those probes again).
+    pub fn exec_attempts(&self) -> Vec<(u32, Option<std::path::PathBuf>)> {
+        self.attempts
+            .values()
+            .filter_map(|a| match &a.how {
+                How::Exec { pid, cgroup, .. } => {
+                    Some((*pid, cgroup.as_ref().map(|c| c.path().to_path_buf())))
+                }
+                How::Net(_) => None,
+            })
+            .collect()
+    }
+
     /// Abandons every attempt (shutdown).
     pub fn cancel_all(&mut self, janitor: &mut Janitor) {
         let pairs: Vec<_> = self.attempts.keys().copied().collect();

@@ -46,6 +46,11 @@ impl Reaper {
         self.pids.insert(pid, owner);
     }
 
+    /// Every tracked pid and its owner (for the handoff of `vigil upgrade`).
+    pub fn tracked(&self) -> impl Iterator<Item = (u32, PidOwner)> + '_ {
+        self.pids.iter().map(|(p, o)| (*p, *o))
+    }
+
     /// Reaps every ended child; returns those with an owner, in reaping order.
     pub fn reap(&mut self) -> Vec<Ended> {
         let mut out = Vec::new();

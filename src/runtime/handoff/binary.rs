@@ -1,0 +1,294 @@
+//! Checking the binary `vigil upgrade` is to execute, before anything is handed over: it
+//! exists, is a regular executable file, is an ELF executable for this machine (elf(5):
+//! `e_ident` class and byte order, `e_type`, `e_machine`), and — asked with
+//! `--handoff-version` — reads the state format this vigil writes.
+//!
+//! Must not: execute the binary for anything but `--handoff-version` (stdin closed, no
+//! handoff descriptors, bounded in time), or change anything.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::{ERROR_ENV, EXE_FD_ENV, FD_ENV, FORMAT_VERSION, VersionInfo};
+
+/// How long `PATH --handoff-version` may take.
+pub const VERSION_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// elf(5) `e_machine` of the architecture this vigil was built for.
+pub const OUR_MACHINE: u16 = if cfg!(target_arch = "x86_64") {
+    62 // EM_X86_64
+} else if cfg!(target_arch = "aarch64") {
+    183 // EM_AARCH64
+} else if cfg!(target_arch = "riscv64") {
+    243 // EM_RISCV
+} else if cfg!(target_arch = "x86") {
+    3 // EM_386
+} else if cfg!(target_arch = "arm") {
+    40 // EM_ARM
+} else if cfg!(target_arch = "powerpc64") {
+    21 // EM_PPC64
+} else if cfg!(target_arch = "s390x") {
+    22 // EM_S390
+} else {
+    0
+};
+
+/// Why a binary cannot be the next vigil.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum BinaryError {
+    #[error("{}: cannot use it: {reason}", path.display())]
+    Unusable { path: PathBuf, reason: String },
+    #[error("{}: not executable (no execute permission for vigil's user)", path.display())]
+    NotExecutable { path: PathBuf },
+    #[error("{}: not an ELF executable ({what})", path.display())]
+    NotElf { path: PathBuf, what: String },
+    #[error(
+        "{}: built for another machine (ELF e_machine {machine}, {class}-bit {order}); this vigil runs on e_machine {OUR_MACHINE}, 64-bit little-endian",
+        path.display()
+    )]
+    WrongArch {
+        path: PathBuf,
+        machine: u16,
+        class: u8,
+        order: &'static str,
+    },
+    #[error("{}: `--handoff-version` failed: {reason}", path.display())]
+    NoVersion { path: PathBuf, reason: String },
+    #[error(
+        "{}: vigil {vigil} reads handoff format{} {}, not {FORMAT_VERSION} (the format this vigil writes)",
+        path.display(),
+        if reads.len() == 1 { "" } else { "s" },
+        reads.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+    )]
+    Incompatible {
+        path: PathBuf,
+        vigil: String,
+        reads: Vec<u32>,
+    },
+}
+
+/// Exists, regular file, executable, ELF for this machine.
+pub fn check(path: &Path) -> Result<(), BinaryError> {
+    let unusable = |reason: String| BinaryError::Unusable {
+        path: path.to_path_buf(),
+        reason,
+    };
+    if !path.is_absolute() {
+        return Err(unusable("the path must be absolute".to_string()));
+    }
+    let meta = std::fs::metadata(path).map_err(|e| unusable(e.to_string()))?;
+    if !meta.is_file() {
+        return Err(unusable("not a regular file".to_string()));
+    }
+    if nix::unistd::access(path, nix::unistd::AccessFlags::X_OK).is_err() {
+        return Err(BinaryError::NotExecutable {
+            path: path.to_path_buf(),
+        });
+    }
+    let mut head = [0u8; 64];
+    let mut f = std::fs::File::open(path).map_err(|e| unusable(e.to_string()))?;
+    let n = read_up_to(&mut f, &mut head).map_err(|e| unusable(e.to_string()))?;
+    check_elf(path, &head[..n])
+}
+
+fn read_up_to(f: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read(&mut buf[n..])? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    Ok(n)
+}
+
+/// The ELF header checks of [`check`] on the first bytes of a file (elf(5)).
+pub fn check_elf(path: &Path, head: &[u8]) -> Result<(), BinaryError> {
+    let not_elf = |what: &str| BinaryError::NotElf {
+        path: path.to_path_buf(),
+        what: what.to_string(),
+    };
+    if head.starts_with(b"#!") {
+        return Err(not_elf("a script"));
+    }
+    if head.len() < 20 || &head[..4] != b"\x7fELF" {
+        return Err(not_elf("no ELF magic"));
+    }
+    let class = head[4]; // EI_CLASS: 1 = 32-bit, 2 = 64-bit
+    let data = head[5]; // EI_DATA: 1 = little-endian, 2 = big-endian
+    let u16_at = |i: usize| {
+        let b = [head[i], head[i + 1]];
+        if data == 2 {
+            u16::from_be_bytes(b)
+        } else {
+            u16::from_le_bytes(b)
+        }
+    };
+    let e_type = u16_at(16);
+    let machine = u16_at(18);
+    let our_class = if cfg!(target_pointer_width = "64") {
+        2
+    } else {
+        1
+    };
+    let our_data = if cfg!(target_endian = "little") { 1 } else { 2 };
+    if machine != OUR_MACHINE || class != our_class || data != our_data {
+        return Err(BinaryError::WrongArch {
+            path: path.to_path_buf(),
+            machine,
+            class: if class == 2 { 64 } else { 32 },
+            order: if data == 2 {
+                "big-endian"
+            } else {
+                "little-endian"
+            },
+        });
+    }
+    // ET_EXEC or ET_DYN (a position-independent executable).
+    if e_type != 2 && e_type != 3 {
+        return Err(not_elf(&format!("ELF type {e_type}, not an executable")));
+    }
+    Ok(())
+}
+
+/// Runs `path --handoff-version` (at most [`VERSION_TIMEOUT`]) and checks it reads the format
+/// this vigil writes. Blocks the caller for as long as the binary takes to answer: only
+/// `upgrade` uses it, which stops the loop anyway.
+pub fn ask_version(path: &Path) -> Result<VersionInfo, BinaryError> {
+    let failed = |reason: String| BinaryError::NoVersion {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let mut child = Command::new(path)
+        .arg("--handoff-version")
+        .env_remove(FD_ENV)
+        .env_remove(EXE_FD_ENV)
+        .env_remove(ERROR_ENV)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| failed(format!("cannot run it: {e}")))?;
+    let deadline = Instant::now() + VERSION_TIMEOUT;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(2)),
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(failed(format!(
+                    "no answer within {}s",
+                    VERSION_TIMEOUT.as_secs()
+                )));
+            }
+            Err(e) => return Err(failed(e.to_string())),
+        }
+    };
+    let mut out = String::new();
+    if let Some(mut stdout) = child.stdout.take() {
+        let _ = stdout.read_to_string(&mut out);
+    }
+    if !status.success() {
+        return Err(failed(format!(
+            "it exited with {status} (not a vigil that can take over?)"
+        )));
+    }
+    let info: VersionInfo = serde_json::from_str(out.trim()).map_err(|e| {
+        failed(format!(
+            "unreadable answer {:?}: {e}",
+            out.chars().take(80).collect::<String>()
+        ))
+    })?;
+    if !info.reads.contains(&FORMAT_VERSION) {
+        return Err(BinaryError::Incompatible {
+            path: path.to_path_buf(),
+            vigil: info.vigil,
+            reads: info.reads,
+        });
+    }
+    Ok(info)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(class: u8, data: u8, e_type: u16, machine: u16) -> Vec<u8> {
+        let mut h = vec![0u8; 64];
+        h[..4].copy_from_slice(b"\x7fELF");
+        h[4] = class;
+        h[5] = data;
+        h[6] = 1;
+        let (t, m) = if data == 2 {
+            (e_type.to_be_bytes(), machine.to_be_bytes())
+        } else {
+            (e_type.to_le_bytes(), machine.to_le_bytes())
+        };
+        h[16..18].copy_from_slice(&t);
+        h[18..20].copy_from_slice(&m);
+        h
+    }
+
+    #[test]
+    fn an_elf_executable_for_this_machine_passes() {
+        let p = Path::new("/x/vigil");
+        assert_eq!(check_elf(p, &header(2, 1, 3, OUR_MACHINE)), Ok(()));
+        assert_eq!(check_elf(p, &header(2, 1, 2, OUR_MACHINE)), Ok(()));
+    }
+
+    #[test]
+    fn another_machine_a_script_or_a_library_is_refused() {
+        let p = Path::new("/x/vigil");
+        let other = if OUR_MACHINE == 183 { 62 } else { 183 };
+        let e = check_elf(p, &header(2, 1, 3, other)).unwrap_err();
+        assert!(matches!(e, BinaryError::WrongArch { machine, .. } if machine == other));
+        assert!(e.to_string().contains("another machine"), "{e}");
+        assert!(matches!(
+            check_elf(p, &header(1, 1, 3, OUR_MACHINE)),
+            Err(BinaryError::WrongArch { class: 32, .. })
+        ));
+        assert!(matches!(
+            check_elf(p, &header(2, 2, 3, OUR_MACHINE)),
+            Err(BinaryError::WrongArch { .. })
+        ));
+        assert!(matches!(
+            check_elf(p, b"#!/bin/sh\nexec vigil \"$@\"\n"),
+            Err(BinaryError::NotElf { .. })
+        ));
+        assert!(matches!(
+            check_elf(p, b"hello"),
+            Err(BinaryError::NotElf { .. })
+        ));
+        // ET_REL: an object file.
+        assert!(matches!(
+            check_elf(p, &header(2, 1, 1, OUR_MACHINE)),
+            Err(BinaryError::NotElf { .. })
+        ));
+    }
+
+    #[test]
+    fn missing_relative_and_non_executable_paths_are_refused_with_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("nope");
+        let e = check(&missing).unwrap_err();
+        assert!(e.to_string().contains("nope"), "{e}");
+        assert!(check(Path::new("vigil")).is_err());
+        assert!(check(dir.path()).is_err());
+        let plain = dir.path().join("plain");
+        std::fs::write(&plain, header(2, 1, 3, OUR_MACHINE)).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o644)).unwrap();
+        // Root may execute anything with some x bit; with none it is refused even for root.
+        assert_eq!(
+            check(&plain),
+            Err(BinaryError::NotExecutable {
+                path: plain.clone()
+            })
+        );
+        std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(check(&plain), Ok(()));
+    }
+}

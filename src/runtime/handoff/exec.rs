@@ -1,0 +1,239 @@
+//! The exec of `vigil upgrade`, and the way back when it fails.
+//!
+//! Before `execve(2)`: the handed-over descriptors lose `FD_CLOEXEC` (fcntl(2)) — every other
+//! descriptor of vigil is close-on-exec and goes — and the signals vigil handles are blocked
+//! (sigprocmask(2)): across `execve` their handlers reset to the default action (SIGTERM would
+//! kill, SIGCHLD be forgotten) but a blocked signal stays pending, and the mask is inherited,
+//! so the new instance takes them once its own handlers are in place ([`unblock`]).
+//! `execve` returns only on failure: then the mask and `FD_CLOEXEC` are put back and the old
+//! process carries on with everything it had.
+//!
+//! Must not: close, move or otherwise change a descriptor; allocate between the point where
+//! the mask is changed and `execve` beyond what was prepared.
+
+use std::ffi::{CString, OsString};
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use nix::fcntl::{FcntlArg, FdFlag, fcntl};
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
+
+use super::{ERROR_ENV, EXE_FD_ENV, FD_ENV};
+
+/// The signals vigil handles, held across the exec.
+fn held() -> SigSet {
+    let mut set = SigSet::empty();
+    for s in [
+        Signal::SIGCHLD,
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGHUP,
+        Signal::SIGPWR,
+        Signal::SIGUSR2,
+    ] {
+        set.add(s);
+    }
+    set
+}
+
+/// The new instance's handlers are installed: take the signals that arrived during the exec.
+pub fn unblock() {
+    if let Err(e) = sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&held()), None) {
+        log::warn!("cannot unblock signals after the upgrade: {e}");
+    }
+}
+
+#[allow(unsafe_code)]
+fn set_cloexec(fd: RawFd, on: bool) -> io::Result<()> {
+    // SAFETY: `fd` is a descriptor the caller owns for the duration of this call (the handed
+    // over ones are held by the shell's components); F_SETFD only changes its flag.
+    let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+    let flags = if on {
+        FdFlag::FD_CLOEXEC
+    } else {
+        FdFlag::empty()
+    };
+    fcntl(fd, FcntlArg::F_SETFD(flags))
+        .map(|_| ())
+        .map_err(io::Error::from)
+}
+
+fn cstring(bytes: &[u8]) -> io::Result<CString> {
+    CString::new(bytes).map_err(|_| io::Error::other("an argument or variable holds a NUL byte"))
+}
+
+/// Executes `binary` in this process with `argv` (argv[0] becomes `binary`), handing over
+/// `state` (the handoff file), `exe` (this binary, to go back to) and `fds`. Returns only on
+/// failure, with everything as it was.
+pub fn exec(
+    binary: &Path,
+    argv: &[String],
+    state: &OwnedFd,
+    exe: &OwnedFd,
+    fds: &[RawFd],
+) -> io::Error {
+    let path = match cstring(binary.as_os_str().as_bytes()) {
+        Ok(p) => p,
+        Err(e) => return e,
+    };
+    let mut args = vec![path.clone()];
+    for a in argv.iter().skip(1) {
+        match cstring(a.as_bytes()) {
+            Ok(c) => args.push(c),
+            Err(e) => return e,
+        }
+    }
+    let mut env = Vec::new();
+    for (k, v) in std::env::vars_os() {
+        if k == FD_ENV || k == EXE_FD_ENV || k == ERROR_ENV {
+            continue;
+        }
+        let mut kv = OsString::from(&k);
+        kv.push("=");
+        kv.push(&v);
+        match cstring(kv.as_bytes()) {
+            Ok(c) => env.push(c),
+            Err(e) => return e,
+        }
+    }
+    for (k, fd) in [(FD_ENV, state.as_raw_fd()), (EXE_FD_ENV, exe.as_raw_fd())] {
+        match cstring(format!("{k}={fd}").as_bytes()) {
+            Ok(c) => env.push(c),
+            Err(e) => return e,
+        }
+    }
+    let mut all: Vec<RawFd> = vec![state.as_raw_fd(), exe.as_raw_fd()];
+    all.extend_from_slice(fds);
+    let restore = |upto: usize| {
+        for fd in &all[..upto] {
+            let _ = set_cloexec(*fd, true);
+        }
+    };
+    for (i, fd) in all.iter().enumerate() {
+        if let Err(e) = set_cloexec(*fd, false) {
+            restore(i);
+            return io::Error::other(format!("clearing FD_CLOEXEC on fd {fd}: {e}"));
+        }
+    }
+    let mut old = SigSet::empty();
+    if let Err(e) = sigprocmask(SigmaskHow::SIG_BLOCK, Some(&held()), Some(&mut old)) {
+        restore(all.len());
+        return io::Error::other(format!("blocking signals: {e}"));
+    }
+    let err = match nix::unistd::execve(&path, &args, &env) {
+        Err(e) => io::Error::from(e),
+        Ok(never) => match never {},
+    };
+    let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
+    restore(all.len());
+    err
+}
+
+/// The new instance cannot take over: go back to the old binary (`exe`, opened from
+/// `/proc/self/exe` before the exec, so even a deleted or replaced file works) with the same
+/// handoff and `why` in its environment. Returns only on failure.
+pub fn back_to_old(exe: &OwnedFd, state: RawFd, why: &str) -> io::Error {
+    let mut args = Vec::new();
+    for a in std::env::args_os() {
+        match cstring(a.as_bytes()) {
+            Ok(c) => args.push(c),
+            Err(e) => return e,
+        }
+    }
+    let mut env = Vec::new();
+    for (k, v) in std::env::vars_os() {
+        if k == FD_ENV || k == EXE_FD_ENV || k == ERROR_ENV {
+            continue;
+        }
+        let mut kv = OsString::from(&k);
+        kv.push("=");
+        kv.push(&v);
+        if let Ok(c) = cstring(kv.as_bytes()) {
+            env.push(c);
+        }
+    }
+    let why: String = why.chars().filter(|c| *c != '\0').collect();
+    for kv in [
+        format!("{FD_ENV}={state}"),
+        format!("{EXE_FD_ENV}={}", exe.as_raw_fd()),
+        format!("{ERROR_ENV}={why}"),
+    ] {
+        match cstring(kv.as_bytes()) {
+            Ok(c) => env.push(c),
+            Err(e) => return e,
+        }
+    }
+    for fd in [state, exe.as_raw_fd()] {
+        if let Err(e) = set_cloexec(fd, false) {
+            return e;
+        }
+    }
+    match nix::unistd::fexecve(exe, &args, &env) {
+        Err(e) => io::Error::from(e),
+        Ok(never) => match never {},
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn cloexec(fd: RawFd) -> bool {
+        #[allow(unsafe_code)]
+        // SAFETY: the test owns `fd` for the whole call.
+        let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+        let flags = fcntl(fd, FcntlArg::F_GETFD).unwrap();
+        FdFlag::from_bits_truncate(flags).contains(FdFlag::FD_CLOEXEC)
+    }
+
+    fn blocked() -> SigSet {
+        let mut now = SigSet::empty();
+        sigprocmask(SigmaskHow::SIG_BLOCK, None, Some(&mut now)).unwrap();
+        now
+    }
+
+    #[test]
+    fn a_failed_exec_leaves_every_descriptor_close_on_exec_and_the_signal_mask_as_it_was() {
+        let dir = tempfile::tempdir().unwrap();
+        let not_elf = dir.path().join("not-elf");
+        std::fs::write(&not_elf, "no interpreter line, no ELF header\n").unwrap();
+        std::fs::set_permissions(&not_elf, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let state = OwnedFd::from(tempfile::tempfile().unwrap());
+        let exe = OwnedFd::from(std::fs::File::open("/proc/self/exe").unwrap());
+        let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
+        let mask = blocked();
+        for (path, errno) in [
+            (dir.path().join("missing"), libc::ENOENT),
+            (not_elf, libc::ENOEXEC),
+            (dir.path().to_path_buf(), libc::EACCES),
+        ] {
+            let e = exec(
+                &path,
+                &["vigil".to_string(), "run".to_string()],
+                &state,
+                &exe,
+                &[r.as_raw_fd(), w.as_raw_fd()],
+            );
+            assert_eq!(e.raw_os_error(), Some(errno), "{}: {e}", path.display());
+            for fd in [
+                state.as_raw_fd(),
+                exe.as_raw_fd(),
+                r.as_raw_fd(),
+                w.as_raw_fd(),
+            ] {
+                assert!(
+                    cloexec(fd),
+                    "fd {fd} left inheritable after {}",
+                    path.display()
+                );
+            }
+            let after = blocked();
+            for s in [Signal::SIGCHLD, Signal::SIGTERM, Signal::SIGUSR2] {
+                assert_eq!(after.contains(s), mask.contains(s), "{s:?}");
+            }
+        }
+    }
+}

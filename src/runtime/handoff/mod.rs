@@ -1,0 +1,424 @@
+//! The handoff of `vigil upgrade`: everything a new vigil needs to carry on supervising in
+//! the same process after `execve`, and the exec itself.
+//!
+//! Owns: the state format ([`State`], versioned: [`FORMAT_VERSION`], [`READS`]) and its framing
+//! in an anonymous memory file (`memfd_create(2)`): the magic `VIGILHO\n`, the JSON length as
+//! 8 bytes little-endian, the JSON, then the raw bytes of the log rings ([`Blob`]s point into
+//! them, so megabytes of output are copied, not escaped); checking a binary before exec
+//! ([`binary`]); the exec with the handed-over descriptors' `FD_CLOEXEC` cleared and the
+//! signals vigil handles blocked across it ([`exec`]); and the environment a new instance finds
+//! its handoff in ([`FD_ENV`], [`EXE_FD_ENV`], [`ERROR_ENV`]).
+//!
+//! Must not: decide what a container's state means (the core's, carried as is), or touch a
+//! descriptor beyond clearing and restoring `FD_CLOEXEC` on those it is given — until
+//! `execve` succeeds the old process keeps every descriptor and all its state, so a failed
+//! exec changes nothing.
+//!
+//! Compatibility: a build reads every version in [`READS`]; `tests/data/handoff-v1.bin` is a
+//! state written by the first version and must stay readable (tests/it/upgrade.rs).
+
+pub mod binary;
+pub mod exec;
+pub mod mono;
+
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cgroup::OomCounters;
+use crate::config::ConfigSource;
+use crate::config::spec::{Config, ContainerSpec};
+use crate::core::{ContainerKey, Generation, Supervisor};
+use crate::logs::ring::RingMeta;
+
+/// The state format this build writes.
+pub const FORMAT_VERSION: u32 = 1;
+/// The state formats this build reads.
+pub const READS: &[u32] = &[1];
+/// The first bytes of a handoff file.
+pub const MAGIC: &[u8; 8] = b"VIGILHO\n";
+/// The descriptor number of the handoff file, in the new instance's environment.
+pub const FD_ENV: &str = "VIGIL_HANDOFF_FD";
+/// The descriptor of the old binary (opened from `/proc/self/exe`), to go back to.
+pub const EXE_FD_ENV: &str = "VIGIL_HANDOFF_EXE_FD";
+/// Set when a new instance could not take the state over and went back to the old binary:
+/// why (the old binary continues and tells the caller).
+pub const ERROR_ENV: &str = "VIGIL_HANDOFF_ERROR";
+/// A handoff file larger than this is refused (a corrupt length).
+const MAX_STATE: u64 = 16 << 30;
+
+/// What `vigil --handoff-version` prints (one JSON line): the formats a binary reads.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VersionInfo {
+    pub vigil: String,
+    pub writes: u32,
+    pub reads: Vec<u32>,
+}
+
+impl VersionInfo {
+    pub fn ours() -> VersionInfo {
+        VersionInfo {
+            vigil: env!("CARGO_PKG_VERSION").to_string(),
+            writes: FORMAT_VERSION,
+            reads: READS.to_vec(),
+        }
+    }
+}
+
+/// Bytes in the blob area after the JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Blob {
+    pub at: u64,
+    pub len: u64,
+}
+
+/// The blob area being written.
+#[derive(Debug, Default)]
+pub struct Blobs(Vec<u8>);
+
+impl Blobs {
+    /// Appends the concatenation of `parts` as one blob.
+    pub fn push(&mut self, parts: &[&[u8]]) -> Blob {
+        let at = self.0.len() as u64;
+        for p in parts {
+            self.0.extend_from_slice(p);
+        }
+        Blob {
+            at,
+            len: self.0.len() as u64 - at,
+        }
+    }
+}
+
+/// Everything the next instance needs (version [`FORMAT_VERSION`]). Instants travel as
+/// `CLOCK_MONOTONIC` nanoseconds ([`mono`]). Generic so that the old instance writes it from
+/// references (`State<&Supervisor, &Config>`) without copying the core.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct State<Core = Supervisor, Cfg = Config> {
+    pub version: u32,
+    /// The vigil version that wrote it.
+    pub written_by: String,
+    /// `CLOCK_MONOTONIC` nanoseconds when the old loop took the upgrade request (its last
+    /// event).
+    pub loop_left_at: i64,
+    pub source: ConfigSource,
+    pub config: Cfg,
+    /// The path the next `vigil upgrade` without `--binary` executes.
+    pub exe_path: PathBuf,
+    pub argv: Vec<String>,
+    pub core: Core,
+    pub slots: Vec<SlotState>,
+    /// Container output pipes (read ends), by descriptor number.
+    pub pipes: Vec<PipeState>,
+    /// Main processes not reaped yet: still vigil's children after the exec.
+    pub mains: Vec<MainPid>,
+    /// Runs adopted after a crash of an earlier vigil (not vigil's children): their pidfds.
+    pub adopted: Vec<AdoptedRun>,
+    /// Exec probes that were running: killed by the new instance (the core runs them again).
+    pub probe_pids: Vec<ProbePid>,
+    /// Finished runs' cgroups still to be removed (the janitor's).
+    pub dying_cgroups: Vec<PathBuf>,
+    /// Pods removed by reload whose cgroup directory is still to be removed.
+    pub gone_pods: Vec<String>,
+    /// The listening control socket.
+    pub listener_fd: RawFd,
+    /// The connection that asked for the upgrade: the new instance answers it.
+    pub requester: Option<Requester>,
+    /// Other control connections: told that vigil re-executed, then closed.
+    pub clients: Vec<RawFd>,
+    /// The journal's last reported event.
+    pub journal_seq: u64,
+    pub stop_signals: u32,
+    #[serde(with = "mono")]
+    pub started_at: std::time::Instant,
+    /// How many upgrades this process has been through.
+    pub upgrades: u32,
+}
+
+impl<Core, Cfg> State<Core, Cfg> {
+    /// The core, and the rest.
+    pub fn split_core(self) -> (Core, State<(), Cfg>) {
+        let State {
+            version,
+            written_by,
+            loop_left_at,
+            source,
+            config,
+            exe_path,
+            argv,
+            core,
+            slots,
+            pipes,
+            mains,
+            adopted,
+            probe_pids,
+            dying_cgroups,
+            gone_pods,
+            listener_fd,
+            requester,
+            clients,
+            journal_seq,
+            stop_signals,
+            started_at,
+            upgrades,
+        } = self;
+        let rest = State {
+            version,
+            written_by,
+            loop_left_at,
+            source,
+            config,
+            exe_path,
+            argv,
+            core: (),
+            slots,
+            pipes,
+            mains,
+            adopted,
+            probe_pids,
+            dying_cgroups,
+            gone_pods,
+            listener_fd,
+            requester,
+            clients,
+            journal_seq,
+            stop_signals,
+            started_at,
+            upgrades,
+        };
+        (core, rest)
+    }
+}
+
+/// One container slot of the shell.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct SlotState {
+    pub key: ContainerKey,
+    pub pod: String,
+    pub name: String,
+    pub spec: Arc<ContainerSpec>,
+    /// The definition's hash recorded at its last spawn (for adoption after a crash).
+    pub spec_hash: u64,
+    pub ring: RingMeta,
+    pub current: Blob,
+    pub previous: Blob,
+    pub run: Option<RunState>,
+}
+
+/// A slot's run.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct RunState {
+    pub generation: Generation,
+    pub pid: Option<u32>,
+    /// Re-opened by path (its `memory.events` watched again).
+    pub cgroup: Option<PathBuf>,
+    pub oom_baseline: OomCounters,
+    pub oom_seen: OomCounters,
+    pub exited: bool,
+    pub message_stamp: Option<(u64, i64, i64, u64)>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct PipeState {
+    pub key: ContainerKey,
+    pub pid: u32,
+    /// The container's stderr (else its stdout).
+    pub stderr: bool,
+    /// The run it belongs to.
+    pub run: Option<Generation>,
+    pub fd: RawFd,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct MainPid {
+    pub pid: u32,
+    pub key: ContainerKey,
+    pub generation: Generation,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct AdoptedRun {
+    pub key: ContainerKey,
+    pub generation: Generation,
+    pub pidfd: RawFd,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ProbePid {
+    pub pid: u32,
+    pub cgroup: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Requester {
+    pub fd: RawFd,
+    /// The request's `id`, as JSON text.
+    pub id: String,
+}
+
+/// Why a handoff file could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("reading the handoff state (fd {fd}): {source}")]
+    Io { fd: RawFd, source: io::Error },
+    #[error("the handoff state (fd {fd}) is not a vigil handoff: {what}")]
+    Framing { fd: RawFd, what: String },
+    #[error(
+        "the handoff state is format version {found}; this vigil reads version{} {}",
+        if READS.len() > 1 { "s" } else { "" },
+        READS.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+    )]
+    Version { found: u32 },
+    #[error("the handoff state (format version {version}) does not parse: {source}")]
+    Parse {
+        version: u32,
+        source: serde_json::Error,
+    },
+}
+
+/// Writes `state` and the blob area into a new memory file (close-on-exec until handed over).
+pub fn write<C: Serialize, F: Serialize>(state: &State<C, F>, blobs: Blobs) -> io::Result<OwnedFd> {
+    let json = serde_json::to_vec(state).map_err(io::Error::other)?;
+    let fd =
+        nix::sys::memfd::memfd_create(c"vigil-handoff", nix::sys::memfd::MFdFlags::MFD_CLOEXEC)
+            .map_err(io::Error::from)?;
+    let mut file = File::from(fd);
+    let mut head = Vec::with_capacity(16);
+    head.extend_from_slice(MAGIC);
+    head.extend_from_slice(&(json.len() as u64).to_le_bytes());
+    file.write_all(&head)?;
+    file.write_all(&json)?;
+    file.write_all(&blobs.0)?;
+    file.seek(SeekFrom::Start(0))?;
+    Ok(OwnedFd::from(file))
+}
+
+/// Reads a handoff file: the state and the blob area. `fd` stays open (a new instance that
+/// cannot take over hands it back to the old binary).
+pub fn read(fd: &OwnedFd) -> Result<(State, Vec<u8>), ReadError> {
+    use std::os::fd::AsRawFd;
+    let raw = fd.as_raw_fd();
+    let io = |source| ReadError::Io { fd: raw, source };
+    let framing = |what: &str| ReadError::Framing {
+        fd: raw,
+        what: what.to_string(),
+    };
+    let mut file = File::from(fd.try_clone().map_err(io)?);
+    let size = file.metadata().map_err(io)?.len();
+    if size > MAX_STATE {
+        return Err(framing("larger than 16 GiB"));
+    }
+    file.seek(SeekFrom::Start(0)).map_err(io)?;
+    let mut bytes = Vec::with_capacity(size as usize);
+    file.read_to_end(&mut bytes).map_err(io)?;
+    parse(&bytes).map_err(|e| match e {
+        ReadError::Framing { what, .. } => ReadError::Framing { fd: raw, what },
+        other => other,
+    })
+}
+
+/// Parses the bytes of a handoff file (see [`read`]).
+pub fn parse(bytes: &[u8]) -> Result<(State, Vec<u8>), ReadError> {
+    let framing = |what: &str| ReadError::Framing {
+        fd: -1,
+        what: what.to_string(),
+    };
+    if bytes.len() < 16 || &bytes[..8] != MAGIC {
+        return Err(framing("no VIGILHO magic"));
+    }
+    let mut len = [0u8; 8];
+    len.copy_from_slice(&bytes[8..16]);
+    let len = u64::from_le_bytes(len);
+    let end = usize::try_from(len)
+        .ok()
+        .and_then(|l| l.checked_add(16))
+        .filter(|e| *e <= bytes.len())
+        .ok_or_else(|| framing("the state's length runs past the end of the file"))?;
+    let json = &bytes[16..end];
+    #[derive(Deserialize)]
+    struct Versioned {
+        version: u32,
+    }
+    let v: Versioned =
+        serde_json::from_slice(json).map_err(|e| framing(&format!("no format version: {e}")))?;
+    if !READS.contains(&v.version) {
+        return Err(ReadError::Version { found: v.version });
+    }
+    let state: State = serde_json::from_slice(json).map_err(|source| ReadError::Parse {
+        version: v.version,
+        source,
+    })?;
+    Ok((state, bytes[end..].to_vec()))
+}
+
+/// The bytes of `blob` in `area` (empty when out of range).
+pub fn blob(area: &[u8], blob: Blob) -> Option<&[u8]> {
+    let at = usize::try_from(blob.at).ok()?;
+    let end = at.checked_add(usize::try_from(blob.len).ok()?)?;
+    area.get(at..end)
+}
+
+/// What a starting vigil finds in its environment when it is the new instance of an upgrade.
+#[derive(Debug)]
+pub struct Inherited {
+    pub state: OwnedFd,
+    pub exe: Option<OwnedFd>,
+    /// The previous new instance could not take over and came back here: why.
+    pub error: Option<String>,
+}
+
+/// Takes the handoff descriptors named in the environment (each at most once per process).
+pub fn inherited() -> Option<Inherited> {
+    let fd = env_fd(FD_ENV)?;
+    let exe = env_fd(EXE_FD_ENV);
+    let error = std::env::var(ERROR_ENV).ok().filter(|e| !e.is_empty());
+    Some(Inherited {
+        state: own_fd(fd)?,
+        exe: exe.and_then(own_fd),
+        error,
+    })
+}
+
+fn env_fd(name: &str) -> Option<RawFd> {
+    std::env::var(name)
+        .ok()?
+        .parse::<RawFd>()
+        .ok()
+        .filter(|fd| *fd > 2)
+}
+
+/// Takes ownership of an inherited descriptor, if it is open, and makes it close-on-exec
+/// again (it was cleared for the handoff: left so, it would leak into every container).
+#[allow(unsafe_code)]
+pub fn own_fd(fd: RawFd) -> Option<OwnedFd> {
+    use nix::fcntl::{FcntlArg, FdFlag, fcntl};
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: F_SETFD on a raw number only sets its flag, or fails with EBADF when it is not
+    // open; no memory is involved and nothing else holds the number (handed over to us).
+    let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    let open = fcntl(borrowed, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC)).is_ok();
+    // SAFETY: the descriptor was handed over by the old instance for this process to own, is
+    // open (checked above), and each number is taken once (the state names it once).
+    open.then(|| unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// A close-on-exec duplicate of an inherited descriptor, leaving the number itself as it was
+/// (so that a new instance that fails to start can still hand it back to the old binary).
+#[allow(unsafe_code)]
+pub fn dup_fd(fd: RawFd) -> Option<OwnedFd> {
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: the number is borrowed only for the dup; EBADF when it is not open.
+    let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    borrowed.try_clone_to_owned().ok()
+}
+
+#[cfg(test)]
+mod tests;

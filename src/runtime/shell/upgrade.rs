@@ -1,0 +1,461 @@
+//! `vigil upgrade` in the shell: collecting every component's part of the handoff state and
+//! executing the next vigil (old side), and taking it all over again (new side, after
+//! [`Shell::resume`] has rebuilt the loop, cgroups and control server the way a fresh start
+//! does).
+//!
+//! Owns the order of an upgrade: refusals first (shutting down, a lifecycle hook running, a
+//! spawn waiting for a cgroup — nothing changed); then the binary is checked and asked for
+//! its handoff version; the state is written; systemd hears `RELOADING=1`; exec. A failed
+//! exec leaves every component as it was (nothing was taken out of them: the state is a
+//! copy, the descriptors are only marked inheritable for the call) and the caller gets the
+//! error; systemd hears `READY=1` again.
+//!
+//! Must not: change the core's state on the way out (the old process must be able to go on),
+//! or make lifecycle decisions on the way in (the core continues from its own state; only
+//! probe attempts lost with the old process are run again, see `Supervisor::after_handoff`).
+
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
+use std::time::Instant;
+
+use log::{error, info, warn};
+
+use super::Shell;
+use super::journal::Journal;
+use super::kill::kill_tree;
+use super::reaper::PidOwner;
+use crate::cgroup::ContainerCgroup;
+use crate::control::protocol::{self, RequestId};
+use crate::control::server::ConnId;
+use crate::control::wire::ErrorKind;
+use crate::logs::{ContainerLog, LogBuffer};
+use crate::runtime::handoff::{
+    self, AdoptedRun, Blobs, MainPid, PipeState, ProbePid, Requester, RunState, SlotState, State,
+    binary, mono,
+};
+use crate::runtime::slots::{ContainerRuntime, Run};
+
+/// Why an upgrade did not happen; nothing changed.
+#[derive(Debug, thiserror::Error)]
+pub enum UpgradeError {
+    #[error(transparent)]
+    Binary(#[from] binary::BinaryError),
+    #[error("the supervisor is shutting down")]
+    ShuttingDown,
+    #[error("{0}: try again in a moment")]
+    Busy(&'static str),
+    #[error("no binary to execute: {0}; name one with --binary")]
+    NoExe(String),
+    #[error("cannot write the handoff state: {0}")]
+    State(std::io::Error),
+    #[error("exec of {} failed: {source}; vigil continues unchanged", path.display())]
+    Exec {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+impl UpgradeError {
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            UpgradeError::ShuttingDown => ErrorKind::ShuttingDown,
+            UpgradeError::State(_) => ErrorKind::Internal,
+            _ => ErrorKind::BadArgument,
+        }
+    }
+}
+
+/// Who asked: answered by the new instance.
+pub struct Asker<'a> {
+    pub conn: ConnId,
+    pub id: &'a RequestId,
+}
+
+impl Shell {
+    /// `upgrade` (control socket) or SIGUSR2 (`asker` `None`): check `binary` (else the path
+    /// vigil runs from) and, unless `check`, execute it in this process. Returns only when
+    /// nothing was done (a check, a refusal, a failed exec).
+    pub(super) fn upgrade(
+        &mut self,
+        binary: Option<PathBuf>,
+        check: bool,
+        asker: Option<Asker<'_>>,
+        now: Instant,
+    ) -> Result<String, UpgradeError> {
+        // The loop is away from here (the binary's checks included) until the new instance
+        // is ready: the figure `vigil upgrade` reports.
+        let taken = Instant::now();
+        if self.core.is_shutting_down() {
+            return Err(UpgradeError::ShuttingDown);
+        }
+        let binary = match binary {
+            Some(b) => b,
+            None if self.exe_path.as_os_str().is_empty() => {
+                return Err(UpgradeError::NoExe(
+                    "the path vigil was started from is unknown".to_string(),
+                ));
+            }
+            None => self.exe_path.clone(),
+        };
+        binary::check(&binary)?;
+        let info = binary::ask_version(&binary)?;
+        if check {
+            return Ok(format!(
+                "{} is vigil {} and reads handoff format {}: an upgrade would keep every container",
+                binary.display(),
+                info.vigil,
+                handoff::FORMAT_VERSION
+            ));
+        }
+        if self.probes.hook_running() {
+            return Err(UpgradeError::Busy("a lifecycle hook is running"));
+        }
+        if self.janitor.has_deferred() {
+            return Err(UpgradeError::Busy(
+                "a container start is waiting for its previous cgroup to be removed",
+            ));
+        }
+        // What is queued for vigil's stdout and the journal goes out with this process.
+        self.capture.flush();
+        self.journal
+            .drain(&self.core, now, self.capture.journal_mut());
+        let (state, blobs, fds) = self.handoff_state(&binary, asker, taken);
+        let memfd = handoff::write(&state, blobs).map_err(UpgradeError::State)?;
+        let exe = std::fs::File::open("/proc/self/exe")
+            .map(OwnedFd::from)
+            .map_err(UpgradeError::State)?;
+        info!(
+            "upgrade: executing {} (vigil {}), keeping {} running containers",
+            binary.display(),
+            info.vigil,
+            state.mains.len()
+        );
+        self.notifier.reloading();
+        let source = handoff::exec::exec(&binary, &self.argv, &memfd, &exe, &fds);
+        self.notifier.reloaded();
+        let e = UpgradeError::Exec {
+            path: binary,
+            source,
+        };
+        error!("upgrade: {e}");
+        Err(e)
+    }
+
+    /// A copy of everything the next instance needs, and the descriptors to hand over.
+    fn handoff_state<'a>(
+        &'a self,
+        binary: &std::path::Path,
+        asker: Option<Asker<'_>>,
+        taken: Instant,
+    ) -> (
+        State<&'a crate::core::Supervisor, &'a crate::config::spec::Config>,
+        Blobs,
+        Vec<RawFd>,
+    ) {
+        let mut blobs = Blobs::default();
+        let mut slots: Vec<SlotState> = Vec::with_capacity(self.slots.len());
+        for (key, slot) in &self.slots {
+            let (ring, (a, b), previous) = slot.log.buffer.parts();
+            let current = blobs.push(&[a, b]);
+            let previous = blobs.push(&[previous]);
+            slots.push(SlotState {
+                key: *key,
+                pod: slot.pod.clone(),
+                name: slot.name.clone(),
+                spec: slot.spec.clone(),
+                spec_hash: slot.spec_hash,
+                ring,
+                current,
+                previous,
+                run: slot.run.as_ref().map(|r| RunState {
+                    generation: r.generation,
+                    pid: r.pid,
+                    cgroup: r.cgroup.as_deref().map(|c| c.path().to_path_buf()),
+                    oom_baseline: r
+                        .cgroup
+                        .as_deref()
+                        .map(|c| c.oom_baseline())
+                        .unwrap_or_default(),
+                    oom_seen: r.oom_seen,
+                    exited: r.exited,
+                    message_stamp: r.message_stamp,
+                }),
+            });
+        }
+        slots.sort_by_key(|s| s.key);
+        let mut fds = vec![self.control.listener_fd()];
+        let pipes: Vec<PipeState> = self
+            .capture
+            .pipe_fds()
+            .into_iter()
+            .map(|(key, stream, run, fd)| PipeState {
+                key,
+                stderr: stream == crate::logs::Stream::Stderr,
+                run,
+                pid: self
+                    .slots
+                    .get(&key)
+                    .and_then(|s| s.run.as_ref())
+                    .and_then(|r| r.pid)
+                    .unwrap_or(0),
+                fd,
+            })
+            .collect();
+        fds.extend(pipes.iter().map(|p| p.fd));
+        let mains: Vec<MainPid> = self
+            .reaper
+            .tracked()
+            .filter_map(|(pid, owner)| match owner {
+                PidOwner::Main { key, generation } => Some(MainPid {
+                    pid,
+                    key,
+                    generation,
+                }),
+                PidOwner::ExecProbe { .. } => None,
+            })
+            .collect();
+        let adopted: Vec<AdoptedRun> = self
+            .adopted
+            .fds()
+            .into_iter()
+            .map(|(key, generation, pidfd)| AdoptedRun {
+                key,
+                generation,
+                pidfd,
+            })
+            .collect();
+        fds.extend(adopted.iter().map(|a| a.pidfd));
+        let probe_pids = self
+            .probes
+            .exec_attempts()
+            .into_iter()
+            .map(|(pid, cgroup)| ProbePid { pid, cgroup })
+            .collect();
+        let asker_conn = asker.as_ref().map(|a| a.conn);
+        let requester = asker.and_then(|a| {
+            self.control.conn_fd(a.conn).map(|fd| Requester {
+                fd,
+                id: a.id.as_json().to_string(),
+            })
+        });
+        fds.extend(requester.iter().map(|r| r.fd));
+        let clients: Vec<RawFd> = self
+            .control
+            .conn_fds()
+            .into_iter()
+            .filter(|(c, _)| Some(*c) != asker_conn)
+            .map(|(_, fd)| fd)
+            .collect();
+        fds.extend(&clients);
+        let state = State {
+            version: handoff::FORMAT_VERSION,
+            written_by: env!("CARGO_PKG_VERSION").to_string(),
+            loop_left_at: mono::to_nanos(taken),
+            source: self.source.clone(),
+            config: &self.config,
+            exe_path: binary.to_path_buf(),
+            argv: self.argv.clone(),
+            core: &self.core,
+            slots,
+            pipes,
+            mains,
+            adopted,
+            probe_pids,
+            dying_cgroups: self.janitor.dying_paths(),
+            gone_pods: self.gone_pods.names(),
+            listener_fd: self.control.listener_fd(),
+            requester,
+            clients,
+            journal_seq: self.journal.last_seq(),
+            stop_signals: self.stop_signals,
+            started_at: self.started_at,
+            upgrades: self.upgrades + 1,
+        };
+        (state, blobs, fds)
+    }
+
+    /// The new instance: takes over the components' parts of `state` (the loop, cgroups,
+    /// control server and core were rebuilt by [`Shell::resume`]), answers the asker, tells
+    /// the other clients, and reaps what ended during the exec.
+    pub(super) fn take_over(&mut self, state: State<()>, blobs: &[u8], error: Option<&str>) {
+        let now = Instant::now();
+        let sup = self.config.supervisor.clone();
+        for s in state.slots {
+            let (mut log, err) = ContainerLog::new(&s.pod, &s.name, &sup);
+            if let Some(e) = err {
+                warn!("{e}");
+            }
+            let current = handoff::blob(blobs, s.current).unwrap_or_default().to_vec();
+            let previous = handoff::blob(blobs, s.previous)
+                .unwrap_or_default()
+                .to_vec();
+            match LogBuffer::from_parts(s.ring, current, previous) {
+                Some(b) => log.buffer = b,
+                None => warn!(
+                    "{}/{}: the log ring handed over does not add up; starting it empty",
+                    s.pod, s.name
+                ),
+            }
+            let run = s.run.map(|r| {
+                let cgroup =
+                    r.cgroup
+                        .and_then(|p| match ContainerCgroup::reopen(&p, r.oom_baseline) {
+                            Ok(cg) => Some(self.watch_memory_events(s.key, cg)),
+                            Err(e) => {
+                                warn!("{}/{}: {e}", s.pod, s.name);
+                                None
+                            }
+                        });
+                Run {
+                    generation: r.generation,
+                    pid: r.pid,
+                    cgroup,
+                    oom_seen: r.oom_seen,
+                    exited: r.exited,
+                    message_stamp: r.message_stamp,
+                }
+            });
+            self.slots.insert(
+                s.key,
+                ContainerRuntime {
+                    pod: s.pod,
+                    name: s.name,
+                    spec_hash: s.spec_hash,
+                    spec: s.spec,
+                    log,
+                    run,
+                },
+            );
+        }
+        for p in state.pipes {
+            match handoff::own_fd(p.fd) {
+                Some(fd) => {
+                    let stream = if p.stderr {
+                        crate::logs::Stream::Stderr
+                    } else {
+                        crate::logs::Stream::Stdout
+                    };
+                    self.capture.add_output(p.key, p.pid, fd, stream, p.run);
+                }
+                None => warn!(
+                    "the output pipe of pid {} (fd {}) was not handed over",
+                    p.pid, p.fd
+                ),
+            }
+        }
+        for m in &state.mains {
+            self.reaper.track(
+                m.pid,
+                PidOwner::Main {
+                    key: m.key,
+                    generation: m.generation,
+                },
+            );
+        }
+        // The state file lists what runs now (children and adopted runs alike), for an
+        // adoption after a crash of this instance.
+        for (key, slot) in &self.slots {
+            if let Some(pid) = slot.run.as_ref().filter(|r| !r.exited).and_then(|r| r.pid) {
+                let main = crate::runtime::statefile::MainInfo {
+                    spec: slot.spec_hash,
+                    restarts: self.core.restart_count(*key).unwrap_or(0),
+                };
+                let label = format!("{}/{}", slot.pod, slot.name);
+                self.tracker.started(*key, &label, pid, main);
+            }
+        }
+        for a in state.adopted {
+            match handoff::own_fd(a.pidfd) {
+                Some(fd) => {
+                    if !self.adopted.watch(a.key, a.generation, fd) {
+                        self.kill_run(a.key, Some(a.generation));
+                        self.on_adopted_exit(a.key, a.generation, now);
+                    }
+                }
+                None => self.on_adopted_exit(a.key, a.generation, now),
+            }
+        }
+        // Exec probes of the old process: their results would have nowhere to go; the core
+        // runs those probes again.
+        for p in state.probe_pids {
+            let cg = p
+                .cgroup
+                .and_then(|path| ContainerCgroup::reopen(&path, Default::default()).ok());
+            kill_tree(cg.as_ref(), Some(p.pid));
+            if let Some(cg) = cg {
+                self.janitor.remove_or_watch(cg);
+            }
+        }
+        for path in state.dying_cgroups {
+            if let Ok(cg) = ContainerCgroup::reopen(&path, Default::default()) {
+                self.janitor.remove_or_watch(cg);
+            }
+        }
+        for pod in state.gone_pods {
+            self.gone_pods.forget(&pod, now);
+        }
+        self.journal = Journal::resume_after(state.journal_seq);
+        self.stop_signals = state.stop_signals;
+        self.started_at = state.started_at;
+        self.exe_path = state.exe_path;
+        self.argv = state.argv;
+        self.upgrades = state.upgrades;
+
+        let away_ms = (mono::raw_now() - i128::from(state.loop_left_at)) as f64 / 1e6;
+        let message = match error {
+            None => {
+                let m = format!(
+                    "upgraded from vigil {} to vigil {} (pid {}): {} containers kept, the loop was away {away_ms:.1} ms",
+                    state.written_by,
+                    env!("CARGO_PKG_VERSION"),
+                    std::process::id(),
+                    state.mains.len()
+                );
+                info!("upgrade: {m}");
+                Ok(m)
+            }
+            Some(why) => {
+                let m = format!(
+                    "upgrade failed, vigil continues unchanged: the new vigil could not take over: {why}"
+                );
+                error!("upgrade: {m}");
+                Err(m)
+            }
+        };
+        if let Some(r) = state.requester
+            && let Some(fd) = handoff::own_fd(r.fd)
+        {
+            let id = RequestId::from(
+                serde_json::from_str::<serde_json::Value>(&r.id).unwrap_or(serde_json::Value::Null),
+            );
+            let line = match &message {
+                Ok(m) => protocol::reply_ok(&id, serde_json::json!({ "message": m })),
+                Err(m) => protocol::reply_err(&id, ErrorKind::BadArgument, m),
+            };
+            send_and_close(fd, &line);
+        }
+        let notice = protocol::reply_err(
+            &RequestId::null(),
+            ErrorKind::Busy,
+            "vigil re-executed itself (upgrade): this connection is closed; connect again",
+        );
+        for fd in state.clients {
+            if let Some(fd) = handoff::own_fd(fd) {
+                send_and_close(fd, &notice);
+            }
+        }
+        self.reap(now);
+    }
+}
+
+/// Best effort, never blocking: a short line to a client that is waiting for it.
+fn send_and_close(fd: OwnedFd, line: &str) {
+    let mut rest = line.as_bytes();
+    while !rest.is_empty() {
+        match nix::unistd::write(&fd, rest) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => rest = &rest[n..],
+        }
+    }
+    let _ = nix::sys::socket::shutdown(fd.as_raw_fd(), nix::sys::socket::Shutdown::Both);
+}

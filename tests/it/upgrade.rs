@@ -1,0 +1,477 @@
+//! `vigil upgrade`: vigil re-executes itself (a copy of the binary at another path) and
+//! nothing is lost — same PIDs, restart counts and back-off, probes going on, logs
+//! contiguous, a stopped pod still stopped, the socket accepting throughout, a child that
+//! exits during the exec reaped with its real exit code; and a binary that cannot take over
+//! changes nothing (docs/behaviour.md §12, docs/bad-input.md).
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::common::{BIN, Vigil, state_reason};
+use crate::faults::{ScratchCgroup, start_with_cgroup_root};
+
+const T: Duration = Duration::from_secs(20);
+
+/// A copy of the vigil binary at another path (what an operator installs as the new
+/// version), in its own directory.
+fn copy_of_vigil() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("vigil-next");
+    std::fs::copy(BIN, &copy).unwrap();
+    (dir, copy)
+}
+
+fn vigil_pid(v: &Vigil) -> u32 {
+    v.child.as_ref().unwrap().id()
+}
+
+fn exe_of(pid: u32) -> PathBuf {
+    std::fs::read_link(format!("/proc/{pid}/exe")).unwrap()
+}
+
+fn pid_of(c: &Value) -> Option<u64> {
+    c["pid"].as_u64()
+}
+
+/// `vigil upgrade ARGS` through the CLI: (success, stdout + stderr).
+fn upgrade(v: &Vigil, args: &[&str]) -> (bool, String) {
+    let mut all = vec!["upgrade"];
+    all.extend_from_slice(args);
+    let out = v.cli(&all);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// Connects over and over until stopped; counts refused connects (never expected: the
+/// listening socket is inherited, so the kernel queues connections during the exec).
+struct Poller {
+    stop: Arc<AtomicBool>,
+    refused: Arc<AtomicU32>,
+    answered: Arc<AtomicU32>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Poller {
+    fn start(socket: &Path) -> Poller {
+        let stop = Arc::new(AtomicBool::new(false));
+        let refused = Arc::new(AtomicU32::new(0));
+        let answered = Arc::new(AtomicU32::new(0));
+        let (s, r, a, path) = (
+            stop.clone(),
+            refused.clone(),
+            answered.clone(),
+            socket.to_path_buf(),
+        );
+        let thread = std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                match UnixStream::connect(&path) {
+                    Err(_) => {
+                        r.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Ok(mut c) => {
+                        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                        let _ = c.write_all(b"{\"cmd\":\"version\"}\n");
+                        let mut line = String::new();
+                        // A connection open at the exec is told and closed: fine.
+                        if BufReader::new(c).read_line(&mut line).is_ok()
+                            && line.contains("\"ok\":true")
+                        {
+                            a.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        });
+        Poller {
+            stop,
+            refused,
+            answered,
+            thread: Some(thread),
+        }
+    }
+
+    /// (refused, answered)
+    fn finish(mut self) -> (u32, u32) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap();
+        }
+        (
+            self.refused.load(Ordering::Relaxed),
+            self.answered.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// The numbered lines `chat` wrote, as numbers.
+fn chat_numbers(v: &Vigil) -> Vec<u64> {
+    let out = v.cli(&["logs", "chat"]);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.strip_prefix("n ")?.trim().parse().ok())
+        .collect()
+}
+
+fn last_probe_time(c: &Value) -> String {
+    c["probes"][0]["recent"]
+        .as_array()
+        .and_then(|r| r.last())
+        .map(|a| a["time"].to_string())
+        .unwrap_or_default()
+}
+
+const MIX: &str = r#"
+[pods.crash]
+[[pods.crash.containers]]
+name = "loop"
+command = ["/bin/sh", "-c", "sleep 0.2; exit 3"]
+
+[pods.web]
+[[pods.web.containers]]
+name = "app"
+command = ["/bin/sleep", "1000"]
+[pods.web.containers.readiness_probe]
+exec = { command = ["/bin/true"] }
+period_seconds = 1
+
+[pods.chat]
+[[pods.chat.containers]]
+name = "talk"
+command = ["/bin/sh", "-c", "i=0; while true; do i=$((i+1)); echo \"n $i\"; sleep 0.01; done"]
+
+[pods.held]
+[[pods.held.containers]]
+name = "idle"
+command = ["/bin/sleep", "1000"]
+
+[pods.late]
+[[pods.late.containers]]
+name = "idle"
+command = ["/bin/sleep", "1001"]
+"#;
+
+#[test]
+#[ignore = "needs root"]
+fn an_upgrade_keeps_pids_restart_counts_back_off_probes_logs_and_the_stopped_pod() {
+    let cg = ScratchCgroup::new();
+    let v = start_with_cgroup_root(&cg, MIX);
+    let (_keep, next) = copy_of_vigil();
+    let me = vigil_pid(&v);
+
+    // The crash loop in back-off after its second failure (the first restart is at once).
+    v.wait_for(T, "crash/loop in back-off", |v| {
+        let c = v.container("crash", "loop");
+        c["restart_count"] == 1 && state_reason(&c) == "CrashLoopBackOff"
+    });
+    v.wait_for(T, "web/app ready", |v| {
+        v.container("web", "app")["ready"] == true
+    });
+    v.wait_for(T, "chat/talk talking", |v| chat_numbers(v).len() > 20);
+    assert!(v.cli(&["stop", "held"]).status.success());
+    v.wait_for(T, "held stopped", |v| {
+        pid_of(&v.container("held", "idle")).is_none()
+    });
+    assert!(v.cli(&["stop", "late"]).status.success());
+    v.wait_for(T, "late stopped", |v| {
+        pid_of(&v.container("late", "idle")).is_none()
+    });
+
+    let before = v.status();
+    let crash = v.container("crash", "loop");
+    let web = v.container("web", "app");
+    let chat = v.container("chat", "talk");
+    let probe_before = last_probe_time(&web);
+    let fds_before = std::fs::read_dir(format!("/proc/{me}/fd")).unwrap().count();
+
+    let poller = Poller::start(&v.socket);
+    let (ok, text) = upgrade(&v, &["--binary", next.to_str().unwrap()]);
+    assert!(ok, "upgrade failed: {text}\n{}", v.log());
+    assert!(text.contains("upgraded"), "{text}");
+    // The socket answered again after the exec, and never refused a connection.
+    v.wait_for(T, "an answer after the upgrade", |v| {
+        v.try_request(r#"{"cmd":"version"}"#).is_some()
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    let (refused, answered) = poller.finish();
+    assert_eq!(refused, 0, "connections refused during the upgrade");
+    assert!(answered > 0);
+
+    // Same process, now running the new binary.
+    assert_eq!(vigil_pid(&v), me);
+    assert_eq!(exe_of(me), next);
+
+    // Same containers, same counts; the crash loop still waits out the same back-off.
+    let crash_after = v.container("crash", "loop");
+    assert_eq!(crash_after["restart_count"], crash["restart_count"]);
+    assert_eq!(crash_after["state"], crash["state"], "back-off position");
+    assert_eq!(crash_after["last_state"], crash["last_state"]);
+    for (pod, c, was) in [("web", "app", &web), ("chat", "talk", &chat)] {
+        let now = v.container(pod, c);
+        assert_eq!(pid_of(&now), pid_of(was), "{pod}/{c} pid");
+        assert!(pid_of(&now).is_some());
+        assert_eq!(now["restart_count"], was["restart_count"], "{pod}/{c}");
+        assert_eq!(now["state"], was["state"], "{pod}/{c}");
+    }
+    // The stopped pod stays stopped.
+    let held = v.container("held", "idle");
+    assert!(pid_of(&held).is_none(), "{held}");
+    assert_eq!(
+        held["state"],
+        before["pods"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == "held")
+            .unwrap()["containers"][0]["state"]
+    );
+    // Nothing leaked: the new instance holds as many descriptors as the old one did.
+    let fds_after = std::fs::read_dir(format!("/proc/{me}/fd")).unwrap().count();
+    assert!(
+        fds_after <= fds_before,
+        "descriptors before {fds_before}, after {fds_after}"
+    );
+
+    // Probes go on (a new attempt, still ready).
+    v.wait_for(T, "a probe attempt after the upgrade", |v| {
+        last_probe_time(&v.container("web", "app")) != probe_before
+    });
+    assert_eq!(v.container("web", "app")["ready"], true);
+
+    // Logs contiguous: every number once, in order, across the exec.
+    let n_at_upgrade = chat_numbers(&v).len();
+    v.wait_for(T, "more chat after the upgrade", |v| {
+        chat_numbers(v).len() > n_at_upgrade + 20
+    });
+    let numbers = chat_numbers(&v);
+    for w in numbers.windows(2) {
+        assert_eq!(w[1], w[0] + 1, "gap or repeat in chat/talk's log");
+    }
+
+    // The back-off deadline fires: the crash loop restarts (count goes up), by the new
+    // instance's timers.
+    v.wait_for(Duration::from_secs(40), "crash/loop restarted", |v| {
+        v.container("crash", "loop")["restart_count"].as_u64() > crash["restart_count"].as_u64()
+    });
+
+    // A container started by the new instance inherits none of the handed-over descriptors.
+    assert!(v.cli(&["start", "late"]).status.success());
+    v.wait_for(T, "late running", |v| {
+        pid_of(&v.container("late", "idle")).is_some()
+    });
+    let late = pid_of(&v.container("late", "idle")).unwrap();
+    let fds: Vec<String> = std::fs::read_dir(format!("/proc/{late}/fd"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(fds.len(), 3, "late/idle holds {fds:?}");
+    assert!(
+        v.log().contains("upgrade: upgraded from vigil"),
+        "{}",
+        v.log()
+    );
+    drop(v);
+}
+
+#[test]
+fn a_container_that_exits_during_the_exec_is_reaped_with_its_exit_code() {
+    let (_keep, next) = copy_of_vigil();
+    // Exits 7 as soon as its parent (vigil) runs the new binary: during the new instance's
+    // start-up, before it has reaped anything.
+    let pods = format!(
+        r#"
+[pods.exiter]
+restart_policy = "Never"
+[[pods.exiter.containers]]
+name = "seven"
+command = ["/bin/sh", "-c", "while [ \"$(readlink /proc/$PPID/exe)\" != \"{}\" ]; do sleep 0.005; done; exit 7"]
+"#,
+        next.display()
+    );
+    let v = Vigil::start(&pods);
+    v.wait_for(T, "exiter running", |v| {
+        pid_of(&v.container("exiter", "seven")).is_some()
+    });
+    let (ok, text) = upgrade(&v, &["--binary", next.to_str().unwrap()]);
+    assert!(ok, "{text}\n{}", v.log());
+    v.wait_for(T, "exiter terminated", |v| {
+        !v.container("exiter", "seven")["state"]["terminated"].is_null()
+    });
+    let c = v.container("exiter", "seven");
+    assert_eq!(c["state"]["terminated"]["exit_code"], 7, "{c}");
+    assert_eq!(c["state"]["terminated"]["reason"], "Error", "{c}");
+}
+
+#[test]
+fn sigusr2_re_executes_the_binary_vigil_was_started_from() {
+    let v = Vigil::start(
+        r#"
+[pods.idle]
+[[pods.idle.containers]]
+name = "c"
+command = ["/bin/sleep", "1000"]
+"#,
+    );
+    v.wait_for(T, "idle running", |v| {
+        pid_of(&v.container("idle", "c")).is_some()
+    });
+    let pid = pid_of(&v.container("idle", "c"));
+    let me = vigil_pid(&v);
+    let st = std::process::Command::new("kill")
+        .args(["-USR2", &me.to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    v.wait_for(T, "the upgrade to be logged", |v| {
+        v.log().contains("upgrade: upgraded from vigil")
+    });
+    assert_eq!(pid_of(&v.container("idle", "c")), pid);
+    assert_eq!(exe_of(me), Path::new(BIN).canonicalize().unwrap());
+}
+
+/// 64 bytes of an ELF header for `machine` (elf(5)), nothing after.
+fn elf_header(machine: u16) -> Vec<u8> {
+    let mut h = vec![0u8; 64];
+    h[..4].copy_from_slice(b"\x7fELF");
+    h[4] = 2; // 64-bit
+    h[5] = 1; // little-endian
+    h[6] = 1;
+    h[16..18].copy_from_slice(&3u16.to_le_bytes()); // ET_DYN
+    h[18..20].copy_from_slice(&machine.to_le_bytes());
+    h
+}
+
+#[test]
+fn a_binary_that_cannot_take_over_changes_nothing_and_says_why() {
+    let v = Vigil::start(
+        r#"
+[pods.idle]
+[[pods.idle.containers]]
+name = "c"
+command = ["/bin/sleep", "1000"]
+"#,
+    );
+    v.wait_for(T, "idle running", |v| {
+        pid_of(&v.container("idle", "c")).is_some()
+    });
+    let pid = pid_of(&v.container("idle", "c"));
+    let me = vigil_pid(&v);
+    let exe = exe_of(me);
+    let dir = tempfile::tempdir().unwrap();
+    let write_exec = |name: &str, bytes: &[u8]| {
+        use std::os::unix::fs::PermissionsExt;
+        let p = dir.path().join(name);
+        std::fs::write(&p, bytes).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    };
+    let ours_is_arm = cfg!(target_arch = "aarch64");
+    let other_machine = if ours_is_arm { 62 } else { 183 };
+    let cases: Vec<(PathBuf, &str)> = vec![
+        (dir.path().join("missing"), "No such file"),
+        (
+            write_exec("text", b"just some text\n"),
+            "not an ELF executable",
+        ),
+        (
+            write_exec("script", b"#!/bin/sh\nexec vigil \"$@\"\n"),
+            "not an ELF executable",
+        ),
+        (
+            write_exec("other-arch", &elf_header(other_machine)),
+            "built for another machine",
+        ),
+        (dir.path().to_path_buf(), "not a regular file"),
+        // An ELF executable of this machine that is not a vigil.
+        (PathBuf::from("/bin/true"), "--handoff-version"),
+    ];
+    for (binary, says) in &cases {
+        for check in [false, true] {
+            let mut args = vec!["--binary", binary.to_str().unwrap()];
+            if check {
+                args.push("--check");
+            }
+            let (ok, text) = upgrade(&v, &args);
+            assert!(!ok, "{} was accepted: {text}", binary.display());
+            assert!(text.contains(says), "{}: {text}", binary.display());
+            assert!(
+                text.contains(binary.to_str().unwrap()),
+                "the error names the binary: {text}"
+            );
+        }
+        assert_eq!(exe_of(me), exe, "vigil changed binary");
+        assert_eq!(pid_of(&v.container("idle", "c")), pid);
+    }
+    // A non-executable copy of vigil itself.
+    let (_keep, next) = copy_of_vigil();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&next, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let (ok, text) = upgrade(&v, &["--binary", next.to_str().unwrap()]);
+    assert!(!ok && text.contains("not executable"), "{text}");
+    // `--check` on a good binary says so and does nothing.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&next, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let (ok, text) = upgrade(&v, &["--check", "--binary", next.to_str().unwrap()]);
+    assert!(ok, "{text}");
+    assert!(text.contains("would keep every container"), "{text}");
+    assert_eq!(exe_of(me), exe);
+    assert_eq!(pid_of(&v.container("idle", "c")), pid);
+    assert!(!v.log().contains("upgrade: executing"), "{}", v.log());
+}
+
+#[test]
+fn a_new_vigil_answers_which_handoff_formats_it_reads() {
+    let out = std::process::Command::new(BIN)
+        .arg("--handoff-version")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["writes"], 1);
+    assert!(v["reads"].as_array().unwrap().contains(&Value::from(1)));
+}
+
+#[test]
+fn an_upgrade_while_a_lifecycle_hook_runs_is_refused_until_it_is_done() {
+    let (_keep, next) = copy_of_vigil();
+    let v = Vigil::start(
+        r#"
+[pods.hooked]
+[[pods.hooked.containers]]
+name = "c"
+command = ["/bin/sleep", "1000"]
+[pods.hooked.containers.lifecycle.post_start]
+exec = { command = ["/bin/sleep", "3"] }
+"#,
+    );
+    v.wait_for(T, "the hook running", |v| {
+        pid_of(&v.container("hooked", "c")).is_some()
+    });
+    let me = vigil_pid(&v);
+    let exe = exe_of(me);
+    let (ok, text) = upgrade(&v, &["--binary", next.to_str().unwrap()]);
+    assert!(!ok, "{text}");
+    assert!(text.contains("a lifecycle hook is running"), "{text}");
+    assert_eq!(exe_of(me), exe);
+    // Once the hook is done, the same upgrade goes through.
+    v.wait_for(T, "the hook done", |v| {
+        v.container("hooked", "c")["started"] == true
+    });
+    let (ok, text) = upgrade(&v, &["--binary", next.to_str().unwrap()]);
+    assert!(ok, "{text}");
+    assert_eq!(exe_of(me), next);
+}

@@ -1,0 +1,41 @@
+#!/bin/sh
+# vigil (PID 1) re-executes itself: first a copy of its binary at another path through
+# `vigil upgrade --binary`, then (SIGUSR2) the path it now runs from. Each time: PID 1 still
+# runs (the guest did not panic), the containers keep their pids, the crash loop its restart
+# count and back-off, the probe keeps the service ready; a binary that is not vigil is refused
+# and changes nothing.
+SCENARIO=upgrade-pid1
+. /usr/local/lib/vmcheck.sh
+svc=pods.name=svc.containers.name=main
+crash=pods.name=crash.containers.name=loop
+wait_json 60 $svc.ready true >/dev/null
+wait_json 60 $crash.state.waiting.reason CrashLoopBackOff >/dev/null
+pid=$(get $svc.pid)
+rc=$(get $crash.restart_count)
+checker=$(get pods.name=checker.containers.name=check.pid)
+[ -n "$pid" ] && [ -n "$rc" ] || fail "no pid or restart count before the upgrade"
+cp /bin/vigil /tmp/vigil-next || fail "cannot copy /bin/vigil"
+chmod 755 /tmp/vigil-next
+
+out=$(vigil upgrade --check --binary /tmp/vigil-next 2>&1) || fail "upgrade --check: $out"
+say "$out"
+out=$(vigil upgrade --binary /tmp/vigil-next 2>&1) || fail "upgrade: $out"
+say "$out"
+exe=$(readlink /proc/1/exe)
+[ "$exe" = /tmp/vigil-next ] || fail "PID 1 runs $exe, expected /tmp/vigil-next"
+[ "$(get $svc.pid)" = "$pid" ] || fail "svc/main pid $(get $svc.pid), was $pid"
+[ "$(get $crash.restart_count)" = "$rc" ] || fail "crash/loop restart count $(get $crash.restart_count), was $rc"
+expect_json $crash.state.waiting.reason CrashLoopBackOff
+[ "$(get pods.name=checker.containers.name=check.pid)" = "$checker" ] || fail "the checker's own pid changed"
+
+out=$(vigil upgrade --binary /bin/busybox 2>&1) && fail "busybox was accepted: $out"
+say "refused: $out"
+[ "$(readlink /proc/1/exe)" = /tmp/vigil-next ] || fail "a refused upgrade changed PID 1's binary"
+
+kill -USR2 1 || fail "kill -USR2 1"
+# The second upgrade is done once vigil answers again (connections made meanwhile wait).
+sleep 1
+wait_json 30 $svc.ready true >/dev/null
+[ "$(get $svc.pid)" = "$pid" ] || fail "svc/main pid changed after SIGUSR2"
+[ "$(get $crash.restart_count)" = "$rc" ] || fail "crash/loop restart count changed after SIGUSR2"
+pass
