@@ -95,14 +95,16 @@ fn restart_count(v: &Vigil, pod: &str, container: &str) -> u64 {
     c["restart_count"].as_u64().unwrap()
 }
 
-fn start_top(v: &Vigil, dir: &Path) -> Tmux {
+/// `vigil top` against `v` in a detached 120x30 tmux session; `as_user`: a command prefix (e.g.
+/// `setpriv …` to run it as another uid).
+fn start_top(v: &Vigil, dir: &Path, as_user: &str) -> Tmux {
     let tmux = Tmux {
         socket: dir.join("tmux.sock"),
     };
     let after = dir.join("after-top");
     // After top: its exit code and the terminal's mode, then stay so the pane can be read.
     let script = format!(
-        "'{}' top --socket '{}'; echo \"top exited $?\"; stty -a > '{}'; sleep 600",
+        "{as_user} '{}' top --socket '{}'; echo \"top exited $?\"; stty -a > '{}'; sleep 600",
         BIN,
         v.socket.display(),
         after.display()
@@ -147,7 +149,7 @@ command = ["sleep", "301"]
         v.container("web", "app")["pid"].is_u64() && v.container("db", "pg")["pid"].is_u64()
     });
     let dir = tempfile::tempdir().unwrap();
-    let tmux = start_top(&v, dir.path());
+    let tmux = start_top(&v, dir.path(), "");
     let screen = tmux.wait_screen("both pods and their containers", |s| {
         ["web", "app", "db", "pg"]
             .iter()
@@ -225,4 +227,55 @@ command = ["sleep", "301"]
     }
     drop(tmux);
     assert_eq!(v.shutdown(), 0);
+}
+
+#[test]
+#[ignore = "needs tmux and root (runs top as another uid)"]
+fn for_a_user_who_is_not_an_admin_the_actions_are_disabled_and_do_nothing() {
+    require_program("tmux", "-V", "tmux");
+    require_program("setpriv", "--version", "util-linux");
+    require_root("to run top as uid 65534");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let socket = dir.path().join("vigil.sock");
+    let config = dir.path().join("vigil.toml");
+    let header = supervisor_header(&socket)
+        .replace("[supervisor]\n", "[supervisor]\nsocket_mode = \"0666\"\n");
+    std::fs::write(
+        &config,
+        format!("{header}[pods.web]\n[[pods.web.containers]]\nname = \"app\"\ncommand = [\"sleep\", \"300\"]\n"),
+    )
+    .unwrap();
+    let v = Vigil::start_with(dir, socket, config);
+    v.wait_for(T, "web/app running", |v| {
+        v.container("web", "app")["pid"].is_u64()
+    });
+    let tmux_dir = tempfile::tempdir().unwrap();
+    let tmux = start_top(
+        &v,
+        tmux_dir.path(),
+        "setpriv --reuid 65534 --regid 65534 --clear-groups",
+    );
+    tmux.wait_screen("the pods, with the actions marked disabled", |s| {
+        line_of(s, "app").is_some() && s.contains("disabled (not an admin)")
+    });
+    // Select web/app and press r, then y: no prompt, the reason instead, nothing restarted.
+    tmux.send(&["j", "r"]);
+    tmux.wait_screen("why restart is disabled", |s| {
+        s.contains("restart is disabled") && !s.contains("y/n")
+    });
+    tmux.send(&["y", "x", "y", "u", "y"]);
+    tmux.send(&["q"]);
+    tmux.wait_screen("top's exit", |s| s.contains("top exited 0"));
+    assert_eq!(restart_count(&v, "web", "app"), 0);
+    assert_eq!(state_reason(&v.container("web", "app")), "Running");
+    assert!(
+        !v.log().contains("refused"),
+        "top sent no action for the server to refuse:\n{}",
+        v.log()
+    );
 }
