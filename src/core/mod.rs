@@ -18,6 +18,7 @@ pub mod status;
 mod supervisor;
 #[cfg(test)]
 mod tests;
+mod timers;
 
 pub use crate::format::{go_duration, quantity};
 

@@ -2,11 +2,15 @@
 //!
 //! Owns the decisions that span pods — dependency gating, shutdown order and the exit code,
 //! reload (which pods changed, were added or removed) and operator commands — plus the action
-//! queue and the event log. Per-container lifecycle lives in `pod`. Timers are not stored
-//! separately: every slot knows its own deadlines (back-off, kill, probe schedule and
-//! timeouts), so `poll_timeout` is their minimum and nothing can go stale. No I/O, no clock.
+//! queue and the event log. Per-container lifecycle lives in `pod`. Every slot knows its own
+//! deadlines (back-off, kill, probe schedule and timeouts); the supervisor keeps an index of
+//! them (`timers`: a heap, so a loop turn does not scan every slot) and re-reads the deadlines
+//! of every slot an input, timeout or command may have changed at the end of that call
+//! (`refresh_touched`, which every `&mut self` entry point that changes a slot must end
+//! with). Tests check after every call that the index equals a scan of all slots. No I/O, no
+//! clock.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 use super::events::EventLog;
@@ -14,6 +18,7 @@ use super::pod::{
     KILL_FORCED, KILL_SHUTDOWN_TIMEOUT, MSG_DEFINITION_CHANGED, MSG_STOP_REQUEST, Next, Out, Pod,
     Slot, Stage, StopCause,
 };
+use super::timers::Timers;
 use super::*;
 use crate::config::spec::{Config, DependencyCondition, PodSpec};
 
@@ -42,6 +47,10 @@ pub struct Supervisor {
     exit_emitted: bool,
     /// Target for `Out::unclean` while not shutting down (ignored).
     scratch_unclean: bool,
+    /// Every slot's next deadline, earliest first.
+    timers: Timers,
+    /// Where each container key lives in `pods` (rebuilt when `pods` changes shape).
+    where_is: HashMap<ContainerKey, Loc>,
 }
 
 fn not_found(message: String) -> CommandError {
@@ -93,11 +102,14 @@ impl Supervisor {
             shutdown: None,
             exit_emitted: false,
             scratch_unclean: false,
+            timers: Timers::default(),
+            where_is: HashMap::new(),
         };
         for spec in &config.pods {
             let pod = Pod::new(spec.clone(), now, &mut sup.next_key);
             sup.pods.push(pod);
         }
+        sup.reindex();
         sup.refresh(now);
         sup
     }
@@ -134,20 +146,86 @@ impl Supervisor {
     }
 
     fn locate(&self, key: ContainerKey) -> Option<Loc> {
-        self.pods.iter().enumerate().find_map(|(p, pod)| {
-            if let Some(i) = pod.init.iter().position(|s| s.key == key) {
-                return Some(Loc {
+        self.where_is.get(&key).copied()
+    }
+
+    /// Rebuilds `where_is` after `pods` changed shape (a reload, a pod replaced or removed)
+    /// and forgets the deadlines of containers that are gone.
+    fn reindex(&mut self) {
+        self.where_is.clear();
+        for (p, pod) in self.pods.iter().enumerate() {
+            for (i, s) in pod.init.iter().enumerate() {
+                let loc = Loc {
                     pod: p,
                     init: true,
                     index: i,
-                });
+                };
+                self.where_is.insert(s.key, loc);
             }
-            pod.main.iter().position(|s| s.key == key).map(|i| Loc {
-                pod: p,
-                init: false,
-                index: i,
-            })
-        })
+            for (i, s) in pod.main.iter().enumerate() {
+                let loc = Loc {
+                    pod: p,
+                    init: false,
+                    index: i,
+                };
+                self.where_is.insert(s.key, loc);
+            }
+        }
+        let where_is = &self.where_is;
+        self.timers.retain(|k| where_is.contains_key(&k));
+    }
+
+    /// Re-reads the deadlines of the slots of `pods` (`None`: of every pod) into the index.
+    fn reschedule(&mut self, pods: Option<&[usize]>) {
+        let timers = &mut self.timers;
+        let mut one = |pod: &Pod| {
+            for s in pod.slots() {
+                timers.set(s.key, s.next_deadline());
+            }
+        };
+        match pods {
+            None => self.pods.iter().for_each(&mut one),
+            Some(ps) => ps.iter().filter_map(|&p| self.pods.get(p)).for_each(one),
+        }
+        self.timers.tidy();
+        #[cfg(test)]
+        self.check_timers();
+    }
+
+    /// The index holds exactly every slot's deadline (tests only: a scan of every slot).
+    #[cfg(test)]
+    fn check_timers(&self) {
+        let mut n = 0;
+        for pod in &self.pods {
+            for s in pod.slots() {
+                let want = s.next_deadline();
+                assert_eq!(
+                    self.timers.get(s.key),
+                    want,
+                    "deadline index out of date for {}/{}",
+                    pod.name(),
+                    s.name()
+                );
+                n += usize::from(want.is_some());
+                assert!(matches!(self.locate(s.key), Some(l) if l.pod < self.pods.len()));
+            }
+        }
+        assert_eq!(
+            self.timers.len(),
+            n,
+            "deadline index holds containers that are gone"
+        );
+        let scan = self
+            .pods
+            .iter()
+            .flat_map(|p| p.slots())
+            .filter_map(|s| s.next_deadline())
+            .min();
+        assert_eq!(
+            self.timers.next(),
+            scan,
+            "deadline index disagrees with a scan"
+        );
     }
 
     /// Feed one input. Inputs for unknown keys or stale generations are dropped.
@@ -221,14 +299,16 @@ impl Supervisor {
             }
         }
         let all = self.shutdown.as_ref().is_some_and(|sd| sd.deadline <= now);
-        let mut touched = Vec::new();
+        // The pods with a slot due, in config order (the order a scan would fire them in).
+        let mut touched: Vec<usize> = (self.timers.pop_due(now).into_iter())
+            .filter_map(|k| self.locate(k).map(|l| l.pod))
+            .collect();
+        touched.sort_unstable();
+        touched.dedup();
         let (pods, mut out) = self.split(now);
-        for (p, pod) in pods.iter_mut().enumerate() {
+        for &p in &touched {
+            let pod = &mut pods[p];
             let due = |s: &Slot| s.next_deadline().is_some_and(|t| t <= now);
-            if !pod.init.iter().chain(pod.main.iter()).any(due) {
-                continue;
-            }
-            touched.push(p);
             let name = pod.spec.name.clone();
             for i in 0..pod.init.len() {
                 if due(&pod.init[i]) {
@@ -248,17 +328,12 @@ impl Supervisor {
 
     /// The earliest pending deadline, if any.
     pub fn poll_timeout(&self) -> Option<Time> {
-        let slots = self
-            .pods
-            .iter()
-            .flat_map(|p| p.slots())
-            .filter_map(|s| s.next_deadline());
         let shutdown = self
             .shutdown
             .as_ref()
             .filter(|s| !s.deadline_fired && !self.exit_emitted)
             .map(|s| s.deadline);
-        slots.chain(shutdown).min()
+        self.timers.next().into_iter().chain(shutdown).min()
     }
 
     /// Next action to execute.
@@ -650,6 +725,7 @@ impl Supervisor {
             list.push(pod);
         }
         self.pods = list;
+        self.reindex();
         Ok(format!(
             "reloaded: {changed} changed, {added} added, {removed} removed, {unchanged} unchanged"
         ))
@@ -678,6 +754,7 @@ impl Supervisor {
     /// vigil's CPU and delayed the next probe starts.
     fn refresh_touched(&mut self, now: Time, touched: Option<&[usize]>) {
         let mut all = touched.is_none();
+        let mut reshaped = false;
         // Reload: pods that finished stopping are replaced or forgotten.
         let mut i = 0;
         while i < self.pods.len() {
@@ -687,6 +764,7 @@ impl Supervisor {
                 continue;
             }
             all = true; // indices move
+            reshaped = true;
             for key in pod.keys() {
                 self.actions.push_back(Action::Forget { key });
             }
@@ -699,6 +777,9 @@ impl Supervisor {
                     self.pods.remove(i);
                 }
             }
+        }
+        if reshaped {
+            self.reindex();
         }
 
         // A whole-pod restart starts over once nothing of the pod runs.
@@ -734,6 +815,9 @@ impl Supervisor {
             for pod in &mut self.pods {
                 pod.update_conditions(now);
             }
+            self.reschedule(None);
+        } else {
+            self.reschedule(touched);
         }
     }
 
