@@ -9,6 +9,7 @@
 //! Nothing here blocks in the event loop: the only waits are bounded ones used at startup,
 //! for leftovers, and in tests ([`ContainerCgroup::wait_unpopulated`], [`Manager::sweep_stale`]).
 
+use std::cell::Cell;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
@@ -528,7 +529,16 @@ pub struct ContainerCgroup {
     /// `memory.events`, if the memory controller is enabled for this cgroup.
     memory_events: Option<File>,
     baseline: OomCounters,
+    /// The last [`ContainerCgroup::figures`] and when they were read, for
+    /// [`ContainerCgroup::figures_at`].
+    figures_cache: Cell<Option<(Instant, Figures)>>,
 }
+
+/// How old the figures a status reply shows may be. Reading them costs six file opens per
+/// container (more than the rest of a status reply); clients asking many times a second get
+/// the same reading. The kubelet's own figures (cAdvisor, `--housekeeping-interval`, 10 s) are
+/// far older.
+pub const FIGURES_MAX_AGE: Duration = Duration::from_secs(1);
 
 impl ContainerCgroup {
     fn create_fresh(path: &Path, res: Option<&Limits>) -> Result<ContainerCgroup, CgroupError> {
@@ -579,6 +589,7 @@ impl ContainerCgroup {
             events,
             memory_events,
             baseline: OomCounters::default(),
+            figures_cache: Cell::new(None),
         };
         c.baseline = c.oom_counters()?;
         Ok(c)
@@ -669,7 +680,21 @@ impl ContainerCgroup {
             .and_then(|v| v.limit())
     }
 
-    /// Figures for status; whatever cannot be read is `None`.
+    /// [`Self::figures`], re-read only when the last reading is older than
+    /// [`FIGURES_MAX_AGE`] at `now`.
+    pub fn figures_at(&self, now: Instant) -> Figures {
+        if let Some((at, f)) = self.figures_cache.get()
+            && now.saturating_duration_since(at) < FIGURES_MAX_AGE
+            && at <= now
+        {
+            return f;
+        }
+        let f = self.figures();
+        self.figures_cache.set(Some((now, f)));
+        f
+    }
+
+    /// Figures for status, read now; whatever cannot be read is `None`.
     pub fn figures(&self) -> Figures {
         Figures {
             memory_current: self.read_value(MEMORY_CURRENT).and_then(|t| parse_u64(&t)),

@@ -65,7 +65,7 @@ pub enum RootSetting {
 }
 
 /// Figures read from a container cgroup for status; whatever cannot be read is `None`.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Figures {
     /// `memory.current`.
     pub memory_current: Option<u64>,

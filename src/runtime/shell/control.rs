@@ -526,6 +526,10 @@ impl Control {
                 self.send_reply(conn, &id, reply);
                 None
             }
+            Answer::Line(line) => {
+                self.server.send(&self.registry, conn, &line);
+                None
+            }
             Answer::Sent => None,
             Answer::Change(what) => Some((Pending { conn, id }, what)),
         }
@@ -553,7 +557,18 @@ impl Control {
                     Some(name) if !pods.iter().any(|p| p.name == name) => {
                         Err((ErrorKind::NotFound, format!("no pod named \"{name}\"")))
                     }
-                    _ => wire_json(&render::status(&pods, &observed, &self.clock, secrets)),
+                    _ => {
+                        // Serialised straight into the reply line: no `Value` tree between
+                        // (for a full status of hundreds of pods that tree was most of the
+                        // reply's cost, BENCHMARKS.md).
+                        let status = render::status(&pods, &observed, &self.clock, secrets);
+                        match protocol::reply_ok_with(id, &status) {
+                            Ok(line) => return Answer::Line(line),
+                            Err(e) => {
+                                Err((ErrorKind::Internal, format!("cannot encode the reply: {e}")))
+                            }
+                        }
+                    }
                 }
             }
             RequestCmd::Describe { pod } => {
@@ -699,6 +714,8 @@ type Reply = Result<serde_json::Value, (ErrorKind, String)>;
 enum Answer {
     /// The one reply line to send.
     Reply(Reply),
+    /// The one reply line, already encoded.
+    Line(String),
     /// Already answered (a stream started).
     Sent,
     /// For the router to carry out.
@@ -776,7 +793,7 @@ fn snapshot(view: &View, now: Instant, only: Option<&str>) -> (Vec<PodStatus>, r
                 c.key,
                 render::RunFacts {
                     cgroup: cg.path().to_path_buf(),
-                    figures: cg.figures(),
+                    figures: cg.figures_at(now),
                 },
             );
         }
