@@ -13,10 +13,11 @@ Driven by bench/run.sh, which installs the peers and builds vigil first. Workloa
   vigil    vigil only: probe lateness at 500 probes/s, log throughput, status latency with
            100 pods and 8 concurrent clients, container start rate into fresh cgroups
   probes   the probe workload of `vigil` alone (--only probes)
-  hostile  vigil alone: restart gap and `version` latency without and with 40 hostile readers
-           of a full ring that never read (--only hostile; needs root to run them as uid 65534)
   upgrade  vigil alone: the time its loop is away during `vigil upgrade` (re-exec in place)
            with 10 / 200 / 1,000 sleeping containers (--only upgrade)
+  hostile  vigil alone: restart gap, `status` latency and probe lateness (100 containers
+           probed every 0.5 s) without and with 40 hostile readers of a full ring that never
+           read (--only hostile; needs root to run them as uid 65534)
 
 Rounds alternate the tools (rotated order each round); the table gives medians over rounds.
 Only processes this script started are signalled, by PID. Scratch: --work (default
@@ -630,11 +631,14 @@ def w_restart(ctx, tool, parallel, target, max_s):
     return res
 
 
-def w_hostile(ctx, vigil, window=8.0):
-    """vigil only: the restart gap of a crash-looping service and the latency of `version` on a
-    new connection, without and with 40 hostile readers (as uid 65534, socket mode 0666) that
-    each send {"cmd":"logs","pod":"noisy"} x100 against a full 1 MiB ring and never read
-    (issue 12, tests/it/hostile_client.py)."""
+def w_hostile(ctx, vigil, window=8.0, probed=100, period=0.5):
+    """vigil only: the restart gap of a crash-looping service, the latency of `status` on a
+    new connection and the lateness of probes, without and with 40 hostile readers (as uid
+    65534, socket mode 0666) that each send {"cmd":"logs","pod":"noisy"} x100 against a full
+    1 MiB ring and never read (issue 12, tests/it/hostile_client.py). Probes: `probed`
+    containers each with a readiness probe every `period` s (half TCP, half HTTP) against
+    bench/probesrv.c; lateness of each probe's SYN (kernel timestamp) after its deadline, as
+    in w_probes (`started_at` is ms-truncated: over-states by 0-1 ms)."""
     client = (Path(__file__).resolve().parent.parent / "tests/it/hostile_client.py").read_text()
     out = {}
     for phase in ("unloaded", "hostile"):
@@ -642,7 +646,25 @@ def w_hostile(ctx, vigil, window=8.0):
         os.chmod(ctx.work, 0o755)
         os.chmod(d, 0o755)
         stamps = d / "stamps-000"
-        vigil.setup(d, [("crash", [str(ctx.stamp), str(stamps), "0"])])
+        lp, port_of = None, {}
+        svcs = [("crash", [str(ctx.stamp), str(stamps), "0"])]
+        if ctx.probesrv and probed:
+            lp = subprocess.Popen([str(ctx.probesrv), str(probed), str(d / "probe-stamps.txt")],
+                                  stdout=subprocess.PIPE, text=True, start_new_session=True)
+            ports = json.loads(lp.stdout.readline())
+            port_of = {f"probe{i:03d}": ports[i] for i in range(probed)}
+            svcs += [(name, [str(ctx.sleep), "100000"]) for name in port_of]
+
+        def probe(name):
+            if name not in port_of:
+                return []
+            p = port_of[name]
+            act = (f'http_get = {{ port = {p}, path = "/" }}' if int(name[5:]) % 2
+                   else f"tcp_socket = {{ port = {p} }}")
+            return [f"[pods.{name}.containers.readiness_probe]", act, "initial_delay_seconds = 1",
+                    f"period_seconds = {period}", "timeout_seconds = 1"]
+
+        vigil.setup(d, svcs, extra_pod=probe)
         cfg = (d / "vigil.toml").read_text().replace(
             "[supervisor]\n", '[supervisor]\nsocket_mode = "0666"\nmax_connections_per_uid = 64\n', 1)
         cfg += ('\n[pods.noisy]\n[[pods.noisy.containers]]\nname = "c"\n'
@@ -651,9 +673,17 @@ def w_hostile(ctx, vigil, window=8.0):
         r = Running(vigil, d)
         attacker = None
         lat = []
+        started = {}
         try:
             wait_until(lambda: os.path.exists(vigil.sock(d)), 10)
-            time.sleep(1.0)
+            if port_of:
+                wait_until(lambda: count_children(r.p.pid) >= probed, ctx.start_timeout)
+            time.sleep(1.5)
+            if port_of:
+                vs = VSock(vigil.sock(d))
+                started = {p["name"]: parse_ts(p["containers"][0]["state"]["running"]["started_at"])
+                           for p in vs.req("status")["result"]["pods"] if p["name"] in port_of}
+                vs.close()
             if phase == "hostile":
                 attacker = subprocess.Popen(
                     [shutil.which("python3", path="/usr/bin:/bin") or sys.executable, "-c", client,
@@ -666,24 +696,40 @@ def w_hostile(ctx, vigil, window=8.0):
             except OSError:
                 pass
             one, _ = vigil.status_raw(d, "crash")
+            w0 = time.time()
             end = time.monotonic() + window
             while time.monotonic() < end:
                 t0 = time.monotonic()
                 one()
                 lat.append((time.monotonic() - t0) * 1000)
                 time.sleep(0.1)
+            w1 = time.time()
         finally:
             if attacker:
                 attacker.kill()
                 attacker.wait()
             r.stop()
+            if lp:
+                lp.send_signal(signal.SIGTERM)
+                lp.wait(timeout=10)
         gaps = read_gaps([stamps])
+        late = []
+        if lp:
+            got, _ = read_probe_stamps(d / "probe-stamps.txt")
+            for name, port in port_of.items():
+                if name in started:
+                    late += lateness(got["S"].get(port, []), started[name], 1.0, period, w0, w1)
         out[phase] = {"restarts": len(gaps), "gap_p50_ms": pct(gaps, 0.5),
                       "gap_p99_ms": pct(gaps, 0.99), "gap_max_ms": max(gaps) if gaps else None,
-                      "status_p50_ms": pct(lat, 0.5), "status_max_ms": max(lat) if lat else None}
-    print("\nhostile clients (vigil only; 40 readers of a full ring that never read):")
+                      "status_p50_ms": pct(lat, 0.5), "status_max_ms": max(lat) if lat else None,
+                      "probes": len(late), "probe_late_p50_ms": pct(late, 0.5),
+                      "probe_late_p99_ms": pct(late, 0.99),
+                      "probe_late_max_ms": max(late) if late else None}
+    print(f"\nhostile clients (vigil only; 40 readers of a full ring that never read; {probed} "
+          f"containers probed every {period} s):")
     print(f"  {'':28} {'unloaded':>10} {'hostile':>10}")
-    for k in ("restarts", "gap_p50_ms", "gap_p99_ms", "gap_max_ms", "status_p50_ms", "status_max_ms"):
+    for k in ("restarts", "gap_p50_ms", "gap_p99_ms", "gap_max_ms", "status_p50_ms", "status_max_ms",
+              "probes", "probe_late_p50_ms", "probe_late_p99_ms", "probe_late_max_ms"):
         a, b = out["unloaded"][k], out["hostile"][k]
         fa = f"{a:10.2f}" if isinstance(a, float) else f"{a!s:>10}"
         fb = f"{b:10.2f}" if isinstance(b, float) else f"{b!s:>10}"

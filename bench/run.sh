@@ -11,8 +11,9 @@
 #   bench/run.sh --no-install --tools vigil --only probes        # the probe workload alone (~1 min)
 #   bench/run.sh --no-install --tools vigil --only upgrade       # the loop's time away during
 #                                                                #   vigil upgrade at 10/200/1000
-#   bench/run.sh --no-install --tools vigil --only hostile       # restart gap and status latency
-#                                                                #   with and without hostile clients
+#   bench/run.sh --no-install --tools vigil --only hostile       # restart gap, status latency and
+#                                                                #   probe lateness with and without
+#                                                                #   hostile clients
 #   bench/run.sh --no-install --tools vigil --only probes --probe-mix http-https-grpc
 #                                 # the same with a third each of HTTP, HTTPS and gRPC probes
 #
