@@ -23,8 +23,9 @@ Rounds alternate the tools (rotated order each round); the table gives medians o
 Only processes this script started are signalled, by PID. Scratch: --work (default
 target/bench/run). Results: --out (JSON), read by bench/plot.py.
 
---quick --check: vigil only, a few seconds: idle RSS at 100 children and restart reaction,
-compared with bench/budget.json (generous bounds); exit 1 when over budget.
+--quick --check: vigil only, a few seconds: idle RSS at 100 children, restart reaction and
+full status of 100 pods, compared with bench/budget.json (generous bounds); exit 1 when over
+budget.
 """
 import argparse
 import http.client
@@ -1317,12 +1318,14 @@ def full(ctx, args):
 
 
 def quick(ctx, args):
-    """A few seconds, vigil only: idle RSS at 100 children and restart reaction."""
+    """A few seconds, vigil only: idle RSS at 100 children, restart reaction, status of 100 pods."""
     vigil = Vigil(ctx)
     idle = w_idle(ctx, vigil, 100, 2.0, 1.0)
     rst = w_restart(ctx, vigil, 1, 300, 30) if ctx.stamp else None
+    st = w_status100(ctx, vigil, 100, 300, 0, 0)
     got = {"idle_rss_kib_100": idle and idle["rss_kib"], "startup_s_100": idle and idle["startup_s"],
-           "restart_p50_ms": rst and rst["p50_ms"], "restart_p99_ms": rst and rst["p99_ms"]}
+           "restart_p50_ms": rst and rst["p50_ms"], "restart_p99_ms": rst and rst["p99_ms"],
+           "status_100_p50_ms": st and st["p50_ms"]}
     print("quick: " + json.dumps(got))
     if not args.check:
         return 0

@@ -3,7 +3,8 @@
 #
 #   bench/run.sh                  # install the peers, build vigil (release), run everything
 #                                 #   (~20 min), print tables; results in target/bench/results.json
-#   bench/run.sh --quick --check  # a few seconds, vigil only: idle RSS and restart reaction
+#   bench/run.sh --quick --check  # a few seconds, vigil only: idle RSS, restart reaction and
+#                                 #   status of 100 pods
 #                                 #   against bench/budget.json (used by tests/run-all.sh)
 #   bench/run.sh --with-horust    # also build Horust from crates.io (~3 min) and compare it
 #   bench/run.sh --no-install     # use the peers already installed

@@ -535,10 +535,11 @@ pub struct ContainerCgroup {
 }
 
 /// How old the figures a status reply shows may be. Reading them costs six file opens per
-/// container (more than the rest of a status reply); clients asking many times a second get
-/// the same reading. The kubelet's own figures (cAdvisor, `--housekeeping-interval`, 10 s) are
-/// far older.
-pub const FIGURES_MAX_AGE: Duration = Duration::from_secs(1);
+/// container (more than the rest of a status reply): clients asking many times a second
+/// share a reading. Short enough that a client sampling once a second (`vigil top`'s CPU %
+/// from `cpu_usage_usec` deltas) always gets its own fresh reading, and two clients sharing
+/// one skew such a rate by at most a tenth.
+pub const FIGURES_MAX_AGE: Duration = Duration::from_millis(100);
 
 impl ContainerCgroup {
     fn create_fresh(path: &Path, res: Option<&Limits>) -> Result<ContainerCgroup, CgroupError> {

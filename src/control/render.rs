@@ -123,7 +123,7 @@ pub fn container(
         }),
         ContainerState::Terminated(t) => wire::State::Terminated(terminated(t, clock)),
     };
-    let figures = facts.map(|f| f.figures.clone()).unwrap_or_default();
+    let figures = facts.map(|f| f.figures).unwrap_or_default();
     wire::Container {
         name: c.name.clone(),
         ready: c.ready,
