@@ -47,9 +47,12 @@ pub struct Supervisor {
     exit_emitted: bool,
     /// Target for `Out::unclean` while not shutting down (ignored).
     scratch_unclean: bool,
-    /// Every slot's next deadline, earliest first.
+    /// Every slot's next deadline, earliest first (derived from `pods`: not handed over,
+    /// rebuilt by [`Supervisor::after_handoff`]).
+    #[serde(skip)]
     timers: Timers,
     /// Where each container key lives in `pods` (rebuilt when `pods` changes shape).
+    #[serde(skip)]
     where_is: HashMap<ContainerKey, Loc>,
 }
 
@@ -124,6 +127,9 @@ impl Supervisor {
                 slot.requeue_probes();
             }
         }
+        // The deadline index and the key map are derived state, not handed over.
+        self.reindex();
+        self.reschedule(None);
     }
 
     fn split(&mut self, now: Time) -> (&mut Vec<Pod>, Out<'_>) {
