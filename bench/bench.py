@@ -1298,6 +1298,10 @@ def full(ctx, args):
         else:
             vo["probes_mix"] = w_probes(ctx, vigil, args.probe_containers, args.probe_window,
                                         args.probe_period, args.probe_mix)
+    if vigil and "logs" in only and "vigil" not in only:
+        vo = res.setdefault("vigil_only", {})
+        vo["logs_memory"] = w_logs(ctx, vigil, args.log_mb, False)
+        vo["logs_files"] = w_logs(ctx, vigil, args.log_mb, True)
     if vigil and "vigil" in only:
         vo["logs_memory"] = w_logs(ctx, vigil, args.log_mb, False)
         vo["logs_files"] = w_logs(ctx, vigil, args.log_mb, True)
@@ -1365,7 +1369,7 @@ def main():
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--with-horust", action="store_true")
     ap.add_argument("--tools", help="comma list (default: all installed)")
-    ap.add_argument("--only", help="comma list of idle,restart,status,vigil (probes: only the vigil probe workload; hostile, upgrade: vigil alone)")
+    ap.add_argument("--only", help="comma list of idle,restart,status,vigil (probes: only the vigil probe workload; hostile, upgrade: vigil alone
     ap.add_argument("--upgrade-sizes", type=lambda v: [int(x) for x in v.split(",")], default=[10, 200, 1000],
                     help="container counts of the upgrade workload")
     ap.add_argument("--no-cgroups", action="store_true", help="run vigil with cgroup_root = none")

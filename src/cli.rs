@@ -80,6 +80,15 @@ impl WaitOpts {
 /// `--timeout` when only `--wait` is given (kubectl wait's default).
 const DEFAULT_WAIT: Duration = Duration::from_secs(30);
 
+/// An RFC 3339 time (`2026-11-23T13:40:47Z`, `…+01:00`, fractions allowed) as Unix
+/// nanoseconds.
+fn parse_since_time(text: &str) -> Result<i64, String> {
+    let t: jiff::Timestamp = text.trim().parse().map_err(|e| {
+        format!("{text:?}: expected an RFC 3339 time such as 2026-11-23T13:40:47Z ({e})")
+    })?;
+    i64::try_from(t.as_nanosecond()).map_err(|_| format!("{text:?}: out of range"))
+}
+
 /// `500ms`, `30s`, `2m`, `1h`, or a number of seconds (fractions allowed).
 fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
@@ -174,6 +183,15 @@ pub enum Cmd {
         /// The previous run's output.
         #[arg(short, long)]
         previous: bool,
+        /// Prefix each line with when vigil read it (RFC 3339, nanoseconds, UTC).
+        #[arg(long)]
+        timestamps: bool,
+        /// Only lines newer than this: 5s, 2m, 3h (rounded up to whole seconds).
+        #[arg(long, value_parser = parse_duration, conflicts_with = "since_time")]
+        since: Option<Duration>,
+        /// Only lines read at or after this RFC 3339 time (2026-11-23T13:40:47Z).
+        #[arg(long, value_parser = parse_since_time)]
+        since_time: Option<i64>,
         #[command(flatten)]
         client: ClientOpts,
     },
@@ -338,15 +356,29 @@ pub fn client_command(cmd: Cmd) -> Result<ClientCommand, String> {
             follow,
             tail,
             previous,
+            timestamps,
+            since,
+            since_time,
             client,
         } => {
             let (pod, container) = parse_target(&target)?;
+            // kubectl: `--since` is sent as whole seconds, rounded up; `0s` means all output.
+            let since_seconds = match (since, since_time) {
+                (Some(d), None) if !d.is_zero() => {
+                    Some(d.as_nanos().div_ceil(1_000_000_000) as u64)
+                }
+                _ => None,
+            };
+            let since_time = since_time.map(crate::logs::rfc3339_nano);
             let request = RequestCmd::Logs {
                 pod,
                 container,
                 follow,
                 tail,
                 previous,
+                timestamps,
+                since_seconds,
+                since_time,
             };
             (request, client, Output::Table)
         }

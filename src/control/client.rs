@@ -795,6 +795,9 @@ mod tests {
             follow,
             tail: Some(5),
             previous: false,
+            timestamps: false,
+            since_seconds: None,
+            since_time: None,
         }
     }
 

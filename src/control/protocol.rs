@@ -403,6 +403,9 @@ mod tests {
                     follow: true,
                     tail: Some(10),
                     previous: false,
+                    timestamps: false,
+                    since_seconds: None,
+                    since_time: None,
                 },
             ),
             (
@@ -533,6 +536,54 @@ mod tests {
     }
 
     #[test]
+    fn logs_since_fields_are_one_or_the_other_and_well_formed() {
+        let e = err(
+            r#"{"cmd":"logs","pod":"w","since_seconds":5,"since_time":"2026-01-01T00:00:00Z"}"#,
+        );
+        assert_eq!(e.kind, ErrorKind::BadArgument);
+        assert!(
+            e.message
+                .contains("at most one of \"since_seconds\" and \"since_time\" may be given"),
+            "{}",
+            e.message
+        );
+        let e = err(r#"{"cmd":"logs","pod":"w","since_seconds":0}"#);
+        assert!(
+            e.message
+                .contains("field \"since_seconds\" must be greater than 0"),
+            "{}",
+            e.message
+        );
+        let e = err(r#"{"cmd":"logs","pod":"w","since_time":"yesterday"}"#);
+        assert!(
+            e.message.contains(
+                "field \"since_time\" must be an RFC 3339 time such as 2026-11-23T13:40:47Z, got \"yesterday\""
+            ),
+            "{}",
+            e.message
+        );
+        let e = err(r#"{"cmd":"logs","pod":"w","timestamps":1}"#);
+        assert!(e.message.contains("\"timestamps\" must be a boolean"));
+        // An offset is the same instant as UTC.
+        let ok = parse(r#"{"cmd":"logs","pod":"w","since_time":"2026-11-23T14:40:47+01:00"}"#);
+        let Ok(Request {
+            cmd:
+                RequestCmd::Logs {
+                    since_time: Some(t),
+                    ..
+                },
+            ..
+        }) = ok
+        else {
+            panic!("{ok:?}");
+        };
+        assert_eq!(
+            RequestCmd::since_time_nanos(&t),
+            Some(1_795_441_247_000_000_000)
+        );
+    }
+
+    #[test]
     fn commands_without_arguments_refuse_any_field() {
         for cmd in ["reload", "shutdown", "version"] {
             let e = err(&format!(r#"{{"cmd":"{cmd}","pod":"web"}}"#));
@@ -564,7 +615,10 @@ mod tests {
                 container: None,
                 follow: false,
                 tail: None,
-                previous: false
+                previous: false,
+                timestamps: false,
+                since_seconds: None,
+                since_time: None,
             }
         );
         let e = err(r#"{"cmd":"logs","pod":"w","tail":1.5}"#);
@@ -599,6 +653,9 @@ mod tests {
                     follow: true,
                     tail: Some(10),
                     previous: false,
+                    timestamps: false,
+                    since_seconds: None,
+                    since_time: None,
                 },
                 r#"{"cmd":"logs","container":"app","follow":true,"pod":"web","previous":false,"tail":10}"#,
             ),

@@ -803,6 +803,9 @@ mod reference {
                 follow: true,
                 tail: Some(100),
                 previous: false,
+                timestamps: true,
+                since_seconds: Some(300),
+                since_time: None,
             },
             RequestCmd::Start {
                 pod: pod(),

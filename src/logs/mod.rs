@@ -24,7 +24,7 @@ pub use forward::{
     FORWARD_BUFFER_BYTES, FORWARD_MAX_LINE, Forwarder, SPLIT_MARKER, nonblocking_stdout,
 };
 pub use journal::{JournalSink, Origin, Stream};
-pub use ring::{LogBuffer, ReadSince};
+pub use ring::{LogBuffer, ReadSince, STAMP_BYTES, STAMP_COALESCE_NS};
 
 /// Errors of this module; each names the operation and the path or fd it failed on.
 #[derive(Debug, thiserror::Error)]
@@ -93,7 +93,7 @@ impl ContainerLog {
 
     /// Records one chunk read from the container's output pipe.
     pub fn ingest(&mut self, chunk: &[u8], forwarder: Option<&mut Forwarder>) {
-        self.buffer.push(chunk);
+        self.buffer.push_at(chunk, unix_nanos_now());
         if let Some(f) = &mut self.file {
             f.write(chunk);
         }
@@ -122,6 +122,40 @@ impl ContainerLog {
             f.set_limits(sup.log_max_file_bytes, sup.log_max_files);
         }
     }
+}
+
+/// Now, as the Unix time in nanoseconds that [`LogBuffer::push_at`] and the log file's line
+/// stamps take (the wall clock: these are for people and `--since`, not for timers).
+pub fn unix_nanos_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}
+
+/// `2026-11-23T13:40:47.123456789Z`: RFC 3339 in UTC with as many fractional digits as
+/// needed, as Go's `time.RFC3339Nano` (what kubectl `--timestamps` prints).
+pub fn rfc3339_nano(unix_nanos: i64) -> String {
+    match jiff::Timestamp::from_nanosecond(i128::from(unix_nanos)) {
+        Ok(t) => t.to_string(),
+        Err(_) => "0001-01-01T00:00:00Z".to_string(),
+    }
+}
+
+/// `bytes` read from the ring at global offset `start`, with each line that begins in them
+/// prefixed by its time and a space (`--timestamps`); `at_line_start` says whether `start`
+/// begins a line. A line without a stamp (nothing held was stamped) gets none.
+pub fn stamp_lines(buffer: &LogBuffer, start: u64, bytes: &[u8], at_line_start: bool) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len() + 32);
+    let mut line_start = at_line_start;
+    for (i, &b) in bytes.iter().enumerate() {
+        if line_start && let Some(t) = buffer.stamp_at(start + i as u64) {
+            out.extend_from_slice(rfc3339_nano(t).as_bytes());
+            out.push(b' ');
+        }
+        out.push(b);
+        line_start = b == b'\n';
+    }
+    out
 }
 
 /// What [`drain_pipe`] read.

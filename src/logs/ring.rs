@@ -1,8 +1,15 @@
 //! The in-memory ring of one container's output ([`LogBuffer`]): what `vigil logs` and
 //! `logs -f` read, with the previous run's tail for `--previous`.
 //!
-//! Owns: the bytes and their global offsets. Must not: do I/O, or interpret the output beyond
-//! counting lines for `tail`.
+//! Owns: the bytes, their global offsets and when they were read: a side index of
+//! `(offset, wall-clock time)` per chunk pushed, for `--timestamps` and `--since`. A line's
+//! time is that of the chunk its first byte came in (kubelet/CRI stamp a line when the runtime
+//! reads it; vigil stamps each read of the pipe). Chunks read within [`STAMP_COALESCE_NS`] of
+//! the last stamp share it, and at most one stamp is kept per [`STAMP_BYTES`] bytes of ring
+//! (the oldest go first; their bytes then take the oldest stamp kept), so the index stays
+//! within a quarter of the ring's size and a push costs a comparison, not an allocation.
+//! Must not: do I/O, read the clock (the caller passes the time), or interpret the output
+//! beyond counting lines for `tail` and finding line starts.
 
 use std::collections::VecDeque;
 
@@ -16,6 +23,15 @@ pub struct ReadSince {
     /// (overwritten in the ring): a follower that fell behind.
     pub skipped: u64,
 }
+
+/// Chunks pushed within this many nanoseconds of the last stamp share it.
+pub const STAMP_COALESCE_NS: i64 = 1_000_000;
+/// At most one stamp per this many bytes of ring capacity (16 bytes a stamp: a quarter).
+pub const STAMP_BYTES: usize = 64;
+
+/// `(global offset of a chunk's first byte, Unix time in nanoseconds)`, oldest first, times
+/// never decreasing.
+type Stamps = VecDeque<(u64, i64)>;
 
 /// A byte ring holding the current run's output, plus the tail of the previous run.
 ///
@@ -44,6 +60,10 @@ pub struct LogBuffer {
     partial_first: bool,
     /// The same for `previous`.
     previous_partial_first: bool,
+    /// When the current run's held bytes were read.
+    stamps: Stamps,
+    /// The same for `previous`.
+    previous_stamps: Stamps,
 }
 
 impl LogBuffer {
@@ -64,6 +84,8 @@ impl LogBuffer {
             dropped: 0,
             partial_first: false,
             previous_partial_first: false,
+            stamps: VecDeque::new(),
+            previous_stamps: VecDeque::new(),
         }
     }
 
@@ -90,11 +112,86 @@ impl LogBuffer {
         self.current.extend(data);
     }
 
+    /// [`push`](LogBuffer::push) of a chunk read at `unix_nanos` (see the module doc for
+    /// how chunks share stamps and how many are kept).
+    pub fn push_at(&mut self, data: &[u8], unix_nanos: i64) {
+        let offset = self.total;
+        self.push(data);
+        match self.stamps.back() {
+            Some(&(_, last)) if unix_nanos < last + STAMP_COALESCE_NS => {}
+            _ => {
+                let oldest = self.total - self.current.len() as u64;
+                // A stamp whose bytes are all gone is of no use once the next one exists.
+                while self.stamps.len() >= 2 && self.stamps[1].0 <= oldest {
+                    self.stamps.pop_front();
+                }
+                if self.stamps.len() >= (self.capacity / STAMP_BYTES).max(16) {
+                    self.stamps.pop_front();
+                }
+                let last = self.stamps.back().map_or(i64::MIN, |s| s.1);
+                self.stamps
+                    .push_back((offset.max(oldest), unix_nanos.max(last)));
+            }
+        }
+    }
+
+    /// When the byte at `offset` was read (of the previous run when `offset` lies before the
+    /// current one), or `None` when nothing held was stamped.
+    pub fn stamp_at(&self, offset: u64) -> Option<i64> {
+        let stamps = self.stamps_of(offset < self.run_start && self.has_previous);
+        let i = stamps.partition_point(|s| s.0 <= offset);
+        stamps.get(i.saturating_sub(1)).map(|s| s.1)
+    }
+
+    fn stamps_of(&self, previous: bool) -> &Stamps {
+        if previous {
+            &self.previous_stamps
+        } else {
+            &self.stamps
+        }
+    }
+
+    /// The offset of the first line of the current or previous run read at or after
+    /// `unix_nanos` (kubectl `--since`/`--since-time`): the first chunk stamped then or later,
+    /// moved on to the next line start when a line older than it continues into it. The end
+    /// of the run when nothing is that recent.
+    pub fn since_offset(&self, unix_nanos: i64, previous: bool) -> u64 {
+        let (held, end) = if previous {
+            (
+                self.previous_start,
+                self.previous_start + self.previous.len() as u64,
+            )
+        } else {
+            (self.total - self.current.len() as u64, self.total)
+        };
+        let stamps = self.stamps_of(previous);
+        let i = stamps.partition_point(|s| s.1 < unix_nanos);
+        let Some(&(at, _)) = stamps.get(i) else {
+            return end;
+        };
+        let at = at.max(held);
+        if at == held {
+            return at;
+        }
+        let byte = |o: u64| -> u8 {
+            if previous {
+                self.previous[(o - self.previous_start) as usize]
+            } else {
+                self.current[(o - held) as usize]
+            }
+        };
+        if byte(at - 1) == b'\n' {
+            return at;
+        }
+        (at..end).find(|&o| byte(o) == b'\n').map_or(end, |o| o + 1)
+    }
+
     /// Starts a new run: the current contents become the previous run (`--previous`).
     pub fn new_run(&mut self) {
         self.previous_start = self.total - self.current.len() as u64;
         self.previous = self.current.drain(..).collect();
         self.previous_partial_first = std::mem::take(&mut self.partial_first);
+        self.previous_stamps = std::mem::take(&mut self.stamps);
         self.has_previous |= self.runs > 0 || self.total > 0;
         self.runs += 1;
         self.run_start = self.total;

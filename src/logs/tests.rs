@@ -587,3 +587,94 @@ fn a_wrapped_ring_holding_part_of_one_line_returns_it() {
     b.push(b"0123456789abcdef");
     assert_eq!(b.tail_lines(None, false), b"89abcdef");
 }
+
+#[test]
+fn timestamps_print_as_go_rfc3339_nano_in_utc() {
+    assert_eq!(
+        rfc3339_nano(1_795_441_247_123_456_789),
+        "2026-11-23T13:40:47.123456789Z"
+    );
+    // Trailing zeros go, as with Go's RFC3339Nano.
+    assert_eq!(
+        rfc3339_nano(1_795_441_247_500_000_000),
+        "2026-11-23T13:40:47.5Z"
+    );
+    assert_eq!(
+        rfc3339_nano(1_795_441_247_000_000_000),
+        "2026-11-23T13:40:47Z"
+    );
+}
+
+const S: i64 = 1_000_000_000;
+
+#[test]
+fn each_line_takes_the_time_of_the_chunk_its_first_byte_came_in() {
+    let mut b = LogBuffer::new(1024);
+    b.push_at(b"one\ntw", 10 * S);
+    b.push_at(b"o\nthree\n", 20 * S);
+    assert_eq!(b.stamp_at(0), Some(10 * S));
+    assert_eq!(
+        b.stamp_at(4),
+        Some(10 * S),
+        "\"two\" began in the first chunk"
+    );
+    assert_eq!(b.stamp_at(8), Some(20 * S));
+    let all = b.tail_lines(None, false);
+    let stamped = stamp_lines(&b, 0, &all, true);
+    assert_eq!(
+        String::from_utf8(stamped).unwrap(),
+        "1970-01-01T00:00:10Z one\n1970-01-01T00:00:10Z two\n1970-01-01T00:00:20Z three\n"
+    );
+    // A piece starting mid-line stamps only the lines that begin in it.
+    let piece = stamp_lines(&b, 5, b"wo\nthree\n", false);
+    assert_eq!(
+        String::from_utf8(piece).unwrap(),
+        "wo\n1970-01-01T00:00:20Z three\n"
+    );
+}
+
+#[test]
+fn since_starts_at_the_first_line_read_then_or_later() {
+    let mut b = LogBuffer::new(1024);
+    b.push_at(b"old\nhalf", 10 * S);
+    b.push_at(b" line\nnew\n", 20 * S);
+    b.push_at(b"newer\n", 30 * S);
+    // The chunk at 20 s begins mid-line: that line is older, so the next one starts.
+    assert_eq!(b.since_offset(15 * S, false), 14);
+    assert_eq!(b.since_offset(30 * S, false), 18);
+    assert_eq!(b.since_offset(0, false), 0);
+    assert_eq!(b.since_offset(31 * S, false), b.total_written());
+    // The previous run keeps its stamps.
+    b.new_run();
+    b.push_at(b"next run\n", 40 * S);
+    assert_eq!(b.since_offset(30 * S, true), 18);
+    assert_eq!(b.stamp_at(18), Some(30 * S));
+    assert_eq!(b.stamp_at(24), Some(40 * S));
+    assert_eq!(b.since_offset(35 * S, false), 24);
+}
+
+#[test]
+fn stamps_are_coalesced_never_go_back_and_stay_bounded() {
+    let mut b = LogBuffer::new(64 * 20);
+    // Within a millisecond: one stamp.
+    b.push_at(b"a\n", 10 * S);
+    b.push_at(b"b\n", 10 * S + 999_999);
+    assert_eq!(b.stamp_at(2), Some(10 * S));
+    // A clock stepped back does not make a later line older.
+    b.push_at(b"c\n", 5 * S);
+    assert_eq!(b.stamp_at(4), Some(10 * S));
+    // Many tiny chunks a second apart: at most capacity / STAMP_BYTES stamps (min 16) held.
+    for i in 0..10_000 {
+        b.push_at(b"x\n", (100 + i) * S);
+    }
+    let (start, _) = b.tail_range(None, false);
+    let stamped = stamp_lines(&b, start, &b.tail_lines(None, false), true);
+    let distinct: std::collections::BTreeSet<&[u8]> = stamped
+        .split(|&c| c == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| &l[..l.len() - 2])
+        .collect();
+    assert!(distinct.len() <= 20, "{}", distinct.len());
+    // The newest line keeps its own time.
+    assert_eq!(b.stamp_at(b.total_written() - 1), Some(10_099 * S));
+}

@@ -189,6 +189,9 @@ fn refresh_view(socket: &Path, app: &mut App) -> Result<(), ClientError> {
             follow: false,
             tail: Some(LOG_TAIL),
             previous: false,
+            timestamps: false,
+            since_seconds: None,
+            since_time: None,
         };
         match ask(socket, request)? {
             Ok(v) => {

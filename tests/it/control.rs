@@ -520,3 +520,79 @@ command = ["sh", "-c", "i=0; while [ $i -lt 1000 ]; do printf 'line %04d x\n' $i
         );
     }
 }
+
+/// kubectl's `--timestamps`, `--since` and `--since-time`: a line printed before a moment and
+/// one printed after it (the container waits for a file the test creates).
+#[test]
+fn logs_timestamps_and_since_select_and_stamp_lines() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let socket = dir.path().join("vigil.sock");
+    let config = dir.path().join("vigil.toml");
+    let go = dir.path().join("go");
+    std::fs::write(
+        &config,
+        format!(
+            r#"{}
+[pods.two]
+[[pods.two.containers]]
+name = "c"
+command = ["sh", "-c", "echo early; while [ ! -e {} ]; do sleep 0.05; done; echo late; exec sleep 600"]
+"#,
+            supervisor_header(&socket),
+            go.display()
+        ),
+    )
+    .expect("write config");
+    let v = Vigil::start_with(dir, socket, config);
+    let logs = |args: &[&str]| {
+        let mut all = vec!["logs", "two"];
+        all.extend_from_slice(args);
+        let out = v.cli(&all);
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    v.wait_for(T, "early", |_| logs(&[]) == "early\n");
+    // Every line read so far is older than `between`, every later one newer.
+    let between = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    let between = format!(
+        "{}",
+        jiff::Timestamp::new(between.as_secs() as i64, between.subsec_nanos() as i32).unwrap()
+    );
+    std::fs::write(&go, "").expect("create go");
+    v.wait_for(T, "late", |_| logs(&[]) == "early\nlate\n");
+    assert_eq!(logs(&["--since-time", &between]), "late\n");
+    assert_eq!(logs(&["--since", "1h"]), "early\nlate\n");
+    assert_eq!(logs(&["--since-time", &between, "--tail", "5"]), "late\n");
+    let stamped = logs(&["--timestamps"]);
+    let lines: Vec<&str> = stamped.lines().collect();
+    assert_eq!(lines.len(), 2, "{stamped}");
+    for (line, text) in lines.iter().zip(["early", "late"]) {
+        let (time, rest) = line.split_once(' ').expect("a stamp and the line");
+        assert_eq!(rest, text);
+        let t: jiff::Timestamp = time.parse().expect("RFC 3339");
+        assert!(time.ends_with('Z'), "{time}");
+        let cut: jiff::Timestamp = between.parse().unwrap();
+        assert_eq!(t < cut, text == "early", "{time} vs {between}");
+    }
+    // Both at once is refused by the client, as kubectl does.
+    let out = v.cli(&["logs", "two", "--since", "5m", "--since-time", &between]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot be used with"),
+        "{out:?}"
+    );
+    // And by the server.
+    let r = v.request(
+        r#"{"cmd":"logs","pod":"two","since_seconds":5,"since_time":"2026-01-01T00:00:00Z"}"#,
+    );
+    assert_eq!(r["error"]["kind"], "bad_argument", "{r}");
+    let r = v.request(r#"{"cmd":"logs","pod":"two","since_time":"yesterday"}"#);
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("RFC 3339")),
+        "{r}"
+    );
+}

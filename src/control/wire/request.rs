@@ -59,6 +59,28 @@ pub enum RequestCmd {
         tail: Option<usize>,
         #[serde(default, deserialize_with = "arg::previous")]
         previous: bool,
+        /// Each line prefixed with when it was read (the API's `timestamps`).
+        #[serde(
+            default,
+            skip_serializing_if = "std::ops::Not::not",
+            deserialize_with = "arg::timestamps"
+        )]
+        timestamps: bool,
+        /// Only lines read in the last N seconds, N ≥ 1 (the API's `sinceSeconds`).
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "arg::since_seconds"
+        )]
+        since_seconds: Option<u64>,
+        /// Only lines read at or after this RFC 3339 time (the API's `sinceTime`); at most one
+        /// of `since_seconds` and `since_time`.
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "arg::since_time"
+        )]
+        since_time: Option<String>,
     },
     Start {
         #[serde(deserialize_with = "arg::pod")]
@@ -156,8 +178,23 @@ impl RequestCmd {
         let cmd = RequestCmd::deserialize(de)?;
         match (cmd.takes_arguments(), extra) {
             (false, Some(field)) => Err(ArgError::UnknownField(field)),
-            _ => Ok(cmd),
+            _ => match cmd {
+                RequestCmd::Logs {
+                    since_seconds: Some(_),
+                    since_time: Some(_),
+                    ..
+                } => Err(ArgError::BadValue(
+                    "at most one of \"since_seconds\" and \"since_time\" may be given".to_string(),
+                )),
+                cmd => Ok(cmd),
+            },
         }
+    }
+
+    /// A `logs` request's `since_time` as Unix nanoseconds (validated when it was read).
+    pub fn since_time_nanos(text: &str) -> Option<i64> {
+        let t: jiff::Timestamp = text.parse().ok()?;
+        i64::try_from(t.as_nanosecond()).ok()
     }
 
     fn takes_arguments(&self) -> bool {
@@ -343,5 +380,32 @@ mod arg {
 
     pub fn tail<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
         count(d, "tail")
+    }
+
+    pub fn timestamps<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+        flag(d, "timestamps")
+    }
+
+    pub fn since_seconds<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        match count(d, "since_seconds")? {
+            Some(0) => Err(D::Error::custom(
+                "field \"since_seconds\" must be greater than 0",
+            )),
+            n => Ok(n.map(|n| n as u64)),
+        }
+    }
+
+    pub fn since_time<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        let Some(text) = opt_text(d, "since_time")? else {
+            return Ok(None);
+        };
+        match super::RequestCmd::since_time_nanos(&text) {
+            Some(_) => Ok(Some(text)),
+            None => Err(D::Error::custom(format!(
+                "field \"since_time\" must be an RFC 3339 time such as 2026-11-23T13:40:47Z, \
+                 got {}",
+                Value::from(text)
+            ))),
+        }
     }
 }

@@ -39,6 +39,7 @@ use crate::control::server::{Access, ConnId, ControlError, Incoming, Limits, Pee
 use crate::control::time::WallClock;
 use crate::control::wire::{self, ErrorKind};
 use crate::core::{Command, ContainerKey, Event as CoreEvent, PodStatus, Supervisor};
+use crate::logs;
 use crate::runtime::slots::ContainerRuntime;
 
 /// Raw log bytes read from a ring per chunk (at most six times that once JSON-escaped).
@@ -109,6 +110,9 @@ enum Job {
         end: u64,
         skipped: u64,
         carry: Vec<u8>,
+        /// `--timestamps`: each line prefixed with when it was read.
+        stamps: bool,
+        at_line_start: bool,
     },
     /// `logs -f`: from `offset` on, for as long as the client stays.
     FollowLogs {
@@ -117,6 +121,7 @@ enum Job {
         offset: u64,
         carry: Vec<u8>,
         at_line_start: bool,
+        stamps: bool,
     },
     /// `events -f`.
     FollowEvents { id: RequestId, last_seq: u64 },
@@ -365,6 +370,8 @@ impl Control {
                 end,
                 skipped,
                 carry,
+                stamps,
+                at_line_start,
             } => {
                 let mut text = String::new();
                 match view.slots.get(key) {
@@ -383,13 +390,24 @@ impl Control {
                             let gap = r.skipped.min(*end - *pos);
                             *skipped += gap;
                             text.push_str(&format!("\n… {gap} bytes skipped …\n"));
+                            *at_line_start = true;
                         }
                         if start >= *end {
                             *pos = *end;
                         } else {
                             let take = ((*end - start) as usize).min(r.bytes.len());
                             *pos = start + take as u64;
-                            text.push_str(&decode(carry, &r.bytes[..take], *pos >= *end));
+                            let bytes = &r.bytes[..take];
+                            let stamped;
+                            let bytes = if *stamps {
+                                let buf = &slot.log.buffer;
+                                stamped = logs::stamp_lines(buf, start, bytes, *at_line_start);
+                                &stamped[..]
+                            } else {
+                                bytes
+                            };
+                            *at_line_start = r.bytes[..take].last() == Some(&b'\n');
+                            text.push_str(&decode(carry, bytes, *pos >= *end));
                         }
                     }
                 }
@@ -412,6 +430,7 @@ impl Control {
                 offset,
                 carry,
                 at_line_start,
+                stamps,
             } => {
                 let Some(slot) = view.slots.get(key) else {
                     let line = protocol::reply_err(
@@ -446,7 +465,12 @@ impl Control {
                 if r.bytes.is_empty() {
                     return Feed::Idle;
                 }
-                let text = decode(carry, &r.bytes, false);
+                let text = if *stamps {
+                    let stamped = logs::stamp_lines(buf, *offset, &r.bytes, *at_line_start);
+                    decode(carry, &stamped, false)
+                } else {
+                    decode(carry, &r.bytes, false)
+                };
                 *at_line_start = r.bytes.last() == Some(&b'\n');
                 *offset = r.next;
                 let more = *offset < buf.total_written();
@@ -603,6 +627,9 @@ impl Control {
                 follow,
                 tail,
                 previous,
+                timestamps,
+                since_seconds,
+                since_time,
             } => match find_slot(view, &pod, container.as_deref()) {
                 Err(e) => Err((ErrorKind::NotFound, e)),
                 Ok(key) => {
@@ -622,7 +649,19 @@ impl Control {
                             ),
                         )));
                     }
-                    self.start_logs(conn, id, key, slot, tail, previous, follow);
+                    let since = match (since_seconds, since_time.as_deref()) {
+                        (Some(n), _) => Some(LogsSince::Seconds(n)),
+                        (None, Some(t)) => RequestCmd::since_time_nanos(t).map(LogsSince::Time),
+                        (None, None) => None,
+                    };
+                    let want = LogsWanted {
+                        tail,
+                        previous,
+                        follow,
+                        timestamps,
+                        since,
+                    };
+                    self.start_logs(conn, id, key, slot, &want);
                     return Answer::Sent;
                 }
             },
@@ -659,11 +698,29 @@ impl Control {
         id: &RequestId,
         key: ContainerKey,
         slot: &ContainerRuntime,
-        tail: Option<usize>,
-        previous: bool,
-        follow: bool,
+        want: &LogsWanted,
     ) {
-        let (start, end) = slot.log.buffer.tail_range(tail, previous);
+        let LogsWanted {
+            tail,
+            previous,
+            follow,
+            timestamps,
+            since,
+        } = *want;
+        let buffer = &slot.log.buffer;
+        let (mut start, end) = buffer.tail_range(tail, previous);
+        // kubelet `kuberuntime_logs.go` ReadLogs: `since` and `tail` together keep the last
+        // lines of those since then.
+        if let Some(since) = since {
+            let from = match since {
+                LogsSince::Seconds(n) => {
+                    let back = i64::try_from(n).unwrap_or(i64::MAX);
+                    logs::unix_nanos_now().saturating_sub(back.saturating_mul(1_000_000_000))
+                }
+                LogsSince::Time(t) => t,
+            };
+            start = start.max(buffer.since_offset(from, previous));
+        }
         let registry = &*self.registry;
         if follow {
             self.server.start_stream(conn, None);
@@ -678,6 +735,7 @@ impl Control {
                 offset: start,
                 carry: Vec::new(),
                 at_line_start: true,
+                stamps: timestamps,
             };
             self.jobs.insert(conn, job);
             return;
@@ -693,6 +751,8 @@ impl Control {
             end,
             skipped: 0,
             carry: Vec::new(),
+            stamps: timestamps,
+            at_line_start: true,
         };
         self.jobs.insert(conn, job);
     }
@@ -705,6 +765,25 @@ impl Control {
         };
         self.server.send(&self.registry, conn, &line);
     }
+}
+
+/// Where `logs` begins in time (the request's `since_seconds` or `since_time`).
+#[derive(Debug, Clone, Copy)]
+enum LogsSince {
+    /// The last N seconds, by the supervisor's clock.
+    Seconds(u64),
+    /// From this Unix time, in nanoseconds.
+    Time(i64),
+}
+
+/// What a `logs` request asks for beyond its target.
+#[derive(Debug, Clone, Copy)]
+struct LogsWanted {
+    tail: Option<usize>,
+    previous: bool,
+    follow: bool,
+    timestamps: bool,
+    since: Option<LogsSince>,
 }
 
 /// A reply's value, or its error kind and message.
