@@ -37,6 +37,11 @@ pub struct SupervisorSpec {
     pub log_max_file_bytes: u64,
     /// Rotated files kept (`.1` … `.N`).
     pub log_max_files: u32,
+    /// Each line in a `log_dir` file is prefixed with when it was read.
+    pub log_timestamps: bool,
+    /// A pod whose limits need a cgroup controller the host lacks is refused on its own (with
+    /// an event and status) instead of refusing the whole start (`--allow-missing-controllers`).
+    pub allow_missing_controllers: bool,
     /// Per-container in-memory ring buffer size (bytes).
     pub log_buffer_bytes: usize,
     /// Forward container output to vigil's stdout as `pod/container | line`.
@@ -70,6 +75,8 @@ impl Default for SupervisorSpec {
             log_dir: None,
             log_max_file_bytes: 10 * 1024 * 1024,
             log_max_files: 3,
+            log_timestamps: true,
+            allow_missing_controllers: false,
             log_buffer_bytes: 1024 * 1024,
             log_forward: true,
             log_forward_to: ForwardTo::Auto,

@@ -67,6 +67,10 @@ pub struct LogFile {
     size: u64,
     /// The last byte written ended a line (a marker then starts on its own line).
     at_line_start: bool,
+    /// `log_timestamps`: each line of container output is prefixed with when it was read.
+    timestamps: bool,
+    /// The container's next byte begins one of its lines (what gets a stamp).
+    output_line_start: bool,
     gap: Option<Gap>,
 }
 
@@ -101,6 +105,8 @@ impl LogFile {
             file: None,
             size: 0,
             at_line_start: true,
+            timestamps: false,
+            output_line_start: true,
             gap: None,
         };
         f.reopen()?;
@@ -115,6 +121,49 @@ impl LogFile {
     pub fn set_limits(&mut self, max_bytes: u64, max_files: u32) {
         self.max_bytes = max_bytes.max(1);
         self.max_files = max_files;
+    }
+
+    /// `log_timestamps`: stamp each line of container output from the next write on.
+    pub fn set_timestamps(&mut self, on: bool) {
+        self.timestamps = on;
+    }
+
+    /// Container output read at `unix_nanos`: with `log_timestamps`, each line that begins in
+    /// `data` is prefixed with that time (RFC 3339, nanoseconds, UTC) and a space, as
+    /// `vigil logs --timestamps` prints it; otherwise written as is ([`LogFile::write`]).
+    pub fn write_output(&mut self, data: &[u8], unix_nanos: i64) -> bool {
+        if !self.timestamps || data.is_empty() {
+            return self.write(data);
+        }
+        let mut prefix = super::rfc3339_nano(unix_nanos).into_bytes();
+        prefix.push(b' ');
+        let mut out = Vec::with_capacity(data.len() + prefix.len() * 4);
+        let mut rest = data;
+        while !rest.is_empty() {
+            if self.output_line_start {
+                out.extend_from_slice(&prefix);
+            }
+            let line = match rest.iter().position(|&b| b == b'\n') {
+                Some(i) => i + 1,
+                None => rest.len(),
+            };
+            out.extend_from_slice(&rest[..line]);
+            self.output_line_start = rest[line - 1] == b'\n';
+            rest = &rest[line..];
+        }
+        self.write(&out)
+    }
+
+    /// A new run of the container begins: the line `--- run N started at TIME ---` (on a line
+    /// of its own), so runs appended to one file can be told apart.
+    pub fn mark_run(&mut self, run: u64, unix_nanos: i64) -> bool {
+        let mut line = String::new();
+        if !self.at_line_start {
+            line.push('\n');
+        }
+        line.push_str(&run_marker(run, unix_nanos));
+        self.output_line_start = true;
+        self.write(line.as_bytes())
     }
 
     /// Writes go to `file` from now on (tests: `/dev/full` for ENOSPC).
@@ -410,6 +459,14 @@ impl LogFile {
             }
         }
     }
+}
+
+/// The line written into a log file where a run of the container begins.
+pub fn run_marker(run: u64, unix_nanos: i64) -> String {
+    format!(
+        "--- run {run} started at {} ---\n",
+        super::rfc3339_nano(unix_nanos)
+    )
 }
 
 /// The marker line written where output is missing from a log file.

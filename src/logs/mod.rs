@@ -73,7 +73,10 @@ impl ContainerLog {
                 sup.log_max_file_bytes,
                 sup.log_max_files,
             ) {
-                Ok(f) => (Some(f), None),
+                Ok(mut f) => {
+                    f.set_timestamps(sup.log_timestamps);
+                    (Some(f), None)
+                }
                 Err(e) => (None, Some(e)),
             },
             None => (None, None),
@@ -93,9 +96,10 @@ impl ContainerLog {
 
     /// Records one chunk read from the container's output pipe.
     pub fn ingest(&mut self, chunk: &[u8], forwarder: Option<&mut Forwarder>) {
-        self.buffer.push_at(chunk, unix_nanos_now());
+        let now = unix_nanos_now();
+        self.buffer.push_at(chunk, now);
         if let Some(f) = &mut self.file {
-            f.write(chunk);
+            f.write_output(chunk, now);
         }
         if let Some(fw) = forwarder {
             fw.push(&self.source, chunk);
@@ -112,6 +116,9 @@ impl ContainerLog {
     /// A new run of the container starts: the current output becomes `--previous`.
     pub fn new_run(&mut self) {
         self.buffer.new_run();
+        if let Some(f) = &mut self.file {
+            f.mark_run(self.buffer.runs(), unix_nanos_now());
+        }
     }
 
     /// A reload changed `[supervisor]`: the ring's size applies from the next run on, the
@@ -120,6 +127,7 @@ impl ContainerLog {
         self.buffer.set_capacity_next_run(sup.log_buffer_bytes);
         if let Some(f) = &mut self.file {
             f.set_limits(sup.log_max_file_bytes, sup.log_max_files);
+            f.set_timestamps(sup.log_timestamps);
         }
     }
 }

@@ -484,6 +484,7 @@ fn container_log_feeds_buffer_file_and_forwarder() {
     let sup = crate::config::spec::SupervisorSpec {
         log_dir: Some(dir.path().to_path_buf()),
         log_buffer_bytes: 1024,
+        log_timestamps: false,
         ..Default::default()
     };
     let (mut log, err) = ContainerLog::new("web", "app", &sup);
@@ -677,4 +678,57 @@ fn stamps_are_coalesced_never_go_back_and_stay_bounded() {
     assert!(distinct.len() <= 20, "{}", distinct.len());
     // The newest line keeps its own time.
     assert_eq!(b.stamp_at(b.total_written() - 1), Some(10_099 * S));
+}
+
+#[test]
+fn log_file_lines_carry_their_time_and_runs_are_marked() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut f = LogFile::open(dir.path(), "web", "app", 1 << 20, 2).expect("open");
+    f.set_timestamps(true);
+    let base = dir.path().join("web").join("app.log");
+    assert!(f.mark_run(1, 10 * S));
+    assert!(f.write_output(b"one\ntw", 11 * S));
+    // The line that began in the last chunk keeps that chunk's time.
+    assert!(f.write_output(b"o\nthree\n", 12 * S + 5));
+    // A run that ends mid-line: the next run's marker starts on a line of its own.
+    assert!(f.write_output(b"cut", 13 * S));
+    assert!(f.mark_run(2, 14 * S));
+    assert!(f.write_output(b"again\n", 15 * S));
+    assert_eq!(
+        String::from_utf8(read(&base)).unwrap(),
+        "--- run 1 started at 1970-01-01T00:00:10Z ---\n\
+         1970-01-01T00:00:11Z one\n\
+         1970-01-01T00:00:11Z two\n\
+         1970-01-01T00:00:12.000000005Z three\n\
+         1970-01-01T00:00:13Z cut\n\
+         --- run 2 started at 1970-01-01T00:00:14Z ---\n\
+         1970-01-01T00:00:15Z again\n"
+    );
+    // Without log_timestamps the output is written as read; the markers stay.
+    f.set_timestamps(false);
+    assert!(f.write_output(b"plain\n", 16 * S));
+    assert!(read(&base).ends_with(b"\nplain\n"));
+}
+
+#[test]
+fn container_log_marks_each_run_in_its_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let sup = crate::config::spec::SupervisorSpec {
+        log_dir: Some(dir.path().to_path_buf()),
+        log_timestamps: false,
+        ..Default::default()
+    };
+    let (mut log, err) = ContainerLog::new("web", "app", &sup);
+    assert!(err.is_none());
+    log.new_run();
+    log.ingest(b"first\n", None);
+    log.new_run();
+    log.ingest(b"second\n", None);
+    let text = String::from_utf8(read(&dir.path().join("web/app.log"))).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 4, "{text}");
+    assert!(lines[0].starts_with("--- run 1 started at ") && lines[0].ends_with("Z ---"));
+    assert_eq!(lines[1], "first");
+    assert!(lines[2].starts_with("--- run 2 started at "));
+    assert_eq!(lines[3], "second");
 }

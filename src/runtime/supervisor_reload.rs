@@ -10,10 +10,11 @@
 //! `client_idle_timeout_seconds`, `client_fd_percent` (new connections, the next sweep),
 //! `shutdown_timeout_seconds` (the core reads it at the next shutdown), `log_buffer_bytes`
 //! (each container's next run), `log_max_file_bytes` and `log_max_files` (the next write),
-//! `log_forward` (forwarding starts or stops), `oom_score_adj` to a number (written at once),
+//! `log_timestamps` (the next write), `log_forward` (forwarding starts or stops), `oom_score_adj` to a number (written at once),
 //! `on_restart` (only read when vigil starts: kept for the next start).
 //! Restart: `socket` (clients and units know the old path), `cgroup_root` and `cgroup_name`
-//! (running containers live in the old tree), `log_dir` (open files of running containers
+//! (running containers live in the old tree), `allow_missing_controllers` (decided at start),
+//! `log_dir` (open files of running containers
 //! stay where they are), `oom_score_adj` back to `"inherit"`.
 //!
 //! Must not: do I/O. Pure over two validated specs.
@@ -115,6 +116,16 @@ pub fn plan(old: &SupervisorSpec, new: &SupervisorSpec) -> Result<Plan, RestartN
         true,
     );
     key(old.log_forward != new.log_forward, "log_forward", true);
+    key(
+        old.log_timestamps != new.log_timestamps,
+        "log_timestamps",
+        true,
+    );
+    key(
+        old.allow_missing_controllers != new.allow_missing_controllers,
+        "allow_missing_controllers",
+        false,
+    );
     key(
         old.log_forward_to != new.log_forward_to,
         "log_forward_to",

@@ -596,3 +596,49 @@ command = ["sh", "-c", "echo early; while [ ! -e {} ]; do sleep 0.05; done; echo
         "{r}"
     );
 }
+
+/// Files under `log_dir`: a time on each line (`log_timestamps`, on by default) and a marker
+/// line where each run begins.
+#[test]
+fn log_dir_files_stamp_lines_and_mark_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let socket = dir.path().join("vigil.sock");
+    let config = dir.path().join("vigil.toml");
+    let logs = dir.path().join("logs");
+    let header = supervisor_header(&socket).replace(
+        "[supervisor]\n",
+        &format!("[supervisor]\nlog_dir = \"{}\"\n", logs.display()),
+    );
+    std::fs::write(
+        &config,
+        format!(
+            r#"{header}
+[pods.twice]
+restart_policy = "OnFailure"
+backoff = {{ initial_seconds = 0.1 }}
+max_restarts = 1
+[[pods.twice.containers]]
+name = "c"
+command = ["sh", "-c", "echo hello; exit 1"]
+"#
+        ),
+    )
+    .expect("write config");
+    let v = Vigil::start_with(dir, socket, config);
+    v.wait_for(T, "two runs", |v| {
+        state_reason(&v.container("twice", "c")) == "RestartLimitExceeded"
+    });
+    let text = std::fs::read_to_string(logs.join("twice/c.log")).expect("log file");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 4, "{text}");
+    for (i, run) in [(0, 1), (2, 2)] {
+        let rest = lines[i]
+            .strip_prefix(&format!("--- run {run} started at "))
+            .and_then(|r| r.strip_suffix(" ---"))
+            .unwrap_or_else(|| panic!("{text}"));
+        let _: jiff::Timestamp = rest.parse().expect("RFC 3339");
+        let (time, line) = lines[i + 1].split_once(' ').expect("stamped");
+        assert_eq!(line, "hello");
+        let _: jiff::Timestamp = time.parse().expect("RFC 3339");
+    }
+}

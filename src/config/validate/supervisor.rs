@@ -105,6 +105,12 @@ impl Checker<'_> {
         if let Some(v) = &s.log_forward {
             spec.log_forward = *v.get_ref();
         }
+        if let Some(v) = &s.log_timestamps {
+            spec.log_timestamps = *v.get_ref();
+        }
+        if let Some(v) = &s.allow_missing_controllers {
+            spec.allow_missing_controllers = *v.get_ref();
+        }
         if let Some(v) = &s.log_forward_to {
             match v.get_ref().as_str() {
                 "auto" => spec.log_forward_to = ForwardTo::Auto,
