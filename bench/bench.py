@@ -1369,7 +1369,7 @@ def main():
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--with-horust", action="store_true")
     ap.add_argument("--tools", help="comma list (default: all installed)")
-    ap.add_argument("--only", help="comma list of idle,restart,status,vigil (probes: only the vigil probe workload; hostile, upgrade: vigil alone
+    ap.add_argument("--only", help="comma list of idle,restart,status,vigil (probes: only the vigil probe workload; hostile, upgrade: vigil alone; logs: only its log throughput)")
     ap.add_argument("--upgrade-sizes", type=lambda v: [int(x) for x in v.split(",")], default=[10, 200, 1000],
                     help="container counts of the upgrade workload")
     ap.add_argument("--no-cgroups", action="store_true", help="run vigil with cgroup_root = none")

@@ -137,6 +137,10 @@ pub enum Cmd {
         /// [supervisor] table and pods too.
         #[arg(short = 'f', long = "file")]
         file: Option<PathBuf>,
+        /// On a host whose cgroup2 lacks a controller some pod's limits need, refuse only
+        /// those pods and start the others (as [supervisor] allow_missing_controllers = true).
+        #[arg(long)]
+        allow_missing_controllers: bool,
     },
     /// Convert between a vigil config and Kubernetes manifests.
     Convert(crate::convert::ConvertArgs),
@@ -276,7 +280,7 @@ pub fn main() -> i32 {
             a.starts_with('-') || Cli::command().find_subcommand(a).is_some()
         });
         if !known {
-            return crate::runtime::run_main(None);
+            return crate::runtime::run_main(None, false);
         }
     }
     // docs/interface.md §1.3: bad usage exits 1 (2 means "cannot reach the supervisor").
@@ -291,8 +295,16 @@ pub fn main() -> i32 {
         Cmd::Run {
             config,
             file: Some(manifest),
-        } => crate::runtime::run_source(crate::config::ConfigSource::Manifest { manifest, config }),
-        Cmd::Run { config, file: None } => crate::runtime::run_main(config),
+            allow_missing_controllers,
+        } => crate::runtime::run_source(
+            crate::config::ConfigSource::Manifest { manifest, config },
+            allow_missing_controllers,
+        ),
+        Cmd::Run {
+            config,
+            file: None,
+            allow_missing_controllers,
+        } => crate::runtime::run_main(config, allow_missing_controllers),
         Cmd::Convert(args) => crate::convert::main(args),
         Cmd::Check { config } => crate::host::check_main(config),
         Cmd::Completions { shell } => {

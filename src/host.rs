@@ -48,6 +48,16 @@ pub fn needed_controllers(config: &Config) -> Controllers {
         })
 }
 
+/// The controllers the limits of one pod need (init containers included).
+pub fn pod_controllers(pod: &crate::config::spec::PodSpec) -> Controllers {
+    pod.init_containers
+        .iter()
+        .chain(pod.containers.iter())
+        .fold(Controllers::NONE, |acc, c| {
+            acc | Controllers::from_limits(&(&c.resources).into())
+        })
+}
+
 /// Whether this host can give `config` what its limits need, without changing anything
 /// ([`Manager::preflight`]).
 pub fn preflight(config: &Config) -> Result<(), CgroupError> {

@@ -1426,11 +1426,17 @@ pub(super) struct Pod {
     /// An operator `start` found the pod at rest with its dependencies unmet: it resumes at
     /// its stage (see [`Pod::resume`]) once they are met, and shows `WaitingForDependencies`
     /// until then.
+    #[serde(default)]
     pub awaiting: bool,
     /// An operator `restart` of the whole pod: once nothing runs, the pod starts over as a new
     /// pod would — waiting for its dependencies, then its init containers
     /// ([`Pod::reset_for_restart`]).
+    #[serde(default)]
     pub restart_pending: bool,
+    /// Refused at start (limits this host cannot give, `--allow-missing-controllers`): never
+    /// runs, `Failed`; why.
+    #[serde(default)]
+    pub refused: Option<String>,
     pub next: Next,
     pub shutdown_initiated: bool,
     pub conditions: Vec<Condition>,
@@ -1495,6 +1501,7 @@ impl Pod {
             held: false,
             awaiting: false,
             restart_pending: false,
+            refused: None,
             next: Next::Keep,
             shutdown_initiated: false,
             sidecar_stop: None,
@@ -1528,6 +1535,32 @@ impl Pod {
     /// Leave `Waiting`: first init container, or all regular containers.
     pub(super) fn begin(&mut self, out: &mut Out) {
         self.advance_to(0, out);
+    }
+
+    /// Refuse the pod before it began: every container terminates with `StartError` and `why`
+    /// (a Warning `FailedCreatePodContainer` event each), and the pod is `Failed` for good.
+    pub(super) fn refuse(&mut self, why: &str, out: &mut Out) {
+        self.refused = Some(why.to_string());
+        self.held = true;
+        let name = self.spec.name.clone();
+        for s in self.init.iter_mut().chain(self.main.iter_mut()) {
+            let container = s.name().to_string();
+            out.event(
+                EventType::Warning,
+                "FailedCreatePodContainer",
+                &name,
+                &container,
+                format!("unable to give pod {name} its limits: {why}"),
+            );
+            s.state = SlotState::Done(Terminated {
+                exit_code: 128,
+                signal: None,
+                reason: TerminationReason::StartError,
+                message: why.to_string(),
+                started_at: None,
+                finished_at: out.now,
+            });
+        }
     }
 
     /// Nothing runs, is being created or waits in back-off: what an operator `start` of the
@@ -1810,6 +1843,7 @@ impl Pod {
 
     pub(super) fn phase(&self) -> Phase {
         match self.stage {
+            Stage::Waiting if self.refused.is_some() => Phase::Failed,
             Stage::Waiting => Phase::Pending,
             // An init container that will not run again (failed under Never, or was
             // stopped) means the pod cannot proceed.

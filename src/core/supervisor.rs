@@ -95,6 +95,14 @@ enum Op {
 impl Supervisor {
     /// A supervisor for `config`, starting its pods at `now` (actions queue up).
     pub fn new(config: &Config, now: Time) -> Self {
+        Self::new_refusing(config, now, &[])
+    }
+
+    /// [`Supervisor::new`] with some pods refused at start, each with why (`--allow-missing-
+    /// controllers`: limits this host cannot give): they never start and are `Failed`, with a
+    /// Warning `FailedCreatePodContainer` event per container (kubelet `kubelet.go` SyncPod,
+    /// when the pod's cgroup cannot be made); the others start as usual.
+    pub fn new_refusing(config: &Config, now: Time, refused: &[(String, String)]) -> Self {
         let mut sup = Supervisor {
             pods: Vec::new(),
             actions: VecDeque::new(),
@@ -111,6 +119,12 @@ impl Supervisor {
         for spec in &config.pods {
             let pod = Pod::new(spec.clone(), now, &mut sup.next_key);
             sup.pods.push(pod);
+        }
+        for (name, why) in refused {
+            let (pods, mut out) = sup.split(now);
+            if let Some(pod) = pods.iter_mut().find(|p| p.name() == name) {
+                pod.refuse(why, &mut out);
+            }
         }
         sup.reindex();
         sup.refresh(now);
@@ -530,6 +544,13 @@ impl Supervisor {
             return Err(not_found(format!("pod {pod_name:?} not found")));
         };
         let unmet = self.unmet_dependencies(&self.pods[p]);
+        if op != Op::Stop
+            && let Some(why) = &self.pods[p].refused
+        {
+            return Err(invalid(format!(
+                "pod {pod_name} was refused at start and cannot run: {why}"
+            )));
+        }
         let (pods, mut out) = self.split(now);
         let pod = &mut pods[p];
         let request = |then_start| StopCause::Request {

@@ -358,6 +358,11 @@ pub struct RingMeta {
     pub dropped: u64,
     pub partial_first: bool,
     pub previous_partial_first: bool,
+    /// When the held bytes were read (`--timestamps`, `--since`), oldest first.
+    #[serde(default)]
+    pub stamps: Vec<(u64, i64)>,
+    #[serde(default)]
+    pub previous_stamps: Vec<(u64, i64)>,
 }
 
 impl LogBuffer {
@@ -374,6 +379,8 @@ impl LogBuffer {
             dropped: self.dropped,
             partial_first: self.partial_first,
             previous_partial_first: self.previous_partial_first,
+            stamps: self.stamps.iter().copied().collect(),
+            previous_stamps: self.previous_stamps.iter().copied().collect(),
         };
         (meta, self.current.as_slices(), &self.previous)
     }
@@ -399,6 +406,8 @@ impl LogBuffer {
             dropped: meta.dropped,
             partial_first: meta.partial_first,
             previous_partial_first: meta.previous_partial_first,
+            stamps: meta.stamps.into(),
+            previous_stamps: meta.previous_stamps.into(),
         })
     }
 }

@@ -26,12 +26,16 @@ use log::error;
 pub use pid1::is_pid1;
 
 /// `vigil run`: load the config, supervise until shutdown, return the exit code.
-pub fn run_main(config: Option<PathBuf>) -> i32 {
-    run_source(crate::config::resolve_path(config))
+/// `allow_missing_controllers` is `--allow-missing-controllers` (it turns the config key on).
+pub fn run_main(config: Option<PathBuf>, allow_missing_controllers: bool) -> i32 {
+    run_source(
+        crate::config::resolve_path(config),
+        allow_missing_controllers,
+    )
 }
 
 /// `vigil run` on a resolved config source (`run -f MANIFEST` passes a manifest source).
-pub fn run_source(source: crate::config::ConfigSource) -> i32 {
+pub fn run_source(source: crate::config::ConfigSource, allow_missing_controllers: bool) -> i32 {
     init_logger();
     let pid1 = pid1::is_pid1();
     if pid1 {
@@ -45,13 +49,16 @@ pub fn run_source(source: crate::config::ConfigSource) -> i32 {
             }
             1
         }
-        Ok(config) => match shell::Shell::new(config, source) {
-            Ok(shell) => shell.run(),
-            Err(e) => {
-                error!("cannot start: {e}");
-                1
+        Ok(mut config) => {
+            config.supervisor.allow_missing_controllers |= allow_missing_controllers;
+            match shell::Shell::new(config, source) {
+                Ok(shell) => shell.run(),
+                Err(e) => {
+                    error!("cannot start: {e}");
+                    1
+                }
             }
-        },
+        }
     };
     if pid1 {
         finish_as_pid1(code);

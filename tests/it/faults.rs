@@ -533,3 +533,82 @@ fn a_cgroup_without_memory_cpu_pids_controllers_is_said_at_start() {
     assert_eq!(said, none, "controllers here: {available:?}\n{}", v.log());
     assert_eq!(v.shutdown(), 0);
 }
+
+#[test]
+#[ignore = "needs root and cgroup v2"]
+fn a_pod_with_limits_the_host_cannot_give_is_refused_alone_when_allowed() {
+    // Outcome (issue 14.10): on a host whose cgroup2 lacks the memory controller (hybrid), a
+    // pod with `memory_max` stops the whole start, naming the pod and the switch; with
+    // `allow_missing_controllers` only that pod is refused (Failed, StartError, a Warning
+    // event) and the other runs. Where the controller exists, both run either way.
+    let cg = ScratchCgroup::new();
+    let available = std::fs::read_to_string(cg.path.join("cgroup.controllers")).unwrap_or_default();
+    let has_memory = available.split_whitespace().any(|c| c == "memory");
+    let pods = "[pods.big]\n[[pods.big.containers]]\nname = \"c\"\ncommand = [\"sleep\", \"60\"]\n\
+                resources = { memory_max = \"100Mi\" }\n\
+                [pods.small]\n[[pods.small.containers]]\nname = \"c\"\ncommand = [\"sleep\", \"60\"]\n";
+    if !has_memory {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = dir.path().join("vigil.toml");
+        let header = supervisor_header(&dir.path().join("s.sock")).replace(
+            "cgroup_root = \"none\"",
+            &format!("cgroup_root = \"{}\"", cg.path.display()),
+        );
+        std::fs::write(&config, format!("{header}{pods}")).expect("write config");
+        let out = std::process::Command::new(crate::common::BIN)
+            .args(["run", "-c"])
+            .arg(&config)
+            .output()
+            .expect("run vigil");
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("cannot start: pod big: memory controller not available")
+                && err.contains("--allow-missing-controllers"),
+            "{err}"
+        );
+    }
+    let v = {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let socket = dir.path().join("vigil.sock");
+        let config = dir.path().join("vigil.toml");
+        let header = supervisor_header(&socket)
+            .replace(
+                "cgroup_root = \"none\"",
+                &format!("cgroup_root = \"{}\"", cg.path.display()),
+            )
+            .replace(
+                "[supervisor]\n",
+                "[supervisor]\nallow_missing_controllers = true\n",
+            );
+        std::fs::write(&config, format!("{header}{pods}")).expect("write config");
+        Vigil::start_with(dir, socket, config)
+    };
+    v.wait_for(T, "small running", |v| {
+        state_reason(&v.container("small", "c")) == "Running"
+    });
+    if has_memory {
+        v.wait_for(T, "big running", |v| {
+            state_reason(&v.container("big", "c")) == "Running"
+        });
+    } else {
+        let big = v.pod("big");
+        assert_eq!(big["phase"], "Failed", "{big}");
+        let c = v.container("big", "c");
+        assert_eq!(state_reason(&c), "StartError", "{c}");
+        assert!(
+            c["state"]["terminated"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("memory controller not available")),
+            "{c}"
+        );
+        let events = v.request(r#"{"cmd":"events"}"#);
+        assert!(
+            events.to_string().contains("FailedCreatePodContainer"),
+            "{events}"
+        );
+        let r = v.request(r#"{"cmd":"start","pod":"big"}"#);
+        assert_eq!(r["error"]["kind"], "bad_argument", "{r}");
+    }
+    assert_eq!(v.shutdown(), 0);
+}

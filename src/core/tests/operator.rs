@@ -278,3 +278,47 @@ fn shutdown_during_a_pod_restart_exits_without_starting_it_over() {
     assert!(!acts.iter().any(|a| matches!(a, Action::Spawn { .. })));
     assert_eq!(exit_code(&acts), Some(0));
 }
+
+#[test]
+fn a_pod_refused_at_start_fails_alone_and_cannot_be_started() {
+    let mut big = pod("big", vec![container("c")]);
+    big.init_containers = vec![with_policy(container("init"), RestartPolicy::OnFailure)];
+    let mut after = pod("after", vec![container("c")]);
+    after.depends_on = vec![Dependency {
+        pod: "big".to_string(),
+        condition: DependencyCondition::Started,
+    }];
+    let cfg = config(vec![big, pod("small", vec![container("c")]), after]);
+    let mut h = Harness::new(cfg.clone());
+    let why = "memory controller not available in cgroup2 at /sys/fs/cgroup/unified";
+    h.sup = Supervisor::new_refusing(&cfg, h.now, &[("big".to_string(), why.to_string())]);
+    h.pending.clear();
+    let acts = h.take();
+    assert!(has_spawn(&acts, h.key("small", "c")), "the others start");
+    assert!(!has_spawn(&acts, h.key("big", "c")) && !has_spawn(&acts, h.key("big", "init")));
+    assert_eq!(h.phase("big"), Phase::Failed);
+    for c in ["init", "c"] {
+        let t = h.terminated("big", c).expect("terminated");
+        assert_eq!(t.reason, TerminationReason::StartError);
+        assert_eq!(t.message, why);
+    }
+    let ev = h.event("FailedCreatePodContainer").expect("event");
+    assert_eq!(ev.kind, EventType::Warning);
+    assert!(ev.message.contains(why), "{}", ev.message);
+    // A dependent waits, named as such.
+    assert_eq!(
+        h.waiting("after", "c").unwrap().0,
+        WaitingReason::WaitingForDependencies
+    );
+    for cmd in [
+        start("big"),
+        restart("big", None),
+        restart("big", Some("c")),
+    ] {
+        let e = h.cmd(cmd).unwrap_err();
+        assert_eq!(e.kind, CommandErrorKind::NotApplicable);
+        assert!(e.message.contains("refused at start"), "{}", e.message);
+    }
+    assert_eq!(h.cmd(stop("big")).unwrap(), "pod big is already stopped");
+    assert!(!h.take().iter().any(|a| matches!(a, Action::Spawn { .. })));
+}

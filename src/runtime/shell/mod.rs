@@ -81,6 +81,17 @@ pub enum StartError {
     Harden(#[from] super::harden::HardenError),
     #[error("containers set resource limits but vigil runs without cgroups")]
     NoCgroupsForLimits,
+    /// A limit needs a controller this host's cgroup2 lacks (issue 14.10).
+    #[error(
+        "{pods}: {source}; no pod was started (`vigil run --allow-missing-controllers`, or \
+         [supervisor] allow_missing_controllers = true, refuses only those pods and starts the \
+         others)"
+    )]
+    ControllersMissing {
+        /// `pod big needs memory`, for each pod concerned.
+        pods: String,
+        source: crate::cgroup::CgroupError,
+    },
     #[error("socket_group \"{0}\" is not a known group name or gid")]
     UnknownSocketGroup(String),
 }
@@ -108,6 +119,8 @@ pub struct Shell {
     /// The state file of what vigil runs (`statefile`): main processes for adoption after a
     /// crash and, without cgroups, every process to kill.
     tracker: super::statefile::Tracker,
+    /// Pods refused at start for limits this host cannot give (`allow_missing_controllers`).
+    refused_at_start: Vec<String>,
     /// Runs adopted from an earlier vigil (`adopt`): their pidfds.
     adopted: Adopted,
     stop_signals: u32,
@@ -181,7 +194,7 @@ impl Shell {
         }
         let registry = Rc::new(poll.registry().try_clone().map_err(StartError::Poll)?);
         protect_self(&config);
-        let cgroups = setup_cgroups(&config, &host)?;
+        let (cgroups, refused) = setup_cgroups(&config, &host)?;
         let (control, core) = match resumed {
             None => (
                 Control::bind(&config, &socket_path, Rc::clone(&registry))?,
@@ -200,7 +213,7 @@ impl Shell {
 
         let now = Instant::now();
         let fresh = core.is_none();
-        let core = core.unwrap_or_else(|| Supervisor::new(&config, now));
+        let core = core.unwrap_or_else(|| Supervisor::new_refusing(&config, now, &refused));
         let mut shell = Shell {
             poll,
             signals,
@@ -220,6 +233,7 @@ impl Shell {
             adopted: Adopted::new(Rc::clone(&registry)),
             registry,
             tracker,
+            refused_at_start: refused.iter().map(|(p, _)| p.clone()).collect(),
             stop_signals: 0,
             exit_code: None,
             panics: 0,
@@ -507,7 +521,7 @@ impl Shell {
                     // not fail in apply_supervisor after the pods were reloaded.
                     Err(ReloadError::InvalidConfig(e.to_string()))
                 } else if let Some(m) = &self.cgroups
-                    && let Err(e) = m.check_controllers(needed_controllers(&new))
+                    && let Err(e) = m.check_controllers(self.reload_needs(&new))
                 {
                     Err(ReloadError::InvalidConfig(e.to_string()))
                 } else if let Some(e) = self.limits_without_cgroups(&new) {
@@ -655,9 +669,12 @@ fn protect_self(config: &Config) {
     }
 }
 
-/// vigil's cgroup subtree, or none (then limits are refused: they could not be enforced).
-fn setup_cgroups(config: &Config, host: &HostCheck) -> Result<Option<Manager>, StartError> {
+/// vigil's cgroup subtree, or none (then limits are refused: they could not be enforced); and
+/// the pods refused for limits this host cannot give, each with why, when
+/// `allow_missing_controllers` lets the others start.
+fn setup_cgroups(config: &Config, host: &HostCheck) -> Result<CgroupSetup, StartError> {
     let needs = needed_controllers(config);
+    let mut refused = Vec::new();
     let cgroups = Manager::setup(
         &(&config.supervisor.cgroup_root).into(),
         &config.supervisor.cgroup_name,
@@ -668,11 +685,31 @@ fn setup_cgroups(config: &Config, host: &HostCheck) -> Result<Option<Manager>, S
         // A limit whose controller is missing is an error at start, naming the controller,
         // the hierarchy path and what is available.
         if let Err(e) = m.check_controllers(needs) {
-            // Leave nothing behind: undo the delegation dance before refusing to start.
-            if let Err(t) = m.teardown() {
-                warn!("{t}");
+            let lacking: Vec<(String, crate::cgroup::CgroupError)> = config
+                .pods
+                .iter()
+                .filter_map(|p| {
+                    let e = m.check_controllers(crate::host::pod_controllers(p)).err()?;
+                    Some((p.name.clone(), e))
+                })
+                .collect();
+            if config.supervisor.allow_missing_controllers {
+                for (pod, why) in &lacking {
+                    warn!("{pod}: refused, the others start (allow_missing_controllers): {why}");
+                    refused.push((pod.clone(), why.to_string()));
+                }
+            } else {
+                // Leave nothing behind: undo the delegation dance before refusing to start.
+                if let Err(t) = m.teardown() {
+                    warn!("{t}");
+                }
+                let pods = lacking
+                    .iter()
+                    .map(|(p, _)| format!("pod {p}"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                return Err(StartError::ControllersMissing { pods, source: e });
             }
-            return Err(e.into());
         }
         info!("cgroups: containers go under {}", m.root().display());
         let usable = Controllers::MEMORY | Controllers::CPU | Controllers::PIDS;
@@ -694,8 +731,11 @@ fn setup_cgroups(config: &Config, host: &HostCheck) -> Result<Option<Manager>, S
     } else if config.supervisor.cgroup_root != crate::config::spec::CgroupRoot::None {
         warn!("running without cgroups: containers are tracked by process group only");
     }
-    Ok(cgroups)
+    Ok((cgroups, refused))
 }
+
+/// What [`setup_cgroups`] gives: the subtree, and the pods refused with why.
+type CgroupSetup = (Option<Manager>, Vec<(String, String)>);
 
 /// Where container output (`log_forward`) and, with the journal, vigil's events go: the journal
 /// when `log_forward_to` says so ([`logs::journal::journal_wanted`]) and its socket takes a
@@ -723,6 +763,28 @@ fn forward_destination(config: &Config) -> Option<capture::Destination> {
             warn!("not forwarding container output: {e}");
             None
         }
+    }
+}
+
+impl Shell {
+    /// The controllers a reload to `new` needs: every pod's, except (with
+    /// `allow_missing_controllers`) those of pods refused at start that the reload leaves
+    /// unchanged — they stay refused. A new or changed pod whose limits need a missing
+    /// controller still refuses the reload.
+    fn reload_needs(&self, new: &Config) -> Controllers {
+        if !self.config.supervisor.allow_missing_controllers {
+            return needed_controllers(new);
+        }
+        new.pods
+            .iter()
+            .filter(|p| {
+                let kept = self.refused_at_start.contains(&p.name)
+                    && self.config.pods.iter().any(|old| old == *p);
+                !kept
+            })
+            .fold(Controllers::NONE, |acc, p| {
+                acc | crate::host::pod_controllers(p)
+            })
     }
 }
 
