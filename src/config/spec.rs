@@ -38,9 +38,11 @@ pub struct SupervisorSpec {
     /// Rotated files kept (`.1` … `.N`).
     pub log_max_files: u32,
     /// Each line in a `log_dir` file is prefixed with when it was read.
+    #[serde(default = "default_true")]
     pub log_timestamps: bool,
     /// A pod whose limits need a cgroup controller the host lacks is refused on its own (with
     /// an event and status) instead of refusing the whole start (`--allow-missing-controllers`).
+    #[serde(default)]
     pub allow_missing_controllers: bool,
     /// Per-container in-memory ring buffer size (bytes).
     pub log_buffer_bytes: usize,
@@ -60,6 +62,11 @@ pub struct SupervisorSpec {
     /// What a vigil started after another died without a clean shutdown does with the
     /// containers that one left running (docs/behaviour.md, "After a crash of vigil").
     pub on_restart: OnRestart,
+}
+
+/// For keys added after a state file format was fixed (`vigil upgrade` reads older ones).
+fn default_true() -> bool {
+    true
 }
 
 impl Default for SupervisorSpec {
