@@ -148,6 +148,10 @@ pub enum Cmd {
     Check {
         #[arg(short, long, env = "VIGIL_CONFIG")]
         config: Option<PathBuf>,
+        /// Check the file alone (for another machine): skip what depends on this host —
+        /// file trust, cgroups, env_file, tls.ca_file, probe host names.
+        #[arg(long)]
+        no_host: bool,
     },
     /// List pods like `kubectl get pods`.
     Status {
@@ -306,7 +310,7 @@ pub fn main() -> i32 {
             allow_missing_controllers,
         } => crate::runtime::run_main(config, allow_missing_controllers),
         Cmd::Convert(args) => crate::convert::main(args),
-        Cmd::Check { config } => crate::host::check_main(config),
+        Cmd::Check { config, no_host } => crate::host::check_main(config, !no_host),
         Cmd::Completions { shell } => {
             use clap::CommandFactory;
             let mut cmd = Cli::command();

@@ -121,17 +121,254 @@ fn plural(n: usize, word: &str) -> String {
     }
 }
 
+/// One problem `vigil check` found on this host (or a warning), located at `field` of the
+/// config file when that key is written there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostProblem {
+    /// The dotted key it concerns (`pods.web.containers[0].env_file`), or empty for the file.
+    pub field: String,
+    pub message: String,
+    /// Reported, but `run` would not refuse it.
+    pub warning: bool,
+    /// Depends on this host (`--no-host` skips it; said as `on this host:`).
+    pub host: bool,
+}
+
+impl HostProblem {
+    fn error(field: impl Into<String>, message: impl Into<String>) -> Self {
+        HostProblem {
+            field: field.into(),
+            message: message.into(),
+            warning: false,
+            host: true,
+        }
+    }
+}
+
+/// `parent.key` as config messages write it (a key that is not bare is quoted).
+fn key(parent: &str, key: &str) -> String {
+    let bare = !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    let key = if bare {
+        key.to_string()
+    } else {
+        format!("{key:?}")
+    };
+    if parent.is_empty() {
+        key
+    } else {
+        format!("{parent}.{key}")
+    }
+}
+
+/// What `vigil run` would refuse on this host, each problem once, in config order
+/// (docs/bad-input.md): as root, a config file (and every ancestor) others could change, a
+/// socket directory or `log_dir` others could write (`crate::trust`); a `cgroup_root` not on
+/// cgroup2, limits without cgroups, each pod whose limits need a missing controller; an
+/// `env_file` that cannot be read or is not trusted; a `tls.ca_file` that is not a readable PEM
+/// file of certificates. A probe or hook host that does not resolve is a warning: `run`
+/// accepts it (the kubelet too; the name may resolve later) and the probe fails until it does.
+pub fn host_problems(source: &crate::config::ConfigSource, config: &Config) -> Vec<HostProblem> {
+    let mut out = Vec::new();
+    if let Err(e) = crate::runtime::harden::check_config_source(source) {
+        out.push(HostProblem::error("", e.to_string()));
+    }
+    if nix::unistd::Uid::effective().is_root() {
+        let socket = config
+            .supervisor
+            .socket
+            .clone()
+            .unwrap_or_else(crate::control::default_socket_path);
+        if let Some(dir) = socket.parent().filter(|d| !d.as_os_str().is_empty())
+            && let Err(e) =
+                crate::trust::check("socket directory", dir, crate::trust::Target::PrivateDir)
+        {
+            out.push(HostProblem::error("supervisor.socket", e.to_string()));
+        }
+        if let Some(dir) = &config.supervisor.log_dir
+            && let Err(e) = crate::trust::check("log_dir", dir, crate::trust::Target::SharedDir)
+        {
+            out.push(HostProblem::error("supervisor.log_dir", e.to_string()));
+        }
+    }
+    cgroup_problems(config, &mut out);
+    for pod in &config.pods {
+        let p = key("pods", &pod.name);
+        let all = [
+            ("init_containers", &pod.init_containers),
+            ("containers", &pod.containers),
+        ];
+        for (list, containers) in all {
+            for (i, c) in containers.iter().enumerate() {
+                let at = format!("{}[{i}]", key(&p, list));
+                container_problems(c, &at, &mut out);
+            }
+        }
+    }
+    out
+}
+
+/// `cgroup_root` and limits: one line for the root or for cgroups as a whole, else one per
+/// pod whose limits need a controller this host lacks.
+fn cgroup_problems(config: &Config, out: &mut Vec<HostProblem>) {
+    let root = &config.supervisor.cgroup_root;
+    let Err(e) = preflight(config) else {
+        return;
+    };
+    if matches!(e, CgroupError::LimitsWithoutCgroups(_)) {
+        // A problem of the file, not of this host: `check_main` reports it either way.
+        return;
+    }
+    if matches!(e, CgroupError::ControllersMissing { .. }) {
+        for pod in &config.pods {
+            let needs = pod_controllers(pod);
+            if let Err(e) = Manager::preflight(&root.into(), needs) {
+                let at = pod
+                    .init_containers
+                    .iter()
+                    .map(|c| ("init_containers", c))
+                    .enumerate()
+                    .chain(pod.containers.iter().map(|c| ("containers", c)).enumerate())
+                    .find(|(_, (_, c))| {
+                        !Controllers::from_limits(&(&c.resources).into()).is_empty()
+                    })
+                    .map(|(i, (list, _))| {
+                        format!("{}[{i}].resources", key(&key("pods", &pod.name), list))
+                    })
+                    .unwrap_or_else(|| key("pods", &pod.name));
+                out.push(HostProblem::error(at, e.to_string()));
+            }
+        }
+        return;
+    }
+    out.push(HostProblem::error("supervisor.cgroup_root", e.to_string()));
+}
+
+fn container_problems(
+    c: &crate::config::spec::ContainerSpec,
+    at: &str,
+    out: &mut Vec<HostProblem>,
+) {
+    use crate::config::spec::{Hook, ProbeAction};
+    if let Some(path) = &c.env_file
+        && let Err(e) = crate::process::env_file::read(path)
+    {
+        out.push(HostProblem::error(key(at, "env_file"), e.to_string()));
+    }
+    let probes = [
+        ("startup_probe", c.startup_probe.as_ref().map(|p| &p.action)),
+        (
+            "liveness_probe",
+            c.liveness_probe.as_ref().map(|p| &p.action),
+        ),
+        (
+            "readiness_probe",
+            c.readiness_probe.as_ref().map(|p| &p.action),
+        ),
+    ];
+    let hooks = [
+        ("lifecycle.post_start", c.lifecycle.post_start.as_ref()),
+        ("lifecycle.pre_stop", c.lifecycle.pre_stop.as_ref()),
+    ]
+    .map(|(name, h)| {
+        (
+            name,
+            match h {
+                Some(Hook::Action(a)) => Some(a),
+                _ => None,
+            },
+        )
+    });
+    for (name, action) in probes.into_iter().chain(hooks) {
+        let Some(action) = action else {
+            continue;
+        };
+        let at = format!("{at}.{name}");
+        let (kind, host, port) = match action {
+            ProbeAction::HttpGet {
+                host, port, tls, ..
+            } => {
+                if let Some(ca) = &tls.ca_file
+                    && let Err(why) = crate::probe::check_ca_file(ca)
+                {
+                    out.push(HostProblem::error(
+                        format!("{at}.http_get.tls.ca_file"),
+                        why,
+                    ));
+                }
+                ("http_get", host, *port)
+            }
+            ProbeAction::TcpSocket { host, port } => ("tcp_socket", host, *port),
+            ProbeAction::Grpc { host, port, .. } => ("grpc", host, *port),
+            ProbeAction::Exec { .. } => continue,
+        };
+        let literal = host.trim_start_matches('[').trim_end_matches(']');
+        if literal.parse::<std::net::IpAddr>().is_ok() {
+            continue;
+        }
+        use std::net::ToSocketAddrs as _;
+        if let Err(e) = (host.as_str(), port).to_socket_addrs() {
+            out.push(HostProblem {
+                field: format!("{at}.{kind}.host"),
+                message: format!(
+                    "host {host:?} does not resolve here ({e}); the probe will fail until it does"
+                ),
+                warning: true,
+                host: true,
+            });
+        }
+    }
+}
 /// `vigil check`: validate and print every problem to stderr (exit 1), or
 /// `FILE: ok (N pods, M containers)` to stdout (exit 0). Containers count init containers too.
-/// A valid file whose limits this host cannot give (a missing controller) is an error too,
-/// said now rather than at start.
-pub fn check_main(path: Option<PathBuf>) -> i32 {
+/// With `host` (the default), also what `run` would refuse on this host ([`host_problems`]),
+/// each `FILE:LINE:COL: field: on this host: message` — all of them, not just the first —
+/// and warnings (`… warning: …`) that do not change the exit code; `--no-host` checks the
+/// file alone, for another machine.
+pub fn check_main(path: Option<PathBuf>, host: bool) -> i32 {
     let source = resolve_path(path);
     let shown = source.display_path();
     match load_source(&source) {
         Ok(config) => {
-            if let Err(e) = preflight(&config) {
-                eprintln!("{}: {e}", shown.display());
+            let mut problems = Vec::new();
+            if config.supervisor.cgroup_root == CgroupRoot::None
+                && let Some(conflict) = limits_without_cgroups(&config)
+            {
+                problems.push(HostProblem {
+                    field: "supervisor.cgroup_root".to_string(),
+                    message: conflict,
+                    warning: false,
+                    host: false,
+                });
+            }
+            if host {
+                problems.extend(host_problems(&source, &config));
+            }
+            let text = match &source {
+                crate::config::ConfigSource::File(p) => std::fs::read_to_string(p).ok(),
+                _ => None,
+            };
+            let mut failed = false;
+            for p in &problems {
+                let mut line = shown.display().to_string();
+                if let Some((l, c)) = text
+                    .as_deref()
+                    .filter(|_| !p.field.is_empty())
+                    .and_then(|t| crate::config::locate_field(t, &p.field))
+                {
+                    line.push_str(&format!(":{l}:{c}"));
+                }
+                if !p.field.is_empty() {
+                    line.push_str(&format!(": {}", p.field));
+                }
+                let kind = if p.warning { "warning: " } else { "" };
+                let here = if p.host { "on this host: " } else { "" };
+                eprintln!("{line}: {kind}{here}{}", p.message);
+                failed |= !p.warning;
+            }
+            if failed {
                 return 1;
             }
             let containers: usize = config

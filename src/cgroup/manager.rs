@@ -132,8 +132,9 @@ impl Manager {
         }
     }
 
-    fn setup_path(path: &Path, needs: Controllers) -> Result<Manager, CgroupError> {
-        let mounts = read_mountinfo()?;
+    /// The cgroup2 mount a `cgroup_root` path lies on, refusing a path elsewhere (a cgroup v1
+    /// hierarchy on a hybrid host, a plain directory). Reads only.
+    fn cgroup2_mount_of(path: &Path, mounts: &[MountEntry]) -> Result<MountEntry, CgroupError> {
         let mount = mounts
             .iter()
             .filter(|e| e.fstype == "cgroup2" && path.starts_with(&e.mount_point))
@@ -155,6 +156,12 @@ impl Manager {
                 path: path.to_path_buf(),
             });
         }
+        Ok(mount)
+    }
+
+    fn setup_path(path: &Path, needs: Controllers) -> Result<Manager, CgroupError> {
+        let mounts = read_mountinfo()?;
+        let mount = Self::cgroup2_mount_of(path, &mounts)?;
         let created = make_dir(path)?;
         let own_dir = own_cgroup_dir(&mount).ok();
         // Only move vigil if it sits in <root> or above it; a root elsewhere does not hold it.
@@ -331,6 +338,10 @@ impl Manager {
     /// Looks at the cgroup2 mount and the cgroup vigil would use, writes nothing. `Ok(())` also
     /// when `root` is `none` and nothing is needed.
     pub fn preflight(root: &RootSetting, needs: Controllers) -> Result<(), CgroupError> {
+        // A path root must be on cgroup2 whatever the limits (`run` refuses it at start).
+        if let RootSetting::Path(p) = root {
+            Self::cgroup2_mount_of(p, &read_mountinfo()?)?;
+        }
         if needs.is_empty() {
             return Ok(());
         }

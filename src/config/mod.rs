@@ -32,6 +32,7 @@
 
 mod error;
 mod keys;
+mod locate;
 mod raw;
 mod schema;
 pub mod spec;
@@ -39,6 +40,7 @@ mod validate;
 pub mod values;
 
 pub use error::{ConfigError, ConfigErrors};
+pub use locate::locate_field;
 /// `parent.key` with TOML quoting, as config paths are written in messages.
 #[cfg(feature = "kubernetes")]
 pub(crate) use schema::join as schema_join;

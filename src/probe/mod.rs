@@ -24,6 +24,7 @@ pub mod http;
 mod net;
 pub mod resolve;
 mod tls;
+pub use tls::check_ca_file;
 
 pub use net::NetProbe;
 

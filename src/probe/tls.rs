@@ -81,6 +81,12 @@ fn unverified_config() -> Result<Arc<ClientConfig>, ProbeError> {
         .map_err(|reason| ProbeError::Tls { reason })
 }
 
+/// Whether `path` is a readable PEM file of usable certificates, as an HTTPS probe with
+/// `tls.ca_file` needs (`vigil check`): the probe's own message otherwise.
+pub fn check_ca_file(path: &std::path::Path) -> Result<(), String> {
+    verified_config(path).map(|_| ()).map_err(|e| e.to_string())
+}
+
 /// A configuration trusting exactly the certificates in `path` (PEM). The file is read on
 /// every attempt, so a rotated CA is picked up without a reload; it is a small local file.
 fn verified_config(path: &std::path::Path) -> Result<Arc<ClientConfig>, ProbeError> {

@@ -11,7 +11,7 @@
 #[cfg(feature = "fault-injection")]
 mod fault;
 pub(crate) mod handoff;
-mod harden;
+pub(crate) mod harden;
 mod pid1;
 mod shell;
 mod slots;
