@@ -3,9 +3,9 @@
 //!
 //! Why not only serde's `deny_unknown_fields`: serde stops at the first problem, and a user
 //! fixing a file one error per run is what ripgrep-style "report everything" avoids. The walk
-//! removes what it reported, so serde (`raw.rs`) then runs on a clean tree — still with
-//! `deny_unknown_fields`, as a second line of defence — and `validate` checks the values of
-//! everything else in the same run.
+//! removes what it reported, so serde (into the raw tables of `keys.rs`) then runs on a clean
+//! tree — still with `deny_unknown_fields`, as a second line of defence — and `validate`
+//! checks the values of everything else in the same run.
 //! The key lists and the raw structs both come from `keys.rs`, so they agree by construction
 //! (`tests::every_key_deserializes` still uses every key once). Must not judge values (ranges,
 //! names): that is `validate`.

@@ -1135,8 +1135,9 @@ fn pods_are_sorted_by_name_and_env_by_key() {
 
 // ---- schema and raw agree; shipped files are valid -----------------------------------------
 
-/// Uses every key of the schema once; must be accepted (proves `raw.rs` agrees with
-/// `schema.rs`, since serde runs only after the schema walk passed).
+/// Uses every key of the schema once; must be accepted (proves the raw structs and the key
+/// lists that `keys.rs` makes from one table agree, since serde runs only after the schema
+/// walk passed).
 #[test]
 fn image_is_kept_and_a_blank_one_is_rejected() {
     let c = ok(

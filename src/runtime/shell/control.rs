@@ -691,7 +691,6 @@ impl Control {
     /// Starts a `logs` reply or a `logs -f` stream on `conn` from `slot`'s ring. Streamed from
     /// the ring, never copied whole: the reply is the range the ring held now; what is
     /// overwritten before it is sent is marked skipped.
-    #[allow(clippy::too_many_arguments)]
     fn start_logs(
         &mut self,
         conn: ConnId,
