@@ -18,6 +18,7 @@ pub mod core;
 pub mod format;
 pub mod host;
 pub mod logs;
+pub mod metrics;
 pub mod probe;
 pub mod process;
 pub mod runtime;

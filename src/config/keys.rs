@@ -150,6 +150,7 @@ tables! {
         client_idle_timeout_seconds: Num,
         client_fd_percent: Int,
         on_restart: Str,
+        metrics_address: Str,
     }
 
     /// `[pods.NAME]`.

@@ -62,6 +62,10 @@ pub struct SupervisorSpec {
     /// What a vigil started after another died without a clean shutdown does with the
     /// containers that one left running (docs/behaviour.md, "After a crash of vigil").
     pub on_restart: OnRestart,
+    /// Where `GET /metrics` is served (Prometheus / OpenMetrics text); `None`: not served.
+    /// (`default`: a handoff from a vigil without the key.)
+    #[serde(default)]
+    pub metrics_address: Option<std::net::SocketAddr>,
 }
 
 /// For keys added after a state file format was fixed (`vigil upgrade` reads older ones).
@@ -93,6 +97,7 @@ impl Default for SupervisorSpec {
             client_idle_timeout: Duration::from_secs(60),
             client_fd_percent: 50,
             on_restart: OnRestart::Adopt,
+            metrics_address: None,
         }
     }
 }

@@ -419,6 +419,7 @@ pub(crate) mod fixtures {
                 }],
             }],
             oom_kills: 1,
+            backoff_until: Some(mono + Duration::from_secs(40)),
             spec: spec("app"),
         };
         let sidecar = ContainerStatus {
@@ -435,6 +436,7 @@ pub(crate) mod fixtures {
             last_state: None,
             probes: vec![],
             oom_kills: 0,
+            backoff_until: None,
             spec: spec("sidecar"),
         };
         PodStatus {

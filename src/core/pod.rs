@@ -1387,6 +1387,10 @@ impl Slot {
             last_state: self.last_state.clone(),
             probes: self.probes.iter().map(|p| p.status()).collect(),
             oom_kills: self.oom_kills,
+            backoff_until: match &self.state {
+                SlotState::BackOff { until, .. } => Some(*until),
+                _ => None,
+            },
             spec: self.spec.clone(),
         }
     }

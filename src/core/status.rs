@@ -175,6 +175,9 @@ pub struct ContainerStatus {
     pub probes: Vec<ProbeStatus>,
     /// OOM kills seen in this container over its life (main or not).
     pub oom_kills: u64,
+    /// While waiting out the restart back-off: when the next run starts.
+    #[serde(default, with = "crate::runtime::handoff::mono::opt")]
+    pub backoff_until: Option<Time>,
     pub spec: Arc<ContainerSpec>,
 }
 

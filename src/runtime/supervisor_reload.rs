@@ -14,8 +14,8 @@
 //! `on_restart` (only read when vigil starts: kept for the next start).
 //! Restart: `socket` (clients and units know the old path), `cgroup_root` and `cgroup_name`
 //! (running containers live in the old tree), `allow_missing_controllers` (decided at start),
-//! `log_dir` (open files of running containers
-//! stay where they are), `oom_score_adj` back to `"inherit"`.
+//! `log_dir` (open files of running containers stay where they are), `metrics_address`
+//! (scrapers know the old address), `oom_score_adj` back to `"inherit"`.
 //!
 //! Must not: do I/O. Pure over two validated specs.
 
@@ -100,6 +100,11 @@ pub fn plan(old: &SupervisorSpec, new: &SupervisorSpec) -> Result<Plan, RestartN
     key(old.cgroup_root != new.cgroup_root, "cgroup_root", false);
     key(old.cgroup_name != new.cgroup_name, "cgroup_name", false);
     key(old.log_dir != new.log_dir, "log_dir", false);
+    key(
+        old.metrics_address != new.metrics_address,
+        "metrics_address",
+        false,
+    );
     key(
         old.log_max_file_bytes != new.log_max_file_bytes,
         "log_max_file_bytes",

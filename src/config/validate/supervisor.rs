@@ -158,6 +158,19 @@ impl Checker<'_> {
                 ),
             }
         }
+        if let Some(v) = &s.metrics_address {
+            match v.get_ref().parse::<std::net::SocketAddr>() {
+                Ok(a) => spec.metrics_address = Some(a),
+                Err(_) => self.err(
+                    span(v),
+                    &join(p, "metrics_address"),
+                    format!(
+                        "invalid address {:?}; expected an IP address and port, like \"127.0.0.1:9469\" or \"[::1]:9469\"",
+                        v.get_ref()
+                    ),
+                ),
+            }
+        }
         if let Some(v) = &s.oom_score_adj {
             let field = join(p, "oom_score_adj");
             match v.get_ref() {

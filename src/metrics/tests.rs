@@ -1,0 +1,277 @@
+use std::time::{Duration, Instant};
+
+use super::probes::ProbeResult;
+use super::*;
+use crate::control::render::fixtures::{observed, sample_pod};
+use crate::core::ContainerKey;
+
+fn own() -> ProcessFigures {
+    ProcessFigures {
+        resident_memory_bytes: Some(4 << 20),
+        virtual_memory_bytes: Some(64 << 20),
+        cpu_seconds: Some(1.5),
+        open_fds: Some(12),
+        max_fds: Some(1024),
+        start_time_seconds: Some(1_000_000.25),
+    }
+}
+
+fn exposition(format: Format, pods: &[PodStatus], probes: &ProbeStats, now: Instant) -> String {
+    render(
+        format,
+        &Snapshot {
+            pods,
+            observed: &observed(),
+            probes,
+            process: &own(),
+            now,
+        },
+    )
+}
+
+/// The value of the one sample line starting with `prefix ` (name and labels).
+fn value(text: &str, prefix: &str) -> f64 {
+    let found: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix(prefix)?.strip_prefix(' '))
+        .collect();
+    assert_eq!(found.len(), 1, "{prefix}: {found:?}\n{text}");
+    found[0].parse().unwrap()
+}
+
+/// Family name → type, from the `# TYPE` lines (each must appear once).
+fn types(text: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for l in text.lines() {
+        if let Some(rest) = l.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap();
+            assert!(
+                !out.iter().any(|(n, _)| n == name),
+                "family {name} declared twice"
+            );
+            out.push((name.to_string(), kind.to_string()));
+        }
+    }
+    out
+}
+
+#[test]
+fn every_family_is_declared_once_and_the_list_of_families_is_exactly_what_is_written() {
+    let mono = Instant::now();
+    let text = exposition(
+        Format::Prometheus,
+        &[sample_pod(mono)],
+        &ProbeStats::default(),
+        mono,
+    );
+    let declared: Vec<String> = types(&text).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(declared, FAMILIES, "{text}");
+    // Samples of a family follow its header, before the next family's.
+    let mut current = String::new();
+    for l in text.lines() {
+        if let Some(rest) = l.strip_prefix("# TYPE ") {
+            current = rest.split_once(' ').unwrap().0.to_string();
+        } else if !l.starts_with('#') {
+            let name = l.split(['{', ' ']).next().unwrap();
+            let base = name
+                .strip_suffix("_bucket")
+                .or_else(|| name.strip_suffix("_sum"))
+                .or_else(|| name.strip_suffix("_count"))
+                .filter(|b| *b == current)
+                .unwrap_or(name);
+            assert_eq!(base, current, "{l}");
+        }
+    }
+}
+
+#[test]
+fn container_figures_come_from_the_snapshot_and_the_cgroup_figures() {
+    let mono = Instant::now();
+    let text = exposition(
+        Format::Prometheus,
+        &[sample_pod(mono)],
+        &ProbeStats::default(),
+        mono,
+    );
+    let app = r#"{pod="web",container="app"}"#;
+    let sidecar = r#"{pod="web",container="sidecar"}"#;
+    assert_eq!(value(&text, &format!("vigil_container_restarts_total{app}")), 3.0);
+    assert_eq!(value(&text, &format!("vigil_container_oom_kills_total{app}")), 1.0);
+    assert_eq!(value(&text, &format!("vigil_container_ready{sidecar}")), 1.0);
+    assert_eq!(value(&text, &format!("vigil_container_ready{app}")), 0.0);
+    assert_eq!(
+        value(&text, &format!("vigil_container_backoff_remaining_seconds{app}")),
+        40.0
+    );
+    assert_eq!(
+        value(&text, &format!("vigil_container_backoff_remaining_seconds{sidecar}")),
+        0.0
+    );
+    assert_eq!(
+        value(
+            &text,
+            r#"vigil_container_state{pod="web",container="app",state="waiting"}"#
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(
+            &text,
+            r#"vigil_container_state{pod="web",container="app",state="running"}"#
+        ),
+        0.0
+    );
+    assert_eq!(
+        value(
+            &text,
+            r#"vigil_container_waiting_reason{pod="web",container="app",reason="CrashLoopBackOff"}"#
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(
+            &text,
+            r#"vigil_container_last_terminated_reason{pod="web",container="app",reason="OOMKilled"}"#
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(&text, &format!("vigil_container_last_terminated_exit_code{app}")),
+        137.0
+    );
+    assert_eq!(
+        value(&text, &format!("vigil_container_cpu_seconds_total{app}")),
+        0.001234
+    );
+    assert_eq!(
+        value(&text, &format!("vigil_container_memory_peak_bytes{app}")),
+        20.0 * 1024.0 * 1024.0
+    );
+    // Unlimited memory, a sidecar without a cgroup: left out, not written as 0.
+    assert!(!text.contains("vigil_container_memory_max_bytes{"), "{text}");
+    assert!(!text.contains(&format!("vigil_container_pids{sidecar}")), "{text}");
+    assert_eq!(value(&text, r#"vigil_pod_ready{pod="web"}"#), 0.0);
+    assert_eq!(
+        value(
+            &text,
+            &format!(r#"vigil_build_info{{version="{}"}}"#, env!("CARGO_PKG_VERSION"))
+        ),
+        1.0
+    );
+    assert_eq!(value(&text, "process_open_fds"), 12.0);
+    assert_eq!(value(&text, "process_start_time_seconds"), 1_000_000.25);
+}
+
+#[test]
+fn probe_results_and_the_duration_histogram_are_cumulative_per_probe() {
+    let mono = Instant::now();
+    let mut stats = ProbeStats::default();
+    let app = ContainerKey(1);
+    for (ms, result) in [
+        (2, ProbeResult::Success),
+        (30, ProbeResult::Failure),
+        (30, ProbeResult::Failure),
+        (20_000, ProbeResult::Failure),
+    ] {
+        stats.record(app, ProbeKind::Liveness, result, Duration::from_millis(ms));
+    }
+    let text = exposition(Format::Prometheus, &[sample_pod(mono)], &stats, mono);
+    let l = r#"pod="web",container="app",probe="liveness""#;
+    assert_eq!(
+        value(&text, &format!(r#"vigil_probe_results_total{{{l},result="success"}}"#)),
+        1.0
+    );
+    assert_eq!(
+        value(&text, &format!(r#"vigil_probe_results_total{{{l},result="failure"}}"#)),
+        3.0
+    );
+    let bucket = |le: &str| {
+        value(
+            &text,
+            &format!(r#"vigil_probe_duration_seconds_bucket{{{l},le="{le}"}}"#),
+        )
+    };
+    assert_eq!(bucket("0.005"), 1.0);
+    assert_eq!(bucket("0.025"), 1.0);
+    assert_eq!(bucket("0.05"), 3.0);
+    assert_eq!(bucket("10.0"), 3.0);
+    assert_eq!(bucket("+Inf"), 4.0);
+    assert_eq!(
+        value(&text, &format!("vigil_probe_duration_seconds_count{{{l}}}")),
+        4.0
+    );
+    assert_eq!(
+        value(&text, &format!("vigil_probe_duration_seconds_sum{{{l}}}")),
+        20.062
+    );
+    // The sidecar has no probe: no probe series for it.
+    assert!(!text.contains(r#"container="sidecar",probe"#), "{text}");
+}
+
+#[test]
+fn a_probe_that_never_ran_is_exported_as_zeros_so_its_series_exist_from_the_start() {
+    let mono = Instant::now();
+    let text = exposition(
+        Format::Prometheus,
+        &[sample_pod(mono)],
+        &ProbeStats::default(),
+        mono,
+    );
+    let l = r#"pod="web",container="app",probe="liveness""#;
+    assert_eq!(
+        value(&text, &format!(r#"vigil_probe_results_total{{{l},result="failure"}}"#)),
+        0.0
+    );
+    assert_eq!(
+        value(&text, &format!("vigil_probe_duration_seconds_count{{{l}}}")),
+        0.0
+    );
+}
+
+#[test]
+fn openmetrics_names_counters_without_total_and_ends_with_eof() {
+    let mono = Instant::now();
+    let text = exposition(
+        Format::OpenMetrics,
+        &[sample_pod(mono)],
+        &ProbeStats::default(),
+        mono,
+    );
+    assert!(text.ends_with("\n# EOF\n"), "{text}");
+    assert_eq!(text.matches("# EOF").count(), 1);
+    let t = types(&text);
+    let kind = |n: &str| t.iter().find(|(name, _)| name == n).map(|(_, k)| k.as_str());
+    assert_eq!(kind("vigil_container_restarts"), Some("counter"));
+    assert_eq!(kind("vigil_container_restarts_total"), None);
+    assert_eq!(kind("process_cpu_seconds"), Some("counter"));
+    assert_eq!(kind("vigil_probe_duration_seconds"), Some("histogram"));
+    assert!(text.contains("\nvigil_container_restarts_total{pod=\"web\",container=\"app\"} 3\n"));
+    assert!(text.contains("# HELP vigil_container_restarts Times"), "{text}");
+}
+
+#[test]
+fn label_values_with_quotes_backslashes_and_newlines_are_escaped() {
+    let mono = Instant::now();
+    let mut pod = sample_pod(mono);
+    pod.name = "we\"b\\\n".into();
+    let text = exposition(Format::Prometheus, &[pod], &ProbeStats::default(), mono);
+    assert_eq!(
+        value(
+            &text,
+            r#"vigil_container_restarts_total{pod="we\"b\\\n",container="app"}"#
+        ),
+        3.0
+    );
+    // Every sample stays on one line.
+    for l in text.lines().filter(|l| !l.starts_with('#')) {
+        assert!(l.split(' ').count() >= 2, "{l:?}");
+    }
+}
+
+#[test]
+fn no_pods_still_gives_a_valid_exposition_with_vigils_own_figures() {
+    let now = Instant::now();
+    let text = exposition(Format::OpenMetrics, &[], &ProbeStats::default(), now);
+    assert_eq!(value(&text, "process_resident_memory_bytes"), 4194304.0);
+    assert!(text.ends_with("# EOF\n"));
+}
