@@ -21,7 +21,7 @@ seconds=${1:-25}
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(config control_request http_response grpc_response hpack cgroup_files core_sequence manifest)
+    targets=(config control_request http_response grpc_response hpack cgroup_files core_sequence manifest metrics_request)
 fi
 toolchain=${FUZZ_TOOLCHAIN:-stable}
 export RUSTC_BOOTSTRAP=1

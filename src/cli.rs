@@ -251,6 +251,14 @@ pub enum Cmd {
         #[command(flatten)]
         client: ClientOpts,
     },
+    /// Print the metrics exposition (what `GET /metrics` on `metrics_address` serves).
+    Metrics {
+        /// OpenMetrics 1.0 instead of the Prometheus text format 0.0.4.
+        #[arg(long)]
+        openmetrics: bool,
+        #[command(flatten)]
+        client: ClientOpts,
+    },
     /// Print the supervisor's version.
     Version {
         #[command(flatten)]
@@ -449,6 +457,20 @@ pub fn client_command(cmd: Cmd) -> Result<ClientCommand, String> {
             };
             (RequestCmd::Upgrade { binary, check }, client, Output::Table)
         }
+        Cmd::Metrics {
+            openmetrics,
+            client,
+        } => (
+            RequestCmd::Metrics {
+                format: if openmetrics {
+                    crate::metrics::Format::OpenMetrics
+                } else {
+                    crate::metrics::Format::Prometheus
+                },
+            },
+            client,
+            Output::Table,
+        ),
         Cmd::Run { .. }
         | Cmd::Check { .. }
         | Cmd::Convert(_)

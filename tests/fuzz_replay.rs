@@ -75,6 +75,11 @@ fn hpack_corpus_replays_without_panic() {
 }
 
 #[test]
+fn metrics_request_corpus_replays_without_panic() {
+    replay("metrics_request");
+}
+
+#[test]
 fn cgroup_files_corpus_replays_without_panic() {
     replay("cgroup_files");
 }

@@ -23,6 +23,7 @@ step "host programs the native tests use"
 # package:program pairs; installed only when the program is missing.
 missing=()
 for pp in python3:python3 systemd:systemd-analyze util-linux:prlimit util-linux:setpriv \
+          prometheus:prometheus prometheus:promtool \
           util-linux:unshare tmux:tmux; do
     command -v "${pp#*:}" >/dev/null 2>&1 || missing+=("${pp%%:*}")
 done

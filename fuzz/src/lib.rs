@@ -31,6 +31,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("hpack", hpack),
     ("cgroup_files", cgroup_files),
     ("core_sequence", core_sequence),
+    ("metrics_request", metrics_request),
     #[cfg(feature = "kubernetes")]
     ("manifest", manifest),
 ];
@@ -69,6 +70,31 @@ pub fn manifest(data: &[u8]) {
                 assert!(!e.to_string().is_empty());
             }
         }
+    }
+}
+
+/// A scrape's request head on the metrics endpoint: a scrape whose length lies within the
+/// bytes given and the 8 KiB limit, a refusal that renders as one HTTP reply, or "partial"
+/// only while under the limit; the `Accept` reading takes any text.
+pub fn metrics_request(data: &[u8]) {
+    use vigil::metrics::http::{self, MAX_REQUEST, Parsed};
+    match http::parse(data) {
+        Parsed::Partial => assert!(data.len() < MAX_REQUEST, "partial past the limit"),
+        Parsed::Scrape(s) => {
+            assert!(
+                s.len <= data.len() && s.len <= MAX_REQUEST,
+                "scrape length {}",
+                s.len
+            );
+            assert!(!s.format.content_type().is_empty());
+        }
+        Parsed::Refuse(status, why) => {
+            let reply = http::refusal(status, why);
+            assert!(reply.starts_with("HTTP/1.1 ") && reply.contains("\r\n\r\n"));
+        }
+    }
+    if let Ok(text) = std::str::from_utf8(data) {
+        let _ = vigil::metrics::Format::from_accept(Some(text));
     }
 }
 

@@ -493,6 +493,16 @@ fn show_result(
                 format::cell(&reply.version)
             ));
         }
+        RequestCmd::Metrics { .. } => {
+            let reply: wire::MetricsReply = typed(path, result)?;
+            if json {
+                pretty(sink);
+            } else {
+                // Written by vigil, but shown on a terminal: control characters other than
+                // line feeds are escaped (label values escape line feeds themselves).
+                sink.put(&format::escape_controls(&reply.text, "\n"));
+            }
+        }
         RequestCmd::Start { .. }
         | RequestCmd::Stop { .. }
         | RequestCmd::Restart { .. }

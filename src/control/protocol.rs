@@ -21,9 +21,9 @@ use super::wire::{ArgError, ErrorKind};
 pub const MAX_LINE: usize = 64 * 1024;
 
 /// Every command name, for messages.
-pub const COMMANDS: [&str; 11] = [
+pub const COMMANDS: [&str; 12] = [
     "status", "describe", "events", "logs", "start", "stop", "restart", "reload", "shutdown",
-    "version", "upgrade",
+    "version", "upgrade", "metrics",
 ];
 
 #[derive(Debug, Clone, PartialEq)]
@@ -514,6 +514,37 @@ mod tests {
             "{}",
             e.message
         );
+    }
+
+    #[test]
+    fn metrics_takes_an_optional_format_and_refuses_others_naming_both() {
+        use crate::metrics::Format;
+        for (line, want) in [
+            (r#"{"cmd":"metrics"}"#, Format::Prometheus),
+            (r#"{"cmd":"metrics","format":null}"#, Format::Prometheus),
+            (
+                r#"{"cmd":"metrics","format":"prometheus"}"#,
+                Format::Prometheus,
+            ),
+            (
+                r#"{"cmd":"metrics","format":"openmetrics"}"#,
+                Format::OpenMetrics,
+            ),
+        ] {
+            let req = parse_request(line.as_bytes()).unwrap_or_else(|e| panic!("{line}: {e}"));
+            assert_eq!(req.cmd, RequestCmd::Metrics { format: want }, "{line}");
+            let again = serde_json::Value::Object(req.cmd.to_json()).to_string();
+            assert_eq!(parse_request(again.as_bytes()).unwrap().cmd, req.cmd);
+        }
+        let e = err(r#"{"cmd":"metrics","format":"json"}"#);
+        assert_eq!(e.kind, ErrorKind::BadArgument);
+        assert!(
+            e.message.contains("\"prometheus\" or \"openmetrics\"")
+                && e.message.contains("\"json\""),
+            "{e}"
+        );
+        let e = err(r#"{"cmd":"metrics","fromat":"openmetrics"}"#);
+        assert_eq!(e.kind, ErrorKind::BadArgument);
     }
 
     #[test]

@@ -511,6 +511,14 @@ pub struct VersionReply {
     pub admin: Option<bool>,
 }
 
+/// `metrics`: the exposition, exactly as `GET /metrics` would serve it in that format.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricsReply {
+    /// `text/plain; version=0.0.4; charset=utf-8` or the OpenMetrics content type.
+    pub content_type: String,
+    pub text: String,
+}
+
 /// `start`, `stop`, `restart`, `reload`, `shutdown`: what was done.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MessageReply {
@@ -772,6 +780,19 @@ mod reference {
         );
         section(
             &mut out,
+            "`metrics`",
+            "The metrics exposition (docs/metrics.md) in the format asked for (`\"format\": \
+             \"prometheus\"` (default) or `\"openmetrics\"`), as `GET /metrics` serves it.",
+            &j(&MetricsReply {
+                content_type: crate::metrics::Format::Prometheus.content_type().into(),
+                text: "# HELP vigil_build_info vigil's version; always 1.\n\
+                       # TYPE vigil_build_info gauge\nvigil_build_info{version=\"0.1.0\"} 1\n"
+                    .into(),
+            }),
+            true,
+        );
+        section(
+            &mut out,
             "`start`, `stop`, `restart`, `reload`, `shutdown`",
             "What was done, in one sentence.",
             &j(&MessageReply {
@@ -825,6 +846,9 @@ mod reference {
             RequestCmd::Upgrade {
                 binary: Some("/usr/local/bin/vigil".to_string()),
                 check: true,
+            },
+            RequestCmd::Metrics {
+                format: crate::metrics::Format::OpenMetrics,
             },
         ]
     }

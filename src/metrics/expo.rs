@@ -14,10 +14,12 @@
 
 use std::fmt::Write as _;
 
-/// Which exposition to write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which exposition to write (on the control socket: `"prometheus"`, `"openmetrics"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Format {
     /// `text/plain; version=0.0.4`.
+    #[default]
     Prometheus,
     /// `application/openmetrics-text; version=1.0.0`.
     OpenMetrics,

@@ -87,10 +87,7 @@ pub fn parse(buf: &[u8]) -> Parsed {
     let len = match req.parse(buf) {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) if buf.len() >= MAX_REQUEST => {
-            return Parsed::Refuse(
-                Status::HeadersTooLarge,
-                "request head longer than 8 KiB",
-            );
+            return Parsed::Refuse(Status::HeadersTooLarge, "request head longer than 8 KiB");
         }
         Ok(httparse::Status::Partial) => return Parsed::Partial,
         Err(httparse::Error::TooManyHeaders) => {
@@ -218,13 +215,22 @@ mod tests {
             ("GET / HTTP/1.1\r\n\r\n", Status::NotFound),
             ("GET /metricsx HTTP/1.1\r\n\r\n", Status::NotFound),
             ("GET /metrics HTTP/2.0\r\n\r\n", Status::VersionNotSupported),
-            ("GET /metrics HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello", Status::PayloadTooLarge),
+            (
+                "GET /metrics HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello",
+                Status::PayloadTooLarge,
+            ),
             (
                 "GET /metrics HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
                 Status::PayloadTooLarge,
             ),
-            ("\x16\x03\x01\x02\x00\x01\x00\x01\x03\x03", Status::BadRequest),
-            ("GET /metrics HTTP/1.1\r\nBad Header\r\n\r\n", Status::BadRequest),
+            (
+                "\x16\x03\x01\x02\x00\x01\x00\x01\x03\x03",
+                Status::BadRequest,
+            ),
+            (
+                "GET /metrics HTTP/1.1\r\nBad Header\r\n\r\n",
+                Status::BadRequest,
+            ),
         ];
         for (req, want) in cases {
             match parse(req.as_bytes()) {

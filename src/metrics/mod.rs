@@ -115,15 +115,18 @@ pub fn render(format: Format, snap: &Snapshot<'_>) -> String {
         w.sample("vigil_pod_ready", &[("pod", &p.name)], bool_value(ready));
     }
 
-    let per_container =
-        |w: &mut Writer, name: &str, kind: Kind, help: &str, value: &dyn Fn(&Row) -> Option<f64>| {
-            w.family(name, kind, help);
-            for r in &rows {
-                if let Some(v) = value(r) {
-                    w.sample(name, &[("pod", r.pod), ("container", &r.c.name)], v);
-                }
+    let per_container = |w: &mut Writer,
+                         name: &str,
+                         kind: Kind,
+                         help: &str,
+                         value: &dyn Fn(&Row) -> Option<f64>| {
+        w.family(name, kind, help);
+        for r in &rows {
+            if let Some(v) = value(r) {
+                w.sample(name, &[("pod", r.pod), ("container", &r.c.name)], v);
             }
-        };
+        }
+    };
     per_container(
         &mut w,
         "vigil_container_restarts_total",
@@ -336,7 +339,11 @@ pub fn render(format: Format, snap: &Snapshot<'_>) -> String {
                 );
             }
             w.sample("vigil_probe_duration_seconds_sum", &labels, c.sum_seconds);
-            w.sample("vigil_probe_duration_seconds_count", &labels, c.count as f64);
+            w.sample(
+                "vigil_probe_duration_seconds_count",
+                &labels,
+                c.count as f64,
+            );
         }
     }
 

@@ -95,16 +95,31 @@ fn container_figures_come_from_the_snapshot_and_the_cgroup_figures() {
     );
     let app = r#"{pod="web",container="app"}"#;
     let sidecar = r#"{pod="web",container="sidecar"}"#;
-    assert_eq!(value(&text, &format!("vigil_container_restarts_total{app}")), 3.0);
-    assert_eq!(value(&text, &format!("vigil_container_oom_kills_total{app}")), 1.0);
-    assert_eq!(value(&text, &format!("vigil_container_ready{sidecar}")), 1.0);
+    assert_eq!(
+        value(&text, &format!("vigil_container_restarts_total{app}")),
+        3.0
+    );
+    assert_eq!(
+        value(&text, &format!("vigil_container_oom_kills_total{app}")),
+        1.0
+    );
+    assert_eq!(
+        value(&text, &format!("vigil_container_ready{sidecar}")),
+        1.0
+    );
     assert_eq!(value(&text, &format!("vigil_container_ready{app}")), 0.0);
     assert_eq!(
-        value(&text, &format!("vigil_container_backoff_remaining_seconds{app}")),
+        value(
+            &text,
+            &format!("vigil_container_backoff_remaining_seconds{app}")
+        ),
         40.0
     );
     assert_eq!(
-        value(&text, &format!("vigil_container_backoff_remaining_seconds{sidecar}")),
+        value(
+            &text,
+            &format!("vigil_container_backoff_remaining_seconds{sidecar}")
+        ),
         0.0
     );
     assert_eq!(
@@ -136,7 +151,10 @@ fn container_figures_come_from_the_snapshot_and_the_cgroup_figures() {
         1.0
     );
     assert_eq!(
-        value(&text, &format!("vigil_container_last_terminated_exit_code{app}")),
+        value(
+            &text,
+            &format!("vigil_container_last_terminated_exit_code{app}")
+        ),
         137.0
     );
     assert_eq!(
@@ -148,13 +166,22 @@ fn container_figures_come_from_the_snapshot_and_the_cgroup_figures() {
         20.0 * 1024.0 * 1024.0
     );
     // Unlimited memory, a sidecar without a cgroup: left out, not written as 0.
-    assert!(!text.contains("vigil_container_memory_max_bytes{"), "{text}");
-    assert!(!text.contains(&format!("vigil_container_pids{sidecar}")), "{text}");
+    assert!(
+        !text.contains("vigil_container_memory_max_bytes{"),
+        "{text}"
+    );
+    assert!(
+        !text.contains(&format!("vigil_container_pids{sidecar}")),
+        "{text}"
+    );
     assert_eq!(value(&text, r#"vigil_pod_ready{pod="web"}"#), 0.0);
     assert_eq!(
         value(
             &text,
-            &format!(r#"vigil_build_info{{version="{}"}}"#, env!("CARGO_PKG_VERSION"))
+            &format!(
+                r#"vigil_build_info{{version="{}"}}"#,
+                env!("CARGO_PKG_VERSION")
+            )
         ),
         1.0
     );
@@ -178,11 +205,17 @@ fn probe_results_and_the_duration_histogram_are_cumulative_per_probe() {
     let text = exposition(Format::Prometheus, &[sample_pod(mono)], &stats, mono);
     let l = r#"pod="web",container="app",probe="liveness""#;
     assert_eq!(
-        value(&text, &format!(r#"vigil_probe_results_total{{{l},result="success"}}"#)),
+        value(
+            &text,
+            &format!(r#"vigil_probe_results_total{{{l},result="success"}}"#)
+        ),
         1.0
     );
     assert_eq!(
-        value(&text, &format!(r#"vigil_probe_results_total{{{l},result="failure"}}"#)),
+        value(
+            &text,
+            &format!(r#"vigil_probe_results_total{{{l},result="failure"}}"#)
+        ),
         3.0
     );
     let bucket = |le: &str| {
@@ -219,7 +252,10 @@ fn a_probe_that_never_ran_is_exported_as_zeros_so_its_series_exist_from_the_star
     );
     let l = r#"pod="web",container="app",probe="liveness""#;
     assert_eq!(
-        value(&text, &format!(r#"vigil_probe_results_total{{{l},result="failure"}}"#)),
+        value(
+            &text,
+            &format!(r#"vigil_probe_results_total{{{l},result="failure"}}"#)
+        ),
         0.0
     );
     assert_eq!(
@@ -240,13 +276,20 @@ fn openmetrics_names_counters_without_total_and_ends_with_eof() {
     assert!(text.ends_with("\n# EOF\n"), "{text}");
     assert_eq!(text.matches("# EOF").count(), 1);
     let t = types(&text);
-    let kind = |n: &str| t.iter().find(|(name, _)| name == n).map(|(_, k)| k.as_str());
+    let kind = |n: &str| {
+        t.iter()
+            .find(|(name, _)| name == n)
+            .map(|(_, k)| k.as_str())
+    };
     assert_eq!(kind("vigil_container_restarts"), Some("counter"));
     assert_eq!(kind("vigil_container_restarts_total"), None);
     assert_eq!(kind("process_cpu_seconds"), Some("counter"));
     assert_eq!(kind("vigil_probe_duration_seconds"), Some("histogram"));
     assert!(text.contains("\nvigil_container_restarts_total{pod=\"web\",container=\"app\"} 3\n"));
-    assert!(text.contains("# HELP vigil_container_restarts Times"), "{text}");
+    assert!(
+        text.contains("# HELP vigil_container_restarts Times"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -274,4 +317,166 @@ fn no_pods_still_gives_a_valid_exposition_with_vigils_own_figures() {
     let text = exposition(Format::OpenMetrics, &[], &ProbeStats::default(), now);
     assert_eq!(value(&text, "process_resident_memory_bytes"), 4194304.0);
     assert!(text.ends_with("# EOF\n"));
+}
+
+/// Identifiers of a PromQL expression outside strings, `$variables` and `[ranges]`.
+fn promql_identifiers(expr: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut chars = expr.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => {
+                while let Some(c) = chars.next() {
+                    match c {
+                        '\\' => {
+                            chars.next();
+                        }
+                        '"' => break,
+                        _ => {}
+                    }
+                }
+            }
+            '[' => for _ in chars.by_ref().take_while(|&c| c != ']') {},
+            '$' => {
+                while chars
+                    .next_if(|c| c.is_alphanumeric() || *c == '_')
+                    .is_some()
+                {}
+            }
+            c if c.is_ascii_alphabetic() || c == '_' => {
+                let mut word = c.to_string();
+                while let Some(c) = chars.next_if(|c| c.is_ascii_alphanumeric() || *c == '_') {
+                    word.push(c);
+                }
+                out.push(word);
+            }
+            c if c.is_ascii_digit() => {
+                while chars
+                    .next_if(|c| c.is_ascii_alphanumeric() || *c == '.')
+                    .is_some()
+                {}
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Every PromQL expression of a Grafana dashboard: panel targets' `expr` and templating
+/// queries.
+fn dashboard_expressions(v: &serde_json::Value, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, child) in m {
+                match (k.as_str(), child) {
+                    ("expr" | "definition", serde_json::Value::String(s)) => out.push(s.clone()),
+                    ("query", serde_json::Value::Object(q)) => {
+                        if let Some(s) = q.get("query").and_then(|s| s.as_str()) {
+                            out.push(s.to_string());
+                        }
+                    }
+                    _ => dashboard_expressions(child, out),
+                }
+            }
+        }
+        serde_json::Value::Array(items) => {
+            for item in items {
+                dashboard_expressions(item, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn every_expression_in_the_grafana_dashboard_names_only_families_vigil_exports() {
+    let text = include_str!("../../docs/grafana-dashboard.json");
+    let dashboard: serde_json::Value = serde_json::from_str(text).expect("valid JSON");
+    assert!(
+        dashboard["panels"]
+            .as_array()
+            .is_some_and(|p| !p.is_empty())
+    );
+    let mut exprs = Vec::new();
+    dashboard_expressions(&dashboard, &mut exprs);
+    assert!(exprs.len() > 10, "{exprs:?}");
+    // PromQL functions, keywords and label names the dashboard uses; anything else must be a
+    // family (or a histogram's `_bucket`, `_sum`, `_count`).
+    const NOT_METRICS: &[&str] = &[
+        "increase",
+        "rate",
+        "sum",
+        "count",
+        "by",
+        "histogram_quantile",
+        "time",
+        "label_values",
+        "job",
+        "pod",
+        "container",
+        "probe",
+        "result",
+        "le",
+        "reason",
+        "version",
+        "instance",
+    ];
+    let mut used = std::collections::BTreeSet::new();
+    for e in &exprs {
+        let mut names_one = false;
+        for id in promql_identifiers(e) {
+            if NOT_METRICS.contains(&id.as_str()) {
+                continue;
+            }
+            let family = ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|s| id.strip_suffix(s))
+                .filter(|base| FAMILIES.contains(base))
+                .unwrap_or(&id);
+            assert!(
+                FAMILIES.contains(&family),
+                "{id} in {e:?} is not a family vigil exports"
+            );
+            used.insert(family.to_string());
+            names_one = true;
+        }
+        assert!(names_one, "{e:?} names no family");
+    }
+    // The dashboard shows the figures issue 18 asks for.
+    for needed in [
+        "vigil_container_restarts_total",
+        "vigil_container_oom_kills_total",
+        "vigil_container_memory_current_bytes",
+        "vigil_container_cpu_seconds_total",
+        "vigil_container_memory_pressure_some_avg10_ratio",
+        "vigil_probe_results_total",
+        "vigil_probe_duration_seconds",
+        "vigil_container_backoff_remaining_seconds",
+        "process_resident_memory_bytes",
+    ] {
+        assert!(
+            used.contains(needed),
+            "the dashboard does not show {needed}"
+        );
+    }
+}
+
+#[test]
+fn promql_identifiers_skip_strings_variables_and_ranges() {
+    assert_eq!(
+        promql_identifiers(r#"rate(x_total{pod=~"a\"b c",le="+Inf"}[$__rate_interval]) > 0.5"#),
+        ["rate", "x_total", "pod", "le"]
+    );
+    assert_eq!(promql_identifiers("time() - y[5m]"), ["time", "y"]);
+}
+
+#[test]
+fn docs_metrics_md_describes_every_family() {
+    let doc = include_str!("../../docs/metrics.md");
+    for family in FAMILIES {
+        assert!(
+            doc.contains(&format!("| `{family}` |")),
+            "docs/metrics.md has no row for {family}"
+        );
+    }
 }

@@ -205,10 +205,14 @@ mod tests {
             cgroup_root: CgroupRoot::None,
             cgroup_name: "other".into(),
             log_forward: !old.log_forward,
+            metrics_address: Some("127.0.0.1:9469".parse().unwrap()),
             ..old.clone()
         };
         let e = plan(&old, &new).unwrap_err();
-        assert_eq!(e.keys, ["socket", "cgroup_root", "cgroup_name"]);
+        assert_eq!(
+            e.keys,
+            ["socket", "cgroup_root", "cgroup_name", "metrics_address"]
+        );
         let m = e.to_string();
         assert!(
             m.contains("socket, cgroup_root, cgroup_name changed: needs a restart"),

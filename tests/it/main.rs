@@ -13,6 +13,7 @@ mod hostile;
 mod journal;
 mod journald;
 mod lifecycle;
+mod metrics;
 mod nocgroup;
 mod paths;
 mod pid1;

@@ -127,6 +127,11 @@ pub enum RequestCmd {
         #[serde(default, deserialize_with = "arg::check")]
         check: bool,
     },
+    /// The metrics exposition (docs/metrics.md), in the Prometheus text format or OpenMetrics.
+    Metrics {
+        #[serde(default, deserialize_with = "arg::format")]
+        format: crate::metrics::Format,
+    },
 }
 
 impl RequestCmd {
@@ -157,6 +162,7 @@ impl RequestCmd {
             RequestCmd::Shutdown => "shutdown",
             RequestCmd::Version => "version",
             RequestCmd::Upgrade { .. } => "upgrade",
+            RequestCmd::Metrics { .. } => "metrics",
         }
     }
 
@@ -405,6 +411,19 @@ mod arg {
                 "field \"since_time\" must be an RFC 3339 time such as 2026-11-23T13:40:47Z, \
                  got {}",
                 Value::from(text)
+            ))),
+        }
+    }
+
+    /// `"prometheus"` (also for `null`) or `"openmetrics"`.
+    pub fn format<'de, D: Deserializer<'de>>(d: D) -> Result<crate::metrics::Format, D::Error> {
+        use crate::metrics::Format;
+        match opt_text(d, "format")?.as_deref() {
+            None | Some("prometheus") => Ok(Format::Prometheus),
+            Some("openmetrics") => Ok(Format::OpenMetrics),
+            Some(other) => Err(D::Error::custom(format!(
+                "field \"format\" must be \"prometheus\" or \"openmetrics\", got {}",
+                Value::from(other)
             ))),
         }
     }

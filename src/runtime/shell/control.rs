@@ -67,6 +67,9 @@ pub(super) struct Control {
 pub(super) struct View<'a> {
     pub(super) core: &'a Supervisor,
     pub(super) slots: &'a HashMap<ContainerKey, ContainerRuntime>,
+    /// Probe counters and vigil's start (wall clock), for `metrics`.
+    pub(super) probe_stats: &'a crate::metrics::probes::ProbeStats,
+    pub(super) started_wall: std::time::SystemTime,
 }
 
 /// A request that changes state, authorised and journalled, whose reply waits for the router
@@ -575,6 +578,10 @@ impl Control {
             RequestCmd::Version => {
                 wire_json(&render::version(matches!(secrets, render::Secrets::Shown)))
             }
+            RequestCmd::Metrics { format } => wire_json(&wire::MetricsReply {
+                content_type: format.content_type().to_string(),
+                text: super::metrics::exposition(view, now, format),
+            }),
             RequestCmd::Status { pod } => {
                 let (pods, observed) = snapshot(view, now, pod.as_deref());
                 match pod {
@@ -854,7 +861,11 @@ fn find_slot(view: &View, pod: &str, container: Option<&str>) -> Result<Containe
 /// Core snapshot, and beside it what only the shell knows: each running container's cgroup
 /// and its figures. With `only`, just that pod (reading cgroup figures costs a few file
 /// reads per container, so a query for one pod must not pay for all of them).
-fn snapshot(view: &View, now: Instant, only: Option<&str>) -> (Vec<PodStatus>, render::Observed) {
+pub(super) fn snapshot(
+    view: &View,
+    now: Instant,
+    only: Option<&str>,
+) -> (Vec<PodStatus>, render::Observed) {
     let mut pods = view.core.pods(now);
     if let Some(name) = only {
         pods.retain(|p| p.name == name);

@@ -30,6 +30,7 @@ use crate::runtime::statefile::{MainInfo, spec_hash};
 
 impl Shell {
     pub(super) fn feed(&mut self, now: Instant, input: Input) {
+        self.count_probe(&input);
         self.core.handle(now, input);
     }
 

@@ -17,6 +17,7 @@
 //! - `notifier`: sd_notify READY/RELOADING/STOPPING, watchdog and STATUS;
 //! - `control`: the control socket server and the streams on it; answers what only reads from
 //!   a view of the core and the slots, hands what changes state back to the router;
+//! - `metrics`: the `metrics_address` listener and its scrapers;
 //! - `executor`: the core's actions, and the container slots' runs.
 //!
 //! Must not: make lifecycle decisions (restart, back-off, reasons: the core's), block (every
@@ -29,6 +30,7 @@ mod executor;
 mod janitor;
 mod journal;
 mod kill;
+mod metrics;
 mod notifier;
 mod probes;
 mod reaper;
@@ -38,7 +40,7 @@ mod upgrade;
 use std::collections::HashMap;
 use std::io;
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use libc::SIGPWR;
 use log::{debug, error, info, warn};
@@ -78,6 +80,8 @@ pub enum StartError {
     #[error(transparent)]
     Control(#[from] crate::control::server::ControlError),
     #[error(transparent)]
+    Metrics(#[from] metrics::MetricsError),
+    #[error(transparent)]
     Harden(#[from] super::harden::HardenError),
     #[error("containers set resource limits but vigil runs without cgroups")]
     NoCgroupsForLimits,
@@ -116,6 +120,12 @@ pub struct Shell {
     probes: ProbeRunner,
     notifier: Notifier,
     journal: Journal,
+    /// The metrics endpoint (`metrics_address`), when configured.
+    metrics: Option<metrics::MetricsListener>,
+    /// Probe result counters and duration histograms for the metrics.
+    probe_stats: crate::metrics::probes::ProbeStats,
+    /// When vigil started, by the wall clock (`process_start_time_seconds`).
+    started_wall: SystemTime,
     /// The state file of what vigil runs (`statefile`): main processes for adoption after a
     /// crash and, without cgroups, every process to kill.
     tracker: super::statefile::Tracker,
@@ -205,6 +215,19 @@ impl Shell {
                 Some(r.core),
             ),
         };
+        let metrics = match config.supervisor.metrics_address {
+            None => None,
+            Some(addr) => match metrics::MetricsListener::bind(Rc::clone(&registry), addr) {
+                Ok(m) => Some(m),
+                // After an upgrade the containers run on: a port taken meanwhile is not worth
+                // giving up the handoff for.
+                Err(e) if core.is_some() => {
+                    warn!("{e}; no metrics until the next restart");
+                    None
+                }
+                Err(e) => return Err(e.into()),
+            },
+        };
         let forward = forward_destination(&config);
         // What an earlier vigil left (kill -9) is found through its cgroups and state file,
         // once the core exists (`take_over_leftovers` below) — not after an upgrade: then it
@@ -231,6 +254,9 @@ impl Shell {
             notifier: Notifier::new(now),
             journal: Journal::default(),
             adopted: Adopted::new(Rc::clone(&registry)),
+            metrics,
+            probe_stats: Default::default(),
+            started_wall: SystemTime::now(),
             registry,
             tracker,
             refused_at_start: refused.iter().map(|(p, _)| p.clone()).collect(),
@@ -333,6 +359,11 @@ impl Shell {
             Some(Owner::Oom) => self.on_memory_events(token, now),
             Some(Owner::Janitor) => self.janitor.retry(),
             Some(Owner::Adopted) => self.on_adopted(token, now),
+            Some(Owner::Metrics) => {
+                if let Some(m) = &mut self.metrics {
+                    m.on_event(event);
+                }
+            }
             Some(Owner::Probes) => {
                 if let Some(input) = self.probes.on_event(token, event, now) {
                     self.feed(now, input);
@@ -356,6 +387,7 @@ impl Shell {
         self.gone_pods
             .retry(self.cgroups.as_ref(), |p| core.pod(p, now).is_some(), now);
         self.serve_control(now);
+        self.serve_metrics(now);
         self.journal
             .drain(&self.core, now, self.capture.journal_mut());
         self.capture.flush();
@@ -387,6 +419,12 @@ impl Shell {
             consider(Some(now));
         }
         consider(self.control.next_deadline());
+        if let Some(m) = &self.metrics {
+            if m.has_work() {
+                consider(Some(now));
+            }
+            consider(m.next_deadline());
+        }
         deadline.map(|d| wake_early_for_slack(d.saturating_duration_since(now)))
     }
 
@@ -453,6 +491,8 @@ impl Shell {
             let view = control::View {
                 core: &self.core,
                 slots: &self.slots,
+                probe_stats: &self.probe_stats,
+                started_wall: self.started_wall,
             };
             let Some((pending, mutation)) = self.control.next_change(now, &view) else {
                 break;
@@ -486,6 +526,8 @@ impl Shell {
         let view = control::View {
             core: &self.core,
             slots: &self.slots,
+            probe_stats: &self.probe_stats,
+            started_wall: self.started_wall,
         };
         self.control.feed_streams(&view);
     }
@@ -536,6 +578,7 @@ impl Shell {
                     if r.is_ok() {
                         self.apply_supervisor(&plan, &new);
                         self.config = new;
+                        self.prune_probe_stats(now);
                     }
                     r.map(|msg| msg + &plan.summary())
                 }

@@ -55,15 +55,18 @@ pub enum Owner {
     Probes,
     /// The pidfd of a run adopted from an earlier vigil; the payload is the container key.
     Adopted,
+    /// The metrics listener or one of its connections.
+    Metrics,
 }
 
 impl Owner {
-    const TAGGED: [Owner; 5] = [
+    const TAGGED: [Owner; 6] = [
         Owner::Capture,
         Owner::Oom,
         Owner::Janitor,
         Owner::Probes,
         Owner::Adopted,
+        Owner::Metrics,
     ];
 
     fn tag(self) -> usize {
@@ -73,6 +76,7 @@ impl Owner {
             Owner::Janitor => 3,
             Owner::Probes => 4,
             Owner::Adopted => 5,
+            Owner::Metrics => 6,
             Owner::Signals | Owner::Control | Owner::Stdout => 0,
         }
     }
@@ -279,6 +283,10 @@ mod tests {
         assert_eq!(
             Owner::of(TokenSpace::new(Owner::Janitor).next()),
             Some(Owner::Janitor)
+        );
+        assert_eq!(
+            Owner::of(TokenSpace::new(Owner::Metrics).next()),
+            Some(Owner::Metrics)
         );
         assert_eq!(Owner::of(Token(CONN_TOKEN_BASE + 5)), Some(Owner::Control));
         assert_eq!(Owner::of(Token(COMPONENT_BASE)), None);

@@ -1,0 +1,463 @@
+//! The metrics endpoint (`metrics_address`) and `vigil metrics` against a real supervisor, and
+//! against the real Prometheus (`prometheus`, `promtool`: Debian's `prometheus` package).
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::common::{BIN, Vigil, require_program, supervisor_header};
+
+const T: Duration = Duration::from_secs(20);
+
+/// A crash-looping container (fast back-off) and a probed sleeper.
+const PODS: &str = r#"
+[pods.crash]
+backoff = { initial_seconds = 0.1, max_seconds = 0.2 }
+[[pods.crash.containers]]
+name = "c"
+command = ["sh", "-c", "exit 3"]
+
+[pods.web]
+[[pods.web.containers]]
+name = "app"
+command = ["sleep", "600"]
+readiness_probe = { exec = { command = ["true"] }, period_seconds = 1 }
+"#;
+
+/// vigil with `metrics_address` on a port the kernel picks; the address it serves on.
+fn start() -> (Vigil, SocketAddr) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let socket = dir.path().join("vigil.sock");
+    let config = dir.path().join("vigil.toml");
+    let header = supervisor_header(&socket).replacen(
+        "[supervisor]\n",
+        "[supervisor]\nmetrics_address = \"127.0.0.1:0\"\n",
+        1,
+    );
+    std::fs::write(&config, format!("{header}{PODS}")).expect("write config");
+    let v = Vigil::start_with(dir, socket, config);
+    let log = v.log();
+    let addr = log
+        .lines()
+        .find_map(|l| l.split("metrics: serving http://").nth(1))
+        .and_then(|rest| rest.strip_suffix("/metrics"))
+        .unwrap_or_else(|| panic!("no metrics address in the log:\n{log}"))
+        .parse()
+        .expect("address");
+    (v, addr)
+}
+
+/// One HTTP exchange: `request` written whole, everything read until the server closes.
+fn exchange(addr: SocketAddr, request: &[u8]) -> String {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(T)).unwrap();
+    s.write_all(request).expect("write");
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).expect("read");
+    String::from_utf8(out).expect("utf-8")
+}
+
+/// `GET path` with `Connection: close`; (status line, headers, body).
+fn get(addr: SocketAddr, path: &str, accept: Option<&str>) -> (String, String, String) {
+    let accept = accept
+        .map(|a| format!("Accept: {a}\r\n"))
+        .unwrap_or_default();
+    let reply = exchange(
+        addr,
+        format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n{accept}Connection: close\r\n\r\n")
+            .as_bytes(),
+    );
+    let (head, body) = reply.split_once("\r\n\r\n").expect("a head");
+    let (status, headers) = head.split_once("\r\n").unwrap_or((head, ""));
+    (status.to_string(), headers.to_string(), body.to_string())
+}
+
+/// The value of the one sample `prefix value`.
+fn sample(text: &str, prefix: &str) -> f64 {
+    let found: Vec<f64> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix(prefix)?.strip_prefix(' ')?.parse().ok())
+        .collect();
+    assert_eq!(found.len(), 1, "{prefix}\n{text}");
+    found[0]
+}
+
+fn type_lines(text: &str) -> Vec<&str> {
+    text.lines().filter(|l| l.starts_with("# TYPE ")).collect()
+}
+
+fn wait_restarts(v: &Vigil, n: u64) {
+    v.wait_for(T, "the crash-looping container to restart", |v| {
+        v.container("crash", "c")["restart_count"]
+            .as_u64()
+            .is_some_and(|r| r >= n)
+    });
+}
+
+#[test]
+fn a_scrape_over_http_counts_restarts_and_says_the_same_as_vigil_metrics() {
+    let (v, addr) = start();
+    wait_restarts(&v, 2);
+    let (status, headers, body) = get(addr, "/metrics", None);
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert!(
+        headers.contains("Content-Type: text/plain; version=0.0.4; charset=utf-8"),
+        "{headers}"
+    );
+    let restarts = sample(
+        &body,
+        r#"vigil_container_restarts_total{pod="crash",container="c"}"#,
+    );
+    assert!(restarts >= 2.0, "{body}");
+    assert_eq!(
+        sample(&body, r#"vigil_container_ready{pod="web",container="app"}"#),
+        1.0
+    );
+    let out = v.cli(&["metrics"]);
+    assert!(out.status.success(), "{out:?}");
+    let cli = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(type_lines(&cli), type_lines(&body));
+    // The counter never goes back between the two.
+    assert!(
+        sample(
+            &cli,
+            r#"vigil_container_restarts_total{pod="crash",container="c"}"#
+        ) >= restarts
+    );
+}
+
+#[test]
+fn openmetrics_is_served_when_the_scraper_asks_for_it() {
+    let (v, addr) = start();
+    let om = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5";
+    let (status, headers, body) = get(addr, "/metrics", Some(om));
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert!(
+        headers.contains("Content-Type: application/openmetrics-text; version=1.0.0"),
+        "{headers}"
+    );
+    assert!(body.ends_with("# EOF\n"), "{body}");
+    assert!(body.contains("# TYPE vigil_container_restarts counter\n"));
+    let out = v.cli(&["metrics", "--openmetrics"]);
+    let cli = String::from_utf8(out.stdout).unwrap();
+    assert!(cli.ends_with("# EOF\n"), "{cli}");
+    assert_eq!(type_lines(&cli), type_lines(&body));
+}
+
+#[test]
+fn one_connection_is_kept_alive_for_several_scrapes() {
+    let (_v, addr) = start();
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(T)).unwrap();
+    let req = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+    // Two requests in one write (pipelined), then a third after the replies.
+    s.write_all(&[&req[..], &req[..]].concat()).unwrap();
+    let mut got = String::new();
+    let mut buf = [0u8; 65536];
+    while got.matches("# TYPE process_start_time_seconds").count() < 2 {
+        let n = s.read(&mut buf).expect("read");
+        assert!(n > 0, "closed early:\n{got}");
+        got.push_str(std::str::from_utf8(&buf[..n]).unwrap());
+    }
+    assert_eq!(got.matches("HTTP/1.1 200 OK\r\n").count(), 2);
+    assert_eq!(got.matches("Connection: keep-alive\r\n").count(), 2);
+    s.write_all(b"GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut rest = String::new();
+    s.read_to_string(&mut rest).expect("read to the end");
+    assert!(rest.starts_with("HTTP/1.1 200 OK\r\n"), "{rest}");
+    assert!(rest.contains("Connection: close\r\n"), "{rest}");
+}
+
+#[test]
+fn bad_requests_get_their_status_and_the_next_scrape_is_answered() {
+    let (v, addr) = start();
+    let long = format!(
+        "GET /metrics HTTP/1.1\r\nX-Long: {}\r\n\r\n",
+        "a".repeat(9 * 1024)
+    );
+    let cases: [(&[u8], &str); 6] = [
+        (long.as_bytes(), "HTTP/1.1 431 "),
+        (
+            b"POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
+            "HTTP/1.1 405 ",
+        ),
+        (b"GET / HTTP/1.1\r\n\r\n", "HTTP/1.1 404 "),
+        (
+            b"GET /metrics HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc",
+            "HTTP/1.1 413 ",
+        ),
+        (
+            b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03",
+            "HTTP/1.1 400 ",
+        ),
+        (b"GET /metrics HTTP/3\r\n\r\n", "HTTP/1.1 "),
+    ];
+    for (req, want) in cases {
+        let reply = exchange(addr, req);
+        assert!(
+            reply.starts_with(want) && !reply.starts_with("HTTP/1.1 200"),
+            "{:?}: {reply}",
+            String::from_utf8_lossy(&req[..req.len().min(40)])
+        );
+        assert!(reply.contains("Connection: close\r\n"), "{reply}");
+    }
+    let (status, _, _) = get(addr, "/metrics", None);
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert_eq!(v.status()["pods"].as_array().map(Vec::len), Some(2));
+}
+
+#[test]
+fn scrapers_beyond_the_limit_get_503_and_the_control_socket_still_answers() {
+    let (v, addr) = start();
+    // 64 connections that send nothing hold every slot.
+    let held: Vec<TcpStream> = (0..64)
+        .map(|_| TcpStream::connect(addr).expect("connect"))
+        .collect();
+    // Once all are accepted, one more is refused with a status line.
+    let mut refused = String::new();
+    let deadline = Instant::now() + T;
+    while !refused.starts_with("HTTP/1.1 503 ") {
+        assert!(Instant::now() < deadline, "no 503: {refused:?}");
+        refused = exchange(addr, b"GET /metrics HTTP/1.1\r\n\r\n");
+    }
+    assert!(v.status()["pods"].is_array());
+    drop(held);
+    let deadline = Instant::now() + T;
+    loop {
+        let reply = exchange(addr, b"GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n");
+        if reply.starts_with("HTTP/1.1 200 OK") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "slots never freed: {reply}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_client_that_sends_half_a_request_is_closed_after_the_idle_timeout() {
+    let (_v, addr) = start();
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    let mut out = Vec::new();
+    // EOF (not a read timeout) once the server closes it: 10 s without progress.
+    s.read_to_end(&mut out).expect("closed by the server");
+    assert!(out.is_empty(), "{}", String::from_utf8_lossy(&out));
+}
+
+#[test]
+fn a_metrics_address_in_use_stops_start_up_naming_the_key() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let socket = dir.path().join("vigil.sock");
+    let config = dir.path().join("vigil.toml");
+    let header = supervisor_header(&socket).replacen(
+        "[supervisor]\n",
+        &format!("[supervisor]\nmetrics_address = \"127.0.0.1:{port}\"\n"),
+        1,
+    );
+    std::fs::write(&config, format!("{header}{PODS}")).unwrap();
+    let out = Command::new(BIN)
+        .args(["run", "-c"])
+        .arg(&config)
+        .env_remove("VIGIL_SOCKET")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run vigil");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("metrics_address 127.0.0.1:{port}: cannot listen")),
+        "{err}"
+    );
+    assert!(!socket.exists(), "nothing left behind");
+}
+
+#[test]
+fn a_metrics_address_that_is_not_ip_and_port_is_a_config_error_at_its_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("vigil.toml");
+    for bad in ["localhost:9469", "127.0.0.1", "127.0.0.1:99999", ""] {
+        std::fs::write(
+            &config,
+            format!("[supervisor]\nmetrics_address = \"{bad}\"\n"),
+        )
+        .unwrap();
+        let out = Command::new(BIN)
+            .args(["check", "-c"])
+            .arg(&config)
+            .env_remove("VIGIL_CONFIG")
+            .output()
+            .expect("run vigil check");
+        assert!(!out.status.success(), "{bad:?} accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("2:")
+                && err.contains("supervisor.metrics_address")
+                && err.contains("127.0.0.1:9469"),
+            "{bad:?}: {err}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs promtool (Debian package prometheus; tests/run-all.sh installs it)"]
+fn promtool_accepts_the_exposition() {
+    require_program("promtool", "--version", "prometheus");
+    let (v, _addr) = start();
+    wait_restarts(&v, 1);
+    let out = v.cli(&["metrics"]);
+    assert!(out.status.success(), "{out:?}");
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool");
+    child.stdin.take().unwrap().write_all(&out.stdout).unwrap();
+    let checked = child.wait_with_output().unwrap();
+    // promtool reads the Prometheus text format only (OpenMetrics is checked by Prometheus
+    // itself scraping it: see the next test).
+    assert!(
+        checked.status.success(),
+        "promtool: {}{}\n{}",
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+/// A Prometheus server on a free port scraping `target` every second; killed (by PID) on drop.
+struct Prometheus {
+    child: std::process::Child,
+    web: SocketAddr,
+    _dir: tempfile::TempDir,
+}
+
+impl Prometheus {
+    fn start(target: SocketAddr) -> Prometheus {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let web = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let config = dir.path().join("prometheus.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n\
+                 scrape_configs:\n  - job_name: vigil\n    static_configs:\n      \
+                 - targets: ['{target}']\n"
+            ),
+        )
+        .unwrap();
+        let log = std::fs::File::create(dir.path().join("prometheus.log")).unwrap();
+        let child = Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address={web}"))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("start prometheus");
+        Prometheus {
+            child,
+            web,
+            _dir: dir,
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self._dir.path().join("prometheus.log")).unwrap_or_default()
+    }
+
+    /// `/api/v1/query`'s result vector for `expr` (empty while Prometheus is starting).
+    fn query(&self, expr: &str) -> Vec<Value> {
+        let mut q = String::new();
+        for b in expr.bytes() {
+            if b.is_ascii_alphanumeric() || b"_.-~".contains(&b) {
+                q.push(b as char);
+            } else {
+                q.push_str(&format!("%{b:02X}"));
+            }
+        }
+        let Ok(mut s) = TcpStream::connect(self.web) else {
+            return Vec::new();
+        };
+        s.set_read_timeout(Some(T)).unwrap();
+        let req = format!(
+            "GET /api/v1/query?query={q} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+            self.web
+        );
+        if s.write_all(req.as_bytes()).is_err() {
+            return Vec::new();
+        }
+        let mut reply = String::new();
+        if s.read_to_string(&mut reply).is_err() {
+            return Vec::new();
+        }
+        let Some((_, body)) = reply.split_once("\r\n\r\n") else {
+            return Vec::new();
+        };
+        let v: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+        v["data"]["result"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// Waits until `expr` has a result.
+    fn wait_for(&self, expr: &str) -> Vec<Value> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let r = self.query(expr);
+            if !r.is_empty() {
+                return r;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no result for {expr}\nprometheus log:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+#[ignore = "needs prometheus (Debian package prometheus; tests/run-all.sh installs it)"]
+fn prometheus_scrapes_vigil_and_sees_a_restart_counter_move() {
+    require_program("prometheus", "--version", "prometheus");
+    let (v, addr) = start();
+    let prom = Prometheus::start(addr);
+    let up = prom.wait_for(&format!("up{{instance=\"{addr}\"}} == 1"));
+    assert_eq!(up[0]["value"][1], "1");
+    // A counter that moved between scrapes Prometheus stored.
+    let moved = prom
+        .wait_for(r#"increase(vigil_container_restarts_total{pod="crash",container="c"}[1m]) > 0"#);
+    assert_eq!(moved[0]["metric"]["container"], "c");
+    // The probe histogram and vigil's own figures arrived too.
+    prom.wait_for(r#"vigil_probe_duration_seconds_count{pod="web",probe="readiness"} > 0"#);
+    prom.wait_for("process_resident_memory_bytes > 0");
+    // Prometheus asks for OpenMetrics first: what it stored came through that parser.
+    assert!(
+        v.log().contains("metrics: scrape answered in openmetrics"),
+        "{}",
+        v.log()
+    );
+}
