@@ -18,6 +18,9 @@ Driven by bench/run.sh, which installs the peers and builds vigil first. Workloa
   hostile  vigil alone: restart gap, `status` latency and probe lateness (100 containers
            probed every 0.5 s) without and with 40 hostile readers of a full ring that never
            read (--only hostile; needs root to run them as uid 65534)
+  metrics  vigil alone: GET /metrics latency and size with 1,000 containers (both formats), and
+           restart gap and probe lateness without and with a scraper every second
+           (--only metrics)
 
 Rounds alternate the tools (rotated order each round); the table gives medians over rounds.
 Only processes this script started are signalled, by PID. Scratch: --work (default
@@ -738,6 +741,143 @@ def w_hostile(ctx, vigil, window=8.0, probed=100, period=0.5):
     return out
 
 
+def _scrape(conn, accept=None):
+    """One GET /metrics on a kept-alive http.client connection: (ms, bytes)."""
+    t0 = time.monotonic()
+    conn.request("GET", "/metrics", headers={"Accept": accept} if accept else {})
+    r = conn.getresponse()
+    body = r.read()
+    if r.status != 200:
+        raise RuntimeError(f"GET /metrics: {r.status}")
+    return (time.monotonic() - t0) * 1000, len(body)
+
+
+def w_metrics(ctx, vigil, n=1000, probed=100, window=10.0, burst=30):
+    """vigil only (issue 18): n containers (`probed` of them with a TCP readiness probe every
+    second against local listeners) and one crash-looping service (back-off 0, bench/stamp.c),
+    with metrics_address on loopback. Two phases, each a fresh vigil:
+      unscraped  nothing reads /metrics during the window;
+      scraped    a scraper (http.client, kept alive) GETs /metrics every second, as Prometheus
+                 with scrape_interval 1s would.
+    Per phase: the crash-looper's exit-to-next-start gaps (stamps), and probe lateness from
+    vigil's own records (`recent[].time` against started_at + initial delay + k x period,
+    both ms-truncated: +-1 ms). After the window: `burst` back-to-back scrapes in each
+    format (latency, bytes) and vigil's CPU time per scrape."""
+    out = {}
+    lp = None
+    if ctx.probesrv:
+        srv = [str(ctx.probesrv), str(probed), "/dev/null"]
+    else:
+        srv = [sys.executable, "-c", LISTENER, str(probed), "/dev/null"]
+    lp = subprocess.Popen(srv, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    ports = json.loads(lp.stdout.readline())
+    delay, period = 1.0, 1.0
+    try:
+        for phase in ("unscraped", "scraped"):
+            d = fresh_dir(ctx, f"vigil-metrics-{phase}")
+            stamps = d / "stamps-000"
+            svcs = [("crash", [str(ctx.stamp), str(stamps), "0"])] + sleepers(ctx, n)
+            port_of = {name: ports[i] for i, (name, _) in enumerate(svcs[1:probed + 1])}
+
+            def probe(name):
+                if name not in port_of:
+                    return []
+                return [f"[pods.{name}.containers.readiness_probe]",
+                        f"tcp_socket = {{ port = {port_of[name]} }}",
+                        f"initial_delay_seconds = {delay}", f"period_seconds = {period}",
+                        "timeout_seconds = 1"]
+
+            vigil.setup(d, svcs, extra_pod=probe)
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                mport = s.getsockname()[1]
+            cfg = (d / "vigil.toml").read_text().replace(
+                "[supervisor]\n", f'[supervisor]\nmetrics_address = "127.0.0.1:{mport}"\n', 1)
+            (d / "vigil.toml").write_text(cfg)
+            r = Running(vigil, d)
+            scraper, stop = None, threading.Event()
+            during = []
+            try:
+                if not wait_until(lambda: count_children(r.p.pid) >= n, ctx.start_timeout):
+                    return None
+                time.sleep(3)
+                vs = VSock(vigil.sock(d))
+                pods = vs.req("status")["result"]["pods"]
+                started = {p["name"]: parse_ts(p["containers"][0]["state"]["running"]["started_at"])
+                           for p in pods if p["name"] in port_of}
+                if phase == "scraped":
+                    def scrape_every_second():
+                        c = http.client.HTTPConnection("127.0.0.1", mport, timeout=10)
+                        nxt = time.monotonic()
+                        while not stop.is_set():
+                            during.append(_scrape(c, "application/openmetrics-text;version=1.0.0"))
+                            nxt += 1.0
+                            stop.wait(max(0.0, nxt - time.monotonic()))
+                        c.close()
+                    scraper = threading.Thread(target=scrape_every_second, daemon=True)
+                    scraper.start()
+                stamps.write_text("")
+                w0 = time.time()
+                time.sleep(window)
+                w1 = time.time()
+                stop.set()
+                if scraper:
+                    scraper.join()
+                gaps = read_gaps([stamps])
+                after = vs.req("status")["result"]["pods"]
+                records = {p["name"]: [parse_ts(x["time"]) for pr in p["containers"][0]["probes"]
+                                       for x in pr["recent"]] for p in after if p["name"] in port_of}
+                late = []
+                for name, s0 in started.items():
+                    late.extend(lateness(records.get(name, []), s0, delay, period, w0, w1))
+                res = {"restarts": len(gaps), "gap_p50_ms": pct(gaps, 0.5), "gap_p99_ms": pct(gaps, 0.99),
+                       "gap_max_ms": max(gaps) if gaps else None,
+                       "probe_late_p50_ms": pct(late, 0.5), "probe_late_p99_ms": pct(late, 0.99),
+                       "probe_late_max_ms": max(late) if late else None, "probe_attempts": len(late)}
+                if during:
+                    res["scrapes_during"] = len(during)
+                    res["scrape_during_p50_ms"] = pct([x[0] for x in during], 0.5)
+                    res["scrape_during_max_ms"] = max(x[0] for x in during)
+                if phase == "scraped":
+                    own = own_pids(r.p.pid)
+                    c = http.client.HTTPConnection("127.0.0.1", mport, timeout=10)
+                    for fmt, accept in (("prometheus", None),
+                                        ("openmetrics", "application/openmetrics-text;version=1.0.0")):
+                        a = cpu_ns(own)
+                        lat = [_scrape(c, accept) for _ in range(burst)]
+                        b = cpu_ns(own)
+                        cpu_ms = sum(b[p] - a[p] for p in a if p in b) / 1e6 / burst
+                        ms = [x[0] for x in lat]
+                        res[fmt] = {"bytes": lat[-1][1], "p50_ms": pct(ms, 0.5), "p99_ms": pct(ms, 0.99),
+                                    "max_ms": max(ms), "vigil_cpu_ms_per_scrape": cpu_ms}
+                    c.close()
+                    t0 = time.monotonic()
+                    cli = subprocess.run([ctx.vigil, "metrics", "--socket", vigil.sock(d)],
+                                         capture_output=True)
+                    res["cli_ms"] = (time.monotonic() - t0) * 1000
+                    res["cli_bytes"] = len(cli.stdout)
+                vs.close()
+                out[phase] = res
+            finally:
+                stop.set()
+                r.stop()
+    finally:
+        lp.send_signal(signal.SIGTERM)
+        lp.wait(timeout=10)
+    print(f"\nmetrics (vigil only; {n} containers, {probed} probed every second, one crash-looping):")
+    print(f"  {'':28} {'unscraped':>10} {'scraped 1/s':>12}")
+    for k in ("restarts", "gap_p50_ms", "gap_p99_ms", "gap_max_ms", "probe_attempts",
+              "probe_late_p50_ms", "probe_late_p99_ms", "probe_late_max_ms"):
+        a, b = out["unscraped"][k], out["scraped"][k]
+        fa = f"{a:10.2f}" if isinstance(a, float) else f"{a!s:>10}"
+        fb = f"{b:12.2f}" if isinstance(b, float) else f"{b!s:>12}"
+        print(f"  {k:28} {fa} {fb}")
+    for fmt in ("prometheus", "openmetrics"):
+        print(f"  scrape {fmt}: {json.dumps(out['scraped'][fmt])}")
+    log(f"  vigil metrics: {json.dumps(out)}")
+    return out
+
+
 def spawn_wait(argv):
     pid = os.posix_spawn(argv[0] if "/" in argv[0] else shutil.which(argv[0]), argv, os.environ,
                          file_actions=[(os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
@@ -1290,6 +1430,8 @@ def full(ctx, args):
         res.setdefault("vigil_only", {})["hostile"] = w_hostile(ctx, vigil)
     if vigil and "upgrade" in only:
         res.setdefault("vigil_only", {})["upgrade"] = w_upgrade(ctx, vigil, args.upgrade_sizes)
+    if vigil and "metrics" in only:
+        res.setdefault("vigil_only", {})["metrics"] = w_metrics(ctx, vigil)
     if vigil and only & {"vigil", "probes"}:
         log("== vigil only")
         vo = res.setdefault("vigil_only", {})

@@ -15,6 +15,9 @@
 #   bench/run.sh --no-install --tools vigil --only hostile       # restart gap, status latency and
 #                                                                #   probe lateness with and without
 #                                                                #   hostile clients
+#   bench/run.sh --no-install --tools vigil --only metrics       # GET /metrics with 1,000
+#                                                                #   containers; restart gap and
+#                                                                #   probe lateness, scraped or not
 #   bench/run.sh --no-install --tools vigil --only probes --probe-mix http-https-grpc
 #                                 # the same with a third each of HTTP, HTTPS and gRPC probes
 #

@@ -1177,6 +1177,7 @@ max_connections_per_uid = 16
 client_idle_timeout_seconds = 30
 client_fd_percent = 40
 on_restart = "replace"
+metrics_address = "[::1]:9469"
 
 [pods.db]
 restart_policy = "Always"

@@ -215,7 +215,9 @@ mod tests {
         );
         let m = e.to_string();
         assert!(
-            m.contains("socket, cgroup_root, cgroup_name changed: needs a restart"),
+            m.contains(
+                "socket, cgroup_root, cgroup_name, metrics_address changed: needs a restart"
+            ),
             "{m}"
         );
     }

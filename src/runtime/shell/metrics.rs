@@ -225,6 +225,8 @@ impl MetricsListener {
         let mut writers = self.conns.values().filter(|c| c.reply.is_some()).count();
         let mut budget = TURN_OUTPUT;
         let mut gone = Vec::new();
+        let mut waiting = false;
+        let mut freed = false;
         for (&token, conn) in self.conns.iter_mut() {
             if let Some(until) = conn.lingering {
                 if conn.readable {
@@ -256,9 +258,13 @@ impl MetricsListener {
                             Format::Prometheus => 0,
                             Format::OpenMetrics => 1,
                         };
-                        if writers >= WRITERS
-                            || (rendered[slot].is_none() && renders >= RENDERS_PER_TURN)
-                        {
+                        if writers >= WRITERS {
+                            // Picked up when a reply finishes or a connection goes (not by
+                            // polling: a stalled writer would make that a busy loop).
+                            waiting = true;
+                            continue;
+                        }
+                        if rendered[slot].is_none() && renders >= RENDERS_PER_TURN {
                             self.more = true;
                             continue;
                         }
@@ -297,6 +303,7 @@ impl MetricsListener {
                     Ok(true) => {
                         let reply = conn.reply.take();
                         writers = writers.saturating_sub(1);
+                        freed = true;
                         if reply.is_some_and(|r| r.close_after) {
                             let _ = conn.stream.shutdown(std::net::Shutdown::Write);
                             conn.lingering = Some(now + LINGER);
@@ -331,7 +338,11 @@ impl MetricsListener {
         for token in gone {
             if let Some(mut conn) = self.conns.remove(&token) {
                 let _ = self.registry.deregister(&mut conn.stream);
+                freed = true;
             }
+        }
+        if waiting && freed {
+            self.more = true;
         }
         if self.accept_pending {
             self.more = true;
