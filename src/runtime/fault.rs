@@ -3,17 +3,40 @@
 //!
 //! Owns reading `VIGIL_FAULT_PANIC_AFTER_SECS` (seconds after start at which a loop turn
 //! panics) and `VIGIL_FAULT_PANICS` (how many turns panic, default 1: 2 exercises the
-//! "panicked again while shutting down" path). Must not do anything else: it only panics.
+//! "panicked again while shutting down" path), and `VIGIL_FAULT_HANDOFF_REFUSE_FILE` (a path:
+//! when that file exists, the new instance of `vigil upgrade` removes it and refuses the
+//! state, so the way back to the old binary runs). Must not do anything else.
 
+#[cfg(feature = "fault-injection")]
 use std::time::{Duration, Instant};
 
+#[cfg(feature = "fault-injection")]
 use log::warn;
 
+/// The new instance of an upgrade (not the way back: `returning`) refuses the state when
+/// `VIGIL_FAULT_HANDOFF_REFUSE_FILE` names a file that exists (removed first, so only once).
+/// Always false without the `fault-injection` feature.
+pub fn refuse_handoff(returning: bool) -> bool {
+    #[cfg(feature = "fault-injection")]
+    {
+        !returning
+            && std::env::var_os("VIGIL_FAULT_HANDOFF_REFUSE_FILE")
+                .is_some_and(|flag| std::fs::remove_file(flag).is_ok())
+    }
+    #[cfg(not(feature = "fault-injection"))]
+    {
+        let _ = returning;
+        false
+    }
+}
+
+#[cfg(feature = "fault-injection")]
 pub struct Fault {
     at: Option<Instant>,
     left: u32,
 }
 
+#[cfg(feature = "fault-injection")]
 impl Fault {
     pub fn from_env(start: Instant) -> Fault {
         let secs = std::env::var("VIGIL_FAULT_PANIC_AFTER_SECS")

@@ -8,7 +8,6 @@
 //! `poll_action()` into the executor, whose outcomes go straight back in as inputs. It must not
 //! make lifecycle decisions (restart, back-off, reasons): those are the core's.
 
-#[cfg(feature = "fault-injection")]
 mod fault;
 pub(crate) mod handoff;
 pub(crate) mod harden;
@@ -90,6 +89,10 @@ fn resume_main(inh: handoff::Inherited) -> i32 {
         install_pid1_panic_hook();
     }
     let code = match handoff::read(&inh.state) {
+        _ if fault::refuse_handoff(inh.error.is_some()) => fall_back(
+            &inh,
+            "fault injection: VIGIL_FAULT_HANDOFF_REFUSE_FILE was there",
+        ),
         Err(e) => fall_back(&inh, &e.to_string()),
         Ok((state, blobs)) => match shell::Shell::resume(state, &blobs, inh.error.as_deref()) {
             Ok(shell) => {

@@ -109,6 +109,10 @@ pub struct State<Core = Supervisor, Cfg = Config> {
     pub config: Cfg,
     /// The path the next `vigil upgrade` without `--binary` executes.
     pub exe_path: PathBuf,
+    /// The path the old instance ran from (it stays the default when the new binary could
+    /// not take over). Added after the first version: absent there.
+    #[serde(default)]
+    pub previous_exe_path: Option<PathBuf>,
     pub argv: Vec<String>,
     pub core: Core,
     pub slots: Vec<SlotState>,
@@ -149,6 +153,7 @@ impl<Core, Cfg> State<Core, Cfg> {
             source,
             config,
             exe_path,
+            previous_exe_path,
             argv,
             core,
             slots,
@@ -173,6 +178,7 @@ impl<Core, Cfg> State<Core, Cfg> {
             source,
             config,
             exe_path,
+            previous_exe_path,
             argv,
             core: (),
             slots,

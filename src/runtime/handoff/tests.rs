@@ -107,6 +107,7 @@ fn sample(now: Instant) -> (State, Blobs) {
         source: ConfigSource::File("/etc/vigil/vigil.toml".into()),
         config: config.clone(),
         exe_path: "/usr/bin/vigil".into(),
+        previous_exe_path: Some("/usr/bin/vigil.old".into()),
         argv: vec!["vigil".into(), "run".into()],
         core,
         slots: vec![SlotState {

@@ -107,6 +107,9 @@ impl Shell {
                 handoff::FORMAT_VERSION
             ));
         }
+        // Whatever the core asked for in this turn is done by this process (the core's action
+        // queue is not part of the state): a SIGUSR2 handled after a reap in the same turn.
+        self.drain_actions(now);
         if self.probes.hook_running() {
             return Err(UpgradeError::Busy("a lifecycle hook is running"));
         }
@@ -254,6 +257,7 @@ impl Shell {
             source: self.source.clone(),
             config: &self.config,
             exe_path: binary.to_path_buf(),
+            previous_exe_path: Some(self.exe_path.clone()),
             argv: self.argv.clone(),
             core: &self.core,
             slots,
@@ -397,7 +401,10 @@ impl Shell {
         self.journal = Journal::resume_after(state.journal_seq);
         self.stop_signals = state.stop_signals;
         self.started_at = state.started_at;
-        self.exe_path = state.exe_path;
+        self.exe_path = match (error, state.previous_exe_path) {
+            (Some(_), Some(previous)) => previous,
+            _ => state.exe_path,
+        };
         self.argv = state.argv;
         self.upgrades = state.upgrades;
 
