@@ -84,6 +84,7 @@ pub fn handoff_entry() -> Option<i32> {
 /// binary with the same state (it continues unchanged and tells the caller).
 fn resume_main(inh: handoff::Inherited) -> i32 {
     init_logger();
+    let exec_done = std::time::Instant::now();
     let pid1 = pid1::is_pid1();
     if pid1 {
         install_pid1_panic_hook();
@@ -94,18 +95,30 @@ fn resume_main(inh: handoff::Inherited) -> i32 {
             "fault injection: VIGIL_FAULT_HANDOFF_REFUSE_FILE was there",
         ),
         Err(e) => fall_back(&inh, &e.to_string()),
-        Ok((state, blobs)) => match shell::Shell::resume(state, &blobs, inh.error.as_deref()) {
-            Ok(shell) => {
-                drop(inh);
-                shell.run()
-            }
-            Err(e) => fall_back(&inh, &format!("cannot start: {e}")),
-        },
+        Ok((state, blobs)) => {
+            log::debug!(
+                "upgrade: state read in {:.1} ms ({} bytes of logs), {:.1} ms after the old loop left",
+                exec_done.elapsed().as_secs_f64() * 1e3,
+                blobs.len(),
+                (handoff::mono::raw_now() - i128::from(state.loop_left_at)) as f64 / 1e6
+            );
+            resume(inh, state, &blobs)
+        }
     };
     if pid1 {
         finish_as_pid1(code);
     }
     code
+}
+
+fn resume(inh: handoff::Inherited, state: handoff::State, blobs: &[u8]) -> i32 {
+    match shell::Shell::resume(state, blobs, inh.error.as_deref()) {
+        Ok(shell) => {
+            drop(inh);
+            shell.run()
+        }
+        Err(e) => fall_back(&inh, &format!("cannot start: {e}")),
+    }
 }
 
 /// Back to the binary that wrote the state. Returns only if that is impossible.

@@ -18,7 +18,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 use std::time::Instant;
 
-use log::{error, info, warn};
+use log::{debug, error, info, warn};
 
 use super::Shell;
 use super::journal::Journal;
@@ -99,6 +99,7 @@ impl Shell {
         };
         binary::check(&binary)?;
         let info = binary::ask_version(&binary)?;
+        let checked = taken.elapsed();
         if check {
             return Ok(format!(
                 "{} is vigil {} and reads handoff format {}: an upgrade would keep every container",
@@ -124,6 +125,11 @@ impl Shell {
             .drain(&self.core, now, self.capture.journal_mut());
         let (state, blobs, fds) = self.handoff_state(&binary, asker, taken);
         let memfd = handoff::write(&state, blobs).map_err(UpgradeError::State)?;
+        debug!(
+            "upgrade: binary checked in {:.1} ms, state written in {:.1} ms",
+            checked.as_secs_f64() * 1e3,
+            (taken.elapsed() - checked).as_secs_f64() * 1e3
+        );
         let exe = std::fs::File::open("/proc/self/exe")
             .map(OwnedFd::from)
             .map_err(UpgradeError::State)?;
@@ -409,6 +415,10 @@ impl Shell {
         self.upgrades = state.upgrades;
 
         let away_ms = (mono::raw_now() - i128::from(state.loop_left_at)) as f64 / 1e6;
+        debug!(
+            "upgrade: taken over in {:.1} ms",
+            now.elapsed().as_secs_f64() * 1e3
+        );
         let message = match error {
             None => {
                 let m = format!(
