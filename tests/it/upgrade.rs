@@ -475,3 +475,32 @@ exec = { command = ["/bin/sleep", "3"] }
     assert!(ok, "{text}");
     assert_eq!(exe_of(me), next);
 }
+
+#[test]
+fn an_upgrade_during_a_shutdown_is_refused() {
+    let (_keep, next) = copy_of_vigil();
+    let v = Vigil::start(
+        r#"
+[pods.slow]
+termination_grace_period_seconds = 5
+[[pods.slow.containers]]
+name = "c"
+command = ["/bin/sh", "-c", "trap '' TERM; while true; do sleep 0.1; done"]
+"#,
+    );
+    v.wait_for(T, "slow running", |v| {
+        pid_of(&v.container("slow", "c")).is_some()
+    });
+    let me = vigil_pid(&v);
+    let exe = exe_of(me);
+    let r = v.request(r#"{"cmd":"shutdown"}"#);
+    assert_eq!(r["ok"], true, "{r}");
+    let line = format!(
+        r#"{{"cmd":"upgrade","binary":"{}"}}"#,
+        next.to_str().unwrap()
+    );
+    let r = v.request(&line);
+    assert_eq!(r["ok"], false, "{r}");
+    assert_eq!(r["error"]["kind"], "shutting_down", "{r}");
+    assert_eq!(exe_of(me), exe);
+}

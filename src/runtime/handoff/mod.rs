@@ -354,6 +354,7 @@ pub fn parse(bytes: &[u8]) -> Result<(State, Vec<u8>), ReadError> {
     if !READS.contains(&v.version) {
         return Err(ReadError::Version { found: v.version });
     }
+    log::debug!("upgrade: the state is {} bytes of JSON", json.len());
     let state: State = serde_json::from_slice(json).map_err(|source| ReadError::Parse {
         version: v.version,
         source,
