@@ -384,6 +384,14 @@ impl Prometheus {
 
     /// `/api/v1/query`'s result vector for `expr` (empty while Prometheus is starting).
     fn query(&self, expr: &str) -> Vec<Value> {
+        self.answer(expr)["data"]["result"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// `/api/v1/query`'s whole answer for `expr` (`null` if there was none).
+    fn answer(&self, expr: &str) -> Value {
         let mut q = String::new();
         for b in expr.bytes() {
             if b.is_ascii_alphanumeric() || b"_.-~".contains(&b) {
@@ -393,7 +401,7 @@ impl Prometheus {
             }
         }
         let Ok(mut s) = TcpStream::connect(self.web) else {
-            return Vec::new();
+            return Value::Null;
         };
         s.set_read_timeout(Some(T)).unwrap();
         let req = format!(
@@ -401,17 +409,16 @@ impl Prometheus {
             self.web
         );
         if s.write_all(req.as_bytes()).is_err() {
-            return Vec::new();
+            return Value::Null;
         }
         let mut reply = String::new();
         if s.read_to_string(&mut reply).is_err() {
-            return Vec::new();
+            return Value::Null;
         }
         let Some((_, body)) = reply.split_once("\r\n\r\n") else {
-            return Vec::new();
+            return Value::Null;
         };
-        let v: Value = serde_json::from_str(body).unwrap_or(Value::Null);
-        v["data"]["result"].as_array().cloned().unwrap_or_default()
+        serde_json::from_str(body).unwrap_or(Value::Null)
     }
 
     /// Waits until `expr` has a result.
@@ -454,10 +461,47 @@ fn prometheus_scrapes_vigil_and_sees_a_restart_counter_move() {
     // The probe histogram and vigil's own figures arrived too.
     prom.wait_for(r#"vigil_probe_duration_seconds_count{pod="web",probe="readiness"} > 0"#);
     prom.wait_for("process_resident_memory_bytes > 0");
+    // Every panel expression of the shipped Grafana dashboard is valid PromQL and finds data
+    // (its variables set to "all", Grafana's rate interval to 1m).
+    let dashboard: Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/docs/grafana-dashboard.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let mut exprs = Vec::new();
+    collect_exprs(&dashboard, &mut exprs);
+    assert!(exprs.len() > 10);
+    for e in &exprs {
+        let q = e
+            .replace("$__rate_interval", "1m")
+            .replace("$job", ".*")
+            .replace("$pod", ".*");
+        let a = prom.answer(&q);
+        assert_eq!(a["status"], "success", "{q}: {a}");
+    }
     // Prometheus asks for OpenMetrics first: what it stored came through that parser.
     assert!(
         v.log().contains("metrics: scrape answered in openmetrics"),
         "{}",
         v.log()
     );
+}
+
+/// Every panel target's `expr` in a Grafana dashboard.
+fn collect_exprs(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::Object(m) => {
+            for (k, child) in m {
+                match (k.as_str(), child) {
+                    ("expr", Value::String(s)) => out.push(s.clone()),
+                    _ => collect_exprs(child, out),
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|i| collect_exprs(i, out)),
+        _ => {}
+    }
 }
