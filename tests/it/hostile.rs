@@ -23,8 +23,8 @@ const CLIENT: &str = include_str!("hostile_client.py");
 const PYTHON: &str = "/usr/bin/python3";
 
 /// A vigil on `pods` with `extra` lines in `[supervisor]`, its socket open to everyone, in a
-/// directory `nobody` can traverse; with `nofile`, under that `RLIMIT_NOFILE` (soft and hard).
-fn start(pods: &str, extra: &str, nofile: Option<u64>) -> Vigil {
+/// directory `nobody` can traverse; with `nofile` ("SOFT:HARD"), under that `RLIMIT_NOFILE`.
+fn start(pods: &str, extra: &str, nofile: Option<&str>) -> Vigil {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
     let socket = dir.path().join("run").join("vigil.sock");
@@ -38,7 +38,7 @@ fn start(pods: &str, extra: &str, nofile: Option<u64>) -> Vigil {
     let mut cmd = match nofile {
         Some(n) => {
             let mut c = Command::new("prlimit");
-            c.arg(format!("--nofile={n}:{n}")).arg(BIN);
+            c.arg(format!("--nofile={n}")).arg(BIN);
             c
         }
         None => Command::new(BIN),
@@ -76,13 +76,20 @@ struct Hostile {
 
 impl Hostile {
     fn run(socket: &Path, args: &[&str]) -> Hostile {
-        let mut child = Command::new(PYTHON)
+        Hostile::run_as(socket, args, Some(NOBODY))
+    }
+
+    /// `uid` None: the client starts as root (it drops to other uids itself).
+    fn run_as(socket: &Path, args: &[&str], uid: Option<u32>) -> Hostile {
+        let mut cmd = Command::new(PYTHON);
+        if let Some(uid) = uid {
+            cmd.uid(uid).gid(uid);
+        }
+        let mut child = cmd
             .arg("-c")
             .arg(CLIENT)
             .arg(socket)
             .args(args)
-            .uid(NOBODY)
-            .gid(NOBODY)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -154,9 +161,17 @@ command = ["sh", "-c", "head -c 1048576 /dev/zero; exec sleep 600"]
 backoff = {{ initial_seconds = 0.5, max_seconds = 0.5 }}
 [[pods.crash.containers]]
 name = "c"
-command = ["sh", "-c", "date +%s.%N >> {}; exit 1"]
+command = ["sh", "-c", "date +%s.%N >> {s}; exit 1"]
+
+[pods.probed]
+[[pods.probed.containers]]
+name = "c"
+command = ["sleep", "600"]
+[pods.probed.containers.liveness_probe]
+exec = {{ command = ["sh", "-c", "date +%s.%N >> {s}.probe"] }}
+period_seconds = 1
 "#,
-        stamp.display()
+        s = stamp.display()
     )
 }
 
@@ -167,9 +182,14 @@ fn forty_readers_that_never_read_do_not_delay_restarts_or_new_clients() {
     let stamp_dir = tempfile::tempdir().expect("tempdir");
     let stamp = stamp_dir.path().join("starts");
     let v = start(&crash_pods(&stamp), "max_connections_per_uid = 64\n", None);
-    v.wait_for(T, "a few restarts", |_| stamps(&stamp).len() >= 4);
+    let probes = stamp.with_extension("probe");
+    v.wait_for(T, "a few restarts and probes", |_| {
+        stamps(&stamp).len() >= 4 && stamps(&probes).len() >= 3
+    });
     let before = stamps(&stamp);
     let unloaded = max_gap(&before);
+    let probes_before = stamps(&probes);
+    let probe_unloaded = max_gap(&probes_before);
     let attacker = Hostile::run(&v.socket, &["readers", "40", "100", "noisy"]);
     assert_eq!(attacker.held, 40);
     let started = Instant::now();
@@ -177,9 +197,17 @@ fn forty_readers_that_never_read_do_not_delay_restarts_or_new_clients() {
     let version_took = started.elapsed();
     assert_eq!(reply["ok"], true);
     let n = stamps(&stamp).len();
-    v.wait_for(T, "restarts under attack", |_| {
-        stamps(&stamp).len() >= n + 6
+    let p = stamps(&probes).len();
+    v.wait_for(T, "restarts and probes under attack", |_| {
+        stamps(&stamp).len() >= n + 6 && stamps(&probes).len() >= p + 3
     });
+    // Probe periods are as regular under attack as without it (a stalled loop made them
+    // come seconds late).
+    let probe_loaded = max_gap(&stamps(&probes)[p - 1..]);
+    assert!(
+        probe_loaded < probe_unloaded + 2.0,
+        "probe period {probe_loaded:.3}s under 40 hostile readers, {probe_unloaded:.3}s without"
+    );
     let during: Vec<f64> = stamps(&stamp)[n - 1..].to_vec();
     let loaded = max_gap(&during);
     assert!(
@@ -213,7 +241,7 @@ backoff = { initial_seconds = 0.2, max_seconds = 0.2 }
 name = "c"
 command = ["false"]
 "#;
-    let v = start(pods, "max_connections_per_uid = 5000\n", Some(1024));
+    let v = start(pods, "max_connections_per_uid = 5000\n", Some("1024:1024"));
     v.wait_for(T, "the probe to run", |v| {
         v.container("web", "c")["state"]["running"].is_object()
     });
@@ -295,7 +323,7 @@ fn emfile_at_accept_does_not_wedge_the_listener() {
     let v = start(
         "[pods.p]\n[[pods.p.containers]]\nname = \"c\"\ncommand = [\"sleep\", \"600\"]\n",
         "max_connections_per_uid = 1000\nclient_fd_percent = 90\n",
-        Some(64),
+        Some("64:64"),
     );
     let attacker = Hostile::run(&v.socket, &["idle", "100"]);
     assert!(attacker.held > 0);
@@ -359,4 +387,236 @@ fn a_socket_replaced_through_its_directory_is_noticed_and_bound_again() {
     // The impostor never saw the client.
     impostor.set_nonblocking(true).expect("nonblocking");
     assert!(impostor.accept().is_err());
+}
+
+fn sleeper() -> String {
+    "[pods.p]\n[[pods.p.containers]]\nname = \"c\"\ncommand = [\"sleep\", \"600\"]\n".to_string()
+}
+
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("fd dir")
+        .count()
+}
+
+#[test]
+#[ignore = "needs root (the attacker runs as another uid)"]
+fn a_slowloris_request_one_byte_at_a_time_is_closed_at_the_idle_timeout() {
+    require_root("the hostile client runs as nobody");
+    let v = start(&sleeper(), "client_idle_timeout_seconds = 1\n", None);
+    // One byte every 0.2 s never completes a line: trickling is not activity.
+    let attacker = Hostile::run(&v.socket, &["slowloris", "4", "0.2", "15"]);
+    assert_eq!(attacker.said[0], "closed 4", "{:?}", attacker.said);
+    for line in &attacker.said[1..] {
+        assert!(line.contains("client_idle_timeout_seconds"), "{line}");
+    }
+    assert_eq!(v.request(r#"{"cmd":"version"}"#)["ok"], true);
+}
+
+#[test]
+#[ignore = "needs root (the attacker runs as another uid)"]
+fn ten_mib_without_a_newline_is_refused_as_too_large_and_bounded_in_memory() {
+    require_root("the hostile client runs as nobody");
+    let v = start(&sleeper(), "", None);
+    let pid = v.child.as_ref().expect("running").id();
+    let attacker = Hostile::run(&v.socket, &["bigline", "10"]);
+    let first: serde_json::Value =
+        serde_json::from_str(&attacker.said[0]).expect("a JSON error line");
+    assert_eq!(first["ok"], false, "{first}");
+    assert!(
+        first["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("too large"),
+        "{first}"
+    );
+    assert_eq!(attacker.said[1], "eof", "vigil closed the connection");
+    assert!(rss_kib(pid) < 64 * 1024, "RSS {} KiB", rss_kib(pid));
+    assert_eq!(v.request(r#"{"cmd":"version"}"#)["ok"], true);
+}
+
+#[test]
+#[ignore = "needs root (the attacker runs as another uid)"]
+fn clients_that_close_in_the_middle_of_a_logs_reply_leave_nothing_behind() {
+    require_root("the hostile client runs as nobody");
+    let v = start(
+        &crash_pods(&tempfile::tempdir().expect("tmp").path().join("s")),
+        "",
+        None,
+    );
+    let pid = v.child.as_ref().expect("running").id();
+    v.wait_for(T, "noisy's ring filled", |v| {
+        v.cli(&["logs", "noisy"]).stdout.len() >= 1 << 20
+    });
+    let fds = open_fds(pid);
+    let attacker = Hostile::run(&v.socket, &["midclose", "200", "noisy"]);
+    drop(attacker);
+    assert_eq!(v.request(r#"{"cmd":"version"}"#)["ok"], true);
+    // Every abandoned stream and connection is closed (a few spare descriptors for
+    // the crash loop's pipes, which come and go).
+    v.wait_for(T, "descriptors back to where they were", |_| {
+        open_fds(pid) <= fds + 4
+    });
+    assert_eq!(v.cli(&["logs", "noisy"]).stdout.len(), 1 << 20);
+}
+
+/// vigil's descriptors open on /dev/null (the passed ones would be).
+fn dev_null_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("fds")
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|t| t == Path::new("/dev/null"))
+        .count()
+}
+
+#[test]
+#[ignore = "needs root (the attacker runs as another uid)"]
+fn descriptors_passed_with_scm_rights_are_not_kept() {
+    require_root("the hostile client runs as nobody");
+    let v = start(&sleeper(), "", None);
+    let pid = v.child.as_ref().expect("running").id();
+    let fds = open_fds(pid);
+    let null_before = dev_null_fds(pid);
+    let attacker = Hostile::run(&v.socket, &["scm", "20"]);
+    for line in &attacker.said {
+        assert!(line.contains("\"ok\":true"), "{line}");
+    }
+    // 20 connections are open; none of the passed descriptors became vigil's.
+    assert!(
+        open_fds(pid) <= fds + 20 + 2,
+        "{} descriptors, {fds} before",
+        open_fds(pid)
+    );
+    assert_eq!(
+        dev_null_fds(pid),
+        null_before,
+        "a passed /dev/null descriptor became vigil's"
+    );
+    drop(attacker);
+}
+
+#[test]
+#[ignore = "needs root (the attackers run as other uids)"]
+fn forty_uids_with_32_connections_each_at_ulimit_1024_lock_no_one_out() {
+    require_root("the hostile clients run as other uids");
+    let pods = r#"
+[pods.web]
+[[pods.web.containers]]
+name = "c"
+command = ["sleep", "600"]
+[pods.web.containers.liveness_probe]
+exec = { command = ["true"] }
+period_seconds = 1
+failure_threshold = 1
+
+[pods.crash]
+backoff = { initial_seconds = 0.2, max_seconds = 0.2 }
+[[pods.crash.containers]]
+name = "c"
+command = ["false"]
+"#;
+    let v = start(pods, "", Some("1024:1024"));
+    let pid = v.child.as_ref().expect("running").id();
+    v.wait_for(T, "web running", |v| {
+        v.container("web", "c")["state"]["running"].is_object()
+    });
+    // 40 × 32 = 1,280 connections: each uid within its cap, together over vigil's share.
+    let attackers = Hostile::run_as(&v.socket, &["manyuids", "40", "32", "20000"], None);
+    assert!(attackers.held >= 1000, "held {}", attackers.held);
+    let restarts = restart_count(&v, "crash");
+    let out = v.cli(&["status"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "root's status: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        v.log()
+    );
+    v.wait_for(T, "more restarts under attack", |v| {
+        restart_count(v, "crash") >= restarts + 3
+    });
+    assert!(open_fds(pid) < 1024 - 100, "{} descriptors", open_fds(pid));
+    assert_eq!(restart_count(&v, "web"), 0, "{}", v.log());
+    v.wait_for(T, "the refusals logged", |v| {
+        v.log().contains("over the connection cap")
+    });
+    assert!(!v.log().contains("Too many open files"), "{}", v.log());
+    drop(attackers);
+}
+
+#[test]
+fn a_thousand_pipelined_requests_with_big_integer_ids_are_answered_in_order_exactly() {
+    let v = start(&sleeper(), "", None);
+    let mut s = UnixStream::connect(&v.socket).expect("connect");
+    s.set_read_timeout(Some(T)).expect("timeout");
+    let big = "123456789012345678901234567890";
+    let mut all = String::new();
+    for i in 0..1000 {
+        all.push_str(&format!("{{\"id\":{big}{i:04},\"cmd\":\"version\"}}\n"));
+    }
+    // Written at once, then nothing else happens on the socket or any other.
+    s.write_all(all.as_bytes()).expect("write");
+    let mut reader = BufReader::new(&s);
+    for i in 0..1000 {
+        let mut line = String::new();
+        reader
+            .read_line(&mut line)
+            .expect("a reply (none: the loop stalled)");
+        assert!(
+            line.starts_with(&format!("{{\"id\":{big}{i:04},")),
+            "reply {i}: {line}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs root (the client runs as another uid)"]
+fn a_supplementary_group_in_admin_gids_makes_an_admin_and_its_absence_does_not() {
+    require_root("the client runs as another uid");
+    crate::common::require_program("setpriv", "--version", "util-linux");
+    let v = start(&sleeper(), "admin_gids = [4242]\n", None);
+    let stop_as = |groups: &str| {
+        Command::new("setpriv")
+            .args(["--reuid", "65534", "--regid", "65534"])
+            .args(groups.split_whitespace())
+            .args([BIN, "stop", "p", "--socket"])
+            .arg(&v.socket)
+            .output()
+            .expect("setpriv")
+    };
+    let out = stop_as("--groups 100");
+    assert_eq!(out.status.code(), Some(1), "stopped without the group");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("uid 65534"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = stop_as("--groups 100,4242");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn the_soft_open_file_limit_is_raised_to_the_hard_one_and_logged() {
+    let v = start(&sleeper(), "", Some("1024:4096"));
+    let pid = v.child.as_ref().expect("running").id();
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).expect("limits");
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .expect("Max open files");
+    assert_eq!(
+        line.split_whitespace().collect::<Vec<_>>()[3..5],
+        ["4096", "4096"],
+        "{line}"
+    );
+    assert!(
+        v.log().contains("RLIMIT_NOFILE) from 1024 to 4096"),
+        "{}",
+        v.log()
+    );
 }

@@ -10,7 +10,21 @@ everything until its stdin closes.
                          (as much as the kernel takes without blocking), never read
   cap N                  N connections one after the other, each asking `version`; prints the
                          first line the last one got, then `ready`
+  slowloris N EVERY MAX  N connections each sending one byte of a request every EVERY seconds,
+                         never a newline, for at most MAX seconds; prints `closed K` (how many
+                         vigil closed) and each first line they got, then `ready 0`
+  bigline MB             one connection sending MB MiB without a newline (as far as vigil
+                         takes it); prints the first line it got and `eof` if vigil closed
+  midclose N POD         N times: ask for the logs of POD, read one byte, close
+  scm N                  N connections each sending `version` with an SCM_RIGHTS descriptor
+                         attached; prints each reply
+  manyuids U PER BASE    (started as root) U children, uids BASE..BASE+U-1, each opening PER
+                         idle connections as its uid; held until stdin closes
 """
+
+import os
+import select
+import time
 
 import json
 import resource
@@ -82,6 +96,108 @@ def main():
                 last = "read failed: %s" % e
             held.append((s, f))
         print(last, flush=True)
+    elif mode == "slowloris":
+        n, every, most = int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
+        conns = [connect(path) for _ in range(n)]
+        got = {}
+        end = time.monotonic() + most
+        payload = b'{"cmd":"version","id":"' + b"x" * 100000
+        i = 0
+        while len(got) < n and time.monotonic() < end:
+            for k, s in enumerate(conns):
+                if k in got:
+                    continue
+                try:
+                    s.send(payload[i % len(payload):i % len(payload) + 1])
+                except OSError:
+                    pass
+                r, _, _ = select.select([s], [], [], 0)
+                if r:
+                    data = b""
+                    try:
+                        while not data.endswith(b"\n"):
+                            chunk = s.recv(4096)
+                            if not chunk:
+                                break
+                            data += chunk
+                    except OSError:
+                        pass
+                    got[k] = data.decode(errors="replace").strip() or "eof"
+            i += 1
+            time.sleep(every)
+        print("closed %d" % len(got), flush=True)
+        for k in sorted(got):
+            print(got[k], flush=True)
+        held.extend(conns)
+    elif mode == "bigline":
+        mib = int(sys.argv[3])
+        s = connect(path)
+        s.settimeout(20)
+        chunk = b"x" * 65536
+        try:
+            for _ in range(mib * 16):
+                s.sendall(chunk)
+        except OSError:
+            pass
+        f = s.makefile("rb")
+        try:
+            print(f.readline().decode(errors="replace").strip(), flush=True)
+            print("eof" if f.read() == b"" else "more", flush=True)
+        except ConnectionResetError:
+            print("eof", flush=True)  # closed with our bytes unread: a reset
+        except OSError as e:
+            print("read failed: %s" % e, flush=True)
+        held.append(s)
+    elif mode == "midclose":
+        n, pod = int(sys.argv[3]), sys.argv[4]
+        line = (json.dumps({"cmd": "logs", "pod": pod}) + "\n").encode()
+        for _ in range(n):
+            s = connect(path)
+            s.sendall(line)
+            s.recv(1)
+            s.close()
+    elif mode == "scm":
+        n = int(sys.argv[3])
+        for _ in range(n):
+            s = connect(path)
+            passed = os.open("/dev/null", os.O_RDONLY)
+            socket.send_fds(s, [b'{"id":1,"cmd":"version"}\n'], [passed])
+            os.close(passed)
+            s.settimeout(20)
+            print(s.makefile("r").readline().strip(), flush=True)
+            held.append(s)
+    elif mode == "manyuids":
+        uids, per, base = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+        total = 0
+        for u in range(uids):
+            r, w = os.pipe()
+            hold_r, hold_w = os.pipe()
+            if os.fork() == 0:
+                os.close(r)
+                os.close(hold_w)
+                for fd in held:
+                    os.close(fd)
+                os.setgroups([])
+                os.setgid(base + u)
+                os.setuid(base + u)
+                mine = []
+                for _ in range(per):
+                    try:
+                        mine.append(connect(path))
+                    except OSError:
+                        pass
+                os.write(w, b"%d\n" % len(mine))
+                os.close(w)
+                os.read(hold_r, 1)  # EOF when the parent goes
+                os._exit(0)
+            os.close(w)
+            os.close(hold_r)
+            total += int(os.read(r, 64).decode().strip() or "0")
+            os.close(r)
+            held.append(hold_w)
+        print("ready %d" % total, flush=True)
+        sys.stdin.read()
+        return
     else:
         sys.exit("unknown mode " + mode)
     print("ready %d" % len(held), flush=True)

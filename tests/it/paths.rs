@@ -424,3 +424,79 @@ fn forwarding_into_a_regular_file_drops_nothing() {
     let forwarded = log.lines().filter(|l| *l == "web/c | y").count();
     assert_eq!(forwarded, lines);
 }
+
+#[test]
+#[ignore = "needs root (attacks as another uid)"]
+fn a_users_symlink_at_the_socket_path_in_a_sticky_directory_is_refused_and_its_target_untouched() {
+    require_root("to act as another uid");
+    let dir = open_tempdir();
+    let secret = dir.path().join("root-only");
+    std::fs::write(&secret, "root only\n").unwrap();
+    chmod(&secret, 0o600);
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    chmod(&tmp, 0o1777);
+    let socket = tmp.join("vigil.sock");
+    // The user plants the socket's name first, pointing at a root-only file vigil would chmod.
+    as_nobody(&format!("ln -s {} {}", secret.display(), socket.display()));
+    let config = dir.path().join("vigil.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "{}{}",
+            supervisor_header(&socket),
+            pod("web", "exec sleep 60")
+        ),
+    )
+    .unwrap();
+    let (code, log) = run_refused(&config);
+    assert_eq!(code, Some(1), "{log}");
+    assert!(
+        log.contains("socket directory") && log.contains(&tmp.display().to_string()),
+        "{log}"
+    );
+    let meta = std::fs::metadata(&secret).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o7777, 0o600, "mode untouched");
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "root only\n");
+    assert!(
+        std::fs::symlink_metadata(&socket)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+}
+
+#[test]
+#[ignore = "needs root (the check applies to a root vigil)"]
+fn a_reload_moving_log_dir_into_a_users_directory_is_refused_and_changes_nothing() {
+    require_root("the path checks are for a root vigil");
+    let v = Vigil::start(&pod("web", "exec sleep 60"));
+    v.wait_for(T, "web running", |v| {
+        state_reason(&v.container("web", "c")) == "Running"
+    });
+    let theirs = v.dir.path().join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    chown_nobody(&theirs);
+    let header = supervisor_header(&v.socket).replace(
+        "[supervisor]\n",
+        &format!("[supervisor]\nlog_dir = \"{}/logs\"\n", theirs.display()),
+    );
+    std::fs::write(
+        &v.config,
+        format!(
+            "{header}{}{}",
+            pod("web", "exec sleep 60"),
+            pod("added", "exec sleep 60")
+        ),
+    )
+    .unwrap();
+    let r = v.request(r#"{"id":1,"cmd":"reload"}"#);
+    assert_eq!(r["ok"], false, "{r}");
+    let msg = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("log_dir") && msg.contains("owner uid 65534"),
+        "{msg}"
+    );
+    assert_eq!(pod_names(&v), vec!["web".to_string()], "nothing changed");
+    assert!(!theirs.join("logs").exists(), "nothing created there");
+}

@@ -134,6 +134,10 @@ pub enum ControlError {
     },
     #[error("cannot register control socket {} with the poller: {source}", path.display())]
     Register { path: PathBuf, source: io::Error },
+    /// The socket's directory changed hands between the start-up check and its creation
+    /// (someone made it first in a sticky directory).
+    #[error(transparent)]
+    Untrusted(#[from] crate::trust::TrustError),
 }
 
 /// Who may do what on the socket; everything here can change on reload

@@ -160,6 +160,13 @@ pub(super) fn bind_listener(
                         path: dir.to_path_buf(),
                         source,
                     })?;
+                // The start-up check passed a directory that did not exist yet; under a
+                // sticky one (/tmp) someone else may have made it (or a symlink) first, and
+                // `create` accepts what exists. Judged again now that it does, before the
+                // socket goes into it.
+                if nix::unistd::Uid::effective().is_root() {
+                    crate::trust::check("socket directory", dir, crate::trust::Target::PrivateDir)?;
+                }
             }
         }
         Err(source) => {

@@ -852,6 +852,32 @@ fn socket_mode_is_applied_and_parent_created() {
 }
 
 #[test]
+#[ignore = "needs root (the check applies to a root vigil)"]
+fn a_socket_directory_another_uid_made_first_in_a_sticky_directory_is_refused_at_bind() {
+    // The start-up check saw no `run` yet (fine: vigil would create it under a sticky
+    // directory); a user made it before vigil did.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let run = dir.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    std::os::unix::fs::chown(&run, Some(65534), Some(65534)).unwrap();
+    let path = run.join("vigil.sock");
+    let Err(e) = Server::bind(&path, &mode(0o600), CONN_BASE) else {
+        panic!("bound in a directory uid 65534 owns");
+    };
+    let msg = e.to_string();
+    assert!(
+        msg.contains("socket directory") && msg.contains("owner uid 65534"),
+        "{msg}"
+    );
+    assert!(!path.exists(), "no socket in the user's directory");
+    // The same path is fine once the user's directory is gone and vigil makes its own.
+    std::fs::remove_dir(&run).unwrap();
+    let _s = Server::bind(&path, &mode(0o600), CONN_BASE).unwrap();
+    assert_eq!(std::fs::metadata(&run).unwrap().uid(), 0);
+}
+
+#[test]
 #[ignore = "needs root (chown to another group)"]
 fn socket_group_is_applied() {
     assert!(
