@@ -235,12 +235,12 @@ fn an_upgrade_keeps_pids_restart_counts_back_off_probes_logs_and_the_stopped_pod
             .find(|p| p["name"] == "held")
             .unwrap()["containers"][0]["state"]
     );
-    // Nothing leaked: the new instance holds as many descriptors as the old one did.
-    let fds_after = std::fs::read_dir(format!("/proc/{me}/fd")).unwrap().count();
-    assert!(
-        fds_after <= fds_before,
-        "descriptors before {fds_before}, after {fds_after}"
-    );
+    // Nothing leaked: the new instance holds no more descriptors than the old one did (an exec
+    // probe in flight holds a pipe for a moment: a leak stays, that pipe goes).
+    let fd_count = || std::fs::read_dir(format!("/proc/{me}/fd")).unwrap().count();
+    v.wait_for(T, &format!("no more than {fds_before} descriptors"), |_| {
+        fd_count() <= fds_before
+    });
 
     // Probes go on (a new attempt, still ready).
     v.wait_for(T, "a probe attempt after the upgrade", |v| {
