@@ -709,9 +709,18 @@ fn stdio_goes_where_asked_on_both_paths() {
 fn executable_file_without_a_format_is_run_by_the_shell_on_both_paths() {
     let dir = tempfile::tempdir().expect("tempdir");
     let script = dir.path().join("plain-script");
-    std::fs::write(&script, "echo \"script:$1\"\n").expect("write script");
-    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .expect("chmod");
+    // Written by a child process, not this one: a descriptor open for writing in the test
+    // process would be inherited by another test thread's fork until its exec, and an exec of
+    // the script meanwhile fails with ETXTBSY (execve(2)).
+    let status = std::process::Command::new("sh")
+        .args([
+            "-c",
+            "printf '%s\\n' 'echo \"script:$1\"' > \"$0\" && chmod 755 \"$0\"",
+        ])
+        .arg(&script)
+        .status()
+        .expect("sh writes the script");
+    assert!(status.success(), "writing {} failed", script.display());
     let p = prepare(
         &[script.to_string_lossy().into_owned(), "arg1".into()],
         &spec(None),
