@@ -164,6 +164,11 @@ impl Writer {
 /// A label value as both formats want it: `\` → `\\`, `"` → `\"`, line feed → `\n`; nothing
 /// else is escaped (UTF-8 is allowed as is).
 pub fn escape_label_value(out: &mut String, v: &str) {
+    // Nearly every value (pod and container names, fixed words) needs no escaping: one copy.
+    if !v.bytes().any(|b| matches!(b, b'\\' | b'"' | b'\n')) {
+        out.push_str(v);
+        return;
+    }
     for ch in v.chars() {
         match ch {
             '\\' => out.push_str("\\\\"),
@@ -196,9 +201,31 @@ pub fn push_number(out: &mut String, v: f64) {
     } else if v == f64::NEG_INFINITY {
         out.push_str("-Inf");
     } else if v.fract() == 0.0 && v.abs() < 1e15 {
-        let _ = write!(out, "{}", v as i64);
+        push_integer(out, v as i64);
     } else {
         let _ = write!(out, "{v}");
+    }
+}
+
+/// `v` in decimal, as `{}` writes an `i64`, without the formatting machinery (most samples
+/// are integers: this is the exposition's most frequent call).
+fn push_integer(out: &mut String, v: i64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    let mut n = v.unsigned_abs();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    if v < 0 {
+        out.push('-');
+    }
+    for &b in &buf[i..] {
+        out.push(char::from(b));
     }
 }
 
@@ -224,6 +251,10 @@ mod tests {
             (f64::NEG_INFINITY, "-Inf"),
             (f64::NAN, "NaN"),
             (1e20, "100000000000000000000"),
+            (999_999_999_999_999.0, "999999999999999"),
+            (-999_999_999_999_999.0, "-999999999999999"),
+            (10.0, "10"),
+            (1_048_576.0, "1048576"),
         ];
         for (v, want) in cases {
             let mut s = String::new();
