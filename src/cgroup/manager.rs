@@ -576,6 +576,14 @@ impl ContainerCgroup {
         if let Some(res) = res {
             limits::apply(path, res)?;
         }
+        let mut c = Self::open_files(path, OomCounters::default())?;
+        c.baseline = c.oom_counters()?;
+        Ok(c)
+    }
+
+    /// Opens the cgroup's directory and files, with `baseline` as the OOM counters its run
+    /// started from (not read here).
+    fn open_files(path: &Path, baseline: OomCounters) -> Result<ContainerCgroup, CgroupError> {
         let dir = OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_DIRECTORY)
@@ -594,17 +602,15 @@ impl ContainerCgroup {
             })?;
         let events = open_read(path, CGROUP_EVENTS)?;
         let memory_events = open_read_optional(path, MEMORY_EVENTS)?;
-        let mut c = ContainerCgroup {
+        Ok(ContainerCgroup {
             path: path.to_path_buf(),
             dir,
             procs,
             events,
             memory_events,
-            baseline: OomCounters::default(),
+            baseline,
             figures_cache: Cell::new(None),
-        };
-        c.baseline = c.oom_counters()?;
-        Ok(c)
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -612,11 +618,11 @@ impl ContainerCgroup {
     }
 
     /// Opens an existing container cgroup again (`vigil upgrade`: the new instance takes over
-    /// a running container's cgroup), with the OOM baseline its run started from.
+    /// a running container's cgroup), with the OOM baseline its run started from. The baseline
+    /// travels in the handoff state, so `memory.events` is not read here (the take-over opens
+    /// every running container's cgroup while the loop is away).
     pub fn reopen(path: &Path, baseline: OomCounters) -> Result<ContainerCgroup, CgroupError> {
-        let mut c = Self::open(path, None)?;
-        c.baseline = baseline;
-        Ok(c)
+        Self::open_files(path, baseline)
     }
 
     /// The cgroup directory opened O_RDONLY|O_DIRECTORY (CLOEXEC): the fd
