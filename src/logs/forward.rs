@@ -40,6 +40,55 @@ struct Drops {
     last_note: Option<Instant>,
 }
 
+/// Bytes dropped per source since its last drop note, and when that note went out. Both sinks
+/// of container output (vigil's stdout here, the journal in `journal.rs`) coalesce their notes
+/// through it: one per source per [`NOTE_INTERVAL`] while drops go on.
+#[derive(Debug, Default)]
+pub(super) struct DropLedger(BTreeMap<String, Drops>);
+
+impl DropLedger {
+    pub(super) fn add(&mut self, source: &str, n: usize) {
+        self.0.entry(source.to_string()).or_default().bytes += n as u64;
+    }
+
+    /// Whether a drop is still to be noted.
+    pub(super) fn outstanding(&self) -> bool {
+        self.0.values().any(|d| d.bytes > 0)
+    }
+
+    /// Offers each due note (`all`: every one with something to report) to `queue` with its
+    /// source and byte count; `queue` returns false when it has no room, and that note and
+    /// the rest wait for a later call.
+    pub(super) fn notes_due(
+        &mut self,
+        now: Instant,
+        all: bool,
+        mut queue: impl FnMut(&str, u64) -> bool,
+    ) {
+        for (source, d) in self.0.iter_mut() {
+            if d.bytes == 0 {
+                continue;
+            }
+            let due = all
+                || d.last_note
+                    .is_none_or(|t| now.duration_since(t) >= NOTE_INTERVAL);
+            if !due {
+                continue;
+            }
+            if !queue(source, d.bytes) {
+                break;
+            }
+            d.bytes = 0;
+            d.last_note = Some(now);
+        }
+        self.0.retain(|_, d| {
+            d.bytes > 0
+                || d.last_note
+                    .is_some_and(|t| now.duration_since(t) < NOTE_INTERVAL)
+        });
+    }
+}
+
 /// Turns container output into `pod/container | line` lines for vigil's stdout, without ever
 /// blocking: output is queued in a bounded buffer and written with non-blocking writes by
 /// [`Forwarder::flush`]. When the queue is full it is first written to the sink (if one was
@@ -54,7 +103,7 @@ pub struct Forwarder {
     /// Where a full queue is written before anything is dropped (a dup of the flush target).
     sink: Option<OwnedFd>,
     /// Per source, in name order.
-    drops: BTreeMap<String, Drops>,
+    drops: DropLedger,
     /// Something was dropped since the last flush: the flood is still on.
     dropped_since_flush: bool,
     total_dropped: u64,
@@ -74,7 +123,7 @@ impl Forwarder {
             max_line: max_line.max(1),
             partial: HashMap::new(),
             sink: None,
-            drops: BTreeMap::new(),
+            drops: DropLedger::default(),
             dropped_since_flush: false,
             total_dropped: 0,
         }
@@ -150,42 +199,28 @@ impl Forwarder {
     }
 
     fn drop_bytes(&mut self, source: &str, n: usize) {
-        self.drops.entry(source.to_string()).or_default().bytes += n as u64;
+        self.drops.add(source, n);
         self.dropped_since_flush = true;
         self.total_dropped += n as u64;
     }
 
     /// Queues the drop notes that are due (`all`: every one with something to report).
     fn queue_notes(&mut self, now: Instant, all: bool) {
-        for (source, d) in self.drops.iter_mut() {
-            if d.bytes == 0 {
-                continue;
+        let (out, room) = (&mut self.out, self.max_pending + NOTE_ALLOWANCE);
+        self.drops.notes_due(now, all, |source, bytes| {
+            let note = format!("{source} | [vigil: {} dropped]\n", si_bytes(bytes));
+            if out.len() + note.len() > room {
+                return false;
             }
-            let due = all
-                || d.last_note
-                    .is_none_or(|t| now.duration_since(t) >= NOTE_INTERVAL);
-            if !due {
-                continue;
-            }
-            let note = format!("{source} | [vigil: {} dropped]\n", si_bytes(d.bytes));
-            if self.out.len() + note.len() > self.max_pending + NOTE_ALLOWANCE {
-                return;
-            }
-            self.out.extend(note.as_bytes());
-            d.bytes = 0;
-            d.last_note = Some(now);
-        }
-        self.drops.retain(|_, d| {
-            d.bytes > 0
-                || d.last_note
-                    .is_some_and(|t| now.duration_since(t) < NOTE_INTERVAL)
+            out.extend(note.as_bytes());
+            true
         });
     }
 
     /// Whether output is queued or a drop is still to be noted: the runtime then watches stdout
     /// for WRITABLE.
     pub fn pending(&self) -> bool {
-        !self.out.is_empty() || self.drops.values().any(|d| d.bytes > 0)
+        !self.out.is_empty() || self.drops.outstanding()
     }
 
     /// Bytes dropped because the destination blocked, over the forwarder's life.

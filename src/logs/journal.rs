@@ -29,7 +29,7 @@
 //! Must not: block (every send is `MSG_DONTWAIT`), alter a line beyond splitting it, or grow
 //! past its bound.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -38,7 +38,7 @@ use std::time::Instant;
 use nix::errno::Errno;
 use nix::sys::socket::{self, MsgFlags};
 
-use super::forward::{FORWARD_BUFFER_BYTES, FORWARD_MAX_LINE, NOTE_INTERVAL, SPLIT_MARKER};
+use super::forward::{DropLedger, FORWARD_BUFFER_BYTES, FORWARD_MAX_LINE, SPLIT_MARKER};
 
 /// journald's native protocol socket.
 pub const JOURNAL_SOCKET: &str = "/run/systemd/journal/socket";
@@ -123,13 +123,6 @@ pub fn valid_field_name(name: &str) -> bool {
             .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
 }
 
-/// What was dropped of one source since its last note.
-#[derive(Debug, Default)]
-struct Drops {
-    bytes: u64,
-    last_note: Option<Instant>,
-}
-
 /// How an entry left the queue.
 #[derive(Debug, PartialEq, Eq)]
 enum Sent {
@@ -147,7 +140,7 @@ pub struct JournalSink {
     max_pending: usize,
     max_line: usize,
     partial: HashMap<(String, Stream), Vec<u8>>,
-    drops: BTreeMap<String, Drops>,
+    drops: DropLedger,
     dropped_since_flush: bool,
     total_dropped: u64,
     /// Counts reconnections: the socket (and its descriptor number) changed.
@@ -170,7 +163,7 @@ impl JournalSink {
             max_pending: max_pending.max(1),
             max_line: max_line.max(1),
             partial: HashMap::new(),
-            drops: BTreeMap::new(),
+            drops: DropLedger::default(),
             dropped_since_flush: false,
             total_dropped: 0,
             connection: 0,
@@ -283,7 +276,7 @@ impl JournalSink {
     }
 
     fn drop_bytes(&mut self, source: &str, n: usize) {
-        self.drops.entry(source.to_string()).or_default().bytes += n as u64;
+        self.drops.add(source, n);
         self.dropped_since_flush = true;
         self.total_dropped += n as u64;
     }
@@ -342,19 +335,12 @@ impl JournalSink {
     /// Queues the drop notes that are due (`all`: every one with something to report).
     fn queue_notes(&mut self, now: Instant, all: bool) {
         let mut notes = Vec::new();
-        for (source, d) in self.drops.iter_mut() {
-            if d.bytes == 0 {
-                continue;
-            }
-            let due = all
-                || d.last_note
-                    .is_none_or(|t| now.duration_since(t) >= NOTE_INTERVAL);
-            if !due {
-                continue;
-            }
+        let room = self.max_pending + NOTE_ALLOWANCE;
+        let queued = &mut self.queued_bytes;
+        self.drops.notes_due(now, all, |source, bytes| {
             let (pod, container) = split_source(source);
             let mut entry = Vec::with_capacity(160);
-            let text = format!("[vigil: {} dropped]", super::forward::si_bytes(d.bytes));
+            let text = format!("[vigil: {} dropped]", super::forward::si_bytes(bytes));
             put_field(&mut entry, "MESSAGE", text.as_bytes());
             put_field(&mut entry, "PRIORITY", Priority::Warning.field());
             put_field(&mut entry, "SYSLOG_IDENTIFIER", source.as_bytes());
@@ -362,26 +348,20 @@ impl JournalSink {
             if let Some(c) = container {
                 put_field(&mut entry, "VIGIL_CONTAINER", c.as_bytes());
             }
-            if self.queued_bytes + entry.len() > self.max_pending + NOTE_ALLOWANCE {
-                break;
+            if *queued + entry.len() > room {
+                return false;
             }
-            self.queued_bytes += entry.len();
-            notes.push((source.clone(), entry));
-            d.bytes = 0;
-            d.last_note = Some(now);
-        }
-        self.queue.extend(notes);
-        self.drops.retain(|_, d| {
-            d.bytes > 0
-                || d.last_note
-                    .is_some_and(|t| now.duration_since(t) < NOTE_INTERVAL)
+            *queued += entry.len();
+            notes.push((source.to_string(), entry));
+            true
         });
+        self.queue.extend(notes);
     }
 
     /// Whether entries are queued or a drop is still to be noted: the runtime then watches the
     /// socket for WRITABLE.
     pub fn pending(&self) -> bool {
-        !self.queue.is_empty() || self.drops.values().any(|d| d.bytes > 0)
+        !self.queue.is_empty() || self.drops.outstanding()
     }
 
     /// Bytes (of encoded entries) dropped over the sink's life.
@@ -396,7 +376,7 @@ impl JournalSink {
 
     /// Sends queued entries until the socket would block or the queue is empty, with the drop
     /// notes due at `now` (as [`super::Forwarder::flush_at`]: one per container per
-    /// [`NOTE_INTERVAL`] while drops go on, every outstanding one once the flood has passed).
+    /// [`NOTE_INTERVAL`](super::forward::NOTE_INTERVAL) while drops go on, every outstanding one once the flood has passed).
     pub fn flush_at(&mut self, now: Instant) -> io::Result<()> {
         self.queue_notes(now, false);
         let mut result = self.send_queue();

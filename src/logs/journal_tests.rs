@@ -2,6 +2,7 @@
 //! datagrams are parsed back into fields.
 
 use super::*;
+use crate::logs::forward::NOTE_INTERVAL;
 use std::os::fd::FromRawFd;
 use std::os::unix::net::UnixDatagram;
 use std::time::Duration;
