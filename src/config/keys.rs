@@ -12,7 +12,9 @@
 //! - `Argv` (an array of strings spanned as a whole: commands) → `Option<Spanned<Vec<…>>>`;
 //!   `StrArray` / `IntArray` → `Option<Vec<Spanned<…>>>`;
 //! - `StrMap` (free keys, string values: env, headers, depends_on); `Rlimits` (free keys,
-//!   [`RawRlimit`] values);
+//!   [`RawRlimit`] values: a number, a string, or a `RawRlimitPair` table);
+//! - `BareStrOrInt` → `Option<StrOrInt>`, unspanned: only for keys read inside an untagged
+//!   value (`RawRlimitPair`), where serde buffers the value and a span cannot survive;
 //! - `Table(RawX)` → `Option<Spanned<RawX>>`; `Tables(RawX)` (`[[…]]`) →
 //!   `Option<Vec<Spanned<RawX>>>`; `NamedTables(RawX)` (`[pods.NAME]`) → a map of `RawX`.
 //!
@@ -34,6 +36,7 @@ macro_rules! raw_type {
     (Num) => { Option<Spanned<f64>> };
     (Bool) => { Option<Spanned<bool>> };
     (StrOrInt) => { Option<Spanned<StrOrInt>> };
+    (BareStrOrInt) => { Option<StrOrInt> };
     (NumOrStr) => { Option<Spanned<NumOrStr>> };
     (Argv) => { Option<Spanned<Vec<Spanned<String>>>> };
     (StrArray) => { Option<Vec<Spanned<String>>> };
@@ -62,6 +65,9 @@ macro_rules! schema_kind {
     (StrOrInt) => {
         Kind::StrOrInt
     };
+    (BareStrOrInt) => {
+        Kind::StrOrInt
+    };
     (NumOrStr) => {
         Kind::NumOrStr
     };
@@ -78,7 +84,7 @@ macro_rules! schema_kind {
         Kind::Map(&Kind::Str)
     };
     (Rlimits) => {
-        Kind::Map(&Kind::Rlimit)
+        Kind::Map(&Kind::Rlimit(RawRlimitPair::FIELDS))
     };
     (Table($t:ident)) => {
         Kind::Table($t::FIELDS)
@@ -274,5 +280,12 @@ tables! {
     /// A hook's `sleep`.
     RawSleep {
         seconds: Num,
+    }
+
+    /// An rlimit given as a table, `nofile = { soft = 1024, hard = 4096 }` (one arm of the
+    /// untagged [`RawRlimit`], hence unspanned: `validate` points at the whole entry).
+    RawRlimitPair {
+        soft: BareStrOrInt,
+        hard: BareStrOrInt,
     }
 }

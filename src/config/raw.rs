@@ -11,6 +11,8 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::keys::RawRlimitPair;
+
 /// A table with free keys (env, depends_on, headers), in key order.
 pub(crate) type StrMap = BTreeMap<Spanned<String>, Spanned<String>>;
 
@@ -30,14 +32,12 @@ pub(crate) enum NumOrStr {
     Str(String),
 }
 
-/// `nofile = 1024`, `core = "unlimited"` or `nofile = { soft = 1024, hard = 4096 }`. The pair's
-/// keys are `schema::RLIMIT_PAIR` (untagged, so not spanned: serde buffers the value).
-#[derive(Debug, Clone, Deserialize)]
+/// `nofile = 1024`, `core = "unlimited"` or `nofile = { soft = 1024, hard = 4096 }`. The pair
+/// is a table of `keys.rs` like any other ([`RawRlimitPair`]); untagged, so its values are
+/// not spanned (serde buffers the value).
+#[derive(Debug, Deserialize)]
 #[serde(untagged)]
 pub(crate) enum RawRlimit {
     Both(StrOrInt),
-    Pair {
-        soft: Option<StrOrInt>,
-        hard: Option<StrOrInt>,
-    },
+    Pair(RawRlimitPair),
 }

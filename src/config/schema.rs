@@ -36,8 +36,8 @@ pub(crate) enum Kind {
     TableArray(&'static [Field]),
     /// A table whose keys are free (pods, env, depends_on) and values of one kind.
     Map(&'static Kind),
-    /// An rlimit: a number, "unlimited", or `{ soft, hard }`.
-    Rlimit,
+    /// An rlimit: a number, "unlimited", or a table of these keys (`{ soft, hard }`).
+    Rlimit(&'static [Field]),
 }
 
 #[derive(Debug)]
@@ -45,19 +45,6 @@ pub(crate) struct Field {
     pub name: &'static str,
     pub kind: Kind,
 }
-
-/// The keys of an rlimit's `{ soft, hard }` table (`raw::RawRlimit::Pair`): a value kind of
-/// its own, not a table of `keys.rs`.
-pub(crate) const RLIMIT_PAIR: &[Field] = &[
-    Field {
-        name: "soft",
-        kind: Kind::StrOrInt,
-    },
-    Field {
-        name: "hard",
-        kind: Kind::StrOrInt,
-    },
-];
 
 /// `parent.key`, quoting keys that are not bare TOML keys.
 pub(crate) fn join(parent: &str, key: &str) -> String {
@@ -101,7 +88,7 @@ fn describe_kind(k: &Kind) -> &'static str {
         Kind::IntArray => "an array of integers",
         Kind::Table(_) | Kind::Map(_) => "a table",
         Kind::TableArray(_) => "an array of tables",
-        Kind::Rlimit => "an integer, \"unlimited\" or { soft = N, hard = N }",
+        Kind::Rlimit(_) => "an integer, \"unlimited\" or { soft = N, hard = N }",
     }
 }
 
@@ -195,7 +182,7 @@ fn check_value(value: &mut Spanned<DeValue<'_>>, kind: &Kind, path: &str, walk: 
         | (Kind::Bool, DeValue::Boolean(_))
         | (Kind::StrOrInt, DeValue::String(_) | DeValue::Integer(_))
         | (Kind::NumOrStr, DeValue::String(_) | DeValue::Integer(_) | DeValue::Float(_))
-        | (Kind::Rlimit, DeValue::String(_) | DeValue::Integer(_)) => true,
+        | (Kind::Rlimit(_), DeValue::String(_) | DeValue::Integer(_)) => true,
         (Kind::StrArray, DeValue::Array(items)) => {
             return check_items(items.iter_mut(), &Kind::Str, path, walk);
         }
@@ -223,8 +210,8 @@ fn check_value(value: &mut Spanned<DeValue<'_>>, kind: &Kind, path: &str, walk: 
             }
             true
         }
-        (Kind::Rlimit, DeValue::Table(t)) => {
-            check_table(t, RLIMIT_PAIR, path, walk);
+        (Kind::Rlimit(pair), DeValue::Table(t)) => {
+            check_table(t, pair, path, walk);
             true
         }
         _ => false,

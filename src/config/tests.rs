@@ -640,6 +640,33 @@ fn unknown_signal_capability_and_rlimit_are_rejected() {
     );
 }
 
+/// The `{ soft, hard }` keys come from the same table as every other key, so a misspelling
+/// gets the schema walk's located "did you mean", and a wrongly typed value its located type
+/// error, not serde's "data did not match any variant of untagged enum".
+#[test]
+fn misspelled_or_mistyped_rlimit_pair_keys_are_named_with_their_place() {
+    let text = format!(
+        "{POD}rlimits = {{ nofile = {{ sotf = 10, hard = 20 }}, core = {{ soft = true, hard = 1 }} }}\n"
+    );
+    let errs = errors(&text);
+    let p = "pods.web.containers[0].rlimits";
+    assert!(
+        errs.iter()
+            .any(|e| e.contains(&format!("4:24: {p}.nofile.sotf: "))
+                && e.contains("unknown key \"sotf\"; did you mean \"soft\"?")),
+        "{errs:#?}"
+    );
+    assert!(
+        errs.iter().any(|e| e.contains(&format!("{p}.core.soft: "))
+            && e.contains("expected a string or an integer, found a boolean")),
+        "{errs:#?}"
+    );
+    assert!(
+        !errs.iter().any(|e| e.contains("untagged")),
+        "serde's own message must not reach the user: {errs:#?}"
+    );
+}
+
 #[test]
 fn signals_capabilities_and_rlimits_are_canonicalised() {
     let c = ok(&format!(
@@ -1256,7 +1283,9 @@ fn every_key_deserializes() {
             match &f.kind {
                 schema::Kind::Table(inner)
                 | schema::Kind::TableArray(inner)
-                | schema::Kind::Map(schema::Kind::Table(inner)) => keys(inner, out),
+                | schema::Kind::Map(schema::Kind::Table(inner))
+                | schema::Kind::Rlimit(inner)
+                | schema::Kind::Map(schema::Kind::Rlimit(inner)) => keys(inner, out),
                 _ => {}
             }
         }
@@ -1347,7 +1376,7 @@ fn every_config_key_is_documented_in_interface_md() {
         ("### `tls`", keys::RawTls::FIELDS),
         ("### `tcp_socket`", keys::RawTcpSocket::FIELDS),
         ("### `grpc`", keys::RawGrpc::FIELDS),
-        ("### `rlimits`", schema::RLIMIT_PAIR),
+        ("### `rlimits`", keys::RawRlimitPair::FIELDS),
         ("### `lifecycle`", keys::RawLifecycle::FIELDS),
         ("### Hooks", keys::RawHook::FIELDS),
         ("### `sleep`", keys::RawSleep::FIELDS),
@@ -1361,7 +1390,7 @@ fn every_config_key_is_documented_in_interface_md() {
             let p = schema::join(path, f.name);
             let inner: Option<&'static [Field]> = match &f.kind {
                 Kind::Table(t) | Kind::TableArray(t) | Kind::Map(Kind::Table(t)) => Some(t),
-                Kind::Rlimit | Kind::Map(Kind::Rlimit) => Some(schema::RLIMIT_PAIR),
+                Kind::Rlimit(t) | Kind::Map(Kind::Rlimit(t)) => Some(t),
                 _ => None,
             };
             if let Some(t) = inner

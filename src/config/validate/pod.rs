@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use toml::Spanned;
 
 use super::{Checker, DEFAULT_GRACE, PodDefaults, has_nul, span};
-use crate::config::keys::{RawBackoff, RawContainer, RawPod, RawProbe, RawResources};
+use crate::config::keys::{
+    RawBackoff, RawContainer, RawPod, RawProbe, RawResources, RawRlimitPair,
+};
 use crate::config::raw::{NumOrStr, RawRlimit, StrOrInt};
 use crate::config::schema::join;
 use crate::config::spec::{
@@ -406,11 +408,11 @@ impl Checker<'_> {
             };
             let pair = match v.get_ref() {
                 RawRlimit::Both(x) => one(x).map(|n| (n, n)),
-                RawRlimit::Pair {
+                RawRlimit::Pair(RawRlimitPair {
                     soft: Some(s),
                     hard: Some(h),
-                } => one(s).and_then(|s| Ok((s, one(h)?))),
-                RawRlimit::Pair { .. } => Err("needs both soft and hard".to_string()),
+                }) => one(s).and_then(|s| Ok((s, one(h)?))),
+                RawRlimit::Pair(_) => Err("needs both soft and hard".to_string()),
             };
             match pair {
                 Ok((soft, hard)) if soft > hard => self.err(
