@@ -179,7 +179,9 @@ fn reached(request: &RequestCmd, pod: &wire::Pod, sent: SystemTime) -> Progress 
                 if stop
                     && matches!(
                         w.reason,
-                        WaitingReason::PodInitializing | WaitingReason::WaitingForDependencies
+                        WaitingReason::PodInitializing
+                            | WaitingReason::WaitingForDependencies
+                            | WaitingReason::DependencyFailed
                     ) => {}
             _ if stop => return Progress::Pending(format!("{name} is still running")),
             State::Running(r) if c.ready && (!restart || r.started_at.0 >= since) => {}

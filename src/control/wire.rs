@@ -177,6 +177,7 @@ wire_names!(WaitingReason {
     PodInitializing => "PodInitializing",
     CrashLoopBackOff => "CrashLoopBackOff",
     WaitingForDependencies => "WaitingForDependencies",
+    DependencyFailed => "DependencyFailed",
 });
 wire_names!(TerminationReason {
     Completed => "Completed",

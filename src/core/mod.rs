@@ -193,6 +193,11 @@ pub enum WaitingReason {
     CrashLoopBackOff,
     /// A pod named in `depends_on` is not ready yet.
     WaitingForDependencies,
+    /// A pod named in `depends_on` cannot meet its condition on its own: it was refused at
+    /// start, or failed and will not run again (or waits on such a pod itself). The pod still
+    /// waits, and starts once an operator `start` or a reload brings the dependency back
+    /// (docs/behaviour.md, "Dependencies").
+    DependencyFailed,
 }
 
 impl WaitingReason {
@@ -202,6 +207,7 @@ impl WaitingReason {
             WaitingReason::PodInitializing => "PodInitializing",
             WaitingReason::CrashLoopBackOff => "CrashLoopBackOff",
             WaitingReason::WaitingForDependencies => "WaitingForDependencies",
+            WaitingReason::DependencyFailed => "DependencyFailed",
         }
     }
 }

@@ -31,7 +31,14 @@ pub(super) struct Out<'a> {
 }
 
 impl Out<'_> {
-    fn event(&mut self, kind: EventType, reason: &str, pod: &str, container: &str, msg: String) {
+    pub(super) fn event(
+        &mut self,
+        kind: EventType,
+        reason: &str,
+        pod: &str,
+        container: &str,
+        msg: String,
+    ) {
         self.events
             .record(self.now, kind, reason, format!("{pod}/{container}"), msg);
     }
@@ -1441,6 +1448,11 @@ pub(super) struct Pod {
     /// runs, `Failed`; why.
     #[serde(default)]
     pub refused: Option<String>,
+    /// Waiting on a dependency that cannot meet its condition on its own (refused, failed for
+    /// good): what its containers' `DependencyFailed` message and its conditions say. Set
+    /// and cleared by the supervisor's dependency gate; a change emits a Warning event.
+    #[serde(default)]
+    pub blocked: Option<String>,
     pub next: Next,
     pub shutdown_initiated: bool,
     pub conditions: Vec<Condition>,
@@ -1506,6 +1518,7 @@ impl Pod {
             awaiting: false,
             restart_pending: false,
             refused: None,
+            blocked: None,
             next: Next::Keep,
             shutdown_initiated: false,
             sidecar_stop: None,
@@ -1875,6 +1888,31 @@ impl Pod {
         }
     }
 
+    /// Why this pod cannot run again on its own, for its dependents' `DependencyFailed`
+    /// message: refused at start, or `Failed` (a container failed and will not restart);
+    /// `None` while it may still get there without an operator or a reload.
+    pub(super) fn cannot_recover(&self) -> Option<String> {
+        let name = self.name();
+        if let Some(why) = &self.refused {
+            return Some(format!("pod {name} was refused at start ({why})"));
+        }
+        if self.next != Next::Keep || self.phase() != Phase::Failed {
+            return None;
+        }
+        let failed = self.slots().find_map(|s| match &s.state {
+            SlotState::Done(t) if Slot::phase_failure(t.reason) => Some((s.name(), t)),
+            _ => None,
+        });
+        Some(match failed {
+            Some((c, t)) => format!(
+                "pod {name} failed and will not run again (container {c}: {}, exit code {})",
+                t.reason.as_str(),
+                t.exit_code
+            ),
+            None => format!("pod {name} failed and will not run again"),
+        })
+    }
+
     /// Every regular container is running and started (dependency condition `started`).
     pub(super) fn all_started(&self) -> bool {
         self.main.iter().all(Slot::is_running_started)
@@ -1955,6 +1993,11 @@ impl Pod {
         let (status, reason, message) = match phase {
             Phase::Succeeded => (false, "PodCompleted", String::new()),
             Phase::Failed => (false, "PodFailed", String::new()),
+            _ if self.blocked.is_some() => (
+                false,
+                "DependencyFailed",
+                self.blocked.clone().unwrap_or_default(),
+            ),
             _ if unready.is_empty() => (true, "", String::new()),
             _ => (
                 false,

@@ -598,7 +598,7 @@ impl Supervisor {
                         if unmet.is_empty() {
                             format!("{verb} pod {name}")
                         } else {
-                            format!("{verb} pod {name}: waiting for {}", unmet.join(", "))
+                            format!("{verb} pod {name}: {}", waiting_for(&unmet))
                         }
                     } else {
                         pod.resume(&mut out);
@@ -848,58 +848,109 @@ impl Supervisor {
         }
     }
 
-    /// What `pod` still waits for (`pod db to be ready`), in its `depends_on` order.
-    fn unmet_dependencies(&self, pod: &Pod) -> Vec<String> {
+    /// What `pod` still waits for (`pod db to be ready`), in its `depends_on` order, and, for
+    /// each, why it cannot happen on its own when that is so ([`Pod::cannot_recover`], or the
+    /// dependency is itself blocked on such a pod).
+    fn unmet_dependencies(&self, pod: &Pod) -> Vec<(String, Option<String>)> {
         pod.spec
             .depends_on
             .iter()
-            .filter(|d| {
+            .filter_map(|d| {
                 let on = self.pods.iter().find(|p| p.name() == d.pod);
-                !on.is_some_and(|p| match d.condition {
+                let met = on.is_some_and(|p| match d.condition {
                     DependencyCondition::Started => p.all_started(),
                     DependencyCondition::Ready => p.ready(),
                     DependencyCondition::Completed => p.phase() == Phase::Succeeded,
-                })
-            })
-            .map(|d| {
+                });
+                if met {
+                    return None;
+                }
                 let what = match d.condition {
                     DependencyCondition::Started => "started",
                     DependencyCondition::Ready => "ready",
                     DependencyCondition::Completed => "completed",
                 };
-                format!("pod {} to be {what}", d.pod)
+                let blocked = on.and_then(|p| {
+                    p.cannot_recover().or_else(|| {
+                        p.blocked.as_ref().map(|_| {
+                            format!("pod {} waits on a dependency that cannot start", p.name())
+                        })
+                    })
+                });
+                Some((format!("pod {} to be {what}", d.pod), blocked))
             })
             .collect()
     }
 
     /// Start every waiting pod whose dependencies are met — a pod not begun yet, or one an
-    /// operator `start` left awaiting them — and name the unmet ones otherwise. Returns
-    /// whether any pod was waiting (and so may have changed).
+    /// operator `start` left awaiting them — and name the unmet ones otherwise. A pod whose
+    /// dependency cannot get there on its own (refused at start, failed for good, or itself
+    /// blocked so) still waits, shown as `DependencyFailed` with the dependency and why, and
+    /// a Warning `DependencyFailed` event per container when that first becomes so; it starts
+    /// once an operator start or a reload brings the dependency back. Returns whether any pod
+    /// was waiting (and so may have changed).
     fn start_ready_pods(&mut self, now: Time) -> bool {
         let waits = |p: &Pod| {
             p.next == Next::Keep && ((p.stage == Stage::Waiting && !p.held) || p.awaiting)
         };
         // The steady state (nothing waiting) skips the facts: an allocation per pod.
         if !self.pods.iter().any(waits) {
+            for pod in self.pods.iter_mut().filter(|p| p.blocked.is_some()) {
+                pod.blocked = None; // stopped or replaced while it waited
+            }
             return false;
         }
-        // Facts taken before any start (a start changes no fact).
-        let unmet: Vec<Option<Vec<String>>> = self
-            .pods
-            .iter()
-            .map(|p| waits(p).then(|| self.unmet_dependencies(p)))
-            .collect();
+        let before: Vec<Option<String>> = self.pods.iter().map(|p| p.blocked.clone()).collect();
+        // Facts taken before any start (a start changes no fact). Being blocked passes down a
+        // chain of dependents, so repeat until it settles (dependencies have no cycles: at
+        // most one pass per pod).
+        let mut unmet: Vec<Option<Vec<(String, Option<String>)>>> = Vec::new();
+        for _ in 0..=self.pods.len() {
+            unmet = self
+                .pods
+                .iter()
+                .map(|p| waits(p).then(|| self.unmet_dependencies(p)))
+                .collect();
+            let mut settled = true;
+            for (pod, unmet) in self.pods.iter_mut().zip(&unmet) {
+                let blocked = unmet
+                    .as_ref()
+                    .filter(|u| u.iter().any(|(_, b)| b.is_some()))
+                    .map(|u| waiting_for(u));
+                if pod.blocked != blocked {
+                    pod.blocked = blocked;
+                    settled = false;
+                }
+            }
+            if settled {
+                break;
+            }
+        }
         let (pods, mut out) = self.split(now);
-        for (pod, unmet) in pods.iter_mut().zip(unmet) {
+        for ((pod, unmet), before) in pods.iter_mut().zip(unmet).zip(before) {
             let Some(unmet) = unmet else {
                 continue;
             };
             if unmet.is_empty() {
                 pod.resume(&mut out);
-            } else {
-                let message = format!("waiting for {}", unmet.join(", "));
-                for slot in pod.init.iter_mut().chain(pod.main.iter_mut()) {
-                    slot.set_waiting(WaitingReason::WaitingForDependencies, message.clone());
+                continue;
+            }
+            let (reason, message) = match &pod.blocked {
+                Some(why) => (WaitingReason::DependencyFailed, why.clone()),
+                None => (WaitingReason::WaitingForDependencies, waiting_for(&unmet)),
+            };
+            let name = pod.spec.name.clone();
+            for slot in pod.init.iter_mut().chain(pod.main.iter_mut()) {
+                slot.set_waiting(reason, message.clone());
+                if pod.blocked.is_some() && pod.blocked != before {
+                    let container = slot.name().to_string();
+                    out.event(
+                        EventType::Warning,
+                        "DependencyFailed",
+                        &name,
+                        &container,
+                        message.clone(),
+                    );
                 }
             }
         }
@@ -944,4 +995,17 @@ impl Supervisor {
             self.actions.push_back(Action::Exit { code });
         }
     }
+}
+
+/// `waiting for pod db to be ready, pod job to be completed: pod job failed and will not run
+/// again (…)`: each unmet dependency, with why it cannot happen on its own where it cannot.
+fn waiting_for(unmet: &[(String, Option<String>)]) -> String {
+    let each: Vec<String> = unmet
+        .iter()
+        .map(|(what, blocked)| match blocked {
+            Some(why) => format!("{what}: {why}"),
+            None => what.clone(),
+        })
+        .collect();
+    format!("waiting for {}", each.join(", "))
 }

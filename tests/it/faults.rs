@@ -612,3 +612,80 @@ fn a_pod_with_limits_the_host_cannot_give_is_refused_alone_when_allowed() {
     }
     assert_eq!(v.shutdown(), 0);
 }
+
+#[test]
+#[ignore = "needs root and cgroup v2"]
+fn a_pod_depending_on_a_refused_pod_says_why_it_waits_and_starts_once_a_reload_fixes_it() {
+    // Outcome (behaviour.md §8): with `allow_missing_controllers`, `after` (depends_on big
+    // started) waits while `big` is refused, and says so — DependencyFailed naming big and
+    // why, in its status, its Ready condition, a Warning event and `vigil status` — and it
+    // starts by itself once a reload drops big's limit. Where the memory controller exists
+    // nothing is refused and both run from the start.
+    let cg = ScratchCgroup::new();
+    let available = std::fs::read_to_string(cg.path.join("cgroup.controllers")).unwrap_or_default();
+    let has_memory = available.split_whitespace().any(|c| c == "memory");
+    let big = "[pods.big]\n[[pods.big.containers]]\nname = \"c\"\ncommand = [\"sleep\", \"60\"]\n";
+    let limit = "resources = { memory_max = \"100Mi\" }\n";
+    let after = "[pods.after]\ndepends_on = { big = \"started\" }\n\
+                 [[pods.after.containers]]\nname = \"c\"\ncommand = [\"sleep\", \"60\"]\n";
+    let dir = tempfile::tempdir().expect("tempdir");
+    let socket = dir.path().join("vigil.sock");
+    let config = dir.path().join("vigil.toml");
+    let header = supervisor_header(&socket)
+        .replace(
+            "cgroup_root = \"none\"",
+            &format!("cgroup_root = \"{}\"", cg.path.display()),
+        )
+        .replace(
+            "[supervisor]\n",
+            "[supervisor]\nallow_missing_controllers = true\n",
+        );
+    std::fs::write(&config, format!("{header}{big}{limit}{after}")).expect("write config");
+    let v = Vigil::start_with(dir, socket, config.clone());
+    if !has_memory {
+        v.wait_for(T, "after DependencyFailed", |v| {
+            state_reason(&v.container("after", "c")) == "DependencyFailed"
+        });
+        let c = v.container("after", "c");
+        let message = c["state"]["waiting"]["message"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            message.contains("pod big to be started: pod big was refused at start")
+                && message.contains("memory controller not available"),
+            "{c}"
+        );
+        let pod = v.pod("after");
+        assert_eq!(pod["phase"], "Pending", "{pod}");
+        let ready = pod["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(ready["reason"], "DependencyFailed", "{pod}");
+        let events = v.request(r#"{"cmd":"events"}"#).to_string();
+        assert!(
+            events.contains("DependencyFailed") && events.contains("after/c"),
+            "{events}"
+        );
+        let out = v.cli(&["status"]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("after") && l.contains("DependencyFailed")),
+            "{text}"
+        );
+        let out = v.cli(&["describe", "after"]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("pod big was refused at start"), "{text}");
+        // The fix: big without the limit this host cannot give.
+        std::fs::write(&config, format!("{header}{big}{after}")).expect("rewrite config");
+        let r = v.request(r#"{"cmd":"reload"}"#);
+        assert_eq!(r["ok"], true, "{r}");
+    }
+    v.wait_for(T, "big and after running", |v| {
+        state_reason(&v.container("big", "c")) == "Running"
+            && state_reason(&v.container("after", "c")) == "Running"
+    });
+    assert_eq!(v.shutdown(), 0);
+}

@@ -3,6 +3,7 @@
 
 mod adopt;
 mod backoff;
+mod dependencies;
 mod grace;
 mod harness;
 mod hooks;

@@ -305,10 +305,10 @@ fn a_pod_refused_at_start_fails_alone_and_cannot_be_started() {
     let ev = h.event("FailedCreatePodContainer").expect("event");
     assert_eq!(ev.kind, EventType::Warning);
     assert!(ev.message.contains(why), "{}", ev.message);
-    // A dependent waits, named as such.
+    // A dependent waits, saying on what (tests/dependencies.rs has the rest).
     assert_eq!(
         h.waiting("after", "c").unwrap().0,
-        WaitingReason::WaitingForDependencies
+        WaitingReason::DependencyFailed
     );
     for cmd in [
         start("big"),
