@@ -851,7 +851,7 @@ impl Supervisor {
     /// What `pod` still waits for (`pod db to be ready`), in its `depends_on` order, and, for
     /// each, why it cannot happen on its own when that is so ([`Pod::cannot_recover`], or the
     /// dependency is itself blocked on such a pod).
-    fn unmet_dependencies(&self, pod: &Pod) -> Vec<(String, Option<String>)> {
+    fn unmet_dependencies(&self, pod: &Pod) -> Vec<Unmet> {
         pod.spec
             .depends_on
             .iter()
@@ -904,7 +904,7 @@ impl Supervisor {
         // Facts taken before any start (a start changes no fact). Being blocked passes down a
         // chain of dependents, so repeat until it settles (dependencies have no cycles: at
         // most one pass per pod).
-        let mut unmet: Vec<Option<Vec<(String, Option<String>)>>> = Vec::new();
+        let mut unmet: Vec<Option<Vec<Unmet>>> = Vec::new();
         for _ in 0..=self.pods.len() {
             unmet = self
                 .pods
@@ -997,9 +997,12 @@ impl Supervisor {
     }
 }
 
+/// An unmet dependency (`pod db to be ready`), and why it cannot be met on its own when so.
+type Unmet = (String, Option<String>);
+
 /// `waiting for pod db to be ready, pod job to be completed: pod job failed and will not run
 /// again (…)`: each unmet dependency, with why it cannot happen on its own where it cannot.
-fn waiting_for(unmet: &[(String, Option<String>)]) -> String {
+fn waiting_for(unmet: &[Unmet]) -> String {
     let each: Vec<String> = unmet
         .iter()
         .map(|(what, blocked)| match blocked {
