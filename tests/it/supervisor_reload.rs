@@ -139,3 +139,61 @@ fn without_cgroups_a_reload_that_adds_limits_is_refused_naming_them_and_changes_
         "web was not restarted with the new definition"
     );
 }
+
+#[test]
+fn a_reload_shrinking_log_buffer_bytes_gives_the_next_run_a_smaller_ring() {
+    // Outcome (README "Reload": `log_buffer_bytes` applies at the next run): the run going on
+    // keeps its ring; the next run's ring holds at most the new size. A reload whose new size
+    // were ignored would leave the next run with 64 KiB of its ~160 KB flood.
+    const FLOOD: &str = "i=0; while [ $i -lt 3000 ]; do echo line-$i-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx; i=$((i+1)); done; echo flood-done; exec sleep 60";
+    let dir = tempfile::tempdir().expect("tempdir");
+    let socket = dir.path().join("vigil.sock");
+    let config = dir.path().join("vigil.toml");
+    let header = |size: &str| {
+        supervisor_header(&socket).replace(
+            "[supervisor]\n",
+            &format!("[supervisor]\nlog_buffer_bytes = \"{size}\"\n"),
+        )
+    };
+    std::fs::write(
+        &config,
+        format!("{}{}", header("64Ki"), pod("flood", FLOOD)),
+    )
+    .unwrap();
+    let v = Vigil::start_with(dir, socket.clone(), config.clone());
+    let held = |v: &Vigil| {
+        let r = v.request(r#"{"cmd":"logs","pod":"flood"}"#);
+        r["result"]["log"].as_str().unwrap_or_default().to_string()
+    };
+    v.wait_for(T, "first flood done", |v| held(v).contains("flood-done"));
+    let first = held(&v).len();
+    assert!(
+        first > 32 * 1024 && first <= 64 * 1024,
+        "a 64 KiB ring after a ~160 KB flood holds: {first}"
+    );
+    std::fs::write(&config, format!("{}{}", header("8Ki"), pod("flood", FLOOD))).unwrap();
+    let r = v.request(r#"{"id":1,"cmd":"reload"}"#);
+    assert_eq!(r["ok"], true, "{r}");
+    let msg = r["result"]["message"].as_str().unwrap_or_default();
+    assert!(msg.contains("log_buffer_bytes"), "{msg}");
+    assert_eq!(held(&v).len(), first, "the run going on keeps its ring");
+    let r = v.request(r#"{"cmd":"restart","pod":"flood","container":"c"}"#);
+    assert_eq!(r["ok"], true, "{r}");
+    v.wait_for(T, "second flood done", |v| {
+        v.container("flood", "c")["restart_count"] == 1 && held(v).contains("flood-done")
+    });
+    let second = held(&v);
+    assert!(
+        second.len() <= 8 * 1024 && second.len() > 4 * 1024,
+        "the next run's ring is the new 8 KiB: {} bytes held",
+        second.len()
+    );
+    assert!(
+        second.ends_with("flood-done\n"),
+        "the newest output is kept"
+    );
+    // The previous run's output is what the old ring held (it is not cut by the reload).
+    let r = v.request(r#"{"cmd":"logs","pod":"flood","previous":true}"#);
+    let previous = r["result"]["log"].as_str().unwrap_or_default();
+    assert!(previous.contains("flood-done"), "{r}");
+}
