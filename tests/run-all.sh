@@ -17,7 +17,9 @@ step() { printf '\n== %s\n' "$*"; }
 
 step "toolchain"
 cargo --version
-rustup component list --installed 2>/dev/null | grep -qE '^(rustfmt|clippy)' || rustup component add rustfmt clippy || true
+for component in rustfmt clippy; do
+  rustup component list --installed 2>/dev/null | grep -q "^$component" || rustup component add "$component" || true
+done
 
 step "host programs the native tests use"
 # package:program pairs; installed only when the program is missing.
@@ -36,6 +38,8 @@ fi
 
 step "test servers: openssl CLI (HTTPS probe tests), grpcio + grpcio-health-checking (gRPC probe tests)"
 command -v openssl >/dev/null || { apt-get update -qq && apt-get install -y -qq openssl; }
+# Debian's python3 comes without pip (package python3-pip).
+python3 -m pip --version >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq python3-pip; }
 if ! python3 -c 'import grpc, grpc_health.v1.health' 2>/dev/null; then
   python3 -m pip install --quiet grpcio grpcio-health-checking \
     || python3 -m pip install --quiet --break-system-packages grpcio grpcio-health-checking

@@ -198,7 +198,13 @@ fn reached(request: &RequestCmd, pod: &wire::Pod, sent: SystemTime) -> Progress 
                     format::cell(&t.message)
                 ));
             }
-            State::Waiting(w) if w.reason == WaitingReason::CrashLoopBackOff => {
+            // Neither gets there without something else changing first (behaviour.md §2.2, §8).
+            State::Waiting(w)
+                if matches!(
+                    w.reason,
+                    WaitingReason::CrashLoopBackOff | WaitingReason::DependencyFailed
+                ) =>
+            {
                 return Progress::Failed(format!(
                     "{name} is in {}: {}",
                     w.reason,

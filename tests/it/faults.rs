@@ -678,6 +678,14 @@ fn a_pod_depending_on_a_refused_pod_says_why_it_waits_and_starts_once_a_reload_f
         let out = v.cli(&["describe", "after"]);
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(text.contains("pod big was refused at start"), "{text}");
+        // `start --wait` does not sit out its timeout: it fails at once, saying why.
+        let out = v.cli(&["start", "after", "--wait", "--timeout", "60s"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains("after/c is in DependencyFailed") && err.contains("pod big"),
+            "{err}"
+        );
         // The fix: big without the limit this host cannot give.
         std::fs::write(&config, format!("{header}{big}{after}")).expect("rewrite config");
         let r = v.request(r#"{"cmd":"reload"}"#);
