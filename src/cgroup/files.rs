@@ -79,6 +79,49 @@ pub fn reread(file: &File, path: &Path) -> Result<String, CgroupError> {
     })
 }
 
+/// Reads a small interface file of the cgroup whose directory is open as `dir`: `openat(2)`
+/// relative to that descriptor (one path component to look up instead of the whole path from
+/// `/`, which dominated a scrape of many containers: most of its time was kernfs path walks),
+/// one `read(2)` into a stack buffer (no `statx` for a size hint, no heap until the text),
+/// then close. `Ok(None)` when the file is absent (controller not enabled, older kernel).
+/// Files longer than the buffer are read to their end. Not for files kept open for poll:
+/// those are re-read with [`reread`].
+pub fn read_in_dir(dir: &File, dir_path: &Path, name: &str) -> Result<Option<String>, CgroupError> {
+    use nix::fcntl::{OFlag, openat};
+    use nix::sys::stat::Mode;
+    let err = |source: io::Error| CgroupError::Read {
+        path: dir_path.join(name),
+        source,
+    };
+    let fd = match openat(dir, name, OFlag::O_RDONLY | OFlag::O_CLOEXEC, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(nix::errno::Errno::ENOENT) => return Ok(None),
+        Err(e) => return Err(err(io::Error::from(e))),
+    };
+    let mut file = File::from(fd);
+    let mut buf = [0u8; 1024];
+    let mut text = Vec::new();
+    loop {
+        let n = match file.read(&mut buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(err(e)),
+        };
+        text.extend_from_slice(&buf[..n]);
+        // A seq_file read returns the whole rendering when it fits: a short read that ends a
+        // line is the end (saves the read that would return 0).
+        if n == 0 || (n < buf.len() && buf[n - 1] == b'\n') {
+            break;
+        }
+    }
+    String::from_utf8(text)
+        .map(Some)
+        .map_err(|_| CgroupError::Parse {
+            path: dir_path.join(name),
+            message: "not UTF-8".to_string(),
+        })
+}
+
 /// Reads a file via a fresh descriptor (for files read once, like `cgroup.procs`).
 pub fn read_path(path: &Path) -> Result<String, CgroupError> {
     let mut s = String::new();

@@ -543,6 +543,37 @@ pub struct ContainerCgroup {
     /// The last [`ContainerCgroup::figures`] and when they were read, for
     /// [`ContainerCgroup::figures_at`].
     figures_cache: Cell<Option<(Instant, Figures)>>,
+    /// Figure files found absent ([`FigureFile`] bits): not looked up again for this cgroup's
+    /// life, which is one run. The memory and pids controllers, where the host has them, are
+    /// enabled before any container cgroup is created ([`Manager::setup`]); a reload only adds
+    /// cpu, whose `cpu.stat` exists without it; `memory.peak` and PSI files depend on the
+    /// kernel. On a host without the memory and pids controllers this saves four failed
+    /// lookups per container per reading.
+    absent: Cell<u8>,
+}
+
+/// The interface files [`ContainerCgroup::figures`] reads, as bits of `absent`.
+#[derive(Clone, Copy)]
+enum FigureFile {
+    MemoryCurrent = 1,
+    MemoryPeak = 2,
+    MemoryMax = 4,
+    CpuStat = 8,
+    PidsCurrent = 16,
+    MemoryPressure = 32,
+}
+
+impl FigureFile {
+    fn name(self) -> &'static str {
+        match self {
+            FigureFile::MemoryCurrent => MEMORY_CURRENT,
+            FigureFile::MemoryPeak => MEMORY_PEAK,
+            FigureFile::MemoryMax => MEMORY_MAX,
+            FigureFile::CpuStat => CPU_STAT,
+            FigureFile::PidsCurrent => PIDS_CURRENT,
+            FigureFile::MemoryPressure => MEMORY_PRESSURE,
+        }
+    }
 }
 
 /// How old the figures a status reply shows may be. Reading them costs six file opens per
@@ -610,6 +641,7 @@ impl ContainerCgroup {
             memory_events,
             baseline,
             figures_cache: Cell::new(None),
+            absent: Cell::new(0),
         })
     }
 
@@ -693,7 +725,7 @@ impl ContainerCgroup {
 
     /// `memory.max` (`None` for `max` or without the memory controller).
     pub fn memory_max(&self) -> Option<u64> {
-        self.read_value(MEMORY_MAX)
+        self.read_figure(FigureFile::MemoryMax)
             .and_then(|t| parse_max_value(&t))
             .and_then(|v| v.limit())
     }
@@ -712,25 +744,41 @@ impl ContainerCgroup {
         f
     }
 
-    /// Figures for status, read now; whatever cannot be read is `None`.
+    /// Figures for status, read now; whatever cannot be read is `None`. Each file is opened
+    /// relative to the cgroup's directory descriptor ([`files::read_in_dir`]); files found
+    /// absent once are not looked up again.
     pub fn figures(&self) -> Figures {
         Figures {
-            memory_current: self.read_value(MEMORY_CURRENT).and_then(|t| parse_u64(&t)),
-            memory_peak: self.read_value(MEMORY_PEAK).and_then(|t| parse_u64(&t)),
+            memory_current: self
+                .read_figure(FigureFile::MemoryCurrent)
+                .and_then(|t| parse_u64(&t)),
+            memory_peak: self
+                .read_figure(FigureFile::MemoryPeak)
+                .and_then(|t| parse_u64(&t)),
             memory_max: self.memory_max(),
             cpu_usage_usec: self
-                .read_value(CPU_STAT)
+                .read_figure(FigureFile::CpuStat)
                 .and_then(|t| parse_cpu_usage_usec(&t)),
-            pids_current: self.read_value(PIDS_CURRENT).and_then(|t| parse_u64(&t)),
+            pids_current: self
+                .read_figure(FigureFile::PidsCurrent)
+                .and_then(|t| parse_u64(&t)),
             memory_pressure_some_avg10: self
-                .read_value(MEMORY_PRESSURE)
+                .read_figure(FigureFile::MemoryPressure)
                 .and_then(|t| parse_pressure_some_avg10(&t)),
         }
     }
 
-    fn read_value(&self, name: &str) -> Option<String> {
-        match read_optional(&self.path, name) {
-            Ok(t) => t,
+    fn read_figure(&self, file: FigureFile) -> Option<String> {
+        let bit = file as u8;
+        if self.absent.get() & bit != 0 {
+            return None;
+        }
+        match files::read_in_dir(&self.dir, &self.path, file.name()) {
+            Ok(Some(t)) => Some(t),
+            Ok(None) => {
+                self.absent.set(self.absent.get() | bit);
+                None
+            }
             Err(e) => {
                 debug!("{e}");
                 None

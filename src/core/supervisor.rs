@@ -368,6 +368,21 @@ impl Supervisor {
         self.pods.iter().map(Pod::status).collect()
     }
 
+    /// The names of every pod, in [`Supervisor::pods`]' order (a metrics scrape built over
+    /// several turns walks them with [`Supervisor::pod_at`]).
+    pub fn pod_names(&self) -> Vec<String> {
+        self.pods.iter().map(|p| p.name().to_string()).collect()
+    }
+
+    /// Snapshot of the pod at `index` in [`Supervisor::pods`]' order, if it is named `name`
+    /// (pods may come and go between turns: a reload), else of the pod named `name`.
+    pub fn pod_at(&self, index: usize, name: &str, now: Time) -> Option<PodStatus> {
+        match self.pods.get(index) {
+            Some(p) if p.name() == name => Some(p.status()),
+            _ => self.pod(name, now),
+        }
+    }
+
     /// Snapshot of one pod.
     pub fn pod(&self, name: &str, now: Time) -> Option<PodStatus> {
         let _ = now;

@@ -152,6 +152,26 @@ impl Writer {
         self.out.push('\n');
     }
 
+    /// Bytes written so far.
+    pub fn len(&self) -> usize {
+        self.out.len()
+    }
+
+    /// Whether nothing is written yet.
+    pub fn is_empty(&self) -> bool {
+        self.out.is_empty()
+    }
+
+    /// Appends the text of a part of the same exposition built apart ([`Writer::finish_part`]).
+    pub fn append(&mut self, text: &str) {
+        self.out.push_str(text);
+    }
+
+    /// This part's text, without the closing `# EOF` (a part of an exposition).
+    pub fn finish_part(self) -> String {
+        self.out
+    }
+
     /// The finished exposition (with `# EOF` in OpenMetrics).
     pub fn finish(mut self) -> String {
         if self.format == Format::OpenMetrics {

@@ -17,9 +17,10 @@ pub mod process;
 
 use std::time::Instant;
 
+use crate::cgroup::Figures;
 use crate::config::spec::ProbeKind;
 use crate::control::render::Observed;
-use crate::core::{ContainerState, ContainerStatus, PodStatus};
+use crate::core::{ContainerKey, ContainerState, ContainerStatus, PodStatus};
 pub use expo::Format;
 use expo::{Kind, Writer};
 use probes::{BUCKETS, ProbeStats};
@@ -61,7 +62,7 @@ pub const FAMILIES: &[&str] = &[
     "process_start_time_seconds",
 ];
 
-/// What one exposition is built from.
+/// What one exposition is built from, all at once (tests, and [`render`]).
 pub struct Snapshot<'a> {
     pub pods: &'a [PodStatus],
     pub observed: &'a Observed,
@@ -71,326 +72,397 @@ pub struct Snapshot<'a> {
     pub now: Instant,
 }
 
-/// One container with its pod's name.
-struct Row<'a> {
-    pod: &'a str,
-    c: &'a ContainerStatus,
+/// The exposition of `snap` in `format`, built in one go (the same bytes as [`Exposition`] fed
+/// the same pods one by one).
+pub fn render(format: Format, snap: &Snapshot<'_>) -> String {
+    let mut e = Exposition::new(format, snap.pods.len());
+    for p in snap.pods {
+        e.add_pod(
+            p,
+            &|key| snap.observed.get(&key).map(|f| f.figures),
+            snap.probes,
+            snap.now,
+        );
+    }
+    e.finish(snap.process)
 }
 
-/// The exposition of `snap` in `format`.
-pub fn render(format: Format, snap: &Snapshot<'_>) -> String {
-    let rows: Vec<Row<'_>> = snap
-        .pods
-        .iter()
-        .flat_map(|p| {
-            p.init_containers
-                .iter()
-                .chain(p.containers.iter())
-                .map(move |c| Row { pod: &p.name, c })
-        })
-        .collect();
-    let mut w = Writer::new(format, 4096 + rows.len() * 3072);
+/// The families written per pod, in the order they appear (after `vigil_build_info`; vigil's
+/// own `process_*` families close the exposition).
+#[derive(Clone, Copy)]
+enum Part {
+    PodReady,
+    Restarts,
+    Ready,
+    Started,
+    State,
+    WaitingReason,
+    LastReason,
+    LastExitCode,
+    OomKills,
+    MemoryCurrent,
+    MemoryPeak,
+    MemoryMax,
+    Cpu,
+    Pids,
+    Pressure,
+    Backoff,
+    ProbeResults,
+    ProbeDuration,
+}
 
-    w.family(
-        "vigil_build_info",
-        Kind::Gauge,
-        "vigil's version; always 1.",
-    );
-    w.sample(
-        "vigil_build_info",
-        &[("version", env!("CARGO_PKG_VERSION"))],
-        1.0,
-    );
-
-    w.family(
+/// Every [`Part`] with its name, type and help, in exposition order.
+const PARTS: [(Part, &str, Kind, &str); 18] = [
+    (
+        Part::PodReady,
         "vigil_pod_ready",
         Kind::Gauge,
         "Whether the pod's Ready condition is true (1) or not (0).",
-    );
-    for p in snap.pods {
-        let ready = p
-            .conditions
-            .iter()
-            .any(|c| c.kind == crate::core::ConditionType::Ready && c.status);
-        w.sample("vigil_pod_ready", &[("pod", &p.name)], bool_value(ready));
-    }
-
-    let per_container = |w: &mut Writer,
-                         name: &str,
-                         kind: Kind,
-                         help: &str,
-                         value: &dyn Fn(&Row) -> Option<f64>| {
-        w.family(name, kind, help);
-        for r in &rows {
-            if let Some(v) = value(r) {
-                w.sample(name, &[("pod", r.pod), ("container", &r.c.name)], v);
-            }
-        }
-    };
-    per_container(
-        &mut w,
+    ),
+    (
+        Part::Restarts,
         "vigil_container_restarts_total",
         Kind::Counter,
         "Times the container was restarted (its restart count).",
-        &|r| Some(f64::from(r.c.restart_count)),
-    );
-    per_container(
-        &mut w,
+    ),
+    (
+        Part::Ready,
         "vigil_container_ready",
         Kind::Gauge,
         "Whether the container is ready (1) or not (0).",
-        &|r| Some(bool_value(r.c.ready)),
-    );
-    per_container(
-        &mut w,
+    ),
+    (
+        Part::Started,
         "vigil_container_started",
         Kind::Gauge,
         "Whether the container has started (its startup probe, if any, succeeded).",
-        &|r| Some(bool_value(r.c.started)),
-    );
-
-    w.family(
+    ),
+    (
+        Part::State,
         "vigil_container_state",
         Kind::Gauge,
         "The container's state: 1 for the state it is in, 0 for the others.",
-    );
-    for r in &rows {
-        let now = state_name(&r.c.state);
-        for state in ["waiting", "running", "terminated"] {
-            w.sample(
-                "vigil_container_state",
-                &[("pod", r.pod), ("container", &r.c.name), ("state", state)],
-                bool_value(state == now),
-            );
-        }
-    }
-
-    w.family(
+    ),
+    (
+        Part::WaitingReason,
         "vigil_container_waiting_reason",
         Kind::Gauge,
         "Why a waiting container waits (1; absent when not waiting).",
-    );
-    for r in &rows {
-        if let ContainerState::Waiting { reason, .. } = &r.c.state {
-            w.sample(
-                "vigil_container_waiting_reason",
-                &[
-                    ("pod", r.pod),
-                    ("container", &r.c.name),
-                    ("reason", reason.as_str()),
-                ],
-                1.0,
-            );
-        }
-    }
-
-    w.family(
+    ),
+    (
+        Part::LastReason,
         "vigil_container_last_terminated_reason",
         Kind::Gauge,
         "Why the container's most recent run ended (1; absent before the first end).",
-    );
-    for r in &rows {
-        if let Some(t) = last_termination(r.c) {
-            w.sample(
-                "vigil_container_last_terminated_reason",
-                &[
-                    ("pod", r.pod),
-                    ("container", &r.c.name),
-                    ("reason", t.reason.as_str()),
-                ],
-                1.0,
-            );
-        }
-    }
-    per_container(
-        &mut w,
+    ),
+    (
+        Part::LastExitCode,
         "vigil_container_last_terminated_exit_code",
         Kind::Gauge,
         "Exit code of the container's most recent run (128+signal when killed).",
-        &|r| last_termination(r.c).map(|t| f64::from(t.exit_code)),
-    );
-    per_container(
-        &mut w,
+    ),
+    (
+        Part::OomKills,
         "vigil_container_oom_kills_total",
         Kind::Counter,
         "OOM kills in the container's cgroup (memory.events oom_kill), over its life.",
-        &|r| Some(r.c.oom_kills as f64),
-    );
-
-    let figures = |r: &Row| snap.observed.get(&r.c.key).map(|f| &f.figures);
-    per_container(
-        &mut w,
+    ),
+    (
+        Part::MemoryCurrent,
         "vigil_container_memory_current_bytes",
         Kind::Gauge,
         "Memory charged to the running container's cgroup (memory.current).",
-        &|r| figures(r).and_then(|f| f.memory_current).map(|v| v as f64),
-    );
-    per_container(
-        &mut w,
+    ),
+    (
+        Part::MemoryPeak,
         "vigil_container_memory_peak_bytes",
         Kind::Gauge,
         "Peak memory of the current run's cgroup (memory.peak, Linux 5.19+).",
-        &|r| figures(r).and_then(|f| f.memory_peak).map(|v| v as f64),
-    );
-    per_container(
-        &mut w,
+    ),
+    (
+        Part::MemoryMax,
         "vigil_container_memory_max_bytes",
         Kind::Gauge,
         "The cgroup's memory limit (memory.max); absent when unlimited.",
-        &|r| figures(r).and_then(|f| f.memory_max).map(|v| v as f64),
-    );
-    per_container(
-        &mut w,
+    ),
+    (
+        Part::Cpu,
         "vigil_container_cpu_seconds_total",
         Kind::Counter,
         "CPU time used by the current run's cgroup (cpu.stat usage_usec).",
-        &|r| {
-            figures(r)
-                .and_then(|f| f.cpu_usage_usec)
-                .map(|v| v as f64 / 1e6)
-        },
-    );
-    per_container(
-        &mut w,
+    ),
+    (
+        Part::Pids,
         "vigil_container_pids",
         Kind::Gauge,
         "Tasks in the running container's cgroup (pids.current).",
-        &|r| figures(r).and_then(|f| f.pids_current).map(|v| v as f64),
-    );
-    per_container(
-        &mut w,
+    ),
+    (
+        Part::Pressure,
         "vigil_container_memory_pressure_some_avg10_ratio",
         Kind::Gauge,
         "Share of the last 10 s in which some task of the cgroup stalled on memory \
          (memory.pressure some avg10 / 100).",
-        &|r| {
-            figures(r)
-                .and_then(|f| f.memory_pressure_some_avg10)
-                .map(|v| v / 100.0)
-        },
-    );
-    per_container(
-        &mut w,
+    ),
+    (
+        Part::Backoff,
         "vigil_container_backoff_remaining_seconds",
         Kind::Gauge,
         "Seconds until the container's next run while it waits out the restart back-off; \
          0 otherwise.",
-        &|r| {
-            Some(
-                r.c.backoff_until
-                    .map_or(0.0, |t| t.saturating_duration_since(snap.now).as_secs_f64()),
-            )
-        },
-    );
-
-    let probes = |r: &'_ Row<'_>| {
-        let mut kinds: Vec<ProbeKind> = r.c.probes.iter().map(|p| p.kind).collect();
-        kinds.sort();
-        kinds.dedup();
-        kinds
-    };
-    w.family(
+    ),
+    (
+        Part::ProbeResults,
         "vigil_probe_results_total",
         Kind::Counter,
         "Probe attempts by result (a warning counts as a success, as the kubelet counts it).",
-    );
-    for r in &rows {
-        for kind in probes(r) {
-            let c = snap.probes.get(r.c.key, kind).cloned().unwrap_or_default();
-            for (result, n) in [("success", c.successes), ("failure", c.failures)] {
-                w.sample(
-                    "vigil_probe_results_total",
-                    &[
-                        ("pod", r.pod),
-                        ("container", &r.c.name),
-                        ("probe", kind.as_str()),
-                        ("result", result),
-                    ],
-                    n as f64,
-                );
-            }
-        }
-    }
-    w.family(
+    ),
+    (
+        Part::ProbeDuration,
         "vigil_probe_duration_seconds",
         Kind::Histogram,
         "How long probe attempts took.",
-    );
-    for r in &rows {
-        for kind in probes(r) {
-            let c = snap.probes.get(r.c.key, kind).cloned().unwrap_or_default();
-            let labels = [
-                ("pod", r.pod),
-                ("container", r.c.name.as_str()),
-                ("probe", kind.as_str()),
-            ];
+    ),
+];
+
+/// An exposition built a pod at a time: each family's samples go to that family's own buffer,
+/// so pods can be added in separate loop turns (each from its own reading) and the families
+/// still come out contiguous, in the order of [`FAMILIES`]. [`Exposition::finish`] joins them.
+pub struct Exposition {
+    format: Format,
+    /// `vigil_build_info`, then the rest is appended at the end.
+    head: Writer,
+    /// One writer per [`Part`], its header already written.
+    parts: Vec<Writer>,
+}
+
+impl Exposition {
+    /// An empty exposition sized for about `pods` single-container pods.
+    pub fn new(format: Format, pods: usize) -> Exposition {
+        let mut head = Writer::new(format, 256);
+        head.family(
+            "vigil_build_info",
+            Kind::Gauge,
+            "vigil's version; always 1.",
+        );
+        head.sample(
+            "vigil_build_info",
+            &[("version", env!("CARGO_PKG_VERSION"))],
+            1.0,
+        );
+        let parts = PARTS
+            .iter()
+            .map(|&(part, name, kind, help)| {
+                // About one 64-byte sample line per pod; three for the state family; probe
+                // families grow as probed containers come.
+                let lines = match part {
+                    Part::State => 3,
+                    Part::ProbeResults | Part::ProbeDuration => 0,
+                    _ => 1,
+                };
+                let mut w = Writer::new(format, 256 + pods * lines * 64);
+                w.family(name, kind, help);
+                w
+            })
+            .collect();
+        Exposition {
+            format,
+            head,
+            parts,
+        }
+    }
+
+    /// The exposition's bytes so far (for bounding what is held).
+    pub fn len(&self) -> usize {
+        self.head.len() + self.parts.iter().map(Writer::len).sum::<usize>()
+    }
+
+    /// Whether nothing is written yet (never: the headers are).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Adds one pod's series: its `Ready` condition and every container's (init containers
+    /// first), with `figures` giving a running container's cgroup figures, `probes` the probe
+    /// counters and `now` the core's clock when `pod` was taken.
+    pub fn add_pod(
+        &mut self,
+        pod: &PodStatus,
+        figures: &dyn Fn(ContainerKey) -> Option<Figures>,
+        probes: &ProbeStats,
+        now: Instant,
+    ) {
+        let ready = pod
+            .conditions
+            .iter()
+            .any(|c| c.kind == crate::core::ConditionType::Ready && c.status);
+        self.parts[Part::PodReady as usize].sample(
+            "vigil_pod_ready",
+            &[("pod", &pod.name)],
+            bool_value(ready),
+        );
+        for c in pod.init_containers.iter().chain(pod.containers.iter()) {
+            self.add_container(&pod.name, c, figures(c.key), probes, now);
+        }
+    }
+
+    fn add_container(
+        &mut self,
+        pod: &str,
+        c: &ContainerStatus,
+        figures: Option<Figures>,
+        probes: &ProbeStats,
+        now: Instant,
+    ) {
+        let labels = [("pod", pod), ("container", c.name.as_str())];
+        let mut one = |part: Part, v: Option<f64>| {
+            if let Some(v) = v {
+                self.parts[part as usize].sample(PARTS[part as usize].1, &labels, v);
+            }
+        };
+        one(Part::Restarts, Some(f64::from(c.restart_count)));
+        one(Part::Ready, Some(bool_value(c.ready)));
+        one(Part::Started, Some(bool_value(c.started)));
+        let last = last_termination(c);
+        one(Part::LastExitCode, last.map(|t| f64::from(t.exit_code)));
+        one(Part::OomKills, Some(c.oom_kills as f64));
+        let f = figures.unwrap_or_default();
+        one(Part::MemoryCurrent, f.memory_current.map(|v| v as f64));
+        one(Part::MemoryPeak, f.memory_peak.map(|v| v as f64));
+        one(Part::MemoryMax, f.memory_max.map(|v| v as f64));
+        one(Part::Cpu, f.cpu_usage_usec.map(|v| v as f64 / 1e6));
+        one(Part::Pids, f.pids_current.map(|v| v as f64));
+        one(
+            Part::Pressure,
+            f.memory_pressure_some_avg10.map(|v| v / 100.0),
+        );
+        one(
+            Part::Backoff,
+            Some(
+                c.backoff_until
+                    .map_or(0.0, |t| t.saturating_duration_since(now).as_secs_f64()),
+            ),
+        );
+
+        let current = state_name(&c.state);
+        for state in ["waiting", "running", "terminated"] {
+            self.parts[Part::State as usize].sample(
+                "vigil_container_state",
+                &[labels[0], labels[1], ("state", state)],
+                bool_value(state == current),
+            );
+        }
+        if let ContainerState::Waiting { reason, .. } = &c.state {
+            self.parts[Part::WaitingReason as usize].sample(
+                "vigil_container_waiting_reason",
+                &[labels[0], labels[1], ("reason", reason.as_str())],
+                1.0,
+            );
+        }
+        if let Some(t) = last {
+            self.parts[Part::LastReason as usize].sample(
+                "vigil_container_last_terminated_reason",
+                &[labels[0], labels[1], ("reason", t.reason.as_str())],
+                1.0,
+            );
+        }
+
+        let mut kinds: Vec<ProbeKind> = c.probes.iter().map(|p| p.kind).collect();
+        kinds.sort();
+        kinds.dedup();
+        for kind in kinds {
+            let p = probes.get(c.key, kind).cloned().unwrap_or_default();
+            let labels = [labels[0], labels[1], ("probe", kind.as_str())];
+            let results = &mut self.parts[Part::ProbeResults as usize];
+            for (result, n) in [("success", p.successes), ("failure", p.failures)] {
+                results.sample(
+                    "vigil_probe_results_total",
+                    &[labels[0], labels[1], labels[2], ("result", result)],
+                    n as f64,
+                );
+            }
+            let durations = &mut self.parts[Part::ProbeDuration as usize];
             let mut cumulative = 0;
             for (i, le) in LE.iter().enumerate() {
-                cumulative += c.buckets.get(i).copied().unwrap_or(0);
+                cumulative += p.buckets.get(i).copied().unwrap_or(0);
                 let n = if i == BUCKETS.len() {
-                    c.count
+                    p.count
                 } else {
                     cumulative
                 };
-                w.sample(
+                durations.sample(
                     "vigil_probe_duration_seconds_bucket",
                     &[labels[0], labels[1], labels[2], ("le", le)],
                     n as f64,
                 );
             }
-            w.sample("vigil_probe_duration_seconds_sum", &labels, c.sum_seconds);
-            w.sample(
+            durations.sample("vigil_probe_duration_seconds_sum", &labels, p.sum_seconds);
+            durations.sample(
                 "vigil_probe_duration_seconds_count",
                 &labels,
-                c.count as f64,
+                p.count as f64,
             );
         }
     }
 
-    let own = snap.process;
-    let mut process = |name: &str, kind: Kind, help: &str, v: Option<f64>| {
-        if let Some(v) = v {
-            w.family(name, kind, help);
-            w.sample(name, &[], v);
+    /// The whole exposition: the families in order, then vigil's own `process_*` figures
+    /// (those it could read) and, in OpenMetrics, `# EOF`.
+    pub fn finish(self, own: &ProcessFigures) -> String {
+        let Exposition {
+            format,
+            head,
+            parts,
+        } = self;
+        let total = head.len() + parts.iter().map(Writer::len).sum::<usize>() + 1024;
+        let mut w = Writer::new(format, total);
+        w.append(&head.finish_part());
+        for part in parts {
+            w.append(&part.finish_part());
         }
-    };
-    process(
-        "process_resident_memory_bytes",
-        Kind::Gauge,
-        "vigil's resident memory size in bytes.",
-        own.resident_memory_bytes.map(|v| v as f64),
-    );
-    process(
-        "process_virtual_memory_bytes",
-        Kind::Gauge,
-        "vigil's virtual memory size in bytes.",
-        own.virtual_memory_bytes.map(|v| v as f64),
-    );
-    process(
-        "process_cpu_seconds_total",
-        Kind::Counter,
-        "vigil's user and system CPU time in seconds.",
-        own.cpu_seconds,
-    );
-    process(
-        "process_open_fds",
-        Kind::Gauge,
-        "vigil's open file descriptors.",
-        own.open_fds.map(|v| v as f64),
-    );
-    process(
-        "process_max_fds",
-        Kind::Gauge,
-        "vigil's limit of open file descriptors (RLIMIT_NOFILE, soft).",
-        own.max_fds.map(|v| v as f64),
-    );
-    process(
-        "process_start_time_seconds",
-        Kind::Gauge,
-        "When vigil started, in seconds since the Unix epoch.",
-        own.start_time_seconds,
-    );
-    w.finish()
+        let mut process = |name: &str, kind: Kind, help: &str, v: Option<f64>| {
+            if let Some(v) = v {
+                w.family(name, kind, help);
+                w.sample(name, &[], v);
+            }
+        };
+        process(
+            "process_resident_memory_bytes",
+            Kind::Gauge,
+            "vigil's resident memory size in bytes.",
+            own.resident_memory_bytes.map(|v| v as f64),
+        );
+        process(
+            "process_virtual_memory_bytes",
+            Kind::Gauge,
+            "vigil's virtual memory size in bytes.",
+            own.virtual_memory_bytes.map(|v| v as f64),
+        );
+        process(
+            "process_cpu_seconds_total",
+            Kind::Counter,
+            "vigil's user and system CPU time in seconds.",
+            own.cpu_seconds,
+        );
+        process(
+            "process_open_fds",
+            Kind::Gauge,
+            "vigil's open file descriptors.",
+            own.open_fds.map(|v| v as f64),
+        );
+        process(
+            "process_max_fds",
+            Kind::Gauge,
+            "vigil's limit of open file descriptors (RLIMIT_NOFILE, soft).",
+            own.max_fds.map(|v| v as f64),
+        );
+        process(
+            "process_start_time_seconds",
+            Kind::Gauge,
+            "When vigil started, in seconds since the Unix epoch.",
+            own.start_time_seconds,
+        );
+        w.finish()
+    }
 }
 
 fn bool_value(b: bool) -> f64 {

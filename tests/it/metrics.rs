@@ -29,6 +29,20 @@ readiness_probe = { exec = { command = ["true"] }, period_seconds = 1 }
 
 /// vigil with `metrics_address` on a port the kernel picks; the address it serves on.
 fn start() -> (Vigil, SocketAddr) {
+    start_pods(PODS)
+}
+
+/// `n` sleeping pods `p0000`, `p0001`, … (many more containers than a scrape's slice per turn).
+fn sleepers(n: usize) -> String {
+    (0..n)
+        .map(|i| {
+            format!("[pods.p{i:04}]\n[[pods.p{i:04}.containers]]\nname = \"c\"\ncommand = [\"sleep\", \"600\"]\n")
+        })
+        .collect()
+}
+
+/// [`start`] with other pods.
+fn start_pods(pods: &str) -> (Vigil, SocketAddr) {
     let dir = tempfile::tempdir().expect("tempdir");
     let socket = dir.path().join("vigil.sock");
     let config = dir.path().join("vigil.toml");
@@ -37,7 +51,7 @@ fn start() -> (Vigil, SocketAddr) {
         "[supervisor]\nmetrics_address = \"127.0.0.1:0\"\n",
         1,
     );
-    std::fs::write(&config, format!("{header}{PODS}")).expect("write config");
+    std::fs::write(&config, format!("{header}{pods}")).expect("write config");
     let v = Vigil::start_with(dir, socket, config);
     let log = v.log();
     let addr = log
@@ -332,6 +346,211 @@ fn promtool_accepts_the_exposition() {
         String::from_utf8_lossy(&checked.stderr),
         String::from_utf8_lossy(&out.stdout)
     );
+}
+
+/// `promtool check metrics` of `text`: its complaints, if any.
+fn promtool_check(text: &str) -> Result<(), String> {
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let checked = child.wait_with_output().unwrap();
+    if checked.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}{}",
+            String::from_utf8_lossy(&checked.stdout),
+            String::from_utf8_lossy(&checked.stderr)
+        ))
+    }
+}
+
+/// Checks that `text` is a whole exposition of `pods` pods (one `vigil_pod_ready` series each,
+/// no pod twice, every family's samples once per container) and returns the crash-looper's
+/// restart count in it.
+fn whole(text: &str, pods: usize, openmetrics: bool) -> f64 {
+    let ready: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("vigil_pod_ready{"))
+        .collect();
+    let mut names: Vec<&str> = ready.iter().map(|l| l.split('"').nth(1).unwrap()).collect();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), pods, "pods once each");
+    assert_eq!(ready.len(), pods, "pods once each");
+    for family in [
+        "vigil_container_restarts_total{",
+        "vigil_container_ready{",
+        "vigil_container_backoff_remaining_seconds{",
+    ] {
+        assert_eq!(
+            text.lines().filter(|l| l.starts_with(family)).count(),
+            pods,
+            "{family}"
+        );
+    }
+    assert_eq!(text.ends_with("# EOF\n"), openmetrics);
+    assert!(text.contains("\nprocess_start_time_seconds "));
+    sample(
+        text,
+        r#"vigil_container_restarts_total{pod="crash",container="c"}"#,
+    )
+}
+
+/// A kept-alive connection's next reply body (`Content-Length` framed).
+fn next_body(s: &mut TcpStream, pending: &mut Vec<u8>) -> String {
+    let mut buf = [0u8; 65536];
+    loop {
+        if let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&pending[..end]).to_string();
+            assert!(head.starts_with("HTTP/1.1 200 OK"), "{head}");
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("Content-Length: "))
+                .expect("a length")
+                .parse()
+                .unwrap();
+            if pending.len() >= end + 4 + len {
+                let body = String::from_utf8(pending[end + 4..end + 4 + len].to_vec()).unwrap();
+                pending.drain(..end + 4 + len);
+                return body;
+            }
+        }
+        let n = s.read(&mut buf).expect("read");
+        assert!(n > 0, "closed before the reply was whole");
+        pending.extend_from_slice(&buf[..n]);
+    }
+}
+
+#[test]
+#[ignore = "needs promtool (Debian package prometheus; tests/run-all.sh installs it)"]
+fn scrapes_of_many_pods_stay_whole_valid_and_monotonic_amid_restarts_status_and_other_scrapers() {
+    require_program("promtool", "--version", "prometheus");
+    const N: usize = 400;
+    let (v, addr) = start_pods(&format!("{PODS}{}", sleepers(N)));
+    let pods = N + 2;
+    wait_restarts(&v, 1);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // A second scraper, OpenMetrics on one kept-alive connection, all along.
+    let other = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut s = TcpStream::connect(addr).expect("connect");
+            s.set_read_timeout(Some(T)).unwrap();
+            let mut pending = Vec::new();
+            let mut seen = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                s.write_all(
+                    b"GET /metrics HTTP/1.1\r\nAccept: application/openmetrics-text;version=1.0.0\r\n\r\n",
+                )
+                .unwrap();
+                seen.push(whole(&next_body(&mut s, &mut pending), pods, true));
+            }
+            seen
+        })
+    };
+    // Status requests all along (each answered between slices of the scrapes).
+    let status = {
+        let stop = stop.clone();
+        let socket = v.socket.clone();
+        std::thread::spawn(move || {
+            let mut answered = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let mut s = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+                s.set_read_timeout(Some(T)).unwrap();
+                s.write_all(b"{\"cmd\":\"status\"}\n").unwrap();
+                let mut line = String::new();
+                std::io::BufRead::read_line(&mut std::io::BufReader::new(s), &mut line).unwrap();
+                let reply: Value = serde_json::from_str(&line).unwrap();
+                assert_eq!(reply["result"]["pods"].as_array().unwrap().len(), pods);
+                answered += 1;
+            }
+            answered
+        })
+    };
+    let mut last = 0.0;
+    for round in 0..12 {
+        if round == 4 {
+            // A restart asked for in the middle.
+            let r = v.request(r#"{"cmd":"restart","pod":"p0007"}"#);
+            assert!(r.get("error").is_none(), "{r}");
+        }
+        let text = if round % 3 == 2 {
+            let out = v.cli(&["metrics"]);
+            assert!(out.status.success(), "{out:?}");
+            String::from_utf8(out.stdout).unwrap()
+        } else {
+            get(addr, "/metrics", None).2
+        };
+        let restarts = whole(&text, pods, false);
+        assert!(restarts >= last, "went back from {last} to {restarts}");
+        last = restarts;
+        if let Err(e) = promtool_check(&text) {
+            panic!("promtool: {e}\n{text}");
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let seen = other.join().expect("the other scraper");
+    assert!(!seen.is_empty());
+    assert!(
+        seen.windows(2).all(|w| w[0] <= w[1]),
+        "the other scraper's counter went back: {seen:?}"
+    );
+    assert!(status.join().expect("the status client") > 0);
+    assert_eq!(
+        v.container("p0007", "c")["restart_count"].as_u64(),
+        Some(1),
+        "the restart asked for was carried out"
+    );
+}
+
+#[test]
+fn scrapers_that_leave_before_their_reply_free_their_place_and_descriptors() {
+    const N: usize = 300;
+    let (v, addr) = start_pods(&sleepers(N));
+    v.wait_for(T, "every pod to run", |v| {
+        v.status()["pods"]
+            .as_array()
+            .is_some_and(|p| p.len() == N && p.iter().all(|p| p["phase"] == "Running"))
+    });
+    let open_fds = || sample(&get(addr, "/metrics", None).2, "process_open_fds");
+    let before = open_fds();
+    // Far more than the connections that may await a reply at once (8), each gone before its
+    // exposition is built: over HTTP, and `metrics` on the control socket.
+    for _ in 0..40 {
+        let mut s = TcpStream::connect(addr).expect("connect");
+        s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+        drop(s);
+        let mut c = std::os::unix::net::UnixStream::connect(&v.socket).unwrap();
+        c.write_all(b"{\"cmd\":\"metrics\"}\n").unwrap();
+        drop(c);
+    }
+    // Their places and descriptors go: a scrape is answered whole and vigil holds what it held.
+    let mut now = open_fds();
+    let deadline = Instant::now() + T;
+    while now != before && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        now = open_fds();
+    }
+    assert_eq!(now, before, "descriptors before and after");
+    let text = get(addr, "/metrics", None).2;
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.starts_with("vigil_pod_ready{"))
+            .count(),
+        N
+    );
+    assert!(v.cli(&["metrics"]).status.success());
 }
 
 /// A Prometheus server on a free port scraping `target` every second; killed (by PID) on drop.

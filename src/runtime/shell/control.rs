@@ -90,6 +90,9 @@ pub(super) enum Mutation {
         binary: Option<std::path::PathBuf>,
         check: bool,
     },
+    /// Not a change: `metrics`, whose exposition the metrics component builds over several
+    /// turns; answered with [`Control::finish_metrics`].
+    Metrics(crate::metrics::Format),
 }
 
 impl Pending {
@@ -282,6 +285,25 @@ impl Control {
     pub(super) fn finish(&mut self, pending: Pending, outcome: Outcome) {
         let reply = outcome.and_then(|message| wire_json(&wire::MessageReply { message }));
         self.send_reply(pending.conn, &pending.id, reply);
+    }
+
+    /// Answers a `metrics` request ([`Mutation::Metrics`]) with its exposition.
+    pub(super) fn finish_metrics(
+        &mut self,
+        pending: Pending,
+        format: crate::metrics::Format,
+        text: &str,
+    ) {
+        let reply = wire_json(&wire::MetricsReply {
+            content_type: format.content_type().to_string(),
+            text: text.to_string(),
+        });
+        self.send_reply(pending.conn, &pending.id, reply);
+    }
+
+    /// Whether the connection of a request still waiting for its reply is open.
+    pub(super) fn is_open(&self, conn: ConnId) -> bool {
+        self.server.is_open(conn)
     }
 
     /// Whether the socket or a stream has work that no readiness event will announce.
@@ -578,10 +600,7 @@ impl Control {
             RequestCmd::Version => {
                 wire_json(&render::version(matches!(secrets, render::Secrets::Shown)))
             }
-            RequestCmd::Metrics { format } => wire_json(&wire::MetricsReply {
-                content_type: format.content_type().to_string(),
-                text: super::metrics::exposition(view, now, format),
-            }),
+            RequestCmd::Metrics { format } => return Answer::Change(Mutation::Metrics(format)),
             RequestCmd::Status { pod } => {
                 let (pods, observed) = snapshot(view, now, pod.as_deref());
                 match pod {

@@ -8,18 +8,28 @@
 //!   [`ACCEPT_RETRY`], never in a busy loop;
 //! - a request head of at most 8 KiB (`metrics::http`), read only while no reply is under way;
 //!   anything but `GET /metrics` without a body gets one status line and is closed;
-//! - at most [`RENDERS_PER_TURN`] expositions built per turn, shared by every scraper answered in
-//!   that turn (one `Rc` body, never a copy per connection), and at most [`WRITERS`]
-//!   connections with a reply under way, so replies held in memory are bounded;
+//! - an exposition is built by [`Scrapes`] a bounded slice per turn (at most
+//!   [`CONTAINERS_PER_TURN`] containers' readings and series, across every build under way;
+//!   other events are served between slices), at most [`RENDERS_PER_TURN`] builds at once (one
+//!   per format), each shared by every scraper that asked before it began (one `Rc` body, never a
+//!   copy per connection), and at most [`WRITERS`] connections waiting for or taking a reply, so
+//!   replies held in memory are bounded;
 //! - at most [`WRITE_CHUNK`] bytes per write and [`TURN_OUTPUT`] bytes per turn across all
 //!   connections; the rest goes next turn (the router polls with a zero timeout while
 //!   [`MetricsListener::has_work`]);
 //! - a connection that makes no progress (no complete request, nothing taken of its reply) for
 //!   [`IDLE_TIMEOUT`] is closed: slow heads and readers that stall cannot hold a slot.
 //!
+//! Also here: [`Scrapes`], the expositions being built for scrapers and for `metrics` on the
+//! control socket. Consistency (docs/metrics.md): every reading in a reply is taken after its
+//! request arrived (a request waits for the next build rather than join one under way), and
+//! each pod's series come from one reading in one turn (its status and its containers' cgroup
+//! figures, the latter at most `cgroup::FIGURES_MAX_AGE` old); pods are read in turn order, so
+//! a scraper's counters never go backwards from one of its scrapes to the next.
+//!
 //! Must not: block (every socket is non-blocking, registered edge-triggered: each source is
-//! drained to `WouldBlock` or remembered as having more), build the exposition itself (the
-//! router passes a function that does), or read the clock.
+//! drained to `WouldBlock` or remembered as having more), do more per turn than the bounds
+//! above, or read the clock.
 
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
@@ -32,16 +42,19 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Interest, Registry, Token};
 
 use super::tokens::{Owner, TokenSpace};
-use crate::metrics::Format;
 use crate::metrics::http::{self, MAX_REQUEST, Parsed, Status};
+use crate::metrics::{Exposition, Format};
 
 /// Scrapers connected at once.
 pub const MAX_CLIENTS: usize = 64;
 /// Connections accepted per loop turn.
 pub const ACCEPTS_PER_TURN: usize = 16;
-/// Expositions built per loop turn (one per format at most: scrapers answered in the same
-/// turn share it).
+/// Expositions being built at once (one per format: every request that arrived before a
+/// build began shares it).
 pub const RENDERS_PER_TURN: usize = 2;
+/// Containers read and written into expositions per loop turn, across every build under way
+/// (a pod is added whole, so a turn may go over by the rest of one pod's containers).
+pub const CONTAINERS_PER_TURN: usize = 64;
 /// Connections with a reply under way.
 pub const WRITERS: usize = 8;
 /// Bytes per write(2).
@@ -109,6 +122,8 @@ struct Conn {
     lingering: Option<Instant>,
     /// Accepted over [`MAX_CLIENTS`] to be told `503`.
     over_limit: bool,
+    /// A scrape asked for and not answered yet: its format and whether to keep the connection.
+    awaiting: Option<(Format, bool)>,
 }
 
 impl Conn {
@@ -123,6 +138,7 @@ impl Conn {
             since: now,
             lingering: None,
             over_limit: false,
+            awaiting: None,
         }
     }
 
@@ -155,6 +171,8 @@ pub(super) struct MetricsListener {
     accept_retry: Option<Instant>,
     /// Something was left for the next turn.
     more: bool,
+    /// Connections that went while awaiting an exposition, for [`Scrapes::forget`].
+    left: Vec<Token>,
 }
 
 impl MetricsListener {
@@ -180,6 +198,7 @@ impl MetricsListener {
             accept_pending: true,
             accept_retry: None,
             more: true,
+            left: Vec::new(),
         })
     }
 
@@ -215,14 +234,16 @@ impl MetricsListener {
             .min()
     }
 
-    /// One turn: accept, read, answer complete requests (`render` builds an exposition), write,
-    /// close what is finished or idle.
-    pub fn serve(&mut self, now: Instant, render: &mut dyn FnMut(Format) -> String) {
+    /// One turn: accept, read, pass complete scrape requests to `asks` (answered later with
+    /// [`MetricsListener::deliver`]), write, close what is finished or idle.
+    pub fn serve(&mut self, now: Instant, asks: &mut Vec<(Token, Format)>) {
         self.more = false;
         self.accept(now);
-        let mut rendered: [Option<Rc<[u8]>>; 2] = [None, None];
-        let mut renders = 0;
-        let mut writers = self.conns.values().filter(|c| c.reply.is_some()).count();
+        let mut writers = self
+            .conns
+            .values()
+            .filter(|c| c.reply.is_some() || c.awaiting.is_some())
+            .count();
         let mut budget = TURN_OUTPUT;
         let mut gone = Vec::new();
         let mut waiting = false;
@@ -237,7 +258,22 @@ impl MetricsListener {
                 }
                 continue;
             }
-            if conn.reply.is_none() {
+            if conn.awaiting.is_some() && conn.readable && !conn.eof {
+                // While its exposition is built: a client that closes now is gone (its place
+                // in the build goes too, [`Scrapes::forget`]). One that closed its side with
+                // the request itself (the FIN came with it) is answered.
+                if conn.input.len() < MAX_REQUEST {
+                    read_some(conn);
+                } else {
+                    conn.readable = false;
+                }
+                if conn.eof {
+                    debug!("metrics: a scraper left before its reply");
+                    gone.push(token);
+                    continue;
+                }
+            }
+            if conn.reply.is_none() && conn.awaiting.is_none() {
                 if conn.readable && conn.input.len() < MAX_REQUEST {
                     read_some(conn);
                 }
@@ -254,42 +290,16 @@ impl MetricsListener {
                         writers += 1;
                     }
                     Parsed::Scrape(s) => {
-                        let slot = match s.format {
-                            Format::Prometheus => 0,
-                            Format::OpenMetrics => 1,
-                        };
                         if writers >= WRITERS {
                             // Picked up when a reply finishes or a connection goes (not by
                             // polling: a stalled writer would make that a busy loop).
                             waiting = true;
                             continue;
                         }
-                        if rendered[slot].is_none() && renders >= RENDERS_PER_TURN {
-                            self.more = true;
-                            continue;
-                        }
-                        let body = rendered[slot]
-                            .get_or_insert_with(|| {
-                                renders += 1;
-                                Rc::from(render(s.format).into_bytes())
-                            })
-                            .clone();
                         conn.input.drain(..s.len);
-                        debug!("metrics: scrape answered in {}", s.format.as_str());
-                        conn.reply = Some(Reply {
-                            head: http::head(
-                                Status::Ok,
-                                s.format.content_type(),
-                                body.len(),
-                                s.keep_alive,
-                            )
-                            .into_bytes(),
-                            body,
-                            pos: 0,
-                            close_after: !s.keep_alive,
-                        });
-                        conn.writable = true;
+                        conn.awaiting = Some((s.format, s.keep_alive));
                         conn.since = now;
+                        asks.push((token, s.format));
                         writers += 1;
                     }
                 }
@@ -327,7 +337,11 @@ impl MetricsListener {
                     }
                 }
             }
-            if conn.reply.is_none() && conn.readable && conn.input.len() < MAX_REQUEST {
+            if conn.reply.is_none()
+                && conn.awaiting.is_none()
+                && conn.readable
+                && conn.input.len() < MAX_REQUEST
+            {
                 self.more = true;
             }
             if now.saturating_duration_since(conn.since) >= IDLE_TIMEOUT {
@@ -338,6 +352,9 @@ impl MetricsListener {
         for token in gone {
             if let Some(mut conn) = self.conns.remove(&token) {
                 let _ = self.registry.deregister(&mut conn.stream);
+                if conn.awaiting.is_some() {
+                    self.left.push(token);
+                }
                 freed = true;
             }
         }
@@ -347,6 +364,32 @@ impl MetricsListener {
         if self.accept_pending {
             self.more = true;
         }
+    }
+
+    /// Answers the scrape `token` awaits with `body` (a connection gone meanwhile is skipped).
+    pub fn deliver(&mut self, token: Token, body: Rc<[u8]>, now: Instant) {
+        let Some(conn) = self.conns.get_mut(&token) else {
+            return;
+        };
+        let Some((format, keep_alive)) = conn.awaiting.take() else {
+            return;
+        };
+        debug!("metrics: scrape answered in {}", format.as_str());
+        conn.reply = Some(Reply {
+            head: http::head(Status::Ok, format.content_type(), body.len(), keep_alive)
+                .into_bytes(),
+            body,
+            pos: 0,
+            close_after: !keep_alive,
+        });
+        conn.writable = true;
+        conn.since = now;
+        self.more = true;
+    }
+
+    /// Connections that went while awaiting an exposition since the last call.
+    pub fn take_left(&mut self) -> Vec<Token> {
+        std::mem::take(&mut self.left)
     }
 
     fn accept(&mut self, now: Instant) {
@@ -488,36 +531,199 @@ fn write_some(conn: &mut Conn, budget: &mut usize, now: Instant) -> io::Result<b
     Ok(true)
 }
 
-// ---- the router's side: what a scrape is answered with --------------------------------------
+// ---- the expositions being built ------------------------------------------------------------
 
-/// The exposition now, from the same snapshot and cgroup figures `status` answers with (also
-/// the control socket's `metrics` reply).
-pub(super) fn exposition(view: &super::control::View, now: Instant, format: Format) -> String {
-    let (pods, observed) = super::control::snapshot(view, now, None);
-    let process = crate::metrics::process::read_self(view.started_wall);
-    crate::metrics::render(
-        format,
-        &crate::metrics::Snapshot {
-            pods: &pods,
-            observed: &observed,
-            probes: view.probe_stats,
-            process: &process,
-            now,
-        },
-    )
+/// Who waits for an exposition.
+pub(super) enum Asker {
+    /// A scraper's connection on the listener.
+    Http(Token),
+    /// A `metrics` request on the control socket.
+    Control(super::control::Pending),
+}
+
+/// One exposition being built, a slice of pods per turn.
+struct Build {
+    format: Format,
+    exposition: Exposition,
+    /// The pods to add, as the core listed them when the build began.
+    pods: Vec<String>,
+    /// The next of `pods` to add.
+    next: usize,
+    askers: Vec<Asker>,
+}
+
+/// A finished exposition and who asked for it.
+pub(super) struct Built {
+    pub(super) format: Format,
+    pub(super) text: Rc<str>,
+    pub(super) askers: Vec<Asker>,
+}
+
+/// The expositions asked for and being built (see the module docs for the consistency rule).
+#[derive(Default)]
+pub(super) struct Scrapes {
+    /// Requests that arrived since the build of their format began (or with none under way),
+    /// per format ([`slot`]).
+    waiting: [Vec<Asker>; RENDERS_PER_TURN],
+    building: [Option<Build>; RENDERS_PER_TURN],
+    /// Which build takes the turn's slice first (alternates, so neither format waits on the other).
+    first: usize,
+}
+
+fn slot(format: Format) -> usize {
+    match format {
+        Format::Prometheus => 0,
+        Format::OpenMetrics => 1,
+    }
+}
+
+impl Scrapes {
+    /// Queues a request for the next build of `format`.
+    pub(super) fn ask(&mut self, format: Format, asker: Asker) {
+        self.waiting[slot(format)].push(asker);
+    }
+
+    /// Whether a build is under way or asked for: the router polls again without waiting.
+    pub(super) fn has_work(&self) -> bool {
+        self.waiting.iter().any(|w| !w.is_empty()) || self.building.iter().any(Option::is_some)
+    }
+
+    /// A scraper's connection went: its place goes, and a build nobody waits for any more is
+    /// dropped with everything it held.
+    pub(super) fn forget(&mut self, token: Token) {
+        let gone = |a: &Asker| matches!(a, Asker::Http(t) if *t == token);
+        for w in &mut self.waiting {
+            w.retain(|a| !gone(a));
+        }
+        for b in &mut self.building {
+            if let Some(build) = b {
+                build.askers.retain(|a| !gone(a));
+                if build.askers.is_empty() {
+                    *b = None;
+                }
+            }
+        }
+    }
+
+    /// One turn's slice: drops control requests whose connection closed (`open`), begins the
+    /// build of each format asked for, adds pods to the builds under way up to
+    /// [`CONTAINERS_PER_TURN`] containers, and returns the builds that finished.
+    pub(super) fn step(
+        &mut self,
+        view: &super::control::View,
+        now: Instant,
+        open: &dyn Fn(crate::control::server::ConnId) -> bool,
+    ) -> Vec<Built> {
+        let alive = |a: &Asker| match a {
+            Asker::Http(_) => true,
+            Asker::Control(p) => open(p.conn()),
+        };
+        for i in 0..RENDERS_PER_TURN {
+            self.waiting[i].retain(alive);
+            if let Some(build) = &mut self.building[i] {
+                build.askers.retain(alive);
+                if build.askers.is_empty() {
+                    self.building[i] = None;
+                }
+            }
+            if self.building[i].is_none() && !self.waiting[i].is_empty() {
+                let pods = view.core.pod_names();
+                let format = if i == 0 {
+                    Format::Prometheus
+                } else {
+                    Format::OpenMetrics
+                };
+                self.building[i] = Some(Build {
+                    format,
+                    exposition: Exposition::new(format, pods.len()),
+                    pods,
+                    next: 0,
+                    askers: std::mem::take(&mut self.waiting[i]),
+                });
+            }
+        }
+        let mut budget = CONTAINERS_PER_TURN;
+        let mut done = Vec::new();
+        let first = self.first;
+        self.first = (self.first + 1) % RENDERS_PER_TURN;
+        for k in 0..RENDERS_PER_TURN {
+            let i = (first + k) % RENDERS_PER_TURN;
+            let Some(build) = &mut self.building[i] else {
+                continue;
+            };
+            while budget > 0 && build.next < build.pods.len() {
+                let index = build.next;
+                build.next += 1;
+                // A pod removed since the build began is left out.
+                let Some(pod) = view.core.pod_at(index, &build.pods[index], now) else {
+                    continue;
+                };
+                let containers = pod.init_containers.len() + pod.containers.len();
+                budget = budget.saturating_sub(containers.max(1));
+                build.exposition.add_pod(
+                    &pod,
+                    &|key| {
+                        let run = view.slots.get(&key)?.run.as_ref()?;
+                        Some(run.cgroup.as_ref()?.figures_at(now))
+                    },
+                    view.probe_stats,
+                    now,
+                );
+            }
+            if build.next >= build.pods.len()
+                && let Some(build) = self.building[i].take()
+            {
+                let process = crate::metrics::process::read_self(view.started_wall);
+                done.push(Built {
+                    format: build.format,
+                    text: Rc::from(build.exposition.finish(&process)),
+                    askers: build.askers,
+                });
+            }
+        }
+        done
+    }
 }
 
 impl super::Shell {
-    /// Once per turn: the metrics listener's work, with the exposition built on demand.
+    /// Once per turn: a slice of the expositions under way (finished ones go to who asked),
+    /// then the metrics listener's work (new scrapes are queued for the next slice).
     pub(super) fn serve_metrics(&mut self, now: Instant) {
         if let Some(listener) = &mut self.metrics {
+            for token in listener.take_left() {
+                self.scrapes.forget(token);
+            }
+        }
+        if self.scrapes.has_work() {
             let view = super::control::View {
                 core: &self.core,
                 slots: &self.slots,
                 probe_stats: &self.probe_stats,
                 started_wall: self.started_wall,
             };
-            listener.serve(now, &mut |format| exposition(&view, now, format));
+            let control = &self.control;
+            let built = self.scrapes.step(&view, now, &|conn| control.is_open(conn));
+            for b in built {
+                for asker in b.askers {
+                    match asker {
+                        Asker::Http(token) => {
+                            if let Some(listener) = &mut self.metrics {
+                                listener.deliver(token, Rc::<[u8]>::from(b.text.clone()), now);
+                            }
+                        }
+                        Asker::Control(pending) => {
+                            self.control.finish_metrics(pending, b.format, &b.text);
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(listener) = &mut self.metrics {
+            let mut asks = Vec::new();
+            listener.serve(now, &mut asks);
+            for (token, format) in asks {
+                self.scrapes.ask(format, Asker::Http(token));
+            }
         }
     }
 

@@ -124,6 +124,8 @@ pub struct Shell {
     metrics: Option<metrics::MetricsListener>,
     /// Probe result counters and duration histograms for the metrics.
     probe_stats: crate::metrics::probes::ProbeStats,
+    /// The metrics expositions asked for and being built, a slice per turn.
+    scrapes: metrics::Scrapes,
     /// When vigil started, by the wall clock (`process_start_time_seconds`).
     started_wall: SystemTime,
     /// The state file of what vigil runs (`statefile`): main processes for adoption after a
@@ -256,6 +258,7 @@ impl Shell {
             adopted: Adopted::new(Rc::clone(&registry)),
             metrics,
             probe_stats: Default::default(),
+            scrapes: Default::default(),
             started_wall: SystemTime::now(),
             registry,
             tracker,
@@ -419,6 +422,9 @@ impl Shell {
             consider(Some(now));
         }
         consider(self.control.next_deadline());
+        if self.scrapes.has_work() {
+            consider(Some(now));
+        }
         if let Some(m) = &self.metrics {
             if m.has_work() {
                 consider(Some(now));
@@ -511,6 +517,11 @@ impl Shell {
                 Mutation::Reload => self
                     .reload(now)
                     .map_err(|e| (ErrorKind::from(&e), e.to_string())),
+                Mutation::Metrics(format) => {
+                    // Answered when its exposition is built (serve_metrics, later turns).
+                    self.scrapes.ask(format, metrics::Asker::Control(pending));
+                    continue;
+                }
                 Mutation::Upgrade { binary, check } => {
                     let asker = upgrade::Asker {
                         conn: pending.conn(),
