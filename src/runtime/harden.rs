@@ -47,7 +47,10 @@ pub fn check_config_source(source: &ConfigSource) -> Result<(), HardenError> {
         ConfigSource::File(path) => trust::check("config file", path, Target::File)?,
         // `run -f`: the manifest is a config file too, and so is the `-c` beside it.
         ConfigSource::Manifest { manifest, config } => {
-            trust::check("manifest", manifest, Target::File)?;
+            // `-f -`: standard input, what the invoker piped in; there is no path to trust.
+            if manifest.as_os_str() != "-" {
+                trust::check("manifest", manifest, Target::File)?;
+            }
             if let Some(path) = config {
                 trust::check("config file", path, Target::File)?;
             }

@@ -257,6 +257,52 @@ fn root_vigil_refuses_a_manifest_writable_by_others() {
 
 const SLEEPER: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: NAME\nspec:\n  containers:\n  - name: main\n    command: [\"/bin/sh\", \"-c\", \"while true; do sleep 1; done\"]\n";
 
+/// `run -f -` reads the manifest from standard input, once (also as root: there is no path to
+/// trust); a reload cannot read it again and says so, changing nothing.
+#[test]
+fn run_f_from_standard_input_runs_and_a_reload_says_it_cannot_read_it_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("vigil.sock");
+    let config = dir.path().join("vigil.toml");
+    std::fs::write(&config, supervisor_header(&socket)).unwrap();
+    let manifest = dir.path().join("pods.yaml");
+    std::fs::write(&manifest, SLEEPER.replace("NAME", "one")).unwrap();
+    let log = std::fs::File::create(dir.path().join("vigil.log")).unwrap();
+    let child = Command::new(BIN)
+        .args(["run", "-c"])
+        .arg(&config)
+        .args(["-f", "-"])
+        .env("VIGIL_LOG", "debug")
+        .env_remove("VIGIL_SOCKET")
+        .stdin(std::fs::File::open(&manifest).unwrap())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .expect("spawn vigil");
+    let v = Vigil {
+        child: Some(child),
+        dir,
+        socket,
+        config,
+    };
+    v.wait_for(Duration::from_secs(20), "pod one to run", |v| {
+        v.try_request(r#"{"cmd":"version"}"#).is_some()
+            && state_reason(&v.container("one", "main")) == "Running"
+    });
+    let reply = v.request(r#"{"cmd":"reload"}"#);
+    assert_eq!(reply["ok"], false, "{reply}");
+    assert_eq!(reply["error"]["kind"], "invalid_config", "{reply}");
+    let msg = reply["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("standard input (`vigil run -f -`), which cannot be read again")
+            && msg.contains("nothing changed"),
+        "{msg}"
+    );
+    assert_eq!(state_reason(&v.container("one", "main")), "Running");
+    assert_eq!(v.container("one", "main")["restart_count"], 0);
+    assert_eq!(v.shutdown(), 0);
+}
+
 /// `run -f` is the static-pod use: the manifest is converted again on reload, so a pod added
 /// to the file starts, and a pod also defined by `-c` is refused, naming it.
 #[test]

@@ -616,7 +616,7 @@ fn a_pod_with_limits_the_host_cannot_give_is_refused_alone_when_allowed() {
 #[test]
 #[ignore = "needs root and cgroup v2"]
 fn a_pod_depending_on_a_refused_pod_says_why_it_waits_and_starts_once_a_reload_fixes_it() {
-    // Outcome (behaviour.md §8): with `allow_missing_controllers`, `after` (depends_on big
+    // Outcome (behaviour.md §8): with `--allow-missing-controllers`, `after` (depends_on big
     // started) waits while `big` is refused, and says so — DependencyFailed naming big and
     // why, in its status, its Ready condition, a Warning event and `vigil status` — and it
     // starts by itself once a reload drops big's limit. Where the memory controller exists
@@ -631,17 +631,19 @@ fn a_pod_depending_on_a_refused_pod_says_why_it_waits_and_starts_once_a_reload_f
     let dir = tempfile::tempdir().expect("tempdir");
     let socket = dir.path().join("vigil.sock");
     let config = dir.path().join("vigil.toml");
-    let header = supervisor_header(&socket)
-        .replace(
-            "cgroup_root = \"none\"",
-            &format!("cgroup_root = \"{}\"", cg.path.display()),
-        )
-        .replace(
-            "[supervisor]\n",
-            "[supervisor]\nallow_missing_controllers = true\n",
-        );
+    // The switch on the command line, not in the file: the reload below must not read the
+    // file's silence as a change of it.
+    let header = supervisor_header(&socket).replace(
+        "cgroup_root = \"none\"",
+        &format!("cgroup_root = \"{}\"", cg.path.display()),
+    );
     std::fs::write(&config, format!("{header}{big}{limit}{after}")).expect("write config");
-    let v = Vigil::start_with(dir, socket, config.clone());
+    let v = Vigil::start_with_args(
+        dir,
+        socket,
+        config.clone(),
+        &["--allow-missing-controllers".as_ref()],
+    );
     if !has_memory {
         v.wait_for(T, "after DependencyFailed", |v| {
             state_reason(&v.container("after", "c")) == "DependencyFailed"

@@ -552,11 +552,22 @@ impl Shell {
     /// nothing changed:` and the problems.
     fn reload_from(&mut self, origin: &str, now: Instant) -> Result<String, ReloadError> {
         self.notifier.reloading();
-        let loaded = super::harden::check_config_source(&self.source)
+        let loaded = reread_refusal(&self.source)
+            .map_or(Ok(()), |e| Err(ReloadError::InvalidConfig(e)))
+            .and_then(|()| {
+                super::harden::check_config_source(&self.source)
+                    .map_err(|e| ReloadError::InvalidConfig(e.to_string()))
+            })
             .map_err(|e| ReloadError::InvalidConfig(e.to_string()))
             .and_then(|()| {
                 config::load_source(&self.source)
                     .map_err(|errors| ReloadError::InvalidConfig(errors.to_string()))
+            })
+            .map(|mut new| {
+                // `run --allow-missing-controllers` turns the key on whatever the file says
+                // (interface.md §1): a file without it is not a change of it.
+                new.supervisor.allow_missing_controllers |= self.allow_missing_flag();
+                new
             })
             .and_then(|new| {
                 super::harden::check_config_paths(&new)
@@ -602,6 +613,12 @@ impl Shell {
             Err(e) => error!("{origin}: reload failed, nothing changed:\n{e}"),
         }
         result
+    }
+
+    /// Whether vigil was started with `run --allow-missing-controllers` (its argv travels
+    /// across an upgrade, so this holds after one too).
+    fn allow_missing_flag(&self) -> bool {
+        self.argv.iter().any(|a| a == "--allow-missing-controllers")
     }
 
     /// Without cgroups, the limits `new` sets (which could not be enforced), as a refusal.
@@ -786,6 +803,19 @@ fn setup_cgroups(config: &Config, host: &HostCheck) -> Result<CgroupSetup, Start
         warn!("running without cgroups: containers are tracked by process group only");
     }
     Ok((cgroups, refused))
+}
+
+/// Why a reload cannot read `source` again, if so: `run -f -` read its manifest from
+/// standard input, once, at start.
+fn reread_refusal(source: &ConfigSource) -> Option<String> {
+    match source {
+        ConfigSource::Manifest { manifest, .. } if manifest.as_os_str() == "-" => Some(
+            "the pods came from standard input (`vigil run -f -`), which cannot be read again: \
+             nothing changed; to change them, restart vigil, or run it with -f FILE to reload"
+                .to_string(),
+        ),
+        _ => None,
+    }
 }
 
 /// What [`setup_cgroups`] gives: the subtree, and the pods refused with why.
