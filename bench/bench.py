@@ -13,6 +13,10 @@ Driven by bench/run.sh, which installs the peers and builds vigil first. Workloa
   vigil    vigil only: probe lateness at 500 probes/s, log throughput, status latency with
            100 pods and 8 concurrent clients, container start rate into fresh cgroups
   probes   the probe workload of `vigil` alone (--only probes)
+  logs     the log throughput part of `vigil` alone (--only logs): bench/logflood.c into the
+           ring, then into log_dir files, with status latency meanwhile
+  status100  the 100-pod status part of `vigil` alone (--only status100): latency of one
+           client, and req/s of 8 concurrent clients (bench/statusload.c)
   upgrade  vigil alone: the time its loop is away during `vigil upgrade` (re-exec in place)
            with 10 / 200 / 1,000 sleeping containers (--only upgrade)
   hostile  vigil alone: restart gap, `status` latency and probe lateness (100 containers
@@ -1182,10 +1186,18 @@ def w_probes(ctx, vigil, n, window, period=1.0, mix="tcp-http"):
 
 
 def w_logs(ctx, vigil, mbytes, to_files):
+    """One container writes MBYTES MB of 100-byte lines as fast as it can (bench/logflood.c,
+    1 MiB write(2)s; without a C compiler the shell's `yes | head -c`, which tops out near
+    vigil's own speed); MB/s from its start to its exit, and a status request for its pod every
+    5 ms meanwhile (the loop's latency while it moves the output into the ring, and with
+    log_dir also into the rotated file with a time stamp per line)."""
     d = fresh_dir(ctx, "vigil-logs")
     total = mbytes * 1_000_000
     line = "x" * 99
-    cmd = ["/bin/sh", "-c", f"yes '{line}' | head -c {total}"]
+    if ctx.logflood:
+        cmd = [str(ctx.logflood), str(total)]
+    else:
+        cmd = ["/bin/sh", "-c", f"yes '{line}' | head -c {total}"]
     vigil.setup(d, [("loud", cmd)], log_dir=str(d / "logs") if to_files else None)
     text = (d / "vigil.toml").read_text().replace('restart_policy = "Always"', 'restart_policy = "Never"')
     (d / "vigil.toml").write_text(text)
@@ -1193,6 +1205,7 @@ def w_logs(ctx, vigil, mbytes, to_files):
     lat = []
     try:
         vs = wait_until(lambda: os.path.exists(vigil.sock(d)) and VSock(vigil.sock(d)), 20)
+        cpu0 = cpu_ns([r.p.pid]).get(r.p.pid, 0)
         done = None
         end = time.monotonic() + 120
         while time.monotonic() < end:
@@ -1204,6 +1217,9 @@ def w_logs(ctx, vigil, mbytes, to_files):
                 done = c["state"]["terminated"]
                 break
             time.sleep(0.005)
+        # The supervisor's own CPU (not the producer's) per GB moved: a figure the load of a
+        # shared machine disturbs far less than MB/s (it includes the status requests).
+        cpu = cpu_ns([r.p.pid]).get(r.p.pid, 0) - cpu0
         vs.close()
     finally:
         r.stop()
@@ -1211,9 +1227,14 @@ def w_logs(ctx, vigil, mbytes, to_files):
         return None
     secs = parse_ts(done["finished_at"]) - parse_ts(done["started_at"])
     res = {"mb": mbytes, "to_files": to_files, "seconds": secs, "mb_per_s": mbytes / secs,
-           "status_n": len(lat), "status_p50_ms": pct(lat, 0.5), "status_p99_ms": pct(lat, 0.99)}
-    log(f"  vigil logs ({'files' if to_files else 'memory'}): {res['mb_per_s']:.0f} MB/s; status meanwhile "
-        f"p50 {res['status_p50_ms']:.2f} ms p99 {res['status_p99_ms']:.2f} ms")
+           "producer": "logflood.c" if ctx.logflood else "yes | head",
+           "vigil_cpu_s_per_gb": cpu / 1e9 / (mbytes / 1000),
+           "status_n": len(lat), "status_p50_ms": pct(lat, 0.5), "status_p99_ms": pct(lat, 0.99),
+           "load1": os.getloadavg()[0]}
+    log(f"  vigil logs ({'files' if to_files else 'memory'}, {res['producer']}): {res['mb_per_s']:.0f} MB/s, "
+        f"vigil CPU {res['vigil_cpu_s_per_gb']:.2f} s/GB; "
+        f"status meanwhile p50 {res['status_p50_ms']:.2f} ms p99 {res['status_p99_ms']:.2f} ms "
+        f"(load {res['load1']:.1f})")
     return res
 
 
@@ -1245,22 +1266,35 @@ def w_status100(ctx, vigil, pods, count, clients, secs):
         xs = time_calls(lambda: vs.req_line("status"), count, 60)
         one = time_calls(lambda: vs.req_line("status", pod="svc0003"), count, 60)
         vs.close()
-        q = mp.Queue()
-        procs = [mp.Process(target=_client, args=(vigil.sock(d), secs, q)) for _ in range(clients)]
-        t = time.monotonic()
-        for p in procs:
-            p.start()
-        total = sum(q.get(timeout=secs + 30) for _ in procs)
-        for p in procs:
-            p.join()
-        el = time.monotonic() - t
+        # The concurrent clients: the same full status request on `clients` connections,
+        # from the compiled bench/statusload.c when there is one (Python clients spend more CPU
+        # reading a 140 KiB reply than vigil spends building it, so they were the limit).
+        if ctx.statusload:
+            out = subprocess.run([str(ctx.statusload), vigil.sock(d), str(clients), str(secs)],
+                                 capture_output=True, text=True, timeout=secs + 30)
+            if out.returncode != 0:
+                log(f"  statusload failed: {out.stderr.strip()}")
+                return None
+            rate = json.loads(out.stdout)["req_per_s"]
+        else:
+            q = mp.Queue()
+            procs = [mp.Process(target=_client, args=(vigil.sock(d), secs, q)) for _ in range(clients)]
+            t = time.monotonic()
+            for p in procs:
+                p.start()
+            total = sum(q.get(timeout=secs + 30) for _ in procs)
+            for p in procs:
+                p.join()
+            rate = total / (time.monotonic() - t)
     finally:
         r.stop()
     res = {"pods": pods, "reply_bytes": size, "p50_ms": pct(xs, 0.5), "p99_ms": pct(xs, 0.99),
            "one_pod_p50_ms": pct(one, 0.5), "one_pod_p99_ms": pct(one, 0.99),
-           "clients": clients, "req_per_s": total / el}
+           "clients": clients, "clients_are": "statusload.c" if ctx.statusload else "python",
+           "req_per_s": rate, "load1": os.getloadavg()[0]}
     log(f"  vigil status {pods} pods: p50 {res['p50_ms']:.2f} ms p99 {res['p99_ms']:.2f} ms "
-        f"({size} B); one pod p50 {res['one_pod_p50_ms']:.3f} ms; {clients} clients {res['req_per_s']:.0f} req/s")
+        f"({size} B); one pod p50 {res['one_pod_p50_ms']:.3f} ms; {clients} clients "
+        f"({res['clients_are']}) {res['req_per_s']:.0f} req/s (load {res['load1']:.1f})")
     return res
 
 
@@ -1448,6 +1482,8 @@ def full(ctx, args):
         vo = res.setdefault("vigil_only", {})
         vo["logs_memory"] = w_logs(ctx, vigil, args.log_mb, False)
         vo["logs_files"] = w_logs(ctx, vigil, args.log_mb, True)
+    if vigil and "status100" in only and "vigil" not in only:
+        res.setdefault("vigil_only", {})["status_100"] = w_status100(ctx, vigil, 100, args.status_count, 8, 3)
     if vigil and "vigil" in only:
         vo["logs_memory"] = w_logs(ctx, vigil, args.log_mb, False)
         vo["logs_files"] = w_logs(ctx, vigil, args.log_mb, True)
@@ -1509,13 +1545,15 @@ def main():
     ap.add_argument("--profile", default="release")
     ap.add_argument("--stamp", help="the compiled bench/stamp.c")
     ap.add_argument("--probesrv", help="the compiled bench/probesrv.c (else a Python listener)")
+    ap.add_argument("--logflood", help="the compiled bench/logflood.c (else `yes | head -c`)")
+    ap.add_argument("--statusload", help="the compiled bench/statusload.c (else Python clients)")
     ap.add_argument("--work", type=Path, default=REPO / "target" / "bench" / "run")
     ap.add_argument("--out", type=Path, default=REPO / "target" / "bench" / "results.json")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--with-horust", action="store_true")
     ap.add_argument("--tools", help="comma list (default: all installed)")
-    ap.add_argument("--only", help="comma list of idle,restart,status,vigil (probes: only the vigil probe workload; hostile, upgrade: vigil alone; logs: only its log throughput)")
+    ap.add_argument("--only", help="comma list of idle,restart,status,vigil (probes: only the vigil probe workload; hostile, upgrade: vigil alone; logs: only its log throughput; status100: only its status of 100 pods with 8 clients)")
     ap.add_argument("--upgrade-sizes", type=lambda v: [int(x) for x in v.split(",")], default=[10, 200, 1000],
                     help="container counts of the upgrade workload")
     ap.add_argument("--no-cgroups", action="store_true", help="run vigil with cgroup_root = none")
@@ -1536,7 +1574,7 @@ def main():
     ap.add_argument("--probe-mix", default="tcp-http", choices=["tcp-http", "http-https-grpc"],
                     help="probe kinds: half TCP, half HTTP; or a third each HTTP, HTTPS, gRPC "
                          "(needs grpcio and grpcio-health-checking)")
-    ap.add_argument("--log-mb", type=int, default=100)
+    ap.add_argument("--log-mb", type=int, default=1000)
     ap.add_argument("--start-n", type=int, default=1000)
     ap.add_argument("--start-timeout", type=float, default=120.0)
     args = ap.parse_args()
@@ -1549,6 +1587,8 @@ def main():
     ctx.profile = args.profile
     ctx.stamp = os.path.abspath(args.stamp) if args.stamp else None
     ctx.probesrv = os.path.abspath(args.probesrv) if args.probesrv else None
+    ctx.logflood = os.path.abspath(args.logflood) if args.logflood else None
+    ctx.statusload = os.path.abspath(args.statusload) if args.statusload else None
     ctx.work = args.work.resolve()
     ctx.work.mkdir(parents=True, exist_ok=True)
     ctx.start_timeout = args.start_timeout

@@ -15,6 +15,9 @@
 #   bench/run.sh --no-install --tools vigil --only hostile       # restart gap, status latency and
 #                                                                #   probe lateness with and without
 #                                                                #   hostile clients
+#   bench/run.sh --no-install --tools vigil --only logs          # log throughput into the ring
+#                                                                #   and into log_dir files, with
+#                                                                #   status latency meanwhile
 #   bench/run.sh --no-install --tools vigil --only metrics       # GET /metrics with 1,000
 #                                                                #   containers; restart gap and
 #                                                                #   probe lateness, scraped or not
@@ -41,9 +44,12 @@ done
 mkdir -p target/bench
 stamp=target/bench/vbstamp
 probesrv=target/bench/vbprobesrv
+logflood=target/bench/vblogflood
+statusload=target/bench/vbstatusload
 cc_bin=$(command -v cc || command -v gcc || true)
 build_stamp() {
-  # The C helpers: the restart stamp and the probe benchmark's listener (bench/*.c).
+  # The C helpers (bench/*.c): the restart stamp, the probe benchmark's listener, the log
+  # producer and the status clients.
   if [ -n "$cc_bin" ]; then
     if [ ! -x "$stamp" ] || [ bench/stamp.c -nt "$stamp" ]; then
       "$cc_bin" -O2 -static -o "$stamp" bench/stamp.c 2>/dev/null ||
@@ -56,6 +62,18 @@ build_stamp() {
           "$cc_bin" -O2 -o "$probesrv" bench/probesrv.c
       fi
       echo "--probesrv=$probesrv"
+      # The log workload's producer and the 8-client status load (bench/logflood.c,
+      # bench/statusload.c): compiled, so the figure is vigil's, not the load generator's.
+      if [ ! -x "$logflood" ] || [ bench/logflood.c -nt "$logflood" ]; then
+        "$cc_bin" -O2 -static -o "$logflood" bench/logflood.c 2>/dev/null ||
+          "$cc_bin" -O2 -o "$logflood" bench/logflood.c
+      fi
+      echo "--logflood=$logflood"
+      if [ ! -x "$statusload" ] || [ bench/statusload.c -nt "$statusload" ]; then
+        "$cc_bin" -O2 -pthread -static -o "$statusload" bench/statusload.c 2>/dev/null ||
+          "$cc_bin" -O2 -pthread -o "$statusload" bench/statusload.c
+      fi
+      echo "--statusload=$statusload"
     fi
   fi
 }

@@ -43,6 +43,8 @@ pub enum LogError {
         to: PathBuf,
         source: io::Error,
     },
+    #[error("remove oldest log file {path:?} before rotating: {source}")]
+    RemoveOldest { path: PathBuf, source: io::Error },
     #[error("prepare stdout for non-blocking forwarding: {source}")]
     Stdout { source: io::Error },
 }
@@ -183,11 +185,26 @@ pub fn drain_pipe(
     buf: &mut Vec<u8>,
     max_bytes: usize,
 ) -> io::Result<DrainResult> {
-    let mut read = 0usize;
     let mut chunk = [0u8; 16 * 1024];
+    drain_pipe_with(fd, &mut chunk, max_bytes, |bytes| {
+        buf.extend_from_slice(bytes)
+    })
+}
+
+/// [`drain_pipe`] without collecting: each read (at most `scratch.len()` bytes) is handed to
+/// `each` as it comes, straight from `scratch`, so a caller that keeps one scratch buffer
+/// reads any amount with no allocation and no copy of its own. On an error, what was read
+/// before it has been handed over.
+pub fn drain_pipe_with(
+    fd: BorrowedFd<'_>,
+    scratch: &mut [u8],
+    max_bytes: usize,
+    mut each: impl FnMut(&[u8]),
+) -> io::Result<DrainResult> {
+    let mut read = 0usize;
     while read < max_bytes {
-        let want = chunk.len().min(max_bytes - read);
-        match nix::unistd::read(fd, &mut chunk[..want]) {
+        let want = scratch.len().min(max_bytes - read);
+        match nix::unistd::read(fd, &mut scratch[..want]) {
             Ok(0) => {
                 return Ok(DrainResult {
                     bytes: read,
@@ -195,7 +212,7 @@ pub fn drain_pipe(
                 });
             }
             Ok(n) => {
-                buf.extend_from_slice(&chunk[..n]);
+                each(&scratch[..n]);
                 read += n;
             }
             Err(nix::errno::Errno::EINTR) => continue,

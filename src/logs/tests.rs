@@ -732,3 +732,50 @@ fn container_log_marks_each_run_in_its_file() {
     assert!(lines[2].starts_with("--- run 2 started at "));
     assert_eq!(lines[3], "second");
 }
+
+#[test]
+fn stamped_output_larger_than_a_block_keeps_every_line_whole_and_stamped_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut f = LogFile::open(dir.path(), "web", "app", 1 << 30, 1).expect("open");
+    f.set_timestamps(true);
+    // Lines of every length from 1 to 300 bytes, three blocks' worth and more, ending
+    // mid-line; then the rest of that line in a second chunk.
+    let mut data = Vec::new();
+    let mut n = 0usize;
+    while data.len() < 3 * file::STAMPED_BLOCK + 7 {
+        let len = n % 300;
+        data.extend(std::iter::repeat_n(b'a' + (n % 26) as u8, len));
+        data.push(b'\n');
+        n += 1;
+    }
+    data.extend_from_slice(b"unfinished");
+    assert!(f.write_output(&data, 11 * S));
+    assert!(f.write_output(b" line\n", 12 * S));
+    let text = read(&dir.path().join("web/app.log"));
+    let mut expected = Vec::new();
+    for line in data.split_inclusive(|&b| b == b'\n') {
+        expected.extend_from_slice(b"1970-01-01T00:00:11Z ");
+        expected.extend_from_slice(line);
+    }
+    expected.extend_from_slice(b" line\n");
+    assert!(text == expected, "the stamped file differs from the output");
+}
+
+#[test]
+fn rotation_removes_the_oldest_before_shifting_and_keeps_every_newer_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut f = LogFile::open(dir.path(), "p", "c", 10, 2).expect("open");
+    for chunk in [
+        &b"one.....\n"[..],
+        b"two.....\n",
+        b"three...\n",
+        b"four....\n",
+    ] {
+        assert!(f.write(chunk));
+    }
+    let pod = dir.path().join("p");
+    assert_eq!(read(&pod.join("c.log")), b"four....\n");
+    assert_eq!(read(&pod.join("c.log.1")), b"three...\n");
+    assert_eq!(read(&pod.join("c.log.2")), b"two.....\n");
+    assert!(!pod.join("c.log.3").exists());
+}

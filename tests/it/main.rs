@@ -13,6 +13,7 @@ mod hostile;
 mod journal;
 mod journald;
 mod lifecycle;
+mod logfiles;
 mod metrics;
 mod nocgroup;
 mod paths;

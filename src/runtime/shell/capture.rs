@@ -2,8 +2,9 @@
 //! own stdout or to the journal (`log_forward`, `log_forward_to`).
 //!
 //! Owns: each pipe's descriptor and registration (edge-triggered: read until `WouldBlock`, at
-//! most [`PIPE_READ_CAP`] bytes per event, the rest on the next turn so one chatty container
-//! cannot starve the loop), the list of pipes with more to read, and the forwarding
+//! most [`PIPE_READ_CAP`] bytes per event and [`TURN_LOG_BYTES`] across all pipes per turn,
+//! the rest on the next turn so chatty containers cannot starve the loop), the list of pipes
+//! with more to read, the scratch buffer reads land in, and the forwarding
 //! destination — the non-blocking stdout descriptor of the forwarder, or the journal socket —
 //! with its writability watch (only while something is queued, so a slow reader never blocks
 //! the loop).
@@ -25,6 +26,13 @@ use crate::runtime::slots::ContainerRuntime;
 
 /// Bytes read from one pipe per readiness event.
 pub const PIPE_READ_CAP: usize = 256 * 1024;
+/// Bytes read from all pipes together in one loop turn (the events' reads and
+/// [`Capture::read_more`]): what the control socket may have to wait behind.
+pub const TURN_LOG_BYTES: usize = 256 * 1024;
+/// Bytes asked for by one read(2): a default pipe's whole capacity (64 KiB, pipe(7)), so one
+/// read usually empties it. The scratch buffer of this size is allocated at the first read
+/// and kept (no allocation per read).
+pub const READ_BYTES: usize = 64 * 1024;
 
 /// Where captured output goes: each container's log (the container slots, in the shell).
 pub trait Logs {
@@ -95,6 +103,10 @@ pub struct Capture {
     pipes: HashMap<Token, Pipe>,
     /// Pipes that hit the per-event read cap and still have data.
     more: Vec<Token>,
+    /// What is left of this turn's [`TURN_LOG_BYTES`].
+    budget: usize,
+    /// Where each read lands ([`READ_BYTES`]), allocated at the first read.
+    scratch: Option<Box<[u8]>>,
     forward: Option<Forward>,
 }
 
@@ -106,6 +118,8 @@ impl Capture {
             tokens: TokenSpace::new(Owner::Capture),
             pipes: HashMap::new(),
             more: Vec::new(),
+            budget: TURN_LOG_BYTES,
+            scratch: None,
             forward: dest.map(Forward::new),
         }
     }
@@ -167,55 +181,92 @@ impl Capture {
             .collect()
     }
 
-    /// A pipe is readable (or hung up): read up to the cap into its container's log.
+    /// A pipe is readable (or hung up): read up to the cap into its container's log, one
+    /// read of at most [`READ_BYTES`] at a time, each handed on straight from the scratch
+    /// buffer (to the ring, the file, the forwarder or the journal) before the next.
+    ///
+    /// Every read counts against the turn's [`TURN_LOG_BYTES`]: a pipe that is readable when
+    /// the budget is spent, or that already waits for its next share, is queued and read in
+    /// [`Capture::read_more`] (one share per pipe per turn), so a control request never waits
+    /// behind more than that much log handling.
     pub fn on_readable(&mut self, token: Token, logs: &mut impl Logs) {
-        let Some(pipe) = self.pipes.get(&token) else {
+        if self.more.contains(&token) {
             return;
+        }
+        if self.budget == 0 {
+            if self.pipes.contains_key(&token) {
+                self.more.push(token);
+            }
+            return;
+        }
+        let cap = PIPE_READ_CAP.min(self.budget);
+        let read = self.read_pipe(token, logs, cap);
+        self.budget -= read;
+    }
+
+    /// Reads up to `cap` bytes of the pipe into its log; queues it in `more` when the cap
+    /// left data; returns the bytes read.
+    fn read_pipe(&mut self, token: Token, logs: &mut impl Logs, cap: usize) -> usize {
+        let Some(pipe) = self.pipes.get(&token) else {
+            return 0;
         };
         let (key, stream, run) = (pipe.key, pipe.stream, pipe.run);
-        let mut buf = Vec::new();
-        let result = logs::drain_pipe(pipe.fd.as_fd(), &mut buf, PIPE_READ_CAP);
-        let eof = matches!(result, Ok(ref r) if r.eof) || result.is_err();
-        if let Some(log) = logs.log_mut(key) {
-            let (mut fw, journal) = match self.forward.as_mut().map(|f| &mut f.dest) {
-                Some(Dest::Stdout { forwarder, .. }) => (Some(forwarder), None),
-                Some(Dest::Journal { sink, output: true }) => (None, Some(sink)),
-                _ => (None, None),
+        let scratch = self
+            .scratch
+            .get_or_insert_with(|| vec![0u8; READ_BYTES].into_boxed_slice());
+        let mut log = logs.log_mut(key);
+        let (mut fw, mut journal) = match self.forward.as_mut().map(|f| &mut f.dest) {
+            Some(Dest::Stdout { forwarder, .. }) => (Some(forwarder), None),
+            Some(Dest::Journal { sink, output: true }) => (None, Some(sink)),
+            _ => (None, None),
+        };
+        let result = logs::drain_pipe_with(pipe.fd.as_fd(), scratch, cap, |chunk| {
+            let Some(log) = log.as_deref_mut() else {
+                return;
             };
-            if !buf.is_empty() {
-                log.ingest(&buf, fw.as_deref_mut());
-            }
-            if eof {
-                log.eof(fw);
-            }
-            if let Some(sink) = journal {
+            log.ingest(chunk, fw.as_deref_mut());
+            if let Some(sink) = journal.as_deref_mut() {
                 let origin = Origin {
                     source: log.source(),
                     stream,
                     run,
                 };
-                sink.push(origin, &buf);
-                if eof {
-                    sink.finish(origin);
-                }
+                sink.push(origin, chunk);
+            }
+        });
+        let eof = matches!(result, Ok(ref r) if r.eof) || result.is_err();
+        if eof && let Some(log) = log {
+            log.eof(fw);
+            if let Some(sink) = journal {
+                sink.finish(Origin {
+                    source: log.source(),
+                    stream,
+                    run,
+                });
             }
         }
         match result {
-            Ok(r) if r.eof => self.close(token),
+            Ok(r) if r.eof => {
+                self.close(token);
+                r.bytes
+            }
             Ok(r) => {
-                if r.bytes >= PIPE_READ_CAP && !self.more.contains(&token) {
+                if r.bytes >= cap && !self.more.contains(&token) {
                     self.more.push(token);
                 }
+                r.bytes
             }
             Err(e) => {
                 debug!("reading container output: {e}");
                 self.close(token);
+                0
             }
         }
     }
 
-    /// Reads what `key`'s pipes hold now (one capped share each): before its log tail is
-    /// taken as a termination message, so output written just before the exit is in it.
+    /// Reads what `key`'s pipes hold now (one capped share each, outside the turn's budget):
+    /// before its log tail is taken as a termination message, so output written just before
+    /// the exit is in it.
     pub fn drain_key(&mut self, key: ContainerKey, logs: &mut impl Logs) {
         let tokens: Vec<Token> = self
             .pipes
@@ -224,15 +275,27 @@ impl Capture {
             .map(|(t, _)| *t)
             .collect();
         for token in tokens {
-            self.on_readable(token, logs);
+            self.more.retain(|t| *t != token);
+            self.read_pipe(token, logs, PIPE_READ_CAP);
         }
     }
 
-    /// Pipes left with data by the read cap get their next share.
+    /// Once per turn, after the ready events: the queued pipes (capped, or readable after the
+    /// budget ran out) get their share, oldest first, while the turn's budget lasts; the rest
+    /// keep their place for the next turn. Then the budget is renewed.
     pub fn read_more(&mut self, logs: &mut impl Logs) {
+        let mut left = Vec::new();
         for token in std::mem::take(&mut self.more) {
-            self.on_readable(token, logs);
+            if self.budget == 0 {
+                left.push(token);
+                continue;
+            }
+            let cap = PIPE_READ_CAP.min(self.budget);
+            self.budget -= self.read_pipe(token, logs, cap);
         }
+        left.append(&mut self.more);
+        self.more = left;
+        self.budget = TURN_LOG_BYTES;
     }
 
     /// Whether some pipe still has data to read (the loop must not sleep).
@@ -362,12 +425,60 @@ mod tests {
         w.write_all(&vec![b'x'; PIPE_READ_CAP + 100]).unwrap();
         assert_eq!(turn(&mut poll, &mut capture, &mut logs), 1);
         assert!(capture.has_more(), "the cap left data for the next turn");
+        // This turn's budget went to the event's read; the next turn reads the rest.
+        capture.read_more(&mut logs);
         capture.read_more(&mut logs);
         assert!(!capture.has_more());
         assert_eq!(
             logs[&key].buffer.total_written(),
             (PIPE_READ_CAP + 100) as u64
         );
+    }
+
+    #[test]
+    fn pipes_share_one_read_budget_per_turn_and_none_is_left_behind() {
+        let mut poll = mio::Poll::new().unwrap();
+        let registry = Rc::new(poll.registry().try_clone().unwrap());
+        let mut capture = Capture::new(registry, None);
+        let mut logs = HashMap::new();
+        let mut writers = Vec::new();
+        let each = 3 * TURN_LOG_BYTES / 2;
+        for k in 0..3u32 {
+            let key = ContainerKey(k);
+            logs.insert(
+                key,
+                ContainerLog::new("p", &format!("c{k}"), &SupervisorSpec::default()).0,
+            );
+            let (r, w) = crate::process::pipe_nonblocking().unwrap();
+            nix::fcntl::fcntl(
+                &w,
+                nix::fcntl::FcntlArg::F_SETPIPE_SZ((1 << 20) as libc::c_int),
+            )
+            .unwrap();
+            capture.add_output(key, 1, r, Stream::Stdout, Some(1));
+            let mut w = std::fs::File::from(w);
+            w.write_all(&vec![b'a' + k as u8; each]).unwrap();
+            writers.push(w);
+        }
+        let total = |logs: &HashMap<ContainerKey, ContainerLog>| -> u64 {
+            logs.values().map(|l| l.buffer.total_written()).sum()
+        };
+        // Every pipe is ready at once: the events and the turn's queued reads together take
+        // at most one turn's budget, however many pipes have data.
+        assert_eq!(turn(&mut poll, &mut capture, &mut logs), 3);
+        capture.read_more(&mut logs);
+        assert!(total(&logs) <= TURN_LOG_BYTES as u64, "{}", total(&logs));
+        let mut turns = 1;
+        while capture.has_more() {
+            let before = total(&logs);
+            capture.read_more(&mut logs);
+            assert!(total(&logs) - before <= TURN_LOG_BYTES as u64);
+            turns += 1;
+            assert!(turns < 100, "the queued pipes are served");
+        }
+        for (k, log) in &logs {
+            assert_eq!(log.buffer.total_written(), each as u64, "container {k:?}");
+        }
     }
 
     #[test]
