@@ -295,6 +295,16 @@ pub fn main() -> i32 {
             return crate::runtime::run_main(None, false);
         }
     }
+    // The command monitoring runs in a loop, without building the whole clap tree first.
+    if let Some(cmd) = quick_status(std::env::args_os().skip(1)) {
+        return match client_command(cmd) {
+            Ok(cmd) => client::main(cmd),
+            Err(message) => {
+                eprintln!("error: {message}");
+                1
+            }
+        };
+    }
     // docs/interface.md §1.3: bad usage exits 1 (2 means "cannot reach the supervisor").
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -340,6 +350,61 @@ pub fn main() -> i32 {
             }
         },
     }
+}
+
+/// `vigil status [POD] [-o|--output table|wide|json] [--socket PATH]` (any order, each at most
+/// once) as clap would parse it, without building the command tree of every subcommand:
+/// that costs the CLI page faults and heap on every call (issue 20). Anything else — another
+/// form of the same options, `-c`, help, a value starting with `-`, non-UTF-8, `$VIGIL_SOCKET`
+/// or `$VIGIL_CONFIG` set — returns `None` and goes through clap, so usage and errors are
+/// clap's. A test checks the two parsers agree.
+fn quick_status(mut args: impl Iterator<Item = std::ffi::OsString>) -> Option<Cmd> {
+    if args.next()? != "status"
+        || std::env::var_os("VIGIL_SOCKET").is_some()
+        || std::env::var_os("VIGIL_CONFIG").is_some()
+    {
+        return None;
+    }
+    let (mut pod, mut output, mut socket) = (None, None, None);
+    while let Some(arg) = args.next() {
+        let arg = arg.into_string().ok()?;
+        match arg.as_str() {
+            "-o" | "--output" => {
+                let value = match args.next()?.to_str()? {
+                    "table" => Output::Table,
+                    "wide" => Output::Wide,
+                    "json" => Output::Json,
+                    _ => return None,
+                };
+                if output.replace(value).is_some() {
+                    return None;
+                }
+            }
+            "--socket" => {
+                let value = args.next()?;
+                if value.is_empty() || value.as_encoded_bytes().starts_with(b"-") {
+                    return None;
+                }
+                if socket.replace(PathBuf::from(value)).is_some() {
+                    return None;
+                }
+            }
+            _ if arg.is_empty() || arg.starts_with('-') => return None,
+            _ => {
+                if pod.replace(arg).is_some() {
+                    return None;
+                }
+            }
+        }
+    }
+    Some(Cmd::Status {
+        pod,
+        output: output.unwrap_or_default(),
+        client: ClientOpts {
+            socket,
+            config: None,
+        },
+    })
 }
 
 /// `POD` or `POD/CONTAINER`.
@@ -519,6 +584,65 @@ mod tests {
             w(false, Some(Duration::from_secs(5))),
             Some(Duration::from_secs(5))
         );
+    }
+
+    #[test]
+    fn the_quick_status_parser_agrees_with_clap_or_steps_aside() {
+        // The test process has neither variable set (the quick parser steps aside if it does).
+        if std::env::var_os("VIGIL_SOCKET").is_some() || std::env::var_os("VIGIL_CONFIG").is_some()
+        {
+            panic!("unset VIGIL_SOCKET and VIGIL_CONFIG to run this test");
+        }
+        let taken = [
+            "status",
+            "status web",
+            "status web --socket /run/v.sock",
+            "status --socket /run/v.sock web -o json",
+            "status -o wide",
+            "status --output table web",
+            "status --socket relative.sock",
+        ];
+        let declined = [
+            "describe web",
+            "status --socket=/x.sock",
+            "status -ojson",
+            "status -o JSON",
+            "status -o yaml",
+            "status -o",
+            "status --socket",
+            "status --socket -x",
+            "status a b",
+            "status -o json -o wide",
+            "status --socket /a --socket /b",
+            "status -c vigil.toml",
+            "status --config vigil.toml",
+            "status --help",
+            "status -h",
+            "status --",
+            "status -- web",
+            "status ''",
+            "--socket /x.sock status",
+        ];
+        let split = |line: &str| -> Vec<std::ffi::OsString> {
+            line.split(' ')
+                .map(|w| if w == "''" { "" } else { w }.into())
+                .collect()
+        };
+        for line in taken {
+            let quick = quick_status(split(line).into_iter())
+                .unwrap_or_else(|| panic!("{line}: not taken"));
+            let clap = Cli::try_parse_from(std::iter::once("vigil".into()).chain(split(line)))
+                .unwrap_or_else(|e| panic!("{line}: {e}"))
+                .command;
+            assert_eq!(format!("{quick:?}"), format!("{clap:?}"), "{line}");
+        }
+        for line in declined {
+            assert!(quick_status(split(line).into_iter()).is_none(), "{line}");
+        }
+        // Not UTF-8: clap's error, not ours.
+        use std::os::unix::ffi::OsStringExt as _;
+        let bad = vec!["status".into(), std::ffi::OsString::from_vec(vec![0xff])];
+        assert!(quick_status(bad.into_iter()).is_none());
     }
 
     #[test]

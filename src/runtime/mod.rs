@@ -16,6 +16,7 @@ mod shell;
 mod slots;
 mod statefile;
 mod supervisor_reload;
+mod trim;
 
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;

@@ -289,6 +289,8 @@ impl Shell {
         self.tracker.flush();
         self.notifier.ready(now);
         self.update_status(now);
+        // Start-up code (config parsing, the CLI) leaves the resident set (src/runtime/trim.rs).
+        super::trim::after_startup();
         loop {
             let timeout = self.next_timeout(Instant::now());
             if let Err(e) = self.poll.poll(&mut events, timeout) {
