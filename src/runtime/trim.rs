@@ -33,11 +33,7 @@ pub fn after_startup() {
             // bytes from the executable file, which the kernel keeps from being written while
             // it runs (ETXTBSY). No Rust object lives in that range.
             let rc = unsafe {
-                libc::madvise(
-                    start as *mut libc::c_void,
-                    end - start,
-                    libc::MADV_DONTNEED,
-                )
+                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED)
             };
             if rc != 0 {
                 log::debug!(
@@ -106,13 +102,19 @@ mod tests {
             "55d0a0000000-55d0a0200000 r-xp 00000000 00:00 0 ",
             "garbage",
         ] {
-            assert_eq!(text_mapping_containing(other, 0x55d0a0001000), None, "{other}");
+            assert_eq!(
+                text_mapping_containing(other, 0x55d0a0001000),
+                None,
+                "{other}"
+            );
         }
     }
 
     #[test]
     fn the_running_test_binary_finds_its_own_code_and_survives_dropping_it() {
-        let (start, end) = own_text().unwrap().expect("an r-xp mapping holds this code");
+        let (start, end) = own_text()
+            .unwrap()
+            .expect("an r-xp mapping holds this code");
         let here = after_startup as fn() as usize;
         assert!(start <= here && here < end);
         after_startup();
