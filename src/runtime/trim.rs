@@ -1,22 +1,24 @@
 //! Giving back, once start-up is done, the memory only start-up needed.
 //!
 //! Owns: one call, [`after_startup`], made when the first loop turn is about to begin. It
-//! (1) drops this process's page-table entries for vigil's own code (the `r-xp` mapping of the
-//! executable) with `madvise(MADV_DONTNEED)`, and (2) returns free heap pages to the kernel
-//! with glibc's `malloc_trim(0)`.
+//! (1) drops this process's page-table entries for the code it has mapped — vigil's own
+//! text and its shared libraries' (`r-xp` private file mappings) — with
+//! `madvise(MADV_DONTNEED)`, and (2) returns free heap pages to the kernel with glibc's
+//! `malloc_trim(0)`.
 //!
 //! Why (1): the kernel maps file pages "around" every code fault (`fault_around_bytes`, 64 KiB
 //! by default; mm/memory.c `do_fault_around`), so config parsing, validation and the CLI
 //! layer, run once, leave most of a multi-megabyte text resident for the supervisor's whole
-//! life. Text pages are clean, private and never written: zapping their entries loses nothing;
-//! the code the loop runs faults back in from the page cache on first use (a one-off
+//! life. Text pages are clean and never written: zapping their entries loses nothing; the
+//! code the loop runs faults back in from the page cache on first use (a one-off
 //! microseconds cost on the first restart, probe or request after start-up). madvise(2):
 //! "subsequent accesses of pages in the range ... will result in repopulating the memory
 //! contents from the up-to-date contents of the underlying mapped file".
 //!
-//! Must not: touch any writable, RELRO (relocated, copy-on-write) or anonymous mapping — only
-//! the executable mapping that holds this very function; fail start-up (everything here is a
-//! best effort, logged at debug level).
+//! Must not: touch a mapping that is writable, anonymous, shared, or has any private
+//! (copy-on-write) page — `Anonymous:` in /proc/self/smaps must be 0, so a library with text
+//! relocations or a debugger's breakpoint is never reverted to the file's bytes; fail
+//! start-up (everything here is a best effort, logged at debug level).
 
 #![allow(unsafe_code)]
 
@@ -24,26 +26,27 @@ use std::io::BufRead as _;
 
 /// Drop start-up code from the resident set and trim the heap. Best effort.
 pub fn after_startup() {
-    match own_text() {
-        Ok(Some((start, end))) => {
-            // SAFETY: [start, end) is exactly one whole `r-xp` private file mapping of the
-            // running executable, read from /proc/self/maps and containing this function's
-            // address. Its pages are never written (no copy-on-write copies exist), so
-            // MADV_DONTNEED only removes page-table entries; later accesses refault the same
-            // bytes from the executable file, which the kernel keeps from being written while
-            // it runs (ETXTBSY). No Rust object lives in that range.
-            let rc = unsafe {
-                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED)
-            };
-            if rc != 0 {
-                log::debug!(
-                    "madvise(MADV_DONTNEED) on vigil's code {start:#x}-{end:#x}: {}",
-                    std::io::Error::last_os_error()
-                );
+    match code_mappings() {
+        Ok(ranges) => {
+            for (start, end) in ranges {
+                // SAFETY: [start, end) is one whole `r-xp` private file mapping from
+                // /proc/self/smaps with no anonymous (copy-on-write) page: every page is the
+                // file's own bytes, never written. MADV_DONTNEED only removes page-table
+                // entries; later accesses refault the same bytes from the file, which the
+                // kernel keeps from being written while it is executed (ETXTBSY). No Rust
+                // object lives in a code mapping.
+                let rc = unsafe {
+                    libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED)
+                };
+                if rc != 0 {
+                    log::debug!(
+                        "madvise(MADV_DONTNEED) on code {start:#x}-{end:#x}: {}",
+                        std::io::Error::last_os_error()
+                    );
+                }
             }
         }
-        Ok(None) => log::debug!("/proc/self/maps: no r-xp mapping holds vigil's code"),
-        Err(e) => log::debug!("/proc/self/maps: {e}"),
+        Err(e) => log::debug!("/proc/self/smaps: {e}"),
     }
     #[cfg(target_env = "gnu")]
     // SAFETY: malloc_trim only releases free memory of glibc's allocator (the one Rust's
@@ -53,32 +56,48 @@ pub fn after_startup() {
     }
 }
 
-/// The `[start, end)` of the `r-xp` private mapping that contains this function's code.
-fn own_text() -> std::io::Result<Option<(usize, usize)>> {
-    let here = after_startup as fn() as usize;
-    let file = std::fs::File::open("/proc/self/maps")?;
+/// The `[start, end)` of every code mapping that may be dropped, from /proc/self/smaps.
+fn code_mappings() -> std::io::Result<Vec<(usize, usize)>> {
+    let file = std::fs::File::open("/proc/self/smaps")?;
+    let mut lines = Vec::new();
     for line in std::io::BufReader::new(file).lines() {
-        let line = line?;
-        if let Some(range) = text_mapping_containing(&line, here) {
-            return Ok(Some(range));
-        }
+        lines.push(line?);
     }
-    Ok(None)
+    Ok(droppable(lines.iter().map(String::as_str)))
 }
 
-/// One /proc/self/maps line (proc(5): `start-end perms offset dev inode path`): its range, if
-/// it is an `r-xp` mapping of a file (inode ≠ 0) containing `addr`.
-fn text_mapping_containing(line: &str, addr: usize) -> Option<(usize, usize)> {
+/// From smaps text (proc(5): a `start-end perms offset dev inode path` header, then
+/// `Key: value kB` lines): the ranges of `r-xp` file mappings whose `Anonymous:` is 0.
+fn droppable<'a>(lines: impl Iterator<Item = &'a str>) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut candidate = None;
+    for line in lines {
+        if let Some(range) = header(line) {
+            candidate = range;
+        } else if let Some(rest) = line.strip_prefix("Anonymous:") {
+            if let Some(range) = candidate.take() {
+                if rest.trim() == "0 kB" {
+                    out.push(range);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A smaps header line: `Some(Some(range))` for an `r-xp` file mapping (inode ≠ 0),
+/// `Some(None)` for any other mapping, `None` for a line that is not a header.
+#[allow(clippy::option_option)]
+fn header(line: &str) -> Option<Option<(usize, usize)>> {
     let mut fields = line.split_ascii_whitespace();
     let (start, end) = fields.next()?.split_once('-')?;
+    let start = usize::from_str_radix(start, 16).ok()?;
+    let end = usize::from_str_radix(end, 16).ok()?;
     let perms = fields.next()?;
     let _offset = fields.next()?;
     let _dev = fields.next()?;
     let inode = fields.next()?;
-    let start = usize::from_str_radix(start, 16).ok()?;
-    let end = usize::from_str_radix(end, 16).ok()?;
-    (perms == "r-xp" && inode != "0" && start <= addr && addr < end && start < end)
-        .then_some((start, end))
+    Some((perms == "r-xp" && inode != "0" && start < end).then_some((start, end)))
 }
 
 #[cfg(test)]
@@ -86,37 +105,44 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_a_private_executable_file_mapping_containing_the_address_is_chosen() {
-        let text = "55d0a0000000-55d0a0200000 r-xp 00001000 fe:00 123 /usr/bin/vigil";
+    fn only_private_code_file_mappings_without_copied_pages_are_dropped() {
+        let smaps = "\
+55d0a0000000-55d0a0200000 r-xp 00001000 fe:00 123 /usr/bin/vigil
+Size:               2048 kB
+Rss:                1024 kB
+Anonymous:             0 kB
+55d0a0200000-55d0a0300000 r--p 00201000 fe:00 123 /usr/bin/vigil
+Anonymous:           140 kB
+55d0a0300000-55d0a0301000 rw-p 00301000 fe:00 123 /usr/bin/vigil
+Anonymous:             4 kB
+7f0000000000-7f0000100000 r-xp 00026000 fe:00 456 /usr/lib/libtextrel.so
+Anonymous:             8 kB
+7f0000100000-7f0000200000 r-xs 00000000 fe:00 789 /dev/shm/x
+Anonymous:             0 kB
+7f0000200000-7f0000300000 r-xp 00000000 00:00 0 
+Anonymous:             0 kB
+7f0000300000-7f0000400000 r-xp 00026000 fe:00 999 /usr/lib/libc.so.6
+Anonymous:             0 kB
+";
         assert_eq!(
-            text_mapping_containing(text, 0x55d0a0001000),
-            Some((0x55d0a0000000, 0x55d0a0200000))
+            droppable(smaps.lines()),
+            vec![
+                (0x55d0a0000000, 0x55d0a0200000),
+                (0x7f0000300000, 0x7f0000400000)
+            ]
         );
-        // Outside the range, end excluded.
-        assert_eq!(text_mapping_containing(text, 0x55d0a0200000), None);
-        // Writable, RELRO (r--p), shared or anonymous mappings are never chosen.
-        for other in [
-            "55d0a0000000-55d0a0200000 rw-p 00001000 fe:00 123 /usr/bin/vigil",
-            "55d0a0000000-55d0a0200000 r--p 00001000 fe:00 123 /usr/bin/vigil",
-            "55d0a0000000-55d0a0200000 r-xs 00001000 fe:00 123 /usr/bin/vigil",
-            "55d0a0000000-55d0a0200000 r-xp 00000000 00:00 0 ",
-            "garbage",
-        ] {
-            assert_eq!(
-                text_mapping_containing(other, 0x55d0a0001000),
-                None,
-                "{other}"
-            );
-        }
     }
 
     #[test]
     fn the_running_test_binary_finds_its_own_code_and_survives_dropping_it() {
-        let (start, end) = own_text()
-            .unwrap()
-            .expect("an r-xp mapping holds this code");
         let here = after_startup as fn() as usize;
-        assert!(start <= here && here < end);
+        let ranges = code_mappings().unwrap();
+        assert!(
+            ranges
+                .iter()
+                .any(|&(start, end)| start <= here && here < end),
+            "{ranges:x?}"
+        );
         after_startup();
         // Code and data still work after the drop (the pages fault back in).
         assert_eq!(format!("{}", 6 * 7), "42");
