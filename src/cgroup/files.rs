@@ -270,6 +270,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn files_read_in_a_directory_are_whole_and_absent_ones_are_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let handle = File::open(dir.path()).unwrap();
+        // Longer than the stack buffer, with and without a final line feed.
+        let long: String = (0..300).map(|i| format!("key{i} {i}\n")).collect();
+        std::fs::write(dir.path().join("cpu.stat"), &long).unwrap();
+        let unterminated = "x".repeat(2500);
+        std::fs::write(dir.path().join("memory.current"), &unterminated).unwrap();
+        std::fs::write(dir.path().join("pids.current"), "7\n").unwrap();
+        let read = |name| read_in_dir(&handle, dir.path(), name).unwrap();
+        assert_eq!(read("cpu.stat").as_deref(), Some(long.as_str()));
+        assert_eq!(
+            read("memory.current").as_deref(),
+            Some(unterminated.as_str())
+        );
+        assert_eq!(read("pids.current").as_deref(), Some("7\n"));
+        assert_eq!(read("memory.peak"), None);
+        // An error other than absence names the file.
+        std::fs::create_dir(dir.path().join("memory.max")).unwrap();
+        let e = read_in_dir(&handle, dir.path(), "memory.max").unwrap_err();
+        assert!(e.to_string().contains("memory.max"), "{e}");
+    }
+
+    #[test]
     fn flat_keyed_parses_memory_events() {
         let text = "low 0\nhigh 3\nmax 7\noom 2\noom_kill 1\noom_group_kill 0\n";
         let all: Vec<_> = parse_flat_keyed(text).collect();

@@ -1,7 +1,8 @@
 //! Metrics: what vigil knows about its pods, as a Prometheus / OpenMetrics exposition
 //! (docs/metrics.md lists every family and the kubelet / kube-state-metrics name it maps to).
 //!
-//! Owns the families, their names, help texts and labels ([`render`]), the text formats
+//! Owns the families, their names, help texts and labels ([`Exposition`], built a pod at a time
+//! so the shell can spread a scrape over several loop turns; [`render`] in one go), the text formats
 //! ([`expo`]), probe counters ([`probes`]), vigil's own process figures ([`process`]) and the
 //! pure side of serving `GET /metrics` ([`http`]). The figures are those `status` shows: the
 //! core's snapshot and the cgroup figures read beside it (`control::render::Observed`), so the
