@@ -642,3 +642,44 @@ command = ["sh", "-c", "echo hello; exit 1"]
         let _: jiff::Timestamp = time.parse().expect("RFC 3339");
     }
 }
+
+/// Status replies are reused only while nothing can have changed: `status`, `stop`, `status`
+/// sent together on one connection (answered in the same loop turn) — the second status
+/// shows the stop under way, not the first status again.
+#[test]
+fn a_status_right_after_a_stop_in_the_same_batch_shows_the_stop() {
+    let v = Vigil::start(
+        r#"
+[pods.web]
+[[pods.web.containers]]
+name = "app"
+command = ["sleep", "1000"]
+"#,
+    );
+    v.wait_for(T, "app running", |v| {
+        v.container("web", "app")["state"]["running"].is_object()
+    });
+    let mut s = UnixStream::connect(&v.socket).expect("connect");
+    s.set_read_timeout(Some(T)).expect("timeout");
+    s.write_all(
+        b"{\"id\":1,\"cmd\":\"status\"}\n{\"id\":2,\"cmd\":\"stop\",\"pod\":\"web\"}\n{\"id\":3,\"cmd\":\"status\"}\n",
+    )
+    .expect("send");
+    let mut r = BufReader::new(s);
+    let replies: Vec<serde_json::Value> = (0..3)
+        .map(|_| {
+            let mut line = String::new();
+            r.read_line(&mut line).expect("reply");
+            serde_json::from_str(&line).expect("JSON reply")
+        })
+        .collect();
+    let state = |r: &serde_json::Value| r["result"]["pods"][0]["containers"][0]["state"].clone();
+    let before = state(&replies[0]);
+    assert!(before["running"]["terminating"].is_null(), "{before}");
+    assert_eq!(replies[1]["ok"], true, "{}", replies[1]);
+    let after = state(&replies[2]);
+    assert!(
+        after["running"]["terminating"].is_object() || after["running"].is_null(),
+        "the status after the stop shows it: {after}"
+    );
+}

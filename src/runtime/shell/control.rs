@@ -60,6 +60,20 @@ pub(super) struct Control {
     more: bool,
     /// Wall-clock anchor of the times in replies, re-read at every answer.
     clock: WallClock,
+    /// The last `status` result rendered in this turn, for further `status` requests of the
+    /// same turn (see [`StatusCache`]).
+    status_cache: Option<StatusCache>,
+}
+
+/// One rendered `status` result (the JSON after `"result":`), reused for the same request
+/// (pod filter, secrets shown or not) until the turn ends or a request changes state: within
+/// that span nothing it shows can change (the turn's `now` is the same, the core is not fed),
+/// so concurrent clients asking for a full status of hundreds of pods cost one rendering per
+/// turn, not one each.
+struct StatusCache {
+    pod: Option<String>,
+    shown: bool,
+    result: Box<serde_json::value::RawValue>,
 }
 
 /// What the control component reads of the rest of the shell to answer: the router lends it
@@ -220,6 +234,7 @@ impl Control {
             jobs: HashMap::new(),
             more: false,
             clock: WallClock::now(),
+            status_cache: None,
         })
     }
 
@@ -242,6 +257,7 @@ impl Control {
             jobs: HashMap::new(),
             more: false,
             clock: WallClock::now(),
+            status_cache: None,
         })
     }
 
@@ -267,6 +283,7 @@ impl Control {
 
     /// Starts the turn's work on the socket (budgets, pending accepts, the sweep).
     pub(super) fn begin_turn(&mut self, now: Instant) {
+        self.status_cache = None;
         self.server.begin_turn(&self.registry, now);
     }
 
@@ -275,6 +292,8 @@ impl Control {
     pub(super) fn next_change(&mut self, now: Instant, view: &View) -> Option<(Pending, Mutation)> {
         while let Some(inc) = self.server.next_request(&self.registry, now) {
             if let Some(change) = self.answer(inc, now, view) {
+                // The router changes state before the next request is answered.
+                self.status_cache = None;
                 return Some(change);
             }
         }
@@ -602,6 +621,19 @@ impl Control {
             }
             RequestCmd::Metrics { format } => return Answer::Change(Mutation::Metrics(format)),
             RequestCmd::Status { pod } => {
+                let shown = matches!(secrets, render::Secrets::Shown);
+                if let Some(c) = &self.status_cache
+                    && c.pod == pod
+                    && c.shown == shown
+                {
+                    return match protocol::reply_ok_with(id, &c.result) {
+                        Ok(line) => Answer::Line(line),
+                        Err(e) => Answer::Reply(Err((
+                            ErrorKind::Internal,
+                            format!("cannot encode the reply: {e}"),
+                        ))),
+                    };
+                }
                 let (pods, observed) = snapshot(view, now, pod.as_deref());
                 match pod {
                     Some(name) if !pods.iter().any(|p| p.name == name) => {
@@ -612,7 +644,12 @@ impl Control {
                         // (for a full status of hundreds of pods that tree was most of the
                         // reply's cost, BENCHMARKS.md).
                         let status = render::status(&pods, &observed, &self.clock, secrets);
-                        match protocol::reply_ok_with(id, &status) {
+                        let line = serde_json::value::to_raw_value(&status).and_then(|result| {
+                            let line = protocol::reply_ok_with(id, &result);
+                            self.status_cache = Some(StatusCache { pod, shown, result });
+                            line
+                        });
+                        match line {
                             Ok(line) => return Answer::Line(line),
                             Err(e) => {
                                 Err((ErrorKind::Internal, format!("cannot encode the reply: {e}")))
