@@ -5,6 +5,7 @@
 //! Equality (`PartialEq`) is what `reload` uses to decide whether a pod changed.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A whole validated config file.
@@ -205,8 +206,11 @@ pub struct PodSpec {
     pub name: String,
     pub restart_policy: RestartPolicy,
     pub depends_on: Vec<Dependency>,
-    pub init_containers: Vec<ContainerSpec>,
-    pub containers: Vec<ContainerSpec>,
+    /// Each container's definition is held once and shared (`Arc`) by every clone of the pod
+    /// (the core's, the shell's slots); serde writes an `Arc` as its contents, so the
+    /// serialised form is that of a plain list.
+    pub init_containers: Vec<Arc<ContainerSpec>>,
+    pub containers: Vec<Arc<ContainerSpec>>,
     /// The budget of a whole-pod stop (`core::pod` `Pod::stop_all`): the pod's
     /// `termination_grace_period_seconds` when written, else the longest grace of its
     /// containers (so an unwritten pod key, only the containers' default, cuts no one short).

@@ -34,7 +34,7 @@ fn pods_without_images(c: &Config) -> Vec<crate::config::spec::PodSpec> {
     let mut pods = c.pods.clone();
     for p in &mut pods {
         for c in p.init_containers.iter_mut().chain(p.containers.iter_mut()) {
-            c.image = None;
+            std::sync::Arc::make_mut(c).image = None;
         }
     }
     pods

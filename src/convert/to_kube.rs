@@ -8,6 +8,7 @@
 //! Must not read files or the system.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
@@ -293,7 +294,10 @@ fn pod_spec(
         &join(path, "termination_grace_period_seconds"),
         warnings,
     );
-    let mut convert_list = |list: &[ContainerSpec], field: &str, init: bool| -> Vec<Container> {
+    let mut convert_list = |list: &[Arc<ContainerSpec>],
+                            field: &str,
+                            init: bool|
+     -> Vec<Container> {
         let expected = if init && pod.restart_policy == RestartPolicy::Always {
             RestartPolicy::OnFailure
         } else {

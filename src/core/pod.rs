@@ -331,7 +331,7 @@ fn termination(
 impl Slot {
     pub(super) fn new(
         key: ContainerKey,
-        spec: ContainerSpec,
+        spec: Arc<ContainerSpec>,
         init: bool,
         reason: WaitingReason,
         message: String,
@@ -342,7 +342,7 @@ impl Slot {
             .collect();
         Slot {
             key,
-            spec: Arc::new(spec),
+            spec,
             init,
             generation: 0,
             state: SlotState::NotStarted { reason, message },

@@ -736,7 +736,7 @@ mod tests {
             Path::new("t.toml"),
         )
         .unwrap();
-        let a = cfg.pods[0].containers[0].clone();
+        let a = ContainerSpec::clone(&cfg.pods[0].containers[0]);
         let mut b = a.clone();
         assert_eq!(spec_hash(&a), spec_hash(&b));
         b.command[1] = "2".into();

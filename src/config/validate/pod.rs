@@ -3,6 +3,7 @@
 //! resources, and which containers may have probes.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use toml::Spanned;
 
@@ -119,7 +120,7 @@ impl Checker<'_> {
                         ),
                     );
                 }
-                out.push(v.container(c, &cpath, &defaults, init));
+                out.push(Arc::new(v.container(c, &cpath, &defaults, init)));
             }
             out
         };

@@ -73,7 +73,9 @@ fn under_on_failure_an_unknown_end_is_a_failure_and_restarts() {
         "job",
         vec![with_policy(container("c"), RestartPolicy::OnFailure)],
     )]);
-    cfg.pods[0].containers[0].backoff.initial = secs(0.0);
+    std::sync::Arc::make_mut(&mut cfg.pods[0].containers[0])
+        .backoff
+        .initial = secs(0.0);
     let (mut h, _) = Harness::adopting(cfg, &[("job", "c", 77, 1.0, 0)]);
     h.exit_info(
         "job",
@@ -130,7 +132,7 @@ fn probes_run_against_an_adopted_container() {
 #[test]
 fn a_plain_init_container_or_a_second_adoption_is_refused() {
     let mut p = pod("web", vec![container("app")]);
-    p.init_containers = vec![with_policy(container("setup"), RestartPolicy::Never)];
+    p.init_containers = shared(vec![with_policy(container("setup"), RestartPolicy::Never)]);
     let (_, ok) = Harness::adopting(
         config(vec![p, pod("db", vec![container("pg")])]),
         &[
@@ -145,10 +147,10 @@ fn a_plain_init_container_or_a_second_adoption_is_refused() {
 
 fn with_init_and_sidecar() -> Config {
     let mut p = pod("web", vec![container("app"), container("worker")]);
-    p.init_containers = vec![
+    p.init_containers = shared(vec![
         with_policy(container("setup"), RestartPolicy::Never),
         with_policy(container("proxy"), RestartPolicy::Always),
-    ];
+    ]);
     config(vec![p])
 }
 

@@ -96,7 +96,8 @@ fn dependents_of_a_refused_pod_start_once_a_reload_fixes_it() {
     let (mut h, cfg) = refused_chain();
     h.take();
     let mut pods = cfg.pods.clone();
-    pods[0].containers[0].command = vec!["/bin/app".to_string(), "--small".to_string()];
+    std::sync::Arc::make_mut(&mut pods[0].containers[0]).command =
+        vec!["/bin/app".to_string(), "--small".to_string()];
     let msg = h.cmd(Command::Reload(Box::new(config(pods)))).unwrap();
     assert_eq!(msg, "reloaded: 1 changed, 0 added, 0 removed, 2 unchanged");
     let acts = h.take();

@@ -95,7 +95,7 @@ fn job() -> (Harness, ContainerKey, ContainerKey) {
         vec![with_policy(container("app"), RestartPolicy::Never)],
     );
     p.restart_policy = RestartPolicy::Never;
-    p.init_containers = vec![with_policy(container("log"), RestartPolicy::Always)];
+    p.init_containers = shared(vec![with_policy(container("log"), RestartPolicy::Always)]);
     p.termination_grace = secs(10.0);
     let mut h = Harness::new(config(vec![p]));
     h.ack_spawns();

@@ -59,6 +59,11 @@ pub fn probe(period: f64) -> ProbeSpec {
     }
 }
 
+/// Specs as a pod holds them (each shared, `Arc`).
+pub fn shared(v: Vec<ContainerSpec>) -> Vec<std::sync::Arc<ContainerSpec>> {
+    v.into_iter().map(std::sync::Arc::new).collect()
+}
+
 pub fn pod(name: &str, containers: Vec<ContainerSpec>) -> PodSpec {
     let policy = containers
         .first()
@@ -74,7 +79,7 @@ pub fn pod(name: &str, containers: Vec<ContainerSpec>) -> PodSpec {
             .map(|c| c.termination_grace)
             .max()
             .unwrap_or_default(),
-        containers,
+        containers: shared(containers),
     }
 }
 

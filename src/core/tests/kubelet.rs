@@ -11,7 +11,7 @@ fn never_pod_with_init() -> Harness {
         "job",
         vec![with_policy(container("main"), RestartPolicy::Never)],
     );
-    p.init_containers = vec![with_policy(container("setup"), RestartPolicy::Never)];
+    p.init_containers = shared(vec![with_policy(container("setup"), RestartPolicy::Never)]);
     p.restart_policy = RestartPolicy::Never;
     let mut h = Harness::new(config(vec![p]));
     h.ack_spawns();

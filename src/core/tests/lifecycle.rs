@@ -19,10 +19,10 @@ fn with_inits(policy: RestartPolicy) -> Harness {
         RestartPolicy::Always => RestartPolicy::OnFailure,
         p => p,
     };
-    p.init_containers = vec![
+    p.init_containers = shared(vec![
         with_policy(container("i1"), init_policy),
         with_policy(container("i2"), init_policy),
-    ];
+    ]);
     p.restart_policy = policy;
     Harness::new(config(vec![p]))
 }

@@ -31,7 +31,10 @@ fn restart(pod: &str, container: Option<&str>) -> Command {
 /// depending on `db` being `condition`.
 fn stack(condition: DependencyCondition) -> Harness {
     let mut app = pod("app", vec![container("web")]);
-    app.init_containers = vec![with_policy(container("migrate"), RestartPolicy::OnFailure)];
+    app.init_containers = shared(vec![with_policy(
+        container("migrate"),
+        RestartPolicy::OnFailure,
+    )]);
     app.depends_on = vec![Dependency {
         pod: "db".to_string(),
         condition,
@@ -282,7 +285,10 @@ fn shutdown_during_a_pod_restart_exits_without_starting_it_over() {
 #[test]
 fn a_pod_refused_at_start_fails_alone_and_cannot_be_started() {
     let mut big = pod("big", vec![container("c")]);
-    big.init_containers = vec![with_policy(container("init"), RestartPolicy::OnFailure)];
+    big.init_containers = shared(vec![with_policy(
+        container("init"),
+        RestartPolicy::OnFailure,
+    )]);
     let mut after = pod("after", vec![container("c")]);
     after.depends_on = vec![Dependency {
         pod: "big".to_string(),

@@ -41,7 +41,8 @@ fn reload_restarts_changed_pod_with_new_keys() {
     h.ack_spawns();
     let old_key = h.key("web", "app");
     let mut pods = base();
-    pods[1].containers[0].command = vec!["/bin/app".to_string(), "--v2".to_string()];
+    std::sync::Arc::make_mut(&mut pods[1].containers[0]).command =
+        vec!["/bin/app".to_string(), "--v2".to_string()];
     let msg = reload(&mut h, pods);
     assert_eq!(msg, "reloaded: 1 changed, 0 added, 0 removed, 2 unchanged");
     assert!(has_signal(&h.take(), old_key));
@@ -68,7 +69,7 @@ fn reload_probe_only_change_restarts_pod() {
     h.ack_spawns();
     let old_key = h.key("web", "app");
     let mut pods = base();
-    pods[1].containers[0].readiness_probe = Some(probe(5.0));
+    std::sync::Arc::make_mut(&mut pods[1].containers[0]).readiness_probe = Some(probe(5.0));
     let msg = reload(&mut h, pods);
     assert!(msg.starts_with("reloaded: 1 changed"));
     assert!(has_signal(&h.take(), old_key));
@@ -102,7 +103,8 @@ fn reload_of_changed_pod_records_killing_event_for_old_run() {
     let mut h = Harness::new(config(base()));
     h.ack_spawns();
     let mut pods = base();
-    pods[1].containers[0].env = vec![("A".to_string(), "1".to_string())];
+    std::sync::Arc::make_mut(&mut pods[1].containers[0]).env =
+        vec![("A".to_string(), "1".to_string())];
     reload(&mut h, pods);
     // Snapshot the old run's termination before the replacement pod appears.
     let key = h.key("web", "app");

@@ -13,7 +13,7 @@ fn sidecar(name: &str) -> ContainerSpec {
 fn job(policy: RestartPolicy, inits: Vec<ContainerSpec>) -> Harness {
     let mut p = pod("job", vec![with_policy(container("app"), policy)]);
     p.restart_policy = policy;
-    p.init_containers = inits;
+    p.init_containers = shared(inits);
     Harness::new(config(vec![p]))
 }
 

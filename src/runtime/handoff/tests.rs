@@ -114,7 +114,7 @@ fn sample(now: Instant) -> (State, Blobs) {
             key: web,
             pod: "web".into(),
             name: "app".into(),
-            spec: Arc::new(spec),
+            spec,
             spec_hash: 42,
             ring: meta,
             current,

@@ -236,7 +236,7 @@ impl Shell {
             .ok_or(Replaced::NotAdoptable)?;
         // From here on the core has it: a failure to watch it is the core's to hear as an exit.
         let watched = self.adopted.watch(key, generation, pidfd);
-        let spec = std::sync::Arc::new(spec.clone());
+        let spec = spec.clone();
         self.ensure_slot(key, pod, &spec);
         let oom_seen = cgroup
             .as_ref()
@@ -304,7 +304,7 @@ impl Shell {
             .containers
             .iter()
             .find(|c| c.name == name)
-            .map(statefile::spec_hash)
+            .map(|c| statefile::spec_hash(c))
     }
 
     /// The containers that have ended for good now, for the state file.
