@@ -361,6 +361,19 @@ impl Supervisor {
         self.actions.pop_front()
     }
 
+    /// The next action, left queued: a runtime that executes only so many spawns per loop turn
+    /// stops before the next one and takes the rest, in order, in the next turn. Nothing in the
+    /// core depends on how soon an action runs: a container stays `Creating` from its `Spawn`
+    /// until `Spawned`/`SpawnFailed`, whenever those come.
+    pub fn peek_action(&self) -> Option<&Action> {
+        self.actions.front()
+    }
+
+    /// Whether actions are queued (the runtime then polls without waiting).
+    pub fn has_actions(&self) -> bool {
+        !self.actions.is_empty()
+    }
+
     /// Snapshot of every pod, in config order (pods still stopping after a reload removed
     /// them come last).
     pub fn pods(&self, now: Time) -> Vec<PodStatus> {

@@ -36,7 +36,10 @@ use nix::unistd::Pid;
 pub use prepare::{DEFAULT_PATH, Prepared, prepare};
 pub use reap::{ReapError, Reaped, reap_all, set_child_subreaper, try_reap};
 pub use signal::{SignalError, signal, signal_group};
-pub use spawn::{CgroupTarget, Stdio, pipe_nonblocking, set_nonblocking, spawn};
+pub use spawn::{
+    CgroupTarget, Launched, PendingExec, Stdio, pipe_nonblocking, set_nonblocking, spawn,
+    spawn_pipelined,
+};
 
 /// Errors of preparing and starting a child ([`prepare`], [`spawn`], the pipes); each names the
 /// operation that failed and what it failed on. Signalling and reaping have their own
@@ -71,6 +74,11 @@ pub enum SpawnError {
     NotExecutable { argv0: String, source: io::Error },
     #[error("exec {argv0:?}: {source}")]
     Exec { argv0: String, source: io::Error },
+    #[error(
+        "start {argv0:?}: the kernel killed the child before it ran (its cgroup was being \
+         killed)"
+    )]
+    KilledAtBirth { argv0: String },
     #[error("place {argv0:?} in its cgroup (write cgroup.procs): {source}")]
     CgroupPlacement { argv0: String, source: io::Error },
     #[error("change to working directory {path:?}: {source}")]

@@ -151,57 +151,127 @@ fn above_stdio(fd: OwnedFd) -> Result<OwnedFd, SpawnError> {
     Ok(unsafe { OwnedFd::from_raw_fd(new) })
 }
 
-/// Spawns `p` with clone3. `cgroup_dir`: an O_RDONLY|O_DIRECTORY fd of a cgroup2 directory the
-/// child is born in (`None`: no cgroup flag; used by tests to run the raw path anywhere).
-pub(super) fn spawn(
-    p: &Prepared,
-    mut plan: ChildPlan,
-    cgroup_dir: Option<RawFd>,
-    stdio: Stdio,
-) -> Result<u32, RawError> {
-    let failed = RawError::Failed;
-    let devnull = std::fs::OpenOptions::new()
+/// The open /dev/null every child gets as stdin (and as stdout/stderr with [`Stdio::Null`]):
+/// opened once, above the standard descriptors, `O_CLOEXEC`, and kept for vigil's lifetime, so
+/// a spawn costs no open(2)/close(2) for it.
+static DEV_NULL: std::sync::OnceLock<OwnedFd> = std::sync::OnceLock::new();
+
+fn dev_null() -> Result<RawFd, SpawnError> {
+    if let Some(fd) = DEV_NULL.get() {
+        return Ok(fd.as_raw_fd());
+    }
+    let f = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open("/dev/null")
-        .map_err(|source| failed(SpawnError::OpenDevNull { source }))?;
-    let devnull = above_stdio(OwnedFd::from(devnull)).map_err(failed)?;
-    // Owned fds stay alive in `_keep` until after clone3.
-    let (out, err, _keep): (RawFd, RawFd, Vec<OwnedFd>) = match stdio {
+        .map_err(|source| SpawnError::OpenDevNull { source })?;
+    let fd = above_stdio(OwnedFd::from(f))?;
+    // Another thread (tests) may have won the race: then ours is dropped here.
+    let _ = DEV_NULL.set(fd);
+    Ok(DEV_NULL.get().map_or(-1, |fd| fd.as_raw_fd()))
+}
+
+/// `fd` as a raw descriptor above the standard ones: itself, or a CLOEXEC duplicate ≥ 3 kept
+/// in `keep` until after the clone (see [`above_stdio`]).
+fn raw_above_stdio(fd: &OwnedFd, keep: &mut Vec<OwnedFd>) -> Result<RawFd, SpawnError> {
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd.as_raw_fd());
+    }
+    let dup = fd
+        .try_clone()
+        .map_err(|source| SpawnError::DupFd { source })?;
+    let dup = above_stdio(dup)?;
+    let raw = dup.as_raw_fd();
+    keep.push(dup);
+    Ok(raw)
+}
+
+/// A child cloned by [`start`] whose report (the error pipe) has not been read yet.
+#[derive(Debug)]
+pub(super) struct Started {
+    pub(super) pid: u32,
+    /// The read end of the error pipe (`O_CLOEXEC`, and `O_NONBLOCK` when asked for).
+    pub(super) report: OwnedFd,
+}
+
+/// Spawns `p` with clone3 and waits for its report. `cgroup_dir`: an O_RDONLY|O_DIRECTORY fd
+/// of a cgroup2 directory the child is born in (`None`: no cgroup flag; used by tests to run the
+/// raw path anywhere). The production entries are [`super::spawn()`] and
+/// [`super::spawn_pipelined`], which use [`start`] and [`conclude`] themselves.
+#[cfg(test)]
+pub(super) fn spawn(
+    p: &Prepared,
+    plan: ChildPlan,
+    cgroup_dir: Option<RawFd>,
+    stdio: Stdio,
+) -> Result<u32, RawError> {
+    let started = start(p, plan, cgroup_dir, &stdio, false)?;
+    // The parent's copies of the child's output ends go now, so the reader sees EOF at exit.
+    drop(stdio);
+    let mut report = Report::default();
+    while !report.read_from(&started.report) {}
+    conclude(p, started.pid, report.bytes())
+}
+
+/// Clones the child of `p` and returns at once, without waiting for its exec: the caller
+/// reads the report from [`Started::report`] (see [`Report`]) and then calls [`conclude`].
+/// `stdio` is only borrowed; the caller drops its descriptors once this returns, so that the
+/// child holds the only write ends of its output pipes.
+pub(super) fn start(
+    p: &Prepared,
+    mut plan: ChildPlan,
+    cgroup_dir: Option<RawFd>,
+    stdio: &Stdio,
+    nonblocking: bool,
+) -> Result<Started, RawError> {
+    let failed = RawError::Failed;
+    let devnull = dev_null().map_err(failed)?;
+    // Duplicates of fds ≤ 2 stay alive in `keep` until after clone3.
+    let mut keep = Vec::new();
+    let (out, err) = match stdio {
         Stdio::Combined(fd) => {
-            let fd = above_stdio(fd).map_err(failed)?;
-            (fd.as_raw_fd(), fd.as_raw_fd(), vec![fd])
+            let fd = raw_above_stdio(fd, &mut keep).map_err(failed)?;
+            (fd, fd)
         }
-        Stdio::Separate { stdout, stderr } => {
-            let o = above_stdio(stdout).map_err(failed)?;
-            let e = above_stdio(stderr).map_err(failed)?;
-            (o.as_raw_fd(), e.as_raw_fd(), vec![o, e])
-        }
-        Stdio::Null => (devnull.as_raw_fd(), devnull.as_raw_fd(), Vec::new()),
+        Stdio::Separate { stdout, stderr } => (
+            raw_above_stdio(stdout, &mut keep).map_err(failed)?,
+            raw_above_stdio(stderr, &mut keep).map_err(failed)?,
+        ),
+        Stdio::Null => (devnull, devnull),
     };
     let target = &p.exec;
 
     // Pointer arrays into the parent-owned CStrings; the child only reads them (its copy of
     // `sh_argv` slot 1 is written, which touches only the child's own copy-on-write page).
-    let mut argv: Vec<*const libc::c_char> = target.argv.iter().map(|a| a.as_ptr()).collect();
+    let mut argv: Vec<*const libc::c_char> = Vec::with_capacity(target.argv.len() + 1);
+    argv.extend(target.argv.iter().map(|a| a.as_ptr()));
     argv.push(std::ptr::null());
-    let mut envp: Vec<*const libc::c_char> = target.env.iter().map(|e| e.as_ptr()).collect();
+    let mut envp: Vec<*const libc::c_char> = Vec::with_capacity(target.env.len() + 1);
+    envp.extend(target.env.iter().map(|e| e.as_ptr()));
     envp.push(std::ptr::null());
-    let mut sh_argv: Vec<*const libc::c_char> = vec![c"/bin/sh".as_ptr(), std::ptr::null()];
+    let mut sh_argv: Vec<*const libc::c_char> = Vec::with_capacity(target.argv.len() + 2);
+    sh_argv.extend([c"/bin/sh".as_ptr(), std::ptr::null()]);
     sh_argv.extend(target.argv.iter().skip(1).map(|a| a.as_ptr()));
     sh_argv.push(std::ptr::null());
     let candidates: Vec<*const libc::c_char> =
         target.candidates.iter().map(|c| c.as_ptr()).collect();
 
-    let (err_r, err_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
-        .map_err(|source| failed(SpawnError::Pipe { source }))?;
+    let flags = if nonblocking {
+        OFlag::O_CLOEXEC | OFlag::O_NONBLOCK
+    } else {
+        OFlag::O_CLOEXEC
+    };
+    let (err_r, err_w) =
+        nix::unistd::pipe2(flags).map_err(|source| failed(SpawnError::Pipe { source }))?;
+    // (The child's end is non-blocking too then: harmless, its report is at most a few bytes
+    // into an empty pipe, which never fills.)
     plan.step_fd = err_w.as_raw_fd();
     plan.cgroup_procs = None;
 
     let child = RawChild {
         plan: &plan,
         err_fd: err_w.as_raw_fd(),
-        stdin: devnull.as_raw_fd(),
+        stdin: devnull,
         stdout: out,
         stderr: err,
         candidates: &candidates,
@@ -251,8 +321,7 @@ pub(super) fn spawn(
         libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
     }
     drop(err_w);
-    drop(_keep);
-    drop(devnull);
+    drop(keep);
     if rc < 0 {
         return Err(match clone_errno {
             Errno::ENOSYS | Errno::E2BIG | Errno::EINVAL | Errno::EBADF | Errno::EPERM => {
@@ -265,31 +334,57 @@ pub(super) fn spawn(
             )),
         });
     }
-    let pid = rc as i32;
+    Ok(Started {
+        pid: rc as u32,
+        report: err_r,
+    })
+}
 
-    // Read the report to EOF: EOF comes at execve (CLOEXEC) or at the child's exit.
-    let mut buf = [0u8; 8];
-    let mut len = 0;
-    while let Some(rest) = buf.get_mut(len..) {
-        if rest.is_empty() {
-            break;
-        }
-        match nix::unistd::read(&err_r, rest) {
-            Ok(0) => break,
-            Ok(n) => len += n,
-            Err(Errno::EINTR) => continue,
-            Err(_) => break,
+/// The error pipe's report as read so far (at most [`Report::MAX`] bytes are meaningful).
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Report {
+    buf: [u8; 8],
+    len: usize,
+}
+
+impl Report {
+    /// Reads what `pipe` holds; true once it is complete (EOF, or a read error, which leaves
+    /// it torn). False: nothing more yet (`EAGAIN` on a non-blocking pipe).
+    pub(super) fn read_from(&mut self, pipe: &OwnedFd) -> bool {
+        loop {
+            let mut scratch = [0u8; 8];
+            let (into, counted): (&mut [u8], bool) = match self.buf.get_mut(self.len..) {
+                Some(rest) if !rest.is_empty() => (rest, true),
+                // More than any report (so torn): read on to EOF, keep the first bytes.
+                _ => (&mut scratch, false),
+            };
+            match nix::unistd::read(pipe, into) {
+                Ok(0) => return true,
+                Ok(n) if counted => self.len += n,
+                Ok(_) => {}
+                Err(Errno::EINTR) => continue,
+                Err(Errno::EAGAIN) => return false,
+                Err(_) => return true,
+            }
         }
     }
-    drop(err_r);
-    let report = &buf[..len];
+
+    pub(super) fn bytes(&self) -> &[u8] {
+        self.buf.get(..self.len).unwrap_or(&self.buf)
+    }
+}
+
+/// The outcome of a complete `report` of child `pid`: its pid when it exec'd; else the child is
+/// reaped here (it has exited or is about to, its report being complete) and the error
+/// returned.
+pub(super) fn conclude(p: &Prepared, pid: u32, report: &[u8]) -> Result<u32, RawError> {
     match report {
-        [ALIVE] => Ok(pid as u32),
+        [ALIVE] => Ok(pid),
         [ALIVE, step, e0, e1, e2, e3] => {
-            reap_blocking(pid);
+            reap_blocking(pid as i32);
             let errno = i32::from_ne_bytes([*e0, *e1, *e2, *e3]);
             let step = Step::from_byte(*step);
-            Err(failed(classify_spawn_error(
+            Err(RawError::Failed(classify_spawn_error(
                 p,
                 step,
                 io::Error::from_raw_os_error(errno),
@@ -297,8 +392,8 @@ pub(super) fn spawn(
         }
         _ => {
             // Killed before it ran its first instruction (or a torn report): reap it and let
-            // the caller use the Command path.
-            reap_blocking(pid);
+            // the caller decide (the synchronous path uses `Command`).
+            reap_blocking(pid as i32);
             Err(RawError::KilledAtBirth)
         }
     }

@@ -8,7 +8,9 @@
 //!
 //! Exec failures come back from std through its CLOEXEC error pipe as the `spawn()` error (the
 //! clone3 path has its own pipe with the same meaning, see `raw`), so a missing binary is
-//! reported synchronously by [`spawn`]. Failures of our own setup steps use the same path; to
+//! reported synchronously by [`spawn`]. [`spawn_pipelined`] (a container's main process) does
+//! not wait on the clone3 path: it returns a [`PendingExec`] whose error pipe the event loop
+//! watches, so the next container is cloned while this one's child execs. Failures of our own setup steps use the same path; to
 //! tell them apart the child also writes one step byte into a second CLOEXEC pipe before
 //! failing, which the parent reads after `spawn()` returns.
 //!
@@ -18,7 +20,7 @@
 
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
@@ -95,50 +97,168 @@ pub fn spawn(
     let dir = cgroup.and_then(|c| c.dir);
     match dir {
         Some(dir) if !CLONE3_UNUSABLE.load(std::sync::atomic::Ordering::Relaxed) => {
-            // The raw path consumes `stdio`; keep duplicates for a possible fallback.
-            let spare = dup_stdio(&stdio)?;
-            match raw::spawn(p, child_plan(p, None), Some(dir.as_raw_fd()), stdio) {
-                Ok(pid) => Ok(pid),
-                Err(raw::RawError::Failed(e)) => Err(e),
-                Err(raw::RawError::Unsupported(errno)) => {
-                    if !CLONE3_UNUSABLE.swap(true, std::sync::atomic::Ordering::Relaxed) {
-                        log::debug!(
-                            "clone3 into a cgroup is unusable here ({errno}); spawning through \
-                             cgroup.procs from now on"
-                        );
+            // The raw path only borrows `stdio`: a fallback below still has it.
+            match raw::start(p, child_plan(p, None), Some(dir.as_raw_fd()), &stdio, false) {
+                Ok(started) => {
+                    // `stdio` stays open here until the report is in: harmless (the child's
+                    // output reaches EOF only at its exit, long after), and a child killed at
+                    // birth leaves it for the fallback.
+                    let mut report = raw::Report::default();
+                    while !report.read_from(&started.report) {}
+                    match raw::conclude(p, started.pid, report.bytes()) {
+                        Ok(pid) => Ok(pid),
+                        Err(e) => fall_back(p, cgroup, Some(stdio), e),
                     }
-                    spawn_command(p, cgroup.map(|c| c.procs), spare)
                 }
-                Err(raw::RawError::KilledAtBirth) => {
-                    log::debug!(
-                        "{:?}: clone3 child was killed at birth (its cgroup saw cgroup.kill); \
-                         spawning through cgroup.procs",
-                        p.argv0()
-                    );
-                    spawn_command(p, cgroup.map(|c| c.procs), spare)
-                }
+                Err(e) => fall_back(p, cgroup, Some(stdio), e),
             }
         }
         _ => spawn_command(p, cgroup.map(|c| c.procs), stdio),
     }
 }
 
-/// Duplicates (CLOEXEC) the descriptors of `stdio`.
-fn dup_stdio(stdio: &Stdio) -> Result<Stdio, SpawnError> {
-    let dup = |fd: &OwnedFd| {
-        fd.try_clone()
-            .map_err(|source| SpawnError::DupFd { source })
-    };
-    Ok(match stdio {
-        Stdio::Combined(fd) => Stdio::Combined(dup(fd)?),
-        Stdio::Separate { stdout, stderr } => Stdio::Separate {
-            stdout: dup(stdout)?,
-            stderr: dup(stderr)?,
-        },
-        Stdio::Null => Stdio::Null,
-    })
+/// How [`spawn_pipelined`] left a child: running (its exec already confirmed, on the `Command`
+/// path), or cloned with its exec still to be confirmed.
+#[derive(Debug)]
+pub enum Launched {
+    Running(u32),
+    Pending(PendingExec),
 }
 
+/// A container's main process whose exec is not confirmed yet ([`spawn_pipelined`]): the read
+/// end of its error pipe (`O_NONBLOCK`, for the event loop) and what names it in an error.
+///
+/// The pipe reaches EOF when the child execs (the write end is `O_CLOEXEC`) or exits; what it
+/// wrote before tells the two apart (see `raw`). [`PendingExec::poll`] reads without waiting;
+/// [`PendingExec::settle`] waits (a child's setup and exec: milliseconds).
+#[derive(Debug)]
+pub struct PendingExec {
+    /// Boxed: moved along with the pending exec, read only if it fails.
+    prepared: Box<Prepared>,
+    pid: u32,
+    pipe: OwnedFd,
+    report: raw::Report,
+}
+
+impl PendingExec {
+    /// The child's pid (valid from the clone on: signals and the reaper may use it).
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The error pipe, to register for readability.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.pipe.as_fd()
+    }
+
+    /// Reads what the child reported so far. `None`: not settled yet. `Some(Ok(()))`: it
+    /// exec'd. `Some(Err(e))`: it did not (exec or setup failure, with the same error as
+    /// [`spawn`] gives; or killed before it ran, which here is an error too, the output pipes
+    /// being gone), and it has been reaped — the caller's reaper must forget its pid.
+    pub fn poll(&mut self) -> Option<Result<(), SpawnError>> {
+        if !self.report.read_from(&self.pipe) {
+            return None;
+        }
+        Some(
+            raw::conclude(&self.prepared, self.pid, self.report.bytes())
+                .map(|_| ())
+                .or_else(|e| fall_back(&self.prepared, None, None, e).map(|_| ())),
+        )
+    }
+
+    /// Waits for the outcome (see [`PendingExec::poll`]).
+    pub fn settle(&mut self) -> Result<(), SpawnError> {
+        loop {
+            if let Some(outcome) = self.poll() {
+                return outcome;
+            }
+            let mut pfd = libc::pollfd {
+                fd: self.pipe.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: poll(2) on one valid pollfd; EINTR and errors just loop to the read,
+            // which reports a broken pipe as complete.
+            unsafe {
+                libc::poll(&mut pfd, 1, -1);
+            }
+        }
+    }
+}
+
+/// Like [`spawn`], but without waiting for the child's exec on the clone3 path: the loop goes on
+/// (another container can be cloned while this one's child execs) and confirms it later through
+/// [`PendingExec`]. Without a cgroup directory, or where clone3 is unusable, the `Command` path
+/// runs as in [`spawn`] and the result is already [`Launched::Running`].
+pub fn spawn_pipelined(
+    p: Prepared,
+    cgroup: Option<CgroupTarget<'_>>,
+    stdio: Stdio,
+) -> Result<Launched, SpawnError> {
+    let dir = cgroup.and_then(|c| c.dir);
+    match dir {
+        Some(dir) if !CLONE3_UNUSABLE.load(std::sync::atomic::Ordering::Relaxed) => {
+            match raw::start(
+                &p,
+                child_plan(&p, None),
+                Some(dir.as_raw_fd()),
+                &stdio,
+                true,
+            ) {
+                Ok(started) => {
+                    // The child holds the only write ends of its output pipes from now on.
+                    drop(stdio);
+                    Ok(Launched::Pending(PendingExec {
+                        prepared: Box::new(p),
+                        pid: started.pid,
+                        pipe: started.report,
+                        report: raw::Report::default(),
+                    }))
+                }
+                Err(e) => fall_back(&p, cgroup, Some(stdio), e).map(Launched::Running),
+            }
+        }
+        _ => spawn_command(&p, cgroup.map(|c| c.procs), stdio).map(Launched::Running),
+    }
+}
+
+/// After the raw path did not produce a running child: the error as is, or the `Command` path
+/// when clone3 is unusable (with the descriptors still here) or the child was killed at birth.
+fn fall_back(
+    p: &Prepared,
+    cgroup: Option<CgroupTarget<'_>>,
+    stdio: Option<Stdio>,
+    e: raw::RawError,
+) -> Result<u32, SpawnError> {
+    let procs = cgroup.map(|c| c.procs);
+    match (e, stdio) {
+        (raw::RawError::Failed(e), _) => Err(e),
+        (raw::RawError::Unsupported(errno), Some(stdio)) => {
+            if !CLONE3_UNUSABLE.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                log::debug!(
+                    "clone3 into a cgroup is unusable here ({errno}); spawning through \
+                     cgroup.procs from now on"
+                );
+            }
+            spawn_command(p, procs, stdio)
+        }
+        (raw::RawError::KilledAtBirth, Some(stdio)) => {
+            log::debug!(
+                "{:?}: clone3 child was killed at birth (its cgroup saw cgroup.kill); \
+                 spawning through cgroup.procs",
+                p.argv0()
+            );
+            spawn_command(p, procs, stdio)
+        }
+        (raw::RawError::Unsupported(_) | raw::RawError::KilledAtBirth, None) => {
+            Err(SpawnError::KilledAtBirth {
+                argv0: p.argv[0].clone(),
+            })
+        }
+    }
+}
+
+/// The `Command` path: std forks, `pre_exec` runs `child_setup` (with the
 /// `cgroup.procs` write), execvp.
 fn spawn_command(
     p: &Prepared,

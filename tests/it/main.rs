@@ -21,6 +21,7 @@ mod pid1;
 mod probes;
 mod reload;
 mod sidecars;
+mod spawn;
 mod supervisor_reload;
 mod top;
 mod upgrade;

@@ -10,6 +10,7 @@ mod hooks;
 mod kubelet;
 mod lifecycle;
 mod operator;
+mod pipeline;
 mod probes;
 mod reasons;
 mod reload;

@@ -15,6 +15,7 @@ use log::{debug, warn};
 use mio::{Interest, Token};
 
 use super::Shell;
+use super::execs::Settled;
 use super::janitor::DEFER;
 use super::kill::kill_tree;
 use super::probes::ProbeRequest;
@@ -28,17 +29,99 @@ use crate::process::{self, Stdio};
 use crate::runtime::slots::{ContainerRuntime, Run};
 use crate::runtime::statefile::{MainInfo, spec_hash};
 
+/// Containers one loop turn starts at most; the rest of the core's queue (in order) waits for
+/// the next turn, which polls without waiting. Keeps a turn — and with it the control socket's
+/// and the reaper's latency — bounded when a config or reload starts thousands of containers,
+/// and lets the exec reports of the first ones (see `execs`) come in between.
+pub(super) const SPAWNS_PER_TURN: u32 = 64;
+
 impl Shell {
     pub(super) fn feed(&mut self, now: Instant, input: Input) {
         self.count_probe(&input);
         self.core.handle(now, input);
     }
 
-    /// Runs every action the core has queued (including those its inputs from here queue).
+    /// Runs the actions the core has queued (including those its inputs from here queue), up to
+    /// this turn's spawn budget: the queue stops before a `Spawn` beyond it.
     pub(super) fn drain_actions(&mut self, now: Instant) {
-        while let Some(action) = self.core.poll_action() {
+        loop {
+            let spawn = matches!(self.core.peek_action(), Some(Action::Spawn { .. }));
+            if spawn && self.spawn_budget == 0 {
+                break;
+            }
+            let Some(action) = self.core.poll_action() else {
+                break;
+            };
+            if spawn {
+                self.spawn_budget -= 1;
+            }
             self.execute(action, now);
         }
+    }
+
+    /// Before a handoff (`vigil upgrade`): every queued action done and every pending exec
+    /// settled, since the next instance knows runs only by pid, not by error pipe. False when a
+    /// start is still unconfirmed after a few rounds (a start failing and restarting at once).
+    pub(super) fn settle_for_handoff(&mut self, now: Instant) -> bool {
+        for _ in 0..4 {
+            self.spawn_budget = u32::MAX;
+            self.drain_actions(now);
+            if self.execs.is_empty() {
+                return true;
+            }
+            for settled in self.execs.settle_all() {
+                self.exec_settled(settled);
+            }
+        }
+        self.drain_actions(now);
+        self.execs.is_empty()
+    }
+
+    /// A pending exec's report pipe is readable.
+    pub(super) fn on_exec_report(&mut self, token: mio::Token) {
+        if let Some(settled) = self.execs.on_readable(token) {
+            self.exec_settled(settled);
+        }
+    }
+
+    /// Feeds the outcome of a pending exec: `Spawned` (the run starts now, when its program
+    /// does), or `SpawnFailed` with the error — the child is already reaped, so the run ends
+    /// here: the reaper forgets it, its cgroup goes to the janitor.
+    fn exec_settled(&mut self, settled: Settled) {
+        let Settled {
+            key,
+            generation,
+            pid,
+            outcome,
+        } = settled;
+        let input = match outcome {
+            Ok(()) => Input::Spawned {
+                key,
+                generation,
+                pid,
+            },
+            Err(e) => {
+                self.reaper.untrack(pid);
+                self.tracker.ended(key);
+                if let Some(run) = self
+                    .slots
+                    .get_mut(&key)
+                    .and_then(|s| s.run.as_mut())
+                    .filter(|r| r.generation == generation)
+                {
+                    run.exited = true;
+                    if let Some(cg) = run.cgroup.take() {
+                        self.janitor.retire(cg.into_inner());
+                    }
+                }
+                Input::SpawnFailed {
+                    key,
+                    generation,
+                    message: e.to_string(),
+                }
+            }
+        };
+        self.feed(Instant::now(), input);
     }
 
     fn execute(&mut self, action: Action, now: Instant) {
@@ -107,6 +190,7 @@ impl Shell {
                 .cancel(key, generation, kind, seq, &mut self.janitor),
             Action::Forget { key } => {
                 self.kill_run(key, None);
+                self.execs.forget(key);
                 self.adopted.forget(key);
                 if let Some(mut slot) = self.slots.remove(&key) {
                     // A run still holding its cgroup goes to the janitor like any finished
@@ -187,7 +271,7 @@ impl Shell {
             .termination_message_path
             .as_deref()
             .and_then(message_stamp);
-        let (pid, out_r, err_r) = match start_main(container, cgroup.as_ref()) {
+        let (launched, out_r, err_r) = match start_main(container, cgroup.as_ref()) {
             Ok(started) => started,
             Err(message) => {
                 if let Some(cg) = cgroup {
@@ -195,6 +279,10 @@ impl Shell {
                 }
                 return failed(message);
             }
+        };
+        let (pid, pending) = match launched {
+            process::Launched::Running(pid) => (pid, None),
+            process::Launched::Pending(exec) => (exec.pid(), Some(exec)),
         };
         self.reaper.track(pid, PidOwner::Main { key, generation });
         let main = MainInfo {
@@ -227,11 +315,17 @@ impl Shell {
             "spawned {}/{} pid {pid} (generation {generation})",
             slot.pod, slot.name
         );
-        Some(Input::Spawned {
-            key,
-            generation,
-            pid,
-        })
+        let Some(exec) = pending else {
+            return Some(Input::Spawned {
+                key,
+                generation,
+                pid,
+            });
+        };
+        // Its exec is confirmed later (`on_exec_report`); the core keeps it `Creating`.
+        let settled = self.execs.add(key, generation, exec)?;
+        self.exec_settled(settled);
+        None
     }
 
     pub(super) fn ensure_slot(
@@ -342,6 +436,15 @@ impl Shell {
         mut exit: ExitInfo,
         now: Instant,
     ) {
+        // Reaped before its exec report was read: the report is complete now (the child is
+        // gone); whether it exec'd decides between `Spawned` then `Exited`, and `SpawnFailed`.
+        if let Some(settled) = self.execs.settle(key, generation) {
+            let failed = settled.outcome.is_err();
+            self.exec_settled(settled);
+            if failed {
+                return;
+            }
+        }
         let mut leftover_cgroup = None;
         let mut pgid = None;
         if let Some(slot) = self.slots.get_mut(&key)
@@ -466,17 +569,18 @@ fn memory_events_fd(cg: &ContainerCgroup) -> BorrowedFd<'_> {
 }
 
 /// Prepares and starts a container's main process with its stdout and stderr on two fresh
-/// pipes; returns its pid and the pipes' read ends, or the message of a failed spawn.
+/// pipes, without waiting for its exec (see `execs`); returns it and the pipes' read ends, or
+/// the message of a failed spawn.
 fn start_main(
     container: &ContainerSpec,
     cgroup: Option<&ContainerCgroup>,
-) -> Result<(u32, OwnedFd, OwnedFd), String> {
+) -> Result<(process::Launched, OwnedFd, OwnedFd), String> {
     let prepared = process::prepare(&container.command, container).map_err(|e| e.to_string())?;
     let ((out_r, out_w), (err_r, err_w)) = process::pipe_nonblocking()
         .and_then(|out| process::pipe_nonblocking().map(|err| (out, err)))
         .map_err(|e| e.to_string())?;
-    let pid = process::spawn(
-        &prepared,
+    let launched = process::spawn_pipelined(
+        prepared,
         cgroup.map(|c| process::CgroupTarget {
             dir: Some(c.dir_fd()),
             procs: c.procs_fd(),
@@ -487,7 +591,7 @@ fn start_main(
         },
     )
     .map_err(|e| e.to_string())?;
-    Ok((pid, out_r, err_r))
+    Ok((launched, out_r, err_r))
 }
 
 /// Inode, mtime and size of a termination message file (not following a final symlink).

@@ -26,6 +26,7 @@
 mod adopt;
 mod capture;
 mod control;
+mod execs;
 mod executor;
 mod janitor;
 mod journal;
@@ -60,6 +61,7 @@ use crate::process;
 use adopt::Adopted;
 use capture::Capture;
 use control::{Control, Mutation};
+use execs::PendingExecs;
 use janitor::{GonePods, Janitor};
 use journal::Journal;
 use notifier::Notifier;
@@ -113,6 +115,10 @@ pub struct Shell {
     cgroups: Option<Manager>,
     slots: HashMap<ContainerKey, ContainerRuntime>,
     reaper: Reaper,
+    /// Main processes cloned whose exec is not confirmed yet.
+    execs: PendingExecs,
+    /// Spawns this loop turn may still start (see `executor::SPAWNS_PER_TURN`).
+    spawn_budget: u32,
     janitor: Janitor,
     /// Cgroup directories of pods removed by reload, until removed.
     gone_pods: GonePods,
@@ -249,6 +255,8 @@ impl Shell {
             cgroups,
             slots: HashMap::new(),
             reaper: Reaper::default(),
+            execs: PendingExecs::new(Rc::clone(&registry)),
+            spawn_budget: executor::SPAWNS_PER_TURN,
             janitor: Janitor::new(Rc::clone(&registry)),
             gone_pods: GonePods::default(),
             capture: Capture::new(Rc::clone(&registry), forward),
@@ -319,6 +327,7 @@ impl Shell {
     fn one_turn(&mut self, events: &Events, now: Instant) -> Option<i32> {
         #[cfg(feature = "fault-injection")]
         self.fault.check(now);
+        self.spawn_budget = executor::SPAWNS_PER_TURN;
         for event in events.iter() {
             self.dispatch(event, now);
         }
@@ -364,6 +373,7 @@ impl Shell {
             Some(Owner::Oom) => self.on_memory_events(token, now),
             Some(Owner::Janitor) => self.janitor.retry(),
             Some(Owner::Adopted) => self.on_adopted(token, now),
+            Some(Owner::Exec) => self.on_exec_report(token),
             Some(Owner::Metrics) => {
                 if let Some(m) = &mut self.metrics {
                     m.on_event(event);
@@ -420,7 +430,7 @@ impl Shell {
         consider(self.notifier.deadline());
         consider(self.janitor.deadline(now));
         consider(self.tracker.deadline());
-        if self.capture.has_more() || self.control.has_backlog() {
+        if self.capture.has_more() || self.control.has_backlog() || self.core.has_actions() {
             consider(Some(now));
         }
         consider(self.control.next_deadline());

@@ -46,6 +46,11 @@ impl Reaper {
         self.pids.insert(pid, owner);
     }
 
+    /// Forgets `pid` (reaped elsewhere: a child whose exec failed, see `execs`).
+    pub fn untrack(&mut self, pid: u32) {
+        self.pids.remove(&pid);
+    }
+
     /// Every tracked pid and its owner (for the handoff of `vigil upgrade`).
     pub fn tracked(&self) -> impl Iterator<Item = (u32, PidOwner)> + '_ {
         self.pids.iter().map(|(p, o)| (*p, *o))

@@ -57,16 +57,20 @@ pub enum Owner {
     Adopted,
     /// The metrics listener or one of its connections.
     Metrics,
+    /// The error pipe of a container whose exec is not confirmed yet (`execs`); the payload is
+    /// the container key.
+    Exec,
 }
 
 impl Owner {
-    const TAGGED: [Owner; 6] = [
+    const TAGGED: [Owner; 7] = [
         Owner::Capture,
         Owner::Oom,
         Owner::Janitor,
         Owner::Probes,
         Owner::Adopted,
         Owner::Metrics,
+        Owner::Exec,
     ];
 
     fn tag(self) -> usize {
@@ -77,6 +81,7 @@ impl Owner {
             Owner::Probes => 4,
             Owner::Adopted => 5,
             Owner::Metrics => 6,
+            Owner::Exec => 7,
             Owner::Signals | Owner::Control | Owner::Stdout => 0,
         }
     }
@@ -142,6 +147,16 @@ pub fn adopted_token(key: ContainerKey) -> Token {
 
 /// The container whose adopted run's pidfd `token` watches.
 pub fn adopted_key(token: Token) -> ContainerKey {
+    ContainerKey((token.0 & PAYLOAD_MASK) as u32)
+}
+
+/// The token of a container's exec report pipe (one per container at most).
+pub fn exec_token(key: ContainerKey) -> Token {
+    Owner::Exec.token(key.0 as usize)
+}
+
+/// The container whose exec report pipe `token` watches.
+pub fn exec_key(token: Token) -> ContainerKey {
     ContainerKey((token.0 & PAYLOAD_MASK) as u32)
 }
 
@@ -275,6 +290,8 @@ mod tests {
         assert_eq!(oom_key(oom_token(key)), key);
         assert_eq!(Owner::of(adopted_token(key)), Some(Owner::Adopted));
         assert_eq!(adopted_key(adopted_token(key)), key);
+        assert_eq!(Owner::of(exec_token(key)), Some(Owner::Exec));
+        assert_eq!(exec_key(exec_token(key)), key);
         for kind in ProbeKind::ALL.into_iter().chain([ProbeKind::Hook]) {
             let t = probe_token(key, kind);
             assert_eq!(Owner::of(t), Some(Owner::Probes));

@@ -110,7 +110,13 @@ impl Shell {
         }
         // Whatever the core asked for in this turn is done by this process (the core's action
         // queue is not part of the state): a SIGUSR2 handled after a reap in the same turn.
-        self.drain_actions(now);
+        // Pending execs are settled too (waiting a few ms at most): the next instance takes over
+        // runs by pid, not by error pipe.
+        if !self.settle_for_handoff(now) {
+            return Err(UpgradeError::Busy(
+                "a container start is waiting for its exec to be confirmed",
+            ));
+        }
         if self.probes.hook_running() {
             return Err(UpgradeError::Busy("a lifecycle hook is running"));
         }
