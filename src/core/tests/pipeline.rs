@@ -118,7 +118,12 @@ fn an_exec_failure_after_a_stop_request_ends_it_without_a_restart() {
         "exec \"/nonexistent\": No such file or directory",
     );
     let key = h.key("b", "app");
-    assert!(h.terminated("b", "app").is_some());
+    let t = h.terminated("b", "app").expect("ended for good");
+    assert_eq!(
+        t.reason,
+        TerminationReason::StartError,
+        "what happened, not the stop"
+    );
     h.advance_to(600.0);
     assert!(!has_spawn(&h.take(), key), "stopped, so not restarted");
 }
