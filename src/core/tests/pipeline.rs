@@ -191,10 +191,10 @@ fn a_pod_removed_by_reload_while_its_exec_is_unconfirmed_is_stopped_then_forgott
 #[test]
 fn an_unconfirmed_init_container_holds_the_next_one_back() {
     let mut p = pod("web", vec![container("app")]);
-    p.init_containers = vec![
+    p.init_containers = shared(vec![
         with_policy(container("i1"), RestartPolicy::OnFailure),
         with_policy(container("i2"), RestartPolicy::OnFailure),
-    ];
+    ]);
     let mut h = Harness::new(config(vec![p]));
     let i1 = h.key("web", "i1");
     let i2 = h.key("web", "i2");
