@@ -214,10 +214,11 @@ impl Manager {
     ) -> Result<Manager, CgroupError> {
         let leaf = root.join(SUPERVISOR_LEAF);
         make_dir(&leaf)?;
-        let others: Vec<i32> = read_procs(&leaf)?
-            .into_iter()
-            .filter(|p| *p != std::process::id() as i32)
-            .collect();
+        let members = read_procs(&leaf)?;
+        let me = std::process::id() as i32;
+        // After a re-exec (`vigil upgrade`) vigil is in the leaf already.
+        let inside = members.contains(&me);
+        let others: Vec<i32> = members.into_iter().filter(|p| *p != me).collect();
         if let Some(pid) = others.first() {
             return Err(CgroupError::BadRoot {
                 path: root,
@@ -229,9 +230,13 @@ impl Manager {
         }
         let moved = origin.is_some();
         if moved {
-            // Writing "0" moves the writing process (all its threads) (cgroup-v2.rst).
-            write_file(&leaf, CGROUP_PROCS, "0")?;
-            debug!("moved vigil into {}", leaf.display());
+            // Writing "0" moves the writing process (all its threads) (cgroup-v2.rst). Not
+            // when it is there already: a migration waits for an RCU grace period (the
+            // threadgroup lock, kernel/cgroup/cgroup.c), milliseconds an upgrade would spend.
+            if !inside {
+                write_file(&leaf, CGROUP_PROCS, "0")?;
+                debug!("moved vigil into {}", leaf.display());
+            }
             // Under Delegate=yes other processes of the unit may share <root>; they must leave
             // it too, or <root> cannot enable controllers.
             for pid in read_procs(&root)? {
@@ -530,6 +535,15 @@ impl Manager {
     }
 }
 
+/// The descriptors of a [`ContainerCgroup`], by number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CgroupFds {
+    pub dir: std::os::fd::RawFd,
+    pub procs: std::os::fd::RawFd,
+    pub events: std::os::fd::RawFd,
+    pub memory_events: Option<std::os::fd::RawFd>,
+}
+
 /// One container's (or exec probe's) cgroup and the descriptors the runtime needs.
 #[derive(Debug)]
 pub struct ContainerCgroup {
@@ -660,6 +674,40 @@ impl ContainerCgroup {
     /// every running container's cgroup while the loop is away).
     pub fn reopen(path: &Path, baseline: OomCounters) -> Result<ContainerCgroup, CgroupError> {
         Self::open_files(path, baseline)
+    }
+
+    /// The descriptor numbers of the open files (`vigil upgrade` hands them over, so that the
+    /// new instance does not look every path up again: [`ContainerCgroup::from_fds`]).
+    pub fn raw_fds(&self) -> CgroupFds {
+        use std::os::fd::AsRawFd;
+        CgroupFds {
+            dir: self.dir.as_raw_fd(),
+            procs: self.procs.as_raw_fd(),
+            events: self.events.as_raw_fd(),
+            memory_events: self.memory_events.as_ref().map(|f| f.as_raw_fd()),
+        }
+    }
+
+    /// The cgroup at `path` from descriptors handed over by `vigil upgrade` (opened by the
+    /// old instance as [`ContainerCgroup::reopen`] does), with its run's OOM baseline.
+    pub fn from_fds(
+        path: PathBuf,
+        dir: std::os::fd::OwnedFd,
+        procs: std::os::fd::OwnedFd,
+        events: std::os::fd::OwnedFd,
+        memory_events: Option<std::os::fd::OwnedFd>,
+        baseline: OomCounters,
+    ) -> ContainerCgroup {
+        ContainerCgroup {
+            path,
+            dir: File::from(dir),
+            procs: File::from(procs),
+            events: File::from(events),
+            memory_events: memory_events.map(File::from),
+            baseline,
+            figures_cache: Cell::new(None),
+            absent: Cell::new(0),
+        }
     }
 
     /// The cgroup directory opened O_RDONLY|O_DIRECTORY (CLOEXEC): the fd

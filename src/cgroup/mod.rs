@@ -31,7 +31,7 @@ pub mod manager;
 use std::io;
 use std::path::PathBuf;
 
-pub use manager::{ContainerCgroup, Manager};
+pub use manager::{CgroupFds, ContainerCgroup, Manager};
 
 /// The limits of one container cgroup, in cgroup v2 terms; `None` (or `false`) leaves the
 /// file alone. See [`limits`] for the value formats.

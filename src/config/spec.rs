@@ -208,8 +208,11 @@ pub struct PodSpec {
     pub depends_on: Vec<Dependency>,
     /// Each container's definition is held once and shared (`Arc`) by every clone of the pod
     /// (the core's, the shell's slots); serde writes an `Arc` as its contents, so the
-    /// serialised form is that of a plain list.
+    /// serialised form is that of a plain list (in a handoff state: indices into its table of
+    /// definitions, `runtime::handoff::specs`).
+    #[serde(with = "crate::runtime::handoff::specs::vec")]
     pub init_containers: Vec<Arc<ContainerSpec>>,
+    #[serde(with = "crate::runtime::handoff::specs::vec")]
     pub containers: Vec<Arc<ContainerSpec>>,
     /// The budget of a whole-pod stop (`core::pod` `Pod::stop_all`): the pod's
     /// `termination_grace_period_seconds` when written, else the longest grace of its

@@ -180,6 +180,7 @@ pub(super) enum SlotState {
 #[derive(serde::Serialize, serde::Deserialize, Debug)]
 pub(super) struct Slot {
     pub key: ContainerKey,
+    #[serde(with = "crate::runtime::handoff::specs::arc")]
     pub spec: Arc<ContainerSpec>,
     pub init: bool,
     pub generation: Generation,

@@ -437,6 +437,48 @@ impl Tracker {
         self.dirty = true;
     }
 
+    /// [`Tracker::started`] with the process's start time already known (`vigil upgrade`:
+    /// recorded by the old instance, so `/proc` is not read for every container again).
+    pub fn started_known(
+        &mut self,
+        key: ContainerKey,
+        label: &str,
+        pid: u32,
+        start: u64,
+        main: MainInfo,
+    ) {
+        self.mains.insert(
+            key,
+            Entry {
+                pid,
+                start,
+                label: label.to_string(),
+                main: Some(main),
+            },
+        );
+        self.seen.remove(&key);
+        self.dirty = true;
+    }
+
+    /// The start time recorded for `key`'s main process `pid`.
+    pub fn start_of(&self, key: ContainerKey, pid: u32) -> Option<u64> {
+        self.mains
+            .get(&key)
+            .filter(|e| e.pid == pid)
+            .map(|e| e.start)
+    }
+
+    /// The file's text as last written (`vigil upgrade` hands it over: the new instance does
+    /// not write the same text again).
+    pub fn written(&self) -> Option<&str> {
+        self.written.as_deref()
+    }
+
+    /// The text the file holds, as the previous instance wrote it.
+    pub fn resume_written(&mut self, text: Option<String>) {
+        self.written = text;
+    }
+
     /// A container's main process was reaped: kill what scans saw of its tree and the rest of
     /// its session (the process group is killed by the caller). With cgroups: forget it.
     pub fn ended(&mut self, key: ContainerKey) {

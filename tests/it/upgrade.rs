@@ -115,6 +115,22 @@ impl Poller {
 }
 
 /// The numbered lines `chat` wrote, as numbers.
+/// vigil's descriptors open on files of the cgroup whose path contains `part`: (number, path).
+fn cgroup_fds(pid: u32, part: &str) -> Vec<(String, PathBuf)> {
+    let mut out: Vec<(String, PathBuf)> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let target = std::fs::read_link(e.path()).ok()?;
+            let s = target.to_string_lossy();
+            (s.contains(part) || s.ends_with(part.trim_end_matches('/')))
+                .then(|| (e.file_name().to_string_lossy().into_owned(), target))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
 fn chat_numbers(v: &Vigil) -> Vec<u64> {
     let out = v.cli(&["logs", "chat"]);
     String::from_utf8_lossy(&out.stdout)
@@ -193,6 +209,8 @@ fn an_upgrade_keeps_pids_restart_counts_back_off_probes_logs_and_the_stopped_pod
     let chat = v.container("chat", "talk");
     let probe_before = last_probe_time(&web);
     let fds_before = std::fs::read_dir(format!("/proc/{me}/fd")).unwrap().count();
+    let cgroup_fds_before = cgroup_fds(me, "/web/app/");
+    assert!(cgroup_fds_before.len() >= 3, "{cgroup_fds_before:?}");
 
     let poller = Poller::start(&v.socket);
     let (ok, text) = upgrade(&v, &["--binary", next.to_str().unwrap()]);
@@ -241,6 +259,10 @@ fn an_upgrade_keeps_pids_restart_counts_back_off_probes_logs_and_the_stopped_pod
     v.wait_for(T, &format!("no more than {fds_before} descriptors"), |_| {
         fd_count() <= fds_before
     });
+
+    // The running containers' cgroups were handed over as open descriptors (the same
+    // numbers, the same files), not looked up again by path.
+    assert_eq!(cgroup_fds(me, "/web/app/"), cgroup_fds_before);
 
     // Probes go on (a new attempt, still ready).
     v.wait_for(T, "a probe attempt after the upgrade", |v| {
@@ -441,8 +463,10 @@ fn a_new_vigil_answers_which_handoff_formats_it_reads() {
         .unwrap();
     assert!(out.status.success());
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["writes"], 1);
-    assert!(v["reads"].as_array().unwrap().contains(&Value::from(1)));
+    assert_eq!(v["writes"], 2);
+    // The first format stays readable (an upgrade from a vigil that wrote it).
+    let reads = v["reads"].as_array().unwrap();
+    assert!(reads.contains(&Value::from(1)) && reads.contains(&Value::from(2)));
 }
 
 #[test]

@@ -172,25 +172,51 @@ pub fn ask_version(path: &Path) -> Result<VersionInfo, BinaryError> {
         .spawn()
         .map_err(|e| failed(format!("cannot run it: {e}")))?;
     let deadline = Instant::now() + VERSION_TIMEOUT;
+    let give_up = |mut child: std::process::Child| {
+        let _ = child.kill();
+        let _ = child.wait();
+        Err(failed(format!(
+            "no answer within {}s",
+            VERSION_TIMEOUT.as_secs()
+        )))
+    };
+    // The answer is read as it comes (poll(2) on the pipe, no sleeping between looks) until
+    // the binary closes its stdout, normally by exiting.
+    let mut out = Vec::new();
+    if let Some(mut stdout) = child.stdout.take() {
+        use std::os::fd::AsFd;
+        let mut buf = [0u8; 512];
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let ms = u16::try_from(left.as_millis().max(1)).unwrap_or(u16::MAX);
+            let mut fds = [nix::poll::PollFd::new(
+                stdout.as_fd(),
+                nix::poll::PollFlags::POLLIN,
+            )];
+            match nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms)) {
+                Ok(0) if left.is_zero() => return give_up(child),
+                Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
+                Ok(_) => {}
+                Err(e) => return Err(failed(format!("waiting for its answer: {e}"))),
+            }
+            match stdout.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) if out.len() < 4096 => out.extend_from_slice(&buf[..n]),
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(failed(format!("reading its answer: {e}"))),
+            }
+        }
+    }
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break status,
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(2)),
-            Ok(None) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(failed(format!(
-                    "no answer within {}s",
-                    VERSION_TIMEOUT.as_secs()
-                )));
-            }
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_micros(100)),
+            Ok(None) => return give_up(child),
             Err(e) => return Err(failed(e.to_string())),
         }
     };
-    let mut out = String::new();
-    if let Some(mut stdout) = child.stdout.take() {
-        let _ = stdout.read_to_string(&mut out);
-    }
+    let out = String::from_utf8_lossy(&out).into_owned();
     if !status.success() {
         return Err(failed(format!(
             "it exited with {status} (not a vigil that can take over?)"

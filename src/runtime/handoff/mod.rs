@@ -3,23 +3,32 @@
 //!
 //! Owns: the state format ([`State`], versioned: [`FORMAT_VERSION`], [`READS`]) and its framing
 //! in an anonymous memory file (`memfd_create(2)`): the magic `VIGILHO\n`, the JSON length as
-//! 8 bytes little-endian, the JSON, then the raw bytes of the log rings ([`Blob`]s point into
-//! them, so megabytes of output are copied, not escaped); checking a binary before exec
-//! ([`binary`]); the exec with the handed-over descriptors' `FD_CLOEXEC` cleared and the
-//! signals vigil handles blocked across it ([`exec`]); and the environment a new instance finds
-//! its handoff in ([`FD_ENV`], [`EXE_FD_ENV`], [`ERROR_ENV`]).
+//! 8 bytes little-endian, the JSON, then the raw bytes of the log rings and their read-time
+//! stamps ([`Blob`]s point into them, so megabytes of output are copied, not escaped);
+//! checking a binary before exec ([`binary`]); the exec with the handed-over descriptors'
+//! `FD_CLOEXEC` cleared and the signals vigil handles blocked across it ([`exec`]); and the
+//! environment a new instance finds its handoff in ([`FD_ENV`], [`EXE_FD_ENV`], [`ERROR_ENV`]).
+//!
+//! The JSON of format 2 is `{"version":2,"specs":[...],"state":{...}}`: each distinct
+//! container definition once in `specs`, and its index wherever the state holds it
+//! ([`specs`]). Format 1 was the state alone, every definition written in full four times
+//! (the config, the core's pod, the core's slot, the shell's slot). Descriptors handed over
+//! besides the listening socket and the pipes: each running container's cgroup files (format
+//! 2; a format-1 state's cgroups are opened again by path).
 //!
 //! Must not: decide what a container's state means (the core's, carried as is), or touch a
 //! descriptor beyond clearing and restoring `FD_CLOEXEC` on those it is given — until
 //! `execve` succeeds the old process keeps every descriptor and all its state, so a failed
 //! exec changes nothing.
 //!
-//! Compatibility: a build reads every version in [`READS`]; `tests/data/handoff-v1.bin` is a
-//! state written by the first version and must stay readable (tests/it/upgrade.rs).
+//! Compatibility: a build reads every version in [`READS`]; `tests/data/handoff-v1.bin` and
+//! `tests/data/handoff-v2.bin` are states written by those versions' builds and must stay
+//! readable (`tests.rs`).
 
 pub mod binary;
 pub mod exec;
 pub mod mono;
+pub mod specs;
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
@@ -29,16 +38,16 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cgroup::OomCounters;
+use crate::cgroup::{CgroupFds, OomCounters};
 use crate::config::ConfigSource;
 use crate::config::spec::{Config, ContainerSpec};
 use crate::core::{ContainerKey, Generation, Supervisor};
 use crate::logs::ring::RingMeta;
 
 /// The state format this build writes.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 /// The state formats this build reads.
-pub const READS: &[u32] = &[1];
+pub const READS: &[u32] = &[1, 2];
 /// The first bytes of a handoff file.
 pub const MAGIC: &[u8; 8] = b"VIGILHO\n";
 /// The descriptor number of the handoff file, in the new instance's environment.
@@ -141,6 +150,10 @@ pub struct State<Core = Supervisor, Cfg = Config> {
     pub started_at: std::time::Instant,
     /// How many upgrades this process has been through.
     pub upgrades: u32,
+    /// The state file's text as last written (since format 2): the new instance does not
+    /// write the same text again.
+    #[serde(default)]
+    pub statefile_text: Option<String>,
 }
 
 impl<Core, Cfg> State<Core, Cfg> {
@@ -170,6 +183,7 @@ impl<Core, Cfg> State<Core, Cfg> {
             stop_signals,
             started_at,
             upgrades,
+            statefile_text,
         } = self;
         let rest = State {
             version,
@@ -195,6 +209,7 @@ impl<Core, Cfg> State<Core, Cfg> {
             stop_signals,
             started_at,
             upgrades,
+            statefile_text,
         };
         (core, rest)
     }
@@ -206,13 +221,56 @@ pub struct SlotState {
     pub key: ContainerKey,
     pub pod: String,
     pub name: String,
+    #[serde(with = "specs::arc")]
     pub spec: Arc<ContainerSpec>,
     /// The definition's hash recorded at its last spawn (for adoption after a crash).
     pub spec_hash: u64,
+    /// The ring's bookkeeping; its stamps travel in `stamps` and `previous_stamps` since
+    /// format 2 (format 1 wrote them here, as JSON numbers).
     pub ring: RingMeta,
     pub current: Blob,
     pub previous: Blob,
+    /// The ring's read-time stamps, 16 bytes each ([`stamps_blob`]).
+    #[serde(default)]
+    pub stamps: Blob,
+    #[serde(default)]
+    pub previous_stamps: Blob,
     pub run: Option<RunState>,
+}
+
+/// Log ring stamps `(offset, wall-clock nanoseconds)` as raw bytes: 8 bytes little-endian
+/// each.
+pub fn stamps_blob(blobs: &mut Blobs, stamps: &[(u64, i64)]) -> Blob {
+    let at = blobs.0.len() as u64;
+    blobs.0.reserve(stamps.len() * 16);
+    for (offset, nanos) in stamps {
+        blobs.0.extend_from_slice(&offset.to_le_bytes());
+        blobs.0.extend_from_slice(&nanos.to_le_bytes());
+    }
+    Blob {
+        at,
+        len: blobs.0.len() as u64 - at,
+    }
+}
+
+/// The stamps of [`stamps_blob`] (`None` when out of range or not a whole number of them).
+pub fn stamps_of(area: &[u8], b: Blob) -> Option<Vec<(u64, i64)>> {
+    let bytes = blob(area, b)?;
+    if bytes.len() % 16 != 0 {
+        return None;
+    }
+    Some(
+        bytes
+            .chunks_exact(16)
+            .map(|c| {
+                let mut o = [0u8; 8];
+                let mut n = [0u8; 8];
+                o.copy_from_slice(&c[..8]);
+                n.copy_from_slice(&c[8..]);
+                (u64::from_le_bytes(o), i64::from_le_bytes(n))
+            })
+            .collect(),
+    )
 }
 
 /// A slot's run.
@@ -226,6 +284,14 @@ pub struct RunState {
     pub oom_seen: OomCounters,
     pub exited: bool,
     pub message_stamp: Option<(u64, i64, i64, u64)>,
+    /// The cgroup's open descriptors, handed over (since format 2; without them the new
+    /// instance opens the cgroup again by path).
+    #[serde(default)]
+    pub cgroup_fds: Option<CgroupFds>,
+    /// The main process's start time as the state file records it (since format 2; without
+    /// it the new instance reads `/proc/PID/stat`).
+    #[serde(default)]
+    pub proc_start: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
@@ -286,18 +352,28 @@ pub enum ReadError {
     },
 }
 
-/// Writes `state` and the blob area into a new memory file (close-on-exec until handed over).
+/// Writes `state` and the blob area into a new memory file (close-on-exec until handed over),
+/// in the format [`FORMAT_VERSION`]: `{"version":2,"specs":[...],"state":{...}}`, each
+/// container definition once in `specs` ([`specs`]).
 pub fn write<C: Serialize, F: Serialize>(state: &State<C, F>, blobs: Blobs) -> io::Result<OwnedFd> {
-    let json = serde_json::to_vec(state).map_err(io::Error::other)?;
+    let table = specs::Writing::start();
+    let body = serde_json::to_vec(state).map_err(io::Error::other)?;
+    let table = table.finish();
     let fd =
         nix::sys::memfd::memfd_create(c"vigil-handoff", nix::sys::memfd::MFdFlags::MFD_CLOEXEC)
             .map_err(io::Error::from)?;
-    let mut file = File::from(fd);
-    let mut head = Vec::with_capacity(16);
+    let open = format!("{{\"version\":{FORMAT_VERSION},\"specs\":");
+    let len = open.len() + table.len() + b",\"state\":".len() + body.len() + 1;
+    let mut head = Vec::with_capacity(16 + len - body.len());
     head.extend_from_slice(MAGIC);
-    head.extend_from_slice(&(json.len() as u64).to_le_bytes());
+    head.extend_from_slice(&(len as u64).to_le_bytes());
+    head.extend_from_slice(open.as_bytes());
+    head.extend_from_slice(&table);
+    head.extend_from_slice(b",\"state\":");
+    let mut file = File::from(fd);
     file.write_all(&head)?;
-    file.write_all(&json)?;
+    file.write_all(&body)?;
+    file.write_all(b"}")?;
     file.write_all(&blobs.0)?;
     file.seek(SeekFrom::Start(0))?;
     Ok(OwnedFd::from(file))
@@ -321,14 +397,24 @@ pub fn read(fd: &OwnedFd) -> Result<(State, Vec<u8>), ReadError> {
     file.seek(SeekFrom::Start(0)).map_err(io)?;
     let mut bytes = Vec::with_capacity(size as usize);
     file.read_to_end(&mut bytes).map_err(io)?;
-    parse(&bytes).map_err(|e| match e {
+    let (state, end) = parse_state(&bytes).map_err(|e| match e {
         ReadError::Framing { what, .. } => ReadError::Framing { fd: raw, what },
         other => other,
-    })
+    })?;
+    // The blob area, without copying it again.
+    bytes.drain(..end);
+    Ok((state, bytes))
 }
 
 /// Parses the bytes of a handoff file (see [`read`]).
+#[cfg(test)]
 pub fn parse(bytes: &[u8]) -> Result<(State, Vec<u8>), ReadError> {
+    let (state, end) = parse_state(bytes)?;
+    Ok((state, bytes[end..].to_vec()))
+}
+
+/// The state, and where the blob area begins.
+fn parse_state(bytes: &[u8]) -> Result<(State, usize), ReadError> {
     let framing = |what: &str| ReadError::Framing {
         fd: -1,
         what: what.to_string(),
@@ -345,21 +431,53 @@ pub fn parse(bytes: &[u8]) -> Result<(State, Vec<u8>), ReadError> {
         .filter(|e| *e <= bytes.len())
         .ok_or_else(|| framing("the state's length runs past the end of the file"))?;
     let json = &bytes[16..end];
-    #[derive(Deserialize)]
-    struct Versioned {
-        version: u32,
-    }
-    let v: Versioned =
-        serde_json::from_slice(json).map_err(|e| framing(&format!("no format version: {e}")))?;
-    if !READS.contains(&v.version) {
-        return Err(ReadError::Version { found: v.version });
+    let version = match leading_version(json) {
+        Some(v) => v,
+        None => {
+            #[derive(Deserialize)]
+            struct Versioned {
+                version: u32,
+            }
+            let v: Versioned = serde_json::from_slice(json)
+                .map_err(|e| framing(&format!("no format version: {e}")))?;
+            v.version
+        }
+    };
+    if !READS.contains(&version) {
+        return Err(ReadError::Version { found: version });
     }
     log::debug!("upgrade: the state is {} bytes of JSON", json.len());
-    let state: State = serde_json::from_slice(json).map_err(|source| ReadError::Parse {
-        version: v.version,
-        source,
-    })?;
-    Ok((state, bytes[end..].to_vec()))
+    let parse_error = |source| ReadError::Parse { version, source };
+    let state: State = if version == 1 {
+        // Every definition in full where it is held.
+        serde_json::from_slice(json).map_err(parse_error)?
+    } else {
+        #[derive(Deserialize)]
+        struct Doc {
+            #[allow(dead_code)]
+            version: u32,
+            /// Read first (it comes first): the table the state's indices refer to.
+            #[serde(deserialize_with = "specs::install")]
+            #[allow(dead_code)]
+            specs: (),
+            state: State,
+        }
+        let _table = specs::Reading::start();
+        let doc: Doc = serde_json::from_slice(json).map_err(parse_error)?;
+        doc.state
+    };
+    Ok((state, end))
+}
+
+/// The version of a state that begins `{"version":N,` (as every version writes it), without
+/// reading the rest.
+fn leading_version(json: &[u8]) -> Option<u32> {
+    let rest = json.strip_prefix(br#"{"version":"#)?;
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 || rest.get(digits) != Some(&b',') {
+        return None;
+    }
+    std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()
 }
 
 /// The bytes of `blob` in `area` (empty when out of range).

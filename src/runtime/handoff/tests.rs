@@ -1,5 +1,6 @@
-//! The handoff format: round trip, refusals, and the first version's fixture
-//! (`tests/data/handoff-v1.bin`), which every later vigil must still read.
+//! The handoff format: round trip, refusals, and each version's fixture
+//! (`tests/data/handoff-v1.bin`, `tests/data/handoff-v2.bin`), which every later vigil must
+//! still read.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -96,9 +97,15 @@ fn sample(now: Instant) -> (State, Blobs) {
     let mut ring = crate::logs::LogBuffer::new(1024);
     ring.new_run();
     ring.push(b"hello from web/app\n");
-    let (meta, (a, b), prev) = ring.parts();
+    let (mut meta, (a, b), prev) = ring.parts();
     let current = blobs.push(&[a, b]);
     let previous = blobs.push(&[prev]);
+    // As an upgrade writes them (since format 2): the stamps in the blob area.
+    if meta.stamps.is_empty() {
+        meta.stamps = vec![(0, 1_700_000_000_000_000_000)];
+    }
+    let stamps = stamps_blob(&mut blobs, &std::mem::take(&mut meta.stamps));
+    let previous_stamps = stamps_blob(&mut blobs, &std::mem::take(&mut meta.previous_stamps));
     let spec = config.pods[1].containers[0].clone();
     let state = State {
         version: FORMAT_VERSION,
@@ -119,6 +126,8 @@ fn sample(now: Instant) -> (State, Blobs) {
             ring: meta,
             current,
             previous,
+            stamps,
+            previous_stamps,
             run: Some(RunState {
                 generation: gen_of(web),
                 pid: Some(1001),
@@ -127,6 +136,13 @@ fn sample(now: Instant) -> (State, Blobs) {
                 oom_seen: OomCounters::default(),
                 exited: false,
                 message_stamp: None,
+                cgroup_fds: Some(CgroupFds {
+                    dir: 15,
+                    procs: 16,
+                    events: 17,
+                    memory_events: None,
+                }),
+                proc_start: Some(777),
             }),
         }],
         pipes: vec![PipeState {
@@ -159,6 +175,7 @@ fn sample(now: Instant) -> (State, Blobs) {
         stop_signals: 0,
         started_at: now - Duration::from_secs(60),
         upgrades: 1,
+        statefile_text: Some("1001 777 web/app\n".into()),
     };
     (state, blobs)
 }
@@ -172,8 +189,8 @@ fn bytes_of(state: &State, blobs: Blobs) -> Vec<u8> {
 }
 
 /// What every readable state must show of the sample (whatever version wrote it).
-fn assert_is_the_sample(state: State, blobs: &[u8]) {
-    assert_eq!(state.version, 1);
+fn assert_is_the_sample(state: State, blobs: &[u8], version: u32) {
+    assert_eq!(state.version, version);
     assert_eq!(state.config.pods.len(), 2);
     assert_eq!(state.listener_fd, 5);
     assert_eq!(state.requester.as_ref().map(|r| r.id.as_str()), Some("7"));
@@ -204,6 +221,16 @@ fn assert_is_the_sample(state: State, blobs: &[u8]) {
     assert_eq!(rest.mains[0].pid, 1001);
     assert_eq!(rest.slots[0].spec_hash, 42);
     assert_eq!(rest.adopted[0].pidfd, 14);
+    if version >= 2 {
+        let run = rest.slots[0].run.as_ref().unwrap();
+        assert_eq!(run.cgroup_fds.map(|f| f.events), Some(17));
+        assert_eq!(run.proc_start, Some(777));
+        assert_eq!(
+            stamps_of(blobs, slot.stamps).unwrap(),
+            vec![(0, 1_700_000_000_000_000_000)]
+        );
+        assert!(rest.statefile_text.is_some());
+    }
 }
 
 #[test]
@@ -216,7 +243,7 @@ fn a_state_round_trips_through_the_memory_file() {
         mono::to_nanos(back.started_at),
         mono::to_nanos(state.started_at)
     );
-    assert_is_the_sample(back, &area);
+    assert_is_the_sample(back, &area, FORMAT_VERSION);
 }
 
 #[test]
@@ -233,7 +260,7 @@ fn a_state_of_an_unknown_version_is_refused_naming_both_versions() {
     let e = parse(&other).unwrap_err();
     assert!(matches!(e, ReadError::Version { found: 99 }), "{e}");
     let msg = e.to_string();
-    assert!(msg.contains("99") && msg.contains("version 1"), "{msg}");
+    assert!(msg.contains("99") && msg.contains("versions 1, 2"), "{msg}");
 }
 
 #[test]
@@ -256,18 +283,98 @@ fn truncated_or_foreign_bytes_are_refused() {
     ));
 }
 
-const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/handoff-v1.bin");
+/// The state of `version` in `tests/data/handoff-vN.bin`, written by that version's build
+/// (by `VIGIL_WRITE_HANDOFF_FIXTURE=1 cargo test handoff` when missing; never rewritten).
+fn fixture(version: u32) -> Vec<u8> {
+    let path = format!(
+        "{}/tests/data/handoff-v{version}.bin",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    if version == FORMAT_VERSION
+        && std::env::var_os("VIGIL_WRITE_HANDOFF_FIXTURE").is_some()
+        && !Path::new(&path).exists()
+    {
+        let (state, blobs) = sample(Instant::now());
+        std::fs::write(&path, bytes_of(&state, blobs)).unwrap();
+    }
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
 
 /// The state written by the first handoff version: every later vigil reads it (add a new
-/// version to `READS` and a conversion, never drop this one). Written once by
-/// `VIGIL_WRITE_HANDOFF_FIXTURE=1 cargo test handoff` when missing; never rewritten.
+/// version to `READS` and a conversion, never drop this one).
 #[test]
 fn the_first_versions_state_is_still_read() {
-    if std::env::var_os("VIGIL_WRITE_HANDOFF_FIXTURE").is_some() && !Path::new(FIXTURE).exists() {
-        let (state, blobs) = sample(Instant::now());
-        std::fs::write(FIXTURE, bytes_of(&state, blobs)).unwrap();
-    }
-    let bytes = std::fs::read(FIXTURE).unwrap();
+    let (state, area) = parse(&fixture(1)).unwrap();
+    assert_is_the_sample(state, &area, 1);
+}
+
+/// The state written by the second version (each definition once): read by every later vigil.
+#[test]
+fn the_second_versions_state_is_still_read() {
+    let bytes = fixture(2);
+    let json_len = u64::from_le_bytes(bytes[8..16].try_into().unwrap()) as usize;
+    assert!(bytes[16..].starts_with(br#"{"version":2,"specs":["#));
     let (state, area) = parse(&bytes).unwrap();
-    assert_is_the_sample(state, &area);
+    assert_eq!(area.len(), bytes.len() - 16 - json_len);
+    assert_is_the_sample(state, &area, 2);
+}
+
+/// Format 2 writes each distinct container definition once, whichever of the config, the
+/// core's pods, the core's slots and the shell's slots holds it; the reader gives the core's
+/// slot and the shell's slot one shared definition again, equal to the config's.
+#[test]
+fn a_version_2_state_holds_each_definition_once_and_reads_back_equal() {
+    let (state, blobs) = sample(Instant::now());
+    let bytes = bytes_of(&state, blobs);
+    let json_len = u64::from_le_bytes(bytes[8..16].try_into().unwrap()) as usize;
+    let doc: serde_json::Value = serde_json::from_slice(&bytes[16..16 + json_len]).unwrap();
+    let table = doc["specs"].as_array().unwrap();
+    // Two containers, two definitions: not one per place that holds them.
+    assert_eq!(table.len(), 2, "{table:?}");
+    let text = String::from_utf8_lossy(&bytes[16..16 + json_len]);
+    assert_eq!(text.matches(r#""stop_signal_name":"#).count(), 2, "{text}");
+    let (back, _) = parse(&bytes).unwrap();
+    assert_eq!(back.config, state.config);
+    let shell_spec = back.slots[0].spec.clone();
+    assert_eq!(*shell_spec, *state.config.pods[1].containers[0]);
+    let (core, _) = back.split_core();
+    let pods = core.pods(Instant::now());
+    let web = &pods.iter().find(|p| p.name == "web").unwrap().containers[0];
+    assert!(Arc::ptr_eq(&web.spec, &shell_spec));
+    let crash = &pods.iter().find(|p| p.name == "crash").unwrap().containers[0];
+    assert_eq!(*crash.spec, *state.config.pods[0].containers[0]);
+}
+
+/// Outside a handoff (no table on the thread) a definition is written and read in full, as
+/// before: the config's other uses of serde are unchanged.
+#[test]
+fn outside_a_handoff_definitions_are_written_in_full() {
+    let (state, _) = sample(Instant::now());
+    let pod = &state.config.pods[0];
+    let json = serde_json::to_string(pod).unwrap();
+    assert!(json.contains(r#""command":"#), "{json}");
+    let back: crate::config::spec::PodSpec = serde_json::from_str(&json).unwrap();
+    assert_eq!(&back, pod);
+    // An index where no table is: a clear error, not a definition made up.
+    let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    v["containers"] = serde_json::json!([0]);
+    let e = serde_json::from_value::<crate::config::spec::PodSpec>(v).unwrap_err();
+    assert!(e.to_string().contains("index"), "{e}");
+}
+
+/// An index past the end of the table is refused (a corrupt state), naming it.
+#[test]
+fn an_index_past_the_table_is_refused() {
+    let (state, blobs) = sample(Instant::now());
+    let bytes = bytes_of(&state, blobs);
+    let json_len = u64::from_le_bytes(bytes[8..16].try_into().unwrap()) as usize;
+    let mut v: serde_json::Value = serde_json::from_slice(&bytes[16..16 + json_len]).unwrap();
+    v["state"]["slots"][0]["spec"] = 7.into();
+    let json = serde_json::to_vec(&v).unwrap();
+    let mut other = MAGIC.to_vec();
+    other.extend_from_slice(&(json.len() as u64).to_le_bytes());
+    other.extend_from_slice(&json);
+    let e = parse(&other).unwrap_err();
+    assert!(matches!(e, ReadError::Parse { version: 2, .. }), "{e}");
+    assert!(e.to_string().contains("definition 7"), "{e}");
 }

@@ -189,10 +189,17 @@ impl Shell {
                 state.listener_fd
             )))
         })?;
+        let t0 = Instant::now();
         let (mut core, state) = state.split_core();
         core.after_handoff();
+        let t1 = Instant::now();
         let resumed = Resumed { listener, core };
         let mut shell = Self::start(state.config.clone(), state.source.clone(), Some(resumed))?;
+        debug!(
+            "upgrade: core indexed in {:.1} ms, components started in {:.1} ms",
+            (t1 - t0).as_secs_f64() * 1e3,
+            t1.elapsed().as_secs_f64() * 1e3
+        );
         drop(super::handoff::own_fd(state.listener_fd));
         shell.take_over(state, blobs, error);
         Ok(shell)

@@ -169,10 +169,22 @@ impl Shell {
     ) {
         let mut blobs = Blobs::default();
         let mut slots: Vec<SlotState> = Vec::with_capacity(self.slots.len());
+        let mut cgroup_fds = Vec::new();
         for (key, slot) in &self.slots {
-            let (ring, (a, b), previous) = slot.log.buffer.parts();
+            let (mut ring, (a, b), previous) = slot.log.buffer.parts();
             let current = blobs.push(&[a, b]);
             let previous = blobs.push(&[previous]);
+            // Raw bytes, not JSON numbers.
+            let stamps = handoff::stamps_blob(&mut blobs, &std::mem::take(&mut ring.stamps));
+            let previous_stamps =
+                handoff::stamps_blob(&mut blobs, &std::mem::take(&mut ring.previous_stamps));
+            let fds_of = |r: &Run| {
+                let fds = r.cgroup.as_deref()?.raw_fds();
+                cgroup_fds.extend([fds.dir, fds.procs, fds.events]);
+                cgroup_fds.extend(fds.memory_events);
+                Some(fds)
+            };
+            let run_fds = slot.run.as_ref().and_then(fds_of);
             slots.push(SlotState {
                 key: *key,
                 pod: slot.pod.clone(),
@@ -182,6 +194,8 @@ impl Shell {
                 ring,
                 current,
                 previous,
+                stamps,
+                previous_stamps,
                 run: slot.run.as_ref().map(|r| RunState {
                     generation: r.generation,
                     pid: r.pid,
@@ -194,11 +208,14 @@ impl Shell {
                     oom_seen: r.oom_seen,
                     exited: r.exited,
                     message_stamp: r.message_stamp,
+                    cgroup_fds: run_fds,
+                    proc_start: r.pid.and_then(|pid| self.tracker.start_of(*key, pid)),
                 }),
             });
         }
         slots.sort_by_key(|s| s.key);
         let mut fds = vec![self.control.listener_fd()];
+        fds.extend(cgroup_fds);
         let pipes: Vec<PipeState> = self
             .capture
             .pipe_fds()
@@ -286,6 +303,7 @@ impl Shell {
             stop_signals: self.stop_signals,
             started_at: self.started_at,
             upgrades: self.upgrades + 1,
+            statefile_text: self.tracker.written().map(str::to_string),
         };
         (state, blobs, fds)
     }
@@ -296,6 +314,7 @@ impl Shell {
     pub(super) fn take_over(&mut self, state: State<()>, blobs: &[u8], error: Option<&str>) {
         let now = Instant::now();
         let sup = self.config.supervisor.clone();
+        let mut starts = std::collections::HashMap::new();
         for s in state.slots {
             let (mut log, err) = ContainerLog::new(&s.pod, &s.name, &sup);
             if let Some(e) = err {
@@ -305,7 +324,14 @@ impl Shell {
             let previous = handoff::blob(blobs, s.previous)
                 .unwrap_or_default()
                 .to_vec();
-            match LogBuffer::from_parts(s.ring, current, previous) {
+            let mut ring = s.ring;
+            // Format 1 kept the stamps in the ring's bookkeeping; format 2 in the blob area.
+            if s.stamps.len > 0 || s.previous_stamps.len > 0 {
+                ring.stamps = handoff::stamps_of(blobs, s.stamps).unwrap_or_default();
+                ring.previous_stamps =
+                    handoff::stamps_of(blobs, s.previous_stamps).unwrap_or_default();
+            }
+            match LogBuffer::from_parts(ring, current, previous) {
                 Some(b) => log.buffer = b,
                 None => warn!(
                     "{}/{}: the log ring handed over does not add up; starting it empty",
@@ -313,15 +339,25 @@ impl Shell {
                 ),
             }
             let run = s.run.map(|r| {
-                let cgroup =
-                    r.cgroup
-                        .and_then(|p| match ContainerCgroup::reopen(&p, r.oom_baseline) {
-                            Ok(cg) => Some(self.watch_memory_events(s.key, cg)),
-                            Err(e) => {
-                                warn!("{}/{}: {e}", s.pod, s.name);
-                                None
-                            }
-                        });
+                if let (Some(pid), Some(start)) = (r.pid, r.proc_start) {
+                    starts.insert(s.key, (pid, start));
+                }
+                let cgroup = r.cgroup.and_then(|p| {
+                    let cg = match r
+                        .cgroup_fds
+                        .and_then(|fds| inherited_cgroup(&p, fds, r.oom_baseline))
+                    {
+                        Some(cg) => Ok(cg),
+                        None => ContainerCgroup::reopen(&p, r.oom_baseline),
+                    };
+                    match cg {
+                        Ok(cg) => Some(self.watch_memory_events(s.key, cg)),
+                        Err(e) => {
+                            warn!("{}/{}: {e}", s.pod, s.name);
+                            None
+                        }
+                    }
+                });
                 Run {
                     generation: r.generation,
                     pid: r.pid,
@@ -377,9 +413,15 @@ impl Shell {
                     restarts: self.core.restart_count(*key).unwrap_or(0),
                 };
                 let label = format!("{}/{}", slot.pod, slot.name);
-                self.tracker.started(*key, &label, pid, main);
+                match starts.get(key) {
+                    Some((p, start)) if *p == pid => {
+                        self.tracker.started_known(*key, &label, pid, *start, main)
+                    }
+                    _ => self.tracker.started(*key, &label, pid, main),
+                }
             }
         }
+        self.tracker.resume_written(state.statefile_text);
         for a in state.adopted {
             match handoff::own_fd(a.pidfd) {
                 Some(fd) => {
@@ -469,6 +511,30 @@ impl Shell {
         }
         self.reap(now);
     }
+}
+
+/// A running container's cgroup from the descriptors the old instance handed over (`None`
+/// when one of them was not: then it is opened again by path).
+fn inherited_cgroup(
+    path: &std::path::Path,
+    fds: crate::cgroup::CgroupFds,
+    baseline: crate::cgroup::OomCounters,
+) -> Option<ContainerCgroup> {
+    let dir = handoff::own_fd(fds.dir);
+    let procs = handoff::own_fd(fds.procs);
+    let events = handoff::own_fd(fds.events);
+    let memory_events = fds.memory_events.map(handoff::own_fd);
+    if memory_events.as_ref().is_some_and(Option::is_none) {
+        return None;
+    }
+    Some(ContainerCgroup::from_fds(
+        path.to_path_buf(),
+        dir?,
+        procs?,
+        events?,
+        memory_events.flatten(),
+        baseline,
+    ))
 }
 
 /// Best effort, never blocking: a short line to a client that is waiting for it.
