@@ -100,6 +100,20 @@ fn core_harness_drives_restarts() {
     );
 }
 
+#[test]
+fn core_harness_adopts_running_containers_and_ends_them_with_an_unknown_status() {
+    // Adopt always/app, onfailure/job, never/one and never/two; then let them exit and time
+    // pass, repeatedly.
+    let mut data = vec![0xAD, 0x0F, 5, 1, 6, 2, 7, 0, 8, 3];
+    data.extend([6u8, 0, 0, 0, 2, 4, 0, 0].repeat(20));
+    let (spawns, adopted) = harness::core_sequence_counts(&data);
+    assert!(adopted >= 3, "only {adopted} runs adopted");
+    assert!(
+        spawns > adopted,
+        "nothing restarted after the adopted runs ended"
+    );
+}
+
 #[cfg(feature = "kubernetes")]
 #[test]
 fn manifest_corpus_replays_without_panic() {

@@ -366,7 +366,26 @@ struct World {
     exit_code: Option<i32>,
     spawns: u64,
     terminations: u64,
+    /// Runs adopted at start (left by an earlier vigil that died): not children, so their
+    /// exit status is unknown when they end.
+    adopted: HashSet<(ContainerKey, Generation)>,
+    adoptions: u64,
 }
+
+/// An input beginning with this byte first adopts running containers (`Supervisor::adopt`,
+/// as a vigil restarted after a crash does): then a mask of which, and per adopted one its
+/// age in seconds and restart count.
+const ADOPT: u8 = 0xAD;
+/// The containers an input may ask to adopt, by mask bit (an init container is refused by
+/// the core unless it is a sidecar; "nope" is not a container).
+const ADOPTABLE: &[(&str, &str)] = &[
+    ("always", "app"),
+    ("onfailure", "job"),
+    ("never", "one"),
+    ("never", "two"),
+    ("always", "init"),
+    ("nope", "app"),
+];
 
 impl World {
     fn new() -> World {
@@ -391,14 +410,51 @@ impl World {
             exit_code: None,
             spawns: 0,
             terminations: 0,
+            adopted: HashSet::new(),
+            adoptions: 0,
         };
         for name in ["one"] {
             if let Some(key) = world.sup.container_key("never", name) {
                 world.never_keys.insert(key);
             }
         }
-        world.drain();
         world
+    }
+
+    /// Right after `Supervisor::new`, before its first actions are drained: the containers
+    /// the input names are adopted running, each with a pid, a start in the past and the
+    /// restart count the earlier vigil recorded.
+    fn adopt(&mut self, b: &mut Bytes) {
+        let mask = b.u8();
+        for (i, (pod, name)) in ADOPTABLE.iter().enumerate() {
+            if mask & (1 << i) == 0 {
+                continue;
+            }
+            let age = Duration::from_secs(u64::from(b.u8()));
+            let restarts = u32::from(b.u8() % 8);
+            let Some(key) = self.sup.container_key(pod, name) else {
+                continue;
+            };
+            self.next_pid += 1;
+            let pid = self.next_pid;
+            let now = self.now();
+            let Some(generation) = self.sup.adopt(now, key, pid, now - age, restarts) else {
+                continue; // the runtime kills it; the container starts as usual
+            };
+            let prev = self.generations.get(&key).copied().unwrap_or(0);
+            assert!(
+                generation > prev,
+                "an adopted run's generation did not increase"
+            );
+            self.generations.insert(key, generation);
+            if self.never_keys.contains(&key) {
+                self.never_spawned.insert(key);
+            }
+            self.live.insert((key, generation));
+            self.adopted.insert((key, generation));
+            self.spawns += 1;
+            self.adoptions += 1;
+        }
     }
 
     fn now(&self) -> Instant {
@@ -517,6 +573,15 @@ impl World {
     }
 
     fn exit_run(&mut self, run: (ContainerKey, Generation), exit: ExitInfo) {
+        // An adopted run is not vigil's child: its end is seen, its exit status is not.
+        let exit = if self.adopted.remove(&run) {
+            ExitInfo {
+                status_unknown: true,
+                ..ExitInfo::default()
+            }
+        } else {
+            exit
+        };
         self.live.remove(&run);
         self.killed.remove(&run);
         self.probes.retain(|p| (p.0, p.1) != run);
@@ -789,7 +854,9 @@ impl World {
 /// The core state machine fed an arbitrary sequence of inputs, commands and `now` values.
 /// Invariants: no panic; at most one live generation per container; generations increase;
 /// restart_count never decreases; a `Never` container is restarted only on request; a forced
-/// shutdown ends with `Exit` and no live run, every spawn matched by one termination.
+/// shutdown ends with `Exit` and no live run, every spawn matched by one termination. An input
+/// beginning [`ADOPT`] first adopts running containers (their ends reported with an unknown
+/// exit status), under the same invariants (an adopted run counts as a spawn).
 pub fn core_sequence(data: &[u8]) {
     core_sequence_spawns(data);
 }
@@ -797,13 +864,24 @@ pub fn core_sequence(data: &[u8]) {
 /// [`core_sequence`], returning how many runs the core spawned (to check that the harness
 /// really drives the core).
 pub fn core_sequence_spawns(data: &[u8]) -> u64 {
+    core_sequence_counts(data).0
+}
+
+/// [`core_sequence`], returning how many runs were spawned (adopted ones included) and how
+/// many were adopted.
+pub fn core_sequence_counts(data: &[u8]) -> (u64, u64) {
     let mut world = World::new();
     let mut bytes = Bytes(data);
+    if data.first() == Some(&ADOPT) {
+        bytes.u8();
+        world.adopt(&mut bytes);
+    }
+    world.drain();
     let mut steps = 0;
     while !bytes.is_empty() && steps < 2000 {
         world.step(&mut bytes);
         steps += 1;
     }
     world.finish();
-    world.spawns
+    (world.spawns, world.adoptions)
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::common::{BIN, Vigil, state_reason};
+use crate::common::{BIN, Vigil, alive, state_reason};
 use crate::faults::{ScratchCgroup, start_with_cgroup_root};
 
 const T: Duration = Duration::from_secs(20);
@@ -470,34 +470,222 @@ fn a_new_vigil_answers_which_handoff_formats_it_reads() {
 }
 
 #[test]
-fn an_upgrade_while_a_lifecycle_hook_runs_is_refused_until_it_is_done() {
+fn an_upgrade_while_an_http_hook_request_is_in_flight_is_refused_until_it_is_done() {
     let (_keep, next) = copy_of_vigil();
-    let v = Vigil::start(
+    // Accepts the hook's connection and answers only when told: the request stays in flight.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let v = Vigil::start(&format!(
         r#"
 [pods.hooked]
 [[pods.hooked.containers]]
 name = "c"
 command = ["/bin/sleep", "1000"]
 [pods.hooked.containers.lifecycle.post_start]
-exec = { command = ["/bin/sleep", "3"] }
-"#,
-    );
-    v.wait_for(T, "the hook running", |v| {
-        pid_of(&v.container("hooked", "c")).is_some()
-    });
+http_get = {{ port = {port}, path = "/" }}
+"#
+    ));
+    let (mut conn, _) = listener.accept().unwrap();
     let me = vigil_pid(&v);
     let exe = exe_of(me);
     let (ok, text) = upgrade(&v, &["--binary", next.to_str().unwrap()]);
     assert!(!ok, "{text}");
-    assert!(text.contains("a lifecycle hook is running"), "{text}");
+    assert!(
+        text.contains("http_get lifecycle hook is in flight"),
+        "{text}"
+    );
     assert_eq!(exe_of(me), exe);
-    // Once the hook is done, the same upgrade goes through.
+    // Once the hook is answered, the same upgrade goes through.
+    conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+        .unwrap();
+    drop(conn);
     v.wait_for(T, "the hook done", |v| {
         v.container("hooked", "c")["started"] == true
     });
     let (ok, text) = upgrade(&v, &["--binary", next.to_str().unwrap()]);
     assert!(ok, "{text}");
     assert_eq!(exe_of(me), next);
+}
+
+/// Lines of a marks file (empty when missing).
+fn marks(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// The reasons of the events about `object` (`pod/container`).
+fn event_reasons(v: &Vigil, object: &str) -> Vec<String> {
+    v.request(r#"{"cmd":"events"}"#)["result"]["events"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .filter(|e| e["object"] == object)
+        .map(|e| e["reason"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[test]
+fn an_exec_post_start_hook_running_at_the_upgrade_is_finished_once_by_the_new_vigil() {
+    let (_keep, next) = copy_of_vigil();
+    let dir = tempfile::tempdir().unwrap();
+    let (m, gate) = (dir.path().join("marks"), dir.path().join("gate"));
+    let v = Vigil::start(&format!(
+        r#"
+[pods.hooked]
+[[pods.hooked.containers]]
+name = "c"
+command = ["/bin/sleep", "1000"]
+[pods.hooked.containers.lifecycle.post_start]
+exec = {{ command = ["/bin/sh", "-c", "echo start >> {m}; while [ ! -e {g} ]; do sleep 0.05; done; echo end >> {m}; echo hook done"] }}
+"#,
+        m = m.display(),
+        g = gate.display()
+    ));
+    v.wait_for(T, "the hook running", |_| marks(&m) == ["start"]);
+    let pid = pid_of(&v.container("hooked", "c")).unwrap();
+    assert_eq!(v.container("hooked", "c")["started"], false);
+    let me = vigil_pid(&v);
+    let (ok, text) = upgrade(&v, &["--binary", next.to_str().unwrap()]);
+    assert!(ok, "{text}\n{}", v.log());
+    assert_eq!(exe_of(me), next);
+    // The hook still runs (the core waits for it): not started, not run again.
+    assert_eq!(v.container("hooked", "c")["started"], false);
+    assert_eq!(marks(&m), ["start"]);
+    std::fs::write(&gate, "").unwrap();
+    // The new instance reaps it and the run goes on as after any successful post-start hook.
+    v.wait_for(T, "the hook done", |v| {
+        v.container("hooked", "c")["started"] == true
+    });
+    let c = v.container("hooked", "c");
+    assert_eq!(pid_of(&c), Some(pid));
+    assert_eq!(c["restart_count"], 0);
+    assert_eq!(marks(&m), ["start", "end"], "the hook ran once");
+    assert!(
+        !event_reasons(&v, "hooked/c").contains(&"FailedPostStartHook".to_string()),
+        "{}",
+        v.log()
+    );
+}
+
+#[test]
+fn an_exec_post_start_hook_that_fails_after_the_upgrade_kills_the_container_as_before() {
+    let (_keep, next) = copy_of_vigil();
+    let dir = tempfile::tempdir().unwrap();
+    let (m, gate) = (dir.path().join("marks"), dir.path().join("gate"));
+    let v = Vigil::start(&format!(
+        r#"
+[pods.hooked]
+restart_policy = "Never"
+[[pods.hooked.containers]]
+name = "c"
+command = ["/bin/sleep", "1000"]
+[pods.hooked.containers.lifecycle.post_start]
+exec = {{ command = ["/bin/sh", "-c", "echo start >> {m}; while [ ! -e {g} ]; do sleep 0.05; done; echo refused by the hook; exit 3"] }}
+"#,
+        m = m.display(),
+        g = gate.display()
+    ));
+    v.wait_for(T, "the hook running", |_| marks(&m) == ["start"]);
+    let (ok, text) = upgrade(&v, &["--binary", next.to_str().unwrap()]);
+    assert!(ok, "{text}\n{}", v.log());
+    std::fs::write(&gate, "").unwrap();
+    v.wait_for(T, "the container killed for the failed hook", |v| {
+        pid_of(&v.container("hooked", "c")).is_none()
+            && event_reasons(v, "hooked/c").contains(&"FailedPostStartHook".to_string())
+    });
+    let events = v.request(r#"{"cmd":"events"}"#).to_string();
+    // The output the hook wrote after the exec is in the message (read by the new instance).
+    assert!(events.contains("refused by the hook"), "{events}");
+    assert_eq!(marks(&m), ["start"], "the hook ran once");
+}
+
+#[test]
+fn an_exec_pre_stop_hook_running_at_the_upgrade_is_finished_then_the_stop_signal_follows() {
+    let (_keep, next) = copy_of_vigil();
+    let dir = tempfile::tempdir().unwrap();
+    let (m, gate) = (dir.path().join("marks"), dir.path().join("gate"));
+    let v = Vigil::start(&format!(
+        r#"
+[pods.hooked]
+termination_grace_period_seconds = 60
+[[pods.hooked.containers]]
+name = "c"
+command = ["/bin/sh", "-c", "trap 'echo term >> {m}; exit 0' TERM; while :; do sleep 0.05; done"]
+[pods.hooked.containers.lifecycle.pre_stop]
+exec = {{ command = ["/bin/sh", "-c", "echo pre-stop >> {m}; while [ ! -e {g} ]; do sleep 0.05; done; echo pre-stop-end >> {m}"] }}
+"#,
+        m = m.display(),
+        g = gate.display()
+    ));
+    v.wait_for(T, "running", |v| {
+        pid_of(&v.container("hooked", "c")).is_some()
+    });
+    let pid = pid_of(&v.container("hooked", "c")).unwrap();
+    assert!(v.cli(&["stop", "hooked"]).status.success());
+    v.wait_for(T, "the pre-stop hook running", |_| {
+        marks(&m) == ["pre-stop"]
+    });
+    let (ok, text) = upgrade(&v, &["--binary", next.to_str().unwrap()]);
+    assert!(ok, "{text}\n{}", v.log());
+    // Still running, no stop signal yet: the hook is not done.
+    assert_eq!(pid_of(&v.container("hooked", "c")), Some(pid));
+    assert_eq!(marks(&m), ["pre-stop"]);
+    std::fs::write(&gate, "").unwrap();
+    v.wait_for(T, "stopped", |v| {
+        pid_of(&v.container("hooked", "c")).is_none()
+    });
+    // The hook ran once, to its end, and the stop signal came after it.
+    assert_eq!(marks(&m), ["pre-stop", "pre-stop-end", "term"]);
+    let c = v.container("hooked", "c");
+    assert_eq!(c["state"]["terminated"]["exit_code"], 0, "{c}");
+}
+
+#[test]
+fn a_pre_stop_hook_carried_over_is_still_cut_off_at_the_grace_period_set_before_the_upgrade() {
+    let (_keep, next) = copy_of_vigil();
+    let dir = tempfile::tempdir().unwrap();
+    let (m, hook_pid) = (dir.path().join("marks"), dir.path().join("hook.pid"));
+    let v = Vigil::start(&format!(
+        r#"
+[pods.hooked]
+termination_grace_period_seconds = 3
+[[pods.hooked.containers]]
+name = "c"
+command = ["/bin/sh", "-c", "trap '' TERM; while :; do sleep 0.05; done"]
+[pods.hooked.containers.lifecycle.pre_stop]
+exec = {{ command = ["/bin/sh", "-c", "echo $$ > {p}; echo pre-stop >> {m}; exec sleep 1000"] }}
+"#,
+        m = m.display(),
+        p = hook_pid.display()
+    ));
+    v.wait_for(T, "running", |v| {
+        pid_of(&v.container("hooked", "c")).is_some()
+    });
+    assert!(v.cli(&["stop", "hooked"]).status.success());
+    v.wait_for(T, "the pre-stop hook running", |_| {
+        marks(&m) == ["pre-stop"]
+    });
+    let hook: u64 = std::fs::read_to_string(&hook_pid)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let (ok, text) = upgrade(&v, &["--binary", next.to_str().unwrap()]);
+    assert!(ok, "{text}\n{}", v.log());
+    assert!(alive(hook), "the hook must run on across the exec");
+    // The grace period's deadline came over with the core: the new instance cuts the hook off
+    // and kills the container (which ignores SIGTERM) when it ends, as the old one would.
+    v.wait_for(T, "killed at the end of the grace period", |v| {
+        pid_of(&v.container("hooked", "c")).is_none()
+    });
+    let c = v.container("hooked", "c");
+    assert_eq!(c["state"]["terminated"]["signal"], 9, "{c}");
+    v.wait_for(T, "the hook's process gone", |_| !alive(hook));
+    assert_eq!(marks(&m), ["pre-stop"]);
 }
 
 #[test]

@@ -131,7 +131,8 @@ pub struct State<Core = Supervisor, Cfg = Config> {
     pub mains: Vec<MainPid>,
     /// Runs adopted after a crash of an earlier vigil (not vigil's children): their pidfds.
     pub adopted: Vec<AdoptedRun>,
-    /// Exec probes that were running: killed by the new instance (the core runs them again).
+    /// Exec probes (not hooks) that were running: killed by the new instance (the core runs
+    /// them again).
     pub probe_pids: Vec<ProbePid>,
     /// Finished runs' cgroups still to be removed (the janitor's).
     pub dying_cgroups: Vec<PathBuf>,
@@ -154,6 +155,50 @@ pub struct State<Core = Supervisor, Cfg = Config> {
     /// write the same text again.
     #[serde(default)]
     pub statefile_text: Option<String>,
+    /// Exec lifecycle hooks running (since format 2; a format-1 vigil refused to upgrade
+    /// while one ran): the new instance finishes them.
+    #[serde(default)]
+    pub hooks: Vec<HookAttempt>,
+    /// Container starts waiting for their previous cgroup to be removed (since format 2;
+    /// refused before): the new instance retries them.
+    #[serde(default)]
+    pub deferred_spawns: Vec<DeferredSpawn>,
+}
+
+/// An exec lifecycle hook in flight: its process is vigil's child and runs on across the
+/// exec; the new instance reads the rest of its output, reaps it and reports its result to
+/// the core under the same sequence number, as the old one would have. Its time limit is the
+/// core's (carried with the core's state), so it continues where it was.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct HookAttempt {
+    pub key: ContainerKey,
+    pub generation: Generation,
+    pub seq: u64,
+    pub pid: u32,
+    /// Its output pipe's read end, while open.
+    pub pipe_fd: Option<RawFd>,
+    /// The output read so far (kept for the result's message).
+    pub output: Blob,
+    /// Its cgroup (below the container's), and that cgroup's descriptors.
+    pub cgroup: Option<PathBuf>,
+    pub cgroup_fds: Option<CgroupFds>,
+    /// When it started (its result's duration).
+    #[serde(with = "mono")]
+    pub started: std::time::Instant,
+}
+
+/// A container start the old instance deferred until its previous cgroup is removed.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct DeferredSpawn {
+    pub key: ContainerKey,
+    pub generation: Generation,
+    pub pod: String,
+    #[serde(with = "specs::arc")]
+    pub container: Arc<ContainerSpec>,
+    pub init: bool,
+    /// When it looks again.
+    #[serde(with = "mono")]
+    pub at: std::time::Instant,
 }
 
 impl<Core, Cfg> State<Core, Cfg> {
@@ -184,6 +229,8 @@ impl<Core, Cfg> State<Core, Cfg> {
             started_at,
             upgrades,
             statefile_text,
+            hooks,
+            deferred_spawns,
         } = self;
         let rest = State {
             version,
@@ -210,6 +257,8 @@ impl<Core, Cfg> State<Core, Cfg> {
             started_at,
             upgrades,
             statefile_text,
+            hooks,
+            deferred_spawns,
         };
         (core, rest)
     }

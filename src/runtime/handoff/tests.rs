@@ -176,6 +176,8 @@ fn sample(now: Instant) -> (State, Blobs) {
         started_at: now - Duration::from_secs(60),
         upgrades: 1,
         statefile_text: Some("1001 777 web/app\n".into()),
+        hooks: Vec::new(),
+        deferred_spawns: Vec::new(),
     };
     (state, blobs)
 }
@@ -377,4 +379,120 @@ fn an_index_past_the_table_is_refused() {
     let e = parse(&other).unwrap_err();
     assert!(matches!(e, ReadError::Parse { version: 2, .. }), "{e}");
     assert!(e.to_string().contains("definition 7"), "{e}");
+}
+
+/// A probe attempt in flight at the upgrade is lost with the old process: the new instance
+/// runs it again at once (as a restarted kubelet starts its probe workers afresh), and the
+/// lost attempt's result, should one ever arrive, counts for nothing — a failure is never
+/// counted twice.
+#[test]
+fn a_probe_attempt_lost_in_the_upgrade_runs_again_and_its_stale_result_counts_for_nothing() {
+    use crate::config::spec::ProbeKind;
+    use crate::core::{Action, ProbeOutcome};
+    let now = Instant::now();
+    let config = crate::config::load_str(CONFIG, Path::new("/etc/vigil/vigil.toml")).unwrap();
+    let mut core = Supervisor::new(&config, now);
+    let web = core.container_key("web", "app").unwrap();
+    let spawns: Vec<_> = std::iter::from_fn(|| core.poll_action())
+        .filter_map(|a| match a {
+            Action::Spawn {
+                key, generation, ..
+            } => Some((key, generation)),
+            _ => None,
+        })
+        .collect();
+    for (i, (key, generation)) in spawns.iter().enumerate() {
+        core.handle(
+            now,
+            Input::Spawned {
+                key: *key,
+                generation: *generation,
+                pid: 2000 + i as u32,
+            },
+        );
+    }
+    core.handle_timeout(now);
+    let start_probe = |core: &mut Supervisor| {
+        std::iter::from_fn(|| core.poll_action()).find_map(|a| match a {
+            Action::StartProbe {
+                key,
+                generation,
+                kind: ProbeKind::Readiness,
+                seq,
+                ..
+            } if key == web => Some((generation, seq)),
+            _ => None,
+        })
+    };
+    let (generation, lost) = start_probe(&mut core).expect("the first readiness attempt");
+    // The upgrade: the attempt is in flight.
+    let (mut state, blobs) = sample(now);
+    state.config = config;
+    state.core = core;
+    let (back, _) = parse(&bytes_of(&state, blobs)).unwrap();
+    let (mut core, _) = back.split_core();
+    core.after_handoff();
+    core.handle_timeout(now + Duration::from_millis(1));
+    let (_, again) = start_probe(&mut core).expect("the attempt run again at once");
+    assert_ne!(again, lost);
+    let recent = |core: &Supervisor| {
+        let pods = core.pods(now);
+        let c = &pods.iter().find(|p| p.name == "web").unwrap().containers[0];
+        c.probes[0].recent.len()
+    };
+    let fail = |seq| Input::ProbeResult {
+        key: web,
+        generation,
+        kind: ProbeKind::Readiness,
+        seq,
+        outcome: ProbeOutcome::Failure("exit 1".into()),
+        duration: Duration::ZERO,
+    };
+    core.handle(now + Duration::from_millis(2), fail(lost));
+    assert_eq!(recent(&core), 0, "the lost attempt's result was counted");
+    core.handle(now + Duration::from_millis(3), fail(again));
+    assert_eq!(recent(&core), 1);
+    // And only once, whatever comes later for either attempt.
+    core.handle(now + Duration::from_millis(4), fail(lost));
+    core.handle(now + Duration::from_millis(5), fail(again));
+    assert_eq!(recent(&core), 1);
+}
+
+/// A container start waiting for its previous cgroup's removal travels with the state (its
+/// definition by index, its retry time).
+#[test]
+fn a_deferred_start_round_trips_with_its_definition() {
+    let now = Instant::now();
+    let (mut state, blobs) = sample(now);
+    let spec = state.config.pods[0].containers[0].clone();
+    let key = state.core.container_key("crash", "loop").unwrap();
+    state.deferred_spawns.push(DeferredSpawn {
+        key,
+        generation: 3,
+        pod: "crash".into(),
+        container: spec.clone(),
+        init: false,
+        at: now + Duration::from_millis(5),
+    });
+    state.hooks.push(HookAttempt {
+        key,
+        generation: 3,
+        seq: 9,
+        pid: 4242,
+        pipe_fd: Some(21),
+        output: Blob::default(),
+        cgroup: Some("/sys/fs/cgroup/vigil/crash/loop/probe-hook".into()),
+        cgroup_fds: None,
+        started: now,
+    });
+    let (back, _) = parse(&bytes_of(&state, blobs)).unwrap();
+    let d = &back.deferred_spawns[0];
+    assert_eq!((d.key, d.generation, d.pod.as_str()), (key, 3, "crash"));
+    assert_eq!(*d.container, *spec);
+    assert_eq!(
+        mono::to_nanos(d.at),
+        mono::to_nanos(now + Duration::from_millis(5))
+    );
+    let h = &back.hooks[0];
+    assert_eq!((h.seq, h.pid, h.pipe_fd), (9, 4242, Some(21)));
 }

@@ -93,11 +93,6 @@ impl Janitor {
             .collect()
     }
 
-    /// Spawns are waiting for a dying cgroup.
-    pub fn has_deferred(&self) -> bool {
-        !self.deferred.is_empty()
-    }
-
     pub fn has_dying(&self) -> bool {
         !self.dying.is_empty()
     }
@@ -124,6 +119,11 @@ impl Janitor {
     /// Retries a spawn at `at`.
     pub fn defer(&mut self, at: Instant, action: Action) {
         self.deferred.push((at, action));
+    }
+
+    /// The deferred actions and when each looks again (`vigil upgrade` hands them over).
+    pub fn deferred(&self) -> impl Iterator<Item = &(Instant, Action)> {
+        self.deferred.iter()
     }
 
     /// The deferred spawns due at `now`, in the order they were deferred.

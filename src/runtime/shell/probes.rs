@@ -61,6 +61,18 @@ enum How {
     },
 }
 
+/// An exec hook in flight, as `vigil upgrade` hands it over.
+pub struct ExecHook<'a> {
+    pub key: ContainerKey,
+    pub generation: Generation,
+    pub seq: u64,
+    pub pid: u32,
+    pub pipe: Option<std::os::fd::RawFd>,
+    pub output: &'a [u8],
+    pub cgroup: Option<&'a ContainerCgroup>,
+    pub started: Instant,
+}
+
 pub struct ProbeRunner {
     registry: Rc<Registry>,
     attempts: HashMap<(ContainerKey, ProbeKind), Attempt>,
@@ -333,25 +345,92 @@ impl ProbeRunner {
         }
     }
 
-    /// A lifecycle hook is running (`vigil upgrade` waits for it: a hook is not run twice).
-    pub fn hook_running(&self) -> bool {
+    /// An `http_get` lifecycle hook is in flight (`vigil upgrade` waits for it: its socket
+    /// is not handed over, and a hook is not run twice). Exec hooks are handed over
+    /// ([`ProbeRunner::exec_hooks`]).
+    pub fn net_hook_running(&self) -> bool {
         self.attempts
-            .keys()
-            .any(|(_, kind)| *kind == ProbeKind::Hook)
+            .iter()
+            .any(|((_, kind), a)| *kind == ProbeKind::Hook && matches!(a.how, How::Net(_)))
     }
 
-    /// The exec probes running: pid and cgroup (the next vigil kills them; the core runs
-    /// those probes again).
+    /// The exec probes running, hooks aside: pid and cgroup (the next vigil kills them; the
+    /// core runs those probes again).
     pub fn exec_attempts(&self) -> Vec<(u32, Option<std::path::PathBuf>)> {
         self.attempts
-            .values()
-            .filter_map(|a| match &a.how {
+            .iter()
+            .filter(|((_, kind), _)| *kind != ProbeKind::Hook)
+            .filter_map(|(_, a)| match &a.how {
                 How::Exec { pid, cgroup, .. } => {
                     Some((*pid, cgroup.as_ref().map(|c| c.path().to_path_buf())))
                 }
                 How::Net(_) => None,
             })
             .collect()
+    }
+
+    /// The exec lifecycle hooks running, for `vigil upgrade` to hand over (nothing is taken
+    /// out: a failed exec leaves them here).
+    pub fn exec_hooks(&self) -> Vec<ExecHook<'_>> {
+        self.attempts
+            .iter()
+            .filter(|((_, kind), _)| *kind == ProbeKind::Hook)
+            .filter_map(|((key, _), a)| match &a.how {
+                How::Exec {
+                    pid,
+                    pipe,
+                    output,
+                    cgroup,
+                } => Some(ExecHook {
+                    key: *key,
+                    generation: a.generation,
+                    seq: a.seq,
+                    pid: *pid,
+                    pipe: pipe.as_ref().map(|p| {
+                        use std::os::fd::AsRawFd;
+                        p.as_raw_fd()
+                    }),
+                    output,
+                    cgroup: cgroup.as_ref(),
+                    started: a.started,
+                }),
+                How::Net(_) => None,
+            })
+            .collect()
+    }
+
+    /// An exec hook handed over by the old instance (`vigil upgrade`): its result is reported
+    /// once its process (tracked by the reaper as `PidOwner::ExecProbe`) is reaped.
+    #[allow(clippy::too_many_arguments)]
+    pub fn resume_exec_hook(
+        &mut self,
+        key: ContainerKey,
+        generation: Generation,
+        seq: u64,
+        started: Instant,
+        pid: u32,
+        pipe: Option<OwnedFd>,
+        output: Vec<u8>,
+        cgroup: Option<ContainerCgroup>,
+    ) {
+        let token = tokens::probe_token(key, ProbeKind::Hook);
+        let pipe = pipe.and_then(|r| {
+            Watched::new(&self.registry, r, |r| r.as_fd(), token, Interest::READABLE).ok()
+        });
+        self.attempts.insert(
+            (key, ProbeKind::Hook),
+            Attempt {
+                generation,
+                seq,
+                started,
+                how: How::Exec {
+                    pid,
+                    pipe,
+                    output,
+                    cgroup,
+                },
+            },
+        );
     }
 
     /// Abandons every attempt (shutdown).

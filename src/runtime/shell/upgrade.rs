@@ -3,8 +3,9 @@
 //! [`Shell::resume`] has rebuilt the loop, cgroups and control server the way a fresh start
 //! does).
 //!
-//! Owns the order of an upgrade: refusals first (shutting down, a lifecycle hook running, a
-//! spawn waiting for a cgroup — nothing changed); then the binary is checked and asked for
+//! Owns the order of an upgrade: refusals first (shutting down, an `http_get` lifecycle hook
+//! in flight — nothing changed; exec hooks and spawns waiting for a cgroup are handed over);
+//! then the binary is checked and asked for
 //! its handoff version; the state is written; systemd hears `RELOADING=1`; exec. A failed
 //! exec leaves every component as it was (nothing was taken out of them: the state is a
 //! copy, the descriptors are only marked inheritable for the call) and the caller gets the
@@ -30,8 +31,8 @@ use crate::control::server::ConnId;
 use crate::control::wire::ErrorKind;
 use crate::logs::{ContainerLog, LogBuffer};
 use crate::runtime::handoff::{
-    self, AdoptedRun, Blobs, MainPid, PipeState, ProbePid, Requester, RunState, SlotState, State,
-    binary, mono,
+    self, AdoptedRun, Blobs, DeferredSpawn, HookAttempt, MainPid, PipeState, ProbePid, Requester,
+    RunState, SlotState, State, binary, mono,
 };
 use crate::runtime::slots::{ContainerRuntime, Run};
 
@@ -117,12 +118,11 @@ impl Shell {
                 "a container start is waiting for its exec to be confirmed",
             ));
         }
-        if self.probes.hook_running() {
-            return Err(UpgradeError::Busy("a lifecycle hook is running"));
-        }
-        if self.janitor.has_deferred() {
+        // Exec hooks and starts waiting for a cgroup's removal are handed over; an HTTP hook's
+        // request in flight is not (its socket and parser state stay with this process).
+        if self.probes.net_hook_running() {
             return Err(UpgradeError::Busy(
-                "a container start is waiting for its previous cgroup to be removed",
+                "an http_get lifecycle hook is in flight",
             ));
         }
         // What is queued for vigil's stdout and the journal goes out with this process.
@@ -263,6 +263,48 @@ impl Shell {
             .into_iter()
             .map(|(pid, cgroup)| ProbePid { pid, cgroup })
             .collect();
+        let mut hooks = Vec::new();
+        for h in self.probes.exec_hooks() {
+            let output = blobs.push(&[h.output]);
+            let cgroup_fds = h.cgroup.map(|c| c.raw_fds());
+            if let Some(c) = cgroup_fds {
+                fds.extend([c.dir, c.procs, c.events]);
+                fds.extend(c.memory_events);
+            }
+            fds.extend(h.pipe);
+            hooks.push(HookAttempt {
+                key: h.key,
+                generation: h.generation,
+                seq: h.seq,
+                pid: h.pid,
+                pipe_fd: h.pipe,
+                output,
+                cgroup: h.cgroup.map(|c| c.path().to_path_buf()),
+                cgroup_fds,
+                started: h.started,
+            });
+        }
+        let deferred_spawns = self
+            .janitor
+            .deferred()
+            .filter_map(|(at, action)| match action {
+                crate::core::Action::Spawn {
+                    key,
+                    generation,
+                    pod,
+                    container,
+                    init,
+                } => Some(DeferredSpawn {
+                    key: *key,
+                    generation: *generation,
+                    pod: pod.clone(),
+                    container: container.clone(),
+                    init: *init,
+                    at: *at,
+                }),
+                _ => None,
+            })
+            .collect();
         let asker_conn = asker.as_ref().map(|a| a.conn);
         let requester = asker.and_then(|a| {
             self.control.conn_fd(a.conn).map(|fd| Requester {
@@ -304,6 +346,8 @@ impl Shell {
             started_at: self.started_at,
             upgrades: self.upgrades + 1,
             statefile_text: self.tracker.written().map(str::to_string),
+            hooks,
+            deferred_spawns,
         };
         (state, blobs, fds)
     }
@@ -443,6 +487,48 @@ impl Shell {
             if let Some(cg) = cg {
                 self.janitor.remove_or_watch(cg);
             }
+        }
+        // Exec hooks go on: their processes are still vigil's children; the result goes to
+        // the core under the same sequence number, within the core's (carried) time limit.
+        for h in state.hooks {
+            let output = handoff::blob(blobs, h.output).unwrap_or_default().to_vec();
+            let pipe = h.pipe_fd.and_then(handoff::own_fd);
+            let cgroup = h.cgroup.and_then(|p| {
+                h.cgroup_fds
+                    .and_then(|fds| inherited_cgroup(&p, fds, Default::default()))
+                    .or_else(|| ContainerCgroup::reopen(&p, Default::default()).ok())
+            });
+            self.reaper.track(
+                h.pid,
+                PidOwner::ExecProbe {
+                    key: h.key,
+                    kind: crate::config::spec::ProbeKind::Hook,
+                    seq: h.seq,
+                },
+            );
+            self.probes.resume_exec_hook(
+                h.key,
+                h.generation,
+                h.seq,
+                h.started,
+                h.pid,
+                pipe,
+                output,
+                cgroup,
+            );
+        }
+        // Starts that wait for a cgroup's removal: retried when due, as before the exec.
+        for d in state.deferred_spawns {
+            self.janitor.defer(
+                d.at,
+                crate::core::Action::Spawn {
+                    key: d.key,
+                    generation: d.generation,
+                    pod: d.pod,
+                    container: d.container,
+                    init: d.init,
+                },
+            );
         }
         for path in state.dying_cgroups {
             if let Ok(cg) = ContainerCgroup::reopen(&path, Default::default()) {
