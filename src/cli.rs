@@ -207,6 +207,10 @@ pub enum Cmd {
     Start {
         /// POD or POD/CONTAINER.
         target: String,
+        /// Start the whole pod now, without waiting for its depends_on (as systemd's
+        /// --job-mode=ignore-dependencies); its dependencies are not started either.
+        #[arg(long)]
+        ignore_dependencies: bool,
         #[command(flatten)]
         wait: WaitOpts,
         #[command(flatten)]
@@ -473,12 +477,18 @@ pub fn client_command(cmd: Cmd) -> Result<ClientCommand, String> {
         }
         Cmd::Start {
             target,
+            ignore_dependencies,
             wait: w,
             client,
         } => {
             let (pod, container) = parse_target(&target)?;
             wait = w.wait();
-            (RequestCmd::Start { pod, container }, client, Output::Table)
+            let request = RequestCmd::Start {
+                pod,
+                container,
+                ignore_dependencies,
+            };
+            (request, client, Output::Table)
         }
         Cmd::Stop {
             target,

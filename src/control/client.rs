@@ -880,6 +880,7 @@ mod tests {
         let start = RequestCmd::Start {
             pod: p.clone(),
             container: sidecar.clone(),
+            ignore_dependencies: false,
         };
         assert_eq!(reached(&start, pod, sent), Progress::Reached);
         // The running sidecar started long before the request: not the restarted run yet.
@@ -902,6 +903,7 @@ mod tests {
         let start_app = RequestCmd::Start {
             pod: p,
             container: app,
+            ignore_dependencies: false,
         };
         match reached(&start_app, pod, sent) {
             Progress::Failed(why) => {

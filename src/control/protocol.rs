@@ -413,6 +413,15 @@ mod tests {
                 RequestCmd::Start {
                     pod: "web".into(),
                     container: None,
+                    ignore_dependencies: false,
+                },
+            ),
+            (
+                r#"{"cmd":"start","pod":"web","ignore_dependencies":true}"#,
+                RequestCmd::Start {
+                    pod: "web".into(),
+                    container: None,
+                    ignore_dependencies: true,
                 },
             ),
             (

@@ -832,6 +832,7 @@ mod reference {
             RequestCmd::Start {
                 pod: pod(),
                 container: container(),
+                ignore_dependencies: true,
             },
             RequestCmd::Stop {
                 pod: pod(),

@@ -136,6 +136,9 @@ pub enum Command {
         pod: String,
         container: Option<String>,
     },
+    /// `start POD --ignore-dependencies`: the whole pod starts now, its `depends_on` not
+    /// waited for (systemd's `--job-mode=ignore-dependencies`, compose's `up --no-deps`).
+    StartIgnoringDependencies { pod: String },
     Stop {
         pod: String,
         container: Option<String>,

@@ -544,9 +544,16 @@ impl Supervisor {
     /// Apply an operator command; `Ok(message)` is a short human summary.
     pub fn command(&mut self, now: Time, command: Command) -> Result<String, CommandError> {
         let result = match command {
-            Command::Start { pod, container } => self.operate(now, Op::Start, &pod, container),
-            Command::Stop { pod, container } => self.operate(now, Op::Stop, &pod, container),
-            Command::Restart { pod, container } => self.operate(now, Op::Restart, &pod, container),
+            Command::Start { pod, container } => {
+                self.operate(now, Op::Start, &pod, container, false)
+            }
+            Command::StartIgnoringDependencies { pod } => {
+                self.operate(now, Op::Start, &pod, None, true)
+            }
+            Command::Stop { pod, container } => self.operate(now, Op::Stop, &pod, container, false),
+            Command::Restart { pod, container } => {
+                self.operate(now, Op::Restart, &pod, container, false)
+            }
             Command::Shutdown { force } => Ok(self.begin_shutdown(now, force)),
             Command::Reload(config) => self.reload(now, *config),
         };
@@ -554,12 +561,15 @@ impl Supervisor {
         result
     }
 
+    /// An operator command on a pod or one of its containers; `ignore_deps` (a whole-pod
+    /// start only) starts the pod now whatever its `depends_on` say.
     fn operate(
         &mut self,
         now: Time,
         op: Op,
         pod_name: &str,
         container: Option<String>,
+        ignore_deps: bool,
     ) -> Result<String, CommandError> {
         if self.shutdown.is_some() && op != Op::Stop {
             return Err(shutting_down());
@@ -620,7 +630,17 @@ impl Supervisor {
                     } else {
                         "restarting"
                     };
-                    if pod.stage == Stage::Waiting || (pod.at_rest() && !unmet.is_empty()) {
+                    if ignore_deps {
+                        // Now, as if they were met: a pod not begun begins (init containers
+                        // first), one at rest resumes at its stage.
+                        pod.resume(&mut out);
+                        if unmet.is_empty() {
+                            format!("{verb} pod {name}")
+                        } else {
+                            let what: Vec<&str> = unmet.iter().map(|(w, _)| w.as_str()).collect();
+                            format!("{verb} pod {name} without waiting for {}", what.join(", "))
+                        }
+                    } else if pod.stage == Stage::Waiting || (pod.at_rest() && !unmet.is_empty()) {
                         // `start_ready_pods` begins or resumes it once its dependencies are met.
                         pod.await_deps();
                         if unmet.is_empty() {

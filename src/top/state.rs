@@ -611,7 +611,11 @@ fn request(action: Action, target: &str) -> RequestCmd {
         None => (target.to_string(), None),
     };
     match action {
-        Action::Start => RequestCmd::Start { pod, container },
+        Action::Start => RequestCmd::Start {
+            pod,
+            container,
+            ignore_dependencies: false,
+        },
         Action::Stop => RequestCmd::Stop { pod, container },
         Action::Restart => RequestCmd::Restart { pod, container },
     }

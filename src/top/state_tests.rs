@@ -227,7 +227,8 @@ fn an_action_asks_first_and_sends_only_after_y() {
         app.on_key(Key::Char('y'), 10),
         Effect::Request(RequestCmd::Start {
             pod: "web".into(),
-            container: None
+            container: None,
+            ignore_dependencies: false,
         })
     );
 }

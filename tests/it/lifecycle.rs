@@ -525,3 +525,50 @@ command = ["sleep", "600"]
     assert!(out.status.success(), "{out:?}");
     assert_eq!(init_runs(), 2, "a container restart does not");
 }
+
+#[test]
+fn a_pod_waiting_on_a_failed_job_says_so_and_start_ignore_dependencies_runs_it() {
+    // behaviour.md §8: `job` (restartPolicy Never) fails for good; `app`, which needs it
+    // completed, keeps waiting and says why; a plain `start` keeps it waiting, and
+    // `start --ignore-dependencies` runs it now.
+    let v = Vigil::start(
+        "[pods.job]\nrestart_policy = \"Never\"\n[[pods.job.containers]]\nname = \"run\"\n\
+         command = [\"sh\", \"-c\", \"exit 1\"]\n\
+         [pods.app]\ndepends_on = { job = \"completed\" }\n[[pods.app.containers]]\n\
+         name = \"web\"\ncommand = [\"sleep\", \"60\"]\n",
+    );
+    v.wait_for(T, "app DependencyFailed", |v| {
+        state_reason(&v.container("app", "web")) == "DependencyFailed"
+    });
+    let c = v.container("app", "web");
+    assert_eq!(
+        c["state"]["waiting"]["message"],
+        "waiting for pod job to be completed: pod job failed and will not run again \
+         (container run: Error, exit code 1)",
+        "{c}"
+    );
+    let out = v.cli(&["start", "app"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(state_reason(&v.container("app", "web")), "DependencyFailed");
+    let out = v.cli(&["start", "app/web", "--ignore-dependencies"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("ignore_dependencies starts a whole pod"),
+        "{out:?}"
+    );
+    let out = v.cli(&["start", "app", "--ignore-dependencies"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "starting pod app without waiting for pod job to be completed"
+    );
+    v.wait_for(T, "app running", |v| {
+        state_reason(&v.container("app", "web")) == "Running"
+    });
+    assert_eq!(
+        v.pod("job")["phase"],
+        "Failed",
+        "the dependency is left as it was"
+    );
+    assert_eq!(v.shutdown(), 0);
+}

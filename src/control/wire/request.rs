@@ -91,6 +91,13 @@ pub enum RequestCmd {
             deserialize_with = "arg::container"
         )]
         container: Option<String>,
+        /// Start the whole pod now without waiting for its `depends_on` (behaviour.md §8).
+        #[serde(
+            default,
+            skip_serializing_if = "std::ops::Not::not",
+            deserialize_with = "arg::ignore_dependencies"
+        )]
+        ignore_dependencies: bool,
     },
     Stop {
         #[serde(deserialize_with = "arg::pod")]
@@ -390,6 +397,10 @@ mod arg {
 
     pub fn timestamps<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
         flag(d, "timestamps")
+    }
+
+    pub fn ignore_dependencies<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+        flag(d, "ignore_dependencies")
     }
 
     pub fn since_seconds<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {

@@ -198,3 +198,49 @@ fn a_dependency_backing_off_between_restarts_is_waited_for_not_reported_failed()
     );
     assert!(h.event("DependencyFailed").is_none());
 }
+
+#[test]
+fn start_ignoring_dependencies_begins_a_blocked_pod_now_and_a_plain_start_keeps_it_waiting() {
+    let (mut h, _) = refused_chain();
+    h.take();
+    let start = |pod: &str| Command::Start {
+        pod: pod.to_string(),
+        container: None,
+    };
+    let msg = h.cmd(start("after")).unwrap();
+    assert!(
+        msg.starts_with(
+            "starting pod after: waiting for pod big to be started: pod big was refused"
+        ),
+        "{msg}"
+    );
+    assert!(!has_spawn(&h.take(), h.key("after", "c")));
+    let msg = h
+        .cmd(Command::StartIgnoringDependencies {
+            pod: "after".to_string(),
+        })
+        .unwrap();
+    assert_eq!(
+        msg,
+        "starting pod after without waiting for pod big to be started"
+    );
+    assert!(has_spawn(&h.take(), h.key("after", "c")));
+    // `last` now waits on a pod being created: as usual again, not blocked.
+    assert_eq!(
+        h.waiting("last", "c").unwrap().0,
+        WaitingReason::WaitingForDependencies
+    );
+    h.spawned("after", "c");
+    assert!(
+        has_spawn(&h.take(), h.key("last", "c")),
+        "its own dependents follow"
+    );
+    // The override is about dependencies only: a refused pod still cannot run.
+    let e = h
+        .cmd(Command::StartIgnoringDependencies {
+            pod: "big".to_string(),
+        })
+        .unwrap_err();
+    assert_eq!(e.kind, CommandErrorKind::NotApplicable);
+    assert!(e.message.contains("refused at start"), "{}", e.message);
+}

@@ -728,7 +728,29 @@ impl Control {
                     return Answer::Sent;
                 }
             },
-            RequestCmd::Start { pod, container } => {
+            RequestCmd::Start {
+                pod,
+                container: None,
+                ignore_dependencies: true,
+            } => {
+                return Answer::Change(Mutation::Command(Command::StartIgnoringDependencies {
+                    pod,
+                }));
+            }
+            RequestCmd::Start {
+                pod,
+                container: Some(container),
+                ignore_dependencies: true,
+            } => {
+                return Answer::Reply(Err((
+                    ErrorKind::BadArgument,
+                    format!(
+                        "ignore_dependencies starts a whole pod, not {pod}/{container}: a \
+                         container starts only once its pod has begun"
+                    ),
+                )));
+            }
+            RequestCmd::Start { pod, container, .. } => {
                 return Answer::Change(Mutation::Command(Command::Start { pod, container }));
             }
             RequestCmd::Stop { pod, container } => {
@@ -867,7 +889,7 @@ enum Answer {
 /// carried out: `web/app: stop requested over the control socket by uid 1000 (pid 4242)`.
 fn journal_request(peer: &PeerCred, cmd: &RequestCmd) {
     let (what, target) = match cmd {
-        RequestCmd::Start { pod, container } => ("start", Some((pod, container))),
+        RequestCmd::Start { pod, container, .. } => ("start", Some((pod, container))),
         RequestCmd::Stop { pod, container } => ("stop", Some((pod, container))),
         RequestCmd::Restart { pod, container } => ("restart", Some((pod, container))),
         RequestCmd::Shutdown => ("shutdown", None),
