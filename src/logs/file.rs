@@ -13,6 +13,15 @@
 //! of failures is logged as a warning, the bytes are counted, and when writing works again a
 //! `[vigil: N bytes not written: REASON]` line goes into the file before the new output.
 //!
+//! The oldest rotated file is not unlinked in one call (the kernel frees its whole page cache
+//! and extents inside unlink(2), 1.4–1.6 ms for 10 MiB on ext4, in the loop's thread): it is
+//! renamed aside to `<container>.log.deleting` and shrunk by [`SHRINK_STEP`] bytes per loop
+//! turn with ftruncate(2) ([`LogFile::shrink_step`]), then unlinked once that little is left
+//! (never truncated to 0: on ext4 a truncate to 0 starts writeback at close, `auto_da_alloc`,
+//! ext4(5)). A leftover aside file (vigil stopped or re-executed mid-deletion) is removed when
+//! the log file is next opened, if it is a regular file of a trusted owner with one link;
+//! anything else under that name is left alone with a warning.
+//!
 //! Must not: follow a symlink below `log_dir`, block on anything but a local file write, or
 //! stop capture when the file cannot be written (the ring keeps the output).
 
@@ -29,6 +38,50 @@ use super::LogError;
 
 /// Stamped output is written in blocks of about this many bytes ([`LogFile::write_output`]).
 pub const STAMPED_BLOCK: usize = 64 * 1024;
+
+/// Bytes an aside (rotated-out) file is shrunk by per step, one step per loop turn: what the
+/// kernel frees inside one ftruncate(2) (about 0.15 ms of page cache and extents on ext4), four
+/// times what one turn may read from all pipes, so deletion outpaces any flood.
+pub const SHRINK_STEP: u64 = 1024 * 1024;
+
+/// The name the oldest rotated file is renamed to while it is shrunk away.
+pub const ASIDE_SUFFIX: &str = ".deleting";
+
+/// The rotated-out oldest file, renamed aside and being shrunk step by step. Dropping it
+/// unlinks the name (if it is still this file) and closes the file.
+#[derive(Debug)]
+struct Aside {
+    /// The pod directory (its own descriptor: the log file may reopen the directory meanwhile).
+    dir: OwnedFd,
+    name: String,
+    path: PathBuf,
+    file: File,
+    size: u64,
+}
+
+impl Drop for Aside {
+    fn drop(&mut self) {
+        // Only the file vigil put aside: the name must still be it (same device and inode).
+        let ours = match (
+            nix::sys::stat::fstatat(&self.dir, self.name.as_str(), AtFlags::AT_SYMLINK_NOFOLLOW),
+            nix::sys::stat::fstat(&self.file),
+        ) {
+            (Ok(a), Ok(b)) => a.st_dev == b.st_dev && a.st_ino == b.st_ino,
+            _ => false,
+        };
+        if !ours {
+            return;
+        }
+        match nix::unistd::unlinkat(
+            &self.dir,
+            self.name.as_str(),
+            nix::unistd::UnlinkatFlags::NoRemoveDir,
+        ) {
+            Ok(()) | Err(nix::errno::Errno::ENOENT) => {}
+            Err(e) => log::warn!("remove rotated-out log file {:?}: {e}", self.path),
+        }
+    }
+}
 
 /// Why a name under `log_dir` is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -75,6 +128,8 @@ pub struct LogFile {
     /// The container's next byte begins one of its lines (what gets a stamp).
     output_line_start: bool,
     gap: Option<Gap>,
+    /// The oldest rotated file being shrunk away ([`LogFile::shrink_step`]).
+    aside: Option<Aside>,
 }
 
 fn errno(e: nix::errno::Errno) -> io::Error {
@@ -111,9 +166,80 @@ impl LogFile {
             timestamps: false,
             output_line_start: true,
             gap: None,
+            aside: None,
         };
         f.reopen()?;
+        f.remove_leftover_aside();
         Ok(f)
+    }
+
+    fn aside_name(&self) -> String {
+        format!("{}{ASIDE_SUFFIX}", self.name)
+    }
+
+    /// A `<container>.log.deleting` left by a vigil that stopped mid-deletion is removed (in one
+    /// call: once per open, not per rotation), if it is what vigil leaves there: a regular
+    /// file of a trusted owner with no other link. Anything else is left alone.
+    fn remove_leftover_aside(&mut self) {
+        let Some(dir) = self.dir.as_ref() else {
+            return;
+        };
+        let name = self.aside_name();
+        let path = self.pod_dir().join(&name);
+        let st = match nix::sys::stat::fstatat(dir, name.as_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
+            Ok(st) => st,
+            Err(nix::errno::Errno::ENOENT) => return,
+            Err(e) => {
+                log::warn!("look at leftover rotated-out log file {path:?}: {e}");
+                return;
+            }
+        };
+        let why = if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+            Some(Refusal::NotRegular)
+        } else if !trusted(st.st_uid) {
+            Some(Refusal::ForeignOwner(st.st_uid))
+        } else if st.st_nlink > 1 {
+            Some(Refusal::HardLinks(st.st_nlink as u64))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            log::warn!("leaving {path:?} alone, not a file vigil left: {why}");
+            return;
+        }
+        match nix::unistd::unlinkat(dir, name.as_str(), nix::unistd::UnlinkatFlags::NoRemoveDir) {
+            Ok(()) => log::info!("removed leftover rotated-out log file {path:?}"),
+            Err(nix::errno::Errno::ENOENT) => {}
+            Err(e) => log::warn!("remove leftover rotated-out log file {path:?}: {e}"),
+        }
+    }
+
+    /// Whether a rotated-out file is still being shrunk: [`LogFile::shrink_step`] is due on a
+    /// later loop turn.
+    pub fn shrinking(&self) -> bool {
+        self.aside.is_some()
+    }
+
+    /// One bounded step of deleting the rotated-out file: ftruncate(2) it [`SHRINK_STEP`]
+    /// bytes shorter, or, once no more than that is left, unlink it. Returns whether more steps
+    /// are due.
+    pub fn shrink_step(&mut self) -> bool {
+        let Some(aside) = self.aside.as_mut() else {
+            return false;
+        };
+        if aside.size > SHRINK_STEP {
+            let to = aside.size - SHRINK_STEP;
+            match aside.file.set_len(to) {
+                Ok(()) => {
+                    aside.size = to;
+                    return true;
+                }
+                Err(e) => log::warn!("shrink rotated-out log file {:?}: {e}", aside.path),
+            }
+        }
+        // Unlinks what is left (or, after an error, the whole file).
+        self.aside = None;
+        false
     }
 
     pub fn path(&self) -> &Path {
@@ -360,9 +486,13 @@ impl LogFile {
             return self.reopen();
         }
         self.file = None;
-        let Some(dir) = self.dir.as_ref() else {
+        // A deletion still under way from the last rotation (rotations faster than its steps)
+        // ends now: the rest is unlinked, whole.
+        self.aside = None;
+        let Some(owned) = self.dir.take() else {
             return self.reopen();
         };
+        let dir = &owned;
         let rename = |from: &str, to: &str| {
             nix::fcntl::renameat(dir, from, dir, to).map_err(|e| LogError::Rotate {
                 from: self.pod_dir().join(from),
@@ -373,20 +503,35 @@ impl LogFile {
         // The oldest goes first, so that no rename below replaces an existing name: on ext4
         // (the default `auto_da_alloc`, ext4(5)) a rename over an existing file starts
         // writeback of the renamed file's delayed-allocation blocks inside the rename call,
-        // which held the loop for milliseconds per rotation.
+        // which held the loop for milliseconds per rotation. It is renamed aside and shrunk
+        // over later turns ([`LogFile::shrink_step`]).
         let oldest = self.rotated(self.max_files);
-        match nix::unistd::unlinkat(
+        let aside = self.aside_name();
+        let mut put_aside = None;
+        let remove = |name: &str| match nix::unistd::unlinkat(
             dir,
-            oldest.as_str(),
+            name,
             nix::unistd::UnlinkatFlags::NoRemoveDir,
         ) {
-            Ok(()) | Err(nix::errno::Errno::ENOENT) => {}
-            Err(e) => {
-                return Err(LogError::RemoveOldest {
-                    path: self.pod_dir().join(&oldest),
-                    source: errno(e),
-                });
-            }
+            Ok(()) | Err(nix::errno::Errno::ENOENT) => Ok(()),
+            Err(e) => Err(LogError::RemoveOldest {
+                path: self.pod_dir().join(name),
+                source: errno(e),
+            }),
+        };
+        // RENAME_NOREPLACE (rename(2)): whatever else sits under the aside name stays.
+        match nix::fcntl::renameat2(
+            dir,
+            oldest.as_str(),
+            dir,
+            aside.as_str(),
+            nix::fcntl::RenameFlags::RENAME_NOREPLACE,
+        ) {
+            Ok(()) => put_aside = self.open_aside(dir, aside),
+            Err(nix::errno::Errno::ENOENT) => {}
+            // EEXIST (a name vigil did not leave) or EINVAL (no RENAME_NOREPLACE here):
+            // removed in one call, as before.
+            Err(_) => remove(&oldest)?,
         }
         for n in (1..self.max_files).rev() {
             match rename(&self.rotated(n), &self.rotated(n + 1)) {
@@ -397,7 +542,51 @@ impl LogFile {
             }
         }
         rename(&self.name, &self.rotated(1))?;
+        self.aside = put_aside;
+        self.dir = Some(owned);
         self.reopen()
+    }
+
+    /// The file just renamed aside, opened to be shrunk; if it cannot be (not a regular file,
+    /// an error), its name is unlinked at once.
+    fn open_aside(&self, dir: &OwnedFd, name: String) -> Option<Aside> {
+        let path = self.pod_dir().join(&name);
+        let opened = nix::fcntl::openat(
+            dir,
+            name.as_str(),
+            OFlag::O_WRONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map(File::from)
+        .and_then(|file| {
+            let st = nix::sys::stat::fstat(&file)?;
+            let regular = st.st_mode & libc::S_IFMT == libc::S_IFREG;
+            let dir = dir.try_clone().map_err(|_| nix::errno::Errno::EMFILE)?;
+            Ok((regular, file, st.st_size as u64, dir))
+        });
+        match opened {
+            Ok((true, file, size, dir)) => Some(Aside {
+                dir,
+                name,
+                path,
+                file,
+                size,
+            }),
+            other => {
+                if let Err(e) = other {
+                    log::warn!("open rotated-out log file {path:?} to shrink it: {e}");
+                }
+                match nix::unistd::unlinkat(
+                    dir,
+                    name.as_str(),
+                    nix::unistd::UnlinkatFlags::NoRemoveDir,
+                ) {
+                    Ok(()) | Err(nix::errno::Errno::ENOENT) => {}
+                    Err(e) => log::warn!("remove rotated-out log file {path:?}: {e}"),
+                }
+                None
+            }
+        }
     }
 
     /// Writes `data` whole, or says how much did not make it and why.

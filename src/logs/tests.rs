@@ -779,3 +779,159 @@ fn rotation_removes_the_oldest_before_shifting_and_keeps_every_newer_byte() {
     assert_eq!(read(&pod.join("c.log.2")), b"two.....\n");
     assert!(!pod.join("c.log.3").exists());
 }
+
+/// A chunk of `len` bytes of numbered lines starting at `from` (each `NNNNNNNN\n`).
+fn numbered(from: u32, len: usize) -> Vec<u8> {
+    (from..)
+        .flat_map(|n| format!("{n:08}\n").into_bytes())
+        .take(len)
+        .collect()
+}
+
+#[test]
+fn the_oldest_rotated_file_is_shrunk_away_in_bounded_steps_while_kept_files_stay_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let step = file::SHRINK_STEP as usize;
+    // Files of 3.5 steps; 2 rotated files kept.
+    let max = (step * 7 / 2) as u64;
+    let mut f = LogFile::open(dir.path(), "p", "c", max, 2).expect("open");
+    let pod = dir.path().join("p");
+    let aside = pod.join("c.log.deleting");
+    let chunks: Vec<Vec<u8>> = (0..4u32)
+        .map(|i| numbered(i * 1_000_000, max as usize))
+        .collect();
+    for c in &chunks[..3] {
+        assert!(f.write(c));
+    }
+    assert!(!f.shrinking(), "nothing rotated out yet");
+    assert!(f.write(&chunks[3]));
+    // The first file left `.2`: renamed aside, not unlinked in the rotation.
+    assert!(f.shrinking());
+    assert_eq!(std::fs::metadata(&aside).unwrap().len(), max);
+    assert_eq!(read(&pod.join("c.log")), chunks[3]);
+    assert_eq!(read(&pod.join("c.log.1")), chunks[2]);
+    assert_eq!(read(&pod.join("c.log.2")), chunks[1]);
+    assert!(!pod.join("c.log.3").exists());
+    let mut sizes = vec![];
+    while f.shrink_step() {
+        sizes.push(std::fs::metadata(&aside).unwrap().len());
+    }
+    // Each step took off one step's bytes, and the last unlinked what was left.
+    assert_eq!(
+        sizes,
+        [
+            max - step as u64,
+            max - 2 * step as u64,
+            max - 3 * step as u64
+        ]
+    );
+    assert!(!aside.exists());
+    assert!(!f.shrink_step());
+    // The kept files were not touched by the deletion.
+    assert_eq!(read(&pod.join("c.log.1")), chunks[2]);
+    assert_eq!(read(&pod.join("c.log.2")), chunks[1]);
+}
+
+#[test]
+fn under_a_flood_rotation_keeps_the_newest_files_whole_in_order_and_no_more_of_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let max = 3 * file::SHRINK_STEP / 2;
+    let mut f = LogFile::open(dir.path(), "p", "c", max, 3).expect("open");
+    let mut all = Vec::new();
+    let mut n = 0u32;
+    // 64 KiB writes, one shrink step per write (as one per loop turn), 20 files' worth: some
+    // rotations come while the last file is still being shrunk.
+    while all.len() < 20 * max as usize {
+        let c = numbered(n, 64 * 1024);
+        n += (c.len() / 9) as u32 + 1;
+        assert!(f.write(&c));
+        all.extend_from_slice(&c);
+        f.shrink_step();
+    }
+    while f.shrink_step() {}
+    let pod = dir.path().join("p");
+    let mut names: Vec<String> = std::fs::read_dir(&pod)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["c.log", "c.log.1", "c.log.2", "c.log.3"]);
+    let mut kept = Vec::new();
+    for name in ["c.log.3", "c.log.2", "c.log.1", "c.log"] {
+        let b = read(&pod.join(name));
+        assert!(b.len() as u64 <= max, "{name} is over the limit");
+        kept.extend(b);
+    }
+    assert!(
+        all.ends_with(&kept),
+        "the kept files are not the newest output in order"
+    );
+    assert!(kept.len() as u64 > 3 * max - 64 * 1024);
+}
+
+#[test]
+fn a_leftover_aside_file_is_removed_at_open_but_nothing_vigil_did_not_leave() {
+    let dir = tempfile::tempdir().unwrap();
+    let pod = dir.path().join("web");
+    std::fs::create_dir(&pod).unwrap();
+    std::fs::set_permissions(&pod, std::fs::Permissions::from_mode(0o750)).unwrap();
+    // A crash (or an upgrade) mid-deletion left one.
+    std::fs::write(pod.join("app.log.deleting"), vec![b'x'; 3 << 20]).unwrap();
+    // Other names hold a symlink and a file with another link: not vigil's to remove.
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, b"precious\n").unwrap();
+    std::os::unix::fs::symlink(&victim, pod.join("sym.log.deleting")).unwrap();
+    let other = dir.path().join("other");
+    std::fs::write(&other, b"kept\n").unwrap();
+    std::fs::hard_link(&other, pod.join("linked.log.deleting")).unwrap();
+
+    let f = LogFile::open(dir.path(), "web", "app", 1 << 20, 1).expect("open");
+    assert!(!f.shrinking());
+    assert!(!pod.join("app.log.deleting").exists());
+    let _s = LogFile::open(dir.path(), "web", "sym", 1 << 20, 1).expect("open");
+    let _l = LogFile::open(dir.path(), "web", "linked", 1 << 20, 1).expect("open");
+    assert!(pod.join("sym.log.deleting").symlink_metadata().is_ok());
+    assert_eq!(read(&victim), b"precious\n");
+    assert_eq!(read(&pod.join("linked.log.deleting")), b"kept\n");
+}
+
+#[test]
+fn a_foreign_name_in_the_aside_place_stays_and_the_oldest_file_is_removed_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut f = LogFile::open(dir.path(), "p", "c", 10, 1).expect("open");
+    let pod = dir.path().join("p");
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, b"precious\n").unwrap();
+    std::os::unix::fs::symlink(&victim, pod.join("c.log.deleting")).unwrap();
+    for chunk in [&b"one.....\n"[..], b"two.....\n", b"three...\n"] {
+        assert!(f.write(chunk));
+    }
+    assert!(!f.shrinking());
+    assert_eq!(read(&pod.join("c.log")), b"three...\n");
+    assert_eq!(read(&pod.join("c.log.1")), b"two.....\n");
+    assert!(!pod.join("c.log.2").exists());
+    assert_eq!(read(&pod.join("c.log.deleting")), b"precious\n");
+    assert!(
+        pod.join("c.log.deleting")
+            .symlink_metadata()
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+}
+
+#[test]
+fn dropping_the_log_file_mid_deletion_removes_the_aside_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let max = 2 * file::SHRINK_STEP + 1;
+    let mut f = LogFile::open(dir.path(), "p", "c", max, 1).expect("open");
+    for i in 0..3 {
+        assert!(f.write(&numbered(i * 1_000_000, max as usize)));
+    }
+    assert!(f.shrinking());
+    assert!(f.shrink_step());
+    drop(f);
+    let pod = dir.path().join("p");
+    assert!(!pod.join("c.log.deleting").exists());
+    assert!(pod.join("c.log.1").exists());
+}

@@ -142,3 +142,58 @@ command = ["sleep", "1000"]
         v.container("flood", "c")
     );
 }
+
+/// A flood through more files than are kept: the oldest are deleted step by step over later
+/// loop turns, the deletion finishes once the flood stops (no `.deleting` file is left), and
+/// the kept files are the newest output, whole and in order, as many as configured.
+#[test]
+fn rotated_out_files_are_deleted_in_steps_and_the_kept_ones_are_the_newest_output() {
+    let (v, logs) = start(
+        "log_max_file_bytes = \"3Mi\"\nlog_max_files = 3\n",
+        r#"
+[pods.flood]
+restart_policy = "Never"
+[[pods.flood.containers]]
+name = "c"
+command = ["seq", "1", "1000000"]
+"#,
+    );
+    let pod_dir = logs.join("flood");
+    v.wait_for(T, "the last line in the log file", |_| {
+        std::fs::read(pod_dir.join("c.log")).is_ok_and(|b| b.ends_with(b" 1000000\n"))
+    });
+    v.wait_for(T, "the rotated-out file to be deleted", |_| {
+        !pod_dir.join("c.log.deleting").exists()
+    });
+    let mut names: Vec<String> = std::fs::read_dir(&pod_dir)
+        .expect("pod log dir")
+        .map(|e| e.expect("entry").file_name().into_string().expect("utf-8"))
+        .collect();
+    names.sort();
+    assert_eq!(names, ["c.log", "c.log.1", "c.log.2", "c.log.3"]);
+    let mut text = Vec::new();
+    for f in files_oldest_first(&pod_dir, "c.log") {
+        text.extend(std::fs::read(f).expect("read log file"));
+    }
+    // The oldest kept file may begin inside a line: from the first whole line on, the numbers
+    // follow each other up to the last.
+    let start = text.iter().position(|&b| b == b'\n').expect("a line") + 1;
+    let mut last: Option<u32> = None;
+    for line in text[start..].split_inclusive(|&b| b == b'\n') {
+        let space = line.iter().position(|&b| b == b' ').expect("a stamp");
+        let n: u32 = std::str::from_utf8(&line[space + 1..line.len() - 1])
+            .expect("utf-8")
+            .parse()
+            .unwrap_or_else(|e| panic!("{:?}: {e}", String::from_utf8_lossy(line)));
+        if let Some(l) = last {
+            assert_eq!(n, l + 1, "line {n} follows {l}");
+        }
+        last = Some(n);
+    }
+    assert_eq!(last, Some(1_000_000));
+    assert!(
+        text.len() > 9 << 20,
+        "three full files kept: {}",
+        text.len()
+    );
+}

@@ -108,6 +108,9 @@ pub struct Capture {
     /// Where each read lands ([`READ_BYTES`]), allocated at the first read.
     scratch: Option<Box<[u8]>>,
     forward: Option<Forward>,
+    /// Containers whose rotated-out log file is being shrunk away, one step per turn in
+    /// turn ([`logs::LogFile::shrink_step`]).
+    shrinking: std::collections::VecDeque<ContainerKey>,
 }
 
 impl Capture {
@@ -121,6 +124,7 @@ impl Capture {
             budget: TURN_LOG_BYTES,
             scratch: None,
             forward: dest.map(Forward::new),
+            shrinking: std::collections::VecDeque::new(),
         }
     }
 
@@ -234,6 +238,12 @@ impl Capture {
                 sink.push(origin, chunk);
             }
         });
+        if let Some(log) = log.as_deref()
+            && log.file.as_ref().is_some_and(logs::LogFile::shrinking)
+            && !self.shrinking.contains(&key)
+        {
+            self.shrinking.push_back(key);
+        }
         let eof = matches!(result, Ok(ref r) if r.eof) || result.is_err();
         if eof && let Some(log) = log {
             log.eof(fw);
@@ -282,7 +292,8 @@ impl Capture {
 
     /// Once per turn, after the ready events: the queued pipes (capped, or readable after the
     /// budget ran out) get their share, oldest first, while the turn's budget lasts; the rest
-    /// keep their place for the next turn. Then the budget is renewed.
+    /// keep their place for the next turn. Then the budget is renewed, and one step of
+    /// deleting a rotated-out log file is taken ([`Capture::shrink_step`]).
     pub fn read_more(&mut self, logs: &mut impl Logs) {
         let mut left = Vec::new();
         for token in std::mem::take(&mut self.more) {
@@ -296,11 +307,30 @@ impl Capture {
         left.append(&mut self.more);
         self.more = left;
         self.budget = TURN_LOG_BYTES;
+        self.shrink_step(logs);
     }
 
-    /// Whether some pipe still has data to read (the loop must not sleep).
+    /// One bounded step (one ftruncate(2) of [`logs::file::SHRINK_STEP`], or the final
+    /// unlink) for the first container in the queue, which then goes to the back if more is
+    /// due: a turn never pays for deleting a whole file, and deletion runs ahead of any flood
+    /// (a turn writes at most [`TURN_LOG_BYTES`]).
+    fn shrink_step(&mut self, logs: &mut impl Logs) {
+        let Some(key) = self.shrinking.pop_front() else {
+            return;
+        };
+        let more = logs
+            .log_mut(key)
+            .and_then(|l| l.file.as_mut())
+            .is_some_and(logs::LogFile::shrink_step);
+        if more {
+            self.shrinking.push_back(key);
+        }
+    }
+
+    /// Whether some pipe still has data to read, or a rotated-out file is still being
+    /// deleted (the loop must not sleep).
     pub fn has_more(&self) -> bool {
-        !self.more.is_empty()
+        !self.more.is_empty() || !self.shrinking.is_empty()
     }
 
     fn close(&mut self, token: Token) {
