@@ -227,6 +227,9 @@ pub struct Server {
     /// The socket path's inotify watch and its token (`None`: not registered, or inotify could
     /// not be had — then the sweep checks the file on a timer).
     watch: Option<(SocketWatch, Token)>,
+    /// The last check of the socket file failed (e.g. an impostor bound the path between our
+    /// look and our bind): the sweep's timer checks again until one succeeds, watch or not.
+    socket_unsure: bool,
     conn_token_base: usize,
     access: Access,
     limits: Limits,
@@ -326,6 +329,7 @@ impl Server {
             listener,
             listener_token: None,
             watch: None,
+            socket_unsure: false,
             conn_token_base,
             access: access.clone(),
             limits: Limits::default(),
@@ -493,9 +497,7 @@ impl Server {
         if now >= self.next_sweep {
             self.next_sweep = now + SWEEP_EVERY;
             self.sweep(registry, now);
-            if let Err(e) = self.check_socket_file(registry) {
-                log::error!("{e}");
-            }
+            self.check_socket_file_logged(registry);
         }
     }
 
@@ -503,7 +505,8 @@ impl Server {
     /// connections are open or the socket path is not watched); `None` when nothing is due,
     /// so an idle vigil sleeps until something happens.
     pub fn next_deadline(&self) -> Option<Instant> {
-        let sweep = (self.open > 0 || self.watch.is_none()).then_some(self.next_sweep);
+        let sweep = (self.open > 0 || self.watch.is_none() || self.socket_unsure)
+            .then_some(self.next_sweep);
         match (self.accept_retry, sweep) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

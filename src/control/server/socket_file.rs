@@ -39,8 +39,9 @@ impl Server {
         }
     }
 
-    /// An inotify event on the socket's path: look again, re-bind if the file is not ours,
-    /// and watch the path afresh (it may now run through other directories).
+    /// An inotify event on the socket's path: watch the path afresh (it may now run through
+    /// other directories), then look again and re-bind if the file is not ours. The new watch
+    /// is armed before the look, so a change made between the two is not missed.
     pub(super) fn on_watch_event(&mut self, registry: &Registry) {
         let Some((watch, token)) = &self.watch else {
             return;
@@ -51,10 +52,21 @@ impl Server {
             Ok(true) => {}
             Err(e) => log::warn!("reading the watch of {}: {e}", self.path.display()),
         }
-        if let Err(e) = self.check_socket_file(registry) {
-            log::error!("{e}");
-        }
         self.arm_watch(registry, token);
+        self.check_socket_file_logged(registry);
+    }
+
+    /// [`Server::check_socket_file`], its error logged; a failure keeps the sweep's timer
+    /// checking again (an impostor may have bound the path between our look and our bind, and
+    /// no further inotify event need come).
+    pub(super) fn check_socket_file_logged(&mut self, registry: &Registry) {
+        match self.check_socket_file(registry) {
+            Ok(_) => self.socket_unsure = false,
+            Err(e) => {
+                log::error!("{e}; checking the socket file again every second");
+                self.socket_unsure = true;
+            }
+        }
     }
 
     /// Whether the file at the socket path is not the one vigil bound (tests).

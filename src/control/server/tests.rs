@@ -652,6 +652,36 @@ fn an_ancestor_renamed_away_is_noticed_by_the_watch_without_a_timer() {
 }
 
 #[test]
+fn a_failed_rebind_keeps_checking_on_the_timer_until_the_path_is_ours_again() {
+    let mut h = Harness::new();
+    assert_eq!(h.server.next_deadline(), None);
+    // The directory is replaced by a plain file when vigil looks: binding again fails, and no
+    // inotify event need follow (as when an impostor takes the path between our look and our
+    // bind).
+    let run = h.path.parent().unwrap().to_path_buf();
+    std::fs::rename(&run, run.with_file_name("moved")).unwrap();
+    std::fs::write(&run, b"not a directory").unwrap();
+    h.server.check_socket_file_logged(h.poll.registry());
+    assert!(h.server.check_socket_file_is_needed());
+    let due = h
+        .server
+        .next_deadline()
+        .expect("a failed check keeps the sweep's timer running");
+    std::fs::remove_file(&run).unwrap();
+    std::fs::create_dir(&run).unwrap();
+    let impostor = std::os::unix::net::UnixListener::bind(&h.path).unwrap();
+    // No event is delivered here: the timer alone must find the impostor and bind again.
+    h.server.begin_turn(h.poll.registry(), due);
+    assert!(!h.server.check_socket_file_is_needed());
+    drop(impostor);
+    assert_eq!(
+        h.server.next_deadline(),
+        None,
+        "sure again: the timer stops"
+    );
+}
+
+#[test]
 fn apply_settings_changes_the_mode_and_the_admins_of_open_connections() {
     let mut h = Harness::new();
     let c = connect(&h.path);
