@@ -10,7 +10,12 @@ use serde_json::Value;
 
 use crate::common::{BIN, Vigil, require_program, supervisor_header};
 
-const T: Duration = Duration::from_secs(20);
+/// A guard against a hang, never a performance figure: how long a read, a wait for a state or a
+/// scrape may take before the test fails. Generous because a scrape of hundreds of pods is built
+/// over many loop turns and the machine running the tests may be loaded; vigil itself closes a
+/// scraper's connection only after 10 s without progress, and waiting for an exposition is not
+/// that.
+const T: Duration = Duration::from_secs(60);
 
 /// A crash-looping container (fast back-off) and a probed sleeper.
 const PODS: &str = r#"
@@ -262,6 +267,41 @@ fn a_client_that_sends_half_a_request_is_closed_after_the_idle_timeout() {
     // EOF (not a read timeout) once the server closes it: 10 s without progress.
     s.read_to_end(&mut out).expect("closed by the server");
     assert!(out.is_empty(), "{}", String::from_utf8_lossy(&out));
+}
+
+#[test]
+fn a_scraper_that_shuts_its_sending_side_after_the_request_still_gets_the_whole_reply() {
+    let (_v, addr) = start_pods(&format!("{PODS}{}", sleepers(200)));
+    for request in [
+        // Keep-alive asked for: the half-close says no further request comes.
+        &b"GET /metrics HTTP/1.1\r\n\r\n"[..],
+        &b"GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n"[..],
+    ] {
+        let mut s = TcpStream::connect(addr).expect("connect");
+        s.set_read_timeout(Some(T)).unwrap();
+        s.write_all(request).expect("write");
+        // As `nc -N` does: shutdown(SHUT_WR) once the request is sent.
+        s.shutdown(std::net::Shutdown::Write).expect("shutdown");
+        let mut out = Vec::new();
+        s.read_to_end(&mut out).expect("read");
+        let reply = String::from_utf8(out).expect("utf-8");
+        let (head, body) = reply.split_once("\r\n\r\n").expect("a head");
+        assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
+        assert!(head.contains("Connection: close"), "{head}");
+        let len: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("Content-Length: "))
+            .expect("a length")
+            .parse()
+            .unwrap();
+        assert_eq!(body.len(), len, "{head}");
+        assert_eq!(
+            body.lines()
+                .filter(|l| l.starts_with("vigil_pod_ready{"))
+                .count(),
+            202
+        );
+    }
 }
 
 #[test]

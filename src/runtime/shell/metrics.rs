@@ -18,7 +18,16 @@
 //!   connections; the rest goes next turn (the router polls with a zero timeout while
 //!   [`MetricsListener::has_work`]);
 //! - a connection that makes no progress (no complete request, nothing taken of its reply) for
-//!   [`IDLE_TIMEOUT`] is closed: slow heads and readers that stall cannot hold a slot.
+//!   [`IDLE_TIMEOUT`] is closed: slow heads and readers that stall cannot hold a slot. A
+//!   connection waiting for its exposition is not idle (the wait is vigil's, however many slow
+//!   turns the build takes), and the clock starts again when its reply is ready;
+//! - a client that shuts its sending side after a complete request (`shutdown(SHUT_WR)`,
+//!   `nc -N`; RFC 9112 §9.6 lets either side close its half) has not left: it may still read,
+//!   so it is answered, and the connection closed after that reply. A connection is treated as
+//!   gone only when the socket reports a hang-up or error (`EPOLLHUP`, `EPOLLERR`: both halves
+//!   closed, a reset), a read fails, or a write fails; a client that closes entirely while it
+//!   waits is therefore found out when its reply is written (its place in a build it shares
+//!   costs nothing; at most [`WRITERS`] wait).
 //!
 //! Also here: [`Scrapes`], the expositions being built for scrapers and for `metrics` on the
 //! control socket. Consistency (docs/metrics.md): every reading in a reply is taken after its
@@ -114,8 +123,11 @@ struct Conn {
     readable: bool,
     /// The kernel may take more output.
     writable: bool,
-    /// The peer closed its side (or the socket failed).
+    /// The peer shut its sending side (read returned 0): no more requests, but it may still
+    /// read a reply to one it sent.
     eof: bool,
+    /// The socket hung up or failed (`EPOLLHUP`/`EPOLLERR`, a read error): the peer is gone.
+    broken: bool,
     /// The last progress: accepted, a request completed, reply bytes taken.
     since: Instant,
     /// The reply is sent and the write side shut: input is dropped until EOF or this time.
@@ -135,6 +147,7 @@ impl Conn {
             readable: true,
             writable: true,
             eof: false,
+            broken: false,
             since: now,
             lingering: None,
             over_limit: false,
@@ -154,8 +167,13 @@ impl Conn {
         self.since = now;
     }
 
-    fn deadline(&self) -> Instant {
-        self.lingering.unwrap_or(self.since + IDLE_TIMEOUT)
+    /// When the connection is closed if nothing happens; none while its exposition is built.
+    fn deadline(&self) -> Option<Instant> {
+        match (self.lingering, &self.awaiting) {
+            (Some(until), _) => Some(until),
+            (None, Some(_)) => None,
+            (None, None) => Some(self.since + IDLE_TIMEOUT),
+        }
     }
 }
 
@@ -218,6 +236,11 @@ impl MetricsListener {
         if event.is_writable() || event.is_write_closed() || event.is_error() {
             conn.writable = true;
         }
+        // A half-close by the peer is only `is_read_closed` (EPOLLRDHUP); a hang-up of both
+        // halves or a reset also closes our writing side.
+        if event.is_write_closed() || event.is_error() {
+            conn.broken = true;
+        }
     }
 
     /// Whether the router should poll again without waiting.
@@ -229,7 +252,7 @@ impl MetricsListener {
     pub fn next_deadline(&self) -> Option<Instant> {
         self.conns
             .values()
-            .map(Conn::deadline)
+            .filter_map(Conn::deadline)
             .chain(self.accept_retry)
             .min()
     }
@@ -259,19 +282,22 @@ impl MetricsListener {
                 continue;
             }
             if conn.awaiting.is_some() && conn.readable && !conn.eof {
-                // While its exposition is built: a client that closes now is gone (its place
-                // in the build goes too, [`Scrapes::forget`]). One that closed its side with
-                // the request itself (the FIN came with it) is answered.
+                // While its exposition is built: what the client sends next is kept for after
+                // the reply; a shut sending side (EOF) is not leaving (module docs).
                 if conn.input.len() < MAX_REQUEST {
                     read_some(conn);
                 } else {
                     conn.readable = false;
                 }
-                if conn.eof {
+            }
+            if conn.broken && conn.lingering.is_none() {
+                if conn.awaiting.is_some() {
                     debug!("metrics: a scraper left before its reply");
-                    gone.push(token);
-                    continue;
+                } else {
+                    debug!("metrics: a scraper's connection hung up or failed");
                 }
+                gone.push(token);
+                continue;
             }
             if conn.reply.is_none() && conn.awaiting.is_none() {
                 if conn.readable && conn.input.len() < MAX_REQUEST {
@@ -314,7 +340,8 @@ impl MetricsListener {
                         let reply = conn.reply.take();
                         writers = writers.saturating_sub(1);
                         freed = true;
-                        if reply.is_some_and(|r| r.close_after) {
+                        // A client that shut its sending side sends no further request.
+                        if conn.eof || reply.is_some_and(|r| r.close_after) {
                             let _ = conn.stream.shutdown(std::net::Shutdown::Write);
                             conn.lingering = Some(now + LINGER);
                             conn.readable = true;
@@ -344,7 +371,8 @@ impl MetricsListener {
             {
                 self.more = true;
             }
-            if now.saturating_duration_since(conn.since) >= IDLE_TIMEOUT {
+            if conn.awaiting.is_none() && now.saturating_duration_since(conn.since) >= IDLE_TIMEOUT
+            {
                 debug!("metrics: closing a connection idle for {IDLE_TIMEOUT:?}");
                 gone.push(token);
             }
@@ -375,6 +403,8 @@ impl MetricsListener {
             return;
         };
         debug!("metrics: scrape answered in {}", format.as_str());
+        // A client that shut its sending side sends no further request: close after this one.
+        let keep_alive = keep_alive && !conn.eof;
         conn.reply = Some(Reply {
             head: http::head(Status::Ok, format.content_type(), body.len(), keep_alive)
                 .into_bytes(),
@@ -472,6 +502,7 @@ fn read_some(conn: &mut Conn) {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(_) => {
                 conn.eof = true;
+                conn.broken = true;
                 conn.readable = false;
                 return;
             }
@@ -758,5 +789,159 @@ impl super::Shell {
             };
             self.probe_stats.record(*key, *kind, result, *duration);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{Shutdown, TcpStream as StdStream};
+
+    /// A listener driven by hand: real sockets, the time each turn says.
+    struct Rig {
+        poll: mio::Poll,
+        events: mio::Events,
+        listener: MetricsListener,
+    }
+
+    impl Rig {
+        fn new() -> Rig {
+            let poll = mio::Poll::new().expect("poll");
+            let registry = Rc::new(poll.registry().try_clone().expect("registry"));
+            let listener =
+                MetricsListener::bind(registry, "127.0.0.1:0".parse().unwrap()).expect("bind");
+            Rig {
+                poll,
+                events: mio::Events::with_capacity(64),
+                listener,
+            }
+        }
+
+        fn connect(&self) -> StdStream {
+            let s = StdStream::connect(self.listener.addr).expect("connect");
+            // A guard against a hang only: every reply here is in the kernel's buffer before
+            // the test reads it.
+            s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+            s
+        }
+
+        /// The readiness events so far, then one turn at `now`; the scrapes asked for.
+        fn turn(&mut self, now: Instant) -> Vec<(Token, Format)> {
+            self.poll
+                .poll(&mut self.events, Some(Duration::from_millis(20)))
+                .expect("poll");
+            for e in self.events.iter() {
+                self.listener.on_event(e);
+            }
+            let mut asks = Vec::new();
+            self.listener.serve(now, &mut asks);
+            asks
+        }
+
+        /// Turns at `now` until a scrape is asked for (the client wrote it whole already).
+        fn ask(&mut self, now: Instant) -> Token {
+            for _ in 0..500 {
+                if let Some(&(token, _)) = self.turn(now).first() {
+                    return token;
+                }
+            }
+            panic!("no scrape asked for");
+        }
+    }
+
+    fn body() -> Rc<[u8]> {
+        Rc::from(&b"vigil_up 1\n"[..])
+    }
+
+    /// Turns until `s` reads to EOF; what it read.
+    fn reply(rig: &mut Rig, s: &mut StdStream, now: Instant) -> String {
+        for _ in 0..50 {
+            rig.turn(now);
+        }
+        let mut out = Vec::new();
+        s.read_to_end(&mut out).expect("read the reply");
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn a_scraper_whose_exposition_takes_longer_than_the_idle_timeout_is_answered_whole() {
+        let mut rig = Rig::new();
+        let mut s = rig.connect();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let t0 = Instant::now();
+        let token = rig.ask(t0);
+        assert_eq!(
+            rig.listener.next_deadline(),
+            None,
+            "no idle deadline while the exposition is built"
+        );
+        // The build takes many slow turns, far past the idle timeout.
+        let late = t0 + IDLE_TIMEOUT * 3;
+        for _ in 0..5 {
+            rig.turn(late);
+        }
+        assert!(
+            rig.listener.take_left().is_empty(),
+            "the scraper kept its place"
+        );
+        rig.listener.deliver(token, body(), late);
+        let text = reply(&mut rig, &mut s, late);
+        assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+        assert!(text.ends_with("\r\n\r\nvigil_up 1\n"), "{text}");
+    }
+
+    #[test]
+    fn a_scraper_that_shuts_its_sending_side_after_the_request_is_answered_then_closed() {
+        let mut rig = Rig::new();
+        let mut s = rig.connect();
+        // Keep-alive asked for, then `shutdown(SHUT_WR)` while the exposition is built.
+        s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+        let now = Instant::now();
+        let token = rig.ask(now);
+        s.shutdown(Shutdown::Write).unwrap();
+        for _ in 0..20 {
+            rig.turn(now);
+        }
+        assert!(
+            rig.listener.take_left().is_empty(),
+            "a half-close is not leaving"
+        );
+        rig.listener.deliver(token, body(), now);
+        let text = reply(&mut rig, &mut s, now);
+        assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+        assert!(text.contains("Connection: close\r\n"), "{text}");
+        assert!(text.ends_with("\r\n\r\nvigil_up 1\n"), "{text}");
+        for _ in 0..5 {
+            rig.turn(now);
+        }
+        assert!(rig.listener.conns.is_empty(), "closed after the reply");
+    }
+
+    #[test]
+    fn a_scraper_that_resets_its_connection_while_waiting_gives_up_its_place() {
+        let mut rig = Rig::new();
+        let mut s = rig.connect();
+        s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+        let now = Instant::now();
+        let token = rig.ask(now);
+        // SO_LINGER 0: close(2) sends a reset (RFC 9293 §3.6, "abort").
+        nix::sys::socket::setsockopt(
+            &s,
+            nix::sys::socket::sockopt::Linger,
+            &libc::linger {
+                l_onoff: 1,
+                l_linger: 0,
+            },
+        )
+        .unwrap();
+        drop(s);
+        let mut left = Vec::new();
+        for _ in 0..50 {
+            rig.turn(now);
+            left.extend(rig.listener.take_left());
+        }
+        assert_eq!(left, vec![token]);
+        assert!(rig.listener.conns.is_empty());
     }
 }
