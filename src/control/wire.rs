@@ -855,6 +855,14 @@ mod reference {
         ]
     }
 
+    /// Fields a sample carries (so the table lists them) that the server refuses beside another
+    /// of the sample's fields: (command, field left out of the example, what the table says).
+    const COMBINATIONS: &[(&str, &str, &str)] = &[(
+        "start",
+        "container",
+        "not with `ignore_dependencies`, which starts the whole pod",
+    )];
+
     /// The request table: each command's fields, whether the server needs them (found by
     /// leaving each out of the sample and asking the parser), and the sample line.
     fn requests(out: &mut String) {
@@ -887,7 +895,26 @@ mod reference {
                     if needed { ", required" } else { "" }
                 ));
             }
-            let line = Value::Object(fields).to_string();
+            // A sample carries every field so the table lists them all; the example line leaves
+            // out what the server refuses in combination (a request the server refuses is no
+            // example).
+            let mut example = fields.clone();
+            if let Some((_, field, note)) = COMBINATIONS.iter().find(|(c, ..)| *c == cmd.name()) {
+                example.remove(*field);
+                if let Some(arg) = args
+                    .iter_mut()
+                    .find(|a| a.starts_with(&format!("`{field}`")))
+                {
+                    arg.pop(); // the closing parenthesis of "(type)"
+                    arg.push_str(&format!("; {note})"));
+                }
+            }
+            assert!(
+                RequestCmd::from_fields(example.clone()).is_ok(),
+                "the example of {} parses",
+                cmd.name()
+            );
+            let line = Value::Object(example).to_string();
             let _ = writeln!(
                 out,
                 "| `{}` | {} | `{line}` |",
