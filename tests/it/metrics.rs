@@ -764,3 +764,61 @@ fn collect_exprs(v: &Value, out: &mut Vec<String>) {
         _ => {}
     }
 }
+
+#[test]
+fn a_metrics_request_waiting_for_its_exposition_during_an_upgrade_gets_the_exposition_or_the_notice()
+ {
+    // Enough pods that an exposition takes several loop turns: the request is still waiting
+    // when the upgrade asked for right after it is carried out.
+    const N: usize = 400;
+    let (v, _addr) = start_pods(&sleepers(N));
+    v.wait_for(T, "every pod to run", |v| {
+        v.status()["pods"]
+            .as_array()
+            .is_some_and(|p| p.len() == N && p.iter().all(|p| p["phase"] == "Running"))
+    });
+    for round in 0..3 {
+        let mut metrics = std::os::unix::net::UnixStream::connect(&v.socket).unwrap();
+        // A guard against the lost reply (the CLI would wait 60 s), not a figure.
+        metrics.set_read_timeout(Some(T / 2)).unwrap();
+        metrics
+            .write_all(b"{\"cmd\":\"metrics\",\"id\":7}\n")
+            .unwrap();
+        let mut upgrade = std::os::unix::net::UnixStream::connect(&v.socket).unwrap();
+        upgrade.set_read_timeout(Some(T)).unwrap();
+        upgrade
+            .write_all(b"{\"cmd\":\"upgrade\",\"id\":8}\n")
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(&upgrade), &mut line)
+            .expect("the upgrade's reply");
+        let reply: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(reply["ok"], true, "round {round}: {reply}");
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(&metrics), &mut line)
+            .unwrap_or_else(|e| panic!("round {round}: no reply to metrics: {e}\n{}", v.log()));
+        let reply: Value = serde_json::from_str(&line).expect("a reply line");
+        if reply["ok"] == true {
+            assert_eq!(reply["id"], 7, "{reply}");
+            let text = reply["result"]["text"].as_str().expect("text");
+            assert_eq!(
+                text.lines()
+                    .filter(|l| l.starts_with("vigil_pod_ready{"))
+                    .count(),
+                N,
+                "round {round}: a whole exposition"
+            );
+        } else {
+            assert_eq!(reply["error"]["kind"], "busy", "{reply}");
+            assert!(
+                reply["error"]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("vigil re-executed itself (upgrade)")),
+                "{reply}"
+            );
+        }
+    }
+    // And the new vigil answers metrics.
+    let out = v.cli(&["metrics"]);
+    assert!(out.status.success(), "{out:?}");
+}
