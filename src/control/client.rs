@@ -32,6 +32,12 @@ pub enum ClientError {
     Exchange { path: PathBuf, source: io::Error },
     #[error("vigil at {} closed the connection without answering", path.display())]
     NoReply { path: PathBuf },
+    #[error(
+        "vigil at {} closed the connection before the reply was whole ({bytes} bytes of a line); \
+         vigil may have been upgraded (`vigil upgrade` closes connections): run the command again",
+        path.display()
+    )]
+    CutShort { path: PathBuf, bytes: usize },
     #[error("vigil at {} sent an unreadable reply: {source}", path.display())]
     BadReply {
         path: PathBuf,
@@ -298,6 +304,7 @@ pub(crate) fn one_result(
             path: path.to_path_buf(),
         });
     }
+    whole_line(path, &buf)?;
     let reply: wire::ReplyLine =
         serde_json::from_str(&buf).map_err(|source| ClientError::BadReply {
             path: path.to_path_buf(),
@@ -358,6 +365,19 @@ pub(crate) fn typed<T: DeserializeOwned>(path: &Path, v: &Value) -> Result<T, Cl
     })
 }
 
+/// A reply line read up to EOF without its newline was cut short (the connection closed
+/// mid-reply, as `vigil upgrade` does to a reply it could not finish sending).
+fn whole_line(path: &Path, line: &str) -> Result<(), ClientError> {
+    if line.ends_with('\n') {
+        Ok(())
+    } else {
+        Err(ClientError::CutShort {
+            path: path.to_path_buf(),
+            bytes: line.len(),
+        })
+    }
+}
+
 fn exchange(
     cmd: &ClientCommand,
     terminal: Terminal,
@@ -405,6 +425,7 @@ fn exchange(
                 })
             };
         }
+        whole_line(path, &buf)?;
         let raw: Value = serde_json::from_str(&buf).map_err(|source| ClientError::BadReply {
             path: path.to_path_buf(),
             source,
@@ -611,6 +632,33 @@ mod tests {
             )),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_reply_cut_short_by_a_closed_connection_is_a_clear_error_not_an_unreadable_reply() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        let server = std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            let mut line = String::new();
+            BufReader::new(&stream).read_line(&mut line).unwrap();
+            // Half a line, then the connection closes (as at `vigil upgrade`).
+            (&stream)
+                .write_all(br#"{"id":1,"ok":true,"result":{"pods":[{"na"#)
+                .unwrap();
+        });
+        for request in [RequestCmd::Status { pod: None }] {
+            let (code, out, err) = run_cmd(command(&path, request, Output::Table));
+            assert_eq!(code, 1);
+            assert!(out.is_empty(), "{out}");
+            assert!(
+                err.contains("closed the connection before the reply was whole")
+                    && err.contains("vigil may have been upgraded"),
+                "{err}"
+            );
+        }
+        server.join().unwrap();
     }
 
     #[test]

@@ -784,6 +784,20 @@ fn a_metrics_request_waiting_for_its_exposition_during_an_upgrade_gets_the_expos
         metrics
             .write_all(b"{\"cmd\":\"metrics\",\"id\":7}\n")
             .unwrap();
+        // A slow reader, reading on across the exec: whatever the new vigil writes lands
+        // right after what the old one had sent.
+        let reader = std::thread::spawn(move || {
+            let mut got = Vec::new();
+            let mut buf = [0u8; 4096];
+            loop {
+                match std::io::Read::read(&mut metrics, &mut buf) {
+                    Ok(0) => return got,
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                    Err(e) => panic!("round {round}: no reply to metrics: {e}"),
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        });
         let mut upgrade = std::os::unix::net::UnixStream::connect(&v.socket).unwrap();
         upgrade.set_read_timeout(Some(T)).unwrap();
         upgrade
@@ -794,28 +808,43 @@ fn a_metrics_request_waiting_for_its_exposition_during_an_upgrade_gets_the_expos
             .expect("the upgrade's reply");
         let reply: Value = serde_json::from_str(&line).unwrap();
         assert_eq!(reply["ok"], true, "round {round}: {reply}");
-        let mut line = String::new();
-        std::io::BufRead::read_line(&mut std::io::BufReader::new(&metrics), &mut line)
-            .unwrap_or_else(|e| panic!("round {round}: no reply to metrics: {e}\n{}", v.log()));
-        let reply: Value = serde_json::from_str(&line).expect("a reply line");
-        if reply["ok"] == true {
-            assert_eq!(reply["id"], 7, "{reply}");
-            let text = reply["result"]["text"].as_str().expect("text");
-            assert_eq!(
-                text.lines()
-                    .filter(|l| l.starts_with("vigil_pod_ready{"))
-                    .count(),
-                N,
-                "round {round}: a whole exposition"
-            );
-        } else {
-            assert_eq!(reply["error"]["kind"], "busy", "{reply}");
-            assert!(
-                reply["error"]["message"]
-                    .as_str()
-                    .is_some_and(|m| m.contains("vigil re-executed itself (upgrade)")),
-                "{reply}"
-            );
+        let got = String::from_utf8(reader.join().unwrap()).unwrap();
+        let mut lines = got.split_inclusive('\n').peekable();
+        let mut seen = 0;
+        while let Some(line) = lines.next() {
+            if !line.ends_with('\n') {
+                // The old vigil could not finish sending the line and closed the connection
+                // as it was (nothing may follow half a line): the last thing read.
+                assert!(lines.peek().is_none(), "round {round}");
+                assert!(line.starts_with("{\"id\":7,\"ok\":true"), "round {round}");
+                break;
+            }
+            seen += 1;
+            let reply: Value = serde_json::from_str(line).unwrap_or_else(|e| {
+                panic!(
+                    "round {round}: line {seen} is not whole JSON: {e}: …{}",
+                    &line[line.len().saturating_sub(300)..]
+                )
+            });
+            if reply["ok"] == true {
+                assert_eq!(reply["id"], 7, "{reply}");
+                let text = reply["result"]["text"].as_str().expect("text");
+                assert_eq!(
+                    text.lines()
+                        .filter(|l| l.starts_with("vigil_pod_ready{"))
+                        .count(),
+                    N,
+                    "round {round}: a whole exposition"
+                );
+            } else {
+                assert_eq!(reply["error"]["kind"], "busy", "{reply}");
+                assert!(
+                    reply["error"]["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("vigil re-executed itself (upgrade)")),
+                    "{reply}"
+                );
+            }
         }
     }
     // And the new vigil answers metrics.

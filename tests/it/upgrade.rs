@@ -90,7 +90,7 @@ impl Poller {
                         }
                     }
                 }
-                std::thread::sleep(Duration::from_millis(2));
+                std::thread::sleep(Duration::from_millis(10));
             }
         });
         Poller {
@@ -715,4 +715,71 @@ command = ["/bin/sh", "-c", "trap '' TERM; while true; do sleep 0.1; done"]
     assert_eq!(r["ok"], false, "{r}");
     assert_eq!(r["error"]["kind"], "shutting_down", "{r}");
     assert_eq!(exe_of(me), exe);
+}
+
+#[test]
+fn a_logs_follower_across_an_upgrade_gets_whole_lines_then_the_notice_or_an_early_end() {
+    let (_keep, next) = copy_of_vigil();
+    // Long log lines, fast, and a follower that reads slowly: the stream is backed up, part
+    // of a reply line unsent, when the upgrade comes; the follower goes on reading meanwhile,
+    // so the new vigil's notice would land right after whatever the old one had sent.
+    let v = Vigil::start(
+        r#"
+[pods.chatty]
+[[pods.chatty.containers]]
+name = "talk"
+command = ["/bin/sh", "-c", "s=$(head -c 6000 /dev/zero | tr '\\0' x); while :; do echo \"$s\"; done"]
+"#,
+    );
+    v.wait_for(T, "talk running", |v| {
+        pid_of(&v.container("chatty", "talk")).is_some()
+    });
+    for round in 0..3 {
+        let follower = UnixStream::connect(&v.socket).unwrap();
+        // A guard against a hang, not a figure.
+        follower.set_read_timeout(Some(T)).unwrap();
+        (&follower)
+            .write_all(b"{\"cmd\":\"logs\",\"pod\":\"chatty\",\"container\":\"talk\",\"follow\":true,\"id\":5}\n")
+            .unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut reader = BufReader::with_capacity(512, &follower);
+            let mut lines = Vec::new();
+            loop {
+                let mut line = String::new();
+                let n = reader
+                    .read_line(&mut line)
+                    .unwrap_or_else(|e| panic!("round {round}: the follower's stream: {e}"));
+                if n == 0 {
+                    return lines;
+                }
+                lines.push(line);
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        let (ok, text) = upgrade(&v, &["--binary", next.to_str().unwrap()]);
+        assert!(ok, "round {round}: {text}\n{}", v.log());
+        let lines = reader.join().unwrap();
+        assert!(!lines.is_empty(), "round {round}: the follower saw nothing");
+        let mut last = Value::Null;
+        for (i, line) in lines.iter().enumerate() {
+            if !line.ends_with('\n') {
+                // EOF within a line the old vigil could not finish sending: the last thing.
+                assert_eq!(i + 1, lines.len(), "round {round}");
+                break;
+            }
+            last = serde_json::from_str(line).unwrap_or_else(|e| {
+                panic!(
+                    "round {round}: line {i} is not whole JSON: {e}: …{}",
+                    &line[line.len().saturating_sub(300)..]
+                )
+            });
+        }
+        if last["ok"] == false {
+            assert_eq!(last["error"]["kind"], "busy", "round {round}: {last}");
+        }
+    }
+    // The new vigil still serves the log.
+    let r = v.request(r#"{"cmd":"logs","pod":"chatty","container":"talk","tail":1}"#);
+    assert_eq!(r["ok"], true, "{r}");
 }

@@ -220,6 +220,32 @@ impl Conn {
         self.eof && self.reply == Stream::None && self.pending_output() == 0 && !self.has_line()
     }
 
+    /// One non-blocking attempt to send the rest of the line being written, and no more
+    /// (nothing is dropped or added: the connection goes on as before if it stays here).
+    /// Returns whether what was sent now ends at a line's end.
+    pub(super) fn finish_line(&mut self) -> bool {
+        while self.sent_open {
+            let unsent = &self.wbuf[self.wpos..];
+            let Some(end) = unsent.iter().position(|&b| b == b'\n') else {
+                return false;
+            };
+            match send(
+                self.stream.as_raw_fd(),
+                &unsent[..=end],
+                MsgFlags::MSG_NOSIGNAL | MsgFlags::MSG_DONTWAIT,
+            ) {
+                Ok(0) | Err(Errno::EAGAIN) => return false,
+                Ok(n) => {
+                    self.wpos += n;
+                    self.sent_open = self.wbuf[self.wpos - 1] != b'\n';
+                }
+                Err(Errno::EINTR) => {}
+                Err(_) => return false,
+            }
+        }
+        true
+    }
+
     /// Stops at the end of the line being written (never half a line), appends `line` and
     /// marks the connection closing. A streamed line left open is closed with its `cut`.
     pub(super) fn cut_with(&mut self, line: &str) {

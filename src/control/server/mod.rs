@@ -295,23 +295,16 @@ impl Server {
         self.listener.as_raw_fd()
     }
 
-    /// One connection's descriptor (handed over by `vigil upgrade`).
-    pub fn conn_fd(&self, conn: ConnId) -> Option<std::os::fd::RawFd> {
+    /// Every open connection's descriptor whose output so far ends at a line's end, after one
+    /// non-blocking attempt each to send the rest of the line being written (`vigil upgrade`:
+    /// the next instance's notice must never follow half a line). A connection left out stays
+    /// as it was; the exec closes it and its client sees the line end early.
+    pub fn conn_fds_at_line_end(&mut self) -> Vec<(ConnId, std::os::fd::RawFd)> {
         use std::os::fd::AsRawFd;
         self.conns
-            .get(conn.index)?
-            .as_ref()
-            .filter(|c| c.id == conn)
-            .map(|c| c.stream.as_raw_fd())
-    }
-
-    /// Every open connection's descriptor.
-    pub fn conn_fds(&self) -> Vec<(ConnId, std::os::fd::RawFd)> {
-        use std::os::fd::AsRawFd;
-        self.conns
-            .iter()
+            .iter_mut()
             .flatten()
-            .map(|c| (c.id, c.stream.as_raw_fd()))
+            .filter_map(|c| c.finish_line().then(|| (c.id, c.stream.as_raw_fd())))
             .collect()
     }
 

@@ -266,14 +266,10 @@ impl Control {
         self.server.listener_fd()
     }
 
-    /// One connection's descriptor (the asker of `vigil upgrade`).
-    pub(super) fn conn_fd(&self, conn: ConnId) -> Option<std::os::fd::RawFd> {
-        self.server.conn_fd(conn)
-    }
-
-    /// Every open connection's descriptor.
-    pub(super) fn conn_fds(&self) -> Vec<(ConnId, std::os::fd::RawFd)> {
-        self.server.conn_fds()
+    /// Every open connection's descriptor that may be handed over (see
+    /// [`crate::control::server::Server::conn_fds_at_line_end`]).
+    pub(super) fn conn_fds_at_line_end(&mut self) -> Vec<(ConnId, std::os::fd::RawFd)> {
+        self.server.conn_fds_at_line_end()
     }
 
     /// A readiness event on a token the server owns.

@@ -129,7 +129,10 @@ impl Shell {
         self.capture.flush();
         self.journal
             .drain(&self.core, now, self.capture.journal_mut());
-        let (state, blobs, fds) = self.handoff_state(&binary, asker, taken);
+        // Connections mid-line get one try at finishing it; those still mid-line are not
+        // handed over (closed by the exec), so no notice follows half a reply line.
+        let conns = self.control.conn_fds_at_line_end();
+        let (state, blobs, fds) = self.handoff_state(&binary, asker, &conns, taken);
         let memfd = handoff::write(&state, blobs).map_err(UpgradeError::State)?;
         debug!(
             "upgrade: binary checked in {:.1} ms, state written in {:.1} ms",
@@ -161,6 +164,7 @@ impl Shell {
         &'a self,
         binary: &std::path::Path,
         asker: Option<Asker<'_>>,
+        conns: &[(ConnId, RawFd)],
         taken: Instant,
     ) -> (
         State<&'a crate::core::Supervisor, &'a crate::config::spec::Config>,
@@ -307,18 +311,19 @@ impl Shell {
             .collect();
         let asker_conn = asker.as_ref().map(|a| a.conn);
         let requester = asker.and_then(|a| {
-            self.control.conn_fd(a.conn).map(|fd| Requester {
-                fd,
-                id: a.id.as_json().to_string(),
-            })
+            conns
+                .iter()
+                .find(|(c, _)| *c == a.conn)
+                .map(|&(_, fd)| Requester {
+                    fd,
+                    id: a.id.as_json().to_string(),
+                })
         });
         fds.extend(requester.iter().map(|r| r.fd));
-        let clients: Vec<RawFd> = self
-            .control
-            .conn_fds()
-            .into_iter()
+        let clients: Vec<RawFd> = conns
+            .iter()
             .filter(|(c, _)| Some(*c) != asker_conn)
-            .map(|(_, fd)| fd)
+            .map(|&(_, fd)| fd)
             .collect();
         fds.extend(&clients);
         let state = State {
