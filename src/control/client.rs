@@ -648,16 +648,18 @@ mod tests {
                 .write_all(br#"{"id":1,"ok":true,"result":{"pods":[{"na"#)
                 .unwrap();
         });
-        for request in [RequestCmd::Status { pod: None }] {
-            let (code, out, err) = run_cmd(command(&path, request, Output::Table));
-            assert_eq!(code, 1);
-            assert!(out.is_empty(), "{out}");
-            assert!(
-                err.contains("closed the connection before the reply was whole")
-                    && err.contains("vigil may have been upgraded"),
-                "{err}"
-            );
-        }
+        let (code, out, err) = run_cmd(command(
+            &path,
+            RequestCmd::Status { pod: None },
+            Output::Table,
+        ));
+        assert_eq!(code, 1);
+        assert!(out.is_empty(), "{out}");
+        assert!(
+            err.contains("closed the connection before the reply was whole")
+                && err.contains("vigil may have been upgraded"),
+            "{err}"
+        );
         server.join().unwrap();
     }
 
