@@ -575,3 +575,37 @@ fn root_vigil_under_systemd_without_delegation_warns() {
     assert!(log.contains("without cgroup delegation"), "{log}");
     assert!(log.contains("Delegate=yes"), "{log}");
 }
+
+#[test]
+#[ignore = "needs root (the starts are pipelined on the cgroup path)"]
+fn ready_is_sent_only_once_every_initial_container_runs_even_when_the_starts_span_many_turns() {
+    require_root("pipelined starts need vigil's cgroups");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let npath = dir.path().join("notify.sock");
+    let sock = UnixDatagram::bind(&npath).expect("bind notify socket");
+    sock.set_read_timeout(Some(Duration::from_millis(100)))
+        .expect("timeout");
+    // More containers than one loop turn starts (executor::SPAWNS_PER_TURN = 64).
+    let mut pods = String::new();
+    for i in 0..600 {
+        pods.push_str(&format!(
+            "[pods.p{i}]\n[[pods.p{i}.containers]]\nname = \"c\"\ncommand = [\"sleep\", \"60\"]\n"
+        ));
+    }
+    let v = start_env(
+        &pods,
+        "",
+        &[("NOTIFY_SOCKET", npath.to_str().expect("utf-8 path"))],
+    );
+    let mut got = Vec::new();
+    collect_until(&sock, &mut got, "READY=1", |m| has_line(m, "READY=1"));
+    let status = v.request(r#"{"cmd":"status"}"#);
+    let pods = status["result"]["pods"].as_array().expect("pods");
+    assert_eq!(pods.len(), 600);
+    let running = pods
+        .iter()
+        .flat_map(|p| p["containers"].as_array().expect("containers"))
+        .filter(|c| c["pid"].is_u64() && c["state"]["running"].is_object())
+        .count();
+    assert_eq!(running, 600, "READY=1 before every initial start: {status}");
+}

@@ -119,6 +119,9 @@ pub struct Shell {
     execs: PendingExecs,
     /// Spawns this loop turn may still start (see `executor::SPAWNS_PER_TURN`).
     spawn_budget: u32,
+    /// The initial starts are still under way (queued, or their exec not confirmed): `READY=1`
+    /// and the start-up trim wait for them ([`Shell::settle_startup`]).
+    starting: bool,
     janitor: Janitor,
     /// Cgroup directories of pods removed by reload, until removed.
     gone_pods: GonePods,
@@ -264,6 +267,7 @@ impl Shell {
             reaper: Reaper::default(),
             execs: PendingExecs::new(Rc::clone(&registry)),
             spawn_budget: executor::SPAWNS_PER_TURN,
+            starting: true,
             janitor: Janitor::new(Rc::clone(&registry)),
             gone_pods: GonePods::default(),
             capture: Capture::new(Rc::clone(&registry), forward),
@@ -302,10 +306,8 @@ impl Shell {
         let now = Instant::now();
         self.drain_actions(now);
         self.tracker.flush();
-        self.notifier.ready(now);
         self.update_status(now);
-        // Start-up code (config parsing, the CLI) leaves the resident set (src/runtime/trim.rs).
-        super::trim::after_startup();
+        self.settle_startup(now);
         loop {
             let timeout = self.next_timeout(Instant::now());
             if let Err(e) = self.poll.poll(&mut events, timeout) {
@@ -339,6 +341,7 @@ impl Shell {
             self.dispatch(event, now);
         }
         self.turn(now);
+        self.settle_startup(now);
         if let Some(code) = self.exit_code {
             let code = if self.panics > 0 { EXIT_PANIC } else { code };
             self.exit_code = Some(code);
@@ -346,6 +349,19 @@ impl Shell {
             return Some(code);
         }
         None
+    }
+
+    /// Once the initial starts are done — nothing queued, every exec confirmed or failed (the
+    /// starts are pipelined over several turns, `executor::SPAWNS_PER_TURN` each) — tells
+    /// systemd `READY=1` ("the initial pods were started", docs/interface.md) and drops what
+    /// only start-up needed from the resident set (src/runtime/trim.rs). Once.
+    fn settle_startup(&mut self, now: Instant) {
+        if !self.starting || self.core.has_actions() || !self.execs.is_empty() {
+            return;
+        }
+        self.starting = false;
+        self.notifier.ready(now);
+        super::trim::after_startup();
     }
 
     /// A loop turn panicked. The first time: shut down as on SIGTERM and keep looping so that
