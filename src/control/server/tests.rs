@@ -990,3 +990,61 @@ fn owns_covers_listener_and_connection_tokens_only() {
     assert!(!h.server.owns(Token(CONN_BASE + 1)));
     assert!(!h.server.owns(Token(0)));
 }
+
+#[test]
+fn at_an_upgrade_only_connections_at_a_line_end_are_handed_over_and_nothing_is_dropped() {
+    let mut h = Harness::new();
+    // Far more than a socket buffer holds: a client that does not read stays mid-line.
+    let big = "q".repeat(4 << 20);
+    let mut conns = Vec::new();
+    let mut handler = |server: &mut Server, registry: &Registry, inc: Incoming| {
+        let Ok(r) = inc.request else { return };
+        let line = if r.id.as_json() == "2" {
+            protocol::reply_ok(&r.id, json!({"status": big}))
+        } else {
+            protocol::reply_ok(&r.id, json!({"status": "small"}))
+        };
+        conns.push((r.id.clone(), inc.conn));
+        server.send(registry, inc.conn, &line);
+    };
+    let small = connect(&h.path);
+    let mut big_client = connect(&h.path);
+    (&small)
+        .write_all(b"{\"id\":1,\"cmd\":\"status\"}\n")
+        .unwrap();
+    big_client
+        .write_all(b"{\"id\":2,\"cmd\":\"status\"}\n")
+        .unwrap();
+    let mut turns = 0;
+    h.run_until(
+        |_| {
+            turns += 1;
+            turns > 20
+        },
+        &mut handler,
+    );
+    assert_eq!(read_lines(&small, 1)[0]["result"]["status"], "small");
+    let handed: Vec<ConnId> = h
+        .server
+        .conn_fds_at_line_end()
+        .into_iter()
+        .map(|(c, _)| c)
+        .collect();
+    let small_conn = conns.iter().find(|(id, _)| id.as_json() == "1");
+    assert_eq!(handed, vec![small_conn.unwrap().1]);
+    // The connection left out is as it was: its whole line still arrives.
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || tx.send(read_lines(&big_client, 1).remove(0)).unwrap());
+    let mut got = None;
+    h.run_until(
+        |_| {
+            got = got.take().or_else(|| rx.try_recv().ok());
+            got.is_some()
+        },
+        &mut echo,
+    );
+    assert_eq!(
+        got.unwrap()["result"]["status"].as_str().map(str::len),
+        Some(4 << 20)
+    );
+}
