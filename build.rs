@@ -1,10 +1,22 @@
-//! Link choices for the release binary (README, Design: "Build").
+//! Link choices for the binary (README, Design: "Memory and start-up"; BENCHMARKS.md, "The
+//! status CLI under 1 ms").
 //!
-//! `-z pack-relative-relocs` (DT_RELR, binutils ≥ 2.38, glibc ≥ 2.36): the PIE's ~8,000
-//! relative relocations become a bitmap of a few kilobytes instead of a 200 KB `.rela.dyn`
-//! table the dynamic loader reads page by page at every start — ASLR is kept. Release builds
-//! only, so debug builds link as before; not for static builds (the VM suite's
-//! `+crt-static`), whose start-up code relocates itself.
+//! - `-z pack-relative-relocs` (DT_RELR, binutils ≥ 2.38, glibc ≥ 2.36): the PIE's ~8,000
+//!   relative relocations become a bitmap of a few kilobytes instead of a 200 KB `.rela.dyn`
+//!   table the dynamic loader reads page by page at every start — ASLR is kept. Release
+//!   builds only, so debug builds link as before.
+//! - libgcc's unwinder linked in (`libgcc_eh.a`, what gcc's `-static-libgcc` and Rust's own
+//!   `+crt-static` builds use) instead of loading `libgcc_s.so.1` at every start: one shared
+//!   library less for the dynamic loader to open, map and relocate, and no run of its
+//!   constructor `__cpu_indicator_init`, whose `cpuid` instructions each cost a VM exit
+//!   (~5 µs here). Panics unwind exactly as before (`catch_unwind` in the loop, backtraces);
+//!   the binary then needs only libc. Every profile, so the tests run the unwinder the
+//!   release binary has. `-bundle`: the archive is named to the final link, not copied into
+//!   the rlib; as one of this crate's native libraries it comes before std's `-lgcc_s`, so
+//!   the linker takes the unwinder from it and `--as-needed` drops libgcc_s.
+//!
+//! Neither for static builds (the VM suite's `+crt-static`): they already link libgcc_eh, and
+//! their start-up code relocates itself.
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     let release = std::env::var("PROFILE").is_ok_and(|p| p == "release");
@@ -12,7 +24,10 @@ fn main() {
         && std::env::var("CARGO_CFG_TARGET_ENV").is_ok_and(|env| env == "gnu");
     let static_crt = std::env::var("CARGO_CFG_TARGET_FEATURE")
         .is_ok_and(|features| features.split(',').any(|f| f == "crt-static"));
-    if release && linux_gnu && !static_crt {
-        println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
+    if linux_gnu && !static_crt {
+        println!("cargo:rustc-link-lib=static:-bundle=gcc_eh");
+        if release {
+            println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
+        }
     }
 }
