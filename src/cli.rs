@@ -300,7 +300,7 @@ pub fn main() -> i32 {
         }
     }
     // The command monitoring runs in a loop, without building the whole clap tree first.
-    if let Some(cmd) = quick_status(std::env::args_os().skip(1)) {
+    if let Some(cmd) = quick_status(std::env::args_os().skip(1), env_option) {
         return match client_command(cmd) {
             Ok(cmd) => client::main(cmd),
             Err(message) => {
@@ -310,7 +310,7 @@ pub fn main() -> i32 {
         };
     }
     // docs/interface.md §1.3: bad usage exits 1 (2 means "cannot reach the supervisor").
-    let cli = match Cli::try_parse() {
+    let cli = match parse(std::env::args_os()) {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
@@ -356,17 +356,58 @@ pub fn main() -> i32 {
     }
 }
 
+/// The variables options are read from (clap's `env =`). docs/interface.md §1.1: one set to
+/// the empty string is the same as unset — as kubectl treats an empty `$KUBECONFIG` and the
+/// XDG base directory specification its variables, and as `VIGIL_CONFIG=` in a systemd unit
+/// or an env file is written to clear it.
+const OPTION_VARIABLES: [&str; 2] = ["VIGIL_CONFIG", "VIGIL_SOCKET"];
+
+/// `$name` if it is set and not empty.
+fn env_option(name: &str) -> Option<std::ffi::OsString> {
+    std::env::var_os(name).filter(|v| !v.is_empty())
+}
+
+/// argv through clap, the options of [`OPTION_VARIABLES`] that are set but empty left unset
+/// (clap itself would take the empty value and refuse it: "a value is required").
+fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Cli, clap::Error> {
+    use clap::{CommandFactory, FromArgMatches};
+    let empty: Vec<&str> = OPTION_VARIABLES
+        .into_iter()
+        .filter(|v| std::env::var_os(v).is_some_and(|x| x.is_empty()))
+        .collect();
+    let mut cmd = without_env(Cli::command(), &empty);
+    let mut matches = cmd.try_get_matches_from_mut(args)?;
+    Cli::from_arg_matches_mut(&mut matches).map_err(|e| e.format(&mut cmd))
+}
+
+/// `cmd` with no option of it or of its subcommands read from the variables `names`.
+fn without_env(cmd: clap::Command, names: &[&str]) -> clap::Command {
+    if names.is_empty() {
+        return cmd;
+    }
+    let strip = |arg: clap::Arg| {
+        if arg.get_env().is_some_and(|e| names.iter().any(|n| e == *n)) {
+            arg.env(None)
+        } else {
+            arg
+        }
+    };
+    cmd.mut_args(strip)
+        .mut_subcommands(|sub| sub.mut_args(strip))
+}
+
 /// `vigil status [POD] [-o|--output table|wide|json] [--socket PATH]` (any order, each at most
 /// once) as clap would parse it, without building the command tree of every subcommand:
-/// that costs the CLI page faults and heap on every call (issue 20). Anything else — another
-/// form of the same options, `-c`, help, a value starting with `-`, non-UTF-8, `$VIGIL_SOCKET`
-/// or `$VIGIL_CONFIG` set — returns `None` and goes through clap, so usage and errors are
-/// clap's. A test checks the two parsers agree.
-fn quick_status(mut args: impl Iterator<Item = std::ffi::OsString>) -> Option<Cmd> {
-    if args.next()? != "status"
-        || std::env::var_os("VIGIL_SOCKET").is_some()
-        || std::env::var_os("VIGIL_CONFIG").is_some()
-    {
+/// that costs the CLI page faults and heap on every call (issue 20). `$VIGIL_SOCKET` and
+/// `$VIGIL_CONFIG` are read through `env` as clap reads them (`--socket` first; the config,
+/// if any, is read later for its `socket =`). Anything else — another form of the same
+/// options, `-c`, help, a value starting with `-`, non-UTF-8 — returns `None` and goes
+/// through clap, so usage and errors are clap's. A test checks the two parsers agree.
+fn quick_status(
+    mut args: impl Iterator<Item = std::ffi::OsString>,
+    env: impl Fn(&str) -> Option<std::ffi::OsString>,
+) -> Option<Cmd> {
+    if args.next()? != "status" {
         return None;
     }
     let (mut pod, mut output, mut socket) = (None, None, None);
@@ -405,8 +446,8 @@ fn quick_status(mut args: impl Iterator<Item = std::ffi::OsString>) -> Option<Cm
         pod,
         output: output.unwrap_or_default(),
         client: ClientOpts {
-            socket,
-            config: None,
+            socket: socket.or_else(|| env("VIGIL_SOCKET").map(PathBuf::from)),
+            config: env("VIGIL_CONFIG").map(PathBuf::from),
         },
     })
 }
@@ -598,8 +639,10 @@ mod tests {
 
     #[test]
     fn the_quick_status_parser_agrees_with_clap_or_steps_aside() {
-        // The test process has neither variable set (the quick parser steps aside if it does).
-        if std::env::var_os("VIGIL_SOCKET").is_some() || std::env::var_os("VIGIL_CONFIG").is_some()
+        // Clap reads the real environment: the test process must have neither variable set.
+        if OPTION_VARIABLES
+            .iter()
+            .any(|v| std::env::var_os(v).is_some())
         {
             panic!("unset VIGIL_SOCKET and VIGIL_CONFIG to run this test");
         }
@@ -639,7 +682,7 @@ mod tests {
                 .collect()
         };
         for line in taken {
-            let quick = quick_status(split(line).into_iter())
+            let quick = quick_status(split(line).into_iter(), |_| None)
                 .unwrap_or_else(|| panic!("{line}: not taken"));
             let clap = Cli::try_parse_from(std::iter::once("vigil".into()).chain(split(line)))
                 .unwrap_or_else(|e| panic!("{line}: {e}"))
@@ -647,12 +690,68 @@ mod tests {
             assert_eq!(format!("{quick:?}"), format!("{clap:?}"), "{line}");
         }
         for line in declined {
-            assert!(quick_status(split(line).into_iter()).is_none(), "{line}");
+            assert!(
+                quick_status(split(line).into_iter(), |_| None).is_none(),
+                "{line}"
+            );
         }
         // Not UTF-8: clap's error, not ours.
         use std::os::unix::ffi::OsStringExt as _;
         let bad = vec!["status".into(), std::ffi::OsString::from_vec(vec![0xff])];
-        assert!(quick_status(bad.into_iter()).is_none());
+        assert!(quick_status(bad.into_iter(), |_| None).is_none());
+    }
+
+    #[test]
+    fn the_quick_status_parser_reads_the_socket_and_config_variables_after_the_flag() {
+        let env = |name: &str| match name {
+            "VIGIL_SOCKET" => Some("/env.sock".into()),
+            "VIGIL_CONFIG" => Some("/etc/env.toml".into()),
+            _ => None,
+        };
+        let client = |args: &[&str]| match quick_status(args.iter().map(Into::into), env) {
+            Some(Cmd::Status { client, .. }) => client,
+            other => panic!("{args:?}: {other:?}"),
+        };
+        let c = client(&["status"]);
+        assert_eq!(c.socket, Some(PathBuf::from("/env.sock")));
+        assert_eq!(c.config, Some(PathBuf::from("/etc/env.toml")));
+        let c = client(&["status", "web", "--socket", "/flag.sock"]);
+        assert_eq!(c.socket, Some(PathBuf::from("/flag.sock")));
+    }
+
+    #[test]
+    fn an_option_variable_set_but_empty_is_dropped_from_every_subcommand() {
+        use clap::CommandFactory as _;
+        let cmd = without_env(Cli::command(), &["VIGIL_CONFIG"]);
+        let mut seen = 0;
+        for sub in cmd.get_subcommands() {
+            for arg in sub.get_arguments() {
+                match arg.get_id().as_str() {
+                    "config" => assert_eq!(arg.get_env(), None, "{}", sub.get_name()),
+                    "socket" => {
+                        seen += 1;
+                        assert_eq!(
+                            arg.get_env(),
+                            Some(std::ffi::OsStr::new("VIGIL_SOCKET")),
+                            "{}",
+                            sub.get_name()
+                        );
+                    }
+                    _ => {}
+                }
+            }
+        }
+        assert!(seen > 5, "client commands with --socket: {seen}");
+        // Before: every `-c` of run, check, convert and the client commands reads it.
+        let before = Cli::command();
+        let with_env = before
+            .get_subcommands()
+            .filter(|sub| {
+                sub.get_arguments()
+                    .any(|a| a.get_env() == Some(std::ffi::OsStr::new("VIGIL_CONFIG")))
+            })
+            .count();
+        assert!(with_env > 5, "{with_env}");
     }
 
     #[test]

@@ -168,6 +168,48 @@ fn check_reads_vigil_config_from_the_environment() {
 }
 
 #[test]
+fn an_empty_vigil_config_or_vigil_socket_is_the_same_as_unset() {
+    // `check`: the file it would read without the variable (the system config or the bundled
+    // default), not clap's "a value is required for '--config <CONFIG>'".
+    let unset = vigil_check(None, None);
+    let empty = vigil_check(None, Some(Path::new("")));
+    assert_eq!(text(&empty.stderr), text(&unset.stderr));
+    assert_eq!(text(&empty.stdout), text(&unset.stdout));
+    assert_eq!(empty.status.code(), unset.status.code());
+    // A client command, through clap (`status -o json`) and through its quick parser
+    // (`status`): the socket named on the command line, unreachable: exit 2 naming it.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sock = dir.path().join("nobody.sock");
+    for args in [&["status"][..], &["status", "-o", "json"]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_vigil"))
+            .args(args)
+            .arg("--socket")
+            .arg(&sock)
+            .env("VIGIL_CONFIG", "")
+            .env("VIGIL_SOCKET", "")
+            .output()
+            .expect("run vigil status");
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(&sock.display().to_string()), "{stderr}");
+    }
+    // Set and not empty, it is used as before: a missing config is an error naming it.
+    let missing = dir.path().join("missing.toml");
+    let out = Command::new(env!("CARGO_BIN_EXE_vigil"))
+        .arg("status")
+        .env("VIGIL_CONFIG", &missing)
+        .env_remove("VIGIL_SOCKET")
+        .output()
+        .expect("run vigil status");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains(&missing.display().to_string()),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
 fn check_without_a_file_validates_the_bundled_default() {
     let out = vigil_check(None, None);
     let system = "/etc/vigil/vigil.toml";
