@@ -527,9 +527,34 @@ def w_idle(ctx, tool, n, window, settle):
         }
         log(f"  {tool.name} idle n={n}: start {startup:.3f}s rss {rss} KiB pss {pss} KiB "
             f"procs {len(own)} cpu {res['cpu_s_per_min']:.4f} s/min")
+        if tool.name == "vigil":
+            res.update(idle_warm(tool, d, n, own, settle))
         return res
     finally:
         r.stop()
+
+
+def idle_warm(vigil, d, n, own, settle):
+    """vigil's memory once it has answered requests: 100 rounds of a full `status`, a one-pod
+    `status` and a `describe` on one connection (what `vigil status`/`describe` and `vigil top`
+    ask). `rss_busy_kib` right after the last reply; `rss_warm_kib` after `settle` seconds
+    idle (vigil gives back code and heap 2 s after the last request, src/runtime/trim.rs).
+    The start-up figure above is taken before any request."""
+    s = VSock(vigil.sock(d))
+    try:
+        for i in range(100):
+            pod = f"svc{i % n:04d}"
+            s.req_line("status")
+            s.req_line("status", pod=pod)
+            s.req_line("describe", pod=pod)
+    finally:
+        s.close()
+    busy, busy_pss = mem_kib(own)
+    time.sleep(max(settle, 3.0))
+    rss, pss = mem_kib(own)
+    log(f"  vigil idle n={n} after 300 requests: rss {busy} KiB pss {busy_pss} KiB at once, "
+        f"rss {rss} KiB pss {pss} KiB idle")
+    return {"rss_busy_kib": busy, "rss_warm_kib": rss, "pss_warm_kib": pss}
 
 
 
@@ -1407,6 +1432,8 @@ def print_tables(res):
     idle = res["summary"].get("idle", {})
     for key, title, unit in (("rss_kib", "Supervisor RSS, KiB (sum over its own processes)", ""),
                              ("pss_kib", "Supervisor PSS, KiB (shared pages split; fair for many-process designs)", ""),
+                             ("rss_busy_kib", "Supervisor RSS right after 300 status/describe requests, KiB (vigil only)", ""),
+                             ("rss_warm_kib", "Supervisor RSS idle after 300 status/describe requests, KiB (vigil only)", ""),
                              ("cpu_s_per_min", "Idle CPU, s/min (schedstat)", ""),
                              ("startup_s", "Start-up: launch until all N children run, s", "")):
         rows = [(f"N={n}", {t: idle.get(t, {}).get(str(n), {}).get(key) for t in tools})
@@ -1465,7 +1492,8 @@ def full(ctx, args):
     for t, by_n in runs.get("idle", {}).items():
         for n, rr in by_n.items():
             summ.setdefault("idle", {}).setdefault(t, {})[n] = {
-                k: median_of(rr, k) for k in ("rss_kib", "pss_kib", "cpu_s_per_min", "startup_s", "own_procs")}
+                k: median_of(rr, k) for k in ("rss_kib", "pss_kib", "cpu_s_per_min", "startup_s", "own_procs",
+                                             "rss_busy_kib", "rss_warm_kib", "pss_warm_kib")}
     for w in ("restart", "status"):
         for t, rr in runs.get(w, {}).items():
             keys = {k for r in rr if r for k, v in r.items() if isinstance(v, (int, float))}

@@ -1,10 +1,20 @@
-//! Giving back, once start-up is done, the memory only start-up needed.
+//! Giving back the memory only start-up, or a burst of requests, needed.
 //!
-//! Owns: one call, [`after_startup`], made when the first loop turn is about to begin. It
-//! (1) drops this process's page-table entries for the code it has mapped — vigil's own
-//! text and its shared libraries' (`r-xp` private file mappings) — with
+//! Owns: [`give_back`], called once the initial starts are done, and [`IdleTrim`], which
+//! says when to call it again once the supervisor has been idle for [`IDLE_TRIM_AFTER`] after
+//! answering requests. Each (1) drops this process's page-table entries for the code it has
+//! mapped — vigil's own text and its shared libraries' (`r-xp` private file mappings) — with
 //! `madvise(MADV_DONTNEED)`, and (2) returns free heap pages to the kernel with glibc's
 //! `malloc_trim(0)`.
+//!
+//! Why after requests: a `status` or `describe` faults in code that the idle loop never runs
+//! again (serialising, text formatting: ~1 MiB of text at 64 KiB per fault), and glibc keeps
+//! the heap pages of the largest reply (its mmap threshold rises to the size of the first
+//! large block freed, so later large replies come from the heap and stay). At 200 containers
+//! that took the idle resident set from 2.9 to 6.7 MiB (BENCHMARKS.md). The cost of a trim:
+//! reading /proc/self/smaps once, and the next request faulting its code back in (tens of
+//! microseconds); while requests keep coming less than [`IDLE_TRIM_AFTER`] apart (`vigil
+//! top`, a monitoring loop), nothing is trimmed.
 //!
 //! Why (1): the kernel maps file pages "around" every code fault (`fault_around_bytes`, 64 KiB
 //! by default; mm/memory.c `do_fault_around`), so config parsing, validation and the CLI
@@ -24,8 +34,8 @@
 
 use std::io::BufRead as _;
 
-/// Drop start-up code from the resident set and trim the heap. Best effort.
-pub fn after_startup() {
+/// Drop code from the resident set and trim the heap. Best effort.
+pub fn give_back() {
     match code_mappings() {
         Ok(ranges) => {
             for (start, end) in ranges {
@@ -53,6 +63,37 @@ pub fn after_startup() {
     // System allocator uses); it is thread-safe and takes no pointers.
     unsafe {
         libc::malloc_trim(0);
+    }
+}
+
+/// How long the supervisor waits, after the last request, before trimming.
+pub const IDLE_TRIM_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// When to trim after requests: [`IdleTrim::activity`] on every request or scrape, then one
+/// trim [`IDLE_TRIM_AFTER`] after the last one (its deadline is part of the poll timeout).
+#[derive(Debug, Default)]
+pub struct IdleTrim {
+    last_activity: Option<std::time::Instant>,
+}
+
+impl IdleTrim {
+    /// A request was read or answered at `now`.
+    pub fn activity(&mut self, now: std::time::Instant) {
+        self.last_activity = Some(now);
+    }
+
+    /// When the next trim is due, if one is.
+    pub fn deadline(&self) -> Option<std::time::Instant> {
+        self.last_activity.map(|t| t + IDLE_TRIM_AFTER)
+    }
+
+    /// Whether a trim is due at `now`; if so it is taken (the caller trims, once).
+    pub fn take_due(&mut self, now: std::time::Instant) -> bool {
+        let due = self.deadline().is_some_and(|d| d <= now);
+        if due {
+            self.last_activity = None;
+        }
+        due
     }
 }
 
@@ -134,8 +175,24 @@ Anonymous:             0 kB
     }
 
     #[test]
+    fn an_idle_trim_is_due_once_after_the_last_activity_and_not_before() {
+        let t0 = std::time::Instant::now();
+        let mut idle = IdleTrim::default();
+        assert_eq!(idle.deadline(), None);
+        assert!(!idle.take_due(t0 + IDLE_TRIM_AFTER * 10));
+        idle.activity(t0);
+        idle.activity(t0 + IDLE_TRIM_AFTER / 2);
+        let due = t0 + IDLE_TRIM_AFTER / 2 + IDLE_TRIM_AFTER;
+        assert_eq!(idle.deadline(), Some(due));
+        assert!(!idle.take_due(due - std::time::Duration::from_millis(1)));
+        assert!(idle.take_due(due));
+        assert!(!idle.take_due(due + IDLE_TRIM_AFTER));
+        assert_eq!(idle.deadline(), None);
+    }
+
+    #[test]
     fn the_running_test_binary_finds_its_own_code_and_survives_dropping_it() {
-        let here = after_startup as fn() as usize;
+        let here = give_back as fn() as usize;
         let ranges = code_mappings().unwrap();
         assert!(
             ranges
@@ -143,7 +200,7 @@ Anonymous:             0 kB
                 .any(|&(start, end)| start <= here && here < end),
             "{ranges:x?}"
         );
-        after_startup();
+        give_back();
         // Code and data still work after the drop (the pages fault back in).
         assert_eq!(format!("{}", 6 * 7), "42");
     }

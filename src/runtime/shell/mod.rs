@@ -122,6 +122,8 @@ pub struct Shell {
     /// The initial starts are still under way (queued, or their exec not confirmed): `READY=1`
     /// and the start-up trim wait for them ([`Shell::settle_startup`]).
     starting: bool,
+    /// The trim after a burst of requests (src/runtime/trim.rs).
+    idle_trim: super::trim::IdleTrim,
     janitor: Janitor,
     /// Cgroup directories of pods removed by reload, until removed.
     gone_pods: GonePods,
@@ -268,6 +270,7 @@ impl Shell {
             execs: PendingExecs::new(Rc::clone(&registry)),
             spawn_budget: executor::SPAWNS_PER_TURN,
             starting: true,
+            idle_trim: Default::default(),
             janitor: Janitor::new(Rc::clone(&registry)),
             gone_pods: GonePods::default(),
             capture: Capture::new(Rc::clone(&registry), forward),
@@ -342,6 +345,10 @@ impl Shell {
         }
         self.turn(now);
         self.settle_startup(now);
+        // During start-up the start-up trim comes later anyway.
+        if self.idle_trim.take_due(now) && !self.starting {
+            super::trim::give_back();
+        }
         if let Some(code) = self.exit_code {
             let code = if self.panics > 0 { EXIT_PANIC } else { code };
             self.exit_code = Some(code);
@@ -361,7 +368,7 @@ impl Shell {
         }
         self.starting = false;
         self.notifier.ready(now);
-        super::trim::after_startup();
+        super::trim::give_back();
     }
 
     /// A loop turn panicked. The first time: shut down as on SIGTERM and keep looping so that
@@ -390,7 +397,10 @@ impl Shell {
         let token = event.token();
         match Owner::of(token) {
             Some(Owner::Signals) => self.on_signals(now),
-            Some(Owner::Control) => self.control.on_event(event, now),
+            Some(Owner::Control) => {
+                self.idle_trim.activity(now);
+                self.control.on_event(event, now);
+            }
             Some(Owner::Stdout) => self.capture.flush(),
             Some(Owner::Capture) => self.capture.on_readable(token, &mut self.slots),
             Some(Owner::Oom) => self.on_memory_events(token, now),
@@ -398,6 +408,7 @@ impl Shell {
             Some(Owner::Adopted) => self.on_adopted(token, now),
             Some(Owner::Exec) => self.on_exec_report(token),
             Some(Owner::Metrics) => {
+                self.idle_trim.activity(now);
                 if let Some(m) = &mut self.metrics {
                     m.on_event(event);
                 }
@@ -453,6 +464,7 @@ impl Shell {
         consider(self.notifier.deadline());
         consider(self.janitor.deadline(now));
         consider(self.tracker.deadline());
+        consider(self.idle_trim.deadline());
         if self.capture.has_more() || self.control.has_backlog() || self.core.has_actions() {
             consider(Some(now));
         }
