@@ -683,3 +683,121 @@ command = ["sleep", "1000"]
         "the status after the stop shows it: {after}"
     );
 }
+
+/// CPU time (user + system) `pid` has used so far, from `/proc/PID/stat` (proc(5): fields 14
+/// and 15, in clock ticks): a load-independent measure of whether a loop spins.
+pub(crate) fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    // The command name (field 2) may hold spaces; the fields after it start after its `)`.
+    let rest = &stat[stat.rfind(')').expect("comm") + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = f[11].parse::<u64>().expect("utime") + f[12].parse::<u64>().expect("stime");
+    // Clock ticks are USER_HZ, 100 on every Linux ABI (time(7): sysconf(_SC_CLK_TCK)).
+    ticks as f64 / 100.0
+}
+
+/// How much CPU `pid` uses over `window` of wall-clock time (a spinning loop uses about all of
+/// it, less when the machine is loaded; an idle one next to nothing).
+pub(crate) fn cpu_over(pid: u32, window: Duration) -> f64 {
+    let before = cpu_seconds(pid);
+    std::thread::sleep(window);
+    cpu_seconds(pid) - before
+}
+
+/// Eight connections of one unprivileged uid that pipeline `status` requests until the kernel
+/// takes no more and never read, a ninth that sends nothing, then a tenth attempt.
+const STALLED_WRITERS: &str = r#"
+import socket, sys
+path = sys.argv[1]
+def connect():
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(path)
+    return s
+writers = []
+for _ in range(8):
+    s = connect()
+    s.setblocking(False)
+    try:
+        while True:
+            s.send(b'{"id":1,"cmd":"status"}\n' * 256)
+    except BlockingIOError:
+        pass
+    writers.append(s)
+quiet = connect()
+tenth = connect()
+tenth.settimeout(60)
+print("tenth " + tenth.makefile().readline().strip(), flush=True)
+print("ready", flush=True)
+quiet.settimeout(60)
+data = b""
+while True:
+    b = quiet.recv(4096)
+    if not b:
+        break
+    data += b
+print("quiet " + data.decode().strip(), flush=True)
+sys.stdin.readline()
+"#;
+
+#[test]
+#[ignore = "needs root (the client runs as nobody)"]
+fn stalled_writers_holding_every_slot_of_a_uid_and_a_due_idle_deadline_do_not_make_vigil_spin() {
+    use std::os::unix::process::CommandExt;
+    crate::common::require_root("the client runs as nobody");
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    let socket = dir.path().join("vigil.sock");
+    let config = dir.path().join("vigil.toml");
+    let header = supervisor_header(&socket).replace(
+        "[supervisor]\n",
+        "[supervisor]\nsocket_mode = \"0666\"\nclient_idle_timeout_seconds = 2\n\
+         max_connections_per_uid = 9\n",
+    );
+    std::fs::write(&config, format!("{header}{ONE_SLEEPER}")).expect("write");
+    let v = Vigil::start_with(dir, socket.clone(), config);
+    let pid = v.child.as_ref().expect("child").id();
+    let mut client = std::process::Command::new("/usr/bin/python3")
+        .uid(65534)
+        .gid(65534)
+        .arg("-c")
+        .arg(STALLED_WRITERS)
+        .arg(&socket)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut out = BufReader::new(client.stdout.take().expect("stdout"));
+    let mut said = |what: &str| {
+        let mut line = String::new();
+        out.read_line(&mut line).expect("client output");
+        assert!(line.starts_with(what), "expected {what:?}, got {line:?}");
+        line
+    };
+    // The uid's slots are all taken: the tenth connection is refused, naming the limit.
+    let tenth = said("tenth ");
+    assert!(tenth.contains("max_connections_per_uid = 9"), "{tenth}");
+    said("ready");
+    // The quiet connection's idle deadline comes due (2 s) while the writers hold their slots
+    // with output unread: over seconds of that state vigil uses a small fraction of one core.
+    std::thread::sleep(Duration::from_millis(1500));
+    let window = Duration::from_secs(3);
+    let cpu = cpu_over(pid, window);
+    assert!(
+        cpu < window.as_secs_f64() / 10.0,
+        "vigil used {cpu:.2} s of CPU in {window:?} with stalled writers and a due deadline"
+    );
+    // The quiet connection was closed as promised: one `busy` line naming the setting.
+    let quiet = said("quiet ");
+    assert!(
+        quiet.contains("\"busy\"") && quiet.contains("client_idle_timeout_seconds"),
+        "{quiet}"
+    );
+    // And root is served throughout.
+    assert!(v.status()["pods"].is_array());
+    let _ = client.kill();
+    let _ = client.wait();
+}

@@ -851,3 +851,139 @@ fn a_metrics_request_waiting_for_its_exposition_during_an_upgrade_gets_the_expos
     let out = v.cli(&["metrics"]);
     assert!(out.status.success(), "{out:?}");
 }
+
+/// Every reply place (8) held by scrapers that pipeline far more scrapes than the kernel's
+/// buffers hold and never read, and one more scraper whose request waits for a place while
+/// its idle deadline comes due: vigil does not spin (its CPU time over seconds of that state
+/// stays far below a busy loop's), and the waiting scraper is answered or told `503`, then
+/// closed.
+#[test]
+fn a_scrape_waiting_behind_stalled_readers_does_not_make_vigil_spin_and_is_answered_or_refused() {
+    let (v, addr) = start_pods(&sleepers(50));
+    let pid = v.child.as_ref().expect("child").id();
+    v.wait_for(T, "every pod to run", |v| {
+        v.status()["pods"]
+            .as_array()
+            .is_some_and(|p| p.len() == 50 && p.iter().all(|p| p["phase"] == "Running"))
+    });
+    // The waiting scraper connects first (a scrape answered after it shows it was accepted),
+    // so its idle clock started seconds before the readers stall.
+    let mut waiting = TcpStream::connect(addr).expect("connect");
+    waiting.set_read_timeout(Some(T)).unwrap();
+    let size = get(addr, "/metrics", None).2.len();
+    let connected = Instant::now();
+    std::thread::sleep(Duration::from_secs(4));
+    // Replies worth 16 MiB each (more than any socket buffers), asked for in one write.
+    let request = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+    let n = ((16 << 20) / size + 1).min((48 << 10) / request.len());
+    assert!(
+        n * size > 8 << 20,
+        "exposition of {size} bytes too small to stall a reader"
+    );
+    let readers: Vec<TcpStream> = (0..8)
+        .map(|_| {
+            let mut s = TcpStream::connect(addr).expect("connect");
+            s.set_write_timeout(Some(T)).unwrap();
+            s.write_all(&request.repeat(n)).expect("pipelined requests");
+            s
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(1));
+    waiting
+        .write_all(b"GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n")
+        .expect("write");
+    // Ten seconds after it connected the waiting scraper's deadline is due while the readers
+    // (stalled since a few seconds later) still hold every place.
+    std::thread::sleep(
+        (connected + Duration::from_millis(10_500)).saturating_duration_since(Instant::now()),
+    );
+    let window = Duration::from_secs(3);
+    let cpu = crate::control::cpu_over(pid, window);
+    assert!(
+        cpu < window.as_secs_f64() / 10.0,
+        "vigil used {cpu:.2} s of CPU in {window:?} with a due deadline behind stalled readers"
+    );
+    let mut reply = Vec::new();
+    waiting
+        .read_to_end(&mut reply)
+        .expect("answered or refused, then closed");
+    let reply = String::from_utf8_lossy(&reply);
+    assert!(
+        reply.starts_with("HTTP/1.1 200 OK") || reply.starts_with("HTTP/1.1 503 "),
+        "{reply}"
+    );
+    drop(readers);
+    assert!(v.status()["pods"].is_array());
+}
+
+/// vigil under `RLIMIT_NOFILE` 64 (`prlimit`): scrapers held open use up its descriptors, so
+/// accepting fails with `EMFILE`. The retry waits its 100 ms as a deadline (vigil's CPU time
+/// over seconds of that state stays far below a busy loop's), and once scrapers leave a scrape
+/// is answered again.
+#[test]
+fn running_out_of_descriptors_at_accept_makes_the_metrics_listener_retry_without_spinning() {
+    crate::common::require_program("prlimit", "--version", "util-linux");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let socket = dir.path().join("vigil.sock");
+    let config = dir.path().join("vigil.toml");
+    let header = supervisor_header(&socket).replacen(
+        "[supervisor]\n",
+        "[supervisor]\nmetrics_address = \"127.0.0.1:0\"\n",
+        1,
+    );
+    std::fs::write(&config, format!("{header}{}", sleepers(1))).expect("write config");
+    let log = std::fs::File::create(dir.path().join("vigil.log")).expect("log file");
+    let child = Command::new("prlimit")
+        .arg("--nofile=64:64")
+        .arg(BIN)
+        .args(["run", "-c"])
+        .arg(&config)
+        .env("VIGIL_LOG", "info")
+        .env_remove("VIGIL_SOCKET")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().expect("dup"))
+        .stderr(log)
+        .spawn()
+        .expect("spawn vigil under prlimit");
+    let pid = child.id();
+    let v = Vigil {
+        child: Some(child),
+        dir,
+        socket,
+        config,
+    };
+    v.wait_for(T, "the metrics listener", |v| {
+        v.log().contains("metrics: serving http://")
+    });
+    let addr: SocketAddr = v
+        .log()
+        .lines()
+        .find_map(|l| l.split("metrics: serving http://").nth(1))
+        .and_then(|rest| rest.strip_suffix("/metrics"))
+        .expect("address")
+        .parse()
+        .expect("address");
+    // More scrapers than vigil has descriptors left (they wait in the listen backlog).
+    let held: Vec<TcpStream> = (0..80)
+        .map(|_| TcpStream::connect(addr).expect("connect"))
+        .collect();
+    v.wait_for(T, "accept to fail for want of descriptors", |v| {
+        v.log().contains("metrics: accepting on")
+    });
+    let window = Duration::from_secs(3);
+    let cpu = crate::control::cpu_over(pid, window);
+    assert!(
+        cpu < window.as_secs_f64() / 10.0,
+        "vigil used {cpu:.2} s of CPU in {window:?} while out of descriptors"
+    );
+    drop(held);
+    let deadline = Instant::now() + T;
+    loop {
+        let reply = exchange(addr, b"GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n");
+        if reply.starts_with("HTTP/1.1 200 OK") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never answered again: {reply}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

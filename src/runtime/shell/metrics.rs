@@ -13,7 +13,11 @@
 //!   other events are served between slices), at most [`RENDERS_PER_TURN`] builds at once (one
 //!   per format), each shared by every scraper that asked before it began (one `Rc` body, never a
 //!   copy per connection), and at most [`WRITERS`] connections waiting for or taking a reply, so
-//!   replies held in memory are bounded;
+//!   replies held in memory are bounded; a scrape that waits [`IDLE_TIMEOUT`] for one of those
+//!   places (readers that stall or trickle may hold them all) is told `503` and closed;
+//! - every deadline here, once due, makes progress or is moved (an idle connection is closed,
+//!   a waiting scrape refused, an accept retried): the router's poll timeout is never zero
+//!   again and again while nothing can move;
 //! - at most [`WRITE_CHUNK`] bytes per write and [`TURN_OUTPUT`] bytes per turn across all
 //!   connections; the rest goes next turn (the router polls with a zero timeout while
 //!   [`MetricsListener::has_work`]);
@@ -134,6 +138,8 @@ struct Conn {
     lingering: Option<Instant>,
     /// Accepted over [`MAX_CLIENTS`] to be told `503`.
     over_limit: bool,
+    /// Its complete request waits for one of the [`WRITERS`] places (since `since`).
+    queued: bool,
     /// A scrape asked for and not answered yet: its format and whether to keep the connection.
     awaiting: Option<(Format, bool)>,
 }
@@ -151,6 +157,7 @@ impl Conn {
             since: now,
             lingering: None,
             over_limit: false,
+            queued: false,
             awaiting: None,
         }
     }
@@ -187,6 +194,8 @@ pub(super) struct MetricsListener {
     conns: HashMap<Token, Conn>,
     accept_pending: bool,
     accept_retry: Option<Instant>,
+    /// Accepting fails (`EMFILE`…) since the last success: logged once, not every retry.
+    accept_failing: bool,
     /// Something was left for the next turn.
     more: bool,
     /// Connections that went while awaiting an exposition, for [`Scrapes::forget`].
@@ -215,6 +224,7 @@ impl MetricsListener {
             conns: HashMap::new(),
             accept_pending: true,
             accept_retry: None,
+            accept_failing: false,
             more: true,
             left: Vec::new(),
         })
@@ -315,13 +325,31 @@ impl MetricsListener {
                         conn.refuse(status, why, now);
                         writers += 1;
                     }
-                    Parsed::Scrape(s) => {
-                        if writers >= WRITERS {
-                            // Picked up when a reply finishes or a connection goes (not by
-                            // polling: a stalled writer would make that a busy loop).
+                    Parsed::Scrape(_) if writers >= WRITERS => {
+                        // Its request is complete (progress: the clock starts then), but every
+                        // place is taken. Picked up when a reply finishes or a connection goes,
+                        // not by polling (a stalled writer would make that a busy loop); after
+                        // IDLE_TIMEOUT of waiting it is told `503` and closed, so its deadline
+                        // never stays due without progress (readers that trickle could hold
+                        // every place for as long as they like).
+                        if !conn.queued {
+                            conn.queued = true;
+                            conn.since = now;
+                        }
+                        if now.saturating_duration_since(conn.since) < IDLE_TIMEOUT {
                             waiting = true;
                             continue;
                         }
+                        debug!("metrics: a scrape waited {IDLE_TIMEOUT:?} for a place; 503");
+                        conn.refuse(
+                            Status::Unavailable,
+                            "every reply place is taken by slow readers; try again",
+                            now,
+                        );
+                        writers += 1;
+                    }
+                    Parsed::Scrape(s) => {
+                        conn.queued = false;
                         conn.input.drain(..s.len);
                         conn.awaiting = Some((s.format, s.keep_alive));
                         conn.since = now;
@@ -389,7 +417,9 @@ impl MetricsListener {
         if waiting && freed {
             self.more = true;
         }
-        if self.accept_pending {
+        // Waiting out an accept retry (`EMFILE`…) is a deadline ([`Self::next_deadline`]),
+        // not work: polling without a timeout meanwhile would spin until it is due.
+        if self.accept_pending && self.accept_retry.is_none() {
             self.more = true;
         }
     }
@@ -433,6 +463,7 @@ impl MetricsListener {
         for _ in 0..ACCEPTS_PER_TURN {
             match self.listener.accept() {
                 Ok((mut stream, peer)) => {
+                    self.accept_failing = false;
                     let over = self.conns.len() >= MAX_CLIENTS;
                     if over {
                         debug!("metrics: {peer} refused: {MAX_CLIENTS} scrapers connected");
@@ -465,7 +496,15 @@ impl MetricsListener {
                 Err(e) => {
                     // EMFILE, ENFILE, ENOBUFS…: the pending connection stays in the backlog;
                     // try again shortly instead of spinning.
-                    warn!("metrics: accepting on {}: {e}", self.addr);
+                    if self.accept_failing {
+                        debug!("metrics: accepting on {}: {e}", self.addr);
+                    } else {
+                        warn!(
+                            "metrics: accepting on {}: {e}; retrying every 100 ms",
+                            self.addr
+                        );
+                        self.accept_failing = true;
+                    }
                     self.accept_retry = Some(now + ACCEPT_RETRY);
                     return;
                 }
@@ -889,6 +928,41 @@ mod tests {
         let text = reply(&mut rig, &mut s, late);
         assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
         assert!(text.ends_with("\r\n\r\nvigil_up 1\n"), "{text}");
+    }
+
+    #[test]
+    fn a_scrape_waiting_for_a_place_past_the_idle_timeout_gets_503_and_no_deadline_stays_due() {
+        let mut rig = Rig::new();
+        let t0 = Instant::now();
+        // Every place taken by scrapes whose expositions are still being built.
+        let mut holders = Vec::new();
+        for _ in 0..WRITERS {
+            let mut s = rig.connect();
+            s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+            rig.ask(t0);
+            holders.push(s);
+        }
+        let mut s = rig.connect();
+        s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+        for _ in 0..5 {
+            assert!(rig.turn(t0).is_empty(), "no place for a ninth scrape");
+        }
+        // Its deadline comes due with the places still taken: each turn from then on either
+        // has work to do or waits for a deadline still ahead (never one already past).
+        let late = t0 + IDLE_TIMEOUT;
+        for _ in 0..50 {
+            rig.turn(late);
+            if !rig.listener.has_work() {
+                assert!(
+                    rig.listener.next_deadline().is_none_or(|d| d > late),
+                    "a deadline due without progress"
+                );
+            }
+        }
+        let mut out = Vec::new();
+        s.read_to_end(&mut out).expect("refused, then closed");
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with("HTTP/1.1 503 "), "{text}");
     }
 
     #[test]
