@@ -305,10 +305,11 @@ impl Capture {
         }
     }
 
-    /// Once per turn, after the ready events: the queued pipes (capped, or readable after the
-    /// budget ran out) get their share, oldest first, while the turn's budget lasts; the rest
-    /// keep their place for the next turn. Then the budget is renewed, and one step of
-    /// deleting a rotated-out log file is taken ([`Capture::shrink_step`]).
+    /// Once per turn, after the ready events and the control requests they brought: the
+    /// queued pipes (capped, or readable after the budget ran out) get their share, oldest
+    /// first, while the turn's budget lasts; the rest keep their place for the next turn. Then
+    /// the budget is renewed, and one step of deleting a rotated-out log file is taken
+    /// ([`Capture::shrink_step`]).
     pub fn read_more(&mut self, logs: &mut impl Logs) {
         // The pipes queued before this turn's reads; one a read re-queues goes behind them.
         for _ in 0..self.more.len() {

@@ -424,7 +424,6 @@ impl Shell {
 
     /// Everything after the ready sources of one turn have been handled.
     fn turn(&mut self, now: Instant) {
-        self.capture.read_more(&mut self.slots);
         for input in self.probes.expire(now) {
             self.feed(now, input);
         }
@@ -437,6 +436,10 @@ impl Shell {
             .retry(self.cgroups.as_ref(), |p| core.pod(p, now).is_some(), now);
         self.serve_control(now);
         self.serve_metrics(now);
+        // Container output with a backlog (queued by the capture) is read after the requests
+        // of this turn are answered: under a log flood a request waits behind at most the
+        // rest of the turn it came in, not one more turn's share of output as well.
+        self.capture.read_more(&mut self.slots);
         self.journal
             .drain(&self.core, now, self.capture.journal_mut());
         self.capture.flush();
