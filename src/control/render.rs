@@ -153,11 +153,13 @@ fn probe_status(p: &ProbeStatus, clock: &WallClock) -> wire::ProbeStatus {
     wire::ProbeStatus {
         kind: p.kind,
         result: p.result,
+        phase_ms: p.phase.as_secs_f64() * 1000.0,
         recent: p
             .recent
             .iter()
             .map(|r| wire::ProbeAttempt {
                 time: at(clock, r.at),
+                late_ms: r.late.as_secs_f64() * 1000.0,
                 duration_ms: r.duration.as_secs_f64() * 1000.0,
                 success: r.success,
                 message: r.message.clone(),
@@ -411,8 +413,10 @@ pub(crate) mod fixtures {
             probes: vec![ProbeStatus {
                 kind: ProbeKind::Liveness,
                 result: ProbeResultState::Failure,
+                phase: Duration::from_micros(2500),
                 recent: vec![ProbeRecord {
                     at: ago(250),
+                    late: Duration::from_micros(1500),
                     duration: Duration::from_millis(3),
                     success: false,
                     message: "HTTP probe failed with statuscode: 500".into(),
@@ -610,8 +614,10 @@ mod tests {
         );
         assert_eq!(
             keys(&app["probes"][0]["recent"][0]),
-            ["duration_ms", "message", "success", "time"]
+            ["duration_ms", "late_ms", "message", "success", "time"]
         );
+        assert_eq!(app["probes"][0]["phase_ms"], 2.5);
+        assert_eq!(app["probes"][0]["recent"][0]["late_ms"], 1.5);
         assert_eq!(app["spec"]["env"], json!({"RUST_LOG": "info"}));
     }
 

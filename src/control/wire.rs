@@ -389,6 +389,10 @@ pub struct Figures {
 pub struct ProbeStatus {
     pub kind: ProbeKind,
     pub result: ProbeResultState,
+    /// The current run's attempts are due at start + initial delay + `phase_ms` + k × period
+    /// (phase spreading of containers whose probes began in the same loop turn; 0 for most).
+    #[serde(default)]
+    pub phase_ms: f64,
     /// Most recent last.
     pub recent: Vec<ProbeAttempt>,
 }
@@ -396,6 +400,9 @@ pub struct ProbeStatus {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProbeAttempt {
     pub time: Timestamp,
+    /// How long after its due time the attempt started (vigil's own lateness).
+    #[serde(default)]
+    pub late_ms: f64,
     pub duration_ms: f64,
     pub success: bool,
     pub message: String,

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use super::backoff::BackoffState;
 use super::events::EventLog;
-use super::probes::{Probe, Recorded};
+use super::probes::{PhaseSpread, Probe, Recorded};
 use super::*;
 use crate::config::spec::{ContainerSpec, Hook, PodSpec, ProbeKind, ProbeSpec, RestartPolicy};
 use crate::format::{go_duration, quantity};
@@ -24,6 +24,8 @@ pub(super) struct Out<'a> {
     pub actions: &'a mut VecDeque<Action>,
     pub events: &'a mut EventLog,
     pub probe_seq: &'a mut u64,
+    /// Containers whose probes began in this turn (phase spreading, `probes.rs`).
+    pub phase_spread: &'a mut PhaseSpread,
     /// No restarts and no new starts while the supervisor shuts down.
     pub shutting_down: bool,
     /// Set when a `Kill` was needed during shutdown (the exit code becomes 1).
@@ -522,10 +524,16 @@ impl Slot {
         });
     }
 
-    fn activate_probes(&mut self, kinds: &[ProbeKind], now: Time) {
+    /// Starts the schedules of this container's probes of `kinds`, all with the same phase:
+    /// that of the next container whose probes begin in this turn.
+    fn activate_probes(&mut self, kinds: &[ProbeKind], out: &mut Out) {
+        if !self.probes.iter().any(|p| kinds.contains(&p.kind)) {
+            return;
+        }
+        let member = out.phase_spread.member(out.now);
         for p in &mut self.probes {
             if kinds.contains(&p.kind) {
-                p.activate(now);
+                p.activate(out.now, member);
             }
         }
     }
@@ -680,10 +688,10 @@ impl Slot {
     /// The run is under way (post-start hook returned, or none): probes begin.
     fn post_start_done(&mut self, out: &mut Out) {
         if self.probes.iter().any(|p| p.kind == ProbeKind::Startup) {
-            self.activate_probes(&[ProbeKind::Startup], out.now);
+            self.activate_probes(&[ProbeKind::Startup], out);
         } else {
             self.started = true;
-            self.activate_probes(&[ProbeKind::Liveness, ProbeKind::Readiness], out.now);
+            self.activate_probes(&[ProbeKind::Liveness, ProbeKind::Readiness], out);
         }
     }
 
@@ -1328,7 +1336,7 @@ impl Slot {
                 if let Some(p) = self.probes.iter_mut().find(|p| p.kind == kind) {
                     p.hold();
                 }
-                self.activate_probes(&[ProbeKind::Liveness, ProbeKind::Readiness], out.now);
+                self.activate_probes(&[ProbeKind::Liveness, ProbeKind::Readiness], out);
             }
             (ProbeKind::Startup | ProbeKind::Liveness, Some(ProbeResultState::Failure)) => {
                 let last = self

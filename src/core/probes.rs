@@ -7,6 +7,16 @@
 //! `failure_threshold` identical results in a row), and the last few attempts for `describe`.
 //! It does not decide what a published result means for the container (that is the slot's
 //! job) and never runs a probe itself: it hands out sequence numbers for `StartProbe`.
+//!
+//! Phase spreading ([`PhaseSpread`]): containers whose probes begin in the same loop turn
+//! (pipelined starts at boot, adoption after a restart of vigil, a reload adding many pods)
+//! would otherwise be probed at the same instants forever. The kubelet's prober worker
+//! (`pkg/kubelet/prober/worker.go`, `run()`) waits a random part of the period before its first
+//! probe when the kubelet started recently, for the same reason. Here the core stays
+//! deterministic: the first container of a turn keeps its schedule, the m-th is shifted by the
+//! fractional part of m × the golden ratio's conjugate times min(period, 1 s) — a low-discrepancy
+//! sequence, so any number of them lie evenly over that window. Never earlier than start +
+//! initial delay.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -19,6 +29,44 @@ use crate::format::go_duration;
 /// Attempts kept per probe for diagnosis.
 pub(super) const PROBE_HISTORY: usize = 10;
 
+/// The widest shift phase spreading gives a probe (its period, if shorter): the first attempt
+/// of a container started among others is at most this much later than start + initial delay.
+pub(super) const PHASE_SPREAD_MAX: Duration = Duration::from_secs(1);
+
+/// Counts the containers whose probes began in the current loop turn (identified by its clock
+/// reading: the runtime reads the clock once per turn). Transient: not handed over.
+#[derive(Debug, Default)]
+pub(super) struct PhaseSpread {
+    turn: Option<Time>,
+    members: u32,
+}
+
+impl PhaseSpread {
+    /// The index of the next container whose probes begin at `now` among those that began in
+    /// the same turn (0 for the first).
+    pub(super) fn member(&mut self, now: Time) -> u32 {
+        if self.turn != Some(now) {
+            self.turn = Some(now);
+            self.members = 0;
+        }
+        let m = self.members;
+        self.members = self.members.saturating_add(1);
+        m
+    }
+}
+
+/// The shift of the `member`-th container's schedule in its turn: frac(member × (√5 − 1)/2)
+/// × min(period, [`PHASE_SPREAD_MAX`]), in 2^-32 fixed point (0 for the first member).
+pub(super) fn phase(member: u32, period: Duration) -> Duration {
+    // 2^32 × (√5 − 1)/2, rounded: Knuth's multiplicative-hash constant.
+    const GOLDEN: u64 = 2_654_435_769;
+    let frac = (u64::from(member).wrapping_mul(GOLDEN)) & 0xffff_ffff;
+    let window = period.min(PHASE_SPREAD_MAX).as_nanos();
+    // window < 2^30 ns and frac < 2^32: the product fits in u128 trivially.
+    let ns = (window * u128::from(frac)) >> 32;
+    Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX))
+}
+
 #[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy)]
 struct InFlight {
     seq: u64,
@@ -26,6 +74,9 @@ struct InFlight {
     started: Time,
     #[serde(with = "crate::runtime::handoff::mono")]
     deadline: Time,
+    /// How long after its due time the attempt started.
+    #[serde(default)]
+    late: Duration,
 }
 
 /// What recording one attempt produced.
@@ -48,6 +99,9 @@ pub(super) struct Probe {
     /// (gated by the startup probe, held after a kill, or the container is not running).
     #[serde(with = "crate::runtime::handoff::mono::opt_pair")]
     schedule: Option<(Time, u64)>,
+    /// The current run's shift after start + initial delay (phase spreading).
+    #[serde(default)]
+    phase: Duration,
     in_flight: Option<InFlight>,
     /// The current run of identical results.
     last: Option<bool>,
@@ -79,6 +133,7 @@ impl Probe {
             spec,
             result: initial_result(kind),
             schedule: None,
+            phase: Duration::ZERO,
             in_flight: None,
             last: None,
             run_len: 0,
@@ -91,14 +146,17 @@ impl Probe {
     pub(super) fn reset_for_run(&mut self) {
         self.result = initial_result(self.kind);
         self.schedule = None;
+        self.phase = Duration::ZERO;
         self.in_flight = None;
         self.last = None;
         self.run_len = 0;
     }
 
-    /// Start the schedule: the first attempt is due at `now + initial_delay`.
-    pub(super) fn activate(&mut self, now: Time) {
-        self.schedule = Some((add(now, self.spec.initial_delay), 0));
+    /// Start the schedule: the first attempt is due at `now + initial_delay + phase`, the
+    /// phase being that of the `member`-th container whose probes began in this turn.
+    pub(super) fn activate(&mut self, now: Time, member: u32) {
+        self.phase = phase(member, self.period());
+        self.schedule = Some((add(add(now, self.spec.initial_delay), self.phase), 0));
     }
 
     /// After `vigil upgrade`: the attempt in flight was abandoned with the old process; the
@@ -145,7 +203,7 @@ impl Probe {
     pub(super) fn record_timeout(&mut self) -> Option<Recorded> {
         let f = self.in_flight.take()?;
         let message = format!("probe timed out after {}", go_duration(self.spec.timeout));
-        Some(self.record(f.started, self.spec.timeout, false, message))
+        Some(self.record(f, self.spec.timeout, false, message))
     }
 
     /// If an attempt is due, advance the schedule past `now` and return the new attempt's
@@ -159,6 +217,8 @@ impl Probe {
         let (base, _) = self.schedule?;
         let period = self.period().as_nanos();
         let elapsed = now.saturating_duration_since(base).as_nanos();
+        // The latest slot at or before `now` is the one this attempt runs for.
+        let late = Duration::from_nanos(u64::try_from(elapsed % period).unwrap_or(u64::MAX));
         let k = u64::try_from(elapsed / period + 1).unwrap_or(u64::MAX);
         self.schedule = Some((base, k));
         if self.in_flight.is_some() {
@@ -170,6 +230,7 @@ impl Probe {
             seq,
             started: now,
             deadline: add(now, self.spec.timeout),
+            late,
         });
         Some(seq)
     }
@@ -188,16 +249,23 @@ impl Probe {
             ProbeOutcome::Failure(m) => (false, m, false),
             ProbeOutcome::Warning(m) => (true, m, true),
         };
-        let mut rec = self.record(f.started, duration, success, message);
+        let mut rec = self.record(f, duration, success, message);
         if warning {
             rec.warning = self.recent.back().map(|r| r.message.clone());
         }
         Some(rec)
     }
 
-    fn record(&mut self, at: Time, duration: Duration, success: bool, message: String) -> Recorded {
+    fn record(
+        &mut self,
+        f: InFlight,
+        duration: Duration,
+        success: bool,
+        message: String,
+    ) -> Recorded {
         self.recent.push_back(ProbeRecord {
-            at,
+            at: f.started,
+            late: f.late,
             duration,
             success,
             message: message.clone(),
@@ -246,6 +314,7 @@ impl Probe {
         ProbeStatus {
             kind: self.kind,
             result: self.result,
+            phase: self.phase,
             recent: self.recent.iter().cloned().collect(),
         }
     }

@@ -141,6 +141,9 @@ pub struct Terminating {
 pub struct ProbeRecord {
     #[serde(with = "crate::runtime::handoff::mono")]
     pub at: Time,
+    /// How long after its due time the attempt started (the loop's own lateness).
+    #[serde(default)]
+    pub late: Duration,
     pub duration: Duration,
     pub success: bool,
     pub message: String,
@@ -158,6 +161,10 @@ pub enum ProbeResultState {
 pub struct ProbeStatus {
     pub kind: ProbeKind,
     pub result: ProbeResultState,
+    /// The run's schedule begins this long after start + initial delay (phase spreading of
+    /// containers whose probes began in the same loop turn; zero for most).
+    #[serde(default)]
+    pub phase: Duration,
     /// Most recent last, at most a handful.
     pub recent: Vec<ProbeRecord>,
 }

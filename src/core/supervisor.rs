@@ -14,6 +14,7 @@ use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 use super::events::EventLog;
+use super::probes::PhaseSpread;
 use super::pod::{
     KILL_FORCED, KILL_SHUTDOWN_TIMEOUT, MSG_DEFINITION_CHANGED, MSG_STOP_REQUEST, Next, Out, Pod,
     Slot, Stage, StopCause,
@@ -54,6 +55,9 @@ pub struct Supervisor {
     /// Where each container key lives in `pods` (rebuilt when `pods` changes shape).
     #[serde(skip)]
     where_is: HashMap<ContainerKey, Loc>,
+    /// Containers whose probes began in the current turn (transient).
+    #[serde(skip)]
+    phase_spread: PhaseSpread,
 }
 
 fn not_found(message: String) -> CommandError {
@@ -115,6 +119,7 @@ impl Supervisor {
             scratch_unclean: false,
             timers: Timers::default(),
             where_is: HashMap::new(),
+            phase_spread: PhaseSpread::default(),
         };
         for spec in &config.pods {
             let pod = Pod::new(spec.clone(), now, &mut sup.next_key);
@@ -159,6 +164,7 @@ impl Supervisor {
                 actions: &mut self.actions,
                 events: &mut self.events,
                 probe_seq: &mut self.probe_seq,
+                phase_spread: &mut self.phase_spread,
                 shutting_down,
                 unclean,
             },

@@ -3,6 +3,7 @@
 use super::harness::*;
 use crate::config::spec::*;
 use crate::core::*;
+use std::time::{Duration, Instant};
 
 fn probed(f: impl FnOnce(&mut ContainerSpec)) -> Harness {
     let mut c = container("app");
@@ -323,7 +324,11 @@ fn probe_results_update_their_own_pods_conditions_and_leave_the_others_alone() {
     assert!(h.condition("a", ConditionType::ContainersReady).status);
     assert_eq!(ready(&h, "b"), b_before, "b had no result yet");
 
-    assert_eq!(h.step(), 0.5);
+    // b's probe began in the same turn as a's: its schedule is shifted (phase spreading).
+    let b_phase = h.status("b", "app").probes[0].phase;
+    assert!(b_phase > Duration::ZERO);
+    h.step();
+    assert_eq!(h.now, h.t0 + secs(0.5) + b_phase);
     let (_, seq) = h.probe_starts()[0];
     h.probe_result("b", "app", ProbeKind::Readiness, seq, true);
     let b = ready(&h, "b");
@@ -334,4 +339,138 @@ fn probe_results_update_their_own_pods_conditions_and_leave_the_others_alone() {
         h.t0 + secs(0.2),
         "a did not flip again"
     );
+}
+
+/// `n` pods `p00`.. each with one container whose readiness probe has `period` and `delay`,
+/// all started (acknowledged) in the same turn, as pipelined starts at boot do.
+fn started_together(n: usize, period: f64, delay: f64) -> Harness {
+    let pods = (0..n)
+        .map(|i| {
+            let mut c = container("app");
+            let mut p = probe(period);
+            p.initial_delay = secs(delay);
+            c.liveness_probe = Some(p.clone());
+            c.readiness_probe = Some(p);
+            pod(&format!("p{i:02}"), vec![c])
+        })
+        .collect();
+    let mut h = Harness::new(config(pods));
+    h.ack_spawns();
+    h
+}
+
+/// The first attempt time of each pod's probes (every probe due in the window answered).
+fn first_attempts(h: &mut Harness, n: usize, until: f64) -> Vec<Instant> {
+    let mut first: Vec<Option<Instant>> = vec![None; n];
+    while h.step_until(until) {
+        for a in h.take() {
+            if let Action::StartProbe { key, kind, seq, .. } = a {
+                let i = (0..n)
+                    .find(|&i| h.key(&format!("p{i:02}"), "app") == key)
+                    .unwrap();
+                first[i].get_or_insert(h.now);
+                h.probe_result(&format!("p{i:02}"), "app", kind, seq, true);
+            }
+        }
+    }
+    first.into_iter().map(|t| t.expect("probed")).collect()
+}
+
+#[test]
+fn probes_of_containers_started_in_the_same_turn_are_spread_over_the_period() {
+    // kubelet prober/worker.go run(): workers found at a (re)start wait a random part of the
+    // period before their first probe, so that they do not all fire at once. vigil spreads
+    // deterministically; never before start + initial delay, at most min(period, 1 s) after.
+    let n = 20;
+    let mut h = started_together(n, 1.0, 0.5);
+    let start = h.t0;
+    let first = first_attempts(&mut h, n, 1.499_999);
+    let mut sorted = first.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), n, "no two containers' first probes coincide");
+    assert_eq!(first[0], start + secs(0.5), "the first of the turn keeps its schedule");
+    for &t in &first {
+        assert!(t >= start + secs(0.5), "never before start + initial delay");
+        assert!(t < start + secs(1.5), "at most one period later");
+    }
+    // Evenly: no gap between neighbours (round the period) wider than 3 × period / n.
+    let mut gaps: Vec<Duration> = sorted.windows(2).map(|w| w[1] - w[0]).collect();
+    gaps.push(sorted[0] + secs(1.0) - sorted[n - 1]);
+    let widest = gaps.iter().max().unwrap();
+    assert!(*widest < secs(3.0 / n as f64), "widest gap {widest:?}");
+    // Each container's liveness and readiness share its phase, and the schedule keeps it.
+    for i in 0..n {
+        let s = h.status(&format!("p{i:02}"), "app");
+        assert!(s.probes.iter().all(|p| p.phase == first[i] - start - secs(0.5)));
+    }
+    let second = first_attempts(&mut h, n, 2.499_999);
+    for i in 0..n {
+        assert_eq!(second[i], first[i] + secs(1.0), "on the shifted grid, no drift");
+    }
+}
+
+#[test]
+fn phase_spreading_stays_within_a_short_period() {
+    let n = 50;
+    let mut h = started_together(n, 0.2, 1.0);
+    let first = first_attempts(&mut h, n, 1.25);
+    for &t in &first {
+        assert!(t >= h.t0 + secs(1.0) && t < h.t0 + secs(1.2));
+    }
+    let mut sorted = first.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), n);
+}
+
+#[test]
+fn a_container_restarted_alone_is_probed_at_start_plus_initial_delay_again() {
+    let mut h = started_together(3, 1.0, 0.5);
+    let shifted = h.status("p02", "app").probes[0].phase;
+    assert!(shifted > Duration::ZERO);
+    h.advance_to(3.0);
+    h.take();
+    h.exit("p02", "app", 1);
+    // The restart (after its back-off) is acknowledged in a turn of its own.
+    let key = h.key("p02", "app");
+    while !has_spawn(&h.take(), key) {
+        assert!(h.step_until(60.0), "restarted");
+    }
+    h.spawned("p02", "app");
+    let restarted = h.now;
+    let limit = h.t() + 0.5 + 1e-6;
+    let mut probed_at = None;
+    while probed_at.is_none() && h.step_until(limit) {
+        let mine = h
+            .take()
+            .iter()
+            .any(|a| matches!(a, Action::StartProbe { key: k, .. } if *k == key));
+        probed_at = mine.then_some(h.now);
+    }
+    assert_eq!(probed_at, Some(restarted + secs(0.5)));
+    let s = h.status("p02", "app");
+    assert_eq!(s.restart_count, 1);
+    assert!(s.probes.iter().all(|p| p.phase == Duration::ZERO));
+}
+
+#[test]
+fn each_attempt_records_how_late_after_its_due_time_it_started() {
+    let mut h = probed(|c| {
+        let mut p = probe(1.0);
+        p.initial_delay = secs(2.0);
+        c.readiness_probe = Some(p);
+    });
+    // The loop was busy: the turn that starts the attempt due at 2.0 s reads 2.3 s.
+    h.now = h.t0 + secs(2.3);
+    h.sup.handle_timeout(h.now);
+    let (_, seq) = h.probe_starts()[0];
+    h.probe_result("web", "app", ProbeKind::Readiness, seq, true);
+    // Due at 3.0 s, started on time.
+    assert_eq!(h.step(), 3.0);
+    let (_, seq) = h.probe_starts()[0];
+    h.probe_result("web", "app", ProbeKind::Readiness, seq, true);
+    let recent = &h.status("web", "app").probes[0].recent;
+    assert_eq!(recent[0].late, secs(2.3) - secs(2.0));
+    assert_eq!(recent[1].late, Duration::ZERO);
 }
