@@ -1080,7 +1080,7 @@ def lateness(times, base, delay, period, w0, w1):
 
 def probe_base(pod):
     """A probed pod's `started_at` plus its probe's phase: vigil spreads the schedules of
-    containers whose probes began in the same loop turn (docs/behaviour.md §4.2), so attempt k
+    containers whose probes began within a millisecond (docs/behaviour.md §4.2), so attempt k
     is due at started_at + initial delay + phase_ms + k × period."""
     c = pod["containers"][0]
     ph = max((pr.get("phase_ms", 0.0) for pr in c["probes"]), default=0.0)
@@ -1105,7 +1105,7 @@ def w_probes(ctx, vigil, n, window, period=1.0, mix="tcp-http"):
       syn     the kernel's timestamp of the probe's SYN on lo (bench/probesrv.c, packet socket,
               SO_TIMESTAMPNS): taken inside vigil's connect(), so it does not depend on when the
               listener runs. Deadline = running.started_at + initial delay + phase_ms + k ×
-              period (vigil spreads the phases of probes begun in the same loop turn: the
+              period (vigil spreads the phases of probes begun within a millisecond: the
               schedule it intends, docs/behaviour.md §4.2);
               started_at is shown truncated to the ms, so this over-states by 0-1 ms (`syn`),
               and `syn_lb` is a lower bound (the base moved up by what the truncation can hide

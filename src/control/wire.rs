@@ -390,7 +390,8 @@ pub struct ProbeStatus {
     pub kind: ProbeKind,
     pub result: ProbeResultState,
     /// The current run's attempts are due at start + initial delay + `phase_ms` + k × period
-    /// (phase spreading of containers whose probes began in the same loop turn; 0 for most).
+    /// (phase spreading of containers whose probes began within a millisecond of each other;
+    /// 0 for most).
     #[serde(default)]
     pub phase_ms: f64,
     /// Most recent last.

@@ -24,7 +24,7 @@ pub(super) struct Out<'a> {
     pub actions: &'a mut VecDeque<Action>,
     pub events: &'a mut EventLog,
     pub probe_seq: &'a mut u64,
-    /// Containers whose probes began in this turn (phase spreading, `probes.rs`).
+    /// Containers whose probes began within a millisecond (phase spreading, `probes.rs`).
     pub phase_spread: &'a mut PhaseSpread,
     /// No restarts and no new starts while the supervisor shuts down.
     pub shutting_down: bool,
@@ -525,7 +525,7 @@ impl Slot {
     }
 
     /// Starts the schedules of this container's probes of `kinds`, all with the same phase:
-    /// that of the next container whose probes begin in this turn.
+    /// that of the next container whose probes begin in the current group (`PhaseSpread`).
     fn activate_probes(&mut self, kinds: &[ProbeKind], out: &mut Out) {
         if !self.probes.iter().any(|p| kinds.contains(&p.kind)) {
             return;

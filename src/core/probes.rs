@@ -8,12 +8,12 @@
 //! It does not decide what a published result means for the container (that is the slot's
 //! job) and never runs a probe itself: it hands out sequence numbers for `StartProbe`.
 //!
-//! Phase spreading ([`PhaseSpread`]): containers whose probes begin in the same loop turn
-//! (pipelined starts at boot, adoption after a restart of vigil, a reload adding many pods)
-//! would otherwise be probed at the same instants forever. The kubelet's prober worker
-//! (`pkg/kubelet/prober/worker.go`, `run()`) waits a random part of the period before its first
-//! probe when the kubelet started recently, for the same reason. Here the core stays
-//! deterministic: the first container of a turn keeps its schedule, the m-th is shifted by the
+//! Phase spreading ([`PhaseSpread`]): containers whose probes begin within a millisecond of
+//! each other (pipelined starts at boot, adoption after a restart of vigil, a reload adding
+//! many pods) would otherwise be probed in the same loop turns forever. The kubelet's prober
+//! worker (`pkg/kubelet/prober/worker.go`, `run()`) waits a random part of the period before its
+//! first probe when the kubelet started recently, for the same reason. Here the core stays
+//! deterministic: the first container of a group keeps its schedule, the m-th is shifted by the
 //! fractional part of m × the golden ratio's conjugate times min(period, 1 s) — a low-discrepancy
 //! sequence, so any number of them lie evenly over that window. Never earlier than start +
 //! initial delay.
@@ -33,20 +33,28 @@ pub(super) const PROBE_HISTORY: usize = 10;
 /// of a container started among others is at most this much later than start + initial delay.
 pub(super) const PHASE_SPREAD_MAX: Duration = Duration::from_secs(1);
 
-/// Counts the containers whose probes began in the current loop turn (identified by its clock
-/// reading: the runtime reads the clock once per turn). Transient: not handed over.
+/// Activations this close to the first of their group form one group: the loop's poll waits
+/// in whole milliseconds, so attempts due within one millisecond run one after another in
+/// the same loop turn.
+pub(super) const PHASE_GROUP_WINDOW: Duration = Duration::from_millis(1);
+
+/// Counts the containers whose probes began within [`PHASE_GROUP_WINDOW`] of the first of
+/// the current group. Transient: not handed over.
 #[derive(Debug, Default)]
 pub(super) struct PhaseSpread {
-    turn: Option<Time>,
+    group: Option<Time>,
     members: u32,
 }
 
 impl PhaseSpread {
-    /// The index of the next container whose probes begin at `now` among those that began in
-    /// the same turn (0 for the first).
+    /// The index of the next container whose probes begin at `now` in its group (0 for the
+    /// first, whose schedule is not shifted).
     pub(super) fn member(&mut self, now: Time) -> u32 {
-        if self.turn != Some(now) {
-            self.turn = Some(now);
+        let same = self
+            .group
+            .is_some_and(|g| now >= g && now.duration_since(g) < PHASE_GROUP_WINDOW);
+        if !same {
+            self.group = Some(now);
             self.members = 0;
         }
         let m = self.members;
@@ -55,7 +63,7 @@ impl PhaseSpread {
     }
 }
 
-/// The shift of the `member`-th container's schedule in its turn: frac(member × (√5 − 1)/2)
+/// The shift of the `member`-th container's schedule in its group: frac(member × (√5 − 1)/2)
 /// × min(period, [`PHASE_SPREAD_MAX`]), in 2^-32 fixed point (0 for the first member).
 pub(super) fn phase(member: u32, period: Duration) -> Duration {
     // 2^32 × (√5 − 1)/2, rounded: Knuth's multiplicative-hash constant.
@@ -153,7 +161,7 @@ impl Probe {
     }
 
     /// Start the schedule: the first attempt is due at `now + initial_delay + phase`, the
-    /// phase being that of the `member`-th container whose probes began in this turn.
+    /// phase being that of the `member`-th container of its group ([`PhaseSpread`]).
     pub(super) fn activate(&mut self, now: Time, member: u32) {
         self.phase = phase(member, self.period());
         self.schedule = Some((add(add(now, self.spec.initial_delay), self.phase), 0));

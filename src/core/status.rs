@@ -162,7 +162,7 @@ pub struct ProbeStatus {
     pub kind: ProbeKind,
     pub result: ProbeResultState,
     /// The run's schedule begins this long after start + initial delay (phase spreading of
-    /// containers whose probes began in the same loop turn; zero for most).
+    /// containers whose probes began within a millisecond of each other; zero for most).
     #[serde(default)]
     pub phase: Duration,
     /// Most recent last, at most a handful.

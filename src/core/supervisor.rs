@@ -14,11 +14,11 @@ use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 use super::events::EventLog;
-use super::probes::PhaseSpread;
 use super::pod::{
     KILL_FORCED, KILL_SHUTDOWN_TIMEOUT, MSG_DEFINITION_CHANGED, MSG_STOP_REQUEST, Next, Out, Pod,
     Slot, Stage, StopCause,
 };
+use super::probes::PhaseSpread;
 use super::timers::Timers;
 use super::*;
 use crate::config::spec::{Config, DependencyCondition, PodSpec};
@@ -55,7 +55,7 @@ pub struct Supervisor {
     /// Where each container key lives in `pods` (rebuilt when `pods` changes shape).
     #[serde(skip)]
     where_is: HashMap<ContainerKey, Loc>,
-    /// Containers whose probes began in the current turn (transient).
+    /// Containers whose probes began within the last millisecond or so (transient).
     #[serde(skip)]
     phase_spread: PhaseSpread,
 }

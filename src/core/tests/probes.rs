@@ -324,7 +324,7 @@ fn probe_results_update_their_own_pods_conditions_and_leave_the_others_alone() {
     assert!(h.condition("a", ConditionType::ContainersReady).status);
     assert_eq!(ready(&h, "b"), b_before, "b had no result yet");
 
-    // b's probe began in the same turn as a's: its schedule is shifted (phase spreading).
+    // b's probe began at the same instant as a's: its schedule is shifted (phase spreading).
     let b_phase = h.status("b", "app").probes[0].phase;
     assert!(b_phase > Duration::ZERO);
     h.step();
@@ -342,7 +342,7 @@ fn probe_results_update_their_own_pods_conditions_and_leave_the_others_alone() {
 }
 
 /// `n` pods `p00`.. each with one container whose readiness probe has `period` and `delay`,
-/// all started (acknowledged) in the same turn, as pipelined starts at boot do.
+/// all started (acknowledged) at the same instant, as pipelined starts at boot nearly do.
 fn started_together(n: usize, period: f64, delay: f64) -> Harness {
     let pods = (0..n)
         .map(|i| {
@@ -389,7 +389,11 @@ fn probes_of_containers_started_in_the_same_turn_are_spread_over_the_period() {
     sorted.sort();
     sorted.dedup();
     assert_eq!(sorted.len(), n, "no two containers' first probes coincide");
-    assert_eq!(first[0], start + secs(0.5), "the first of the turn keeps its schedule");
+    assert_eq!(
+        first[0],
+        start + secs(0.5),
+        "the first of the turn keeps its schedule"
+    );
     for &t in &first {
         assert!(t >= start + secs(0.5), "never before start + initial delay");
         assert!(t < start + secs(1.5), "at most one period later");
@@ -402,11 +406,19 @@ fn probes_of_containers_started_in_the_same_turn_are_spread_over_the_period() {
     // Each container's liveness and readiness share its phase, and the schedule keeps it.
     for i in 0..n {
         let s = h.status(&format!("p{i:02}"), "app");
-        assert!(s.probes.iter().all(|p| p.phase == first[i] - start - secs(0.5)));
+        assert!(
+            s.probes
+                .iter()
+                .all(|p| p.phase == first[i] - start - secs(0.5))
+        );
     }
     let second = first_attempts(&mut h, n, 2.499_999);
     for i in 0..n {
-        assert_eq!(second[i], first[i] + secs(1.0), "on the shifted grid, no drift");
+        assert_eq!(
+            second[i],
+            first[i] + secs(1.0),
+            "on the shifted grid, no drift"
+        );
     }
 }
 
@@ -473,4 +485,28 @@ fn each_attempt_records_how_late_after_its_due_time_it_started() {
     let recent = &h.status("web", "app").probes[0].recent;
     assert_eq!(recent[0].late, secs(2.3) - secs(2.0));
     assert_eq!(recent[1].late, Duration::ZERO);
+}
+
+#[test]
+fn only_probes_begun_within_a_millisecond_of_each_other_are_shifted() {
+    let probed_pod = |name: &str| {
+        let mut c = container("app");
+        c.readiness_probe = Some(probe(1.0));
+        pod(name, vec![c])
+    };
+    let mut h = Harness::new(config(vec![
+        probed_pod("a"),
+        probed_pod("b"),
+        probed_pod("c"),
+    ]));
+    h.drain();
+    h.spawned("a", "app");
+    h.now += secs(0.0005);
+    h.spawned("b", "app");
+    h.now += secs(0.002);
+    h.spawned("c", "app");
+    let phase = |h: &Harness, p: &str| h.status(p, "app").probes[0].phase;
+    assert_eq!(phase(&h, "a"), Duration::ZERO);
+    assert!(phase(&h, "b") > Duration::ZERO, "b began 0.5 ms after a");
+    assert_eq!(phase(&h, "c"), Duration::ZERO, "c began a group of its own");
 }
