@@ -69,6 +69,13 @@ impl Harness {
         while let Some(inc) = self.server.next_request(registry, now) {
             handler(&mut self.server, registry, inc);
         }
+        // Every test checks this: a turn leaves work for a zero-timeout poll, or a deadline
+        // still ahead; never one already due that the next turn would not move (a busy loop).
+        assert!(
+            self.server.has_backlog() || self.server.next_deadline().is_none_or(|d| d > now),
+            "a deadline due without progress: {:?} at {now:?}",
+            self.server.next_deadline()
+        );
     }
 
     fn run_until(&mut self, mut done: impl FnMut(&Server) -> bool, handler: Handler) {
@@ -203,6 +210,43 @@ fn turn_cap_leaves_a_backlog_for_the_next_turn_without_a_new_wakeup() {
 }
 
 #[test]
+fn a_turn_takes_no_further_request_once_its_output_budget_is_spent() {
+    let mut h = Harness::new();
+    let clients: Vec<StdStream> = (0..8).map(|_| connect(&h.path)).collect();
+    h.run_until(|s| s.connection_count() == 8, &mut echo);
+    for mut c in &clients {
+        c.write_all(b"{\"id\":1,\"cmd\":\"version\"}\n").unwrap();
+    }
+    // Replies of 200 KiB: the 512 KiB budget is spent by the third, so a turn takes three
+    // requests although eight wait (the request cap is 64).
+    let pad = "x".repeat(200 * 1024);
+    let mut per_turn = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while per_turn.iter().sum::<usize>() < 8 {
+        assert!(Instant::now() < deadline, "{per_turn:?}");
+        let mut n = 0;
+        h.turn(&mut |server, registry, inc| {
+            n += 1;
+            let id = inc
+                .request
+                .map(|r| r.id)
+                .unwrap_or_else(|_| RequestId::null());
+            server.send(
+                registry,
+                inc.conn,
+                &protocol::reply_ok(&id, json!({ "pad": pad })),
+            );
+        });
+        if n > 0 {
+            per_turn.push(n);
+        }
+    }
+    let most = TURN_OUTPUT.div_ceil(pad.len());
+    assert!(per_turn.iter().all(|&n| n <= most), "{per_turn:?}");
+    assert_eq!(per_turn[0], most, "{per_turn:?}");
+}
+
+#[test]
 fn requests_of_many_connections_are_taken_round_robin() {
     let mut h = Harness::new();
     let mut clients: Vec<StdStream> = (0..4).map(|_| connect(&h.path)).collect();
@@ -321,6 +365,112 @@ fn a_client_that_never_reads_gets_no_more_requests_processed_while_others_are_an
     assert!(big_replies < 10, "{big_replies} big replies built");
     assert!(h.server.memory() < 2 * 1024 * 1024, "{}", h.server.memory());
     drop((slow, fast));
+}
+
+#[test]
+fn a_cut_client_that_still_does_not_read_is_closed_after_the_grace_freeing_its_slot_and_buffers() {
+    let mut h = Harness::new();
+    h.server.set_limits(Limits {
+        idle_timeout: Duration::from_millis(1),
+        ..Limits::default()
+    });
+    let mut slow = connect(&h.path);
+    slow.write_all(b"{\"id\":1,\"cmd\":\"logs\",\"pod\":\"big\"}\n")
+        .unwrap();
+    let big = "y".repeat(4 << 20);
+    let mut answered = false;
+    while !answered {
+        h.turn(
+            &mut |server: &mut Server, registry: &Registry, inc: Incoming| {
+                answered = true;
+                let r = inc.request.unwrap();
+                server.send(
+                    registry,
+                    inc.conn,
+                    &protocol::reply_ok(&r.id, json!({"log": big})),
+                );
+            },
+        );
+    }
+    let registry = h.poll.registry();
+    let cut_at = Instant::now() + SWEEP_EVERY;
+    h.server.begin_turn(registry, cut_at);
+    assert!(h.server.conns.iter().flatten().all(|c| c.closing), "cut");
+    assert_eq!(h.server.connection_count(), 1, "kept for the grace");
+    // It never reads: once the grace is over, the next sweep closes it.
+    h.server
+        .begin_turn(registry, cut_at + CLOSE_GRACE + SWEEP_EVERY);
+    assert_eq!(h.server.connection_count(), 0);
+    assert_eq!(h.server.memory(), 0, "its buffers went with it");
+    assert_eq!(
+        h.server.next_deadline(),
+        None,
+        "no timer once nothing is open"
+    );
+    drop(slow);
+}
+
+#[test]
+fn over_the_memory_budget_non_admins_wait_and_admins_are_served_until_memory_is_freed() {
+    let mut h = Harness::new();
+    h.server.set_limits(Limits {
+        memory_budget: 1024 * 1024,
+        ..Limits::default()
+    });
+    h.server.strangers = true;
+    // A non-admin that never reads a 4 MiB reply holds client buffers over the budget.
+    let mut hog = connect(&h.path);
+    hog.write_all(b"{\"id\":1,\"cmd\":\"version\"}\n").unwrap();
+    let big = "y".repeat(4 << 20);
+    let mut answered = false;
+    while !answered {
+        h.turn(
+            &mut |server: &mut Server, registry: &Registry, inc: Incoming| {
+                answered = true;
+                let r = inc.request.unwrap();
+                server.send(
+                    registry,
+                    inc.conn,
+                    &protocol::reply_ok(&r.id, json!({"log": big})),
+                );
+            },
+        );
+    }
+    assert!(h.server.memory() >= 1024 * 1024, "{}", h.server.memory());
+    let mut waiter = connect(&h.path);
+    waiter
+        .write_all(b"{\"id\":2,\"cmd\":\"version\"}\n")
+        .unwrap();
+    let taken = std::cell::Cell::new(0);
+    for _ in 0..20 {
+        h.turn(&mut |server, registry, inc| {
+            taken.set(taken.get() + 1);
+            echo(server, registry, inc)
+        });
+    }
+    assert_eq!(
+        taken.get(),
+        0,
+        "a non-admin is not read while client buffers are over the budget"
+    );
+    // An admin still is.
+    h.server.strangers = false;
+    let mut admin = connect(&h.path);
+    admin
+        .write_all(b"{\"id\":3,\"cmd\":\"version\"}\n")
+        .unwrap();
+    h.run_until(|_| taken.get() > 0, &mut |server, registry, inc| {
+        taken.set(taken.get() + 1);
+        echo(server, registry, inc)
+    });
+    assert_eq!(read_lines(&admin, 1)[0]["id"], json!(3));
+    // Once the hog goes, the waiting non-admin is read without a new event of its own.
+    drop(hog);
+    h.run_until(|_| taken.get() > 1, &mut |server, registry, inc| {
+        taken.set(taken.get() + 1);
+        echo(server, registry, inc)
+    });
+    assert_eq!(read_lines(&waiter, 1)[0]["id"], json!(2));
 }
 
 #[test]

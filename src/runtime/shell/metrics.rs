@@ -874,6 +874,12 @@ mod tests {
             }
             let mut asks = Vec::new();
             self.listener.serve(now, &mut asks);
+            // Every test checks this: a turn leaves work for a zero-timeout poll, or a
+            // deadline still ahead; never one already due that the next turn would not move.
+            assert!(
+                self.listener.has_work() || self.listener.next_deadline().is_none_or(|d| d > now),
+                "a deadline due without progress"
+            );
             asks
         }
 
@@ -928,6 +934,46 @@ mod tests {
         let text = reply(&mut rig, &mut s, late);
         assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
         assert!(text.ends_with("\r\n\r\nvigil_up 1\n"), "{text}");
+    }
+
+    #[test]
+    fn one_turn_writes_at_most_its_output_budget_across_scrapers() {
+        let mut rig = Rig::new();
+        let now = Instant::now();
+        let body: Rc<[u8]> = Rc::from(vec![b'x'; 4 << 20]);
+        let mut clients = Vec::new();
+        for _ in 0..3 {
+            let mut s = rig.connect();
+            s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+            let token = rig.ask(now);
+            clients.push((s, token));
+        }
+        for (_, token) in &clients {
+            rig.listener.deliver(*token, body.clone(), now);
+        }
+        rig.turn(now);
+        // What reached the clients in that one turn (loopback delivers within the write).
+        let mut taken = 0;
+        let mut buf = vec![0u8; 1 << 20];
+        for (s, _) in &mut clients {
+            s.set_nonblocking(true).unwrap();
+            loop {
+                match s.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => taken += n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) => panic!("read: {e}"),
+                }
+            }
+        }
+        assert!(
+            taken > 0 && taken <= TURN_OUTPUT,
+            "{taken} bytes in one turn"
+        );
+        assert!(
+            rig.listener.has_work(),
+            "the rest is left for the next turn"
+        );
     }
 
     #[test]
