@@ -937,6 +937,43 @@ mod tests {
     }
 
     #[test]
+    fn beyond_the_limit_sixteen_connections_at_a_time_are_told_503_and_the_rest_closed_at_once() {
+        let mut rig = Rig::new();
+        let now = Instant::now();
+        let held: Vec<StdStream> = (0..MAX_CLIENTS).map(|_| rig.connect()).collect();
+        for _ in 0..10 {
+            rig.turn(now);
+        }
+        assert_eq!(rig.listener.conns.len(), MAX_CLIENTS);
+        let mut extra: Vec<StdStream> = (0..REFUSING + 4).map(|_| rig.connect()).collect();
+        for _ in 0..10 {
+            rig.turn(now);
+        }
+        let mut told = 0;
+        let mut closed = 0;
+        for s in &mut extra {
+            let mut out = Vec::new();
+            let _ = s.read_to_end(&mut out);
+            if out.is_empty() {
+                closed += 1;
+            } else {
+                assert!(out.starts_with(b"HTTP/1.1 503 "), "{out:?}");
+                told += 1;
+            }
+        }
+        assert_eq!((told, closed), (REFUSING, 4));
+        // The scrapers held open keep their places.
+        assert_eq!(
+            rig.listener
+                .conns
+                .values()
+                .filter(|c| !c.over_limit)
+                .count(),
+            held.len()
+        );
+    }
+
+    #[test]
     fn one_turn_writes_at_most_its_output_budget_across_scrapers() {
         let mut rig = Rig::new();
         let now = Instant::now();
