@@ -859,3 +859,96 @@ fn subreaper_can_be_set() {
     set_child_subreaper().expect("prctl");
     assert!(nix::sys::prctl::get_child_subreaper().expect("get"));
 }
+
+/// The x86_64 clone3 child shares vigil's memory until it execs (`CLONE_VM | CLONE_VFORK`): its
+/// outcome must be complete when clone3 returns — an exec failure with its errno and path, a
+/// setup failure with its step — and nothing it changed in its own process (working directory,
+/// signal mask, rlimits) may show in the parent, whose memory it ran in.
+#[test]
+fn shared_memory_clone_reports_its_outcome_on_return_and_leaves_the_parent_unchanged() {
+    fn start_settled(p: &Prepared) -> (u32, Option<raw::Report>) {
+        let started =
+            raw::start(p, child_plan(p, None), None, &Stdio::Null, true).unwrap_or_else(|e| {
+                panic!(
+                    "clone3: {}",
+                    match e {
+                        raw::RawError::Failed(e) => e.to_string(),
+                        raw::RawError::Unsupported(e) => format!("unsupported: {e}"),
+                        raw::RawError::KilledAtBirth => "killed at birth".into(),
+                    }
+                )
+            });
+        (started.pid, started.settled)
+    }
+    let conclude =
+        |p: &Prepared, pid: u32, report: raw::Report| match raw::conclude(p, pid, report.bytes()) {
+            Ok(pid) => Ok(pid),
+            Err(raw::RawError::Failed(e)) => Err(e),
+            Err(_) => panic!("child killed at birth"),
+        };
+    let cwd = std::env::current_dir().expect("cwd");
+    // SAFETY: reads this thread's signal mask into a zeroed set.
+    let mask = || unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::pthread_sigmask(libc::SIG_SETMASK, std::ptr::null(), &mut set);
+        (0..65)
+            .filter(|&s| libc::sigismember(&set, s) == 1)
+            .collect::<Vec<_>>()
+    };
+    let mask_before = mask();
+    let nofile_before = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .expect("getrlimit");
+
+    // An exec failure: settled at return on x86_64, with errno and path.
+    let p = prepare(&["/nope/vigil-missing".to_string()], &spec(None)).expect("prepare");
+    let (pid, settled) = start_settled(&p);
+    let Some(report) = settled else {
+        assert!(!cfg!(target_arch = "x86_64"), "x86_64 clone is CLONE_VFORK");
+        return;
+    };
+    let err = conclude(&p, pid, report).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "exec \"/nope/vigil-missing\": No such file or directory (os error 2)"
+    );
+    // It was reaped by conclude: nothing of it is left to wait for.
+    assert!(
+        matches!(
+            try_reap(pid),
+            Err(ReapError::Wait {
+                source: Errno::ECHILD,
+                ..
+            })
+        ),
+        "the failed child was reaped"
+    );
+
+    // A setup failure (a missing working directory): the step, settled at return too.
+    let mut s = spec(None);
+    s.working_dir = Some(PathBuf::from("/nope/vigil-missing-dir"));
+    let p = prepare(&["/bin/true".to_string()], &s).expect("prepare");
+    let (pid, settled) = start_settled(&p);
+    let err = conclude(&p, pid, settled.expect("settled")).unwrap_err();
+    assert!(matches!(err, SpawnError::WorkingDir { .. }), "{err:?}");
+
+    // A success: a child that changed its directory, rlimits and mask, and exec'd.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = spec(None);
+    s.working_dir = Some(dir.path().to_path_buf());
+    s.rlimits = vec![nofile(77)];
+    let p = prepare(&["/bin/true".to_string()], &s).expect("prepare");
+    let (pid, settled) = start_settled(&p);
+    assert_eq!(
+        conclude(&p, pid, settled.expect("settled")).expect("exec"),
+        pid
+    );
+    assert_eq!(wait_for(pid), Reaped::Exited { pid, code: 0 });
+
+    assert_eq!(std::env::current_dir().expect("cwd"), cwd);
+    assert_eq!(mask(), mask_before);
+    assert_eq!(
+        nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+            .expect("getrlimit"),
+        nofile_before
+    );
+}
