@@ -1,5 +1,7 @@
 //! `vigil check` end to end: the built binary on good and bad files (exit codes, output
-//! format `FILE:LINE:COL: field: message`, one problem per line on stderr).
+//! format `FILE:LINE:COL: field: message`, one problem per line on stderr). Also what the
+//! binary does before any command: the environment it reads, its standard descriptors and
+//! SIGPIPE (src/main.rs).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
@@ -207,6 +209,56 @@ fn an_empty_vigil_config_or_vigil_socket_is_the_same_as_unset() {
         "{}",
         text(&out.stderr)
     );
+}
+
+#[test]
+fn a_reader_that_went_away_makes_a_write_fail_instead_of_killing_vigil_with_sigpipe() {
+    use std::os::unix::process::ExitStatusExt as _;
+    // stdout is a pipe whose read end is closed before vigil starts.
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    let status = Command::new(env!("CARGO_BIN_EXE_vigil"))
+        .arg("--version")
+        .stdout(writer)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("run vigil --version");
+    assert_eq!(status.signal(), None, "{status:?}");
+}
+
+#[test]
+#[ignore = "needs root"]
+fn vigil_started_with_stdin_closed_has_dev_null_there_not_one_of_its_own_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sock = dir.path().join("v.sock");
+    let config = write(
+        dir.path(),
+        "v.toml",
+        &format!(
+            "[supervisor]\nsocket = \"{}\"\ncgroup_root = \"none\"\n\n[pods.p]\n[[pods.p.containers]]\nname = \"c\"\ncommand = [\"/bin/sleep\", \"60\"]\n",
+            sock.display()
+        ),
+    );
+    // The shell closes descriptor 0 (`<&-`) and execs vigil.
+    let mut child = Command::new("/bin/sh")
+        .arg("-c")
+        .arg("exec \"$0\" run -c \"$1\" <&-")
+        .arg(env!("CARGO_BIN_EXE_vigil"))
+        .arg(&config)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run vigil");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !sock.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let started = sock.exists();
+    let fd0 = std::fs::read_link(format!("/proc/{}/fd/0", child.id()));
+    let _ = Command::new("kill").arg(child.id().to_string()).status();
+    let _ = child.wait();
+    assert!(started, "vigil did not start");
+    assert_eq!(fd0.expect("fd 0"), Path::new("/dev/null"));
 }
 
 #[test]
