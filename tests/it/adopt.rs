@@ -8,21 +8,23 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use serde_json::Value;
 
 use crate::common::{
-    Vigil, alive, processes_with_cmdline, require_cgroup2_mount, require_root, state_reason,
-    supervisor_header,
+    ScratchCgroup, Vigil, alive, processes_with_cmdline, state_reason, write_config,
 };
 
 const T: Duration = Duration::from_secs(20);
 
 /// Sleep lengths unique to this test process and call (processes are counted machine-wide
-/// by their command line).
+/// by their command line): `offset` < 40, each used by one test (free: 23, 29-39).
 fn unique(offset: u32) -> u32 {
+    assert!(
+        offset < 40,
+        "offset {offset} would reach another test process's range"
+    );
     2_000_000 + (std::process::id() % 100_000) * 40 + offset
 }
 
@@ -57,48 +59,36 @@ liveness_probe = {{ exec = {{ command = ["true"] }}, period_seconds = 1 }}
     )
 }
 
-struct Mix {
-    svc: u32,
-    flaky: u32,
-    probed: u32,
+/// A config and a socket in a directory of their own, for vigils started one after another
+/// on them (each with a log directory of its own).
+struct Site {
     dir: tempfile::TempDir,
     socket: PathBuf,
     config: PathBuf,
 }
 
-impl Mix {
-    /// Writes the config: `header_extra` goes into `[supervisor]`, `cgroup_root` replaces
-    /// `"none"` when given.
-    fn new(offset: u32, header_extra: &str, cgroup_root: Option<&Path>) -> Mix {
+impl Site {
+    /// A fresh directory; no config written yet.
+    fn new() -> Site {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("vigil.sock");
         let config = dir.path().join("vigil.toml");
-        let mix = Mix {
-            svc: unique(offset),
-            flaky: unique(offset + 1),
-            probed: unique(offset + 2),
+        Site {
+            dir,
             socket,
             config,
-            dir,
-        };
-        let mut header = supervisor_header(&mix.socket).replacen(
-            "[supervisor]\n",
-            &format!("[supervisor]\n{header_extra}"),
-            1,
-        );
-        if let Some(root) = cgroup_root {
-            header = header.replace(
-                "cgroup_root = \"none\"",
-                &format!("cgroup_root = \"{}\"", root.display()),
-            );
         }
-        let flag = mix.dir.path().join("flaky-ran");
-        std::fs::write(
-            &mix.config,
-            format!("{header}{}", pods(mix.svc, mix.flaky, mix.probed, &flag)),
-        )
-        .unwrap();
-        mix
+    }
+
+    /// Writes the config: `supervisor` lines set in `[supervisor]` (see
+    /// `common::supervisor_header_with`), then `pods`.
+    fn write(&self, supervisor: &str, pods: &str) {
+        write_config(self.dir.path(), &self.socket, supervisor, pods);
+    }
+
+    /// A file in the site's directory.
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
     }
 
     fn start(&self) -> Vigil {
@@ -109,10 +99,71 @@ impl Mix {
         )
     }
 
+    /// The state file's text (empty when there is none).
     fn state_file(&self) -> String {
         let mut p = self.socket.as_os_str().to_os_string();
         p.push(".state");
         std::fs::read_to_string(p).unwrap_or_default()
+    }
+
+    /// Whether the state file has a line starting with `prefix`.
+    fn records(&self, prefix: &str) -> bool {
+        self.state_file().lines().any(|l| l.starts_with(prefix))
+    }
+}
+
+/// Waits until the state file records `pids` (main processes of `v`, a vigil on `site`), then
+/// `kill -9`s `v`.
+fn kill_9_once_recorded(site: &Site, v: &mut Vigil, pids: &[u64]) {
+    v.wait_for_showing(
+        T,
+        &format!("the state file to record {pids:?}"),
+        |_| pids.iter().all(|p| site.records(&format!("{p} "))),
+        |_| format!("state file:\n{}", site.state_file()),
+    );
+    kill_9(v);
+}
+
+/// `kill -9` of the vigil `v` runs (by its pid): no clean-up by vigil.
+fn kill_9(v: &mut Vigil) {
+    let mut child = v.child.take().unwrap();
+    Command::new("kill")
+        .args(["-9", &child.id().to_string()])
+        .status()
+        .unwrap();
+    child.wait().unwrap();
+}
+
+struct Mix {
+    svc: u32,
+    flaky: u32,
+    probed: u32,
+    site: Site,
+}
+
+impl Mix {
+    /// `supervisor`: lines set in `[supervisor]` (`cgroup_root`, `on_restart`).
+    fn new(offset: u32, supervisor: &str) -> Mix {
+        let (svc, flaky, probed) = (unique(offset), unique(offset + 1), unique(offset + 2));
+        let site = Site::new();
+        site.write(
+            supervisor,
+            &pods(svc, flaky, probed, &site.path("flaky-ran")),
+        );
+        Mix {
+            svc,
+            flaky,
+            probed,
+            site,
+        }
+    }
+
+    fn start(&self) -> Vigil {
+        self.site.start()
+    }
+
+    fn state_file(&self) -> String {
+        self.site.state_file()
     }
 
     fn counts(&self) -> (usize, usize, usize) {
@@ -144,23 +195,59 @@ fn run_then_kill_9(mix: &Mix) -> [u64; 3] {
         ["svc", "flaky", "probed"].iter().all(|p| running(v, p))
             && v.container("flaky", "c")["restart_count"] == 1
     });
-    let pids = [pid_of(&a, "svc"), pid_of(&a, "flaky"), pid_of(&a, "probed")];
-    a.wait_for(T, "the state file records every main process", |_| {
+    // The pids are read again at each look: it is the main processes running now that must be
+    // recorded (one replaced meanwhile, say after liveness attempts timed out on a loaded
+    // machine, is not to be waited for).
+    let records = |pids: &[u64]| {
         let text = mix.state_file();
         pids.iter().all(|p| {
-            text.lines()
-                .any(|l| l.starts_with(&format!("{p} ")) && l.split(' ').count() == 5)
+            *p != 0
+                && text
+                    .lines()
+                    .any(|l| l.starts_with(&format!("{p} ")) && l.split(' ').count() == 5)
         })
-    });
-    let mut child = a.child.take().unwrap();
-    // SIGKILL by the pid of the vigil we started: no clean-up by vigil.
-    Command::new("kill")
-        .args(["-9", &child.id().to_string()])
-        .status()
-        .unwrap();
-    child.wait().unwrap();
+    };
+    let mains = |v: &Vigil| [pid_of(v, "svc"), pid_of(v, "flaky"), pid_of(v, "probed")];
+    a.wait_for_showing(
+        T,
+        "the state file to record every main process",
+        |v| records(&mains(v)),
+        |_| format!("state file:\n{}", mix.state_file()),
+    );
+    let pids = mains(&a);
+    assert!(
+        records(&pids),
+        "{pids:?} replaced as they were recorded\nstate file:\n{}\nvigil log:\n{}",
+        mix.state_file(),
+        a.log()
+    );
+    kill_9(&mut a);
     assert!(pids.iter().all(|p| alive(*p)), "they outlive vigil");
     pids
+}
+
+/// The replace checks shared by the cgroup and no-cgroup variants: new pids, the old
+/// processes killed (the cgroup variant's `cgroup.kill` takes effect asynchronously: waited
+/// for, like the state file's kills), one copy of each.
+fn replaced_mix_behaves(mix: &Mix) {
+    let pids = run_then_kill_9(mix);
+    let b = mix.start();
+    b.wait_for(T, "all three Running with new pids", |v| {
+        ["svc", "flaky", "probed"]
+            .iter()
+            .zip(pids)
+            .all(|(p, old)| running(v, p) && pid_of(v, p) != old)
+    });
+    b.wait_for(T, "the old processes gone", |_| {
+        pids.iter().all(|p| !alive(*p))
+    });
+    assert_eq!(mix.counts(), (1, 1, 1), "one copy of each");
+    assert!(
+        b.log().contains("is replaced: on_restart = \"replace\""),
+        "{}",
+        b.log()
+    );
+    assert_eq!(b.shutdown(), 0);
 }
 
 /// The adopt checks shared by the cgroup and no-cgroup variants.
@@ -217,42 +304,27 @@ fn adopted_mix_behaves(mix: &Mix) {
 
 #[test]
 fn without_cgroups_a_restarted_vigil_adopts_what_a_kill_9ed_one_left() {
-    let mix = Mix::new(0, "", None);
+    let mix = Mix::new(0, "");
     adopted_mix_behaves(&mix);
 }
 
 #[test]
 fn without_cgroups_replace_kills_what_was_left_and_starts_one_copy_of_each() {
-    let mix = Mix::new(3, "on_restart = \"replace\"\n", None);
-    let pids = run_then_kill_9(&mix);
-    let b = mix.start();
-    b.wait_for(T, "all three Running with new pids", |v| {
-        ["svc", "flaky", "probed"]
-            .iter()
-            .zip(pids)
-            .all(|(p, old)| running(v, p) && pid_of(v, p) != old)
-    });
-    b.wait_for(T, "the old processes gone", |_| {
-        pids.iter().all(|p| !alive(*p))
-    });
-    assert_eq!(mix.counts(), (1, 1, 1), "one copy of each");
-    assert!(
-        b.log().contains("is replaced: on_restart = \"replace\""),
-        "{}",
-        b.log()
-    );
-    assert_eq!(b.shutdown(), 0);
+    let mix = Mix::new(3, "on_restart = \"replace\"");
+    replaced_mix_behaves(&mix);
 }
 
 #[test]
 fn a_container_whose_definition_changed_is_replaced_and_the_others_adopted() {
-    let mix = Mix::new(6, "", None);
+    let mix = Mix::new(6, "");
     let [svc, flaky, probed] = run_then_kill_9(&mix);
     // svc's definition changes (a new argument); the others stay as they were.
-    let text = std::fs::read_to_string(&mix.config).unwrap();
-    let changed = mix.svc + 100;
+    let text = std::fs::read_to_string(&mix.site.config).unwrap();
+    // From this test process's own range (an argument outside it could be another test
+    // process's: they are counted machine-wide).
+    let changed = unique(28);
     std::fs::write(
-        &mix.config,
+        &mix.site.config,
         text.replace(&format!("\"{}\"", mix.svc), &format!("\"{changed}\"")),
     )
     .unwrap();
@@ -275,13 +347,13 @@ fn a_container_whose_definition_changed_is_replaced_and_the_others_adopted() {
 
 #[test]
 fn a_second_vigil_on_the_same_socket_is_refused_and_leaves_the_first_ones_containers_alone() {
-    let mix = Mix::new(9, "", None);
+    let mix = Mix::new(9, "");
     let a = mix.start();
     a.wait_for(T, "svc running", |v| running(v, "svc"));
     let svc = pid_of(&a, "svc");
     let out = Command::new(crate::common::BIN)
         .args(["run", "-c"])
-        .arg(&mix.config)
+        .arg(&mix.site.config)
         .env("VIGIL_LOG", "info")
         .output()
         .unwrap();
@@ -294,61 +366,19 @@ fn a_second_vigil_on_the_same_socket_is_refused_and_leaves_the_first_ones_contai
 
 // ---- with cgroups --------------------------------------------------------------------------
 
-/// A scratch cgroup on the cgroup2 mount for one test; emptied and removed on drop.
-struct Scratch {
-    path: PathBuf,
-}
-
-impl Scratch {
-    fn new() -> Scratch {
-        static N: AtomicU32 = AtomicU32::new(0);
-        require_root("to create cgroups");
-        let mount = require_cgroup2_mount();
-        let path = mount.join(format!(
-            "vigil-adopt-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir(&path).expect("create scratch cgroup");
-        assert!(
-            path.join("cgroup.kill").exists(),
-            "this test needs cgroup.kill (Linux 5.14)"
-        );
-        Scratch { path }
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::write(self.path.join("cgroup.kill"), "1");
-        std::thread::sleep(Duration::from_millis(100));
-        fn rm(dir: &Path) {
-            if let Ok(rd) = std::fs::read_dir(dir) {
-                for e in rd.flatten() {
-                    if e.path().is_dir() {
-                        rm(&e.path());
-                    }
-                }
-            }
-            let _ = std::fs::remove_dir(dir);
-        }
-        rm(&self.path);
-    }
-}
-
 #[test]
 #[ignore = "needs root and cgroup v2"]
 fn with_cgroups_a_restarted_vigil_adopts_the_containers_in_their_cgroups() {
-    let cg = Scratch::new();
-    let mix = Mix::new(12, "", Some(&cg.path));
+    let cg = ScratchCgroup::new();
+    let mix = Mix::new(12, &cg.root_line());
     adopted_mix_behaves(&mix);
 }
 
 #[test]
 #[ignore = "needs root and cgroup v2"]
 fn with_cgroups_an_adopted_container_keeps_its_cgroup_and_its_end_empties_it() {
-    let cg = Scratch::new();
-    let mix = Mix::new(15, "", Some(&cg.path));
+    let cg = ScratchCgroup::new();
+    let mix = Mix::new(15, &cg.root_line());
     let [svc, _, _] = run_then_kill_9(&mix);
     let b = mix.start();
     b.wait_for(T, "svc Running", |v| running(v, "svc"));
@@ -382,32 +412,20 @@ fn with_cgroups_an_adopted_container_keeps_its_cgroup_and_its_end_empties_it() {
 #[test]
 #[ignore = "needs root and cgroup v2"]
 fn with_cgroups_replace_kills_the_old_cgroups_and_starts_one_copy_of_each() {
-    let cg = Scratch::new();
-    let mix = Mix::new(18, "on_restart = \"replace\"\n", Some(&cg.path));
-    let pids = run_then_kill_9(&mix);
-    let b = mix.start();
-    b.wait_for(T, "all three Running with new pids", |v| {
-        ["svc", "flaky", "probed"]
-            .iter()
-            .zip(pids)
-            .all(|(p, old)| running(v, p) && pid_of(v, p) != old)
-    });
-    assert!(pids.iter().all(|p| !alive(*p)), "old ones killed");
-    assert_eq!(mix.counts(), (1, 1, 1), "one copy of each");
-    assert_eq!(b.shutdown(), 0);
+    let cg = ScratchCgroup::new();
+    let mix = Mix::new(18, &format!("on_restart = \"replace\"\n{}", cg.root_line()));
+    replaced_mix_behaves(&mix);
 }
 
 #[test]
 fn a_pod_with_an_init_container_and_a_sidecar_is_adopted_without_running_the_init_again() {
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("vigil.sock");
-    let config = dir.path().join("vigil.toml");
-    let runs = dir.path().join("setup-runs");
+    let site = Site::new();
+    let runs = site.path("setup-runs");
     let (proxy, app) = (unique(21), unique(22));
-    std::fs::write(
-        &config,
-        format!(
-            r#"{}[pods.web]
+    site.write(
+        "",
+        &format!(
+            r#"[pods.web]
 [[pods.web.init_containers]]
 name = "setup"
 command = ["sh", "-c", "echo ran >> {runs}"]
@@ -419,35 +437,19 @@ command = ["sleep", "{proxy}"]
 name = "app"
 command = ["sleep", "{app}"]
 "#,
-            supervisor_header(&socket),
             runs = runs.display()
         ),
-    )
-    .unwrap();
-    let start = || Vigil::start_with(tempfile::tempdir().unwrap(), socket.clone(), config.clone());
+    );
     let pid = |v: &Vigil, c: &str| v.container("web", c)["pid"].as_u64().unwrap_or(0);
-    let mut a = start();
+    let mut a = site.start();
     a.wait_for(T, "proxy and app running", |v| {
         state_reason(&v.container("web", "proxy")) == "Running"
             && state_reason(&v.container("web", "app")) == "Running"
     });
     let (p, m) = (pid(&a, "proxy"), pid(&a, "app"));
-    let mut state = socket.as_os_str().to_os_string();
-    state.push(".state");
-    a.wait_for(T, "both recorded", |_| {
-        let t = std::fs::read_to_string(&state).unwrap_or_default();
-        [p, m]
-            .iter()
-            .all(|x| t.lines().any(|l| l.starts_with(&format!("{x} "))))
-    });
-    let mut child = a.child.take().unwrap();
-    Command::new("kill")
-        .args(["-9", &child.id().to_string()])
-        .status()
-        .unwrap();
-    child.wait().unwrap();
+    kill_9_once_recorded(&site, &mut a, &[p, m]);
 
-    let b = start();
+    let b = site.start();
     b.wait_for(T, "proxy and app adopted", |v| {
         pid(v, "proxy") == p
             && pid(v, "app") == m
@@ -470,36 +472,16 @@ fn a_chatty_container_loses_its_pipe_with_the_old_vigil_and_its_next_run_is_capt
     // Its output went to pipes the killed vigil held: its next write gets SIGPIPE (vigil resets
     // every signal to its default in the child). Whether it dies before or after the new vigil
     // adopts it, a new run replaces it and that run's output is captured.
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("vigil.sock");
-    let config = dir.path().join("vigil.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "{}[pods.chatty]\nbackoff = {{ initial_seconds = 0.1, max_seconds = 0.2 }}\n[[pods.chatty.containers]]\nname = \"c\"\ncommand = [\"sh\", \"-c\", \"while :; do echo tick $$; sleep 0.1; done\"]\n",
-            supervisor_header(&socket)
-        ),
-    )
-    .unwrap();
-    let start = || Vigil::start_with(tempfile::tempdir().unwrap(), socket.clone(), config.clone());
-    let mut a = start();
+    let site = Site::new();
+    site.write(
+        "",
+        "[pods.chatty]\nbackoff = { initial_seconds = 0.1, max_seconds = 0.2 }\n[[pods.chatty.containers]]\nname = \"c\"\ncommand = [\"sh\", \"-c\", \"while :; do echo tick $$; sleep 0.1; done\"]\n",
+    );
+    let mut a = site.start();
     a.wait_for(T, "chatty running", |v| running(v, "chatty"));
     let old = pid_of(&a, "chatty");
-    let mut state = socket.as_os_str().to_os_string();
-    state.push(".state");
-    a.wait_for(T, "recorded", |_| {
-        std::fs::read_to_string(&state)
-            .unwrap_or_default()
-            .lines()
-            .any(|l| l.starts_with(&format!("{old} ")))
-    });
-    let mut child = a.child.take().unwrap();
-    Command::new("kill")
-        .args(["-9", &child.id().to_string()])
-        .status()
-        .unwrap();
-    child.wait().unwrap();
-    let b = start();
+    kill_9_once_recorded(&site, &mut a, &[old]);
+    let b = site.start();
     b.wait_for(T, "a new run, captured", |v| {
         let new = pid_of(v, "chatty");
         let log = v.request(r#"{"cmd":"logs","pod":"chatty","tail":1}"#)["result"]["log"]
@@ -514,7 +496,7 @@ fn a_chatty_container_loses_its_pipe_with_the_old_vigil_and_its_next_run_is_capt
 
 #[test]
 fn a_container_stopped_by_request_stays_stopped_after_a_crash_and_starts_on_request() {
-    let mix = Mix::new(24, "", None);
+    let mix = Mix::new(24, "");
     let mut a = mix.start();
     a.wait_for(T, "the mix running", |v| {
         ["svc", "flaky", "probed"].iter().all(|p| running(v, p))
@@ -522,24 +504,10 @@ fn a_container_stopped_by_request_stays_stopped_after_a_crash_and_starts_on_requ
     let r = a.request(r#"{"cmd":"stop","pod":"svc","container":"c"}"#);
     assert_eq!(r["ok"], true, "{r}");
     a.wait_for(T, "svc stopped and recorded so", |v| {
-        state_reason(&v.container("svc", "c")) == "Stopped"
-            && mix
-                .state_file()
-                .lines()
-                .any(|l| l.starts_with("stopped svc/c "))
+        state_reason(&v.container("svc", "c")) == "Stopped" && mix.site.records("stopped svc/c ")
     });
     let probed = pid_of(&a, "probed");
-    a.wait_for(T, "probed recorded", |_| {
-        mix.state_file()
-            .lines()
-            .any(|l| l.starts_with(&format!("{probed} ")))
-    });
-    let mut child = a.child.take().unwrap();
-    Command::new("kill")
-        .args(["-9", &child.id().to_string()])
-        .status()
-        .unwrap();
-    child.wait().unwrap();
+    kill_9_once_recorded(&mix.site, &mut a, &[probed]);
 
     let b = mix.start();
     b.wait_for(T, "probed adopted", |v| pid_of(v, "probed") == probed);
@@ -551,9 +519,7 @@ fn a_container_stopped_by_request_stays_stopped_after_a_crash_and_starts_on_requ
     assert_eq!(r["ok"], true, "{r}");
     b.wait_for(T, "svc started on request", |v| running(v, "svc"));
     b.wait_for(T, "no longer recorded as stopped", |_| {
-        !mix.state_file()
-            .lines()
-            .any(|l| l.starts_with("stopped svc/c "))
+        !mix.site.records("stopped svc/c ")
     });
     assert_eq!(b.shutdown(), 0);
     assert_eq!(mix.counts(), (0, 0, 0));
@@ -561,16 +527,14 @@ fn a_container_stopped_by_request_stays_stopped_after_a_crash_and_starts_on_requ
 
 #[test]
 fn a_completed_job_is_not_run_again_after_a_crash_unless_its_definition_changed() {
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("vigil.sock");
-    let config = dir.path().join("vigil.toml");
-    let runs = dir.path().join("job-runs");
+    let site = Site::new();
+    let runs = site.path("job-runs");
     let svc = unique(27);
     let write = |arg: &str| {
-        std::fs::write(
-            &config,
-            format!(
-                r#"{}[pods.job]
+        site.write(
+            "",
+            &format!(
+                r#"[pods.job]
 restart_policy = "OnFailure"
 [[pods.job.containers]]
 name = "run"
@@ -581,37 +545,21 @@ command = ["sh", "-c", "echo {arg} >> {runs}"]
 name = "c"
 command = ["sleep", "{svc}"]
 "#,
-                supervisor_header(&socket),
                 runs = runs.display()
             ),
-        )
-        .unwrap();
+        );
     };
     write("one");
-    let start = || Vigil::start_with(tempfile::tempdir().unwrap(), socket.clone(), config.clone());
-    let mut state = socket.as_os_str().to_os_string();
-    state.push(".state");
-    let kill_9 = |v: &mut Vigil| {
-        let mut child = v.child.take().unwrap();
-        Command::new("kill")
-            .args(["-9", &child.id().to_string()])
-            .status()
-            .unwrap();
-        child.wait().unwrap();
-    };
     let lines = || std::fs::read_to_string(&runs).unwrap_or_default();
 
-    let mut a = start();
+    let mut a = site.start();
     a.wait_for(T, "the job completed and recorded so", |v| {
         state_reason(&v.container("job", "run")) == "Completed"
-            && std::fs::read_to_string(&state)
-                .unwrap_or_default()
-                .lines()
-                .any(|l| l.starts_with("completed job/run "))
+            && site.records("completed job/run ")
     });
     kill_9(&mut a);
 
-    let mut b = start();
+    let mut b = site.start();
     b.wait_for(T, "svc adopted", |v| running(v, "svc"));
     let job = b.container("job", "run");
     assert_eq!(state_reason(&job), "Completed", "{job}");
@@ -621,7 +569,7 @@ command = ["sleep", "{svc}"]
 
     // A changed definition runs again.
     write("two");
-    let c = start();
+    let c = site.start();
     c.wait_for(T, "the changed job ran", |_| lines() == "one\ntwo\n");
     c.wait_for(T, "and completed", |v| {
         state_reason(&v.container("job", "run")) == "Completed"

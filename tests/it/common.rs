@@ -4,6 +4,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -25,14 +26,68 @@ pub fn supervisor_header(socket: &Path) -> String {
     )
 }
 
+/// [`supervisor_header`] with `lines` (`key = value`, one a line) set: a line for a key the
+/// header has replaces it, the others are added at the top of the table.
+pub fn supervisor_header_with(socket: &Path, lines: &str) -> String {
+    let key = |l: &str| l.split('=').next().unwrap_or("").trim().to_string();
+    let mut header = supervisor_header(socket);
+    let mut added = String::new();
+    for line in lines.lines().filter(|l| !l.trim().is_empty()) {
+        let k = key(line);
+        match header.lines().find(|l| l.contains('=') && key(l) == k) {
+            Some(old) => header = header.replacen(&format!("{old}\n"), &format!("{line}\n"), 1),
+            None => added.push_str(&format!("{line}\n")),
+        }
+    }
+    header.replacen("[supervisor]\n", &format!("[supervisor]\n{added}"), 1)
+}
+
+/// Writes `dir/vigil.toml`: the header for `socket` with `supervisor` lines set (see
+/// [`supervisor_header_with`]), then `pods`; returns its path.
+pub fn write_config(dir: &Path, socket: &Path, supervisor: &str, pods: &str) -> PathBuf {
+    let config = dir.join("vigil.toml");
+    std::fs::write(
+        &config,
+        format!("{}{pods}", supervisor_header_with(socket, supervisor)),
+    )
+    .unwrap_or_else(|e| panic!("write {}: {e}", config.display()));
+    config
+}
+
+/// How much longer than its nominal deadline a wait may take here: the load average per CPU
+/// when that is above 1 (a 2-core machine running other builds and tests; at most 5), times
+/// `VIGIL_TEST_PATIENCE` when set (a factor, e.g. `3` on a slow emulated machine). A state that
+/// never comes still fails, only later; a timed-out wait says what it waited for and how long.
+pub fn patience() -> f64 {
+    let load: f64 = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|t| t.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0.0);
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let factor: f64 = std::env::var("VIGIL_TEST_PATIENCE")
+        .ok()
+        .and_then(|f| f.parse().ok())
+        .filter(|f: &f64| *f >= 1.0)
+        .unwrap_or(1.0);
+    (load / cpus).clamp(1.0, 5.0) * factor
+}
+
+/// `base` times [`patience`].
+pub fn patient(base: Duration) -> Duration {
+    base.mul_f64(patience())
+}
+
 impl Vigil {
     /// Start `vigil run` on `pods` (TOML without the `[supervisor]` table).
     pub fn start(pods: &str) -> Vigil {
-        let dir = tempfile::tempdir().expect("tempdir");
+        Self::start_in(tempfile::tempdir().expect("tempdir"), "", pods)
+    }
+
+    /// Start on `pods` in `dir` (socket `dir/vigil.sock`), with `supervisor` lines set in
+    /// `[supervisor]` (see [`supervisor_header_with`]).
+    pub fn start_in(dir: tempfile::TempDir, supervisor: &str, pods: &str) -> Vigil {
         let socket = dir.path().join("vigil.sock");
-        let config = dir.path().join("vigil.toml");
-        std::fs::write(&config, format!("{}{}", supervisor_header(&socket), pods))
-            .expect("write config");
+        let config = write_config(dir.path(), &socket, supervisor, pods);
         Self::start_with(dir, socket, config)
     }
 
@@ -59,25 +114,38 @@ impl Vigil {
         extra: &[&std::ffi::OsStr],
         level: &str,
     ) -> Vigil {
-        let log = std::fs::File::create(dir.path().join("vigil.log")).expect("log file");
-        let child = Command::new(BIN)
-            .args(["run", "-c"])
+        let mut cmd = Command::new(BIN);
+        cmd.args(["run", "-c"])
             .arg(&config)
             .args(extra)
             .env("VIGIL_LOG", level)
+            .stdin(Stdio::null());
+        Self::launch(cmd, dir, socket, config)
+    }
+
+    /// Runs `cmd` (a `vigil run` on `config`, however wrapped: `prlimit`, `unshare`, a
+    /// manifest on stdin) without `VIGIL_SOCKET`, its output in `dir/vigil.log`, and waits
+    /// until `socket` answers.
+    pub fn launch(
+        mut cmd: Command,
+        dir: tempfile::TempDir,
+        socket: PathBuf,
+        config: PathBuf,
+    ) -> Vigil {
+        let log = std::fs::File::create(dir.path().join("vigil.log")).expect("log file");
+        let child = cmd
             .env_remove("VIGIL_SOCKET")
-            .stdin(Stdio::null())
             .stdout(log.try_clone().expect("dup"))
             .stderr(log)
             .spawn()
-            .expect("spawn vigil");
+            .unwrap_or_else(|e| panic!("spawn {:?}: {e}", cmd.get_program()));
         let v = Vigil {
             child: Some(child),
             dir,
             socket,
             config,
         };
-        v.wait_for(Duration::from_secs(10), "socket to answer", |v| {
+        v.wait_for(Duration::from_secs(20), "socket to answer", |v| {
             v.try_request(r#"{"cmd":"version"}"#).is_some()
         });
         v
@@ -130,9 +198,23 @@ impl Vigil {
         Value::Null
     }
 
-    /// Poll until `cond` holds or `timeout` passes (then panic with the log and last status).
-    pub fn wait_for(&self, timeout: Duration, what: &str, mut cond: impl FnMut(&Vigil) -> bool) {
-        let deadline = Instant::now() + timeout;
+    /// Poll until `cond` holds or `timeout` (stretched by [`patience`] on a loaded machine)
+    /// passes; then panic with what was waited for, how long, the last status and the log.
+    pub fn wait_for(&self, timeout: Duration, what: &str, cond: impl FnMut(&Vigil) -> bool) {
+        self.wait_for_showing(timeout, what, cond, |_| String::new());
+    }
+
+    /// [`Vigil::wait_for`] whose failure message also shows `show` (what the condition looks
+    /// at besides vigil's status: a file, a process list).
+    pub fn wait_for_showing(
+        &self,
+        timeout: Duration,
+        what: &str,
+        mut cond: impl FnMut(&Vigil) -> bool,
+        show: impl Fn(&Vigil) -> String,
+    ) {
+        let started = Instant::now();
+        let deadline = started + patient(timeout);
         loop {
             if cond(self) {
                 return;
@@ -140,7 +222,13 @@ impl Vigil {
             if Instant::now() > deadline {
                 let status = self.try_request(r#"{"cmd":"status"}"#);
                 panic!(
-                    "timed out waiting for {what}\nlast status: {}\nvigil log:\n{}",
+                    "timed out waiting for {what} ({:.1} s; nominal {timeout:?}, load {})\n\
+                     {}\nlast status: {}\nvigil log:\n{}",
+                    started.elapsed().as_secs_f64(),
+                    std::fs::read_to_string("/proc/loadavg")
+                        .unwrap_or_default()
+                        .trim(),
+                    show(self),
                     status.map(|s| s.to_string()).unwrap_or_default(),
                     self.log()
                 );
@@ -167,7 +255,7 @@ impl Vigil {
 
     pub fn wait_exit(&mut self, timeout: Duration) -> i32 {
         let mut child = self.child.take().expect("running");
-        let deadline = Instant::now() + timeout;
+        let deadline = Instant::now() + patient(timeout);
         loop {
             if let Some(st) = child.try_wait().expect("try_wait") {
                 return st.code().unwrap_or(-1);
@@ -282,4 +370,83 @@ pub fn require_program(program: &str, arg: &str, package: &str) {
         ok,
         "this test needs `{program}` (Debian package `{package}`); tests/run-all.sh installs it"
     );
+}
+
+// ---- a scratch cgroup ------------------------------------------------------------------------
+
+/// A cgroup2 directory made for one test; on drop everything in it is killed and every
+/// directory under it removed (deepest first).
+pub struct ScratchCgroup {
+    pub path: PathBuf,
+}
+
+impl ScratchCgroup {
+    /// Panics (naming the need) without root, a cgroup2 mount or `cgroup.kill`.
+    pub fn new() -> ScratchCgroup {
+        static N: AtomicU32 = AtomicU32::new(0);
+        require_root("to create cgroups");
+        let mount = require_cgroup2_mount();
+        let path = mount.join(format!(
+            "vigil-it-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        if let Err(e) = std::fs::create_dir(&path) {
+            panic!("cannot create scratch cgroup {}: {e}", path.display());
+        }
+        let cg = ScratchCgroup { path };
+        assert!(
+            cg.path.join("cgroup.kill").exists(),
+            "this test needs cgroup.kill (Linux 5.14)"
+        );
+        cg
+    }
+
+    /// `cgroup_root = "<its path>"`, for [`Vigil::start_in`] or [`write_config`].
+    pub fn root_line(&self) -> String {
+        format!("cgroup_root = \"{}\"", self.path.display())
+    }
+
+    /// Every directory under the scratch cgroup, deepest first.
+    pub fn dirs(&self) -> Vec<PathBuf> {
+        fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+            if let Ok(entries) = std::fs::read_dir(dir) {
+                for e in entries.flatten() {
+                    if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                        walk(&e.path(), out);
+                    }
+                }
+            }
+            out.push(dir.to_path_buf());
+        }
+        let mut out = Vec::new();
+        walk(&self.path, &mut out);
+        out
+    }
+
+    /// Container cgroups (`<root>/<pod>/<container>`) still present.
+    pub fn container_dirs(&self) -> Vec<PathBuf> {
+        self.dirs()
+            .into_iter()
+            .filter(|d| d.parent().and_then(Path::parent) == Some(self.path.as_path()))
+            .collect()
+    }
+}
+
+impl Drop for ScratchCgroup {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.path.join("cgroup.freeze"), "0");
+        let _ = std::fs::write(self.path.join("cgroup.kill"), "1");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        for dir in self.dirs() {
+            while std::fs::remove_dir(&dir).is_err() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+}
+
+/// Starts vigil with `cgroup_root` at `cg` (no resources: no controllers needed).
+pub fn start_with_cgroup_root(cg: &ScratchCgroup, pods: &str) -> Vigil {
+    Vigil::start_in(tempfile::tempdir().expect("tempdir"), &cg.root_line(), pods)
 }

@@ -3,7 +3,7 @@
 //! the outcome it checks; docs/bad-input.md lists them with the other bad inputs.
 //!
 //! Cgroup faults run natively with `cgroup_root` pointing at a scratch directory this test
-//! creates on the cgroup2 mount (`<mount>/vigil-fault-<pid>-<n>`) and removes afterwards.
+//! creates on the cgroup2 mount (`<mount>/vigil-it-<pid>-<n>`, [`ScratchCgroup`]) and removes afterwards.
 //! They need root and a cgroup2 mount with `cgroup.kill` (Linux 5.14), so they are
 //! `#[ignore]`d for a plain `cargo test` and fail, naming the need, under `--include-ignored`
 //! when it is not met.
@@ -15,97 +15,16 @@
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crate::common::{
-    Vigil, alive, require_cgroup2_mount, require_program, require_root, state_reason,
-    supervisor_header,
-};
+use crate::common::{Vigil, alive, require_program, state_reason, supervisor_header};
 
 const T: Duration = Duration::from_secs(20);
 
-/// A cgroup2 directory made for one test; on drop everything in it is killed and every
-/// directory under it removed (deepest first).
-pub struct ScratchCgroup {
-    pub path: PathBuf,
-}
-
-impl ScratchCgroup {
-    /// Panics (naming the need) without root, a cgroup2 mount or `cgroup.kill`.
-    pub fn new() -> ScratchCgroup {
-        static N: AtomicU32 = AtomicU32::new(0);
-        require_root("to create cgroups");
-        let mount = require_cgroup2_mount();
-        let path = mount.join(format!(
-            "vigil-fault-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        if let Err(e) = std::fs::create_dir(&path) {
-            panic!("cannot create scratch cgroup {}: {e}", path.display());
-        }
-        let cg = ScratchCgroup { path };
-        assert!(
-            cg.path.join("cgroup.kill").exists(),
-            "this test needs cgroup.kill (Linux 5.14)"
-        );
-        cg
-    }
-
-    /// Every directory under the scratch cgroup, deepest first.
-    fn dirs(&self) -> Vec<PathBuf> {
-        fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-            if let Ok(entries) = std::fs::read_dir(dir) {
-                for e in entries.flatten() {
-                    if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
-                        walk(&e.path(), out);
-                    }
-                }
-            }
-            out.push(dir.to_path_buf());
-        }
-        let mut out = Vec::new();
-        walk(&self.path, &mut out);
-        out
-    }
-
-    /// Container cgroups (`<root>/<pod>/<container>`) still present.
-    fn container_dirs(&self) -> Vec<PathBuf> {
-        self.dirs()
-            .into_iter()
-            .filter(|d| d.parent().and_then(Path::parent) == Some(self.path.as_path()))
-            .collect()
-    }
-}
-
-impl Drop for ScratchCgroup {
-    fn drop(&mut self) {
-        let _ = std::fs::write(self.path.join("cgroup.freeze"), "0");
-        let _ = std::fs::write(self.path.join("cgroup.kill"), "1");
-        let deadline = Instant::now() + Duration::from_secs(5);
-        for dir in self.dirs() {
-            while std::fs::remove_dir(&dir).is_err() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-    }
-}
-
-/// Starts vigil with `cgroup_root` at `cg` (no resources: no controllers needed).
-pub fn start_with_cgroup_root(cg: &ScratchCgroup, pods: &str) -> Vigil {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let socket = dir.path().join("vigil.sock");
-    let config = dir.path().join("vigil.toml");
-    let header = supervisor_header(&socket).replace(
-        "cgroup_root = \"none\"",
-        &format!("cgroup_root = \"{}\"", cg.path.display()),
-    );
-    std::fs::write(&config, format!("{header}{pods}")).expect("write config");
-    Vigil::start_with(dir, socket, config)
-}
+pub use crate::common::{ScratchCgroup, start_with_cgroup_root};
 
 /// A sleep duration unique to this test process, so leftover processes can be found by
 /// their command line without confusing them with anyone else's.

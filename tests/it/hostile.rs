@@ -15,12 +15,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{BIN, Vigil, require_root, supervisor_header};
+use crate::common::{BIN, Vigil, require_root, write_config};
 
 const T: Duration = Duration::from_secs(20);
 const NOBODY: u32 = 65534;
 const CLIENT: &str = include_str!("hostile_client.py");
 const PYTHON: &str = "/usr/bin/python3";
+/// One pod `p` of one idle container.
+const SLEEPER: &str =
+    "[pods.p]\n[[pods.p.containers]]\nname = \"c\"\ncommand = [\"sleep\", \"600\"]\n";
 
 /// A vigil on `pods` with `extra` lines in `[supervisor]`, its socket open to everyone, in a
 /// directory `nobody` can traverse; with `nofile` ("SOFT:HARD"), under that `RLIMIT_NOFILE`.
@@ -28,13 +31,12 @@ fn start(pods: &str, extra: &str, nofile: Option<&str>) -> Vigil {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
     let socket = dir.path().join("run").join("vigil.sock");
-    let config = dir.path().join("vigil.toml");
-    let header = supervisor_header(&socket).replace(
-        "[supervisor]\n",
-        &format!("[supervisor]\nsocket_mode = \"0666\"\n{extra}"),
+    let config = write_config(
+        dir.path(),
+        &socket,
+        &format!("socket_mode = \"0666\"\n{extra}"),
+        pods,
     );
-    std::fs::write(&config, format!("{header}{pods}")).expect("write config");
-    let log = std::fs::File::create(dir.path().join("vigil.log")).expect("log file");
     let mut cmd = match nofile {
         Some(n) => {
             let mut c = Command::new("prlimit");
@@ -43,26 +45,24 @@ fn start(pods: &str, extra: &str, nofile: Option<&str>) -> Vigil {
         }
         None => Command::new(BIN),
     };
-    let child = cmd
-        .args(["run", "-c"])
+    cmd.args(["run", "-c"])
         .arg(&config)
         .env("VIGIL_LOG", "info")
-        .env_remove("VIGIL_SOCKET")
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().expect("dup"))
-        .stderr(log)
-        .spawn()
-        .expect("spawn vigil");
-    let v = Vigil {
-        child: Some(child),
-        dir,
-        socket,
-        config,
-    };
-    v.wait_for(T, "socket to answer", |v| {
-        v.try_request(r#"{"cmd":"version"}"#).is_some()
-    });
-    v
+        .stdin(Stdio::null());
+    Vigil::launch(cmd, dir, socket, config)
+}
+
+/// `vigil status` through the CLI as root: it must answer; returns what it printed.
+fn assert_root_is_served(v: &Vigil) -> String {
+    let out = v.cli(&["status"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "root's status: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        v.log()
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// The hostile client, running as `nobody`, holding its connections until dropped.
@@ -149,6 +149,25 @@ fn restart_count(v: &Vigil, pod: &str) -> u64 {
     v.container(pod, "c")["restart_count"].as_u64().unwrap_or(0)
 }
 
+/// `web`, probed every second and restarted at its first failed attempt, and `crash`, a
+/// crash loop restarting every 0.2 s: what must go on while vigil is under attack.
+const WEB_AND_CRASH: &str = r#"
+[pods.web]
+[[pods.web.containers]]
+name = "c"
+command = ["sleep", "600"]
+[pods.web.containers.liveness_probe]
+exec = { command = ["true"] }
+period_seconds = 1
+failure_threshold = 1
+
+[pods.crash]
+backoff = { initial_seconds = 0.2, max_seconds = 0.2 }
+[[pods.crash.containers]]
+name = "c"
+command = ["false"]
+"#;
+
 fn crash_pods(stamp: &Path) -> String {
     format!(
         r#"
@@ -225,38 +244,18 @@ fn forty_readers_that_never_read_do_not_delay_restarts_or_new_clients() {
 #[ignore = "needs root (the attacker runs as another uid)"]
 fn root_is_served_and_probes_pass_while_a_thousand_connections_are_open_at_ulimit_1024() {
     require_root("the hostile client runs as nobody");
-    let pods = r#"
-[pods.web]
-[[pods.web.containers]]
-name = "c"
-command = ["sleep", "600"]
-[pods.web.containers.liveness_probe]
-exec = { command = ["true"] }
-period_seconds = 1
-failure_threshold = 1
-
-[pods.crash]
-backoff = { initial_seconds = 0.2, max_seconds = 0.2 }
-[[pods.crash.containers]]
-name = "c"
-command = ["false"]
-"#;
-    let v = start(pods, "max_connections_per_uid = 5000\n", Some("1024:1024"));
+    let v = start(
+        WEB_AND_CRASH,
+        "max_connections_per_uid = 5000\n",
+        Some("1024:1024"),
+    );
     v.wait_for(T, "the probe to run", |v| {
         v.container("web", "c")["state"]["running"].is_object()
     });
     let attacker = Hostile::run(&v.socket, &["idle", "1100"]);
     assert!(attacker.held >= 1000, "held {}", attacker.held);
     let restarts = restart_count(&v, "crash");
-    let out = v.cli(&["status"]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "root's status: {}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        v.log()
-    );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("web"));
+    assert!(assert_root_is_served(&v).contains("web"));
     // Spawns still work (the crash loop goes on) and the exec probe never failed.
     v.wait_for(T, "more restarts under attack", |v| {
         restart_count(v, "crash") >= restarts + 3
@@ -270,11 +269,7 @@ command = ["false"]
 #[ignore = "needs root (the attacker runs as another uid)"]
 fn memory_stays_bounded_under_1024_connections_sending_big_ids() {
     require_root("the hostile client runs as nobody");
-    let v = start(
-        "[pods.p]\n[[pods.p.containers]]\nname = \"c\"\ncommand = [\"sleep\", \"600\"]\n",
-        "max_connections_per_uid = 2000\n",
-        None,
-    );
+    let v = start(SLEEPER, "max_connections_per_uid = 2000\n", None);
     let pid = v.child.as_ref().expect("running").id();
     let idle_rss = rss_kib(pid);
     let attacker = Hostile::run(&v.socket, &["bigids", "1024", "16"]);
@@ -298,11 +293,7 @@ fn memory_stays_bounded_under_1024_connections_sending_big_ids() {
 #[ignore = "needs root (the attacker runs as another uid)"]
 fn the_33rd_connection_of_a_non_admin_uid_is_refused_with_a_clear_error() {
     require_root("the client runs as nobody");
-    let v = start(
-        "[pods.p]\n[[pods.p.containers]]\nname = \"c\"\ncommand = [\"sleep\", \"600\"]\n",
-        "",
-        None,
-    );
+    let v = start(SLEEPER, "", None);
     let client = Hostile::run(&v.socket, &["cap", "33"]);
     let last: serde_json::Value = serde_json::from_str(&client.said[0]).expect("a JSON line");
     assert_eq!(last["error"]["kind"], "busy", "{last}");
@@ -321,21 +312,14 @@ fn emfile_at_accept_does_not_wedge_the_listener() {
     require_root("the hostile client runs as nobody");
     // 90 % of 64 descriptors for clients: vigil runs out of descriptors before its cap.
     let v = start(
-        "[pods.p]\n[[pods.p.containers]]\nname = \"c\"\ncommand = [\"sleep\", \"600\"]\n",
+        SLEEPER,
         "max_connections_per_uid = 1000\nclient_fd_percent = 90\n",
         Some("64:64"),
     );
     let attacker = Hostile::run(&v.socket, &["idle", "100"]);
     assert!(attacker.held > 0);
     let started = Instant::now();
-    let out = v.cli(&["status"]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "root's status: {}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        v.log()
-    );
+    assert_root_is_served(&v);
     assert!(started.elapsed() < Duration::from_secs(5));
     drop(attacker);
     // And the listener keeps working for everyone afterwards.
@@ -346,11 +330,7 @@ fn emfile_at_accept_does_not_wedge_the_listener() {
 
 #[test]
 fn idle_connections_are_closed_with_a_line_naming_the_setting() {
-    let v = start(
-        "[pods.p]\n[[pods.p.containers]]\nname = \"c\"\ncommand = [\"sleep\", \"600\"]\n",
-        "client_idle_timeout_seconds = 1\n",
-        None,
-    );
+    let v = start(SLEEPER, "client_idle_timeout_seconds = 1\n", None);
     let s = UnixStream::connect(&v.socket).expect("connect");
     s.set_read_timeout(Some(T)).expect("timeout");
     let mut reader = BufReader::new(&s);
@@ -370,11 +350,7 @@ fn idle_connections_are_closed_with_a_line_naming_the_setting() {
 
 #[test]
 fn a_socket_replaced_through_its_directory_is_noticed_and_bound_again() {
-    let v = start(
-        "[pods.p]\n[[pods.p.containers]]\nname = \"c\"\ncommand = [\"sleep\", \"600\"]\n",
-        "",
-        None,
-    );
+    let v = start(SLEEPER, "", None);
     // Someone renames the socket's directory away and listens at the path themselves.
     let run: PathBuf = v.socket.parent().expect("dir").to_path_buf();
     std::fs::rename(&run, run.with_file_name("run.old")).expect("rename");
@@ -389,10 +365,6 @@ fn a_socket_replaced_through_its_directory_is_noticed_and_bound_again() {
     assert!(impostor.accept().is_err());
 }
 
-fn sleeper() -> String {
-    "[pods.p]\n[[pods.p.containers]]\nname = \"c\"\ncommand = [\"sleep\", \"600\"]\n".to_string()
-}
-
 fn open_fds(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
         .expect("fd dir")
@@ -403,7 +375,7 @@ fn open_fds(pid: u32) -> usize {
 #[ignore = "needs root (the attacker runs as another uid)"]
 fn a_slowloris_request_one_byte_at_a_time_is_closed_at_the_idle_timeout() {
     require_root("the hostile client runs as nobody");
-    let v = start(&sleeper(), "client_idle_timeout_seconds = 1\n", None);
+    let v = start(SLEEPER, "client_idle_timeout_seconds = 1\n", None);
     // One byte every 0.2 s never completes a line: trickling is not activity.
     let attacker = Hostile::run(&v.socket, &["slowloris", "4", "0.2", "15"]);
     assert_eq!(attacker.said[0], "closed 4", "{:?}", attacker.said);
@@ -417,7 +389,7 @@ fn a_slowloris_request_one_byte_at_a_time_is_closed_at_the_idle_timeout() {
 #[ignore = "needs root (the attacker runs as another uid)"]
 fn ten_mib_without_a_newline_is_refused_as_too_large_and_bounded_in_memory() {
     require_root("the hostile client runs as nobody");
-    let v = start(&sleeper(), "", None);
+    let v = start(SLEEPER, "", None);
     let pid = v.child.as_ref().expect("running").id();
     let attacker = Hostile::run(&v.socket, &["bigline", "10"]);
     let first: serde_json::Value =
@@ -473,7 +445,7 @@ fn dev_null_fds(pid: u32) -> usize {
 #[ignore = "needs root (the attacker runs as another uid)"]
 fn descriptors_passed_with_scm_rights_are_not_kept() {
     require_root("the hostile client runs as nobody");
-    let v = start(&sleeper(), "", None);
+    let v = start(SLEEPER, "", None);
     let pid = v.child.as_ref().expect("running").id();
     let fds = open_fds(pid);
     let null_before = dev_null_fds(pid);
@@ -499,23 +471,7 @@ fn descriptors_passed_with_scm_rights_are_not_kept() {
 #[ignore = "needs root (the attackers run as other uids)"]
 fn forty_uids_with_32_connections_each_at_ulimit_1024_lock_no_one_out() {
     require_root("the hostile clients run as other uids");
-    let pods = r#"
-[pods.web]
-[[pods.web.containers]]
-name = "c"
-command = ["sleep", "600"]
-[pods.web.containers.liveness_probe]
-exec = { command = ["true"] }
-period_seconds = 1
-failure_threshold = 1
-
-[pods.crash]
-backoff = { initial_seconds = 0.2, max_seconds = 0.2 }
-[[pods.crash.containers]]
-name = "c"
-command = ["false"]
-"#;
-    let v = start(pods, "", Some("1024:1024"));
+    let v = start(WEB_AND_CRASH, "", Some("1024:1024"));
     let pid = v.child.as_ref().expect("running").id();
     v.wait_for(T, "web running", |v| {
         v.container("web", "c")["state"]["running"].is_object()
@@ -524,14 +480,7 @@ command = ["false"]
     let attackers = Hostile::run_as(&v.socket, &["manyuids", "40", "32", "20000"], None);
     assert!(attackers.held >= 1000, "held {}", attackers.held);
     let restarts = restart_count(&v, "crash");
-    let out = v.cli(&["status"]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "root's status: {}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        v.log()
-    );
+    assert_root_is_served(&v);
     v.wait_for(T, "more restarts under attack", |v| {
         restart_count(v, "crash") >= restarts + 3
     });
@@ -546,7 +495,7 @@ command = ["false"]
 
 #[test]
 fn a_thousand_pipelined_requests_with_big_integer_ids_are_answered_in_order_exactly() {
-    let v = start(&sleeper(), "", None);
+    let v = start(SLEEPER, "", None);
     let mut s = UnixStream::connect(&v.socket).expect("connect");
     s.set_read_timeout(Some(T)).expect("timeout");
     let big = "123456789012345678901234567890";
@@ -574,7 +523,7 @@ fn a_thousand_pipelined_requests_with_big_integer_ids_are_answered_in_order_exac
 fn a_supplementary_group_in_admin_gids_makes_an_admin_and_its_absence_does_not() {
     require_root("the client runs as another uid");
     crate::common::require_program("setpriv", "--version", "util-linux");
-    let v = start(&sleeper(), "admin_gids = [4242]\n", None);
+    let v = start(SLEEPER, "admin_gids = [4242]\n", None);
     let stop_as = |groups: &str| {
         Command::new("setpriv")
             .args(["--reuid", "65534", "--regid", "65534"])
@@ -602,7 +551,7 @@ fn a_supplementary_group_in_admin_gids_makes_an_admin_and_its_absence_does_not()
 
 #[test]
 fn the_soft_open_file_limit_is_raised_to_the_hard_one_and_logged() {
-    let v = start(&sleeper(), "", Some("1024:4096"));
+    let v = start(SLEEPER, "", Some("1024:4096"));
     let pid = v.child.as_ref().expect("running").id();
     let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).expect("limits");
     let line = limits

@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use crate::common::{BIN, Vigil, require_program, require_root, state_reason, supervisor_header};
+use crate::common::{
+    BIN, Vigil, require_program, require_root, state_reason, supervisor_header, write_config,
+};
 
 const T: Duration = Duration::from_secs(15);
 const NOBODY: u32 = 65534;
@@ -65,6 +67,28 @@ fn run_refused(config: &Path) -> (Option<i32>, String) {
     )
 }
 
+/// Waits until `web/c` runs.
+fn wait_web_running(v: &Vigil) {
+    v.wait_for(T, "web running", |v| {
+        state_reason(&v.container("web", "c")) == "Running"
+    });
+}
+
+/// A file only root may read (`root-only/file`, its directory mode 0700) under `dir`.
+fn root_only_secret(dir: &Path) -> PathBuf {
+    let secret_dir = dir.join("root-only");
+    std::fs::create_dir(&secret_dir).unwrap();
+    chmod(&secret_dir, 0o700);
+    let secret = secret_dir.join("file");
+    std::fs::write(&secret, "root only\n").unwrap();
+    secret
+}
+
+/// After a refused change: vigil still runs `web` alone.
+fn assert_nothing_changed(v: &Vigil) {
+    assert_eq!(pod_names(v), vec!["web".to_string()], "nothing changed");
+}
+
 fn pod_names(v: &Vigil) -> Vec<String> {
     v.status()["pods"]
         .as_array()
@@ -85,13 +109,10 @@ fn a_config_swapped_in_a_directory_a_user_took_over_is_refused_on_reload() {
     std::fs::create_dir(&conf).unwrap();
     chmod(&conf, 0o755);
     let socket = dir.path().join("vigil.sock");
-    let config = conf.join("vigil.toml");
+    let config = write_config(&conf, &socket, "", &pod("web", "exec sleep 60"));
     let header = supervisor_header(&socket);
-    std::fs::write(&config, format!("{header}{}", pod("web", "exec sleep 60"))).unwrap();
     let v = Vigil::start_with(dir, socket.clone(), config.clone());
-    v.wait_for(T, "web running", |v| {
-        state_reason(&v.container("web", "c")) == "Running"
-    });
+    wait_web_running(&v);
     // The directory is handed to a user; the user swaps the file for their own.
     chown_nobody(&conf);
     let evil = format!(
@@ -120,7 +141,7 @@ fn a_config_swapped_in_a_directory_a_user_took_over_is_refused_on_reload() {
     v.wait_for(T, "SIGHUP refusal logged", |v| {
         v.log().contains("SIGHUP: reload failed")
     });
-    assert_eq!(pod_names(&v), vec!["web".to_string()], "nothing changed");
+    assert_nothing_changed(&v);
     assert_eq!(state_reason(&v.container("web", "c")), "Running");
 }
 
@@ -129,9 +150,7 @@ fn a_config_swapped_in_a_directory_a_user_took_over_is_refused_on_reload() {
 fn a_config_made_world_writable_after_start_is_refused_on_reload() {
     require_root("the path checks are for a root vigil");
     let v = Vigil::start(&pod("web", "exec sleep 60"));
-    v.wait_for(T, "web running", |v| {
-        state_reason(&v.container("web", "c")) == "Running"
-    });
+    wait_web_running(&v);
     std::fs::write(
         &v.config,
         format!(
@@ -151,7 +170,7 @@ fn a_config_made_world_writable_after_start_is_refused_on_reload() {
         msg.contains("mode 0666") && msg.contains("writable by others"),
         "{msg}"
     );
-    assert_eq!(pod_names(&v), vec!["web".to_string()], "nothing changed");
+    assert_nothing_changed(&v);
     // Fixed, the same file is accepted.
     chmod(&v.config, 0o644);
     let r = v.request(r#"{"id":2,"cmd":"reload"}"#);
@@ -173,16 +192,7 @@ fn a_socket_directory_under_a_user_owned_ancestor_is_refused_at_start() {
     chmod(&run, 0o755);
     chown_nobody(&g);
     let socket = run.join("vigil.sock");
-    let config = dir.path().join("vigil.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "{}{}",
-            supervisor_header(&socket),
-            pod("web", "exec sleep 60")
-        ),
-    )
-    .unwrap();
+    let config = write_config(dir.path(), &socket, "", &pod("web", "exec sleep 60"));
     let (code, log) = run_refused(&config);
     assert_eq!(code, Some(1), "{log}");
     assert!(log.contains("socket directory"), "{log}");
@@ -196,24 +206,15 @@ fn a_socket_directory_under_a_user_owned_ancestor_is_refused_at_start() {
 fn a_log_dir_that_is_a_symlink_to_a_root_only_file_is_refused_at_start() {
     require_root("the path checks are for a root vigil");
     let dir = open_tempdir();
-    let secret_dir = dir.path().join("root-only");
-    std::fs::create_dir(&secret_dir).unwrap();
-    chmod(&secret_dir, 0o700);
-    let secret = secret_dir.join("file");
-    std::fs::write(&secret, "root only\n").unwrap();
+    let secret = root_only_secret(dir.path());
     let logs = dir.path().join("logs");
     std::os::unix::fs::symlink(&secret, &logs).unwrap();
-    let socket = dir.path().join("vigil.sock");
-    let config = dir.path().join("vigil.toml");
-    let header = supervisor_header(&socket).replace(
-        "[supervisor]\n",
-        &format!("[supervisor]\nlog_dir = \"{}\"\n", logs.display()),
+    let config = write_config(
+        dir.path(),
+        &dir.path().join("vigil.sock"),
+        &format!("log_dir = \"{}\"", logs.display()),
+        &pod("web", "echo hi; exec sleep 60"),
     );
-    std::fs::write(
-        &config,
-        format!("{header}{}", pod("web", "echo hi; exec sleep 60")),
-    )
-    .unwrap();
     let (code, log) = run_refused(&config);
     assert_eq!(code, Some(1), "{log}");
     assert!(
@@ -245,24 +246,15 @@ fn env_file_values_reach_the_container_but_never_status_or_describe() {
         dir.path(),
         "# database\nDB_PASSWORD=hunter2-very-secret\n\nMODE=from-file\n",
     );
-    let socket = dir.path().join("vigil.sock");
-    let config = dir.path().join("vigil.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "{}{}",
-            supervisor_header(&socket),
-            env_file_pod(
-                &envf,
-                "echo pw-length=${#DB_PASSWORD} mode=$MODE; exec sleep 60"
-            )
+    let v = Vigil::start_in(
+        dir,
+        "",
+        &env_file_pod(
+            &envf,
+            "echo pw-length=${#DB_PASSWORD} mode=$MODE; exec sleep 60",
         ),
-    )
-    .unwrap();
-    let v = Vigil::start_with(dir, socket, config);
-    v.wait_for(T, "web running", |v| {
-        state_reason(&v.container("web", "c")) == "Running"
-    });
+    );
+    wait_web_running(&v);
     v.wait_for(T, "output", |v| {
         String::from_utf8_lossy(&v.cli(&["logs", "web"]).stdout).contains("pw-length=19")
     });
@@ -297,18 +289,7 @@ fn env_file_values_reach_the_container_but_never_status_or_describe() {
 fn a_bad_env_file_line_fails_the_start_naming_file_and_line_not_the_value() {
     let dir = open_tempdir();
     let envf = env_file(dir.path(), "A=1\nhunter2-secret-without-equals\n");
-    let socket = dir.path().join("vigil.sock");
-    let config = dir.path().join("vigil.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "{}{}",
-            supervisor_header(&socket),
-            env_file_pod(&envf, "exec sleep 60")
-        ),
-    )
-    .unwrap();
-    let v = Vigil::start_with(dir, socket, config);
+    let v = Vigil::start_in(dir, "", &env_file_pod(&envf, "exec sleep 60"));
     let want = format!("{}:2:", envf.display());
     v.wait_for(T, "a start error naming file:line", |v| {
         v.container("web", "c").to_string().contains(&want)
@@ -330,18 +311,7 @@ fn an_env_file_others_may_write_is_refused_at_spawn() {
     let dir = open_tempdir();
     let envf = env_file(dir.path(), "A=1\n");
     chown_nobody(&envf);
-    let socket = dir.path().join("vigil.sock");
-    let config = dir.path().join("vigil.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "{}{}",
-            supervisor_header(&socket),
-            env_file_pod(&envf, "exec sleep 60")
-        ),
-    )
-    .unwrap();
-    let v = Vigil::start_with(dir, socket, config);
+    let v = Vigil::start_in(dir, "", &env_file_pod(&envf, "exec sleep 60"));
     v.wait_for(T, "a start error naming the env file's owner", |v| {
         let c = v.container("web", "c").to_string() + &v.request(r#"{"cmd":"events"}"#).to_string();
         c.contains("env_file") && c.contains("owner uid 65534")
@@ -354,11 +324,7 @@ fn an_env_file_others_may_write_is_refused_at_spawn() {
 fn a_users_symlink_in_a_sticky_log_dir_is_refused_and_the_target_untouched() {
     require_root("to act as another uid");
     let dir = open_tempdir();
-    let secret_dir = dir.path().join("root-only");
-    std::fs::create_dir(&secret_dir).unwrap();
-    chmod(&secret_dir, 0o700);
-    let secret = secret_dir.join("file");
-    std::fs::write(&secret, "root only\n").unwrap();
+    let secret = root_only_secret(dir.path());
     let logs = dir.path().join("logs");
     std::fs::create_dir(&logs).unwrap();
     chmod(&logs, 0o1777);
@@ -368,21 +334,9 @@ fn a_users_symlink_in_a_sticky_log_dir_is_refused_and_the_target_untouched() {
         l = logs.display(),
         s = secret.display()
     ));
-    let socket = dir.path().join("vigil.sock");
-    let config = dir.path().join("vigil.toml");
-    let header = supervisor_header(&socket).replace(
-        "[supervisor]\n",
-        &format!("[supervisor]\nlog_dir = \"{}\"\n", logs.display()),
-    );
-    std::fs::write(
-        &config,
-        format!("{header}{}", pod("web", "echo injected; exec sleep 60")),
-    )
-    .unwrap();
-    let v = Vigil::start_with(dir, socket, config);
-    v.wait_for(T, "web running", |v| {
-        state_reason(&v.container("web", "c")) == "Running"
-    });
+    let log_dir = format!("log_dir = \"{}\"", logs.display());
+    let v = Vigil::start_in(dir, &log_dir, &pod("web", "echo injected; exec sleep 60"));
+    wait_web_running(&v);
     v.wait_for(T, "the refusal logged", |v| {
         v.log().contains("under log_dir: it is owned by uid 65534")
     });
@@ -396,23 +350,16 @@ fn a_users_symlink_in_a_sticky_log_dir_is_refused_and_the_target_untouched() {
 #[test]
 fn forwarding_into_a_regular_file_drops_nothing() {
     let dir = open_tempdir();
-    let socket = dir.path().join("vigil.sock");
-    let config = dir.path().join("vigil.toml");
-    let header = supervisor_header(&socket).replace("log_forward = false", "log_forward = true");
     let lines = 2_000_000;
-    std::fs::write(
-        &config,
-        format!(
-            "{header}{}",
-            pod(
-                "web",
-                &format!("yes | head -n {lines}; echo done; exec sleep 60")
-            )
-        ),
-    )
-    .unwrap();
     // vigil's stdout is the test's log file: a regular file.
-    let v = Vigil::start_with(dir, socket, config);
+    let v = Vigil::start_in(
+        dir,
+        "log_forward = true",
+        &pod(
+            "web",
+            &format!("yes | head -n {lines}; echo done; exec sleep 60"),
+        ),
+    );
     v.wait_for(Duration::from_secs(60), "all output forwarded", |v| {
         v.log().contains("web/c | done")
     });
@@ -439,16 +386,7 @@ fn a_users_symlink_at_the_socket_path_in_a_sticky_directory_is_refused_and_its_t
     let socket = tmp.join("vigil.sock");
     // The user plants the socket's name first, pointing at a root-only file vigil would chmod.
     as_nobody(&format!("ln -s {} {}", secret.display(), socket.display()));
-    let config = dir.path().join("vigil.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "{}{}",
-            supervisor_header(&socket),
-            pod("web", "exec sleep 60")
-        ),
-    )
-    .unwrap();
+    let config = write_config(dir.path(), &socket, "", &pod("web", "exec sleep 60"));
     let (code, log) = run_refused(&config);
     assert_eq!(code, Some(1), "{log}");
     assert!(
@@ -471,9 +409,7 @@ fn a_users_symlink_at_the_socket_path_in_a_sticky_directory_is_refused_and_its_t
 fn a_reload_moving_log_dir_into_a_users_directory_is_refused_and_changes_nothing() {
     require_root("the path checks are for a root vigil");
     let v = Vigil::start(&pod("web", "exec sleep 60"));
-    v.wait_for(T, "web running", |v| {
-        state_reason(&v.container("web", "c")) == "Running"
-    });
+    wait_web_running(&v);
     let theirs = v.dir.path().join("theirs");
     std::fs::create_dir(&theirs).unwrap();
     chown_nobody(&theirs);
@@ -497,6 +433,6 @@ fn a_reload_moving_log_dir_into_a_users_directory_is_refused_and_changes_nothing
         msg.contains("log_dir") && msg.contains("owner uid 65534"),
         "{msg}"
     );
-    assert_eq!(pod_names(&v), vec!["web".to_string()], "nothing changed");
+    assert_nothing_changed(&v);
     assert!(!theirs.join("logs").exists(), "nothing created there");
 }

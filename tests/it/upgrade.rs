@@ -52,6 +52,41 @@ fn upgrade(v: &Vigil, args: &[&str]) -> (bool, String) {
     (out.status.success(), text)
 }
 
+/// `vigil upgrade --binary NEXT`, which must succeed (else the failure shows the CLI's output
+/// and vigil's log); returns the CLI's output.
+fn upgrade_to(v: &Vigil, next: &Path) -> String {
+    let (ok, text) = upgrade(v, &["--binary", next.to_str().unwrap()]);
+    assert!(
+        ok,
+        "upgrade to {} failed: {text}\n{}",
+        next.display(),
+        v.log()
+    );
+    text
+}
+
+/// Waits until `pod/c` runs (has a pid); returns the pid.
+fn wait_running(v: &Vigil, pod: &str, c: &str) -> u64 {
+    v.wait_for(T, &format!("{pod}/{c} running"), |v| {
+        pid_of(&v.container(pod, c)).is_some()
+    });
+    pid_of(&v.container(pod, c)).unwrap()
+}
+
+/// Waits until `pod/c` has no process (stopped, or killed and not restarted).
+fn wait_no_process(v: &Vigil, pod: &str, c: &str, what: &str) {
+    v.wait_for(T, what, |v| pid_of(&v.container(pod, c)).is_none());
+}
+
+/// A vigil running one idle container `idle/c`; returns it and that container's pid.
+fn start_idle() -> (Vigil, u64) {
+    let v = Vigil::start(&format!(
+        "[pods.idle]\n[[pods.idle.containers]]\nname = \"c\"\ncommand = {SLEEPING}\n"
+    ));
+    let pid = wait_running(&v, "idle", "c");
+    (v, pid)
+}
+
 /// Connects over and over until stopped; counts refused connects (never expected: the
 /// listening socket is inherited, so the kernel queues connections during the exec).
 struct Poller {
@@ -195,13 +230,9 @@ fn an_upgrade_keeps_pids_restart_counts_back_off_probes_logs_and_the_stopped_pod
     });
     v.wait_for(T, "chat/talk talking", |v| chat_numbers(v).len() > 20);
     assert!(v.cli(&["stop", "held"]).status.success());
-    v.wait_for(T, "held stopped", |v| {
-        pid_of(&v.container("held", "idle")).is_none()
-    });
+    wait_no_process(&v, "held", "idle", "held stopped");
     assert!(v.cli(&["stop", "late"]).status.success());
-    v.wait_for(T, "late stopped", |v| {
-        pid_of(&v.container("late", "idle")).is_none()
-    });
+    wait_no_process(&v, "late", "idle", "late stopped");
 
     let before = v.status();
     let crash = v.container("crash", "loop");
@@ -213,8 +244,7 @@ fn an_upgrade_keeps_pids_restart_counts_back_off_probes_logs_and_the_stopped_pod
     assert!(cgroup_fds_before.len() >= 3, "{cgroup_fds_before:?}");
 
     let poller = Poller::start(&v.socket);
-    let (ok, text) = upgrade(&v, &["--binary", next.to_str().unwrap()]);
-    assert!(ok, "upgrade failed: {text}\n{}", v.log());
+    let text = upgrade_to(&v, &next);
     assert!(text.contains("upgraded"), "{text}");
     // The socket answered again after the exec, and never refused a connection.
     v.wait_for(T, "an answer after the upgrade", |v| {
@@ -288,10 +318,7 @@ fn an_upgrade_keeps_pids_restart_counts_back_off_probes_logs_and_the_stopped_pod
 
     // A container started by the new instance inherits none of the handed-over descriptors.
     assert!(v.cli(&["start", "late"]).status.success());
-    v.wait_for(T, "late running", |v| {
-        pid_of(&v.container("late", "idle")).is_some()
-    });
-    let late = pid_of(&v.container("late", "idle")).unwrap();
+    let late = wait_running(&v, "late", "idle");
     let fds: Vec<String> = std::fs::read_dir(format!("/proc/{late}/fd"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -321,11 +348,8 @@ command = ["/bin/sh", "-c", "while [ \"$(readlink /proc/$PPID/exe)\" != \"{}\" ]
         next.display()
     );
     let v = Vigil::start(&pods);
-    v.wait_for(T, "exiter running", |v| {
-        pid_of(&v.container("exiter", "seven")).is_some()
-    });
-    let (ok, text) = upgrade(&v, &["--binary", next.to_str().unwrap()]);
-    assert!(ok, "{text}\n{}", v.log());
+    wait_running(&v, "exiter", "seven");
+    upgrade_to(&v, &next);
     v.wait_for(T, "exiter terminated", |v| {
         !v.container("exiter", "seven")["state"]["terminated"].is_null()
     });
@@ -336,18 +360,8 @@ command = ["/bin/sh", "-c", "while [ \"$(readlink /proc/$PPID/exe)\" != \"{}\" ]
 
 #[test]
 fn sigusr2_re_executes_the_binary_vigil_was_started_from() {
-    let v = Vigil::start(
-        r#"
-[pods.idle]
-[[pods.idle.containers]]
-name = "c"
-command = ["/bin/sleep", "1000"]
-"#,
-    );
-    v.wait_for(T, "idle running", |v| {
-        pid_of(&v.container("idle", "c")).is_some()
-    });
-    let pid = pid_of(&v.container("idle", "c"));
+    let (v, pid) = start_idle();
+    let pid = Some(pid);
     let me = vigil_pid(&v);
     let st = std::process::Command::new("kill")
         .args(["-USR2", &me.to_string()])
@@ -375,18 +389,8 @@ fn elf_header(machine: u16) -> Vec<u8> {
 
 #[test]
 fn a_binary_that_cannot_take_over_changes_nothing_and_says_why() {
-    let v = Vigil::start(
-        r#"
-[pods.idle]
-[[pods.idle.containers]]
-name = "c"
-command = ["/bin/sleep", "1000"]
-"#,
-    );
-    v.wait_for(T, "idle running", |v| {
-        pid_of(&v.container("idle", "c")).is_some()
-    });
-    let pid = pid_of(&v.container("idle", "c"));
+    let (v, pid) = start_idle();
+    let pid = Some(pid);
     let me = vigil_pid(&v);
     let exe = exe_of(me);
     let dir = tempfile::tempdir().unwrap();
@@ -502,18 +506,69 @@ http_get = {{ port = {port}, path = "/" }}
     v.wait_for(T, "the hook done", |v| {
         v.container("hooked", "c")["started"] == true
     });
-    let (ok, text) = upgrade(&v, &["--binary", next.to_str().unwrap()]);
-    assert!(ok, "{text}");
+    upgrade_to(&v, &next);
     assert_eq!(exe_of(me), next);
 }
 
-/// Lines of a marks file (empty when missing).
-fn marks(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_string)
-        .collect()
+/// A container command that only waits.
+const SLEEPING: &str = r#"["/bin/sleep", "1000"]"#;
+
+/// A pod `hooked` (`extra` lines in its table) of one container `c` running `command` (a TOML
+/// array) with an exec lifecycle hook of `kind` (`post_start`, `pre_stop`) running `script`
+/// with `sh -c`.
+fn hooked_pod(extra: &str, command: &str, kind: &str, script: &str) -> String {
+    format!(
+        "[pods.hooked]\n{extra}\n[[pods.hooked.containers]]\nname = \"c\"\ncommand = {command}\n\
+         [pods.hooked.containers.lifecycle.{kind}]\nexec = {{ command = [\"/bin/sh\", \"-c\", {script:?}] }}\n"
+    )
+}
+
+/// The files of a test whose hooks report and wait: `m`, the marks a hook or the container
+/// appends, and `gate`, whose creation lets a waiting hook go on.
+struct Marks {
+    dir: tempfile::TempDir,
+    m: PathBuf,
+    gate: PathBuf,
+}
+
+impl Marks {
+    fn new() -> Marks {
+        let dir = tempfile::tempdir().unwrap();
+        let (m, gate) = (dir.path().join("marks"), dir.path().join("gate"));
+        Marks { dir, m, gate }
+    }
+
+    /// Another file in the same directory.
+    fn file(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// The lines written so far (none when the file is missing).
+    fn read(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.m)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// A hook script that marks `first`, waits for the gate, then runs `then`.
+    fn gated(&self, first: &str, then: &str) -> String {
+        format!(
+            "echo {first} >> {m}; while [ ! -e {g} ]; do sleep 0.05; done; {then}",
+            m = self.m.display(),
+            g = self.gate.display()
+        )
+    }
+
+    fn open_gate(&self) {
+        std::fs::write(&self.gate, "").unwrap();
+    }
+
+    /// Waits until the marks are `want` (a hook reached that point).
+    fn wait(&self, v: &Vigil, what: &str, want: &[&str]) {
+        v.wait_for(T, what, |_| self.read() == want);
+    }
 }
 
 /// The reasons of the events about `object` (`pod/container`).
@@ -531,31 +586,22 @@ fn event_reasons(v: &Vigil, object: &str) -> Vec<String> {
 #[test]
 fn an_exec_post_start_hook_running_at_the_upgrade_is_finished_once_by_the_new_vigil() {
     let (_keep, next) = copy_of_vigil();
-    let dir = tempfile::tempdir().unwrap();
-    let (m, gate) = (dir.path().join("marks"), dir.path().join("gate"));
-    let v = Vigil::start(&format!(
-        r#"
-[pods.hooked]
-[[pods.hooked.containers]]
-name = "c"
-command = ["/bin/sleep", "1000"]
-[pods.hooked.containers.lifecycle.post_start]
-exec = {{ command = ["/bin/sh", "-c", "echo start >> {m}; while [ ! -e {g} ]; do sleep 0.05; done; echo end >> {m}; echo hook done"] }}
-"#,
-        m = m.display(),
-        g = gate.display()
-    ));
-    v.wait_for(T, "the hook running", |_| marks(&m) == ["start"]);
+    let marks = Marks::new();
+    let hook = marks.gated(
+        "start",
+        &format!("echo end >> {}; echo hook done", marks.m.display()),
+    );
+    let v = Vigil::start(&hooked_pod("", SLEEPING, "post_start", &hook));
+    marks.wait(&v, "the hook running", &["start"]);
     let pid = pid_of(&v.container("hooked", "c")).unwrap();
     assert_eq!(v.container("hooked", "c")["started"], false);
     let me = vigil_pid(&v);
-    let (ok, text) = upgrade(&v, &["--binary", next.to_str().unwrap()]);
-    assert!(ok, "{text}\n{}", v.log());
+    upgrade_to(&v, &next);
     assert_eq!(exe_of(me), next);
     // The hook still runs (the core waits for it): not started, not run again.
     assert_eq!(v.container("hooked", "c")["started"], false);
-    assert_eq!(marks(&m), ["start"]);
-    std::fs::write(&gate, "").unwrap();
+    assert_eq!(marks.read(), ["start"]);
+    marks.open_gate();
     // The new instance reaps it and the run goes on as after any successful post-start hook.
     v.wait_for(T, "the hook done", |v| {
         v.container("hooked", "c")["started"] == true
@@ -563,7 +609,7 @@ exec = {{ command = ["/bin/sh", "-c", "echo start >> {m}; while [ ! -e {g} ]; do
     let c = v.container("hooked", "c");
     assert_eq!(pid_of(&c), Some(pid));
     assert_eq!(c["restart_count"], 0);
-    assert_eq!(marks(&m), ["start", "end"], "the hook ran once");
+    assert_eq!(marks.read(), ["start", "end"], "the hook ran once");
     assert!(
         !event_reasons(&v, "hooked/c").contains(&"FailedPostStartHook".to_string()),
         "{}",
@@ -574,25 +620,17 @@ exec = {{ command = ["/bin/sh", "-c", "echo start >> {m}; while [ ! -e {g} ]; do
 #[test]
 fn an_exec_post_start_hook_that_fails_after_the_upgrade_kills_the_container_as_before() {
     let (_keep, next) = copy_of_vigil();
-    let dir = tempfile::tempdir().unwrap();
-    let (m, gate) = (dir.path().join("marks"), dir.path().join("gate"));
-    let v = Vigil::start(&format!(
-        r#"
-[pods.hooked]
-restart_policy = "Never"
-[[pods.hooked.containers]]
-name = "c"
-command = ["/bin/sleep", "1000"]
-[pods.hooked.containers.lifecycle.post_start]
-exec = {{ command = ["/bin/sh", "-c", "echo start >> {m}; while [ ! -e {g} ]; do sleep 0.05; done; echo refused by the hook; exit 3"] }}
-"#,
-        m = m.display(),
-        g = gate.display()
+    let marks = Marks::new();
+    let hook = marks.gated("start", "echo refused by the hook; exit 3");
+    let v = Vigil::start(&hooked_pod(
+        r#"restart_policy = "Never""#,
+        SLEEPING,
+        "post_start",
+        &hook,
     ));
-    v.wait_for(T, "the hook running", |_| marks(&m) == ["start"]);
-    let (ok, text) = upgrade(&v, &["--binary", next.to_str().unwrap()]);
-    assert!(ok, "{text}\n{}", v.log());
-    std::fs::write(&gate, "").unwrap();
+    marks.wait(&v, "the hook running", &["start"]);
+    upgrade_to(&v, &next);
+    marks.open_gate();
     v.wait_for(T, "the container killed for the failed hook", |v| {
         pid_of(&v.container("hooked", "c")).is_none()
             && event_reasons(v, "hooked/c").contains(&"FailedPostStartHook".to_string())
@@ -600,46 +638,33 @@ exec = {{ command = ["/bin/sh", "-c", "echo start >> {m}; while [ ! -e {g} ]; do
     let events = v.request(r#"{"cmd":"events"}"#).to_string();
     // The output the hook wrote after the exec is in the message (read by the new instance).
     assert!(events.contains("refused by the hook"), "{events}");
-    assert_eq!(marks(&m), ["start"], "the hook ran once");
+    assert_eq!(marks.read(), ["start"], "the hook ran once");
 }
 
 #[test]
 fn an_exec_pre_stop_hook_running_at_the_upgrade_is_finished_then_the_stop_signal_follows() {
     let (_keep, next) = copy_of_vigil();
-    let dir = tempfile::tempdir().unwrap();
-    let (m, gate) = (dir.path().join("marks"), dir.path().join("gate"));
-    let v = Vigil::start(&format!(
-        r#"
-[pods.hooked]
-termination_grace_period_seconds = 60
-[[pods.hooked.containers]]
-name = "c"
-command = ["/bin/sh", "-c", "trap 'echo term >> {m}; exit 0' TERM; while :; do sleep 0.05; done"]
-[pods.hooked.containers.lifecycle.pre_stop]
-exec = {{ command = ["/bin/sh", "-c", "echo pre-stop >> {m}; while [ ! -e {g} ]; do sleep 0.05; done; echo pre-stop-end >> {m}"] }}
-"#,
-        m = m.display(),
-        g = gate.display()
+    let marks = Marks::new();
+    let m = marks.m.display();
+    let v = Vigil::start(&hooked_pod(
+        "termination_grace_period_seconds = 60",
+        &format!(
+            r#"["/bin/sh", "-c", "trap 'echo term >> {m}; exit 0' TERM; while :; do sleep 0.05; done"]"#
+        ),
+        "pre_stop",
+        &marks.gated("pre-stop", &format!("echo pre-stop-end >> {m}")),
     ));
-    v.wait_for(T, "running", |v| {
-        pid_of(&v.container("hooked", "c")).is_some()
-    });
-    let pid = pid_of(&v.container("hooked", "c")).unwrap();
+    let pid = wait_running(&v, "hooked", "c");
     assert!(v.cli(&["stop", "hooked"]).status.success());
-    v.wait_for(T, "the pre-stop hook running", |_| {
-        marks(&m) == ["pre-stop"]
-    });
-    let (ok, text) = upgrade(&v, &["--binary", next.to_str().unwrap()]);
-    assert!(ok, "{text}\n{}", v.log());
+    marks.wait(&v, "the pre-stop hook running", &["pre-stop"]);
+    upgrade_to(&v, &next);
     // Still running, no stop signal yet: the hook is not done.
     assert_eq!(pid_of(&v.container("hooked", "c")), Some(pid));
-    assert_eq!(marks(&m), ["pre-stop"]);
-    std::fs::write(&gate, "").unwrap();
-    v.wait_for(T, "stopped", |v| {
-        pid_of(&v.container("hooked", "c")).is_none()
-    });
+    assert_eq!(marks.read(), ["pre-stop"]);
+    marks.open_gate();
+    wait_no_process(&v, "hooked", "c", "stopped");
     // The hook ran once, to its end, and the stop signal came after it.
-    assert_eq!(marks(&m), ["pre-stop", "pre-stop-end", "term"]);
+    assert_eq!(marks.read(), ["pre-stop", "pre-stop-end", "term"]);
     let c = v.container("hooked", "c");
     assert_eq!(c["state"]["terminated"]["exit_code"], 0, "{c}");
 }
@@ -647,45 +672,35 @@ exec = {{ command = ["/bin/sh", "-c", "echo pre-stop >> {m}; while [ ! -e {g} ];
 #[test]
 fn a_pre_stop_hook_carried_over_is_still_cut_off_at_the_grace_period_set_before_the_upgrade() {
     let (_keep, next) = copy_of_vigil();
-    let dir = tempfile::tempdir().unwrap();
-    let (m, hook_pid) = (dir.path().join("marks"), dir.path().join("hook.pid"));
-    let v = Vigil::start(&format!(
-        r#"
-[pods.hooked]
-termination_grace_period_seconds = 3
-[[pods.hooked.containers]]
-name = "c"
-command = ["/bin/sh", "-c", "trap '' TERM; while :; do sleep 0.05; done"]
-[pods.hooked.containers.lifecycle.pre_stop]
-exec = {{ command = ["/bin/sh", "-c", "echo $$ > {p}; echo pre-stop >> {m}; exec sleep 1000"] }}
-"#,
-        m = m.display(),
-        p = hook_pid.display()
+    let marks = Marks::new();
+    let (m, hook_pid) = (&marks.m, marks.file("hook.pid"));
+    let v = Vigil::start(&hooked_pod(
+        "termination_grace_period_seconds = 3",
+        r#"["/bin/sh", "-c", "trap '' TERM; while :; do sleep 0.05; done"]"#,
+        "pre_stop",
+        &format!(
+            "echo $$ > {p}; echo pre-stop >> {m}; exec sleep 1000",
+            m = m.display(),
+            p = hook_pid.display()
+        ),
     ));
-    v.wait_for(T, "running", |v| {
-        pid_of(&v.container("hooked", "c")).is_some()
-    });
+    wait_running(&v, "hooked", "c");
     assert!(v.cli(&["stop", "hooked"]).status.success());
-    v.wait_for(T, "the pre-stop hook running", |_| {
-        marks(&m) == ["pre-stop"]
-    });
+    marks.wait(&v, "the pre-stop hook running", &["pre-stop"]);
     let hook: u64 = std::fs::read_to_string(&hook_pid)
         .unwrap()
         .trim()
         .parse()
         .unwrap();
-    let (ok, text) = upgrade(&v, &["--binary", next.to_str().unwrap()]);
-    assert!(ok, "{text}\n{}", v.log());
+    upgrade_to(&v, &next);
     assert!(alive(hook), "the hook must run on across the exec");
     // The grace period's deadline came over with the core: the new instance cuts the hook off
     // and kills the container (which ignores SIGTERM) when it ends, as the old one would.
-    v.wait_for(T, "killed at the end of the grace period", |v| {
-        pid_of(&v.container("hooked", "c")).is_none()
-    });
+    wait_no_process(&v, "hooked", "c", "killed at the end of the grace period");
     let c = v.container("hooked", "c");
     assert_eq!(c["state"]["terminated"]["signal"], 9, "{c}");
     v.wait_for(T, "the hook's process gone", |_| !alive(hook));
-    assert_eq!(marks(&m), ["pre-stop"]);
+    assert_eq!(marks.read(), ["pre-stop"]);
 }
 
 #[test]
@@ -700,9 +715,7 @@ name = "c"
 command = ["/bin/sh", "-c", "trap '' TERM; while true; do sleep 0.1; done"]
 "#,
     );
-    v.wait_for(T, "slow running", |v| {
-        pid_of(&v.container("slow", "c")).is_some()
-    });
+    wait_running(&v, "slow", "c");
     let me = vigil_pid(&v);
     let exe = exe_of(me);
     let r = v.request(r#"{"cmd":"shutdown"}"#);
@@ -731,9 +744,7 @@ name = "talk"
 command = ["/bin/sh", "-c", "s=$(head -c 6000 /dev/zero | tr '\\0' x); while :; do echo \"$s\"; done"]
 "#,
     );
-    v.wait_for(T, "talk running", |v| {
-        pid_of(&v.container("chatty", "talk")).is_some()
-    });
+    wait_running(&v, "chatty", "talk");
     for round in 0..3 {
         let follower = UnixStream::connect(&v.socket).unwrap();
         // A guard against a hang, not a figure.
