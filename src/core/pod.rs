@@ -1288,7 +1288,7 @@ impl Slot {
         duration: Duration,
         pod: &str,
         out: &mut Out,
-    ) {
+    ) -> bool {
         if kind == ProbeKind::Hook {
             if self.hook.as_ref().and_then(|h| h.seq) == Some(seq) {
                 let failure = match outcome {
@@ -1297,16 +1297,21 @@ impl Slot {
                 };
                 self.hook_done(failure, pod, out);
             }
-            return;
+            return true;
         }
         if self.stopping() {
-            return;
+            return false;
         }
         let Some(probe) = self.probes.iter_mut().find(|p| p.kind == kind) else {
-            return;
+            return false;
         };
-        if let Some(rec) = probe.on_result(seq, outcome, duration) {
-            self.apply_recorded(kind, rec, pod, out);
+        match probe.on_result(seq, outcome, duration) {
+            Some(rec) => {
+                let published = rec.published.is_some();
+                self.apply_recorded(kind, rec, pod, out);
+                published
+            }
+            None => false,
         }
     }
 

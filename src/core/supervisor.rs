@@ -7,7 +7,7 @@
 //! them (`timers`: a heap, so a loop turn does not scan every slot) and re-reads the deadlines
 //! of every slot an input, timeout or command may have changed at the end of that call
 //! (`refresh_touched`, which every `&mut self` entry point that changes a slot must end
-//! with). Tests check after every call that the index equals a scan of all slots. No I/O, no
+//! with; a probe result that published nothing only re-reads its pod's deadlines). Tests check after every call that the index equals a scan of all slots. No I/O, no
 //! clock.
 
 use std::collections::{HashMap, VecDeque};
@@ -287,10 +287,20 @@ impl Supervisor {
         if slot.generation != generation {
             return;
         }
-        match input {
-            Input::Spawned { pid, .. } => slot.on_spawned(pid, &name, &mut out),
-            Input::SpawnFailed { message, .. } => slot.on_spawn_failed(message, &name, &mut out),
-            Input::Exited { exit, .. } => slot.on_exited(&exit, &name, &mut out),
+        // Whether the slot's state may have changed beyond its probe bookkeeping.
+        let changed = match input {
+            Input::Spawned { pid, .. } => {
+                slot.on_spawned(pid, &name, &mut out);
+                true
+            }
+            Input::SpawnFailed { message, .. } => {
+                slot.on_spawn_failed(message, &name, &mut out);
+                true
+            }
+            Input::Exited { exit, .. } => {
+                slot.on_exited(&exit, &name, &mut out);
+                true
+            }
             Input::ProbeResult {
                 kind,
                 seq,
@@ -300,13 +310,24 @@ impl Supervisor {
             } => slot.on_probe_result(kind, seq, outcome, duration, &name, &mut out),
             Input::OomKills {
                 delta, memory_max, ..
-            } => slot.on_oom_kills(delta, memory_max, &name, &mut out),
-        }
+            } => {
+                slot.on_oom_kills(delta, memory_max, &name, &mut out);
+                true
+            }
+        };
         if loc.init {
             pod.after_init(loc.index, &mut out);
         }
         pod.drive_sidecars(&mut out);
-        self.refresh_touched(now, Some(&[loc.pod]));
+        if changed || self.shutdown.is_some() {
+            self.refresh_touched(now, Some(&[loc.pod]));
+        } else {
+            // A probe result that published nothing (the common case: the same result again)
+            // moves no condition, dependency or stop: only the probe's next deadline, so the
+            // passes over every pod in `refresh_touched` are skipped (at 5,000 probes/s over
+            // 1,000 pods they were a third of vigil's own CPU).
+            self.reschedule(Some(&[loc.pod]));
+        }
     }
 
     /// Fire every deadline at or before `now`.
