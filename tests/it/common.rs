@@ -54,6 +54,13 @@ pub fn write_config(dir: &Path, socket: &Path, supervisor: &str, pods: &str) -> 
     config
 }
 
+/// A pod `name` of one container `c` running `cmd` with `sh -c`.
+pub fn sh_pod(name: &str, cmd: &str) -> String {
+    format!(
+        "[pods.{name}]\n[[pods.{name}.containers]]\nname = \"c\"\ncommand = [\"sh\", \"-c\", \"{cmd}\"]\n"
+    )
+}
+
 /// How much longer than its nominal deadline a wait may take here: the load average per CPU
 /// when that is above 1 (a 2-core machine running other builds and tests; at most 5), times
 /// `VIGIL_TEST_PATIENCE` when set (a factor, e.g. `3` on a slow emulated machine). A state that

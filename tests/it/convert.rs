@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use crate::common::{BIN, Vigil, require_root, state_reason, supervisor_header};
+use crate::common::{BIN, Vigil, require_root, state_reason, supervisor_header, write_config};
 
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -263,31 +263,18 @@ const SLEEPER: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: NAME\nspec:
 fn run_f_from_standard_input_runs_and_a_reload_says_it_cannot_read_it_again() {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("vigil.sock");
-    let config = dir.path().join("vigil.toml");
-    std::fs::write(&config, supervisor_header(&socket)).unwrap();
+    let config = write_config(dir.path(), &socket, "", "");
     let manifest = dir.path().join("pods.yaml");
     std::fs::write(&manifest, SLEEPER.replace("NAME", "one")).unwrap();
-    let log = std::fs::File::create(dir.path().join("vigil.log")).unwrap();
-    let child = Command::new(BIN)
-        .args(["run", "-c"])
+    let mut cmd = Command::new(BIN);
+    cmd.args(["run", "-c"])
         .arg(&config)
         .args(["-f", "-"])
         .env("VIGIL_LOG", "debug")
-        .env_remove("VIGIL_SOCKET")
-        .stdin(std::fs::File::open(&manifest).unwrap())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .expect("spawn vigil");
-    let v = Vigil {
-        child: Some(child),
-        dir,
-        socket,
-        config,
-    };
+        .stdin(std::fs::File::open(&manifest).unwrap());
+    let v = Vigil::launch(cmd, dir, socket, config);
     v.wait_for(Duration::from_secs(20), "pod one to run", |v| {
-        v.try_request(r#"{"cmd":"version"}"#).is_some()
-            && state_reason(&v.container("one", "main")) == "Running"
+        state_reason(&v.container("one", "main")) == "Running"
     });
     let reply = v.request(r#"{"cmd":"reload"}"#);
     assert_eq!(reply["ok"], false, "{reply}");

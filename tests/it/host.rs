@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::{
-    BIN, Vigil, require_cgroup2_mount, require_root, state_reason, supervisor_header,
+    BIN, Vigil, require_cgroup2_mount, require_root, state_reason, supervisor_header, write_config,
 };
 
 const T: Duration = Duration::from_secs(20);
@@ -19,35 +19,18 @@ const T: Duration = Duration::from_secs(20);
 fn start_env(pods: &str, supervisor: &str, env: &[(&str, &str)]) -> Vigil {
     let dir = tempfile::tempdir().expect("tempdir");
     let socket = dir.path().join("vigil.sock");
-    let config = dir.path().join("vigil.toml");
-    let header = supervisor_header(&socket);
-    std::fs::write(&config, format!("{header}{supervisor}\n{pods}")).expect("write config");
-    let log = std::fs::File::create(dir.path().join("vigil.log")).expect("log file");
-    let child = Command::new(BIN)
-        .args(["run", "-c"])
+    let config = write_config(dir.path(), &socket, supervisor, pods);
+    let mut cmd = Command::new(BIN);
+    cmd.args(["run", "-c"])
         .arg(&config)
         .env("VIGIL_LOG", "debug")
-        .env_remove("VIGIL_SOCKET")
         .env_remove("NOTIFY_SOCKET")
         .env_remove("WATCHDOG_USEC")
         .env_remove("WATCHDOG_PID")
         .env_remove("INVOCATION_ID")
         .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().expect("dup"))
-        .stderr(log)
-        .spawn()
-        .expect("spawn vigil");
-    let v = Vigil {
-        child: Some(child),
-        dir,
-        socket,
-        config,
-    };
-    v.wait_for(T, "socket to answer", |v| {
-        v.try_request(r#"{"cmd":"version"}"#).is_some()
-    });
-    v
+        .stdin(Stdio::null());
+    Vigil::launch(cmd, dir, socket, config)
 }
 
 fn wait_terminated(v: &Vigil, pod: &str, c: &str) {

@@ -115,25 +115,11 @@ fn start(pods: &str, stream_is_stderr: bool) -> (Vigil, Journal) {
         journal_path.display(),
         config.display()
     );
-    let log = std::fs::File::create(dir.path().join("vigil.log")).unwrap();
-    let child = Command::new("unshare")
-        .args(["-m", "sh", "-c", &script])
+    let mut cmd = Command::new("unshare");
+    cmd.args(["-m", "sh", "-c", &script])
         .env("VIGIL_LOG", "info")
-        .env_remove("VIGIL_SOCKET")
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .expect("spawn unshare");
-    let v = Vigil {
-        child: Some(child),
-        dir,
-        socket,
-        config,
-    };
-    v.wait_for(T, "socket to answer", |v| {
-        v.try_request(r#"{"cmd":"version"}"#).is_some()
-    });
+        .stdin(Stdio::null());
+    let v = Vigil::launch(cmd, dir, socket, config);
     (
         v,
         Journal {

@@ -9,17 +9,12 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::common::{
-    BIN, Vigil, require_program, require_root, state_reason, supervisor_header, write_config,
+    BIN, Vigil, require_program, require_root, sh_pod as pod, state_reason, supervisor_header,
+    write_config,
 };
 
 const T: Duration = Duration::from_secs(15);
 const NOBODY: u32 = 65534;
-
-fn pod(name: &str, cmd: &str) -> String {
-    format!(
-        "[pods.{name}]\n[[pods.{name}.containers]]\nname = \"c\"\ncommand = [\"sh\", \"-c\", \"{cmd}\"]\n"
-    )
-}
 
 fn chmod(p: &Path, mode: u32) {
     std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).expect("chmod");

@@ -3,39 +3,52 @@
 
 use std::time::Duration;
 
-use crate::common::{Vigil, state_reason, supervisor_header};
+use crate::common::{
+    Vigil, sh_pod as pod, state_reason, supervisor_header, supervisor_header_with,
+};
 
 const T: Duration = Duration::from_secs(15);
 
-fn pod(name: &str, cmd: &str) -> String {
-    format!(
-        "[pods.{name}]\n[[pods.{name}.containers]]\nname = \"c\"\ncommand = [\"sh\", \"-c\", \"{cmd}\"]\n"
+/// Starts vigil on `web` alone and waits until it runs.
+fn start_web() -> Vigil {
+    let v = Vigil::start(&pod("web", "exec sleep 60"));
+    v.wait_for(T, "web running", |v| {
+        state_reason(&v.container("web", "c")) == "Running"
+    });
+    v
+}
+
+/// Rewrites `v`'s config (`supervisor` lines set in `[supervisor]`, `pods`) and asks for a
+/// reload, which must be refused; returns the refusal's message.
+fn refused_reload(v: &Vigil, supervisor: &str, pods: &str) -> String {
+    std::fs::write(
+        &v.config,
+        format!("{}{pods}", supervisor_header_with(&v.socket, supervisor)),
     )
+    .unwrap();
+    let r = v.request(r#"{"id":1,"cmd":"reload"}"#);
+    assert_eq!(r["ok"], false, "{r}");
+    r["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }
 
 const TICKER: &str = "while true; do echo tick; sleep 0.1; done";
 
 #[test]
 fn a_reload_changing_restart_only_keys_is_refused_naming_them_and_changes_nothing() {
-    let v = Vigil::start(&pod("web", "exec sleep 60"));
-    v.wait_for(T, "web running", |v| {
-        state_reason(&v.container("web", "c")) == "Running"
-    });
+    let v = start_web();
     let other = v.dir.path().join("other.sock");
-    let header =
-        supervisor_header(&other).replace("cgroup_root = \"none\"", "cgroup_root = \"auto\"");
-    std::fs::write(
-        &v.config,
-        format!(
-            "{header}{}{}",
+    let msg = refused_reload(
+        &v,
+        &format!("socket = \"{}\"\ncgroup_root = \"auto\"", other.display()),
+        &format!(
+            "{}{}",
             pod("web", "exec sleep 60"),
             pod("added", "exec sleep 60")
         ),
-    )
-    .unwrap();
-    let r = v.request(r#"{"id":1,"cmd":"reload"}"#);
-    assert_eq!(r["ok"], false, "{r}");
-    let msg = r["error"]["message"].as_str().unwrap_or_default();
+    );
     assert!(
         msg.contains("[supervisor] socket, cgroup_root changed: needs a restart"),
         "{msg}"
@@ -83,49 +96,32 @@ fn a_reload_applies_live_supervisor_keys_and_names_them() {
 
 #[test]
 fn a_reload_naming_an_unknown_socket_group_is_refused_before_anything_changes() {
-    let v = Vigil::start(&pod("web", "exec sleep 60"));
-    v.wait_for(T, "web running", |v| {
-        state_reason(&v.container("web", "c")) == "Running"
-    });
-    let header = supervisor_header(&v.socket).replace(
-        "[supervisor]\n",
-        "[supervisor]\nsocket_group = \"vigil-no-such-group\"\n",
-    );
-    std::fs::write(
-        &v.config,
-        format!(
-            "{header}{}{}",
+    let v = start_web();
+    let msg = refused_reload(
+        &v,
+        "socket_group = \"vigil-no-such-group\"",
+        &format!(
+            "{}{}",
             pod("web", "exec sleep 60"),
             pod("added", "exec sleep 60")
         ),
-    )
-    .unwrap();
-    let r = v.request(r#"{"id":1,"cmd":"reload"}"#);
-    assert_eq!(r["ok"], false, "{r}");
-    let msg = r["error"]["message"].as_str().unwrap_or_default();
+    );
     assert!(msg.contains("vigil-no-such-group"), "{msg}");
     assert!(v.pod("added").is_null(), "nothing changed: {}", v.status());
 }
 
 #[test]
 fn without_cgroups_a_reload_that_adds_limits_is_refused_naming_them_and_changes_nothing() {
-    let v = Vigil::start(&pod("web", "exec sleep 60"));
-    v.wait_for(T, "web running", |v| {
-        state_reason(&v.container("web", "c")) == "Running"
-    });
-    let header = supervisor_header(&v.socket);
-    std::fs::write(
-        &v.config,
-        format!(
-            "{header}{}[pods.web.containers.resources]\nmemory_max = \"64Mi\"\n{}",
+    let v = start_web();
+    let msg = refused_reload(
+        &v,
+        "",
+        &format!(
+            "{}[pods.web.containers.resources]\nmemory_max = \"64Mi\"\n{}",
             pod("web", "exec sleep 61"),
             pod("added", "exec sleep 60")
         ),
-    )
-    .unwrap();
-    let r = v.request(r#"{"id":1,"cmd":"reload"}"#);
-    assert_eq!(r["ok"], false, "{r}");
-    let msg = r["error"]["message"].as_str().unwrap_or_default();
+    );
     assert!(
         msg.contains("web/c sets resources.memory_max"),
         "the refusal names the container and key: {msg}"
