@@ -32,6 +32,30 @@ fn unique_sleep(salt: u32) -> String {
     format!("{}", 1_000_000 + std::process::id() * 10 + salt)
 }
 
+/// A pod `pod` of one container `c` running `command` (a TOML array), given `grace` seconds
+/// to stop.
+fn one_container(pod: &str, grace: &str, command: &str) -> String {
+    format!(
+        "[pods.{pod}]\ntermination_grace_period_seconds = {grace}\n[[pods.{pod}.containers]]\nname = \"c\"\ncommand = {command}\n"
+    )
+}
+
+/// Waits until `pod/c` runs.
+fn wait_running(v: &Vigil, pod: &str) {
+    v.wait_for(T, &format!("{pod}/c running"), |v| {
+        state_reason(&v.container(pod, "c")) == "Running"
+    });
+}
+
+/// Stops `pod` over the socket and waits until its container has ended as Stopped.
+fn stop_and_wait(v: &Vigil, pod: &str) {
+    let r = v.request(&format!(r#"{{"cmd":"stop","pod":"{pod}"}}"#));
+    assert_eq!(r["ok"], true, "{r}");
+    v.wait_for(T, &format!("{pod}/c Stopped"), |v| {
+        v.container(pod, "c")["state"]["terminated"]["reason"] == "Stopped"
+    });
+}
+
 fn pids_of_sleep(arg: &str) -> Vec<u32> {
     crate::common::processes_with_cmdline(&format!("sleep\0{arg}\0"))
 }
@@ -40,18 +64,12 @@ fn pids_of_sleep(arg: &str) -> Vec<u32> {
 fn container_that_closes_its_stdout_keeps_running_and_stops_cleanly() {
     // Outcome: closing stdout/stderr is not a termination; the container runs on, vigil
     // answers, and stop ends it with reason Stopped.
-    let v = Vigil::start(
-        r#"
-[pods.mute]
-termination_grace_period_seconds = 2
-[[pods.mute.containers]]
-name = "c"
-command = ["sh", "-c", "echo before; exec >&- 2>&-; exec sleep 60"]
-"#,
-    );
-    v.wait_for(T, "running", |v| {
-        state_reason(&v.container("mute", "c")) == "Running"
-    });
+    let v = Vigil::start(&one_container(
+        "mute",
+        "2",
+        r#"["sh", "-c", "echo before; exec >&- 2>&-; exec sleep 60"]"#,
+    ));
+    wait_running(&v, "mute");
     v.wait_for(T, "output captured", |v| {
         let r = v.request(r#"{"cmd":"logs","pod":"mute","container":"c"}"#);
         r.to_string().contains("before")
@@ -62,11 +80,7 @@ command = ["sh", "-c", "echo before; exec >&- 2>&-; exec sleep 60"]
     assert_eq!(state_reason(&c), "Running", "{c}");
     assert_eq!(c["restart_count"], 0, "{c}");
     let pid = c["pid"].as_u64().expect("pid");
-    let r = v.request(r#"{"cmd":"stop","pod":"mute"}"#);
-    assert_eq!(r["ok"], true, "{r}");
-    v.wait_for(T, "Stopped", |v| {
-        v.container("mute", "c")["state"]["terminated"]["reason"] == "Stopped"
-    });
+    stop_and_wait(&v, "mute");
     assert!(!alive(pid));
 }
 
@@ -79,24 +93,16 @@ fn fork_loop_is_stopped_with_nothing_left_in_its_cgroup() {
     let arg = unique_sleep(1);
     let v = start_with_cgroup_root(
         &cg,
-        &format!(
-            r#"
-[pods.forky]
-termination_grace_period_seconds = 0.2
-[[pods.forky.containers]]
-name = "c"
-command = ["sh", "-c", "trap '' TERM; while :; do sleep {arg} & done"]
-"#
+        &one_container(
+            "forky",
+            "0.2",
+            &format!(r#"["sh", "-c", "trap '' TERM; while :; do sleep {arg} & done"]"#),
         ),
     );
     v.wait_for(T, "forking", |v| {
         state_reason(&v.container("forky", "c")) == "Running" && pids_of_sleep(&arg).len() > 20
     });
-    let r = v.request(r#"{"cmd":"stop","pod":"forky"}"#);
-    assert_eq!(r["ok"], true, "{r}");
-    v.wait_for(T, "Stopped", |v| {
-        v.container("forky", "c")["state"]["terminated"]["reason"] == "Stopped"
-    });
+    stop_and_wait(&v, "forky");
     v.wait_for(T, "every forked process gone", |_| {
         pids_of_sleep(&arg).is_empty()
     });
@@ -113,28 +119,13 @@ fn frozen_cgroup_is_still_stopped() {
     // cannot act on SIGTERM, but cgroup.kill kills frozen tasks: the stop ends after the
     // grace period with SIGKILL and reason Stopped, and the cgroup goes.
     let cg = ScratchCgroup::new();
-    let v = start_with_cgroup_root(
-        &cg,
-        r#"
-[pods.icy]
-termination_grace_period_seconds = 0.3
-[[pods.icy.containers]]
-name = "c"
-command = ["sleep", "60"]
-"#,
-    );
-    v.wait_for(T, "running", |v| {
-        state_reason(&v.container("icy", "c")) == "Running"
-    });
+    let v = start_with_cgroup_root(&cg, &one_container("icy", "0.3", r#"["sleep", "60"]"#));
+    wait_running(&v, "icy");
     let c = v.container("icy", "c");
     let pid = c["pid"].as_u64().expect("pid");
     let dir = PathBuf::from(c["cgroup"].as_str().expect("cgroup path in status"));
     std::fs::write(dir.join("cgroup.freeze"), "1").expect("freeze");
-    let r = v.request(r#"{"cmd":"stop","pod":"icy"}"#);
-    assert_eq!(r["ok"], true, "{r}");
-    v.wait_for(T, "Stopped", |v| {
-        v.container("icy", "c")["state"]["terminated"]["reason"] == "Stopped"
-    });
+    stop_and_wait(&v, "icy");
     assert!(!alive(pid));
     v.wait_for(T, "frozen cgroup removed", |_| !dir.exists());
     assert_eq!(v.shutdown(), 0);
@@ -147,19 +138,8 @@ fn removing_a_live_container_cgroup_is_refused_by_the_kernel_and_changes_nothing
     // be removed behind vigil's back while it runs; the container keeps running and stops
     // normally.
     let cg = ScratchCgroup::new();
-    let v = start_with_cgroup_root(
-        &cg,
-        r#"
-[pods.p]
-termination_grace_period_seconds = 1
-[[pods.p.containers]]
-name = "c"
-command = ["sleep", "60"]
-"#,
-    );
-    v.wait_for(T, "running", |v| {
-        state_reason(&v.container("p", "c")) == "Running"
-    });
+    let v = start_with_cgroup_root(&cg, &one_container("p", "1", r#"["sleep", "60"]"#));
+    wait_running(&v, "p");
     let dir = PathBuf::from(v.container("p", "c")["cgroup"].as_str().expect("cgroup"));
     let err = std::fs::remove_dir(&dir).expect_err("populated cgroup cannot be removed");
     assert_eq!(err.raw_os_error(), Some(libc::EBUSY), "{err}");
