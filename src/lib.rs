@@ -22,5 +22,7 @@ pub mod metrics;
 pub mod probe;
 pub mod process;
 pub mod runtime;
+#[cfg(test)]
+mod testutil;
 pub mod top;
 pub mod trust;

@@ -773,8 +773,7 @@ mod tests {
         };
         let deadline = Instant::now() + DEADLINE;
         while Instant::now() < deadline {
-            poll.poll(&mut events, Some(Duration::from_millis(100)))
-                .unwrap();
+            crate::testutil::poll_once(&mut poll, &mut events, Duration::from_millis(100));
             for event in events.iter() {
                 assert_eq!(event.token(), TOKEN);
                 if let Some(outcome) = probe.on_event(poll.registry(), event) {
@@ -789,6 +788,26 @@ mod tests {
     fn free_port() -> u16 {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
+    }
+
+    /// A port of 127.0.0.1 that refuses connections for as long as the returned socket
+    /// lives: it is bound but never listens, so no other test's listener can take the port
+    /// meanwhile (connect(2) to it gets ECONNREFUSED).
+    fn refusing_port() -> (std::os::fd::OwnedFd, u16) {
+        use nix::sys::socket::{
+            AddressFamily, SockFlag, SockType, SockaddrIn, bind, getsockname, socket,
+        };
+        use std::os::fd::AsRawFd;
+        let fd = socket(
+            AddressFamily::Inet,
+            SockType::Stream,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .unwrap();
+        bind(fd.as_raw_fd(), &SockaddrIn::new(127, 0, 0, 1, 0)).unwrap();
+        let port = getsockname::<SockaddrIn>(fd.as_raw_fd()).unwrap().port();
+        (fd, port)
     }
 
     /// Reads one request head (through the blank line) from a test connection.
@@ -1057,8 +1076,7 @@ mod tests {
         let mut probe = NetProbe::start(&http(port, "/", &[]), poll.registry(), TOKEN).unwrap();
         let until = Instant::now() + Duration::from_millis(300);
         while Instant::now() < until {
-            poll.poll(&mut events, Some(Duration::from_millis(50)))
-                .unwrap();
+            crate::testutil::poll_once(&mut poll, &mut events, Duration::from_millis(50));
             for event in events.iter() {
                 assert_eq!(
                     probe.on_event(poll.registry(), event),
@@ -1073,8 +1091,7 @@ mod tests {
             Ok(true),
             "server did not see the probe close"
         );
-        poll.poll(&mut events, Some(Duration::from_millis(50)))
-            .unwrap();
+        crate::testutil::poll_once(&mut poll, &mut events, Duration::from_millis(50));
         assert!(events.is_empty(), "cancelled probe still registered");
     }
 
@@ -1161,8 +1178,7 @@ mod tests {
         }
         let deadline = Instant::now() + DEADLINE;
         while Instant::now() < deadline {
-            poll.poll(&mut events, Some(Duration::from_millis(100)))
-                .unwrap();
+            crate::testutil::poll_once(&mut poll, &mut events, Duration::from_millis(100));
             for event in events.iter() {
                 if let Some(outcome) = probe.on_event(poll.registry(), event) {
                     return outcome;
@@ -1174,8 +1190,10 @@ mod tests {
 
     #[test]
     fn refused_address_of_a_name_falls_through_to_the_next_like_go() {
-        let listener = TcpListener::bind("127.0.0.2:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
+        // 127.0.0.1 of the same port must refuse: held bound (not listening) for the test,
+        // so a listener of a test running beside this one cannot answer there.
+        let (_refusing, port) = refusing_port();
+        let _listener = TcpListener::bind(("127.0.0.2", port)).unwrap();
         let ips = vec!["127.0.0.1".parse().unwrap(), "127.0.0.2".parse().unwrap()];
         assert_eq!(
             run_with_addresses(&tcp("app.internal", port), ips),
@@ -1185,7 +1203,7 @@ mod tests {
 
     #[test]
     fn every_address_refused_reports_the_first_error() {
-        let port = free_port();
+        let (_refusing, port) = refusing_port();
         let ips = vec!["127.0.0.1".parse().unwrap(), "127.0.0.3".parse().unwrap()];
         assert_eq!(
             run_with_addresses(&tcp("app.internal", port), ips),
@@ -1429,8 +1447,7 @@ mod tests {
         let mut probe = NetProbe::start(&https(port, None, None), poll.registry(), TOKEN).unwrap();
         let until = Instant::now() + Duration::from_millis(300);
         while Instant::now() < until {
-            poll.poll(&mut events, Some(Duration::from_millis(50)))
-                .unwrap();
+            crate::testutil::poll_once(&mut poll, &mut events, Duration::from_millis(50));
             for event in events.iter() {
                 assert_eq!(probe.on_event(poll.registry(), event), None);
             }
@@ -1606,8 +1623,7 @@ mod tests {
         let mut probe = NetProbe::start(&grpc(port, ""), poll.registry(), TOKEN).unwrap();
         let until = Instant::now() + Duration::from_millis(300);
         while Instant::now() < until {
-            poll.poll(&mut events, Some(Duration::from_millis(50)))
-                .unwrap();
+            crate::testutil::poll_once(&mut poll, &mut events, Duration::from_millis(50));
             for event in events.iter() {
                 assert_eq!(probe.on_event(poll.registry(), event), None);
             }

@@ -422,8 +422,7 @@ mod tests {
         logs: &mut HashMap<ContainerKey, ContainerLog>,
     ) -> usize {
         let mut events = mio::Events::with_capacity(16);
-        poll.poll(&mut events, Some(Duration::from_secs(5)))
-            .unwrap();
+        crate::testutil::poll_once(poll, &mut events, Duration::from_secs(5));
         let mut n = 0;
         for e in events.iter() {
             assert_eq!(Owner::of(e.token()), Some(Owner::Capture));
@@ -455,8 +454,7 @@ mod tests {
         assert!(capture.pipes.is_empty(), "the pipe is closed at EOF");
         // Nothing is registered any more: the poll times out with no event.
         let mut events = mio::Events::with_capacity(4);
-        poll.poll(&mut events, Some(Duration::from_millis(20)))
-            .unwrap();
+        crate::testutil::poll_once(&mut poll, &mut events, Duration::from_millis(20));
         assert!(events.is_empty());
     }
 

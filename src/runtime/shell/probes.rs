@@ -511,8 +511,7 @@ mod tests {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             assert!(Instant::now() < deadline, "no result");
-            poll.poll(&mut events, Some(Duration::from_millis(100)))
-                .unwrap();
+            crate::testutil::poll_once(&mut poll, &mut events, Duration::from_millis(100));
             let mut result = None;
             for e in events.iter() {
                 assert_eq!(Owner::of(e.token()), Some(Owner::Probes));
@@ -573,8 +572,7 @@ mod tests {
         runner.cancel(key, 1, ProbeKind::Liveness, 5, &mut janitor);
         assert!(runner.attempts.is_empty());
         let mut events = mio::Events::with_capacity(4);
-        poll.poll(&mut events, Some(Duration::from_millis(50)))
-            .unwrap();
+        crate::testutil::poll_once(&mut poll, &mut events, Duration::from_millis(50));
         assert!(events.is_empty(), "the cancelled socket is deregistered");
     }
 }
