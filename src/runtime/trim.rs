@@ -2,7 +2,7 @@
 //!
 //! Owns: [`give_back`], called once the initial starts are done, and [`IdleTrim`], which
 //! says when to call it again once the supervisor has been idle for [`IDLE_TRIM_AFTER`] after
-//! answering requests. Each (1) drops this process's page-table entries for the code it has
+//! the initial starts or after answering requests. Each (1) drops this process's page-table entries for the code it has
 //! mapped — vigil's own text and its shared libraries' (`r-xp` private file mappings) — with
 //! `madvise(MADV_DONTNEED)`, and (2) returns free heap pages to the kernel with glibc's
 //! `malloc_trim(0)`.

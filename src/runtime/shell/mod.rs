@@ -361,7 +361,11 @@ impl Shell {
     /// Once the initial starts are done — nothing queued, every exec confirmed or failed (the
     /// starts are pipelined over several turns, `executor::SPAWNS_PER_TURN` each) — tells
     /// systemd `READY=1` ("the initial pods were started", docs/interface.md) and drops what
-    /// only start-up needed from the resident set (src/runtime/trim.rs). Once.
+    /// only start-up needed from the resident set (src/runtime/trim.rs). Once; and once more
+    /// [`super::trim::IDLE_TRIM_AFTER`] later (the idle trim's deadline), because the turns
+    /// right after the last start (state file, first exits and probes, the first status
+    /// writes) fault code back in that idle running does not need. With starts confirmed
+    /// when clone3 returns, the first trim can even come before the loop's first turn.
     fn settle_startup(&mut self, now: Instant) {
         if !self.starting || self.core.has_actions() || !self.execs.is_empty() {
             return;
@@ -369,6 +373,7 @@ impl Shell {
         self.starting = false;
         self.notifier.ready(now);
         super::trim::give_back();
+        self.idle_trim.activity(now);
     }
 
     /// A loop turn panicked. The first time: shut down as on SIGTERM and keep looping so that
