@@ -1,52 +1,25 @@
 //! The clone3(2) spawn path: the child is created directly inside its cgroup
-//! (`CLONE_INTO_CGROUP`, Linux 5.7) instead of migrating itself there by writing `cgroup.procs`,
-//! and, on x86_64, shares vigil's memory until it execs (`CLONE_VM | CLONE_VFORK`, the way
-//! posix_spawn(3) starts a child) instead of getting a copy-on-write copy of it.
+//! (`CLONE_INTO_CGROUP`, Linux 5.7) instead of migrating itself there by writing `cgroup.procs`.
 //!
 //! Owns: the exec plan built in the parent (argv/envp pointer arrays, PATH candidates), the raw
-//! child body (stdio → [`super::child::child_setup`] → execve), the stack that body runs on, and
-//! the parent side (clone3, error-pipe protocol, error mapping through
-//! [`super::spawn::classify_spawn_error`]).
+//! child body (stdio → [`super::child::child_setup`] → execve) and the parent side (clone3, error-pipe
+//! protocol, error mapping through [`super::spawn::classify_spawn_error`]).
 //!
-//! Why clone3 into the cgroup: a migration takes the kernel's `cgroup_threadgroup_rwsem` for
-//! writing, which on a cgroup2 mount without `favordynmods` waits for an RCU grace period
-//! (~20 ms), and the parent waits for the child's exec. A child born in the cgroup takes no write
-//! lock.
-//!
-//! Why `CLONE_VM | CLONE_VFORK`: a fork-like clone copies vigil's page tables (work growing
-//! with its mappings, so with the number of containers), write-protects every private page so
-//! that vigil's next writes take copy-on-write faults, and the child's execve then tears the copy
-//! down again. Sharing the memory costs none of that: the kernel suspends vigil's thread until
-//! the child has exec'd or exited (clone(2), `CLONE_VFORK`: "the execution of the calling process
-//! is suspended until the child releases its virtual memory resources via a call to execve(2) or
-//! _exit(2)"), which also makes the error pipe's report complete the moment clone3 returns (see
-//! below). The child runs on its own stack ([`ChildStack`], one per thread, with a guard page),
-//! since it must not use the frames of the suspended parent (vfork(2): the child must not
-//! "return from the function in which vfork() was called"). Elsewhere (other architectures, or
-//! when that stack cannot be mapped) the clone is fork-like, as before, and the report is read
-//! when the child execs.
+//! Why: a migration takes the kernel's `cgroup_threadgroup_rwsem` for writing, which on a
+//! cgroup2 mount without `favordynmods` waits for an RCU grace period (~20 ms), and the parent
+//! waits for the child's exec. A child born in the cgroup takes no write lock.
 //!
 //! Must not: allocate, lock, log, touch the environment or call glibc functions that rely on
 //! thread state (`raise`, `abort`, `pthread_*`, the set*id wrappers) in the child. The child is a
-//! raw clone: no atfork handlers ran, glibc's cached thread id is stale, and with `CLONE_VM` its
-//! thread-local storage — `errno` included — is the suspended parent thread's. A panic there
-//! would call `abort`, so the child code uses no indexing or `unwrap` that could panic. With
-//! `CLONE_VM` the child writes only its own stack, `errno`, and slot 1 of the `/bin/sh` argv
-//! array the parent built for this one spawn and never reads again (the ENOEXEC fallback);
-//! everything else it changes (signal dispositions and mask, session, credentials, rlimits,
-//! working directory, descriptors) is per-process kernel state that `CLONE_VM` does not share
-//! (no `CLONE_SIGHAND`, `CLONE_FS` or `CLONE_FILES`).
+//! raw clone: no atfork handlers ran, glibc's cached thread id is stale. A panic there would call
+//! `abort`, so the child code uses no indexing or `unwrap` that could panic.
 //!
-//! Error pipe protocol (one O_CLOEXEC pipe):
-//! - the child first writes [`ALIVE`]; nothing at all means the kernel killed the child before
-//!   it ran (a cgroup killed earlier, see platform notes) — the caller falls back to `Command`;
+//! Error pipe protocol (one O_CLOEXEC pipe, read to EOF by the parent):
+//! - the child first writes [`ALIVE`]; EOF without it means the kernel killed the child before it
+//!   ran (a cgroup killed earlier, see platform notes) — the caller falls back to `Command`;
 //! - on failure it writes one step byte (0 = the exec itself) and the errno (4 bytes, native
 //!   endian), then `_exit(127)`;
-//! - just [`ALIVE`] means execve succeeded.
-//!
-//! A fork-like child's report is complete at EOF (the write end is closed by the exec or the
-//! exit). A `CLONE_VFORK` child's report is complete when clone3 returns: by then the child has
-//! either exited (after writing its report) or passed execve's point of no return.
+//! - EOF after just [`ALIVE`] means execve succeeded.
 
 use std::ffi::CString;
 use std::io;
@@ -213,29 +186,12 @@ fn raw_above_stdio(fd: &OwnedFd, keep: &mut Vec<OwnedFd>) -> Result<RawFd, Spawn
     Ok(raw)
 }
 
-/// A child cloned by [`start`].
+/// A child cloned by [`start`] whose report (the error pipe) has not been read yet.
 #[derive(Debug)]
 pub(super) struct Started {
     pub(super) pid: u32,
     /// The read end of the error pipe (`O_CLOEXEC`, and `O_NONBLOCK` when asked for).
     pub(super) report: OwnedFd,
-    /// The complete report when the clone was a `CLONE_VFORK` one (see the module doc): the
-    /// caller concludes at once. `None`: read [`Started::report`] to EOF first.
-    pub(super) settled: Option<Report>,
-}
-
-impl Started {
-    /// The complete report: the settled one, or the pipe read to EOF (waiting, if the pipe
-    /// blocks; spinning on a non-blocking one, which only [`start`]'s `CLONE_VFORK` path asks
-    /// for and which is settled then).
-    pub(super) fn wait_report(&self) -> Report {
-        if let Some(r) = self.settled {
-            return r;
-        }
-        let mut report = Report::default();
-        while !report.read_from(&self.report) {}
-        report
-    }
 }
 
 /// Spawns `p` with clone3 and waits for its report. `cgroup_dir`: an O_RDONLY|O_DIRECTORY fd
@@ -252,7 +208,8 @@ pub(super) fn spawn(
     let started = start(p, plan, cgroup_dir, &stdio, false)?;
     // The parent's copies of the child's output ends go now, so the reader sees EOF at exit.
     drop(stdio);
-    let report = started.wait_report();
+    let mut report = Report::default();
+    while !report.read_from(&started.report) {}
     conclude(p, started.pid, report.bytes())
 }
 
@@ -299,10 +256,7 @@ pub(super) fn start(
     let candidates: Vec<*const libc::c_char> =
         target.candidates.iter().map(|c| c.as_ptr()).collect();
 
-    let stack = ChildStack::for_this_thread();
-    // A CLONE_VFORK child's report is read right after clone3 returns, without waiting for
-    // EOF (see the module doc): its read end must not block.
-    let flags = if nonblocking || stack.is_some() {
+    let flags = if nonblocking {
         OFlag::O_CLOEXEC | OFlag::O_NONBLOCK
     } else {
         OFlag::O_CLOEXEC
@@ -343,35 +297,24 @@ pub(super) fn start(
     let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
     // SAFETY: as above.
     unsafe {
-        libc::pthread_sigmask(libc::SIG_SETMASK, &all_signals(), &mut old);
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
     }
-    let rc = match stack {
-        Some(stack) => {
-            args.flags |= (libc::CLONE_VM | libc::CLONE_VFORK) as u64;
-            args.stack = stack.base as u64;
-            args.stack_size = stack.len as u64;
-            // SAFETY: see `clone3_vfork`: `child` and everything it points to (plan, pointer
-            // arrays, strings) live in this frame until after the call, which returns only once
-            // the child has exec'd or exited; `stack` is this thread's, unused by anyone else
-            // while this thread is suspended in the call.
-            unsafe { clone3_vfork(&mut args, &child) }
-        }
-        // SAFETY: clone3 without CLONE_VM gives the child a copy-on-write copy of the address
-        // space and continues on (its copy of) this stack, exactly like fork(2). In the child
-        // (return 0) only `RawChild::run` executes, which never returns (execve or _exit) and
-        // is async-signal-safe (see its doc).
-        None => unsafe {
-            let rc = libc::syscall(
-                libc::SYS_clone3,
-                &mut args as *mut CloneArgs,
-                std::mem::size_of::<CloneArgs>(),
-            );
-            if rc == 0 {
-                child.run();
-            }
-            rc
-        },
+    // SAFETY: clone3 without CLONE_VM gives the child a copy-on-write copy of the address
+    // space and continues on (its copy of) this stack, exactly like fork(2). In the child
+    // (return 0) only `RawChild::run` executes, which never returns (execve or _exit) and is
+    // async-signal-safe (see its doc).
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_clone3,
+            &mut args as *mut CloneArgs,
+            std::mem::size_of::<CloneArgs>(),
+        )
     };
+    if rc == 0 {
+        child.run();
+    }
     let clone_errno = Errno::last();
     // SAFETY: restores the mask saved above.
     unsafe {
@@ -391,179 +334,10 @@ pub(super) fn start(
             )),
         });
     }
-    // After a CLONE_VFORK clone the child has exec'd or exited: what it wrote is all it will
-    // write (the write end may still be open for a moment, until the exec closes it).
-    let settled = stack.map(|_| {
-        let mut report = Report::default();
-        report.read_from(&err_r);
-        report
-    });
     Ok(Started {
         pid: rc as u32,
         report: err_r,
-        settled,
     })
-}
-
-/// A full signal set.
-fn all_signals() -> libc::sigset_t {
-    // SAFETY: sigset_t is plain data; sigfillset initialises it.
-    unsafe {
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        all
-    }
-}
-
-/// The stack a `CLONE_VM` child runs on while its parent is suspended: mapped once per thread
-/// (vigil has one; tests spawn from several), [`ChildStack::SIZE`] bytes above one
-/// `PROT_NONE` guard page, so an overflow faults instead of writing into other memory. The
-/// child uses a few KiB of it (`child_setup` and the exec loop; no allocation, no recursion).
-#[derive(Debug, Clone, Copy)]
-struct ChildStack {
-    /// The lowest usable address (just above the guard page).
-    base: *mut u8,
-    len: usize,
-}
-
-/// The mapping behind a thread's [`ChildStack`], unmapped when the thread ends.
-struct StackMapping {
-    addr: *mut libc::c_void,
-    len: usize,
-    stack: Option<ChildStack>,
-}
-
-impl Drop for StackMapping {
-    fn drop(&mut self) {
-        if self.stack.is_some() {
-            // SAFETY: unmaps exactly the region mapped in `ChildStack::map`; no child uses it
-            // any more (each one is done with it when its clone3 returns).
-            unsafe {
-                libc::munmap(self.addr, self.len);
-            }
-        }
-    }
-}
-
-thread_local! {
-    static CHILD_STACK: StackMapping = ChildStack::map();
-}
-
-impl ChildStack {
-    const SIZE: usize = 64 * 1024;
-
-    /// This thread's child stack, or `None` where the `CLONE_VM` path is not used: an
-    /// architecture without [`clone3_vfork`], or a failed mapping (then the clone is fork-like).
-    fn for_this_thread() -> Option<ChildStack> {
-        if !cfg!(target_arch = "x86_64") {
-            return None;
-        }
-        CHILD_STACK.try_with(|m| m.stack).ok().flatten()
-    }
-
-    fn map() -> StackMapping {
-        // SAFETY: sysconf has no preconditions.
-        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
-            .unwrap_or(4096)
-            .max(4096);
-        let len = Self::SIZE + page;
-        // SAFETY: a fresh private anonymous mapping; nothing else refers to it.
-        let addr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
-                -1,
-                0,
-            )
-        };
-        if addr == libc::MAP_FAILED {
-            return StackMapping {
-                addr,
-                len,
-                stack: None,
-            };
-        }
-        // SAFETY: the lowest page of the mapping made above becomes the guard.
-        let guarded = unsafe { libc::mprotect(addr, page, libc::PROT_NONE) } == 0;
-        let stack = guarded.then(|| ChildStack {
-            // SAFETY: `page` < `len`: still inside the mapping.
-            base: unsafe { addr.cast::<u8>().add(page) },
-            len: Self::SIZE,
-        });
-        if stack.is_none() {
-            // SAFETY: unmaps the region mapped above, which nothing uses.
-            unsafe {
-                libc::munmap(addr, len);
-            }
-        }
-        StackMapping { addr, len, stack }
-    }
-}
-
-/// The child's first and only frame on its [`ChildStack`].
-extern "C" fn vfork_child_entry(child: *const RawChild<'_>) -> ! {
-    // SAFETY: `clone3_vfork` passes a pointer to the parent's `RawChild`, alive (and not
-    // touched by the suspended parent) until this child execs or exits.
-    let child = unsafe { &*child };
-    child.run()
-}
-
-/// clone3(2) with `args` (which must ask for `CLONE_VM | CLONE_VFORK` and give a stack) whose
-/// child calls [`vfork_child_entry`]`(child)` on that stack. Returns clone3's result in the
-/// parent (the child's pid, or -1 with errno set), once the child has exec'd or exited.
-///
-/// In assembly because no libc wrapper exists for clone3 and a child on a new stack cannot
-/// return through the `syscall` wrapper's frame: after the `syscall` instruction the child has
-/// only its new stack (the kernel sets the stack pointer to `stack + stack_size`, 16-byte
-/// aligned here, as the x86-64 ABI wants at a call) and calls the entry, which never returns.
-/// The `syscall` instruction changes only rax, rcx and r11 (x86-64 Linux syscall convention), so
-/// the parent continues with every other register as it was.
-///
-/// # Safety
-///
-/// `args.stack`/`args.stack_size` describe memory no one else uses until this returns, and
-/// `child` with everything it points to stays alive and unchanged until then.
-#[cfg(target_arch = "x86_64")]
-unsafe fn clone3_vfork(args: &mut CloneArgs, child: &RawChild<'_>) -> libc::c_long {
-    let entry: extern "C" fn(*const RawChild<'_>) -> ! = vfork_child_entry;
-    let ret: libc::c_long;
-    // SAFETY: the caller's contract; the child path never returns to Rust code of this frame
-    // (it calls the entry with the `RawChild` pointer as first argument, and traps should the
-    // entry ever return). The `syscall` instruction follows its calling convention: number in
-    // rax, arguments in rdi and rsi, result in rax, rcx and r11 clobbered.
-    unsafe {
-        std::arch::asm!(
-            "syscall",
-            "test rax, rax",
-            "jnz 2f",
-            "mov rdi, r13",
-            "call r12",
-            "ud2",
-            "2:",
-            inlateout("rax") libc::SYS_clone3 => ret,
-            in("rdi") args as *mut CloneArgs,
-            in("rsi") std::mem::size_of::<CloneArgs>(),
-            in("r12") entry,
-            in("r13") child as *const RawChild<'_>,
-            lateout("rcx") _,
-            lateout("r11") _,
-            options(nostack),
-        );
-    }
-    if ret < 0 {
-        Errno::set_raw(-ret as i32);
-        return -1;
-    }
-    ret
-}
-
-/// Elsewhere [`ChildStack::for_this_thread`] is always `None`, so this is never called.
-#[cfg(not(target_arch = "x86_64"))]
-unsafe fn clone3_vfork(_args: &mut CloneArgs, _child: &RawChild<'_>) -> libc::c_long {
-    Errno::set_raw(libc::ENOSYS);
-    -1
 }
 
 /// The error pipe's report as read so far (at most [`Report::MAX`] bytes are meaningful).

@@ -8,13 +8,10 @@
 //!
 //! Exec failures come back from std through its CLOEXEC error pipe as the `spawn()` error (the
 //! clone3 path has its own pipe with the same meaning, see `raw`), so a missing binary is
-//! reported synchronously by [`spawn`]. On x86_64 the clone3 child shares vigil's memory
-//! until it execs (`CLONE_VM | CLONE_VFORK`, see `raw`), so its outcome is known when clone3
-//! returns — after the child's setup and the first part of its execve, while the rest of the
-//! exec (loading the program) overlaps with vigil's next start. Elsewhere [`spawn_pipelined`]
-//! (a container's main process) does not wait on the clone3 path: it returns a [`PendingExec`]
-//! whose error pipe the event loop watches, so the next container is cloned while this one's
-//! child execs. Failures of our own setup steps use the same path; to tell them apart the child also writes one step byte into a second CLOEXEC pipe before
+//! reported synchronously by [`spawn`]. [`spawn_pipelined`] (a container's main process) does
+//! not wait on the clone3 path: it returns a [`PendingExec`] whose error pipe the event loop
+//! watches, so the next container is cloned while this one's child execs. Failures of our own setup steps use the same path; to
+//! tell them apart the child also writes one step byte into a second CLOEXEC pipe before
 //! failing, which the parent reads after `spawn()` returns.
 //!
 //! Owns: the choice of path, the error classification and the output pipes. Must not: resolve
@@ -106,7 +103,8 @@ pub fn spawn(
                     // `stdio` stays open here until the report is in: harmless (the child's
                     // output reaches EOF only at its exit, long after), and a child killed at
                     // birth leaves it for the fallback.
-                    let report = started.wait_report();
+                    let mut report = raw::Report::default();
+                    while !report.read_from(&started.report) {}
                     match raw::conclude(p, started.pid, report.bytes()) {
                         Ok(pid) => Ok(pid),
                         Err(e) => fall_back(p, cgroup, Some(stdio), e),
@@ -188,10 +186,9 @@ impl PendingExec {
     }
 }
 
-/// Like [`spawn`], but without waiting for the child's exec on a fork-like clone3 path: the loop
-/// goes on (another container can be cloned while this one's child execs) and confirms it later
-/// through [`PendingExec`]. A `CLONE_VFORK` clone (x86_64, see `raw`) is settled when it returns:
-/// [`Launched::Running`], or the error. Without a cgroup directory, or where clone3 is unusable, the `Command` path
+/// Like [`spawn`], but without waiting for the child's exec on the clone3 path: the loop goes on
+/// (another container can be cloned while this one's child execs) and confirms it later through
+/// [`PendingExec`]. Without a cgroup directory, or where clone3 is unusable, the `Command` path
 /// runs as in [`spawn`] and the result is already [`Launched::Running`].
 pub fn spawn_pipelined(
     p: Prepared,
@@ -209,13 +206,6 @@ pub fn spawn_pipelined(
                 true,
             ) {
                 Ok(started) => {
-                    if let Some(report) = started.settled {
-                        // A `CLONE_VFORK` child: it has exec'd or failed already (see `raw`).
-                        return match raw::conclude(&p, started.pid, report.bytes()) {
-                            Ok(pid) => Ok(Launched::Running(pid)),
-                            Err(e) => fall_back(&p, cgroup, Some(stdio), e).map(Launched::Running),
-                        };
-                    }
                     // The child holds the only write ends of its output pipes from now on.
                     drop(stdio);
                     Ok(Launched::Pending(PendingExec {

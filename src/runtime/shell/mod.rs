@@ -364,8 +364,7 @@ impl Shell {
     /// only start-up needed from the resident set (src/runtime/trim.rs). Once; and once more
     /// [`super::trim::IDLE_TRIM_AFTER`] later (the idle trim's deadline), because the turns
     /// right after the last start (state file, first exits and probes, the first status
-    /// writes) fault code back in that idle running does not need. With starts confirmed
-    /// when clone3 returns, the first trim can even come before the loop's first turn.
+    /// writes) fault code back in that idle running does not need.
     fn settle_startup(&mut self, now: Instant) {
         if !self.starting || self.core.has_actions() || !self.execs.is_empty() {
             return;
