@@ -98,6 +98,19 @@ impl Vigil {
         Self::start_with(dir, socket, config)
     }
 
+    /// [`Vigil::start_in`] a fresh directory other uids may enter (0755), with the socket
+    /// open to them (`socket_mode = "0666"`) and `supervisor` lines set as well: for tests
+    /// whose client runs as another uid.
+    pub fn start_shared(supervisor: &str, pods: &str) -> Vigil {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::set_permissions(
+            dir.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .expect("chmod");
+        Self::start_in(dir, &format!("socket_mode = \"0666\"\n{supervisor}"), pods)
+    }
+
     /// Start with a complete config file already written to `config`.
     pub fn start_with(dir: tempfile::TempDir, socket: PathBuf, config: PathBuf) -> Vigil {
         Self::start_with_args(dir, socket, config, &[])

@@ -116,18 +116,8 @@ fn two_hundred_concurrent_connections_are_all_answered() {
 fn non_admin_peer_may_read_but_not_stop() {
     crate::common::require_root("to act as another uid");
     crate::common::require_program("setpriv", "--version", "util-linux");
-    let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::set_permissions(
-        dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .expect("chmod");
-    let socket = dir.path().join("vigil.sock");
-    let config = dir.path().join("vigil.toml");
-    let header = supervisor_header(&socket)
-        .replace("[supervisor]\n", "[supervisor]\nsocket_mode = \"0666\"\n");
-    std::fs::write(&config, format!("{header}{ONE_SLEEPER}")).expect("write");
-    let v = Vigil::start_with(dir, socket.clone(), config);
+    let v = Vigil::start_shared("", ONE_SLEEPER);
+    let socket = v.socket.clone();
     let as_nobody = |args: &[&str]| {
         std::process::Command::new("setpriv")
             .args([
@@ -744,21 +734,11 @@ sys.stdin.readline()
 fn stalled_writers_holding_every_slot_of_a_uid_and_a_due_idle_deadline_do_not_make_vigil_spin() {
     use std::os::unix::process::CommandExt;
     crate::common::require_root("the client runs as nobody");
-    let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::set_permissions(
-        dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .expect("chmod");
-    let socket = dir.path().join("vigil.sock");
-    let config = dir.path().join("vigil.toml");
-    let header = supervisor_header(&socket).replace(
-        "[supervisor]\n",
-        "[supervisor]\nsocket_mode = \"0666\"\nclient_idle_timeout_seconds = 2\n\
-         max_connections_per_uid = 9\n",
+    let v = Vigil::start_shared(
+        "client_idle_timeout_seconds = 2\nmax_connections_per_uid = 9\n",
+        ONE_SLEEPER,
     );
-    std::fs::write(&config, format!("{header}{ONE_SLEEPER}")).expect("write");
-    let v = Vigil::start_with(dir, socket.clone(), config);
+    let socket = v.socket.clone();
     let pid = v.child.as_ref().expect("child").id();
     let mut client = std::process::Command::new("/usr/bin/python3")
         .uid(65534)

@@ -245,15 +245,7 @@ fn scrapers_beyond_the_limit_get_503_and_the_control_socket_still_answers() {
     }
     assert!(v.status()["pods"].is_array());
     drop(held);
-    let deadline = Instant::now() + T;
-    loop {
-        let reply = exchange(addr, b"GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n");
-        if reply.starts_with("HTTP/1.1 200 OK") {
-            break;
-        }
-        assert!(Instant::now() < deadline, "slots never freed: {reply}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    answered_again(addr, "slots never freed");
 }
 
 #[test]
@@ -977,13 +969,19 @@ fn running_out_of_descriptors_at_accept_makes_the_metrics_listener_retry_without
         "vigil used {cpu:.2} s of CPU in {window:?} while out of descriptors"
     );
     drop(held);
+    answered_again(addr, "never answered again");
+}
+
+/// Asks `addr` for /metrics until it answers `200 OK`, within `T`; fails with `what` and the
+/// last reply otherwise.
+fn answered_again(addr: std::net::SocketAddr, what: &str) {
     let deadline = Instant::now() + T;
     loop {
         let reply = exchange(addr, b"GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n");
         if reply.starts_with("HTTP/1.1 200 OK") {
-            break;
+            return;
         }
-        assert!(Instant::now() < deadline, "never answered again: {reply}");
+        assert!(Instant::now() < deadline, "{what}: {reply}");
         std::thread::sleep(Duration::from_millis(50));
     }
 }

@@ -235,22 +235,10 @@ fn for_a_user_who_is_not_an_admin_the_actions_are_disabled_and_do_nothing() {
     require_program("tmux", "-V", "tmux");
     require_program("setpriv", "--version", "util-linux");
     require_root("to run top as uid 65534");
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(
-        dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
-    let socket = dir.path().join("vigil.sock");
-    let config = dir.path().join("vigil.toml");
-    let header = supervisor_header(&socket)
-        .replace("[supervisor]\n", "[supervisor]\nsocket_mode = \"0666\"\n");
-    std::fs::write(
-        &config,
-        format!("{header}[pods.web]\n[[pods.web.containers]]\nname = \"app\"\ncommand = [\"sleep\", \"300\"]\n"),
-    )
-    .unwrap();
-    let v = Vigil::start_with(dir, socket, config);
+    let v = Vigil::start_shared(
+        "",
+        "[pods.web]\n[[pods.web.containers]]\nname = \"app\"\ncommand = [\"sleep\", \"300\"]\n",
+    );
     v.wait_for(T, "web/app running", |v| {
         v.container("web", "app")["pid"].is_u64()
     });

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::common::{BIN, Vigil, state_reason, supervisor_header};
+use crate::common::{BIN, Vigil, state_reason};
 
 const T: Duration = Duration::from_secs(15);
 
@@ -50,18 +50,8 @@ fn stdout_ok(out: &Output) -> String {
 #[test]
 #[ignore = "needs root"]
 fn a_non_admin_sees_env_names_with_values_redacted_and_an_admin_sees_values() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::set_permissions(
-        dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .expect("chmod");
-    let socket = dir.path().join("vigil.sock");
-    let config = dir.path().join("vigil.toml");
-    let header = supervisor_header(&socket)
-        .replace("[supervisor]\n", "[supervisor]\nsocket_mode = \"0666\"\n");
-    std::fs::write(&config, format!("{header}{WITH_SECRET}")).expect("write");
-    let v = Vigil::start_with(dir, socket.clone(), config);
+    let v = Vigil::start_shared("", WITH_SECRET);
+    let socket = v.socket.clone();
     v.wait_for(T, "running", |v| {
         state_reason(&v.container("web", "app")) == "Running"
     });

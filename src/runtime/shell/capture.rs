@@ -432,6 +432,28 @@ mod tests {
         n
     }
 
+    /// Gives `key` (container `name`) a log and a stdout pipe of run 1 in `capture`, the pipe
+    /// enlarged to `pipe_size` bytes if given (within the default pipe-max-size of 1 MiB,
+    /// allowed unprivileged: pipe(7)); returns the writing end.
+    fn stdout_pipe(
+        capture: &mut Capture,
+        logs: &mut HashMap<ContainerKey, ContainerLog>,
+        key: ContainerKey,
+        name: &str,
+        pipe_size: Option<usize>,
+    ) -> std::fs::File {
+        logs.insert(
+            key,
+            ContainerLog::new("p", name, &SupervisorSpec::default()).0,
+        );
+        let (r, w) = crate::process::pipe_nonblocking().unwrap();
+        if let Some(size) = pipe_size {
+            nix::fcntl::fcntl(&w, nix::fcntl::FcntlArg::F_SETPIPE_SZ(size as libc::c_int)).unwrap();
+        }
+        capture.add_output(key, 1, r, Stream::Stdout, Some(1));
+        std::fs::File::from(w)
+    }
+
     #[test]
     fn output_reaches_the_log_and_eof_closes_and_deregisters_the_pipe() {
         let mut poll = mio::Poll::new().unwrap();
@@ -439,13 +461,7 @@ mod tests {
         let mut capture = Capture::new(registry, None);
         let key = ContainerKey(3);
         let mut logs = HashMap::new();
-        logs.insert(
-            key,
-            ContainerLog::new("p", "c", &SupervisorSpec::default()).0,
-        );
-        let (r, w) = crate::process::pipe_nonblocking().unwrap();
-        capture.add_output(key, 1, r, Stream::Stdout, Some(1));
-        let mut w = std::fs::File::from(w);
+        let mut w = stdout_pipe(&mut capture, &mut logs, key, "c", None);
         w.write_all(b"hello\n").unwrap();
         assert_eq!(turn(&mut poll, &mut capture, &mut logs), 1);
         assert_eq!(logs[&key].buffer.tail_lines(None, false), b"hello\n");
@@ -465,20 +481,8 @@ mod tests {
         let mut capture = Capture::new(registry, None);
         let key = ContainerKey(1);
         let mut logs = HashMap::new();
-        logs.insert(
-            key,
-            ContainerLog::new("p", "c", &SupervisorSpec::default()).0,
-        );
-        let (r, w) = crate::process::pipe_nonblocking().unwrap();
-        // A pipe holds 64 KiB by default; make room for more than one read cap (within the
-        // default pipe-max-size of 1 MiB, allowed unprivileged: pipe(7)).
-        nix::fcntl::fcntl(
-            &w,
-            nix::fcntl::FcntlArg::F_SETPIPE_SZ((2 * PIPE_READ_CAP) as libc::c_int),
-        )
-        .unwrap();
-        capture.add_output(key, 1, r, Stream::Stdout, Some(1));
-        let mut w = std::fs::File::from(w);
+        // A pipe holds 64 KiB by default; make room for more than one read cap.
+        let mut w = stdout_pipe(&mut capture, &mut logs, key, "c", Some(2 * PIPE_READ_CAP));
         w.write_all(&vec![b'x'; PIPE_READ_CAP + 100]).unwrap();
         assert_eq!(turn(&mut poll, &mut capture, &mut logs), 1);
         assert_eq!(
@@ -511,18 +515,7 @@ mod tests {
         let mut capture = Capture::new(registry, None);
         let key = ContainerKey(1);
         let mut logs = HashMap::new();
-        logs.insert(
-            key,
-            ContainerLog::new("p", "c", &SupervisorSpec::default()).0,
-        );
-        let (r, w) = crate::process::pipe_nonblocking().unwrap();
-        nix::fcntl::fcntl(
-            &w,
-            nix::fcntl::FcntlArg::F_SETPIPE_SZ((1 << 20) as libc::c_int),
-        )
-        .unwrap();
-        capture.add_output(key, 1, r, Stream::Stdout, Some(1));
-        let mut w = std::fs::File::from(w);
+        let mut w = stdout_pipe(&mut capture, &mut logs, key, "c", Some(1 << 20));
         w.write_all(&vec![b'x'; 4 * TURN_LOG_BYTES]).unwrap();
         assert_eq!(turn(&mut poll, &mut capture, &mut logs), 1);
         let token = *capture.pipes.keys().next().unwrap();
@@ -557,18 +550,8 @@ mod tests {
         let each = 3 * TURN_LOG_BYTES / 2;
         for k in 0..3u32 {
             let key = ContainerKey(k);
-            logs.insert(
-                key,
-                ContainerLog::new("p", &format!("c{k}"), &SupervisorSpec::default()).0,
-            );
-            let (r, w) = crate::process::pipe_nonblocking().unwrap();
-            nix::fcntl::fcntl(
-                &w,
-                nix::fcntl::FcntlArg::F_SETPIPE_SZ((1 << 20) as libc::c_int),
-            )
-            .unwrap();
-            capture.add_output(key, 1, r, Stream::Stdout, Some(1));
-            let mut w = std::fs::File::from(w);
+            let name = format!("c{k}");
+            let mut w = stdout_pipe(&mut capture, &mut logs, key, &name, Some(1 << 20));
             w.write_all(&vec![b'a' + k as u8; each]).unwrap();
             writers.push(w);
         }
