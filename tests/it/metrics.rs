@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::{BIN, Vigil, require_program, supervisor_header};
+use crate::common::{BIN, Vigil, require_program, supervisor_header, write_config};
 
 /// A guard against a hang, never a performance figure: how long a read, a wait for a state or a
 /// scrape may take before the test fails. Generous because a scrape of hundreds of pods is built
@@ -46,18 +46,12 @@ fn sleepers(n: usize) -> String {
         .collect()
 }
 
+/// The `[supervisor]` line that turns the metrics endpoint on, on a free loopback port.
+const METRICS_ON: &str = "metrics_address = \"127.0.0.1:0\"\n";
+
 /// [`start`] with other pods.
 fn start_pods(pods: &str) -> (Vigil, SocketAddr) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let socket = dir.path().join("vigil.sock");
-    let config = dir.path().join("vigil.toml");
-    let header = supervisor_header(&socket).replacen(
-        "[supervisor]\n",
-        "[supervisor]\nmetrics_address = \"127.0.0.1:0\"\n",
-        1,
-    );
-    std::fs::write(&config, format!("{header}{pods}")).expect("write config");
-    let v = Vigil::start_with(dir, socket, config);
+    let v = Vigil::start_in(tempfile::tempdir().expect("tempdir"), METRICS_ON, pods);
     let log = v.log();
     let addr = log
         .lines()
@@ -917,13 +911,7 @@ fn running_out_of_descriptors_at_accept_makes_the_metrics_listener_retry_without
     crate::common::require_program("prlimit", "--version", "util-linux");
     let dir = tempfile::tempdir().expect("tempdir");
     let socket = dir.path().join("vigil.sock");
-    let config = dir.path().join("vigil.toml");
-    let header = supervisor_header(&socket).replacen(
-        "[supervisor]\n",
-        "[supervisor]\nmetrics_address = \"127.0.0.1:0\"\n",
-        1,
-    );
-    std::fs::write(&config, format!("{header}{}", sleepers(1))).expect("write config");
+    let config = write_config(dir.path(), &socket, METRICS_ON, &sleepers(1));
     let log = std::fs::File::create(dir.path().join("vigil.log")).expect("log file");
     let child = Command::new("prlimit")
         .arg("--nofile=64:64")

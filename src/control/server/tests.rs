@@ -370,28 +370,7 @@ fn a_client_that_never_reads_gets_no_more_requests_processed_while_others_are_an
 #[test]
 fn a_cut_client_that_still_does_not_read_is_closed_after_the_grace_freeing_its_slot_and_buffers() {
     let mut h = Harness::new();
-    h.server.set_limits(Limits {
-        idle_timeout: Duration::from_millis(1),
-        ..Limits::default()
-    });
-    let mut slow = connect(&h.path);
-    slow.write_all(b"{\"id\":1,\"cmd\":\"logs\",\"pod\":\"big\"}\n")
-        .unwrap();
-    let big = "y".repeat(4 << 20);
-    let mut answered = false;
-    while !answered {
-        h.turn(
-            &mut |server: &mut Server, registry: &Registry, inc: Incoming| {
-                answered = true;
-                let r = inc.request.unwrap();
-                server.send(
-                    registry,
-                    inc.conn,
-                    &protocol::reply_ok(&r.id, json!({"log": big})),
-                );
-            },
-        );
-    }
+    let (slow, _) = stalled_behind_a_big_reply(&mut h);
     let registry = h.poll.registry();
     let cut_at = Instant::now() + SWEEP_EVERY;
     h.server.begin_turn(registry, cut_at);
@@ -476,29 +455,7 @@ fn over_the_memory_budget_non_admins_wait_and_admins_are_served_until_memory_is_
 #[test]
 fn a_stalled_client_is_cut_after_the_idle_timeout_at_a_line_end() {
     let mut h = Harness::new();
-    h.server.set_limits(Limits {
-        idle_timeout: Duration::from_millis(1),
-        ..Limits::default()
-    });
-    let mut slow = connect(&h.path);
-    slow.write_all(b"{\"id\":1,\"cmd\":\"logs\",\"pod\":\"big\"}\n")
-        .unwrap();
-    let big = "y".repeat(4 << 20);
-    let mut conn = None;
-    while conn.is_none() {
-        h.turn(
-            &mut |server: &mut Server, registry: &Registry, inc: Incoming| {
-                conn = Some(inc.conn);
-                let r = inc.request.unwrap();
-                server.send(
-                    registry,
-                    inc.conn,
-                    &protocol::reply_ok(&r.id, json!({"log": big})),
-                );
-            },
-        );
-    }
-    let conn = conn.unwrap();
+    let (mut slow, conn) = stalled_behind_a_big_reply(&mut h);
     std::thread::sleep(SWEEP_EVERY + Duration::from_millis(50));
     h.turn(&mut echo);
     assert!(h.server.conns.iter().flatten().all(|c| c.closing), "cut");
@@ -1197,4 +1154,32 @@ fn at_an_upgrade_only_connections_at_a_line_end_are_handed_over_and_nothing_is_d
         got.unwrap()["result"]["status"].as_str().map(str::len),
         Some(4 << 20)
     );
+}
+
+/// With an idle timeout of 1 ms, a client asks for a 4 MiB reply and does not read it:
+/// returns its stream and connection once the reply is queued.
+fn stalled_behind_a_big_reply(h: &mut Harness) -> (StdStream, ConnId) {
+    h.server.set_limits(Limits {
+        idle_timeout: Duration::from_millis(1),
+        ..Limits::default()
+    });
+    let mut slow = connect(&h.path);
+    slow.write_all(b"{\"id\":1,\"cmd\":\"logs\",\"pod\":\"big\"}\n")
+        .unwrap();
+    let big = "y".repeat(4 << 20);
+    let mut conn = None;
+    while conn.is_none() {
+        h.turn(
+            &mut |server: &mut Server, registry: &Registry, inc: Incoming| {
+                conn = Some(inc.conn);
+                let r = inc.request.unwrap();
+                server.send(
+                    registry,
+                    inc.conn,
+                    &protocol::reply_ok(&r.id, json!({"log": big})),
+                );
+            },
+        );
+    }
+    (slow, conn.unwrap())
 }
