@@ -5,7 +5,8 @@ Driven by bench/run.sh, which installs the peers and builds vigil first. Workloa
 
   idle     N `vbsleep` children (a symlink to sleep, so its comm names our children only):
            time until all N run (start-up), then the supervisor's own RSS/PSS and CPU s/min
-           over a quiet window
+           over a quiet window; with --spawnfloor also the floor: bench/spawnfloor.c
+           starting the same N children with plain fork+exec, timed the same way
   restart  children that exit 1 at once (bench/stamp.c); exit-to-next-start gaps from the
            stamps they write; the smallest delay each tool allows
   status   per-request latency of status queries through each tool's CLI and its raw
@@ -532,6 +533,31 @@ def w_idle(ctx, tool, n, window, settle):
         return res
     finally:
         r.stop()
+
+
+def w_start_floor(ctx, n):
+    """Launch until N `vbsleep` children run, for bench/spawnfloor.c: a small C program that
+    forks and execs them one after another and does nothing else. Timed exactly as w_idle
+    times a supervisor (same /proc scan every 10 ms), so it is this machine's floor for the
+    start-up figure."""
+    t0 = time.monotonic()
+    p = subprocess.Popen([ctx.spawnfloor, str(n), str(ctx.sleep), "100000"],
+                         stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        ok = wait_until(lambda: count_children(p.pid) >= n, ctx.start_timeout, poll=0.01)
+        startup = time.monotonic() - t0
+        if not ok:
+            log(f"  floor n={n}: only {count_children(p.pid)} children after {ctx.start_timeout}s")
+            return None
+        log(f"  floor n={n}: start {startup:.3f}s")
+        return {"startup_s": startup}
+    finally:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(timeout=25)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
 
 
 def idle_warm(vigil, d, n, own, settle):
@@ -1472,6 +1498,10 @@ def print_tables(res):
     table("Status query latency, ms per request",
           [(k, {t: st.get(t, {}).get(k) for t in tools})
            for k in ("cli_p50_ms", "cli_p99_ms", "raw_p50_ms", "raw_p99_ms")], "")
+    fl = res["summary"].get("idle_floor")
+    if fl:
+        out.append("\nstart-up floor (bench/spawnfloor.c: fork+exec of the same N children, same timing): "
+                   + ", ".join(f"N={n} {v['startup_s']:.3f} s" for n, v in fl.items() if v["startup_s"] is not None))
     if res.get("fork_exec_floor_ms") is not None:
         out.append(f"\nfork+exec floor (`true`, same spawn loop): {res['fork_exec_floor_ms']:.3f} ms")
     text = "\n".join(out)
@@ -1503,6 +1533,8 @@ def full(ctx, args):
                 for t in order:
                     runs.setdefault("idle", {}).setdefault(t.name, {}).setdefault(str(n), []).append(
                         w_idle(ctx, t, n, args.idle_window, args.settle))
+                if ctx.spawnfloor:
+                    runs.setdefault("idle_floor", {}).setdefault(str(n), []).append(w_start_floor(ctx, n))
         if "restart" in only:
             for t in order:
                 runs.setdefault("restart", {}).setdefault(t.name, []).append(
@@ -1517,6 +1549,8 @@ def full(ctx, args):
             summ.setdefault("idle", {}).setdefault(t, {})[n] = {
                 k: median_of(rr, k) for k in ("rss_kib", "pss_kib", "cpu_s_per_min", "startup_s", "own_procs",
                                              "rss_busy_kib", "rss_warm_kib", "pss_warm_kib")}
+    for n, rr in runs.get("idle_floor", {}).items():
+        summ.setdefault("idle_floor", {})[n] = {"startup_s": median_of(rr, "startup_s")}
     for w in ("restart", "status"):
         for t, rr in runs.get(w, {}).items():
             keys = {k for r in rr if r for k, v in r.items() if isinstance(v, (int, float))}
@@ -1615,6 +1649,7 @@ def main():
     ap.add_argument("--probesrv", help="the compiled bench/probesrv.c (else a Python listener)")
     ap.add_argument("--logflood", help="the compiled bench/logflood.c (else `yes | head -c`)")
     ap.add_argument("--statusload", help="the compiled bench/statusload.c (else Python clients)")
+    ap.add_argument("--spawnfloor", help="the compiled bench/spawnfloor.c: the idle workload also times the start-up floor")
     ap.add_argument("--work", type=Path, default=REPO / "target" / "bench" / "run")
     ap.add_argument("--out", type=Path, default=REPO / "target" / "bench" / "results.json")
     ap.add_argument("--quick", action="store_true")
@@ -1659,6 +1694,7 @@ def main():
     ctx.probesrv = os.path.abspath(args.probesrv) if args.probesrv else None
     ctx.logflood = os.path.abspath(args.logflood) if args.logflood else None
     ctx.statusload = os.path.abspath(args.statusload) if args.statusload else None
+    ctx.spawnfloor = os.path.abspath(args.spawnfloor) if args.spawnfloor else None
     ctx.work = args.work.resolve()
     ctx.work.mkdir(parents=True, exist_ok=True)
     ctx.start_timeout = args.start_timeout

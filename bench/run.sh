@@ -46,10 +46,11 @@ stamp=target/bench/vbstamp
 probesrv=target/bench/vbprobesrv
 logflood=target/bench/vblogflood
 statusload=target/bench/vbstatusload
+spawnfloor=target/bench/vbspawnfloor
 cc_bin=$(command -v cc || command -v gcc || true)
 build_stamp() {
   # The C helpers (bench/*.c): the restart stamp, the probe benchmark's listener, the log
-  # producer and the status clients.
+  # producer, the status clients and the start-up floor.
   if [ -n "$cc_bin" ]; then
     if [ ! -x "$stamp" ] || [ bench/stamp.c -nt "$stamp" ]; then
       "$cc_bin" -O2 -static -o "$stamp" bench/stamp.c 2>/dev/null ||
@@ -74,6 +75,12 @@ build_stamp() {
           "$cc_bin" -O2 -pthread -o "$statusload" bench/statusload.c
       fi
       echo "--statusload=$statusload"
+      # The start-up floor of the idle workload: plain fork+exec of the same children.
+      if [ ! -x "$spawnfloor" ] || [ bench/spawnfloor.c -nt "$spawnfloor" ]; then
+        "$cc_bin" -O2 -static -o "$spawnfloor" bench/spawnfloor.c 2>/dev/null ||
+          "$cc_bin" -O2 -o "$spawnfloor" bench/spawnfloor.c
+      fi
+      echo "--spawnfloor=$spawnfloor"
     fi
   fi
 }
