@@ -42,14 +42,11 @@ fn files_oldest_first(pod_dir: &std::path::Path, name: &str) -> Vec<std::path::P
     all
 }
 
-/// A million numbered lines written as fast as `seq` goes, into 2 MiB files with a time
-/// stamp on each line: the files, oldest first, with stamps and the run marker taken off,
-/// are exactly the output (nothing lost, duplicated or reordered across reads, stamp blocks
-/// and rotations).
-#[test]
-fn log_files_keep_every_byte_in_order_across_rotations_at_full_speed() {
+/// Starts pod `flood` (`seq 1 1000000`, never restarted) with `supervisor` lines set;
+/// returns vigil and the pod's log directory.
+fn flood(supervisor: &str) -> (Vigil, std::path::PathBuf) {
     let (v, logs) = start(
-        "log_max_file_bytes = \"2Mi\"\nlog_max_files = 40\n",
+        supervisor,
         r#"
 [pods.flood]
 restart_policy = "Never"
@@ -58,13 +55,27 @@ name = "c"
 command = ["seq", "1", "1000000"]
 "#,
     );
-    let pod_dir = logs.join("flood");
-    let expected: Vec<u8> = (1..=1_000_000u32)
-        .flat_map(|n| format!("{n}\n").into_bytes())
-        .collect();
+    (v, logs.join("flood"))
+}
+
+/// Waits until the flood's last line is in its current log file.
+fn wait_for_the_last_line(v: &Vigil, pod_dir: &std::path::Path) {
     v.wait_for(T, "the last line in the log file", |_| {
         std::fs::read(pod_dir.join("c.log")).is_ok_and(|b| b.ends_with(b" 1000000\n"))
     });
+}
+
+/// A million numbered lines written as fast as `seq` goes, into 2 MiB files with a time
+/// stamp on each line: the files, oldest first, with stamps and the run marker taken off,
+/// are exactly the output (nothing lost, duplicated or reordered across reads, stamp blocks
+/// and rotations).
+#[test]
+fn log_files_keep_every_byte_in_order_across_rotations_at_full_speed() {
+    let (v, pod_dir) = flood("log_max_file_bytes = \"2Mi\"\nlog_max_files = 40\n");
+    let expected: Vec<u8> = (1..=1_000_000u32)
+        .flat_map(|n| format!("{n}\n").into_bytes())
+        .collect();
+    wait_for_the_last_line(&v, &pod_dir);
     let files = files_oldest_first(&pod_dir, "c.log");
     assert!(files.len() > 5, "the output was rotated: {files:?}");
     // A rotation may fall inside a line (between two reads of the pipe): the files are one
@@ -148,20 +159,8 @@ command = ["sleep", "1000"]
 /// the kept files are the newest output, whole and in order, as many as configured.
 #[test]
 fn rotated_out_files_are_deleted_in_steps_and_the_kept_ones_are_the_newest_output() {
-    let (v, logs) = start(
-        "log_max_file_bytes = \"3Mi\"\nlog_max_files = 3\n",
-        r#"
-[pods.flood]
-restart_policy = "Never"
-[[pods.flood.containers]]
-name = "c"
-command = ["seq", "1", "1000000"]
-"#,
-    );
-    let pod_dir = logs.join("flood");
-    v.wait_for(T, "the last line in the log file", |_| {
-        std::fs::read(pod_dir.join("c.log")).is_ok_and(|b| b.ends_with(b" 1000000\n"))
-    });
+    let (v, pod_dir) = flood("log_max_file_bytes = \"3Mi\"\nlog_max_files = 3\n");
+    wait_for_the_last_line(&v, &pod_dir);
     v.wait_for(T, "the rotated-out file to be deleted", |_| {
         !pod_dir.join("c.log.deleting").exists()
     });

@@ -274,12 +274,7 @@ fn a_scraper_that_shuts_its_sending_side_after_the_request_still_gets_the_whole_
         let (head, body) = reply.split_once("\r\n\r\n").expect("a head");
         assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
         assert!(head.contains("Connection: close"), "{head}");
-        let len: usize = head
-            .lines()
-            .find_map(|l| l.strip_prefix("Content-Length: "))
-            .expect("a length")
-            .parse()
-            .unwrap();
+        let len: usize = content_length(head);
         assert_eq!(body.len(), len, "{head}");
         assert_eq!(
             body.lines()
@@ -433,6 +428,15 @@ fn whole(text: &str, pods: usize, openmetrics: bool) -> f64 {
     )
 }
 
+/// The `Content-Length` of a reply head.
+fn content_length(head: &str) -> usize {
+    head.lines()
+        .find_map(|l| l.strip_prefix("Content-Length: "))
+        .expect("a length")
+        .parse()
+        .expect("a number")
+}
+
 /// A kept-alive connection's next reply body (`Content-Length` framed).
 fn next_body(s: &mut TcpStream, pending: &mut Vec<u8>) -> String {
     let mut buf = [0u8; 65536];
@@ -440,12 +444,7 @@ fn next_body(s: &mut TcpStream, pending: &mut Vec<u8>) -> String {
         if let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
             let head = String::from_utf8_lossy(&pending[..end]).to_string();
             assert!(head.starts_with("HTTP/1.1 200 OK"), "{head}");
-            let len: usize = head
-                .lines()
-                .find_map(|l| l.strip_prefix("Content-Length: "))
-                .expect("a length")
-                .parse()
-                .unwrap();
+            let len: usize = content_length(&head);
             if pending.len() >= end + 4 + len {
                 let body = String::from_utf8(pending[end + 4..end + 4 + len].to_vec()).unwrap();
                 pending.drain(..end + 4 + len);

@@ -43,6 +43,20 @@ impl Harness {
         }
     }
 
+    /// Hands only poll events to the server (no sweep, no requests) until `done` says so;
+    /// fails naming `what` after 10 s.
+    fn events_until(&mut self, what: &str, mut done: impl FnMut(&Server) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !done(&self.server) {
+            crate::testutil::poll_once(&mut self.poll, &mut self.events, Duration::from_millis(20));
+            for ev in self.events.iter() {
+                self.server
+                    .on_event(self.poll.registry(), ev, Instant::now());
+            }
+            assert!(Instant::now() < deadline, "{what}");
+        }
+    }
+
     /// One loop turn, like the runtime's.
     fn turn(&mut self, handler: Handler) {
         let timeout = if self.server.has_backlog() {
@@ -729,32 +743,15 @@ fn an_ancestor_renamed_away_is_noticed_by_the_watch_without_a_timer() {
     std::fs::create_dir(&run).unwrap();
     let impostor = std::os::unix::net::UnixListener::bind(&h.path).unwrap();
     // Only events are handled here (the sweep is not due): the watch alone must re-bind.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        h.poll
-            .poll(&mut h.events, Some(Duration::from_millis(20)))
-            .unwrap();
-        for ev in h.events.iter() {
-            h.server.on_event(h.poll.registry(), ev, Instant::now());
-        }
-        if !h.server.check_socket_file_is_needed() {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the watch never fired");
-    }
+    h.events_until("the watch never fired", |s| {
+        !s.check_socket_file_is_needed()
+    });
     drop(impostor);
     // The path's new directory is watched too: deleting the socket again is noticed.
     std::fs::remove_file(&h.path).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while h.server.check_socket_file_is_needed() {
-        h.poll
-            .poll(&mut h.events, Some(Duration::from_millis(20)))
-            .unwrap();
-        for ev in h.events.iter() {
-            h.server.on_event(h.poll.registry(), ev, Instant::now());
-        }
-        assert!(Instant::now() < deadline, "the re-armed watch never fired");
-    }
+    h.events_until("the re-armed watch never fired", |s| {
+        !s.check_socket_file_is_needed()
+    });
     assert_eq!(h.server.next_deadline(), None);
 }
 
