@@ -31,7 +31,7 @@ use nix::errno::Errno;
 use nix::fcntl::OFlag;
 
 use super::SpawnError;
-use super::child::{ChildPlan, Step, child_setup};
+use super::child::{ChildPlan, Step, child_setup, sys};
 use super::prepare::Prepared;
 use super::spawn::{Stdio, classify_spawn_error};
 
@@ -192,6 +192,8 @@ pub(super) struct Started {
     pub(super) pid: u32,
     /// The read end of the error pipe (`O_CLOEXEC`, and `O_NONBLOCK` when asked for).
     pub(super) report: OwnedFd,
+    /// What a `CLONE_VM` child reads until it execs or exits; see [`Hold`].
+    pub(super) hold: Hold,
 }
 
 /// Spawns `p` with clone3 and waits for its report. `cgroup_dir`: an O_RDONLY|O_DIRECTORY fd
@@ -205,18 +207,21 @@ pub(super) fn spawn(
     cgroup_dir: Option<RawFd>,
     stdio: Stdio,
 ) -> Result<u32, RawError> {
-    let started = start(p, plan, cgroup_dir, &stdio, false)?;
+    let mut started = start(p, plan, cgroup_dir, &stdio, false)?;
     // The parent's copies of the child's output ends go now, so the reader sees EOF at exit.
     drop(stdio);
     let mut report = Report::default();
     while !report.read_from(&started.report) {}
-    conclude(p, started.pid, report.bytes())
+    let outcome = conclude(p, started.pid, report.bytes());
+    started.hold.settled(&report, outcome.is_err());
+    outcome
 }
 
 /// Clones the child of `p` and returns at once, without waiting for its exec: the caller
-/// reads the report from [`Started::report`] (see [`Report`]) and then calls [`conclude`].
-/// `stdio` is only borrowed; the caller drops its descriptors once this returns, so that the
-/// child holds the only write ends of its output pipes.
+/// reads the report from [`Started::report`] (see [`Report`]), calls [`conclude`], and tells
+/// [`Started::hold`] the outcome ([`Hold::settled`]). `stdio` is only borrowed; the caller drops
+/// its descriptors once this returns, so that the child holds the only write ends of its output
+/// pipes.
 pub(super) fn start(
     p: &Prepared,
     mut plan: ChildPlan,
@@ -239,22 +244,6 @@ pub(super) fn start(
         ),
         Stdio::Null => (devnull, devnull),
     };
-    let target = &p.exec;
-
-    // Pointer arrays into the parent-owned CStrings; the child only reads them (its copy of
-    // `sh_argv` slot 1 is written, which touches only the child's own copy-on-write page).
-    let mut argv: Vec<*const libc::c_char> = Vec::with_capacity(target.argv.len() + 1);
-    argv.extend(target.argv.iter().map(|a| a.as_ptr()));
-    argv.push(std::ptr::null());
-    let mut envp: Vec<*const libc::c_char> = Vec::with_capacity(target.env.len() + 1);
-    envp.extend(target.env.iter().map(|e| e.as_ptr()));
-    envp.push(std::ptr::null());
-    let mut sh_argv: Vec<*const libc::c_char> = Vec::with_capacity(target.argv.len() + 2);
-    sh_argv.extend([c"/bin/sh".as_ptr(), std::ptr::null()]);
-    sh_argv.extend(target.argv.iter().skip(1).map(|a| a.as_ptr()));
-    sh_argv.push(std::ptr::null());
-    let candidates: Vec<*const libc::c_char> =
-        target.candidates.iter().map(|c| c.as_ptr()).collect();
 
     let flags = if nonblocking {
         OFlag::O_CLOEXEC | OFlag::O_NONBLOCK
@@ -267,18 +256,12 @@ pub(super) fn start(
     // into an empty pipe, which never fills.)
     plan.step_fd = err_w.as_raw_fd();
     plan.cgroup_procs = None;
-
-    let child = RawChild {
-        plan: &plan,
-        err_fd: err_w.as_raw_fd(),
+    let changes_creds = plan.creds.is_some() || plan.capset.is_some();
+    let fds = ChildFds {
+        err: err_w.as_raw_fd(),
         stdin: devnull,
         stdout: out,
         stderr: err,
-        candidates: &candidates,
-        argv: argv.as_ptr(),
-        envp: envp.as_ptr(),
-        sh_argv: sh_argv.as_mut_ptr(),
-        sh_argv_len: sh_argv.len(),
     };
 
     let mut args = CloneArgs {
@@ -289,6 +272,10 @@ pub(super) fn start(
         args.flags |= CLONE_INTO_CGROUP;
         args.cgroup = dir as u64;
     }
+
+    // The child's data: on the heap in a `Hold` for a `CLONE_VM` child (it reads it while this
+    // function has long returned), in this frame for a fork-like one (its own copy).
+    let mut hold = Hold::new(p.exec.clone(), plan, fds);
 
     // Block every signal around the clone so that none of vigil's handlers can run in the child
     // before `child_setup` resets dispositions and then the mask.
@@ -301,20 +288,35 @@ pub(super) fn start(
         libc::sigfillset(&mut all);
         libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
     }
-    // SAFETY: clone3 without CLONE_VM gives the child a copy-on-write copy of the address
-    // space and continues on (its copy of) this stack, exactly like fork(2). In the child
-    // (return 0) only `RawChild::run` executes, which never returns (execve or _exit) and is
-    // async-signal-safe (see its doc).
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_clone3,
-            &mut args as *mut CloneArgs,
-            std::mem::size_of::<CloneArgs>(),
-        )
+    let rc = match hold.vm_child(changes_creds) {
+        Some((child, stack)) => {
+            args.flags |= libc::CLONE_VM as u64;
+            args.stack = stack.base as u64;
+            args.stack_size = stack.len as u64;
+            // SAFETY: see `clone3_vm`: `child` and everything it points to live on the heap in
+            // `hold`, which is kept (or leaked) until the child no longer uses vigil's memory;
+            // `stack` is this child's alone.
+            unsafe { clone3_vm(&mut args, child) }
+        }
+        None => {
+            let child = hold.fork_child();
+            // SAFETY: clone3 without CLONE_VM gives the child a copy-on-write copy of the
+            // address space and continues on (its copy of) this stack, exactly like fork(2). In
+            // the child (return 0) only `RawChild::run` executes, which never returns (execve or
+            // exit) and is async-signal-safe (see its doc).
+            let rc = unsafe {
+                libc::syscall(
+                    libc::SYS_clone3,
+                    &mut args as *mut CloneArgs,
+                    std::mem::size_of::<CloneArgs>(),
+                )
+            };
+            if rc == 0 {
+                child.run();
+            }
+            rc
+        }
     };
-    if rc == 0 {
-        child.run();
-    }
     let clone_errno = Errno::last();
     // SAFETY: restores the mask saved above.
     unsafe {
@@ -323,6 +325,8 @@ pub(super) fn start(
     drop(err_w);
     drop(keep);
     if rc < 0 {
+        // No child: nothing uses the hold.
+        hold.no_child();
         return Err(match clone_errno {
             Errno::ENOSYS | Errno::E2BIG | Errno::EINVAL | Errno::EBADF | Errno::EPERM => {
                 RawError::Unsupported(clone_errno)
@@ -337,7 +341,380 @@ pub(super) fn start(
     Ok(Started {
         pid: rc as u32,
         report: err_r,
+        hold,
     })
+}
+
+/// The descriptors the child puts in place: its report pipe and its stdio sources (all ≥ 3).
+#[derive(Debug, Clone, Copy)]
+struct ChildFds {
+    err: RawFd,
+    stdin: RawFd,
+    stdout: RawFd,
+    stderr: RawFd,
+}
+
+/// What a child reads between clone and exec, built by the parent: the plan, the program
+/// (strings and the pointer arrays into them) and the descriptors.
+struct ChildData {
+    exec: ExecTarget,
+    plan: ChildPlan,
+    fds: ChildFds,
+    argv: Vec<*const libc::c_char>,
+    envp: Vec<*const libc::c_char>,
+    /// `/bin/sh`, a slot the child fills with the path (ENOEXEC fallback), then argv[1..].
+    sh_argv: Vec<*const libc::c_char>,
+    candidates: Vec<*const libc::c_char>,
+    /// The child's view of the above, pointing into this struct's heap buffers.
+    child: Option<RawChild>,
+}
+
+impl ChildData {
+    /// Fills the pointer arrays and `child`; the `CString` and `Vec` heap buffers they point
+    /// into do not move when the struct does.
+    fn link(&mut self) -> &RawChild {
+        let t = &self.exec;
+        self.argv = t.argv.iter().map(|a| a.as_ptr()).collect();
+        self.argv.push(std::ptr::null());
+        self.envp = t.env.iter().map(|e| e.as_ptr()).collect();
+        self.envp.push(std::ptr::null());
+        self.sh_argv = Vec::with_capacity(t.argv.len() + 2);
+        self.sh_argv.extend([c"/bin/sh".as_ptr(), std::ptr::null()]);
+        self.sh_argv
+            .extend(t.argv.iter().skip(1).map(|a| a.as_ptr()));
+        self.sh_argv.push(std::ptr::null());
+        self.candidates = t.candidates.iter().map(|c| c.as_ptr()).collect();
+        self.child.insert(RawChild {
+            plan: &self.plan,
+            fds: self.fds,
+            candidates: self.candidates.as_ptr(),
+            candidates_len: self.candidates.len(),
+            argv: self.argv.as_ptr(),
+            envp: self.envp.as_ptr(),
+            sh_argv: self.sh_argv.as_mut_ptr(),
+            sh_argv_len: self.sh_argv.len(),
+        })
+    }
+}
+
+/// The memory a `CLONE_VM` child uses — its [`ChildData`] and its stack — from the clone until
+/// it no longer uses vigil's memory: when it execs, `begin_new_exec` switches it to the new
+/// program's mm (`exec_mmap`) before it closes the close-on-exec descriptors
+/// (`do_close_on_exec`), and when it exits, `do_exit` releases the mm (`exit_mm`) before the
+/// descriptors (`exit_files`). So EOF on its report pipe (whose only write end it holds,
+/// close-on-exec) means it is done with it — as does having reaped it.
+///
+/// [`Hold::settled`] is told which; a hold dropped before that (a pending start forgotten or
+/// abandoned) leaks its memory rather than free or reuse what a child may still read or run on.
+/// For a fork-like child the data is its own copy: nothing to hold.
+pub(super) struct Hold {
+    data: Option<Box<ChildData>>,
+    stack: Option<ChildStack>,
+    /// The child no longer uses the memory (or there is no child).
+    done: bool,
+}
+
+impl std::fmt::Debug for Hold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hold")
+            .field("vm", &self.stack.is_some())
+            .field("done", &self.done)
+            .finish()
+    }
+}
+
+impl Hold {
+    fn new(exec: ExecTarget, plan: ChildPlan, fds: ChildFds) -> Hold {
+        Hold {
+            data: Some(Box::new(ChildData {
+                exec,
+                plan,
+                fds,
+                argv: Vec::new(),
+                envp: Vec::new(),
+                sh_argv: Vec::new(),
+                candidates: Vec::new(),
+                child: None,
+            })),
+            stack: None,
+            done: false,
+        }
+    }
+
+    /// The child and a stack for a `CLONE_VM` clone, counted in flight; `None` where that
+    /// clone is not used (another architecture, or no stack could be mapped).
+    fn vm_child(&mut self, changes_creds: bool) -> Option<(*const RawChild, ChildStack)> {
+        if !cfg!(target_arch = "x86_64") {
+            return None;
+        }
+        let stack = vm_state().take_stack(changes_creds)?;
+        self.stack = Some(stack);
+        let child = self.data.as_mut()?.link() as *const RawChild;
+        Some((child, stack))
+    }
+
+    /// The child for a fork-like clone (it reads its own copy of this memory).
+    fn fork_child(&mut self) -> RawChild {
+        self.done = true;
+        match self.data.as_mut() {
+            Some(d) => d.link().clone(),
+            None => unreachable!("a hold has its data until it is dropped"),
+        }
+    }
+
+    /// clone3 failed: no child reads anything.
+    fn no_child(&mut self) {
+        self.done = true;
+    }
+
+    /// The child's report was read as far as it goes and `conclude` gave its outcome: the
+    /// memory is free again if the report reached EOF or the child was reaped (a failed
+    /// outcome always reaps).
+    pub(super) fn settled(&mut self, report: &Report, reaped: bool) {
+        if report.eof || reaped {
+            self.done = true;
+        }
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        let Some(stack) = self.stack.take() else {
+            return;
+        };
+        if self.done {
+            vm_state().give_back(stack);
+        } else {
+            // A child may still be running on this stack and reading this data: never free it.
+            log::debug!("a pending start was dropped before its child execed: its stack is kept");
+            std::mem::forget(self.data.take());
+            vm_state().leaked();
+        }
+    }
+}
+
+/// A stack a `CLONE_VM` child runs on: [`ChildStack::SIZE`] bytes above one `PROT_NONE` guard
+/// page, so an overflow faults instead of writing into other memory. The child uses a few KiB
+/// of it (`child_setup` and the exec loop; no allocation, no recursion). Addresses as integers:
+/// the mapping is owned by [`VmState`], which unmaps it.
+#[derive(Debug, Clone, Copy)]
+struct ChildStack {
+    /// The start of the mapping (the guard page).
+    map: usize,
+    /// The lowest usable address (just above the guard page).
+    base: usize,
+    len: usize,
+}
+
+impl ChildStack {
+    const SIZE: usize = 64 * 1024;
+
+    fn map() -> Option<ChildStack> {
+        // SAFETY: sysconf has no preconditions.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+            .unwrap_or(4096)
+            .max(4096);
+        let len = Self::SIZE + page;
+        // SAFETY: a fresh private anonymous mapping with no access; nothing else refers to it.
+        let addr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+                -1,
+                0,
+            )
+        };
+        if addr == libc::MAP_FAILED {
+            return None;
+        }
+        let stack = ChildStack {
+            map: addr as usize,
+            base: addr as usize + page,
+            len: Self::SIZE,
+        };
+        // SAFETY: everything above the lowest page of the mapping made above becomes usable.
+        let rc = unsafe {
+            libc::mprotect(
+                stack.base as *mut libc::c_void,
+                Self::SIZE,
+                libc::PROT_READ | libc::PROT_WRITE,
+            )
+        };
+        if rc != 0 {
+            stack.unmap();
+            return None;
+        }
+        Some(stack)
+    }
+
+    fn unmap(self) {
+        // SAFETY: unmaps exactly a region mapped in `map`, which no child uses any more (its
+        // hold was settled, or it was never used).
+        unsafe {
+            libc::munmap(
+                self.map as *mut libc::c_void,
+                self.len + (self.base - self.map),
+            );
+        }
+    }
+}
+
+/// The `CLONE_VM` children of this process: free stacks, how many children may still use
+/// vigil's memory, and vigil's dumpable flag (see [`VmState::give_back`]). Process-wide, since
+/// the memory and the flag are.
+struct VmState {
+    free: Vec<ChildStack>,
+    in_flight: usize,
+    /// Holds dropped before their child was done (never given back).
+    leaked: usize,
+    /// vigil's `PR_GET_DUMPABLE` before its first `CLONE_VM` child that changes credentials.
+    dumpable: Option<libc::c_int>,
+    /// Such a child was cloned since the flag was last restored.
+    creds_changed: bool,
+}
+
+/// Free stacks kept once no child is in flight (RSS: each holds the pages its child touched).
+const KEEP_FREE_STACKS: usize = 4;
+
+static VM_STATE: std::sync::Mutex<VmState> = std::sync::Mutex::new(VmState {
+    free: Vec::new(),
+    in_flight: 0,
+    leaked: 0,
+    dumpable: None,
+    creds_changed: false,
+});
+
+fn vm_state() -> std::sync::MutexGuard<'static, VmState> {
+    VM_STATE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl VmState {
+    fn take_stack(&mut self, changes_creds: bool) -> Option<ChildStack> {
+        let stack = match self.free.pop() {
+            Some(s) => s,
+            None => ChildStack::map()?,
+        };
+        if changes_creds {
+            if self.dumpable.is_none() {
+                // SAFETY: prctl with integer arguments only.
+                let d = unsafe { libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0) };
+                self.dumpable = Some(d);
+            }
+            self.creds_changed = true;
+        }
+        self.in_flight += 1;
+        Some(stack)
+    }
+
+    /// A child is done with vigil's memory. Once none is left in flight: the pool shrinks to
+    /// [`KEEP_FREE_STACKS`], and vigil's dumpable flag is restored if a child changed its
+    /// credentials meanwhile. (The kernel's `commit_creds` sets the **mm**'s dumpable flag to
+    /// `suid_dumpable`, normally 0, when a task changes its uid or gid; a `CLONE_VM` child
+    /// shares vigil's mm, so its setuid makes vigil non-dumpable: no core dump of vigil.
+    /// That flag is also what keeps the container's uid from ptracing, or opening
+    /// `/proc/PID/mem` of, a child that already runs as that uid while it still shares
+    /// vigil's memory (`ptrace_may_access`), so it is restored only when no such child exists:
+    /// never while one is in flight, and never after a leaked one.)
+    fn give_back(&mut self, stack: ChildStack) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        self.free.push(stack);
+        if self.in_flight > 0 {
+            return;
+        }
+        while self.free.len() > KEEP_FREE_STACKS {
+            if let Some(s) = self.free.pop() {
+                s.unmap();
+            }
+        }
+        if self.creds_changed && self.leaked == 0 {
+            self.creds_changed = false;
+            if let Some(d @ (0 | 1)) = self.dumpable {
+                // SAFETY: prctl with integer arguments only.
+                unsafe {
+                    libc::prctl(libc::PR_SET_DUMPABLE, d as libc::c_ulong, 0, 0, 0);
+                }
+            }
+        }
+    }
+
+    fn leaked(&mut self) {
+        self.leaked += 1;
+    }
+}
+
+/// Stacks and children counted by [`VmState`], for tests: (free stacks, children in flight,
+/// leaked holds).
+#[cfg(test)]
+pub(super) fn vm_counts() -> (usize, usize, usize) {
+    let s = vm_state();
+    (s.free.len(), s.in_flight, s.leaked)
+}
+
+/// The child's first and only frame on its [`ChildStack`].
+extern "C" fn vm_child_entry(child: *const RawChild) -> ! {
+    // SAFETY: `clone3_vm` passes a pointer to a `RawChild` in a `Hold` the parent keeps alive
+    // and unchanged until this child has exec'd or exited.
+    let child = unsafe { &*child };
+    child.run()
+}
+
+/// clone3(2) with `args` (which must ask for `CLONE_VM` and give a stack, and not for
+/// `CLONE_VFORK`: the parent goes on at once) whose child calls [`vm_child_entry`]`(child)` on
+/// that stack. Returns clone3's result in the parent: the child's pid, or -1 with errno set.
+///
+/// In assembly because no libc wrapper exists for clone3 and a child on a new stack cannot
+/// return through the `syscall` wrapper's frame: after the `syscall` instruction the child has
+/// only its new stack (the kernel sets the stack pointer to `stack + stack_size`, 16-byte
+/// aligned here, as the x86-64 ABI wants at a call) and calls the entry, which never returns.
+/// The `syscall` instruction changes only rax, rcx and r11 (x86-64 Linux syscall convention), so
+/// the parent continues with every other register as it was.
+///
+/// # Safety
+///
+/// `args.stack`/`args.stack_size` describe memory no one else uses while the child runs on it,
+/// and `child` with everything it points to stays alive and unchanged until the child has
+/// exec'd or exited (see [`Hold`]).
+#[cfg(target_arch = "x86_64")]
+unsafe fn clone3_vm(args: &mut CloneArgs, child: *const RawChild) -> libc::c_long {
+    let entry: extern "C" fn(*const RawChild) -> ! = vm_child_entry;
+    let ret: libc::c_long;
+    // SAFETY: the caller's contract; the child path never returns to Rust code of this frame
+    // (it calls the entry with the `RawChild` pointer as first argument, and traps should the
+    // entry ever return). The `syscall` instruction follows its calling convention: number in
+    // rax, arguments in rdi and rsi, result in rax, rcx and r11 clobbered.
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            "test rax, rax",
+            "jnz 2f",
+            "mov rdi, r13",
+            "call r12",
+            "ud2",
+            "2:",
+            inlateout("rax") libc::SYS_clone3 => ret,
+            in("rdi") args as *mut CloneArgs,
+            in("rsi") std::mem::size_of::<CloneArgs>(),
+            in("r12") entry,
+            in("r13") child,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    if ret < 0 {
+        Errno::set_raw(-ret as i32);
+        return -1;
+    }
+    ret
+}
+
+/// Elsewhere [`Hold::vm_child`] is always `None`, so this is never called.
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn clone3_vm(_args: &mut CloneArgs, _child: *const RawChild) -> libc::c_long {
+    Errno::set_raw(libc::ENOSYS);
+    -1
 }
 
 /// The error pipe's report as read so far (at most [`Report::MAX`] bytes are meaningful).
@@ -345,6 +722,8 @@ pub(super) fn start(
 pub(super) struct Report {
     buf: [u8; 8],
     len: usize,
+    /// The read reached EOF (not a read error): the child closed its end (exec or exit).
+    eof: bool,
 }
 
 impl Report {
@@ -359,7 +738,10 @@ impl Report {
                 _ => (&mut scratch, false),
             };
             match nix::unistd::read(pipe, into) {
-                Ok(0) => return true,
+                Ok(0) => {
+                    self.eof = true;
+                    return true;
+                }
                 Ok(n) if counted => self.len += n,
                 Ok(_) => {}
                 Err(Errno::EINTR) => continue,
@@ -409,68 +791,80 @@ fn reap_blocking(pid: i32) {
     }
 }
 
-/// What the raw child reads; every pointer refers to memory the parent allocated before the
-/// clone and keeps alive until after it.
-struct RawChild<'a> {
-    plan: &'a ChildPlan,
-    err_fd: RawFd,
-    stdin: RawFd,
-    stdout: RawFd,
-    stderr: RawFd,
-    candidates: &'a [*const libc::c_char],
+/// What the raw child reads: pointers into a [`ChildData`] the parent keeps alive until the
+/// child no longer needs it (its own copy on the fork-like path, a [`Hold`] on the `CLONE_VM`
+/// one).
+#[derive(Clone)]
+struct RawChild {
+    plan: *const ChildPlan,
+    fds: ChildFds,
+    candidates: *const *const libc::c_char,
+    candidates_len: usize,
     argv: *const *const libc::c_char,
     envp: *const *const libc::c_char,
     sh_argv: *mut *const libc::c_char,
     sh_argv_len: usize,
 }
 
-impl RawChild<'_> {
-    fn write_all(&self, bytes: &[u8]) {
-        // SAFETY: write(2) of a live buffer; a short or failed write only loses the report.
-        unsafe {
-            libc::write(self.err_fd, bytes.as_ptr().cast(), bytes.len());
-        }
-    }
-
+impl RawChild {
     /// Reports `errno` for `step` (0: the exec) and exits 127.
     fn die(&self, step: u8, errno: i32) -> ! {
         let e = errno.to_ne_bytes();
-        self.write_all(&[step, e[0], e[1], e[2], e[3]]);
-        // SAFETY: _exit(2) is async-signal-safe and does not run atexit handlers.
-        unsafe { libc::_exit(127) }
+        sys::write(self.fds.err, &[step, e[0], e[1], e[2], e[3]]);
+        sys::exit(127)
     }
 
     /// The child: stdio, the shared setup, then execve over the candidates like execvp(3).
-    /// Async-signal-safe: raw syscalls on parent-prepared data only; never returns.
+    /// Async-signal-safe and `errno`-free: system calls through [`sys::call`] on data the
+    /// parent prepared; writes nothing but its own stack and `sh_argv` slot 1; never returns.
     fn run(&self) -> ! {
-        self.write_all(&[ALIVE]);
-        for (src, dst) in [(self.stdin, 0), (self.stdout, 1), (self.stderr, 2)] {
-            // SAFETY: dup2(2) on descriptors ≥ 3 kept open by the parent; clears CLOEXEC on dst.
-            if unsafe { libc::dup2(src, dst) } < 0 {
-                self.die(Step::Stdio as u8, Errno::last_raw());
+        sys::write(self.fds.err, &[ALIVE]);
+        let f = self.fds;
+        for (src, dst) in [(f.stdin, 0), (f.stdout, 1), (f.stderr, 2)] {
+            // dup3 (dup2 is not on every architecture): `src` ≥ 3 never equals `dst`, which
+            // is where dup3 and dup2 differ. It clears CLOEXEC on `dst`.
+            // SAFETY: integer arguments only; descriptors the parent keeps open until after
+            // the clone (the child has its own copy of the table).
+            if let Err(e) = unsafe { sys::call(libc::SYS_dup3, [src as usize, dst, 0, 0]) } {
+                self.die(Step::Stdio as u8, e);
             }
         }
-        if let Err(e) = child_setup(self.plan) {
+        // SAFETY: `plan` points into the parent's `ChildData`, alive until this child is done.
+        let plan = unsafe { &*self.plan };
+        if let Err(errno) = child_setup(plan) {
             // child_setup already wrote its step byte; complete the report with the errno.
-            let errno = e.raw_os_error().unwrap_or(libc::EIO).to_ne_bytes();
-            self.write_all(&errno);
-            // SAFETY: as in `die`.
-            unsafe { libc::_exit(127) }
+            sys::write(self.fds.err, &errno.to_ne_bytes());
+            sys::exit(127)
         }
+        // SAFETY: pointer and length of the parent-built candidate array, alive as above.
+        let candidates =
+            unsafe { std::slice::from_raw_parts(self.candidates, self.candidates_len) };
         let mut saw_eacces = false;
         let mut last = libc::ENOENT;
-        for &path in self.candidates {
-            // SAFETY: NUL-terminated path and NULL-terminated pointer arrays built by the parent.
-            unsafe { libc::execve(path, self.argv, self.envp) };
-            let errno = Errno::last_raw();
+        for &path in candidates {
+            let (argv, envp) = (self.argv as usize, self.envp as usize);
+            // SAFETY: NUL-terminated path and NULL-terminated pointer arrays built by the
+            // parent. It returns only on failure.
+            let Err(errno) =
+                (unsafe { sys::call(libc::SYS_execve, [path as usize, argv, envp, 0]) })
+            else {
+                continue;
+            };
             if errno == libc::ENOEXEC && self.sh_argv_len > 1 {
                 // Like execvp(3): a file without a recognised format is run by /bin/sh.
-                // SAFETY: slot 1 exists (len > 1) and belongs to the child's own copy.
-                unsafe {
+                // SAFETY: slot 1 exists (len > 1) and belongs to this child's start alone; the
+                // arrays are NULL-terminated as above.
+                let sh = unsafe {
                     *self.sh_argv.add(1) = path;
-                    libc::execve(c"/bin/sh".as_ptr(), self.sh_argv.cast_const(), self.envp);
+                    let sh_argv = self.sh_argv as usize;
+                    sys::call(
+                        libc::SYS_execve,
+                        [c"/bin/sh".as_ptr() as usize, sh_argv, envp, 0],
+                    )
+                };
+                if let Err(e) = sh {
+                    last = e;
                 }
-                last = Errno::last_raw();
                 break;
             }
             match errno {

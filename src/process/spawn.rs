@@ -48,7 +48,14 @@ pub enum Stdio {
 pub fn pipe_nonblocking() -> Result<(OwnedFd, OwnedFd), SpawnError> {
     let (r, w) =
         nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|source| SpawnError::Pipe { source })?;
-    set_nonblocking(&r)?;
+    // A fresh pipe's read end has no status flag but O_RDONLY (O_CLOEXEC is a descriptor
+    // flag): set O_NONBLOCK without reading them first.
+    fcntl(r.as_fd(), FcntlArg::F_SETFL(OFlag::O_NONBLOCK)).map_err(|source| {
+        SpawnError::SetNonblocking {
+            fd: r.as_raw_fd(),
+            source,
+        }
+    })?;
     Ok((r, w))
 }
 
@@ -99,13 +106,16 @@ pub fn spawn(
         Some(dir) if !CLONE3_UNUSABLE.load(std::sync::atomic::Ordering::Relaxed) => {
             // The raw path only borrows `stdio`: a fallback below still has it.
             match raw::start(p, child_plan(p, None), Some(dir.as_raw_fd()), &stdio, false) {
-                Ok(started) => {
+                Ok(mut started) => {
                     // `stdio` stays open here until the report is in: harmless (the child's
                     // output reaches EOF only at its exit, long after), and a child killed at
                     // birth leaves it for the fallback.
                     let mut report = raw::Report::default();
                     while !report.read_from(&started.report) {}
-                    match raw::conclude(p, started.pid, report.bytes()) {
+                    let outcome = raw::conclude(p, started.pid, report.bytes());
+                    started.hold.settled(&report, outcome.is_err());
+                    drop(started);
+                    match outcome {
                         Ok(pid) => Ok(pid),
                         Err(e) => fall_back(p, cgroup, Some(stdio), e),
                     }
@@ -138,6 +148,8 @@ pub struct PendingExec {
     pid: u32,
     pipe: OwnedFd,
     report: raw::Report,
+    /// The memory the child may share with vigil until it execs (see `raw::Hold`).
+    hold: raw::Hold,
 }
 
 impl PendingExec {
@@ -159,8 +171,10 @@ impl PendingExec {
         if !self.report.read_from(&self.pipe) {
             return None;
         }
+        let outcome = raw::conclude(&self.prepared, self.pid, self.report.bytes());
+        self.hold.settled(&self.report, outcome.is_err());
         Some(
-            raw::conclude(&self.prepared, self.pid, self.report.bytes())
+            outcome
                 .map(|_| ())
                 .or_else(|e| fall_back(&self.prepared, None, None, e).map(|_| ())),
         )
@@ -213,6 +227,7 @@ pub fn spawn_pipelined(
                         pid: started.pid,
                         pipe: started.report,
                         report: raw::Report::default(),
+                        hold: started.hold,
                     }))
                 }
                 Err(e) => fall_back(&p, cgroup, Some(stdio), e).map(Launched::Running),
@@ -297,7 +312,7 @@ fn spawn_command(
     // open until after `spawn()` returns: `step_w` is dropped below and `cgroup_procs` is
     // borrowed for this whole call.
     unsafe {
-        cmd.pre_exec(move || child_setup(&plan));
+        cmd.pre_exec(move || child_setup(&plan).map_err(io::Error::from_raw_os_error));
     }
 
     let result = cmd.spawn();

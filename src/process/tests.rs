@@ -859,3 +859,144 @@ fn subreaper_can_be_set() {
     set_child_subreaper().expect("prctl");
     assert!(nix::sys::prctl::get_child_subreaper().expect("get"));
 }
+
+/// Starts `p` on the raw path without waiting for its exec (as `spawn_pipelined` does).
+fn start_pending(p: &Prepared, stdio: &Stdio) -> raw::Started {
+    match raw::start(p, child_plan(p, None), None, stdio, false) {
+        Ok(s) => s,
+        Err(raw::RawError::Failed(e)) => panic!("clone3 spawn: {e}"),
+        Err(raw::RawError::Unsupported(e)) => panic!("clone3 unusable here: {e}"),
+        Err(raw::RawError::KilledAtBirth) => panic!("clone3 child killed at birth"),
+    }
+}
+
+/// Reads a pending start's report to the end (blocking) and concludes it, settling its hold.
+fn finish_pending(p: &Prepared, started: &mut raw::Started) -> Result<u32, raw::RawError> {
+    let mut report = raw::Report::default();
+    while !report.read_from(&started.report) {}
+    let outcome = raw::conclude(p, started.pid, report.bytes());
+    started.hold.settled(&report, outcome.is_err());
+    outcome
+}
+
+#[test]
+fn children_cloned_back_to_back_each_run_and_exec_on_their_own_stack() {
+    const N: usize = 24;
+    let mut pending = Vec::new();
+    for i in 0..N {
+        let p = prepare(&["/bin/echo".into(), format!("child {i}")], &spec(None)).expect("prepare");
+        let (r, w) = pipe_nonblocking().expect("pipe");
+        let stdio = Stdio::Combined(w);
+        let started = start_pending(&p, &stdio);
+        drop(stdio);
+        pending.push((i, p, r, started));
+    }
+    if cfg!(target_arch = "x86_64") {
+        // Every one of them shares this process's memory on a stack of its own until settled
+        // (other tests' children may be counted too).
+        let (_, in_flight, _) = raw::vm_counts();
+        assert!(
+            in_flight >= N,
+            "{in_flight} CLONE_VM children in flight, want ≥ {N}"
+        );
+    }
+    for (i, p, r, mut started) in pending {
+        let pid = match finish_pending(&p, &mut started) {
+            Ok(pid) => pid,
+            Err(_) => panic!("child {i} did not exec"),
+        };
+        drop(started);
+        assert_eq!(read_to_eof(r), format!("child {i}\n"));
+        assert_eq!(wait_for(pid), Reaped::Exited { pid, code: 0 });
+    }
+}
+
+#[test]
+fn a_child_failing_after_clone3_returned_leaves_the_parents_errno_alone() {
+    // A PATH of thousands of relative entries (kept without a stat, see `exec_target`): the
+    // child tries an execve for each, every one failing with ENOENT, well after clone3 returned
+    // here. On the CLONE_VM path it shares this thread's `errno`; it must never write it.
+    let mut s = spec(None);
+    let path: Vec<String> = (0..3000).map(|i| format!("no-such-dir-{i}")).collect();
+    s.env = vec![("PATH".into(), path.join(":"))];
+    let p = prepare(&["no-such-program".into()], &s).expect("prepare");
+    let stdio = Stdio::Null;
+    let mut started = start_pending(&p, &stdio);
+    Errno::set_raw(4242);
+    // Blocking reads that succeed (the report, then EOF) leave errno alone.
+    let mut report = raw::Report::default();
+    while !report.read_from(&started.report) {}
+    let errno = Errno::last_raw();
+    let outcome = raw::conclude(&p, started.pid, report.bytes());
+    started.hold.settled(&report, outcome.is_err());
+    assert!(
+        matches!(
+            outcome,
+            Err(raw::RawError::Failed(SpawnError::CommandNotFound { .. }))
+        ),
+        "the child should fail with ENOENT"
+    );
+    assert_eq!(errno, 4242, "the child wrote the parent's errno");
+}
+
+fn dumpable() -> libc::c_int {
+    // SAFETY: prctl with integer arguments only.
+    unsafe { libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0) }
+}
+
+#[test]
+#[ignore = "needs root"]
+fn a_child_started_as_another_user_leaves_the_supervisor_dumpable_once_it_has_execed() {
+    if !isolated(
+        "a_child_started_as_another_user_leaves_the_supervisor_dumpable_once_it_has_execed",
+        &[],
+    ) {
+        return;
+    }
+    assert_eq!(dumpable(), 1, "the test process starts dumpable");
+    let p = prepare(&["/bin/true".into()], &spec(Some("nobody"))).expect("prepare");
+    let stdio = Stdio::Null;
+    let mut started = start_pending(&p, &stdio);
+    let pid = finish_pending(&p, &mut started).unwrap_or_else(|_| panic!("no exec"));
+    drop(started);
+    assert_eq!(wait_for(pid), Reaped::Exited { pid, code: 0 });
+    assert_eq!(
+        dumpable(),
+        1,
+        "a setuid child left the supervisor non-dumpable"
+    );
+}
+
+#[test]
+fn a_pending_start_dropped_before_its_child_execed_keeps_the_childs_stack() {
+    if !isolated(
+        "a_pending_start_dropped_before_its_child_execed_keeps_the_childs_stack",
+        &[],
+    ) {
+        return;
+    }
+    if !cfg!(target_arch = "x86_64") {
+        return;
+    }
+    let p = prepare(&["/bin/true".into()], &spec(None)).expect("prepare");
+    let stdio = Stdio::Null;
+    let started = start_pending(&p, &stdio);
+    let pid = started.pid;
+    // Dropped unread: nothing tells the hold that the child is done with this memory.
+    drop(started);
+    let (free, in_flight, leaked) = raw::vm_counts();
+    assert_eq!(
+        (in_flight, leaked),
+        (1, 1),
+        "the hold must be leaked, not given back"
+    );
+    assert_eq!(free, 0, "the stack must not return to the pool");
+    wait_for(pid);
+    // A settled one afterwards is given back; the leaked one stays counted.
+    let mut started = start_pending(&p, &stdio);
+    let pid = finish_pending(&p, &mut started).unwrap_or_else(|_| panic!("no exec"));
+    drop(started);
+    wait_for(pid);
+    let (free, in_flight, leaked) = raw::vm_counts();
+    assert_eq!((free, in_flight, leaked), (1, 1, 1));
+}
