@@ -51,6 +51,12 @@ pub struct Manager {
     origin: Option<PathBuf>,
     /// Controllers vigil enables below `root` (and in every pod dir).
     enable: Controllers,
+    /// `<root>/cgroup.subtree_control` as vigil left it: what a new pod directory can enable.
+    /// Read at the first container start, forgotten by [`Manager::enable`].
+    root_enabled: std::cell::Cell<Option<Controllers>>,
+    /// vigil's move into `<root>/supervisor`, left for after its initial starts
+    /// ([`Manager::finish_move`]): the leaf to write itself into.
+    deferred_move: Option<PathBuf>,
 }
 
 impl Manager {
@@ -197,6 +203,8 @@ impl Manager {
             owns_root: created,
             origin: None,
             enable: Controllers::MEMORY | Controllers::PIDS,
+            root_enabled: std::cell::Cell::new(None),
+            deferred_move: None,
         };
         m.enable_controllers(&m.root)?;
         Ok(m)
@@ -229,11 +237,19 @@ impl Manager {
             });
         }
         let moved = origin.is_some();
+        let mut deferred_move = None;
         if moved {
             // Writing "0" moves the writing process (all its threads) (cgroup-v2.rst). Not
             // when it is there already: a migration waits for an RCU grace period (the
-            // threadgroup lock, kernel/cgroup/cgroup.c), milliseconds an upgrade would spend.
-            if !inside {
+            // threadgroup lock, kernel/cgroup/cgroup.c, ~10 ms), which an upgrade would spend.
+            // Nor yet when vigil sits above `<root>` (the hierarchy root: PID 1 of a VM or
+            // container, a bare host): there it does not keep `<root>` from enabling
+            // controllers (no-internal-processes applies to `<root>` itself), so the move waits
+            // until the initial starts are done ([`Manager::finish_move`]) instead of delaying
+            // them. Under systemd's `Delegate=yes` vigil is in `<root>` and moves now.
+            if !inside && origin.as_deref() != Some(root.as_path()) {
+                deferred_move = Some(leaf.clone());
+            } else if !inside {
                 write_file(&leaf, CGROUP_PROCS, "0")?;
                 debug!("moved vigil into {}", leaf.display());
             }
@@ -259,6 +275,8 @@ impl Manager {
             owns_root,
             origin: if moved { origin } else { None },
             enable: Controllers::MEMORY | Controllers::PIDS | needs,
+            root_enabled: std::cell::Cell::new(None),
+            deferred_move,
         })
     }
 
@@ -303,11 +321,29 @@ impl Manager {
     /// existing pod dirs. Missing ones are left to [`Manager::check_controllers`].
     pub fn enable(&mut self, extra: Controllers) -> Result<(), CgroupError> {
         self.enable = self.enable | extra;
+        self.root_enabled.set(None);
         self.enable_controllers(&self.root.clone())?;
         for pod in self.pod_dirs()? {
             self.enable_controllers(&pod)?;
         }
         Ok(())
+    }
+
+    /// Moves vigil into `<root>/supervisor` if [`Manager::setup`] left that for after the
+    /// initial starts (vigil's cgroup is above `<root>`); once. A failure is logged: vigil
+    /// then stays where it was, which costs it nothing but the leaf's marker.
+    pub fn finish_move(&mut self) {
+        let Some(leaf) = self.deferred_move.take() else {
+            return;
+        };
+        match write_file(&leaf, CGROUP_PROCS, "0") {
+            Ok(()) => debug!("moved vigil into {}", leaf.display()),
+            Err(e) => {
+                warn!("{e}");
+                // Still where it came from: nothing to move back at teardown.
+                self.origin = None;
+            }
+        }
     }
 
     /// vigil's root cgroup directory.
@@ -487,8 +523,25 @@ impl Manager {
             });
         }
         let pod_dir = self.root.join(pod);
-        make_dir(&pod_dir)?;
-        self.enable_controllers(&pod_dir)?;
+        let created = make_dir(&pod_dir)?;
+        let root_enabled = match self.root_enabled.get() {
+            Some(c) => c,
+            None => {
+                let c = read_controllers(&self.root, CGROUP_SUBTREE_CONTROL)?;
+                self.root_enabled.set(Some(c));
+                c
+            }
+        };
+        let want = self.enable.intersection(root_enabled);
+        if created {
+            // A new directory's `cgroup.controllers` is what `<root>` enabled and its own
+            // `cgroup.subtree_control` is empty (cgroup-v2.rst): nothing to read first.
+            for name in want.names() {
+                write_file(&pod_dir, CGROUP_SUBTREE_CONTROL, &format!("+{name}"))?;
+            }
+        } else if !want.is_empty() {
+            self.enable_controllers(&pod_dir)?;
+        }
         ContainerCgroup::create_fresh(&pod_dir.join(container), Some(res))
     }
 
@@ -517,7 +570,11 @@ impl Manager {
         if !self.owns_root {
             return Ok(());
         }
-        if let Some(origin) = &self.origin {
+        if let Some(origin) = self
+            .origin
+            .as_ref()
+            .filter(|_| self.deferred_move.is_none())
+        {
             write_file(origin, CGROUP_PROCS, "0")?;
             remove_dir(&self.root.join(SUPERVISOR_LEAF))?;
         } else if let Err(e) = remove_dir(&self.root.join(SUPERVISOR_LEAF)) {

@@ -151,6 +151,38 @@ fn resolve_user(spec: &str) -> Result<ResolvedUser, SpawnError> {
     }
 }
 
+/// HOME and USER for a container that runs as vigil's own user: its passwd entry (or vigil's
+/// own `HOME`/`USER` without one). Looked up once and again only when `/etc/passwd` changed
+/// (inode, size or mtime), not at every start: a lookup costs an NSS round (nscd socket,
+/// nsswitch.conf, the file) per container start otherwise.
+fn own_home_and_name() -> (Option<PathBuf>, Option<String>) {
+    type Cached = (
+        Option<(u64, u64, i64, i64)>,
+        (Option<PathBuf>, Option<String>),
+    );
+    static OWN: std::sync::Mutex<Option<Cached>> = std::sync::Mutex::new(None);
+    let stamp = std::fs::metadata("/etc/passwd").ok().map(|m| {
+        use std::os::unix::fs::MetadataExt;
+        (m.ino(), m.size(), m.mtime(), m.mtime_nsec())
+    });
+    let mut own = OWN.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((s, found)) = own.as_ref()
+        && *s == stamp
+        && stamp.is_some()
+    {
+        return found.clone();
+    }
+    let found = match User::from_uid(Uid::current()) {
+        Ok(Some(me)) => (Some(me.dir), Some(me.name)),
+        _ => (
+            std::env::var_os("HOME").map(PathBuf::from),
+            std::env::var("USER").ok(),
+        ),
+    };
+    *own = Some((stamp, found.clone()));
+    found
+}
+
 fn resolve_group(spec: &str) -> Result<u32, SpawnError> {
     if let Ok(gid) = spec.parse::<u32>() {
         return Ok(gid);
@@ -284,13 +316,7 @@ pub fn prepare(argv: &[String], spec: &ContainerSpec) -> Result<Prepared, SpawnE
             Some(u.home.clone().unwrap_or_else(|| PathBuf::from("/"))),
             u.name.clone(),
         ),
-        None => match User::from_uid(Uid::current()) {
-            Ok(Some(me)) => (Some(me.dir), Some(me.name)),
-            _ => (
-                std::env::var_os("HOME").map(PathBuf::from),
-                std::env::var("USER").ok(),
-            ),
-        },
+        None => own_home_and_name(),
     };
     let mut env: Vec<(String, String)> = vec![("PATH".into(), DEFAULT_PATH.into())];
     if let Some(h) = home {

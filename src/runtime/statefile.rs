@@ -74,8 +74,28 @@ pub fn parse_stat(text: &str) -> Option<ProcStat> {
     })
 }
 
+/// Reads and parses `/proc/PID/stat`: one open, one read into a stack buffer (the line is at
+/// most a few hundred bytes: 52 numeric fields and a 16-byte name, proc(5)), one close — where
+/// `read_to_string` would stat the file and read in growing steps (it is read once per
+/// container start and per process scanned).
 pub fn read_stat(pid: u32) -> Option<ProcStat> {
-    parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+    use std::io::Read;
+    let mut f = std::fs::File::open(format!("/proc/{pid}/stat")).ok()?;
+    let mut buf = [0u8; 1024];
+    let mut len = 0;
+    while len < buf.len() {
+        match f.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+        // The whole line is there (the kernel writes it in one go): no read for the EOF.
+        if buf.get(len.wrapping_sub(1)) == Some(&b'\n') {
+            break;
+        }
+    }
+    parse_stat(std::str::from_utf8(buf.get(..len)?).ok()?)
 }
 
 /// Every process (not zombies), at most [`MAX_SCAN`].

@@ -260,3 +260,35 @@ fn an_upgrade_in_the_middle_of_the_pipeline_keeps_every_container() {
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(running_pids(&v, 300, &arg), pids);
 }
+
+#[test]
+#[ignore = "needs root and cgroup v2"]
+fn vigil_started_above_its_root_moves_into_the_supervisor_leaf_once_its_containers_started() {
+    // The test process (and so vigil) sits above the scratch root: vigil's move into
+    // `<root>/supervisor` comes after its initial starts (behaviour.md §1, cgroup layout).
+    let cg = ScratchCgroup::new();
+    let arg = unique_sleep(5);
+    let v = start_with_cgroup_root(&cg, &sleepers(20, &arg));
+    v.wait_for(T, "20 containers Running", |v| all_running(v, 20));
+    let pid = v.child.as_ref().expect("running").id();
+    let name = cg
+        .path
+        .file_name()
+        .expect("name")
+        .to_string_lossy()
+        .into_owned();
+    let want = format!("/{name}/supervisor");
+    let own = || {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+        text.lines()
+            .find_map(|l| l.strip_prefix("0::").map(str::to_string))
+            .unwrap_or_default()
+    };
+    v.wait_for(T, "vigil in its supervisor leaf", |_| {
+        own().ends_with(&want)
+    });
+    let procs = std::fs::read_to_string(cg.path.join("supervisor/cgroup.procs")).expect("procs");
+    assert_eq!(procs.trim(), pid.to_string(), "only vigil is in the leaf");
+    assert_eq!(v.shutdown(), 0);
+    assert!(sleep_pids(&arg).is_empty(), "nothing left after shutdown");
+}

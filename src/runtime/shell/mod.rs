@@ -370,6 +370,9 @@ impl Shell {
             return;
         }
         self.starting = false;
+        if let Some(m) = self.cgroups.as_mut() {
+            m.finish_move();
+        }
         self.notifier.ready(now);
         super::trim::give_back();
         self.idle_trim.activity(now);
