@@ -15,7 +15,9 @@ Driven by bench/run.sh, which installs the peers and builds vigil first. Workloa
            100 pods and 8 concurrent clients, container start rate into fresh cgroups
   probes   the probe workload of `vigil` alone (--only probes)
   logs     the log throughput part of `vigil` alone (--only logs): bench/logflood.c into the
-           ring, then into log_dir files, with status latency meanwhile
+           ring, then into log_dir files, with status latency meanwhile; with --logfloor the
+           ring's floor first: bench/logfloor.c reading the same producer as vigil's loop
+           does and doing nothing else
   status100  the 100-pod status part of `vigil` alone (--only status100): latency of one
            client, and req/s of 8 concurrent clients (bench/statusload.c)
   upgrade  vigil alone: the time its loop is away during `vigil upgrade` (re-exec in place)
@@ -1281,6 +1283,7 @@ def w_logs(ctx, vigil, mbytes, to_files):
     log_dir also into the rotated file with a time stamp per line)."""
     d = fresh_dir(ctx, "vigil-logs")
     total = mbytes * 1_000_000
+    floor = w_log_floor(ctx, total) if not to_files and ctx.logflood else None
     line = "x" * 99
     if ctx.logflood:
         cmd = [str(ctx.logflood), str(total)]
@@ -1319,10 +1322,30 @@ def w_logs(ctx, vigil, mbytes, to_files):
            "vigil_cpu_s_per_gb": cpu / 1e9 / (mbytes / 1000),
            "status_n": len(lat), "status_p50_ms": pct(lat, 0.5), "status_p99_ms": pct(lat, 0.99),
            "load1": os.getloadavg()[0]}
+    if floor:
+        res["floor_mb_per_s"] = floor["mb_per_s"]
+        res["floor_cpu_s_per_gb"] = floor["cpu_s_per_gb"]
     log(f"  vigil logs ({'files' if to_files else 'memory'}, {res['producer']}): {res['mb_per_s']:.0f} MB/s, "
         f"vigil CPU {res['vigil_cpu_s_per_gb']:.2f} s/GB; "
         f"status meanwhile p50 {res['status_p50_ms']:.2f} ms p99 {res['status_p99_ms']:.2f} ms "
         f"(load {res['load1']:.1f})")
+    return res
+
+
+def w_log_floor(ctx, total):
+    """bench/logfloor.c: the same producer on a default pipe, read as vigil's loop reads it (64
+    KiB reads, 64 KiB per wake-up, copied into a byte ring) and nothing else: this machine's
+    floor for the ring figure, measured right before vigil's run (the hand-off between two
+    processes on a pipe varies with the host more than vigil's own cost does)."""
+    if not ctx.logfloor:
+        return None
+    out = subprocess.run([ctx.logfloor, str(ctx.logflood), str(total)],
+                         capture_output=True, text=True, timeout=120)
+    if out.returncode != 0:
+        log(f"  logfloor failed: {out.stderr.strip()}")
+        return None
+    res = json.loads(out.stdout)
+    log(f"  floor logs (logfloor.c): {res['mb_per_s']:.0f} MB/s, reader CPU {res['cpu_s_per_gb']:.2f} s/GB")
     return res
 
 
@@ -1648,6 +1671,7 @@ def main():
     ap.add_argument("--stamp", help="the compiled bench/stamp.c")
     ap.add_argument("--probesrv", help="the compiled bench/probesrv.c (else a Python listener)")
     ap.add_argument("--logflood", help="the compiled bench/logflood.c (else `yes | head -c`)")
+    ap.add_argument("--logfloor", help="the compiled bench/logfloor.c: the logs workload also times the ring's floor")
     ap.add_argument("--statusload", help="the compiled bench/statusload.c (else Python clients)")
     ap.add_argument("--spawnfloor", help="the compiled bench/spawnfloor.c: the idle workload also times the start-up floor")
     ap.add_argument("--work", type=Path, default=REPO / "target" / "bench" / "run")
@@ -1693,6 +1717,7 @@ def main():
     ctx.stamp = os.path.abspath(args.stamp) if args.stamp else None
     ctx.probesrv = os.path.abspath(args.probesrv) if args.probesrv else None
     ctx.logflood = os.path.abspath(args.logflood) if args.logflood else None
+    ctx.logfloor = os.path.abspath(args.logfloor) if args.logfloor else None
     ctx.statusload = os.path.abspath(args.statusload) if args.statusload else None
     ctx.spawnfloor = os.path.abspath(args.spawnfloor) if args.spawnfloor else None
     ctx.work = args.work.resolve()

@@ -45,12 +45,13 @@ mkdir -p target/bench
 stamp=target/bench/vbstamp
 probesrv=target/bench/vbprobesrv
 logflood=target/bench/vblogflood
+logfloor=target/bench/vblogfloor
 statusload=target/bench/vbstatusload
 spawnfloor=target/bench/vbspawnfloor
 cc_bin=$(command -v cc || command -v gcc || true)
 build_stamp() {
   # The C helpers (bench/*.c): the restart stamp, the probe benchmark's listener, the log
-  # producer, the status clients and the start-up floor.
+  # producer and the ring's floor, the status clients and the start-up floor.
   if [ -n "$cc_bin" ]; then
     if [ ! -x "$stamp" ] || [ bench/stamp.c -nt "$stamp" ]; then
       "$cc_bin" -O2 -static -o "$stamp" bench/stamp.c 2>/dev/null ||
@@ -70,6 +71,12 @@ build_stamp() {
           "$cc_bin" -O2 -o "$logflood" bench/logflood.c
       fi
       echo "--logflood=$logflood"
+      # The ring figure's floor: a reader of the same producer that does nothing else.
+      if [ ! -x "$logfloor" ] || [ bench/logfloor.c -nt "$logfloor" ]; then
+        "$cc_bin" -O2 -static -o "$logfloor" bench/logfloor.c 2>/dev/null ||
+          "$cc_bin" -O2 -o "$logfloor" bench/logfloor.c
+      fi
+      echo "--logfloor=$logfloor"
       if [ ! -x "$statusload" ] || [ bench/statusload.c -nt "$statusload" ]; then
         "$cc_bin" -O2 -pthread -static -o "$statusload" bench/statusload.c 2>/dev/null ||
           "$cc_bin" -O2 -pthread -o "$statusload" bench/statusload.c
