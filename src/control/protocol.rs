@@ -280,6 +280,18 @@ pub fn reply_ok_with<T: serde::Serialize>(
     String::from_utf8(line).map_err(|e| serde::ser::Error::custom(e.to_string()))
 }
 
+/// [`reply_ok_with`] around a result already rendered as JSON text by vigil itself (a cached
+/// `status`): one copy into a line allocated at its final size.
+pub fn reply_ok_json(id: &RequestId, result: &str) -> String {
+    let mut s = String::with_capacity(id.len() + result.len() + 32);
+    s.push_str("{\"id\":");
+    s.push_str(id.as_json());
+    s.push_str(",\"ok\":true,\"result\":");
+    s.push_str(result);
+    s.push_str("}\n");
+    s
+}
+
 /// `{"id": …, "ok": false, "error": {"kind": …, "message": …}}\n`.
 pub fn reply_err(id: &RequestId, kind: ErrorKind, message: &str) -> String {
     let mut s = head(id);

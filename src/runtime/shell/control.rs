@@ -63,6 +63,8 @@ pub(super) struct Control {
     /// The last `status` result rendered in this turn, for further `status` requests of the
     /// same turn (see [`StatusCache`]).
     status_cache: Option<StatusCache>,
+    /// Bytes of the last full `status` result: the next one's buffer is allocated that size.
+    full_status_bytes: usize,
 }
 
 /// One rendered `status` result (the JSON after `"result":`), reused for the same request
@@ -73,7 +75,8 @@ pub(super) struct Control {
 struct StatusCache {
     pod: Option<String>,
     shown: bool,
-    result: Box<serde_json::value::RawValue>,
+    /// JSON text, rendered by vigil (so it is spliced into reply lines unparsed).
+    result: String,
 }
 
 /// What the control component reads of the rest of the shell to answer: the router lends it
@@ -235,6 +238,7 @@ impl Control {
             more: false,
             clock: WallClock::now(),
             status_cache: None,
+            full_status_bytes: 0,
         })
     }
 
@@ -258,6 +262,7 @@ impl Control {
             more: false,
             clock: WallClock::now(),
             status_cache: None,
+            full_status_bytes: 0,
         })
     }
 
@@ -622,13 +627,7 @@ impl Control {
                     && c.pod == pod
                     && c.shown == shown
                 {
-                    return match protocol::reply_ok_with(id, &c.result) {
-                        Ok(line) => Answer::Line(line),
-                        Err(e) => Answer::Reply(Err((
-                            ErrorKind::Internal,
-                            format!("cannot encode the reply: {e}"),
-                        ))),
-                    };
+                    return Answer::Line(protocol::reply_ok_json(id, &c.result));
                 }
                 let (pods, observed) = snapshot(view, now, pod.as_deref());
                 match pod {
@@ -639,14 +638,27 @@ impl Control {
                         // Serialised straight into the reply line: no `Value` tree between
                         // (for a full status of hundreds of pods that tree was most of the
                         // reply's cost, BENCHMARKS.md).
+                        // Into a buffer the size of the last full status (no regrowth and
+                        // copy on the way up), then one copy into the line.
                         let status = render::status(&pods, &observed, &self.clock, secrets);
-                        let line = serde_json::value::to_raw_value(&status).and_then(|result| {
-                            let line = protocol::reply_ok_with(id, &result);
-                            self.status_cache = Some(StatusCache { pod, shown, result });
-                            line
-                        });
-                        match line {
-                            Ok(line) => return Answer::Line(line),
+                        let hint = if pod.is_none() {
+                            self.full_status_bytes
+                        } else {
+                            0
+                        };
+                        let mut json = Vec::with_capacity(hint + 1024);
+                        let rendered = serde_json::to_writer(&mut json, &status)
+                            .map_err(|e| e.to_string())
+                            .and_then(|()| String::from_utf8(json).map_err(|e| e.to_string()));
+                        match rendered {
+                            Ok(result) => {
+                                if pod.is_none() {
+                                    self.full_status_bytes = result.len();
+                                }
+                                let line = protocol::reply_ok_json(id, &result);
+                                self.status_cache = Some(StatusCache { pod, shown, result });
+                                return Answer::Line(line);
+                            }
                             Err(e) => {
                                 Err((ErrorKind::Internal, format!("cannot encode the reply: {e}")))
                             }
