@@ -265,28 +265,22 @@ pub fn reply_ok(id: &RequestId, result: Value) -> String {
     ok_line(id, "result", &result)
 }
 
-/// [`reply_ok`] with `result` serialised straight into the line, without a [`Value`] in
-/// between (a full status of hundreds of pods is built once, not twice). Object keys come in
-/// the order of the types' fields.
+/// [`reply_ok`] with `result` serialised by serde without a [`Value`] in between (a full
+/// status of hundreds of pods is built once, not twice). Object keys come in the order of the
+/// types' fields.
 pub fn reply_ok_with<T: serde::Serialize>(
     id: &RequestId,
     result: &T,
 ) -> Result<String, serde_json::Error> {
-    let mut line = head(id).into_bytes();
-    line.extend_from_slice(b"\"ok\":true,\"result\":");
-    serde_json::to_writer(&mut line, result)?;
-    line.extend_from_slice(b"}\n");
-    // serde_json writes UTF-8 only; the check is a pass over bytes already in cache.
-    String::from_utf8(line).map_err(|e| serde::ser::Error::custom(e.to_string()))
+    Ok(reply_ok_json(id, &serde_json::to_string(result)?))
 }
 
-/// [`reply_ok_with`] around a result already rendered as JSON text by vigil itself (a cached
+/// [`reply_ok`] around a result already rendered as JSON text by vigil itself (a cached
 /// `status`): one copy into a line allocated at its final size.
 pub fn reply_ok_json(id: &RequestId, result: &str) -> String {
-    let mut s = String::with_capacity(id.len() + result.len() + 32);
-    s.push_str("{\"id\":");
-    s.push_str(id.as_json());
-    s.push_str(",\"ok\":true,\"result\":");
+    let mut s = head(id);
+    s.reserve(result.len() + 24);
+    s.push_str("\"ok\":true,\"result\":");
     s.push_str(result);
     s.push_str("}\n");
     s

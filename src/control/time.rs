@@ -122,6 +122,13 @@ pub fn rfc3339(t: SystemTime) -> String {
     }
 }
 
+/// The milliseconds of `t` past its second (0 before 1970: the text shows whole seconds then).
+fn subsec_millis(t: SystemTime) -> u32 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_millis())
+        .unwrap_or(0)
+}
+
 /// Bytes of [`rfc3339`]'s text for the years 0 to 9999.
 pub const RFC3339_LEN: usize = 24;
 
@@ -131,10 +138,7 @@ pub const RFC3339_LEN: usize = 24;
 pub fn rfc3339_into(t: SystemTime, buf: &mut [u8; RFC3339_LEN]) -> Option<&str> {
     let c = civil(t);
     let year = u32::try_from(c.year).ok().filter(|y| *y <= 9999)?;
-    let millis = t
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.subsec_millis())
-        .unwrap_or(0);
+    let millis = subsec_millis(t);
     fn digits(out: &mut [u8], mut v: u32) {
         for b in out.iter_mut().rev() {
             *b = b'0' + (v % 10) as u8;
@@ -169,12 +173,9 @@ pub fn rfc3339_into(t: SystemTime, buf: &mut [u8; RFC3339_LEN]) -> Option<&str> 
 }
 
 /// [`rfc3339`] through `fmt`, for any year.
-fn rfc3339_general(t: SystemTime) -> String {
+pub fn rfc3339_general(t: SystemTime) -> String {
     let c = civil(t);
-    let millis = t
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.subsec_millis())
-        .unwrap_or(0);
+    let millis = subsec_millis(t);
     format!(
         "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{millis:03}Z",
         c.year, c.month, c.day, c.hour, c.minute, c.second

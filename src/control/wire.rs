@@ -217,7 +217,7 @@ impl Serialize for Timestamp {
         let mut buf = [0u8; time::RFC3339_LEN];
         match time::rfc3339_into(self.0, &mut buf) {
             Some(text) => s.serialize_str(text),
-            None => s.serialize_str(&time::rfc3339(self.0)),
+            None => s.serialize_str(&time::rfc3339_general(self.0)),
         }
     }
 }

@@ -635,11 +635,10 @@ impl Control {
                         Err((ErrorKind::NotFound, format!("no pod named \"{name}\"")))
                     }
                     _ => {
-                        // Serialised straight into the reply line: no `Value` tree between
-                        // (for a full status of hundreds of pods that tree was most of the
-                        // reply's cost, BENCHMARKS.md).
-                        // Into a buffer the size of the last full status (no regrowth and
-                        // copy on the way up), then one copy into the line.
+                        // Serialised without a `Value` tree between (for a full status of
+                        // hundreds of pods that tree was most of the reply's cost), into a
+                        // buffer the size of the last full status (no regrowth and copy on
+                        // the way up), then one copy into the line (BENCHMARKS.md).
                         let status = render::status(&pods, &observed, &self.clock, secrets);
                         let hint = if pod.is_none() {
                             self.full_status_bytes
