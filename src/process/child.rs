@@ -108,6 +108,9 @@ pub(super) struct ChildPlan {
     pub(super) creds: Option<Creds>,
     pub(super) no_new_privs: bool,
     pub(super) working_dir: Option<CString>,
+    /// Write 0 to the child's `oom_score_adj` (step 3b). Only a child that does not share
+    /// vigil's memory may: see [`super::raw::own_oom_score_adj`].
+    pub(super) reset_oom: bool,
 }
 
 /// `struct __user_cap_header_struct` (linux/capability.h).
@@ -311,16 +314,20 @@ pub(super) fn child_setup(plan: &ChildPlan) -> Result<(), i32> {
 
     // 3b. Containers do not inherit vigil's own protection from the OOM killer
     // (`oom_score_adj` is inherited across fork and exec, proc(5)): back to the neutral 0.
-    // Raising the value needs no privilege; failure (no /proc) is harmless and ignored.
-    let path = c"/proc/self/oom_score_adj";
-    let flags = (libc::O_WRONLY | libc::O_CLOEXEC) as usize;
-    let at = libc::AT_FDCWD as usize;
-    // SAFETY: a system call with integer arguments or pointers to live plan/frame data.
-    if let Ok(adj) = unsafe { sys::call(libc::SYS_openat, [at, path.as_ptr() as usize, flags, 0]) }
-    {
-        sys::write(adj as libc::c_int, b"0");
+    // Raising the value needs no privilege; failure (no /proc) is harmless and ignored. Only
+    // when the plan says so: a child cloned with vigil's value already 0 has nothing to reset,
+    // and one that shares vigil's memory must not (the write would reach vigil too).
+    if plan.reset_oom {
+        let path = c"/proc/self/oom_score_adj";
+        let flags = (libc::O_WRONLY | libc::O_CLOEXEC) as usize;
+        let at = libc::AT_FDCWD as usize;
         // SAFETY: a system call with integer arguments or pointers to live plan/frame data.
-        let _ = unsafe { sys::call(libc::SYS_close, [adj, 0, 0, 0]) };
+        let opened = unsafe { sys::call(libc::SYS_openat, [at, path.as_ptr() as usize, flags, 0]) };
+        if let Ok(adj) = opened {
+            sys::write(adj as libc::c_int, b"0");
+            // SAFETY: a system call with integer arguments or pointers to live plan/frame data.
+            let _ = unsafe { sys::call(libc::SYS_close, [adj, 0, 0, 0]) };
+        }
     }
 
     // 4. Resource limits, while still privileged (raising a hard limit needs
@@ -467,5 +474,6 @@ pub(super) fn child_plan(p: &Prepared, cgroup_procs: Option<RawFd>) -> ChildPlan
         creds: p.creds.clone(),
         no_new_privs: p.no_new_privs,
         working_dir: p.working_dir_c.clone(),
+        reset_oom: true,
     }
 }

@@ -256,6 +256,10 @@ pub(super) fn start(
     // into an empty pipe, which never fills.)
     plan.step_fd = err_w.as_raw_fd();
     plan.cgroup_procs = None;
+    // The child inherits vigil's oom_score_adj; it resets a nonzero one, and then must not
+    // share vigil's memory (see `own_oom_score_adj`).
+    plan.reset_oom = own_oom_score_adj().is_some_and(|v| v != 0);
+    let may_share_memory = !plan.reset_oom;
     let changes_creds = plan.creds.is_some() || plan.capset.is_some();
     let fds = ChildFds {
         err: err_w.as_raw_fd(),
@@ -288,7 +292,12 @@ pub(super) fn start(
         libc::sigfillset(&mut all);
         libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
     }
-    let rc = match hold.vm_child(changes_creds) {
+    let vm = if may_share_memory {
+        hold.vm_child(changes_creds)
+    } else {
+        None
+    };
+    let rc = match vm {
         Some((child, stack)) => {
             args.flags |= libc::CLONE_VM as u64;
             args.stack = stack.base as u64;
@@ -343,6 +352,33 @@ pub(super) fn start(
         report: err_r,
         hold,
     })
+}
+
+/// vigil's own `oom_score_adj` now (`None` if /proc cannot tell), read through a descriptor
+/// kept open for it (one pread(2) a spawn).
+///
+/// A child has to reset a nonzero value, and a child that shares vigil's memory must not: the
+/// kernel gives the value written to every process sharing the writer's memory
+/// (fs/proc/base.c, `__set_oom_adj`: once an mm has been shared with a process outside
+/// the thread group, `MMF_MULTIPROCESS`, the write walks every process on the system and sets
+/// each one that shares that mm, except vfork children and the global init). A `CLONE_VM`
+/// child resetting its value would reset vigil's protection too. So a nonzero value means a
+/// fork-like clone; a value of 0 means nothing to reset (the child inherits 0 at clone).
+/// If /proc is missing the child's write would fail as well: nothing to reset.
+pub(super) fn own_oom_score_adj() -> Option<i32> {
+    use std::os::unix::fs::FileExt;
+    static OWN: std::sync::OnceLock<std::fs::File> = std::sync::OnceLock::new();
+    let file = match OWN.get() {
+        Some(f) => f,
+        // Not kept before it opens (vigil as PID 1 mounts /proc itself).
+        None => {
+            let f = std::fs::File::open("/proc/self/oom_score_adj").ok()?;
+            OWN.get_or_init(|| f)
+        }
+    };
+    let mut buf = [0u8; 16];
+    let n = file.read_at(&mut buf, 0).ok()?;
+    std::str::from_utf8(buf.get(..n)?).ok()?.trim().parse().ok()
 }
 
 /// The descriptors the child puts in place: its report pipe and its stdio sources (all ≥ 3).

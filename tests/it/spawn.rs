@@ -292,3 +292,69 @@ fn vigil_started_above_its_root_moves_into_the_supervisor_leaf_once_its_containe
     assert_eq!(v.shutdown(), 0);
     assert!(sleep_pids(&arg).is_empty(), "nothing left after shutdown");
 }
+
+/// A container's reset of its `oom_score_adj` to 0 must not reach vigil. The pipelined child
+/// shares vigil's memory until it execs, and the kernel gives an `oom_score_adj` written by one
+/// process to every process sharing its memory (fs/proc/base.c, `__set_oom_adj`): such a child
+/// resetting its own value would reset vigil's protection. Checked with a raised value (no
+/// privilege needed, proc(5)) and with the protective default where lowering is allowed, over
+/// many starts at once and a restart.
+#[test]
+#[ignore = "needs root and cgroup v2"]
+fn starting_containers_leaves_vigils_own_oom_score_adj_alone() {
+    let mut values = vec![500];
+    if caps::has_cap(
+        None,
+        caps::CapSet::Effective,
+        caps::Capability::CAP_SYS_RESOURCE,
+    )
+    .unwrap_or(false)
+    {
+        values.push(-900);
+    }
+    let read = |pid: u64| {
+        std::fs::read_to_string(format!("/proc/{pid}/oom_score_adj"))
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default()
+    };
+    for (salt, adj) in values.into_iter().enumerate() {
+        let cg = ScratchCgroup::new();
+        let arg = unique_sleep(7 + salt as u32);
+        let v = Vigil::start_in(
+            tempfile::tempdir().expect("tempdir"),
+            &format!("{}\noom_score_adj = {adj}", cg.root_line()),
+            &sleepers(20, &arg),
+        );
+        v.wait_for(T, "20 containers Running", |v| all_running(v, 20));
+        let vigil_pid = u64::from(v.child.as_ref().expect("running").id());
+        assert_eq!(
+            read(vigil_pid),
+            adj.to_string(),
+            "vigil's own value\n{}",
+            v.log()
+        );
+        let pids = running_pids(&v, 20, &arg);
+        for pid in &pids {
+            assert_eq!(read(*pid), "0", "container pid {pid} starts at 0");
+        }
+        // A restart spawns again the same way.
+        let first = pids[0];
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(first as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .expect("kill");
+        v.wait_for(T, "the killed container restarted", |v| {
+            containers(v)
+                .iter()
+                .any(|(_, c)| c["restart_count"] == 1 && state_reason(c) == "Running")
+        });
+        assert_eq!(
+            read(vigil_pid),
+            adj.to_string(),
+            "after a restart\n{}",
+            v.log()
+        );
+        assert_eq!(v.shutdown(), 0);
+    }
+}
