@@ -1193,7 +1193,12 @@ impl Slot {
         }
     }
 
-    pub(super) fn on_timeout(&mut self, pod: &str, out: &mut Out) {
+    /// Act on every deadline of this slot at or before `out.now`. Returns whether the slot
+    /// may have changed beyond its probes' bookkeeping: `false` when the deadlines were only
+    /// probe attempts starting, or timing out without publishing a new result (the common
+    /// case at a high probe rate), which move no condition, dependency or stop.
+    pub(super) fn on_timeout(&mut self, pod: &str, out: &mut Out) -> bool {
+        let mut changed = false;
         if self
             .hook
             .as_ref()
@@ -1201,6 +1206,7 @@ impl Slot {
             .is_some_and(|t| t <= out.now)
         {
             self.hook_done(None, pod, out);
+            changed = true;
         }
         match &mut self.state {
             SlotState::BackOff { until, .. } if *until <= out.now => {
@@ -1209,6 +1215,7 @@ impl Slot {
                 } else {
                     self.restart_now(pod, out);
                 }
+                true
             }
             SlotState::Running {
                 stopping: Some(s), ..
@@ -1236,9 +1243,10 @@ impl Slot {
                 );
                 // A pre-stop hook still running at the end of the grace is killed too.
                 self.cancel_hook(out);
+                true
             }
-            SlotState::Running { stopping: None, .. } => self.tick_probes(pod, out),
-            _ => {}
+            SlotState::Running { stopping: None, .. } => self.tick_probes(pod, out) || changed,
+            _ => changed,
         }
     }
 
@@ -1246,10 +1254,13 @@ impl Slot {
         !matches!(self.state, SlotState::Running { stopping: None, .. })
     }
 
-    fn tick_probes(&mut self, pod: &str, out: &mut Out) {
+    /// Time out and start this slot's due probe attempts; `true` if a timed-out attempt
+    /// published a new result (which may start a stop or change readiness).
+    fn tick_probes(&mut self, pod: &str, out: &mut Out) -> bool {
+        let mut published = false;
         for i in 0..self.probes.len() {
             if self.stopping() {
-                return;
+                return true;
             }
             let kind = self.probes[i].kind;
             if let Some(seq) = self.probes[i].timed_out(out.now) {
@@ -1260,11 +1271,12 @@ impl Slot {
                     seq,
                 });
                 if let Some(rec) = self.probes[i].record_timeout() {
+                    published |= rec.published.is_some();
                     self.apply_recorded(kind, rec, pod, out);
                 }
             }
             if self.stopping() {
-                return;
+                return true;
             }
             if let Some(seq) = self.probes[i].try_start(out.now, out.probe_seq) {
                 out.actions.push_back(Action::StartProbe {
@@ -1278,6 +1290,7 @@ impl Slot {
                 });
             }
         }
+        published
     }
 
     pub(super) fn on_probe_result(

@@ -353,24 +353,33 @@ impl Supervisor {
         touched.sort_unstable();
         touched.dedup();
         let (pods, mut out) = self.split(now);
+        let mut changed = false;
         for &p in &touched {
             let pod = &mut pods[p];
             let due = |s: &Slot| s.next_deadline().is_some_and(|t| t <= now);
             let name = pod.spec.name.clone();
             for i in 0..pod.init.len() {
                 if due(&pod.init[i]) {
-                    pod.init[i].on_timeout(&name, &mut out);
+                    changed |= pod.init[i].on_timeout(&name, &mut out);
                     pod.after_init(i, &mut out);
                 }
             }
             for slot in pod.main.iter_mut() {
                 if due(slot) {
-                    slot.on_timeout(&name, &mut out);
+                    changed |= slot.on_timeout(&name, &mut out);
                 }
             }
             pod.drive_sidecars(&mut out);
         }
-        self.refresh_touched(now, (!all).then_some(&touched[..]));
+        if changed || all || self.shutdown.is_some() {
+            self.refresh_touched(now, (!all).then_some(&touched[..]));
+        } else {
+            // Only probe attempts started or timed out without a new result (as for an
+            // unchanged probe result in `handle`): nothing but their deadlines moved, so the
+            // passes over every pod in `refresh_touched` are skipped (at 5,000 probes/s over
+            // 1,000 pods they were a fifth of vigil's own CPU).
+            self.reschedule(Some(&touched));
+        }
     }
 
     /// The earliest pending deadline, if any.

@@ -506,3 +506,62 @@ fn only_probes_begun_within_a_millisecond_of_each_other_are_shifted() {
     assert!(phase(&h, "b") > Duration::ZERO, "b began 0.5 ms after a");
     assert_eq!(phase(&h, "c"), Duration::ZERO, "c began a group of its own");
 }
+
+#[test]
+fn a_readiness_timeout_that_reaches_the_threshold_makes_the_pod_unready_at_that_instant() {
+    let mut h = probed(|c| {
+        let mut p = probe(10.0);
+        p.failure_threshold = 2;
+        c.readiness_probe = Some(p);
+    });
+    let ready = |h: &Harness| h.condition("web", ConditionType::Ready);
+    assert_eq!(h.step(), 0.0);
+    let (_, seq) = h.probe_starts()[0];
+    h.probe_result("web", "app", ProbeKind::Readiness, seq, true);
+    assert!(ready(&h).status);
+    // Two attempts time out (1 s each); the first is below the threshold and moves nothing.
+    for (start, flips) in [(10.0, false), (20.0, true)] {
+        assert_eq!(h.step(), start);
+        assert_eq!(h.probe_starts().len(), 1);
+        assert_eq!(h.step(), start + 1.0);
+        let c = ready(&h);
+        assert_eq!(
+            c.status, !flips,
+            "after the timeout of the attempt at {start}"
+        );
+        if flips {
+            assert_eq!(c.reason, "ContainersNotReady");
+            assert_eq!(c.last_transition, h.now, "flipped at the timeout");
+            assert!(!h.condition("web", ConditionType::ContainersReady).status);
+        } else {
+            assert_eq!(
+                c.last_transition, h.t0,
+                "one timeout is below the threshold"
+            );
+        }
+    }
+}
+
+#[test]
+fn liveness_timeouts_that_reach_the_threshold_kill_the_container() {
+    let mut h = probed(|c| {
+        let mut l = probe(10.0);
+        l.failure_threshold = 2;
+        c.liveness_probe = Some(l);
+    });
+    let key = h.key("web", "app");
+    for (start, kills) in [(0.0, false), (10.0, true)] {
+        assert_eq!(h.step(), start);
+        assert_eq!(h.probe_starts().len(), 1);
+        assert_eq!(h.step(), start + 1.0);
+        assert_eq!(
+            has_signal(&h.take(), key),
+            kills,
+            "signal only after the second timeout"
+        );
+    }
+    assert_eq!(
+        h.event("Killing").unwrap().message,
+        "Container app failed liveness probe, will be restarted"
+    );
+}
