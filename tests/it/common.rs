@@ -360,6 +360,30 @@ pub fn processes_with_cmdline(cmdline: &str) -> Vec<u32> {
 // without having run.
 
 /// Panics unless this process is root; `why` says what the test does with it.
+/// `oom_score_adj` values a test can give vigil: `raised` everywhere (raising needs no
+/// privilege, proc(5)), and `protective` as well where lowering is allowed
+/// (CAP_SYS_RESOURCE; root in a container may lack it).
+pub fn oom_score_adj_values(raised: i32, protective: i32) -> Vec<i32> {
+    let mut values = vec![raised];
+    if caps::has_cap(
+        None,
+        caps::CapSet::Effective,
+        caps::Capability::CAP_SYS_RESOURCE,
+    )
+    .unwrap_or(false)
+    {
+        values.push(protective);
+    }
+    values
+}
+
+/// `/proc/PID/oom_score_adj`, trimmed (empty if it cannot be read).
+pub fn oom_score_adj_of(pid: u64) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/oom_score_adj"))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
 pub fn require_root(why: &str) {
     assert!(
         nix::unistd::Uid::effective().is_root(),

@@ -405,22 +405,11 @@ fn nobody_with_cap_net_bind_service_binds_port_80_and_without_it_cannot() {
 fn vigil_sets_its_own_oom_score_adj_from_the_config() {
     // Lowering needs CAP_SYS_RESOURCE (proc(5)); raising works for anyone, so the setting is
     // checked with a positive value everywhere and with a protective one where possible.
-    let mut values = vec![321];
-    if caps::has_cap(
-        None,
-        caps::CapSet::Effective,
-        caps::Capability::CAP_SYS_RESOURCE,
-    )
-    .unwrap_or(false)
-    {
-        // Root in a container may lack CAP_SYS_RESOURCE; the raised value is checked anyway.
-        values.push(-321);
-    }
-    for adj in values {
+    for adj in crate::common::oom_score_adj_values(321, -321) {
         let v = start_env("", &format!("oom_score_adj = {adj}"), &[]);
         let pid = v.child.as_ref().expect("child").id();
-        let got = std::fs::read_to_string(format!("/proc/{pid}/oom_score_adj")).expect("read");
-        assert_eq!(got.trim(), adj.to_string(), "log:\n{}", v.log());
+        let got = crate::common::oom_score_adj_of(u64::from(pid));
+        assert_eq!(got, adj.to_string(), "log:\n{}", v.log());
     }
 }
 

@@ -334,21 +334,8 @@ command = ["sh", "-c", "sleep 987 & sleep 0.3; exit 0"]
 /// default -900 where lowering is allowed (CAP_SYS_RESOURCE).
 #[test]
 fn containers_do_not_inherit_vigils_oom_score_adj() {
-    let mut values = vec![500];
-    if caps::has_cap(
-        None,
-        caps::CapSet::Effective,
-        caps::Capability::CAP_SYS_RESOURCE,
-    )
-    .unwrap_or(false)
-    {
-        values.push(-900);
-    }
-    let read = |pid: u64| {
-        std::fs::read_to_string(format!("/proc/{pid}/oom_score_adj"))
-            .map(|s| s.trim().to_string())
-            .unwrap_or_default()
-    };
+    let values = crate::common::oom_score_adj_values(500, -900);
+    let read = crate::common::oom_score_adj_of;
     for adj in values {
         let dir = tempfile::tempdir().expect("tempdir");
         let socket = dir.path().join("vigil.sock");

@@ -302,21 +302,8 @@ fn vigil_started_above_its_root_moves_into_the_supervisor_leaf_once_its_containe
 #[test]
 #[ignore = "needs root and cgroup v2"]
 fn starting_containers_leaves_vigils_own_oom_score_adj_alone() {
-    let mut values = vec![500];
-    if caps::has_cap(
-        None,
-        caps::CapSet::Effective,
-        caps::Capability::CAP_SYS_RESOURCE,
-    )
-    .unwrap_or(false)
-    {
-        values.push(-900);
-    }
-    let read = |pid: u64| {
-        std::fs::read_to_string(format!("/proc/{pid}/oom_score_adj"))
-            .map(|s| s.trim().to_string())
-            .unwrap_or_default()
-    };
+    let values = crate::common::oom_score_adj_values(500, -900);
+    let read = crate::common::oom_score_adj_of;
     for (salt, adj) in values.into_iter().enumerate() {
         let cg = ScratchCgroup::new();
         let arg = unique_sleep(7 + salt as u32);
