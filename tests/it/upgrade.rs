@@ -27,6 +27,33 @@ fn copy_of_vigil() -> (tempfile::TempDir, PathBuf) {
     (dir, copy)
 }
 
+/// Asserts `a` and `b` are the same status, except that a time (an RFC 3339 string) may differ
+/// by up to 1 ms: status shows a core instant through a wall-clock anchor read again for every
+/// snapshot (`control::time::WallClock`), so two snapshots, with or without an upgrade between
+/// them, can put the same instant on either side of a millisecond.
+fn assert_same_status(a: &Value, b: &Value, what: &str) {
+    fn same(a: &Value, b: &Value) -> bool {
+        match (a, b) {
+            (Value::Object(x), Value::Object(y)) => {
+                x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
+            }
+            (Value::Array(x), Value::Array(y)) => {
+                x.len() == y.len() && x.iter().zip(y).all(|(v, w)| same(v, w))
+            }
+            (Value::String(x), Value::String(y)) if x != y => {
+                match (x.parse::<jiff::Timestamp>(), y.parse::<jiff::Timestamp>()) {
+                    (Ok(p), Ok(q)) => {
+                        p.duration_since(q).abs() <= jiff::SignedDuration::from_millis(1)
+                    }
+                    _ => false,
+                }
+            }
+            _ => a == b,
+        }
+    }
+    assert!(same(a, b), "{what}:\n{a}\n!=\n{b}");
+}
+
 fn vigil_pid(v: &Vigil) -> u32 {
     v.child.as_ref().unwrap().id()
 }
@@ -262,27 +289,30 @@ fn an_upgrade_keeps_pids_restart_counts_back_off_probes_logs_and_the_stopped_pod
     // Same containers, same counts; the crash loop still waits out the same back-off.
     let crash_after = v.container("crash", "loop");
     assert_eq!(crash_after["restart_count"], crash["restart_count"]);
-    assert_eq!(crash_after["state"], crash["state"], "back-off position");
-    assert_eq!(crash_after["last_state"], crash["last_state"]);
+    assert_same_status(&crash_after["state"], &crash["state"], "back-off position");
+    assert_same_status(
+        &crash_after["last_state"],
+        &crash["last_state"],
+        "crash last_state",
+    );
     for (pod, c, was) in [("web", "app", &web), ("chat", "talk", &chat)] {
         let now = v.container(pod, c);
         assert_eq!(pid_of(&now), pid_of(was), "{pod}/{c} pid");
         assert!(pid_of(&now).is_some());
         assert_eq!(now["restart_count"], was["restart_count"], "{pod}/{c}");
-        assert_eq!(now["state"], was["state"], "{pod}/{c}");
+        assert_same_status(&now["state"], &was["state"], &format!("{pod}/{c}"));
     }
     // The stopped pod stays stopped.
     let held = v.container("held", "idle");
     assert!(pid_of(&held).is_none(), "{held}");
-    assert_eq!(
-        held["state"],
-        before["pods"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|p| p["name"] == "held")
-            .unwrap()["containers"][0]["state"]
-    );
+    let held_before = before["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "held")
+        .unwrap()["containers"][0]["state"]
+        .clone();
+    assert_same_status(&held["state"], &held_before, "the stopped pod");
     // Nothing leaked: the new instance holds no more descriptors than the old one did (an exec
     // probe in flight holds a pipe for a moment: a leak stays, that pipe goes).
     let fd_count = || std::fs::read_dir(format!("/proc/{me}/fd")).unwrap().count();
