@@ -265,16 +265,6 @@ pub fn reply_ok(id: &RequestId, result: Value) -> String {
     ok_line(id, "result", &result)
 }
 
-/// [`reply_ok`] with `result` serialised by serde without a [`Value`] in between (a full
-/// status of hundreds of pods is built once, not twice). Object keys come in the order of the
-/// types' fields.
-pub fn reply_ok_with<T: serde::Serialize>(
-    id: &RequestId,
-    result: &T,
-) -> Result<String, serde_json::Error> {
-    Ok(reply_ok_json(id, &serde_json::to_string(result)?))
-}
-
 /// [`reply_ok`] around a result already rendered as JSON text by vigil itself (a cached
 /// `status`): one copy into a line allocated at its final size.
 pub fn reply_ok_json(id: &RequestId, result: &str) -> String {
@@ -764,7 +754,7 @@ mod tests {
             Secrets::Redacted,
         );
         let id = RequestId::from(json!("a\"b"));
-        let direct = reply_ok_with(&id, &status).unwrap();
+        let direct = reply_ok_json(&id, &serde_json::to_string(&status).unwrap());
         let via_value = reply_ok(&id, serde_json::to_value(&status).unwrap());
         assert!(direct.ends_with('\n') && direct.matches('\n').count() == 1);
         assert_eq!(

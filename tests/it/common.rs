@@ -359,7 +359,6 @@ pub fn processes_with_cmdline(cmdline: &str) -> Vec<u32> {
 // Run that way, a test whose need is not met fails here, naming the need, rather than passing
 // without having run.
 
-/// Panics unless this process is root; `why` says what the test does with it.
 /// `oom_score_adj` values a test can give vigil: `raised` everywhere (raising needs no
 /// privilege, proc(5)), and `protective` as well where lowering is allowed
 /// (CAP_SYS_RESOURCE; root in a container may lack it).
@@ -384,6 +383,7 @@ pub fn oom_score_adj_of(pid: u64) -> String {
         .unwrap_or_default()
 }
 
+/// Panics unless this process is root; `why` says what the test does with it.
 pub fn require_root(why: &str) {
     assert!(
         nix::unistd::Uid::effective().is_root(),
