@@ -13,9 +13,21 @@
 //! edge-triggered, so every event drives the machine as far as it can go: each direction is
 //! worked until `WouldBlock`, which guarantees that a later edge is reported (mio docs,
 //! "Draining readiness"). A non-blocking `connect(2)` is complete when the socket becomes
-//! writable; `SO_ERROR` then says whether it failed (connect(2), EINPROGRESS), and
-//! `getpeername(2)` failing with ENOTCONN means it is still in progress (mio
-//! `TcpStream::connect` docs).
+//! writable; `SO_ERROR` then says whether it failed (connect(2), EINPROGRESS). An event that
+//! reports the socket writable with no error is the connection: Linux's `tcp_poll`
+//! (net/ipv4/tcp.c) never reports a socket in SYN_SENT writable, and epoll reports the mask
+//! as polled when the event is read, not when it was queued. Any other event, e.g. the one
+//! that delivered a host name, asks `getpeername(2)`, whose ENOTCONN means the connect is
+//! still in progress (mio `TcpStream::connect` docs). Data is read when an event reports it
+//! (or an error, or the peer's close), not on speculation right after the request went out:
+//! data that arrives after an event was read queues a new one (epoll(7), edge-triggered).
+//!
+//! A decided or abandoned attempt just closes its socket, without `EPOLL_CTL_DEL`: the close
+//! removes the registration (epoll(7) Q6), and where a child cloned meanwhile still holds the
+//! descriptor until its exec, the registration's token belongs to that attempt alone (the
+//! runtime numbers attempts in their tokens), so a late event for it is dropped. A socket
+//! replaced within one attempt (the next address, a redirect) is deregistered first, since
+//! the next one is registered under the same token.
 
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
@@ -136,8 +148,8 @@ enum Stage {
     Finished,
 }
 
-/// One in-flight network probe attempt. Dropping it closes its descriptors; prefer
-/// [`NetProbe::cancel`], which also deregisters them.
+/// One in-flight network probe attempt. Dropping it closes its descriptors, as
+/// [`NetProbe::cancel`] does (a resolver's eventfd is deregistered first).
 pub struct NetProbe {
     host: String,
     port: u16,
@@ -456,7 +468,15 @@ impl NetProbe {
         registry: &Registry,
         event: &mio::event::Event,
     ) -> Option<ProbeOutcome> {
-        let _ = event; // Readiness kinds are not trusted: every direction is tried until WouldBlock.
+        // Only for the socket this attempt was already connecting when the event came (not
+        // one opened below for a host name that just arrived).
+        let hint = match self.stage {
+            Stage::Connected { .. } => Readiness {
+                writable: event.is_writable() && !event.is_error(),
+                readable: event.is_readable() || event.is_read_closed() || event.is_error(),
+            },
+            _ => Readiness::default(),
+        };
         if let Stage::Resolving(pending) = &self.stage {
             let answer = pending.take()?;
             let fd = pending.fd();
@@ -469,10 +489,14 @@ impl NetProbe {
                 return Some(e.outcome());
             }
         }
-        let outcome = match self.drive() {
+        let outcome = match self.drive(hint) {
             Ok(None) => return None,
             Ok(Some(outcome)) => {
-                self.release(registry);
+                // A response naming a new location may be followed on a new socket under
+                // the same token.
+                let may_follow = self.follow.is_some()
+                    && matches!(&*self.session, Session::Http { parser, .. } if parser.location().is_some());
+                self.release(registry, may_follow);
                 return self.next_hop(registry, outcome);
             }
             Err(e @ (ProbeError::Connect { .. } | ProbeError::Socket { .. }))
@@ -480,7 +504,7 @@ impl NetProbe {
             {
                 // This address failed to connect: try the next one on the same token.
                 self.first_error.get_or_insert(e);
-                self.release(registry);
+                self.release(registry, true);
                 match self.connect_next(registry) {
                     Ok(()) => return None,
                     Err(e) => e.outcome(),
@@ -491,16 +515,19 @@ impl NetProbe {
             }
             Err(e) => e.outcome(),
         };
-        self.release(registry);
+        self.release(registry, false);
         Some(outcome)
     }
 
-    /// Abandon the attempt (the core's timeout fired): deregister and close everything.
+    /// Abandon the attempt (the core's timeout fired): close everything.
     pub fn cancel(mut self, registry: &Registry) {
-        self.release(registry);
+        self.release(registry, false);
     }
 
-    fn release(&mut self, registry: &Registry) {
+    /// Closes what the attempt has open. `reuse_token`: another socket of this attempt is
+    /// about to be registered under the same token, so the old one is deregistered first
+    /// (otherwise its close alone removes it, see the module docs).
+    fn release(&mut self, registry: &Registry, reuse_token: bool) {
         match std::mem::replace(&mut self.stage, Stage::Finished) {
             Stage::Resolving(pending) => {
                 let fd = pending.fd();
@@ -509,7 +536,7 @@ impl NetProbe {
                 }
             }
             Stage::Connected { mut stream, .. } => {
-                if let Err(e) = registry.deregister(&mut stream) {
+                if reuse_token && let Err(e) = registry.deregister(&mut stream) {
                     log::debug!("probe {}: deregister: {e}", self.host);
                 }
             }
@@ -517,7 +544,7 @@ impl NetProbe {
         }
     }
 
-    fn drive(&mut self) -> Result<Option<ProbeOutcome>, ProbeError> {
+    fn drive(&mut self, hint: Readiness) -> Result<Option<ProbeOutcome>, ProbeError> {
         let Some(addr) = self.addr else {
             return Ok(None);
         };
@@ -530,7 +557,7 @@ impl NetProbe {
             return Ok(None);
         };
         if !*connected {
-            if !check_connected(stream, addr)? {
+            if !check_connected(stream, addr, hint.writable)? {
                 return Ok(None);
             }
             *connected = true;
@@ -539,17 +566,34 @@ impl NetProbe {
             return Ok(Some(ProbeOutcome::Success(format!("connected to {addr}"))));
         }
         match tls {
-            None => pump_plain(stream, &mut self.session),
+            None => pump_plain(stream, &mut self.session, hint.readable),
             Some(conn) => pump_tls(stream, conn, &mut self.session),
         }
     }
 }
 
-/// Ok(true) once connected, Ok(false) while the connect is in progress.
-fn check_connected(stream: &mut TcpStream, addr: SocketAddr) -> Result<bool, ProbeError> {
+/// What the event being handled reported for the attempt's socket (nothing for any other).
+#[derive(Debug, Default, Clone, Copy)]
+struct Readiness {
+    /// Writable without an error: connected, once `SO_ERROR` agrees.
+    writable: bool,
+    /// Data, the peer's close, or an error to read.
+    readable: bool,
+}
+
+/// Ok(true) once connected, Ok(false) while the connect is in progress. `writable`: the event
+/// reported the socket writable (see the module docs), so no `getpeername` is needed.
+fn check_connected(
+    stream: &mut TcpStream,
+    addr: SocketAddr,
+    writable: bool,
+) -> Result<bool, ProbeError> {
     match stream.take_error() {
         Ok(None) => {}
         Ok(Some(e)) | Err(e) => return Err(dial_error(addr, &e)),
+    }
+    if writable {
+        return Ok(true);
     }
     match stream.peer_addr() {
         Ok(_) => Ok(true),
@@ -565,13 +609,17 @@ fn check_connected(stream: &mut TcpStream, addr: SocketAddr) -> Result<bool, Pro
 /// Plaintext over the socket: write what the session has, read until it decides, EOF or
 /// `WouldBlock`; repeat while reading made the session produce more output (an HTTP/2
 /// SETTINGS acknowledgement). A write error is reported only if reading decides nothing:
-/// a server may answer (and close) before taking the whole request.
+/// a server may answer (and close) before taking the whole request. `readable`: the event
+/// reported something to read; without it (the connect just completed) nothing is read
+/// unless a write failed, since what arrives later queues its own event.
 fn pump_plain(
     stream: &mut TcpStream,
     session: &mut Session,
+    readable: bool,
 ) -> Result<Option<ProbeOutcome>, ProbeError> {
     let mut buf = [0u8; READ_CHUNK];
     let mut write_error = None;
+    let mut read_now = readable;
     loop {
         while write_error.is_none() && !session.output().is_empty() {
             match stream.write(session.output()) {
@@ -582,6 +630,10 @@ fn pump_plain(
                 Err(e) => write_error = Some(session.write_failed(io_reason(&e))),
             }
         }
+        if !read_now && write_error.is_none() {
+            return Ok(None);
+        }
+        read_now = true;
         let mut answer_due = false;
         loop {
             match stream.read(&mut buf) {

@@ -3,8 +3,9 @@
 //!
 //! Owns: the attempt in flight per (container, probe kind), with its socket (registered by
 //! [`NetProbe`] under the attempt's token) or its process, output pipe and sub-cgroup. The
-//! token of an attempt is derived from (container, kind) ([`tokens::probe_token`]): at most one
-//! attempt per pair is in flight, and a cancelled one is deregistered before the next starts.
+//! token of an attempt is derived from (container, kind, attempt number)
+//! ([`tokens::probe_token`]): at most one attempt per pair is in flight, and an event left
+//! over from an earlier attempt carries another token and is dropped here.
 //!
 //! Must not: schedule, time out or count results (the core owns schedules, thresholds and
 //! timeouts; a timeout reaches here as a cancel), or reap (the reaper reports an exec probe's
@@ -117,7 +118,7 @@ impl ProbeRunner {
                 duration: Duration::ZERO,
             })
         };
-        let token = tokens::probe_token(key, kind);
+        let token = tokens::probe_token(key, kind, seq);
         let how = match &probe.action {
             ProbeAction::Exec { command } => {
                 let cgroup = match cgroup {
@@ -196,8 +197,11 @@ impl ProbeRunner {
         event: &mio::event::Event,
         now: Instant,
     ) -> Option<Input> {
-        let (key, kind) = tokens::probe_of(token)?;
-        let attempt = self.attempts.get_mut(&(key, kind))?;
+        let (key, kind, tag) = tokens::probe_of(token)?;
+        let attempt = self
+            .attempts
+            .get_mut(&(key, kind))
+            .filter(|a| tokens::probe_seq_tag(a.seq) == tag)?;
         match &mut attempt.how {
             How::Exec { .. } => {
                 read_exec_output(attempt);
@@ -413,7 +417,7 @@ impl ProbeRunner {
         output: Vec<u8>,
         cgroup: Option<ContainerCgroup>,
     ) {
-        let token = tokens::probe_token(key, ProbeKind::Hook);
+        let token = tokens::probe_token(key, ProbeKind::Hook, seq);
         let pipe = pipe.and_then(|r| {
             Watched::new(&self.registry, r, |r| r.as_fd(), token, Interest::READABLE).ok()
         });
@@ -573,6 +577,86 @@ mod tests {
         assert!(runner.attempts.is_empty());
         let mut events = mio::Events::with_capacity(4);
         crate::testutil::poll_once(&mut poll, &mut events, Duration::from_millis(50));
-        assert!(events.is_empty(), "the cancelled socket is deregistered");
+        assert!(
+            events.is_empty(),
+            "the cancelled socket is closed, which removes its registration"
+        );
+    }
+
+    /// A listener whose accept queue is full (backlog 0, one connection waiting): the kernel
+    /// drops further SYNs (tcp_conn_request, `sk_acceptq_is_full`), so a probe's connect stays
+    /// in progress for seconds.
+    fn full_listener() -> (std::net::TcpListener, std::net::TcpStream) {
+        use nix::sys::socket::{Backlog, listen};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listen(&listener, Backlog::new(0).unwrap()).unwrap();
+        let filler = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        (listener, filler)
+    }
+
+    #[test]
+    fn an_event_carrying_an_earlier_attempts_token_does_not_decide_the_attempt_in_flight() {
+        let (listener, _filler) = full_listener();
+        let port = listener.local_addr().unwrap().port();
+        let (mut poll, mut runner, mut janitor) = setup();
+        let container = crate::control::render::fixtures::spec("c");
+        let probe = tcp_probe(port);
+        let key = ContainerKey(3);
+        let req = |seq| ProbeRequest {
+            key,
+            generation: 1,
+            container: &container,
+            kind: ProbeKind::Readiness,
+            seq,
+            probe: &probe,
+        };
+        let now = Instant::now();
+        let mut reaper = Reaper::default();
+        assert!(
+            runner
+                .start(req(6), None, now, &mut reaper, &mut janitor)
+                .is_none()
+        );
+        runner.cancel(key, 1, ProbeKind::Readiness, 6, &mut janitor);
+        assert!(
+            runner
+                .start(req(7), None, now, &mut reaper, &mut janitor)
+                .is_none()
+        );
+
+        // What a registration left behind by attempt 6 would deliver (its socket closed while
+        // a freshly cloned child still held it): a writable descriptor under 6's token.
+        let (stale, _peer) = std::os::unix::net::UnixStream::pair().unwrap();
+        let stale_fd = std::os::fd::AsRawFd::as_raw_fd(&stale);
+        let old = tokens::probe_token(key, ProbeKind::Readiness, 6);
+        runner
+            .registry
+            .register(
+                &mut mio::unix::SourceFd(&stale_fd),
+                old,
+                Interest::READABLE | Interest::WRITABLE,
+            )
+            .unwrap();
+        let mut events = mio::Events::with_capacity(4);
+        let mut seen_stale = false;
+        let until = Instant::now() + Duration::from_millis(300);
+        while Instant::now() < until {
+            crate::testutil::poll_once(&mut poll, &mut events, Duration::from_millis(50));
+            for e in events.iter() {
+                seen_stale |= e.token() == old && e.is_writable();
+                let result = runner.on_event(e.token(), e, Instant::now());
+                assert!(result.is_none(), "decided by {e:?}: {result:?}");
+            }
+        }
+        assert!(seen_stale, "the stale registration delivered its event");
+        assert_eq!(
+            runner
+                .attempts
+                .get(&(key, ProbeKind::Readiness))
+                .map(|a| a.seq),
+            Some(7),
+            "attempt 7 is still connecting"
+        );
+        runner.cancel(key, 1, ProbeKind::Readiness, 7, &mut janitor);
     }
 }

@@ -160,19 +160,38 @@ pub fn exec_key(token: Token) -> ContainerKey {
     ContainerKey((token.0 & PAYLOAD_MASK) as u32)
 }
 
-/// The token of the probe attempt in flight for (container, kind): at most one at a time.
-pub fn probe_token(key: ContainerKey, kind: ProbeKind) -> Token {
-    Owner::Probes.token(((key.0 as usize) << 2) | kind_index(kind))
+/// Bits of an attempt's sequence number carried in its probe token (above the 32-bit
+/// container key and the 2-bit kind, within the 56-bit payload).
+const PROBE_SEQ_BITS: u32 = 22;
+
+/// The token of probe attempt `seq` of (container, kind): at most one is in flight per pair,
+/// and consecutive attempts get different tokens, so an event still queued for an earlier
+/// attempt's socket (a socket closed without `EPOLL_CTL_DEL`: its registration lives on while
+/// a child cloned in the meantime still holds the descriptor, epoll(7) "Q6") never reaches
+/// the next one. The sequence number wraps after 2^22 attempts of one pair.
+pub fn probe_token(key: ContainerKey, kind: ProbeKind, seq: u64) -> Token {
+    let seq = (seq as usize) & ((1 << PROBE_SEQ_BITS) - 1);
+    Owner::Probes.token((seq << 34) | ((key.0 as usize) << 2) | kind_index(kind))
 }
 
-/// The (container, kind) of a probe token.
-pub fn probe_of(token: Token) -> Option<(ContainerKey, ProbeKind)> {
+/// The (container, kind) of a probe token, and the low bits of its attempt's sequence number
+/// (compare with [`probe_seq_tag`]).
+pub fn probe_of(token: Token) -> Option<(ContainerKey, ProbeKind, u64)> {
     let payload = token.0 & PAYLOAD_MASK;
     let kind = ProbeKind::ALL
         .into_iter()
         .chain([ProbeKind::Hook])
         .find(|k| kind_index(*k) == payload & 3)?;
-    Some((ContainerKey((payload >> 2) as u32), kind))
+    Some((
+        ContainerKey(((payload >> 2) & 0xffff_ffff) as u32),
+        kind,
+        (payload >> 34) as u64,
+    ))
+}
+
+/// The part of `seq` a probe token carries.
+pub fn probe_seq_tag(seq: u64) -> u64 {
+    seq & ((1 << PROBE_SEQ_BITS) - 1)
 }
 
 fn kind_index(kind: ProbeKind) -> usize {
@@ -293,9 +312,12 @@ mod tests {
         assert_eq!(Owner::of(exec_token(key)), Some(Owner::Exec));
         assert_eq!(exec_key(exec_token(key)), key);
         for kind in ProbeKind::ALL.into_iter().chain([ProbeKind::Hook]) {
-            let t = probe_token(key, kind);
-            assert_eq!(Owner::of(t), Some(Owner::Probes));
-            assert_eq!(probe_of(t), Some((key, kind)));
+            for seq in [0, 1, (1 << 22) - 1, 1 << 22, u64::MAX] {
+                let t = probe_token(key, kind, seq);
+                assert_eq!(Owner::of(t), Some(Owner::Probes));
+                assert_eq!(probe_of(t), Some((key, kind, probe_seq_tag(seq))));
+            }
+            assert_ne!(probe_token(key, kind, 7), probe_token(key, kind, 8));
         }
         assert_eq!(
             Owner::of(TokenSpace::new(Owner::Janitor).next()),
