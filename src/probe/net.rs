@@ -377,6 +377,11 @@ impl NetProbe {
         self.deadline = Some((started + timeout, timeout));
     }
 
+    /// When the attempt times out, as set by [`NetProbe::expire_at`].
+    pub fn expires_at(&self) -> Option<std::time::Instant> {
+        self.deadline.map(|(at, _)| at)
+    }
+
     /// At or after the deadline, while still resolving, connecting or in a TLS handshake:
     /// the failure message naming that stage. `None` otherwise — a probe waiting for its
     /// response is left to the core's own `probe timed out after …`.
