@@ -177,8 +177,7 @@ impl ProbeRunner {
             | ProbeAction::Grpc { .. }) => match NetProbe::start(action, &self.registry, token) {
                 Ok(mut p) => {
                     p.expire_at(now, probe.timeout);
-                    let at = now + probe.timeout;
-                    self.next_expiry = Some(self.next_expiry.map_or(at, |t| t.min(at)));
+                    self.next_expiry = self.next_expiry.into_iter().chain(p.expires_at()).min();
                     How::Net(p)
                 }
                 Err(outcome) => return result(outcome),

@@ -163,6 +163,8 @@ pub fn exec_key(token: Token) -> ContainerKey {
 /// Bits of an attempt's sequence number carried in its probe token (above the 32-bit
 /// container key and the 2-bit kind, within the 56-bit payload).
 const PROBE_SEQ_BITS: u32 = 22;
+/// Where they start: above the key (32 bits) and the kind (2 bits).
+const PROBE_SEQ_SHIFT: u32 = 34;
 
 /// The token of probe attempt `seq` of (container, kind): at most one is in flight per pair,
 /// and consecutive attempts get different tokens, so an event still queued for an earlier
@@ -170,8 +172,8 @@ const PROBE_SEQ_BITS: u32 = 22;
 /// a child cloned in the meantime still holds the descriptor, epoll(7) "Q6") never reaches
 /// the next one. The sequence number wraps after 2^22 attempts of one pair.
 pub fn probe_token(key: ContainerKey, kind: ProbeKind, seq: u64) -> Token {
-    let seq = (seq as usize) & ((1 << PROBE_SEQ_BITS) - 1);
-    Owner::Probes.token((seq << 34) | ((key.0 as usize) << 2) | kind_index(kind))
+    let seq = probe_seq_tag(seq) as usize;
+    Owner::Probes.token((seq << PROBE_SEQ_SHIFT) | ((key.0 as usize) << 2) | kind_index(kind))
 }
 
 /// The (container, kind) of a probe token, and the low bits of its attempt's sequence number
@@ -183,9 +185,9 @@ pub fn probe_of(token: Token) -> Option<(ContainerKey, ProbeKind, u64)> {
         .chain([ProbeKind::Hook])
         .find(|k| kind_index(*k) == payload & 3)?;
     Some((
-        ContainerKey(((payload >> 2) & 0xffff_ffff) as u32),
+        ContainerKey((payload >> 2) as u32),
         kind,
-        (payload >> 34) as u64,
+        (payload >> PROBE_SEQ_SHIFT) as u64,
     ))
 }
 
