@@ -907,6 +907,28 @@ mod tests {
     }
 
     #[test]
+    fn a_response_sent_at_accept_before_the_request_is_read_decides_the_probe() {
+        // The answer may be queued before the probe's connect event is read, between that
+        // event and the request going out, or after: each case must reach the parser (the
+        // probe reads only when an event reports data).
+        for _ in 0..20 {
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            let port = listener.local_addr().unwrap().port();
+            let server = thread::spawn(move || {
+                let (mut conn, _) = listener.accept().unwrap();
+                conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+                    .unwrap();
+                // Held open, unread, until the probe has decided.
+                conn.set_read_timeout(Some(DEADLINE)).unwrap();
+                let _ = read_head(&conn);
+            });
+            let outcome = run(&http(port, "/healthz", &[]));
+            assert!(matches!(outcome, ProbeOutcome::Success(_)), "{outcome:?}");
+            server.join().unwrap();
+        }
+    }
+
+    #[test]
     fn http_200_is_success_with_body() {
         assert_eq!(
             respond("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"),
