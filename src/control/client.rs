@@ -15,6 +15,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::protocol::RequestCmd;
 use super::text;
@@ -282,18 +283,14 @@ pub(crate) fn one_result(
         path: path.to_path_buf(),
         source,
     };
-    let mut stream = UnixStream::connect(path).map_err(|source| ClientError::Connect {
+    let stream = UnixStream::connect(path).map_err(|source| ClientError::Connect {
         path: path.to_path_buf(),
         source,
     })?;
     stream
         .set_read_timeout(Some(REPLY_TIMEOUT))
         .map_err(io_err)?;
-    let mut obj = cmd.request.to_json();
-    obj.insert("id".into(), Value::from(1));
-    let mut line = Value::Object(obj).to_string();
-    line.push('\n');
-    stream.write_all(line.as_bytes()).map_err(io_err)?;
+    send_request(&stream, &cmd.request, false).map_err(io_err)?;
     let mut buf = String::new();
     if BufReader::new(&stream)
         .read_line(&mut buf)
@@ -305,13 +302,13 @@ pub(crate) fn one_result(
         });
     }
     whole_line(path, &buf)?;
-    let reply: wire::ReplyLine =
-        serde_json::from_str(&buf).map_err(|source| ClientError::BadReply {
-            path: path.to_path_buf(),
-            source,
-        })?;
+    let bad = |source| ClientError::BadReply {
+        path: path.to_path_buf(),
+        source,
+    };
+    let reply: wire::ReplyLine = serde_json::from_str(&buf).map_err(bad)?;
     match (reply.ok, reply.result, reply.error) {
-        (true, Some(v), _) => Ok(Ok(v)),
+        (true, Some(v), _) => Ok(Ok(serde_json::from_str(v.get()).map_err(bad)?)),
         (false, _, Some(e)) => Ok(Err(e)),
         _ => Err(ClientError::OddReply {
             path: path.to_path_buf(),
@@ -365,6 +362,50 @@ pub(crate) fn typed<T: DeserializeOwned>(path: &Path, v: &Value) -> Result<T, Cl
     })
 }
 
+/// [`typed`] for JSON still as text: read straight into `T`, no tree of values first.
+fn typed_raw<T: DeserializeOwned>(path: &Path, v: &RawValue) -> Result<T, ClientError> {
+    serde_json::from_str(v.get()).map_err(|source| ClientError::BadReply {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// JSON text as a tree of values, for `-o json` output.
+fn value_of(path: &Path, v: &RawValue) -> Result<Value, ClientError> {
+    typed_raw(path, v)
+}
+
+/// Writes the request line; for a one-shot request, then closes the writing side: the
+/// supervisor sees the end of requests with the request itself and closes its side in the
+/// turn that answers it, instead of being woken once more by this process's exit to do it
+/// (docs/interface.md §2.1). A follow request keeps it open (§2.4: the stream lasts as long
+/// as the connection). A failed `shutdown` only loses that: the reply still decides.
+fn send_request(mut stream: &UnixStream, request: &RequestCmd, follow: bool) -> io::Result<()> {
+    stream.write_all(request_line(request).as_bytes())?;
+    if !follow {
+        let _ = stream.shutdown(std::net::Shutdown::Write);
+    }
+    Ok(())
+}
+
+/// The request line: `id` 1 and the request's fields, serialized straight to text.
+fn request_line(request: &RequestCmd) -> String {
+    #[derive(serde::Serialize)]
+    struct Line<'a> {
+        id: u32,
+        #[serde(flatten)]
+        request: &'a RequestCmd,
+    }
+    match serde_json::to_string(&Line { id: 1, request }) {
+        Ok(mut line) => {
+            line.push('\n');
+            line
+        }
+        // A struct of strings, numbers and booleans always serializes.
+        Err(e) => unreachable!("a request did not serialize: {e}"),
+    }
+}
+
 /// A reply line read up to EOF without its newline was cut short (the connection closed
 /// mid-reply, as `vigil upgrade` does to a reply it could not finish sending).
 fn whole_line(path: &Path, line: &str) -> Result<(), ClientError> {
@@ -388,7 +429,7 @@ fn exchange(
         path: path.to_path_buf(),
         source,
     };
-    let mut stream = UnixStream::connect(path).map_err(|source| ClientError::Connect {
+    let stream = UnixStream::connect(path).map_err(|source| ClientError::Connect {
         path: path.to_path_buf(),
         source,
     })?;
@@ -398,11 +439,7 @@ fn exchange(
             .set_read_timeout(Some(REPLY_TIMEOUT))
             .map_err(io_err)?;
     }
-    let mut obj = cmd.request.to_json();
-    obj.insert("id".into(), Value::from(1));
-    let mut line = Value::Object(obj).to_string();
-    line.push('\n');
-    stream.write_all(line.as_bytes()).map_err(io_err)?;
+    send_request(&stream, &cmd.request, follow).map_err(io_err)?;
 
     let mut sink = Sink { out, closed: false };
     let json = cmd.output == Output::Json;
@@ -426,11 +463,11 @@ fn exchange(
             };
         }
         whole_line(path, &buf)?;
-        let raw: Value = serde_json::from_str(&buf).map_err(|source| ClientError::BadReply {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let reply: wire::ReplyLine = typed(path, &raw)?;
+        let reply: wire::ReplyLine =
+            serde_json::from_str(&buf).map_err(|source| ClientError::BadReply {
+                path: path.to_path_buf(),
+                source,
+            })?;
         answered = true;
         if !reply.ok {
             return match reply.error {
@@ -442,15 +479,16 @@ fn exchange(
             };
         }
         let now = SystemTime::now();
-        if let Some(ev) = &reply.event {
+        if let Some(raw) = reply.event {
+            let ev: wire::Event = typed_raw(path, raw)?;
             if json {
-                sink.put_json_line(&raw["event"]);
+                sink.put_json_line(&value_of(path, raw)?);
             } else {
-                sink.put(&text::event_follow_line(ev, now));
+                sink.put(&text::event_follow_line(&ev, now));
             }
         } else if let Some(chunk) = &reply.log {
             sink.put_log(chunk, terminal);
-        } else if let Some(result) = &reply.result {
+        } else if let Some(result) = reply.result {
             show_result(&mut sink, path, cmd, terminal, result, now)?;
         } else {
             return Err(ClientError::OddReply {
@@ -471,36 +509,38 @@ fn show_result(
     path: &Path,
     cmd: &ClientCommand,
     terminal: Terminal,
-    result: &Value,
+    result: &RawValue,
     now: SystemTime,
 ) -> Result<(), ClientError> {
     let json = cmd.output == Output::Json;
-    let pretty = |sink: &mut Sink| {
-        let text = serde_json::to_string_pretty(result).unwrap_or_default();
+    let pretty = |sink: &mut Sink| -> Result<(), ClientError> {
+        let text = serde_json::to_string_pretty(&value_of(path, result)?).unwrap_or_default();
         sink.put(&format!("{text}\n"));
+        Ok(())
     };
     match &cmd.request {
         RequestCmd::Status { .. } => {
-            let reply: wire::StatusReply = typed(path, result)?;
+            let reply: wire::StatusReply = typed_raw(path, result)?;
             if json {
-                pretty(sink);
+                pretty(sink)?;
             } else {
                 sink.put(&text::status_table(&reply, cmd.output == Output::Wide, now));
             }
         }
         RequestCmd::Describe { .. } => {
-            let reply: wire::DescribeReply = typed(path, result)?;
+            let reply: wire::DescribeReply = typed_raw(path, result)?;
             if json {
-                pretty(sink);
+                pretty(sink)?;
             } else {
                 sink.put(&text::describe_text(&reply, now));
             }
         }
         RequestCmd::Events { follow } => {
-            let reply: wire::EventsReply = typed(path, result)?;
+            let reply: wire::EventsReply = typed_raw(path, result)?;
             if json {
                 // One object a line, what `jq` and log shippers read.
-                for ev in result["events"].as_array().into_iter().flatten() {
+                let all = value_of(path, result)?;
+                for ev in all["events"].as_array().into_iter().flatten() {
                     sink.put_json_line(ev);
                 }
             } else if *follow {
@@ -512,20 +552,20 @@ fn show_result(
             }
         }
         RequestCmd::Logs { .. } => {
-            let reply: wire::LogsReply = typed(path, result)?;
+            let reply: wire::LogsReply = typed_raw(path, result)?;
             sink.put_log(&reply.log, terminal);
         }
         RequestCmd::Version => {
-            let reply: wire::VersionReply = typed(path, result)?;
+            let reply: wire::VersionReply = typed_raw(path, result)?;
             sink.put(&format!(
                 "Server Version: {}\n",
                 format::cell(&reply.version)
             ));
         }
         RequestCmd::Metrics { .. } => {
-            let reply: wire::MetricsReply = typed(path, result)?;
+            let reply: wire::MetricsReply = typed_raw(path, result)?;
             if json {
-                pretty(sink);
+                pretty(sink)?;
             } else {
                 // Written by vigil, but shown on a terminal: control characters other than
                 // line feeds are escaped (label values escape line feeds themselves).
@@ -538,7 +578,7 @@ fn show_result(
         | RequestCmd::Reload
         | RequestCmd::Shutdown
         | RequestCmd::Upgrade { .. } => {
-            let reply: wire::MessageReply = typed(path, result)?;
+            let reply: wire::MessageReply = typed_raw(path, result)?;
             sink.put(&format!(
                 "{}\n",
                 format::escape_controls(&reply.message, "\n\t")
@@ -960,6 +1000,44 @@ mod tests {
                 assert!(why.contains("web/app is in CrashLoopBackOff"), "{why}")
             }
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_one_shot_request_ends_its_input_and_a_follow_request_keeps_it_open() {
+        use std::io::Read as _;
+        for follow in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("s.sock");
+            let listener = UnixListener::bind(&path).unwrap();
+            let server = std::thread::spawn(move || {
+                let (stream, _) = listener.accept().unwrap();
+                stream
+                    .set_read_timeout(Some(Duration::from_millis(300)))
+                    .unwrap();
+                let mut reader = BufReader::new(&stream);
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                // Ok(0): the client closed its writing side; a timeout: it is still open.
+                let ended = matches!(reader.read(&mut [0u8; 1]), Ok(0));
+                let reply = if follow {
+                    json!({"id": 1, "ok": true, "event": event("Started")})
+                } else {
+                    ok(json!({"pods": []}))
+                };
+                (&stream)
+                    .write_all(format!("{reply}\n").as_bytes())
+                    .unwrap();
+                ended
+            });
+            let request = if follow {
+                RequestCmd::Events { follow: true }
+            } else {
+                RequestCmd::Status { pod: None }
+            };
+            let (code, _, err) = run_cmd(command(&path, request, Output::Json));
+            assert_eq!((code, err.as_str()), (0, ""), "follow: {follow}");
+            assert_eq!(server.join().unwrap(), !follow, "follow: {follow}");
         }
     }
 

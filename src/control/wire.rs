@@ -547,16 +547,16 @@ pub struct ErrorBody {
 
 /// One reply line as the client reads it: `ok` with exactly one of `result` (the answer),
 /// `event` (a followed event) or `log` (a chunk of followed output); or not `ok` with `error`.
-/// `result` stays JSON until the client knows which reply type to expect.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct ReplyLine {
-    #[serde(default)]
-    pub id: serde_json::Value,
+/// `result` and `event` stay JSON text, borrowed from the line, until the client knows which
+/// type to read them as: one pass over the line into the reply type, not a tree of values
+/// built and then read again (issue 20). `id` and any other field are not read.
+#[derive(Debug, Deserialize)]
+pub struct ReplyLine<'a> {
     pub ok: bool,
-    #[serde(default)]
-    pub result: Option<serde_json::Value>,
-    #[serde(default)]
-    pub event: Option<Event>,
+    #[serde(default, borrow)]
+    pub result: Option<&'a serde_json::value::RawValue>,
+    #[serde(default, borrow)]
+    pub event: Option<&'a serde_json::value::RawValue>,
     #[serde(default)]
     pub log: Option<String>,
     #[serde(default)]

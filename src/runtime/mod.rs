@@ -82,7 +82,11 @@ pub fn handoff_entry() -> Option<i32> {
 }
 
 /// The new instance: take the state over and supervise on; if it cannot, go back to the old
-/// binary with the same state (it continues unchanged and tells the caller).
+/// binary with the same state (it continues unchanged and tells the caller). Never inlined:
+/// its frame (the state being read, ~17 KB) would otherwise be [`handoff_entry`]'s, and every
+/// `vigil status` would fault in four stack pages only to return `None` (issue 20).
+#[inline(never)]
+#[cold]
 fn resume_main(inh: handoff::Inherited) -> i32 {
     init_logger();
     let exec_done = std::time::Instant::now();
