@@ -8,9 +8,15 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+/// How far the wall clock may drift from the anchor before answers take a new one
+/// ([`WallClock::refreshed`]): above the time between reading the two clocks, below any
+/// step worth showing (times are shown to the millisecond).
+pub const ANCHOR_TOLERANCE: Duration = Duration::from_millis(1);
+
 /// Pairs one monotonic instant with the wall-clock time read at the same moment, so core
-/// [`Instant`]s can be shown as wall-clock times. The anchor is taken once per snapshot: a wall
-/// clock step between snapshots shifts what is shown, never the core's timers.
+/// [`Instant`]s can be shown as wall-clock times. The anchor is checked at every answer and
+/// replaced only when the wall clock has moved away from it ([`WallClock::refreshed`]): a
+/// wall-clock step shifts what is shown, never the core's timers.
 #[derive(Debug, Clone, Copy)]
 pub struct WallClock {
     pub mono: Instant,
@@ -40,7 +46,24 @@ impl WallClock {
         }
     }
 
-    /// `t` as RFC 3339 UTC with second precision: `2026-11-22T00:48:17Z`.
+    /// The anchor to show times with from now on, given a `fresh` reading of both clocks:
+    /// this one while the wall clock still agrees with it to within [`ANCHOR_TOLERANCE`],
+    /// else `fresh` (the wall clock was stepped: NTP, a resumed VM, `date -s`; steps smaller
+    /// than the tolerance add up until they pass it). The two clocks are read one after the
+    /// other, so each reading is off by the time between the reads: taking every reading
+    /// as the anchor showed one instant (a container's `started_at`) a millisecond apart in
+    /// two answers now and then, which a client comparing answers takes for a new run.
+    /// NTP's slewing does not move the offset: it adjusts the monotonic clock alike.
+    pub fn refreshed(self, fresh: WallClock) -> WallClock {
+        let predicted = self.to_system(fresh.mono);
+        let gap = match fresh.wall.duration_since(predicted) {
+            Ok(ahead) => ahead,
+            Err(behind) => behind.duration(),
+        };
+        if gap > ANCHOR_TOLERANCE { fresh } else { self }
+    }
+
+    /// `t` as RFC 3339 UTC with milliseconds: `2026-11-22T00:48:17.000Z`.
     pub fn rfc3339(&self, t: Instant) -> String {
         rfc3339(self.to_system(t))
     }
@@ -340,6 +363,42 @@ mod tests {
         assert_eq!(rfc1123z(at(0)), "Thu, 01 Jan 1970 00:00:00 +0000");
         let t = days_from_civil(2026, 11, 22) * 86_400 + 48 * 60 + 17;
         assert_eq!(rfc1123z(at(t as u64)), "Sun, 22 Nov 2026 00:48:17 +0000");
+    }
+
+    #[test]
+    fn the_anchor_is_kept_through_the_gap_between_clock_reads_and_replaced_after_a_step() {
+        let mono = Instant::now();
+        // 12:00:00.0004: an instant 0.6 ms before a millisecond's end.
+        let anchor = WallClock::new(mono, at(43_200) + Duration::from_micros(400));
+        let started = mono;
+        let later = mono + Duration::from_secs(30);
+        // A reading 30 s on whose wall clock was read 700 us after the monotonic one: with it
+        // as the anchor, the same instant would show as .001 instead of .000.
+        let read_apart =
+            WallClock::new(later, anchor.to_system(later) + Duration::from_micros(700));
+        assert_eq!(read_apart.rfc3339(started), "1970-01-01T12:00:00.001Z");
+        let kept = anchor.refreshed(read_apart);
+        assert_eq!(kept.rfc3339(started), "1970-01-01T12:00:00.000Z");
+        assert_eq!(kept.to_system(started), anchor.to_system(started));
+        // Stepped 2 s back, or 5 ms forward: the fresh reading is taken.
+        for step in [-2_000_000i64, 5_000] {
+            let wall = if step < 0 {
+                anchor.to_system(later) - Duration::from_micros(step.unsigned_abs())
+            } else {
+                anchor.to_system(later) + Duration::from_micros(step as u64)
+            };
+            let stepped = WallClock::new(later, wall);
+            let now = anchor.refreshed(stepped);
+            assert_eq!(now.to_system(later), wall, "step {step} us");
+        }
+        // Steps under the tolerance add up until they pass it.
+        let mut clock = anchor;
+        let mut wall = anchor.to_system(later);
+        for _ in 0..3 {
+            wall += Duration::from_micros(400);
+            clock = clock.refreshed(WallClock::new(later, wall));
+        }
+        assert_eq!(clock.to_system(later), wall);
     }
 
     #[test]

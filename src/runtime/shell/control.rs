@@ -548,9 +548,10 @@ impl Control {
     /// Authorises and journals one request, then answers it ([`Control::dispatch`]); a
     /// request that changes state is returned for the router.
     fn answer(&mut self, inc: Incoming, now: Instant, view: &View) -> Option<(Pending, Mutation)> {
-        // Re-anchor wall-clock times at every answer, so a stepped system clock (NTP, a VM
-        // resumed) shows up in what is reported; the core's timers never see it.
-        self.clock = WallClock::now();
+        // Check the wall-clock anchor at every answer, so a stepped system clock (NTP, a VM
+        // resumed) shows up in what is reported; the core's timers never see it. Kept while
+        // the clock agrees with it, so the same instant reads the same in every answer.
+        self.clock = self.clock.refreshed(WallClock::now());
         let Incoming {
             conn,
             peer,
