@@ -302,13 +302,9 @@ pub(crate) fn one_result(
         });
     }
     whole_line(path, &buf)?;
-    let bad = |source| ClientError::BadReply {
-        path: path.to_path_buf(),
-        source,
-    };
-    let reply: wire::ReplyLine = serde_json::from_str(&buf).map_err(bad)?;
+    let reply: wire::ReplyLine = read_json(path, &buf)?;
     match (reply.ok, reply.result, reply.error) {
-        (true, Some(v), _) => Ok(Ok(serde_json::from_str(v.get()).map_err(bad)?)),
+        (true, Some(v), _) => Ok(Ok(read_json(path, v.get())?)),
         (false, _, Some(e)) => Ok(Err(e)),
         _ => Err(ClientError::OddReply {
             path: path.to_path_buf(),
@@ -362,17 +358,13 @@ pub(crate) fn typed<T: DeserializeOwned>(path: &Path, v: &Value) -> Result<T, Cl
     })
 }
 
-/// [`typed`] for JSON still as text: read straight into `T`, no tree of values first.
-fn typed_raw<T: DeserializeOwned>(path: &Path, v: &RawValue) -> Result<T, ClientError> {
-    serde_json::from_str(v.get()).map_err(|source| ClientError::BadReply {
+/// [`typed`] for JSON still as text (a reply line, or a `result` in it): read straight into
+/// `T`, no tree of values first.
+fn read_json<'a, T: serde::Deserialize<'a>>(path: &Path, text: &'a str) -> Result<T, ClientError> {
+    serde_json::from_str(text).map_err(|source| ClientError::BadReply {
         path: path.to_path_buf(),
         source,
     })
-}
-
-/// JSON text as a tree of values, for `-o json` output.
-fn value_of(path: &Path, v: &RawValue) -> Result<Value, ClientError> {
-    typed_raw(path, v)
 }
 
 /// Writes the request line; for a one-shot request, then closes the writing side: the
@@ -463,11 +455,7 @@ fn exchange(
             };
         }
         whole_line(path, &buf)?;
-        let reply: wire::ReplyLine =
-            serde_json::from_str(&buf).map_err(|source| ClientError::BadReply {
-                path: path.to_path_buf(),
-                source,
-            })?;
+        let reply: wire::ReplyLine = read_json(path, &buf)?;
         answered = true;
         if !reply.ok {
             return match reply.error {
@@ -480,9 +468,9 @@ fn exchange(
         }
         let now = SystemTime::now();
         if let Some(raw) = reply.event {
-            let ev: wire::Event = typed_raw(path, raw)?;
+            let ev: wire::Event = read_json(path, raw.get())?;
             if json {
-                sink.put_json_line(&value_of(path, raw)?);
+                sink.put_json_line(&read_json::<Value>(path, raw.get())?);
             } else {
                 sink.put(&text::event_follow_line(&ev, now));
             }
@@ -514,13 +502,14 @@ fn show_result(
 ) -> Result<(), ClientError> {
     let json = cmd.output == Output::Json;
     let pretty = |sink: &mut Sink| -> Result<(), ClientError> {
-        let text = serde_json::to_string_pretty(&value_of(path, result)?).unwrap_or_default();
+        let text = serde_json::to_string_pretty(&read_json::<Value>(path, result.get())?)
+            .unwrap_or_default();
         sink.put(&format!("{text}\n"));
         Ok(())
     };
     match &cmd.request {
         RequestCmd::Status { .. } => {
-            let reply: wire::StatusReply = typed_raw(path, result)?;
+            let reply: wire::StatusReply = read_json(path, result.get())?;
             if json {
                 pretty(sink)?;
             } else {
@@ -528,7 +517,7 @@ fn show_result(
             }
         }
         RequestCmd::Describe { .. } => {
-            let reply: wire::DescribeReply = typed_raw(path, result)?;
+            let reply: wire::DescribeReply = read_json(path, result.get())?;
             if json {
                 pretty(sink)?;
             } else {
@@ -536,10 +525,10 @@ fn show_result(
             }
         }
         RequestCmd::Events { follow } => {
-            let reply: wire::EventsReply = typed_raw(path, result)?;
+            let reply: wire::EventsReply = read_json(path, result.get())?;
             if json {
                 // One object a line, what `jq` and log shippers read.
-                let all = value_of(path, result)?;
+                let all = read_json::<Value>(path, result.get())?;
                 for ev in all["events"].as_array().into_iter().flatten() {
                     sink.put_json_line(ev);
                 }
@@ -552,18 +541,18 @@ fn show_result(
             }
         }
         RequestCmd::Logs { .. } => {
-            let reply: wire::LogsReply = typed_raw(path, result)?;
+            let reply: wire::LogsReply = read_json(path, result.get())?;
             sink.put_log(&reply.log, terminal);
         }
         RequestCmd::Version => {
-            let reply: wire::VersionReply = typed_raw(path, result)?;
+            let reply: wire::VersionReply = read_json(path, result.get())?;
             sink.put(&format!(
                 "Server Version: {}\n",
                 format::cell(&reply.version)
             ));
         }
         RequestCmd::Metrics { .. } => {
-            let reply: wire::MetricsReply = typed_raw(path, result)?;
+            let reply: wire::MetricsReply = read_json(path, result.get())?;
             if json {
                 pretty(sink)?;
             } else {
@@ -578,7 +567,7 @@ fn show_result(
         | RequestCmd::Reload
         | RequestCmd::Shutdown
         | RequestCmd::Upgrade { .. } => {
-            let reply: wire::MessageReply = typed_raw(path, result)?;
+            let reply: wire::MessageReply = read_json(path, result.get())?;
             sink.put(&format!(
                 "{}\n",
                 format::escape_controls(&reply.message, "\n\t")
