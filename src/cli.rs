@@ -290,7 +290,9 @@ pub fn main() -> i32 {
     // Started by the kernel as init (`/sbin/init`, `rdinit=`), vigil gets no subcommand — and
     // possibly stray kernel command-line words as arguments: behave as `vigil run`.
     if crate::runtime::is_pid1() {
-        let first = std::env::args().nth(1);
+        let first = crate::args::args_os()
+            .nth(1)
+            .and_then(|a| a.into_string().ok());
         let known = first.as_deref().is_some_and(|a| {
             use clap::CommandFactory;
             a.starts_with('-') || Cli::command().find_subcommand(a).is_some()
@@ -300,7 +302,7 @@ pub fn main() -> i32 {
         }
     }
     // The command monitoring runs in a loop, without building the whole clap tree first.
-    if let Some(cmd) = quick_status(std::env::args_os().skip(1), env_option) {
+    if let Some(cmd) = quick_status(crate::args::args_os().skip(1), env_option) {
         return match client_command(cmd) {
             Ok(cmd) => client::main(cmd),
             Err(message) => {
@@ -310,7 +312,7 @@ pub fn main() -> i32 {
         };
     }
     // docs/interface.md §1.3: bad usage exits 1 (2 means "cannot reach the supervisor").
-    let cli = match parse(std::env::args_os()) {
+    let cli = match parse(crate::args::args_os()) {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();

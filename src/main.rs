@@ -10,8 +10,9 @@
 //! a closed pipe or socket fails with EPIPE instead of killing the process; descriptors 0–2
 //! opened on /dev/null if they are closed, so no file or socket vigil opens takes their
 //! place; a panic outside the loop ends the process with exit code 101;
-//! `std::process::exit` flushes stdout. `std::env::args` works as before (glibc passes argv
-//! to std's `.init_array` function). One difference remains: panic messages name the main
+//! `std::process::exit` flushes stdout. argv is handed to [`vigil::args`], which every part of
+//! vigil reads it from (glibc also passes it to std's `.init_array` function, musl does not).
+//! One difference remains: panic messages name the main
 //! thread `<unnamed>` instead of `main`.
 #![cfg_attr(not(test), no_main)]
 #![allow(unsafe_code)]
@@ -20,7 +21,8 @@
 // The symbol `main` is what the C runtime calls; nothing else in the program defines it.
 #[cfg(not(test))]
 #[unsafe(no_mangle)]
-extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
+extern "C" fn main(argc: libc::c_int, argv: *const *const libc::c_char) -> libc::c_int {
+    vigil::args::init(arguments(argc, argv));
     sanitize_standard_fds();
     // SAFETY: signal(2) with SIG_IGN installs no handler code; at this point the process has
     // one thread and nothing else is changing signal dispositions.
@@ -29,6 +31,22 @@ extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> lib
     }
     let code = std::panic::catch_unwind(vigil::cli::main).unwrap_or(101);
     std::process::exit(code)
+}
+
+/// `argv` as the C runtime passed it to `main` (musl, unlike glibc, does not hand it to
+/// std's start-up code: src/args.rs).
+#[cfg(not(test))]
+fn arguments(argc: libc::c_int, argv: *const *const libc::c_char) -> Vec<std::ffi::OsString> {
+    use std::os::unix::ffi::OsStrExt;
+    let count = usize::try_from(argc).unwrap_or(0);
+    let mut args = Vec::with_capacity(count);
+    for i in 0..count {
+        // SAFETY: the C runtime passes `argc` valid pointers in `argv`, each to a
+        // NUL-terminated string that lives, unchanged by vigil, for the process's life.
+        let arg = unsafe { std::ffi::CStr::from_ptr(*argv.add(i)) };
+        args.push(std::ffi::OsStr::from_bytes(arg.to_bytes()).to_os_string());
+    }
+    args
 }
 
 /// Descriptors 0, 1 and 2 that are not open are opened on /dev/null (what std's start-up

@@ -25,9 +25,10 @@
 //! Must not: follow a symlink below `log_dir`, block on anything but a local file write, or
 //! stop capture when the file cannot be written (the ring keeps the output).
 
+use std::ffi::CString;
 use std::fs::File;
 use std::io::{self, Write};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -524,13 +525,7 @@ impl LogFile {
             }),
         };
         // RENAME_NOREPLACE (rename(2)): whatever else sits under the aside name stays.
-        match nix::fcntl::renameat2(
-            dir,
-            oldest.as_str(),
-            dir,
-            aside.as_str(),
-            nix::fcntl::RenameFlags::RENAME_NOREPLACE,
-        ) {
+        match rename_noreplace(dir, &oldest, &aside) {
             Ok(()) => put_aside = self.open_aside(dir, aside),
             Err(nix::errno::Errno::ENOENT) => {}
             // EEXIST (a name vigil did not leave) or EINVAL (no RENAME_NOREPLACE here):
@@ -712,5 +707,33 @@ fn reason_of(e: &LogError) -> String {
     match source.raw_os_error() {
         Some(n) => nix::errno::Errno::from_raw(n).desc().to_string(),
         None => source.to_string(),
+    }
+}
+
+/// `from` renamed to `to` in the directory `dir` unless `to` exists: renameat2(2) with
+/// `RENAME_NOREPLACE`, made as a raw system call because the C libraries differ in wrapping it
+/// (musl does not; nix offers it for glibc only), so every build takes the same path.
+#[allow(unsafe_code)]
+fn rename_noreplace(dir: &OwnedFd, from: &str, to: &str) -> Result<(), nix::errno::Errno> {
+    let (Ok(from), Ok(to)) = (CString::new(from), CString::new(to)) else {
+        return Err(nix::errno::Errno::EINVAL);
+    };
+    // SAFETY: renameat2(2) reads two NUL-terminated paths, which `from` and `to` own for the
+    // call's duration, relative to `dir`, a directory descriptor this file's owner keeps open;
+    // no memory is written.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
+            dir.as_raw_fd(),
+            from.as_ptr(),
+            dir.as_raw_fd(),
+            to.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(nix::errno::Errno::last())
     }
 }

@@ -69,7 +69,7 @@ pub fn run_source(source: crate::config::ConfigSource, allow_missing_controllers
 /// `vigil --handoff-version`, or this process is the new instance of a `vigil upgrade`
 /// (whatever its arguments): the exit code; `None` for everything else.
 pub fn handoff_entry() -> Option<i32> {
-    if std::env::args_os()
+    if crate::args::args_os()
         .nth(1)
         .is_some_and(|a| a == "--handoff-version")
     {

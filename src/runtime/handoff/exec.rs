@@ -136,7 +136,7 @@ pub fn exec(
 /// handoff and `why` in its environment. Returns only on failure.
 pub fn back_to_old(exe: &OwnedFd, state: RawFd, why: &str) -> io::Error {
     let mut args = Vec::new();
-    for a in std::env::args_os() {
+    for a in crate::args::args_os() {
         match cstring(a.as_bytes()) {
             Ok(c) => args.push(c),
             Err(e) => return e,
