@@ -265,15 +265,13 @@ pub fn reply_ok(id: &RequestId, result: Value) -> String {
     ok_line(id, "result", &result)
 }
 
-/// [`reply_ok`] around a result already rendered as JSON text by vigil itself (a cached
-/// `status`): one copy into a line allocated at its final size.
-pub fn reply_ok_json(id: &RequestId, result: &str) -> String {
+/// What comes before and after the result in [`reply_ok`]'s line, for a result already
+/// rendered as JSON text by vigil itself (a cached `status`) and sent from where it is kept,
+/// not copied into a line (`Server::send_parts`).
+pub fn reply_ok_around(id: &RequestId) -> (String, &'static str) {
     let mut s = head(id);
-    s.reserve(result.len() + 24);
     s.push_str("\"ok\":true,\"result\":");
-    s.push_str(result);
-    s.push_str("}\n");
-    s
+    (s, "}\n")
 }
 
 /// `{"id": …, "ok": false, "error": {"kind": …, "message": …}}\n`.
@@ -743,7 +741,7 @@ mod tests {
     }
 
     #[test]
-    fn a_status_serialised_straight_into_the_line_is_the_value_reply() {
+    fn a_status_sent_around_its_cached_text_is_the_value_reply() {
         use crate::control::render::{self, Secrets, fixtures};
         let mono = std::time::Instant::now();
         let pods = vec![fixtures::sample_pod(mono)];
@@ -754,7 +752,8 @@ mod tests {
             Secrets::Redacted,
         );
         let id = RequestId::from(json!("a\"b"));
-        let direct = reply_ok_json(&id, &serde_json::to_string(&status).unwrap());
+        let (before, after) = reply_ok_around(&id);
+        let direct = before + &serde_json::to_string(&status).unwrap() + after;
         let via_value = reply_ok(&id, serde_json::to_value(&status).unwrap());
         assert!(direct.ends_with('\n') && direct.matches('\n').count() == 1);
         assert_eq!(

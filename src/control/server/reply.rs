@@ -21,6 +21,16 @@ impl Server {
         self.write(registry, conn, line.as_bytes())
     }
 
+    /// [`send`](Server::send) of a line given in pieces (e.g. a reply's head, a cached
+    /// result and the closing brace), written without joining them first.
+    pub fn send_parts(&mut self, registry: &Registry, conn: ConnId, parts: &[&[u8]]) -> bool {
+        let Some(c) = self.conn_mut(conn) else {
+            return false;
+        };
+        c.in_flight = false;
+        self.write_parts(registry, conn, parts)
+    }
+
     /// Answers the request handed out on `conn` with a stream: no further request is taken
     /// from it until [`end_stream`](Server::end_stream). `cut` is what closes a partly pushed
     /// line if the client has to be cut off (`None` when every push is whole lines).
@@ -100,19 +110,24 @@ impl Server {
     }
 
     pub(super) fn write(&mut self, registry: &Registry, conn: ConnId, bytes: &[u8]) -> bool {
+        self.write_parts(registry, conn, &[bytes])
+    }
+
+    /// `parts` written in order as one run of bytes ([`Conn::write_parts`]).
+    fn write_parts(&mut self, registry: &Registry, conn: ConnId, parts: &[&[u8]]) -> bool {
         let Some(c) = self.conn_mut(conn) else {
             return false;
         };
         if c.hung_up {
             return self.settle(registry, conn);
         }
-        c.wbuf.extend_from_slice(bytes);
-        if let Err(e) = c.flush() {
+        if let Err(e) = c.write_parts(parts) {
             log::debug!("control: write to pid {} failed: {e}", c.peer.pid);
             self.close(registry, conn);
             return false;
         }
-        self.budget.output = self.budget.output.saturating_sub(bytes.len());
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        self.budget.output = self.budget.output.saturating_sub(total);
         self.settle(registry, conn)
     }
 }

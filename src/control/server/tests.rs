@@ -534,6 +534,48 @@ fn one_reply_larger_than_the_output_bound_reaches_a_reading_client() {
 }
 
 #[test]
+fn a_reply_sent_in_parts_arrives_whole_and_in_order_when_the_socket_takes_only_some_of_it() {
+    let mut h = Harness::new();
+    // Far more than a Unix socket buffers, and a client that reads only after a while: the
+    // first sendmsg takes part of the parts, the rest waits in the connection's buffer.
+    let middle: String = (0..OUTPUT_HIGH * 4)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect();
+    let mut handler = |server: &mut Server, registry: &Registry, inc: Incoming| {
+        let Ok(r) = inc.request else {
+            return;
+        };
+        let (before, after) = protocol::reply_ok_around(&r.id);
+        let quoted = format!("\"{middle}\"");
+        let parts = [before.as_bytes(), quoted.as_bytes(), after.as_bytes()];
+        assert!(server.send_parts(registry, inc.conn, &parts));
+    };
+    let path = h.path.clone();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut c = connect(&path);
+        c.write_all(b"{\"id\":1,\"cmd\":\"status\"}\n{\"id\":2,\"cmd\":\"status\"}\n")
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        tx.send(read_lines(&c, 2)).unwrap();
+    });
+    let mut got = None;
+    h.run_until(
+        |_| {
+            got = got.take().or_else(|| rx.try_recv().ok());
+            got.is_some()
+        },
+        &mut handler,
+    );
+    let lines = got.unwrap();
+    for (n, v) in lines.iter().enumerate() {
+        assert_eq!(v["id"], json!(n + 1));
+        assert_eq!(v["ok"], json!(true));
+        assert_eq!(v["result"].as_str(), Some(middle.as_str()));
+    }
+}
+
+#[test]
 fn two_hundred_concurrent_connections_are_served() {
     let mut h = Harness::new();
     let path = h.path.clone();

@@ -596,8 +596,16 @@ impl Control {
                 self.send_reply(conn, &id, reply);
                 None
             }
-            Answer::Line(line) => {
-                self.server.send(&self.registry, conn, &line);
+            Answer::CachedStatus => {
+                if let Some(c) = &self.status_cache {
+                    let (before, after) = protocol::reply_ok_around(&id);
+                    let parts = [before.as_bytes(), c.result.as_bytes(), after.as_bytes()];
+                    self.server.send_parts(&self.registry, conn, &parts);
+                } else {
+                    // Not reached: `dispatch` answers so only with the cache filled.
+                    let line = protocol::reply_err(&id, ErrorKind::Internal, "no status to send");
+                    self.server.send(&self.registry, conn, &line);
+                }
                 None
             }
             Answer::Sent => None,
@@ -628,7 +636,7 @@ impl Control {
                     && c.pod == pod
                     && c.shown == shown
                 {
-                    return Answer::Line(protocol::reply_ok_json(id, &c.result));
+                    return Answer::CachedStatus;
                 }
                 let (pods, observed) = snapshot(view, now, pod.as_deref());
                 match pod {
@@ -639,7 +647,8 @@ impl Control {
                         // Serialised without a `Value` tree between (for a full status of
                         // hundreds of pods that tree was most of the reply's cost), into a
                         // buffer the size of the last full status (no regrowth and copy on
-                        // the way up), then one copy into the line (BENCHMARKS.md).
+                        // the way up), kept as the cache and sent from there, around the
+                        // reply's head and tail, without a copy into a line (BENCHMARKS.md).
                         let status = render::status(&pods, &observed, &self.clock, secrets);
                         let hint = if pod.is_none() {
                             self.full_status_bytes
@@ -655,9 +664,8 @@ impl Control {
                                 if pod.is_none() {
                                     self.full_status_bytes = result.len();
                                 }
-                                let line = protocol::reply_ok_json(id, &result);
                                 self.status_cache = Some(StatusCache { pod, shown, result });
-                                return Answer::Line(line);
+                                return Answer::CachedStatus;
                             }
                             Err(e) => {
                                 Err((ErrorKind::Internal, format!("cannot encode the reply: {e}")))
@@ -885,8 +893,8 @@ type Reply = Result<serde_json::Value, (ErrorKind, String)>;
 enum Answer {
     /// The one reply line to send.
     Reply(Reply),
-    /// The one reply line, already encoded.
-    Line(String),
+    /// The reply is the result in `status_cache`, sent from there.
+    CachedStatus,
     /// Already answered (a stream started).
     Sent,
     /// For the router to carry out.
