@@ -92,6 +92,22 @@ impl Harness {
         );
     }
 
+    /// Turns until the client thread on the other end of `rx` sends what it got.
+    fn run_until_received<T>(&mut self, rx: &mpsc::Receiver<T>, handler: Handler) -> T {
+        let mut got = None;
+        self.run_until(
+            |_| {
+                got = got.take().or_else(|| rx.try_recv().ok());
+                got.is_some()
+            },
+            handler,
+        );
+        match got {
+            Some(v) => v,
+            None => unreachable!("run_until returns only once something was received"),
+        }
+    }
+
     fn run_until(&mut self, mut done: impl FnMut(&Server) -> bool, handler: Handler) {
         let deadline = Instant::now() + Duration::from_secs(30);
         while !done(&self.server) {
@@ -146,15 +162,7 @@ fn several_requests_on_one_connection_are_answered_in_order() {
         .unwrap();
         tx.send(read_lines(&s, 3)).unwrap();
     });
-    let mut got = None;
-    h.run_until(
-        |_| {
-            got = got.take().or_else(|| rx.try_recv().ok());
-            got.is_some()
-        },
-        &mut echo,
-    );
-    let lines = got.unwrap();
+    let lines = h.run_until_received(&rx, &mut echo);
     assert_eq!(
         lines[0],
         json!({"id": 1, "ok": true, "result": {"cmd": "status"}})
@@ -179,19 +187,8 @@ fn more_requests_than_the_turn_cap_are_all_answered_in_order() {
         s.write_all(batch.as_bytes()).unwrap();
         tx.send(read_lines(&s, 250)).unwrap();
     });
-    let mut got = None;
-    h.run_until(
-        |_| {
-            got = got.take().or_else(|| rx.try_recv().ok());
-            got.is_some()
-        },
-        &mut echo,
-    );
-    let ids: Vec<u64> = got
-        .unwrap()
-        .iter()
-        .map(|v| v["id"].as_u64().unwrap())
-        .collect();
+    let got = h.run_until_received(&rx, &mut echo);
+    let ids: Vec<u64> = got.iter().map(|v| v["id"].as_u64().unwrap()).collect();
     assert_eq!(ids, (0..250).collect::<Vec<_>>());
 }
 
@@ -311,15 +308,7 @@ fn oversized_line_gets_too_large_then_close() {
         let end = reader.read_line(&mut rest);
         tx.send((line, end.map_err(|e| e.kind()), rest)).unwrap();
     });
-    let mut got = None;
-    h.run_until(
-        |_| {
-            got = got.take().or_else(|| rx.try_recv().ok());
-            got.is_some()
-        },
-        &mut echo,
-    );
-    let (line, end, rest) = got.unwrap();
+    let (line, end, rest) = h.run_until_received(&rx, &mut echo);
     let v: Value = serde_json::from_str(&line).unwrap();
     assert_eq!(v["ok"], json!(false));
     assert_eq!(v["error"]["kind"], json!("too_large"));
@@ -516,15 +505,7 @@ fn one_reply_larger_than_the_output_bound_reaches_a_reading_client() {
         c.write_all(b"{\"id\":7,\"cmd\":\"status\"}\n").unwrap();
         tx.send(read_lines(&c, 1).remove(0)).unwrap();
     });
-    let mut got = None;
-    h.run_until(
-        |_| {
-            got = got.take().or_else(|| rx.try_recv().ok());
-            got.is_some()
-        },
-        &mut handler,
-    );
-    let v = got.unwrap();
+    let v = h.run_until_received(&rx, &mut handler);
     assert_eq!(v["id"], json!(7));
     assert_eq!(
         v["result"]["status"].as_str().map(str::len),
@@ -559,15 +540,7 @@ fn a_reply_sent_in_parts_arrives_whole_and_in_order_when_the_socket_takes_only_s
         std::thread::sleep(Duration::from_millis(200));
         tx.send(read_lines(&c, 2)).unwrap();
     });
-    let mut got = None;
-    h.run_until(
-        |_| {
-            got = got.take().or_else(|| rx.try_recv().ok());
-            got.is_some()
-        },
-        &mut handler,
-    );
-    let lines = got.unwrap();
+    let lines = h.run_until_received(&rx, &mut handler);
     for (n, v) in lines.iter().enumerate() {
         assert_eq!(v["id"], json!(n + 1));
         assert_eq!(v["ok"], json!(true));
@@ -631,15 +604,7 @@ fn connections_beyond_the_limit_get_busy_and_are_closed() {
     let b = connect(&h.path);
     h.run_until(|s| s.connection_count() == 2, &mut echo);
     let rx = first_line_then_eof(connect(&h.path));
-    let mut got = None;
-    h.run_until(
-        |_| {
-            got = got.take().or_else(|| rx.try_recv().ok());
-            got.is_some()
-        },
-        &mut echo,
-    );
-    let (line, n) = got.unwrap();
+    let (line, n) = h.run_until_received(&rx, &mut echo);
     let v: Value = serde_json::from_str(&line).unwrap();
     assert_eq!(v["error"]["kind"], json!("busy"));
     assert_eq!(n, 0, "closed after the error line");
@@ -657,15 +622,7 @@ fn per_uid_cap_refuses_the_next_connection_with_a_clear_error() {
     let keep: Vec<StdStream> = (0..3).map(|_| connect(&h.path)).collect();
     h.run_until(|s| s.connection_count() == 3, &mut echo);
     let rx = first_line_then_eof(connect(&h.path));
-    let mut got = None;
-    h.run_until(
-        |_| {
-            got = got.take().or_else(|| rx.try_recv().ok());
-            got.is_some()
-        },
-        &mut echo,
-    );
-    let (line, _) = got.unwrap();
+    let (line, _) = h.run_until_received(&rx, &mut echo);
     let v: Value = serde_json::from_str(&line).unwrap();
     assert_eq!(v["error"]["kind"], json!("busy"));
     let msg = v["error"]["message"].as_str().unwrap();
@@ -731,15 +688,7 @@ fn idle_connections_are_closed_after_the_timeout() {
     h.run_until(|s| s.connection_count() == 1, &mut echo);
     let rx = first_line_then_eof(c);
     std::thread::sleep(SWEEP_EVERY);
-    let mut got = None;
-    h.run_until(
-        |_| {
-            got = got.take().or_else(|| rx.try_recv().ok());
-            got.is_some()
-        },
-        &mut echo,
-    );
-    let (line, n) = got.unwrap();
+    let (line, n) = h.run_until_received(&rx, &mut echo);
     assert!(line.contains("client_idle_timeout_seconds"), "{line}");
     assert_eq!(n, 0);
     assert_eq!(h.server.connection_count(), 0);
@@ -763,15 +712,8 @@ fn a_replaced_socket_file_is_noticed_and_bound_again() {
         c.write_all(b"{\"id\":3,\"cmd\":\"version\"}\n").unwrap();
         tx.send(read_lines(&c, 1).remove(0)).unwrap();
     });
-    let mut got = None;
-    h.run_until(
-        |_| {
-            got = got.take().or_else(|| rx.try_recv().ok());
-            got.is_some()
-        },
-        &mut echo,
-    );
-    assert_eq!(got.unwrap()["id"], json!(3));
+    let got = h.run_until_received(&rx, &mut echo);
+    assert_eq!(got["id"], json!(3));
     assert!(!h.server.check_socket_file(h.poll.registry()).unwrap());
 }
 
@@ -904,15 +846,7 @@ fn half_closed_client_gets_its_answers_then_the_connection_closes() {
         let _ = std::io::Read::read_to_string(&mut s, &mut all);
         tx.send(all).unwrap();
     });
-    let mut got = None;
-    h.run_until(
-        |_| {
-            got = got.take().or_else(|| rx.try_recv().ok());
-            got.is_some()
-        },
-        &mut echo,
-    );
-    let all = got.unwrap();
+    let all = h.run_until_received(&rx, &mut echo);
     let ids: Vec<Value> = all
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap()["id"].clone())
@@ -1181,16 +1115,9 @@ fn at_an_upgrade_only_connections_at_a_line_end_are_handed_over_and_nothing_is_d
     // The connection left out is as it was: its whole line still arrives.
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || tx.send(read_lines(&big_client, 1).remove(0)).unwrap());
-    let mut got = None;
-    h.run_until(
-        |_| {
-            got = got.take().or_else(|| rx.try_recv().ok());
-            got.is_some()
-        },
-        &mut echo,
-    );
+    let got = h.run_until_received(&rx, &mut echo);
     assert_eq!(
-        got.unwrap()["result"]["status"].as_str().map(str::len),
+        got["result"]["status"].as_str().map(str::len),
         Some(4 << 20)
     );
 }
