@@ -75,7 +75,8 @@ pub(super) struct Control {
 struct StatusCache {
     pod: Option<String>,
     shown: bool,
-    /// JSON text, rendered by vigil (so it is spliced into reply lines unparsed).
+    /// JSON text, rendered by vigil, so it is sent unparsed between a reply's head and tail,
+    /// straight from here (`Server::send_parts`).
     result: String,
 }
 
