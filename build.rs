@@ -22,12 +22,11 @@
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     let release = std::env::var("PROFILE").is_ok_and(|p| p == "release");
-    let linux_gnu = std::env::var("CARGO_CFG_TARGET_OS").is_ok_and(|os| os == "linux")
-        && std::env::var("CARGO_CFG_TARGET_ENV").is_ok_and(|env| env == "gnu");
+    let linux = std::env::var("CARGO_CFG_TARGET_OS").is_ok_and(|os| os == "linux");
+    let env = std::env::var("CARGO_CFG_TARGET_ENV").unwrap_or_default();
+    let (linux_gnu, linux_musl) = (linux && env == "gnu", linux && env == "musl");
     let static_crt = std::env::var("CARGO_CFG_TARGET_FEATURE")
         .is_ok_and(|features| features.split(',').any(|f| f == "crt-static"));
-    let linux_musl = std::env::var("CARGO_CFG_TARGET_OS").is_ok_and(|os| os == "linux")
-        && std::env::var("CARGO_CFG_TARGET_ENV").is_ok_and(|env| env == "musl");
     if linux_gnu && !static_crt {
         println!("cargo:rustc-link-lib=static:-bundle=gcc_eh");
     }

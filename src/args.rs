@@ -19,11 +19,10 @@ pub fn init(args: Vec<OsString>) {
 
 /// argv, the program name first: what [`init`] was given, else std's `env::args_os`.
 pub fn args_os() -> impl Iterator<Item = OsString> {
-    let (given, std) = match ARGS.get() {
-        Some(args) => (Some(args.iter().cloned()), None),
-        None => (None, Some(std::env::args_os())),
-    };
-    given.into_iter().flatten().chain(std.into_iter().flatten())
+    ARGS.get()
+        .cloned()
+        .unwrap_or_else(|| std::env::args_os().collect())
+        .into_iter()
 }
 
 #[cfg(test)]

@@ -12,8 +12,7 @@
 //! place; a panic outside the loop ends the process with exit code 101;
 //! `std::process::exit` flushes stdout. argv is handed to [`vigil::args`], which every part of
 //! vigil reads it from (glibc also passes it to std's `.init_array` function, musl does not).
-//! One difference remains: panic messages name the main
-//! thread `<unnamed>` instead of `main`.
+//! One difference remains: panic messages name the main thread `<unnamed>` instead of `main`.
 #![cfg_attr(not(test), no_main)]
 #![allow(unsafe_code)]
 

@@ -197,7 +197,11 @@ impl Conn {
     /// then costs no copy and no buffer of its size here, and the parts need not be joined
     /// into one line first (BENCHMARKS.md, ninth pass: musl's allocator maps every such
     /// buffer afresh).
-    pub(super) fn write_parts(&mut self, parts: &[&[u8]]) -> Result<(), Errno> {
+    /// Returns the length of `parts` together.
+    pub(super) fn write_parts<const N: usize>(
+        &mut self,
+        parts: &[&[u8]; N],
+    ) -> Result<usize, Errno> {
         let total: usize = parts.iter().map(|p| p.len()).sum();
         let mut done = 0;
         if self.pending_output() == 0 {
@@ -224,7 +228,7 @@ impl Conn {
         for slice in unsent_slices(parts, done) {
             self.wbuf.extend_from_slice(&slice);
         }
-        self.flush().map(|_| ())
+        self.flush().map(|_| total)
     }
 
     /// Asks for `WRITABLE` only while output is pending (so idle connections cause no wakeups).
@@ -314,18 +318,17 @@ impl Conn {
     }
 }
 
-/// What of `parts` (read as one run of bytes) comes after its first `skip` bytes.
-fn unsent_slices<'a>(parts: &[&'a [u8]], mut skip: usize) -> Vec<io::IoSlice<'a>> {
-    let mut out = Vec::with_capacity(parts.len());
-    for part in parts {
-        if skip >= part.len() {
-            skip -= part.len();
-            continue;
-        }
-        out.push(io::IoSlice::new(&part[skip..]));
-        skip = 0;
-    }
-    out
+/// What of `parts` (read as one run of bytes) comes after its first `skip` bytes, part by
+/// part (a part sent whole is empty). An array, not a vector: no allocation per write.
+fn unsent_slices<'a, const N: usize>(
+    parts: &[&'a [u8]; N],
+    mut skip: usize,
+) -> [io::IoSlice<'a>; N] {
+    parts.map(|part| {
+        let from = skip.min(part.len());
+        skip -= from;
+        io::IoSlice::new(&part[from..])
+    })
 }
 
 /// The byte at position `n - 1` of `parts` read as one run of bytes.

@@ -23,7 +23,12 @@ impl Server {
 
     /// [`send`](Server::send) of a line given in pieces (e.g. a reply's head, a cached
     /// result and the closing brace), written without joining them first.
-    pub fn send_parts(&mut self, registry: &Registry, conn: ConnId, parts: &[&[u8]]) -> bool {
+    pub fn send_parts<const N: usize>(
+        &mut self,
+        registry: &Registry,
+        conn: ConnId,
+        parts: &[&[u8]; N],
+    ) -> bool {
         let Some(c) = self.conn_mut(conn) else {
             return false;
         };
@@ -114,19 +119,26 @@ impl Server {
     }
 
     /// `parts` written in order as one run of bytes ([`Conn::write_parts`]).
-    fn write_parts(&mut self, registry: &Registry, conn: ConnId, parts: &[&[u8]]) -> bool {
+    fn write_parts<const N: usize>(
+        &mut self,
+        registry: &Registry,
+        conn: ConnId,
+        parts: &[&[u8]; N],
+    ) -> bool {
         let Some(c) = self.conn_mut(conn) else {
             return false;
         };
         if c.hung_up {
             return self.settle(registry, conn);
         }
-        if let Err(e) = c.write_parts(parts) {
-            log::debug!("control: write to pid {} failed: {e}", c.peer.pid);
-            self.close(registry, conn);
-            return false;
-        }
-        let total: usize = parts.iter().map(|p| p.len()).sum();
+        let total = match c.write_parts(parts) {
+            Ok(total) => total,
+            Err(e) => {
+                log::debug!("control: write to pid {} failed: {e}", c.peer.pid);
+                self.close(registry, conn);
+                return false;
+            }
+        };
         self.budget.output = self.budget.output.saturating_sub(total);
         self.settle(registry, conn)
     }
