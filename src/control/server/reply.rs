@@ -14,11 +14,7 @@ impl Server {
     /// Queues `line` (one `\n`-terminated reply) for `conn` and writes what the socket takes
     /// now; this answers the request handed out. Returns false if the connection is gone.
     pub fn send(&mut self, registry: &Registry, conn: ConnId, line: &str) -> bool {
-        let Some(c) = self.conn_mut(conn) else {
-            return false;
-        };
-        c.in_flight = false;
-        self.write(registry, conn, line.as_bytes())
+        self.send_parts(registry, conn, &[line.as_bytes()])
     }
 
     /// [`send`](Server::send) of a line given in pieces (e.g. a reply's head, a cached
