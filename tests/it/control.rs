@@ -781,3 +781,46 @@ fn stalled_writers_holding_every_slot_of_a_uid_and_a_due_idle_deadline_do_not_ma
     let _ = client.kill();
     let _ = client.wait();
 }
+
+/// A status result is rendered into the buffer of the previous one (src/runtime/shell/
+/// control.rs, `status_spare`): a short reply after a long one, and a long one after that,
+/// each hold exactly their own pods, whole and valid, nothing left over from the reply before.
+#[test]
+fn a_status_for_one_pod_between_full_statuses_holds_only_that_pod() {
+    let v = Vigil::start(
+        r#"
+[pods.alpha]
+[[pods.alpha.containers]]
+name = "app"
+command = ["sleep", "1000"]
+
+[pods.beta]
+[[pods.beta.containers]]
+name = "app"
+command = ["sleep", "1000"]
+"#,
+    );
+    v.wait_for(T, "both running", |v| {
+        v.container("alpha", "app")["state"]["running"].is_object()
+            && v.container("beta", "app")["state"]["running"].is_object()
+    });
+    let names = |reply: &serde_json::Value| -> Vec<String> {
+        assert_eq!(reply["ok"], true, "{reply}");
+        reply["result"]["pods"]
+            .as_array()
+            .map(|pods| {
+                pods.iter()
+                    .map(|p| p["name"].as_str().unwrap_or("?").to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    // Each request waits for the previous reply, so each is rendered in a later turn.
+    let full = r#"{"id":1,"cmd":"status"}"#;
+    let one = r#"{"id":2,"cmd":"status","pod":"beta"}"#;
+    for _ in 0..2 {
+        assert_eq!(names(&v.request(full)), ["alpha", "beta"]);
+        assert_eq!(names(&v.request(one)), ["beta"]);
+    }
+    assert_eq!(names(&v.request(full)), ["alpha", "beta"]);
+}

@@ -63,7 +63,12 @@ pub(super) struct Control {
     /// The last `status` result rendered in this turn, for further `status` requests of the
     /// same turn (see [`StatusCache`]).
     status_cache: Option<StatusCache>,
-    /// Bytes of the last full `status` result: the next one's buffer is allocated that size.
+    /// The buffer of the last status result once it is no longer current, rendered into
+    /// again by the next `status` (no fresh buffer of a full status's size per turn: with
+    /// musl's allocator that was a new mapping, faulted in and unmapped, every turn).
+    /// Released when the shell trims at idle ([`Control::release_memory`]).
+    status_spare: String,
+    /// Bytes of the last full `status` result: the next one's buffer is grown to that size.
     full_status_bytes: usize,
 }
 
@@ -239,6 +244,7 @@ impl Control {
             more: false,
             clock: WallClock::now(),
             status_cache: None,
+            status_spare: String::new(),
             full_status_bytes: 0,
         })
     }
@@ -263,6 +269,7 @@ impl Control {
             more: false,
             clock: WallClock::now(),
             status_cache: None,
+            status_spare: String::new(),
             full_status_bytes: 0,
         })
     }
@@ -285,8 +292,23 @@ impl Control {
 
     /// Starts the turn's work on the socket (budgets, pending accepts, the sweep).
     pub(super) fn begin_turn(&mut self, now: Instant) {
-        self.status_cache = None;
+        self.retire_status_cache();
         self.server.begin_turn(&self.registry, now);
+    }
+
+    /// The status cache is no longer current: its buffer is kept for the next rendering.
+    fn retire_status_cache(&mut self) {
+        if let Some(c) = self.status_cache.take() {
+            self.status_spare = c.result;
+        }
+    }
+
+    /// Gives back the memory kept between requests (the status buffer); the shell calls it
+    /// when it trims at idle (src/runtime/trim.rs), so a burst of requests leaves the idle
+    /// resident set where it was.
+    pub(super) fn release_memory(&mut self) {
+        self.status_cache = None;
+        self.status_spare = String::new();
     }
 
     /// Answers requests within the turn's budget until one changes state (returned for the
@@ -295,7 +317,7 @@ impl Control {
         while let Some(inc) = self.server.next_request(&self.registry, now) {
             if let Some(change) = self.answer(inc, now, view) {
                 // The router changes state before the next request is answered.
-                self.status_cache = None;
+                self.retire_status_cache();
                 return Some(change);
             }
         }
@@ -646,17 +668,20 @@ impl Control {
                     }
                     _ => {
                         // Serialised without a `Value` tree between (for a full status of
-                        // hundreds of pods that tree was most of the reply's cost), into a
-                        // buffer the size of the last full status (no regrowth and copy on
-                        // the way up), kept as the cache and sent from there, around the
-                        // reply's head and tail, without a copy into a line (BENCHMARKS.md).
+                        // hundreds of pods that tree was most of the reply's cost), into the
+                        // last status's buffer, at least the size of the last full status (no
+                        // regrowth and copy on the way up), kept as the cache and sent from
+                        // there, around the reply's head and tail, without a copy into a line
+                        // (BENCHMARKS.md).
                         let status = render::status(&pods, &observed, &self.clock, secrets);
                         let hint = if pod.is_none() {
                             self.full_status_bytes
                         } else {
                             0
                         };
-                        let mut json = Vec::with_capacity(hint + 1024);
+                        let mut json = std::mem::take(&mut self.status_spare).into_bytes();
+                        json.clear();
+                        json.reserve(hint + 1024);
                         let rendered = serde_json::to_writer(&mut json, &status)
                             .map_err(|e| e.to_string())
                             .and_then(|()| String::from_utf8(json).map_err(|e| e.to_string()));

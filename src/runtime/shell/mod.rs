@@ -347,6 +347,7 @@ impl Shell {
         self.settle_startup(now);
         // During start-up the start-up trim comes later anyway.
         if self.idle_trim.take_due(now) && !self.starting {
+            self.control.release_memory();
             super::trim::give_back();
         }
         if let Some(code) = self.exit_code {
