@@ -13,7 +13,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { printf '\n== %s\n' "$*"; }
+# Each step's header says how long the run has taken so far (CI allows 30 minutes on 2 cores).
+step() { printf '\n== %s\n   (%dm%02ds into the run)\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
 
 step "toolchain"
 cargo --version

@@ -99,15 +99,15 @@ ensure_kernel() {
 }
 
 # --- static binaries ------------------------------------------------------------------------
-build_static() { # manifest target-dir [cargo args…]
-    local manifest=$1 tdir=$2
-    shift 2
+build_static() { # manifest target-dir profile [cargo args…]
+    local manifest=$1 tdir=$2 profile=$3
+    shift 3
     RUSTFLAGS=$STATIC_RUSTFLAGS CARGO_TARGET_DIR=$tdir \
-        cargo build --quiet --release --locked --target "$TARGET" --manifest-path "$manifest" "$@"
+        cargo build --quiet --profile "$profile" --locked --target "$TARGET" --manifest-path "$manifest" "$@"
 }
 ensure_helpers() {
     log "building vmh (static)"
-    build_static "$HERE/helpers/Cargo.toml" "$CACHE/target-helpers"
+    build_static "$HERE/helpers/Cargo.toml" "$CACHE/target-helpers" release
     VMH=$CACHE/target-helpers/$TARGET/release/vmh
 }
 ensure_vigil() {
@@ -115,10 +115,10 @@ ensure_vigil() {
         VIGIL=$VIGIL_BIN
         return
     fi
-    log "building vigil (static, release)"
+    log "building vigil (static, profile vm: the release without link-time optimisation)"
     # fault-injection: test-only hooks (e.g. VIGIL_FAULT_PANIC_AFTER_SECS for `panic`).
-    build_static "$REPO/Cargo.toml" "$CACHE/target-vigil" --bin vigil --features fault-injection
-    VIGIL=$CACHE/target-vigil/$TARGET/release/vigil
+    build_static "$REPO/Cargo.toml" "$CACHE/target-vigil" vm --bin vigil --features fault-injection
+    VIGIL=$CACHE/target-vigil/$TARGET/vm/vigil
 }
 
 # --- one scenario ---------------------------------------------------------------------------
