@@ -16,6 +16,8 @@ VM=$REPO/tests/vm
 CACHE=${VM_CACHE:-$VM/.cache}
 RUNS=${BENCH_RUNS:-1}
 export VM_SCENARIOS=$VM/bench-scenarios
+# The figures are those of the release build (the test scenarios use the quicker `vm` profile).
+export VM_PROFILE=${VM_PROFILE:-release}
 
 names=()
 opts=()

@@ -8,7 +8,8 @@
 # a KVM guest was seen to hang at boot on the CI kind of machine), VM_MEMORY (MiB, 512),
 # VM_SHIM=1 (boot through a small /init that mounts /proc, /sys, /dev, cgroup2 and then
 # execs `vigil run`, for a vigil without its PID-1 mounts), VIGIL_BIN (use this static vigil
-# instead of building one), VM_LOG_LINES (console lines printed for a failure, default 400),
+# instead of building one), VM_PROFILE (cargo profile of the vigil it builds: vm, the default,
+# or release), VM_LOG_LINES (console lines printed for a failure, default 400),
 # VM_SCENARIOS (the scenario directory, default tests/vm/scenarios; bench/vm.sh points it at
 # tests/vm/bench-scenarios).
 set -euo pipefail
@@ -115,10 +116,13 @@ ensure_vigil() {
         VIGIL=$VIGIL_BIN
         return
     fi
-    log "building vigil (static, profile vm: the release without link-time optimisation)"
+    # VM_PROFILE: the cargo profile; `vm` (the release without link-time optimisation, quicker
+    # to build) for the test scenarios, `release` for bench/vm.sh, which measures what ships.
+    local profile=${VM_PROFILE:-vm}
+    log "building vigil (static, profile $profile)"
     # fault-injection: test-only hooks (e.g. VIGIL_FAULT_PANIC_AFTER_SECS for `panic`).
-    build_static "$REPO/Cargo.toml" "$CACHE/target-vigil" vm --bin vigil --features fault-injection
-    VIGIL=$CACHE/target-vigil/$TARGET/vm/vigil
+    build_static "$REPO/Cargo.toml" "$CACHE/target-vigil" "$profile" --bin vigil --features fault-injection
+    VIGIL=$CACHE/target-vigil/$TARGET/$profile/vigil
 }
 
 # --- one scenario ---------------------------------------------------------------------------
