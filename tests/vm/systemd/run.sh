@@ -67,10 +67,11 @@ ensure_kernel() {
 # The static vigil, built exactly as tests/vm/run.sh builds it (same target dir).
 ensure_vigil() {
     if [[ -n ${VIGIL_BIN:-} ]]; then VIGIL=$VIGIL_BIN; return; fi
-    log "building vigil (static, profile vm)"
+    local profile=${VM_PROFILE:-vm}
+    log "building vigil (static, profile $profile)"
     RUSTFLAGS="-C target-feature=+crt-static" CARGO_TARGET_DIR=$CACHE/target-vigil \
-        cargo build --quiet --profile vm --locked --target "$TARGET" --manifest-path "$REPO/Cargo.toml" --bin vigil --features fault-injection
-    VIGIL=$CACHE/target-vigil/$TARGET/vm/vigil
+        cargo build --quiet --profile "$profile" --locked --target "$TARGET" --manifest-path "$REPO/Cargo.toml" --bin vigil --features fault-injection
+    VIGIL=$CACHE/target-vigil/$TARGET/$profile/vigil
 }
 
 mirror() {
