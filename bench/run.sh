@@ -92,11 +92,20 @@ build_stamp() {
   fi
 }
 
+# The release build, as it ships (README, "Memory and start-up"): a static-pie for musl.
+release_target=x86_64-unknown-linux-musl
+release_vigil=target/$release_target/release/vigil
+build_release() {
+  rustup target list --installed 2>/dev/null | grep -qx "$release_target" ||
+    rustup target add "$release_target"
+  cargo build --release --quiet --target "$release_target"
+}
+
 if [ "$quick" = 1 ]; then
   # The quick check uses the debug build that `cargo test` just made, unless --release.
-  if [ "$release" = 1 ]; then profile=release; cargo build --release --quiet
-  else profile=debug; cargo build --quiet; fi
-  exec python3 bench/bench.py --vigil "target/$profile/vigil" --profile "$profile" \
+  if [ "$release" = 1 ]; then profile=release; build_release; vigil=$release_vigil
+  else profile=debug; cargo build --quiet; vigil=target/debug/vigil; fi
+  exec python3 bench/bench.py --vigil "$vigil" --profile "$profile" \
     $(build_stamp) "${pass[@]}"
 fi
 
@@ -128,5 +137,5 @@ if [ "$install" = 1 ]; then
   fi
 fi
 cc_bin=$(command -v cc || command -v gcc || true)
-cargo build --release --quiet
-exec python3 bench/bench.py --vigil target/release/vigil --profile release $(build_stamp) "${pass[@]}"
+build_release
+exec python3 bench/bench.py --vigil "$release_vigil" --profile release $(build_stamp) "${pass[@]}"

@@ -21,6 +21,10 @@
 #[cfg(not(test))]
 #[unsafe(no_mangle)]
 extern "C" fn main(argc: libc::c_int, argv: *const *const libc::c_char) -> libc::c_int {
+    #[cfg(target_env = "musl")]
+    if supervises(argc, argv) {
+        allocator::for_the_supervisor();
+    }
     vigil::args::init(arguments(argc, argv));
     sanitize_standard_fds();
     // SAFETY: signal(2) with SIG_IGN installs no handler code; at this point the process has
@@ -69,6 +73,160 @@ fn sanitize_standard_fds() {
             // life, so it is not wrapped in an owner that would close it.
             unsafe {
                 libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+            }
+        }
+    }
+}
+
+/// Whether this process will be the supervisor: `vigil run …`, the new instance of `vigil
+/// upgrade` (handed its state in `VIGIL_HANDOFF_FD`), or the kernel's init. Read from the raw
+/// `argv` and environment, before anything allocates. A wrong answer costs speed only: both
+/// allocators serve every command correctly.
+#[cfg(all(not(test), target_env = "musl"))]
+fn supervises(argc: libc::c_int, argv: *const *const libc::c_char) -> bool {
+    // SAFETY: getpid(2) and getenv(3) with a NUL-terminated name read process state only;
+    // musl's getenv does not allocate.
+    let (pid1, handoff) = unsafe {
+        (
+            libc::getpid() == 1,
+            !libc::getenv(c"VIGIL_HANDOFF_FD".as_ptr()).is_null(),
+        )
+    };
+    // SAFETY: when `argc` ≥ 2, `argv[1]` is a valid pointer to a NUL-terminated string that
+    // lives for the process's life.
+    let first = (argc >= 2).then(|| unsafe { std::ffi::CStr::from_ptr(*argv.add(1)) });
+    is_supervisor(first, pid1, handoff)
+}
+
+/// [`supervises`]' rule, given the first argument, whether the process is PID 1 and whether a
+/// handoff's state was passed to it.
+#[cfg_attr(not(any(test, target_env = "musl")), allow(dead_code))]
+fn is_supervisor(first: Option<&std::ffi::CStr>, pid1: bool, handoff: bool) -> bool {
+    pid1 || handoff || first == Some(c"run")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_supervisor;
+
+    #[test]
+    fn only_run_init_and_an_upgrade_s_new_instance_take_the_supervisor_s_allocator() {
+        assert!(is_supervisor(Some(c"run"), false, false));
+        assert!(is_supervisor(None, true, false), "PID 1 without arguments");
+        assert!(
+            is_supervisor(Some(c"quiet"), true, false),
+            "PID 1, a kernel word"
+        );
+        assert!(is_supervisor(Some(c"run"), false, true));
+        assert!(
+            is_supervisor(None, false, true),
+            "the new instance of an upgrade"
+        );
+        for client in [c"status", c"top", c"logs", c"runs", c"--help", c"-h", c""] {
+            assert!(!is_supervisor(Some(client), false, false), "{client:?}");
+        }
+        assert!(!is_supervisor(None, false, false));
+    }
+}
+
+/// The musl build's allocator (none on glibc, whose `malloc` serves both roles well).
+///
+/// musl's `malloc` (mallocng) has nothing to set up, which suits the CLI: a `vigil status`
+/// allocates a few kilobytes and exits. But it unmaps a group of objects of one size class as
+/// soon as the group is empty, so a supervisor building and dropping thousands of small
+/// values per `status` maps and unmaps the same groups at every request (26 `mmap` + 26
+/// `munmap` per full status of 100 pods; BENCHMARKS.md, tenth pass). The supervisor therefore
+/// allocates from dlmalloc (Doug Lea's allocator, the design glibc's descends from, as the
+/// `dlmalloc` crate std itself uses on wasm: pure Rust, no constructor, set up on its first
+/// allocation), which keeps freed chunks for reuse; every other command allocates from musl's
+/// own. C allocators that keep memory as well (mimalloc, jemalloc) were tried and not taken:
+/// their constructors run in every process, the CLI's included (+0.14 ms of CPU and 16 page
+/// faults per `vigil status` for mimalloc). The choice is made once in `main` before the first
+/// allocation and is then fixed: a block is always freed by the allocator that gave it.
+#[cfg(all(not(test), target_env = "musl"))]
+mod allocator {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
+
+    const UNDECIDED: u8 = 0;
+    const SYSTEM: u8 = 1;
+    const DLMALLOC: u8 = 2;
+
+    /// Which allocator serves this process; fixed by the first allocation at the latest.
+    static CHOICE: AtomicU8 = AtomicU8::new(UNDECIDED);
+
+    #[global_allocator]
+    static GLOBAL: Chosen = Chosen;
+
+    /// Makes dlmalloc the process's allocator, if nothing has been allocated yet.
+    pub fn for_the_supervisor() {
+        let _ = CHOICE.compare_exchange(UNDECIDED, DLMALLOC, Relaxed, Relaxed);
+    }
+
+    /// Whether dlmalloc serves this process. The first call fixes the choice.
+    #[inline]
+    fn dlmalloc() -> bool {
+        match CHOICE.load(Relaxed) {
+            DLMALLOC => true,
+            SYSTEM => false,
+            _ => {
+                let _ = CHOICE.compare_exchange(UNDECIDED, SYSTEM, Relaxed, Relaxed);
+                CHOICE.load(Relaxed) == DLMALLOC
+            }
+        }
+    }
+
+    struct Chosen;
+
+    // SAFETY: every call goes to one allocator, the same for the process's whole life (the
+    // choice cannot change once anything was allocated), so each block is freed or resized by
+    // the allocator that gave it; both uphold GlobalAlloc's contract themselves.
+    unsafe impl GlobalAlloc for Chosen {
+        #[inline]
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            // SAFETY: the caller's guarantees (non-zero size) are passed on unchanged.
+            unsafe {
+                if dlmalloc() {
+                    dlmalloc::GlobalDlmalloc.alloc(layout)
+                } else {
+                    System.alloc(layout)
+                }
+            }
+        }
+
+        #[inline]
+        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+            // SAFETY: as for `alloc`.
+            unsafe {
+                if dlmalloc() {
+                    dlmalloc::GlobalDlmalloc.alloc_zeroed(layout)
+                } else {
+                    System.alloc_zeroed(layout)
+                }
+            }
+        }
+
+        #[inline]
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            // SAFETY: `ptr` came from the same allocator (see the impl's comment).
+            unsafe {
+                if dlmalloc() {
+                    dlmalloc::GlobalDlmalloc.dealloc(ptr, layout)
+                } else {
+                    System.dealloc(ptr, layout)
+                }
+            }
+        }
+
+        #[inline]
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            // SAFETY: `ptr` came from the same allocator (see the impl's comment).
+            unsafe {
+                if dlmalloc() {
+                    dlmalloc::GlobalDlmalloc.realloc(ptr, layout, new_size)
+                } else {
+                    System.realloc(ptr, layout, new_size)
+                }
             }
         }
     }

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Every test of vigil, from a fresh Debian 12 machine: installs what the tests need (python3,
-# systemd-analyze, util-linux and tmux for the native tests; QEMU, busybox, cpio and Debian's kernel
-# for the VM suite), then runs formatting and lint checks, the unit and integration tests, and
-# the real-kernel VM scenarios.
+# systemd-analyze, util-linux and tmux for the native tests; QEMU, busybox, cpio and Debian's
+# kernel for the VM suite; Rust's musl target, which vigil ships for), then runs formatting and
+# lint checks, the unit and integration tests, and the real-kernel VM scenarios.
 #
 # Tests that need root or a cgroup2 mount are #[ignore = "needs …"]; this script runs them too
 # (--include-ignored), so run it as root: a need that is not met then fails the test, naming
@@ -21,6 +21,9 @@ cargo --version
 for component in rustfmt clippy; do
   rustup component list --installed 2>/dev/null | grep -q "^$component" || rustup component add "$component" || true
 done
+# The release build's target (a static-pie for musl): the soak and the VM suite build for it.
+rustup target list --installed 2>/dev/null | grep -qx x86_64-unknown-linux-musl ||
+  rustup target add x86_64-unknown-linux-musl
 
 step "host programs the native tests use"
 # package:program pairs; installed only when the program is missing.

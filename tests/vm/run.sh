@@ -23,7 +23,10 @@ VM_ACCEL=${VM_ACCEL:-tcg}
 VM_MEMORY=${VM_MEMORY:-512}
 VM_SHIM=${VM_SHIM:-0}
 VM_LOG_LINES=${VM_LOG_LINES:-400}
-TARGET=x86_64-unknown-linux-gnu
+# vigil is built as it ships, for musl (a static-pie: README, "Memory and start-up"); the
+# helper for glibc with a static C runtime.
+VIGIL_TARGET=x86_64-unknown-linux-musl
+HELPER_TARGET=x86_64-unknown-linux-gnu
 STATIC_RUSTFLAGS="-C target-feature=+crt-static"
 PACKAGES=(qemu-system-x86 busybox-static cpio)
 
@@ -100,16 +103,16 @@ ensure_kernel() {
 }
 
 # --- static binaries ------------------------------------------------------------------------
-build_static() { # manifest target-dir profile [cargo args…]
-    local manifest=$1 tdir=$2 profile=$3
-    shift 3
-    RUSTFLAGS=$STATIC_RUSTFLAGS CARGO_TARGET_DIR=$tdir \
-        cargo build --quiet --profile "$profile" --locked --target "$TARGET" --manifest-path "$manifest" "$@"
+build_static() { # manifest target-dir profile target rustflags [cargo args…]
+    local manifest=$1 tdir=$2 profile=$3 target=$4 flags=$5
+    shift 5
+    RUSTFLAGS=$flags CARGO_TARGET_DIR=$tdir \
+        cargo build --quiet --profile "$profile" --locked --target "$target" --manifest-path "$manifest" "$@"
 }
 ensure_helpers() {
     log "building vmh (static)"
-    build_static "$HERE/helpers/Cargo.toml" "$CACHE/target-helpers" release
-    VMH=$CACHE/target-helpers/$TARGET/release/vmh
+    build_static "$HERE/helpers/Cargo.toml" "$CACHE/target-helpers" release "$HELPER_TARGET" "$STATIC_RUSTFLAGS"
+    VMH=$CACHE/target-helpers/$HELPER_TARGET/release/vmh
 }
 ensure_vigil() {
     if [[ -n ${VIGIL_BIN:-} ]]; then
@@ -119,10 +122,11 @@ ensure_vigil() {
     # VM_PROFILE: the cargo profile; `vm` (the release without link-time optimisation, quicker
     # to build) for the test scenarios, `release` for bench/vm.sh, which measures what ships.
     local profile=${VM_PROFILE:-vm}
-    log "building vigil (static, profile $profile)"
+    log "building vigil (static, $VIGIL_TARGET, profile $profile)"
+    rustup target list --installed 2>/dev/null | grep -qx "$VIGIL_TARGET" || rustup target add "$VIGIL_TARGET"
     # fault-injection: test-only hooks (e.g. VIGIL_FAULT_PANIC_AFTER_SECS for `panic`).
-    build_static "$REPO/Cargo.toml" "$CACHE/target-vigil" "$profile" --bin vigil --features fault-injection
-    VIGIL=$CACHE/target-vigil/$TARGET/$profile/vigil
+    build_static "$REPO/Cargo.toml" "$CACHE/target-vigil" "$profile" "$VIGIL_TARGET" "" --bin vigil --features fault-injection
+    VIGIL=$CACHE/target-vigil/$VIGIL_TARGET/$profile/vigil
 }
 
 # --- one scenario ---------------------------------------------------------------------------

@@ -682,7 +682,7 @@ impl Control {
                         let mut json = std::mem::take(&mut self.status_spare).into_bytes();
                         json.clear();
                         json.reserve(hint + 1024);
-                        let rendered = serde_json::to_writer(&mut json, &status)
+                        let rendered = wire::write_json(&mut json, &status)
                             .map_err(|e| e.to_string())
                             .and_then(|()| String::from_utf8(json).map_err(|e| e.to_string()));
                         match rendered {

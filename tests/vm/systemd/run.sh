@@ -20,7 +20,6 @@ CACHE=${VM_CACHE:-$REPO/tests/vm/.cache}
 VM_TIMEOUT=${VM_TIMEOUT:-300}
 VM_ACCEL=${VM_ACCEL:-tcg}
 VM_MEMORY=${VM_MEMORY:-2048}
-TARGET=x86_64-unknown-linux-gnu
 SUITE=bookworm
 INCLUDE=systemd,systemd-sysv,dbus
 PACKAGES=(qemu-system-x86 cpio debootstrap)
@@ -68,10 +67,12 @@ ensure_kernel() {
 ensure_vigil() {
     if [[ -n ${VIGIL_BIN:-} ]]; then VIGIL=$VIGIL_BIN; return; fi
     local profile=${VM_PROFILE:-vm}
-    log "building vigil (static, profile $profile)"
-    RUSTFLAGS="-C target-feature=+crt-static" CARGO_TARGET_DIR=$CACHE/target-vigil \
-        cargo build --quiet --profile "$profile" --locked --target "$TARGET" --manifest-path "$REPO/Cargo.toml" --bin vigil --features fault-injection
-    VIGIL=$CACHE/target-vigil/$TARGET/$profile/vigil
+    local target=x86_64-unknown-linux-musl
+    log "building vigil (static, $target, profile $profile)"
+    rustup target list --installed 2>/dev/null | grep -qx "$target" || rustup target add "$target"
+    RUSTFLAGS="" CARGO_TARGET_DIR=$CACHE/target-vigil \
+        cargo build --quiet --profile "$profile" --locked --target "$target" --manifest-path "$REPO/Cargo.toml" --bin vigil --features fault-injection
+    VIGIL=$CACHE/target-vigil/$target/$profile/vigil
 }
 
 mirror() {
