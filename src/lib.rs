@@ -9,6 +9,8 @@
 //! [`convert`] (feature `kubernetes`) maps configs to and from Kubernetes manifests.
 //! [`top`] is `vigil top`, a terminal view on the client side (the only user of ratatui).
 
+#[cfg(target_env = "musl")]
+pub mod alloc;
 pub mod args;
 pub mod cgroup;
 pub mod cli;

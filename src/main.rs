@@ -16,6 +16,12 @@
 #![cfg_attr(not(test), no_main)]
 #![allow(unsafe_code)]
 
+/// The musl build's allocator: dlmalloc for the supervisor, musl's own for every other command
+/// (src/alloc.rs; none on glibc).
+#[cfg(all(not(test), target_env = "musl"))]
+#[global_allocator]
+static GLOBAL: vigil::alloc::Chosen = vigil::alloc::Chosen;
+
 /// The process's entry point (`__libc_start_main` calls it).
 // The symbol `main` is what the C runtime calls; nothing else in the program defines it.
 #[cfg(not(test))]
@@ -23,7 +29,7 @@
 extern "C" fn main(argc: libc::c_int, argv: *const *const libc::c_char) -> libc::c_int {
     #[cfg(target_env = "musl")]
     if supervises(argc, argv) {
-        allocator::for_the_supervisor();
+        vigil::alloc::choose_dlmalloc();
     }
     vigil::args::init(arguments(argc, argv));
     sanitize_standard_fds();
@@ -126,108 +132,5 @@ mod tests {
             assert!(!is_supervisor(Some(client), false, false), "{client:?}");
         }
         assert!(!is_supervisor(None, false, false));
-    }
-}
-
-/// The musl build's allocator (none on glibc, whose `malloc` serves both roles well).
-///
-/// musl's `malloc` (mallocng) has nothing to set up, which suits the CLI: a `vigil status`
-/// allocates a few kilobytes and exits. But it unmaps a group of objects of one size class as
-/// soon as the group is empty, so a supervisor building and dropping thousands of small
-/// values per `status` maps and unmaps the same groups at every request (26 `mmap` + 26
-/// `munmap` per full status of 100 pods; BENCHMARKS.md, tenth pass). The supervisor therefore
-/// allocates from dlmalloc (Doug Lea's allocator, the design glibc's descends from, as the
-/// `dlmalloc` crate std itself uses on wasm: pure Rust, no constructor, set up on its first
-/// allocation), which keeps freed chunks for reuse; every other command allocates from musl's
-/// own. C allocators that keep memory as well (mimalloc, jemalloc) were tried and not taken:
-/// their constructors run in every process, the CLI's included (+0.14 ms of CPU and 16 page
-/// faults per `vigil status` for mimalloc). The choice is made once in `main` before the first
-/// allocation and is then fixed: a block is always freed by the allocator that gave it.
-#[cfg(all(not(test), target_env = "musl"))]
-mod allocator {
-    use std::alloc::{GlobalAlloc, Layout, System};
-    use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
-
-    const UNDECIDED: u8 = 0;
-    const SYSTEM: u8 = 1;
-    const DLMALLOC: u8 = 2;
-
-    /// Which allocator serves this process; fixed by the first allocation at the latest.
-    static CHOICE: AtomicU8 = AtomicU8::new(UNDECIDED);
-
-    #[global_allocator]
-    static GLOBAL: Chosen = Chosen;
-
-    /// Makes dlmalloc the process's allocator, if nothing has been allocated yet.
-    pub fn for_the_supervisor() {
-        let _ = CHOICE.compare_exchange(UNDECIDED, DLMALLOC, Relaxed, Relaxed);
-    }
-
-    /// Whether dlmalloc serves this process. The first call fixes the choice.
-    #[inline]
-    fn dlmalloc() -> bool {
-        match CHOICE.load(Relaxed) {
-            DLMALLOC => true,
-            SYSTEM => false,
-            _ => {
-                let _ = CHOICE.compare_exchange(UNDECIDED, SYSTEM, Relaxed, Relaxed);
-                CHOICE.load(Relaxed) == DLMALLOC
-            }
-        }
-    }
-
-    struct Chosen;
-
-    // SAFETY: every call goes to one allocator, the same for the process's whole life (the
-    // choice cannot change once anything was allocated), so each block is freed or resized by
-    // the allocator that gave it; both uphold GlobalAlloc's contract themselves.
-    unsafe impl GlobalAlloc for Chosen {
-        #[inline]
-        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-            // SAFETY: the caller's guarantees (non-zero size) are passed on unchanged.
-            unsafe {
-                if dlmalloc() {
-                    dlmalloc::GlobalDlmalloc.alloc(layout)
-                } else {
-                    System.alloc(layout)
-                }
-            }
-        }
-
-        #[inline]
-        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-            // SAFETY: as for `alloc`.
-            unsafe {
-                if dlmalloc() {
-                    dlmalloc::GlobalDlmalloc.alloc_zeroed(layout)
-                } else {
-                    System.alloc_zeroed(layout)
-                }
-            }
-        }
-
-        #[inline]
-        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-            // SAFETY: `ptr` came from the same allocator (see the impl's comment).
-            unsafe {
-                if dlmalloc() {
-                    dlmalloc::GlobalDlmalloc.dealloc(ptr, layout)
-                } else {
-                    System.dealloc(ptr, layout)
-                }
-            }
-        }
-
-        #[inline]
-        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-            // SAFETY: `ptr` came from the same allocator (see the impl's comment).
-            unsafe {
-                if dlmalloc() {
-                    dlmalloc::GlobalDlmalloc.realloc(ptr, layout, new_size)
-                } else {
-                    System.realloc(ptr, layout, new_size)
-                }
-            }
-        }
     }
 }

@@ -64,6 +64,9 @@ pub fn give_back() {
     unsafe {
         libc::malloc_trim(0);
     }
+    // The musl build's supervisor allocates from dlmalloc (src/alloc.rs).
+    #[cfg(target_env = "musl")]
+    crate::alloc::trim();
 }
 
 /// How long the supervisor waits, after the last request, before trimming.

@@ -6,9 +6,10 @@
 # writable (root), else runs without cgroups.
 #
 #   tests/soak/run.sh            # the full run (a few minutes)
-#   tests/soak/run.sh --quick    # a tenth of everything, debug build (about a minute)
-# Both build vigil for musl, as it ships.
+#   tests/soak/run.sh --quick    # a tenth of everything, the VM suite's build (about a minute)
 #   tests/soak/run.sh --restarts N --probes N --queries N ...   (see soak.py --help)
+#
+# Both run vigil built for musl, as it ships.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 args=()
@@ -16,15 +17,19 @@ profile=release
 if [ "${1:-}" = "--quick" ]; then
     shift
     args=(--restarts 1000 --probes 10000 --queries 10000 --timeout 100)
-    # The quick soak (CI's) runs a debug build: what it checks is that nothing grows, and a
-    # release build would add minutes of link-time optimisation to CI for it. Either way for
-    # musl, as vigil ships (README, "Memory and start-up"): the supervisor's allocator there is
-    # not glibc's, and it is the one whose flatness counts (a debug build also runs its
-    # consistency assertions).
-    profile=debug
+    # The quick soak (CI's) runs the static musl build the VM suite boots
+    # (tests/vm/build-vigil.sh: the release's optimisation without link-time optimisation, with
+    # fault-injection hooks that act only when their variables are set): one build for both
+    # steps, and the supervisor's allocator is the release's, whose flatness is what counts.
+    profile=vm
 fi
-target=x86_64-unknown-linux-musl
-rustup target list --installed 2>/dev/null | grep -qx "$target" || rustup target add "$target"
-if [ "$profile" = release ]; then cargo build --release --quiet --target "$target"
-else cargo build --quiet --target "$target"; fi
-exec python3 tests/soak/soak.py --vigil "target/$target/$profile/vigil" "${args[@]}" "$@"
+if [ "$profile" = vm ]; then
+    vigil=$(tests/vm/build-vigil.sh)
+else
+    # The full soak: the release build, as it ships (README, "Memory and start-up").
+    target=x86_64-unknown-linux-musl
+    rustup target list --installed 2>/dev/null | grep -qx "$target" || rustup target add "$target"
+    cargo build --release --quiet --target "$target"
+    vigil=target/$target/release/vigil
+fi
+exec python3 tests/soak/soak.py --vigil "$vigil" "${args[@]}" "$@"

@@ -23,9 +23,8 @@ VM_ACCEL=${VM_ACCEL:-tcg}
 VM_MEMORY=${VM_MEMORY:-512}
 VM_SHIM=${VM_SHIM:-0}
 VM_LOG_LINES=${VM_LOG_LINES:-400}
-# vigil is built as it ships, for musl (a static-pie: README, "Memory and start-up"); the
-# helper for glibc with a static C runtime.
-VIGIL_TARGET=x86_64-unknown-linux-musl
+# vigil is built as it ships, for musl (tests/vm/build-vigil.sh); the helper for glibc with a
+# static C runtime.
 HELPER_TARGET=x86_64-unknown-linux-gnu
 STATIC_RUSTFLAGS="-C target-feature=+crt-static"
 PACKAGES=(qemu-system-x86 busybox-static cpio)
@@ -119,14 +118,11 @@ ensure_vigil() {
         VIGIL=$VIGIL_BIN
         return
     fi
-    # VM_PROFILE: the cargo profile; `vm` (the release without link-time optimisation, quicker
-    # to build) for the test scenarios, `release` for bench/vm.sh, which measures what ships.
-    local profile=${VM_PROFILE:-vm}
-    log "building vigil (static, $VIGIL_TARGET, profile $profile)"
-    rustup target list --installed 2>/dev/null | grep -qx "$VIGIL_TARGET" || rustup target add "$VIGIL_TARGET"
-    # fault-injection: test-only hooks (e.g. VIGIL_FAULT_PANIC_AFTER_SECS for `panic`).
-    build_static "$REPO/Cargo.toml" "$CACHE/target-vigil" "$profile" "$VIGIL_TARGET" "" --bin vigil --features fault-injection
-    VIGIL=$CACHE/target-vigil/$VIGIL_TARGET/$profile/vigil
+    # For musl as it ships, profile VM_PROFILE (`vm` for the test scenarios, `release` for
+    # bench/vm.sh), with the test-only fault-injection hooks (e.g.
+    # VIGIL_FAULT_PANIC_AFTER_SECS for `panic`): tests/vm/build-vigil.sh.
+    log "building vigil (static, musl, profile ${VM_PROFILE:-vm})"
+    VIGIL=$(VM_CACHE=$CACHE "$HERE/build-vigil.sh")
 }
 
 # --- one scenario ---------------------------------------------------------------------------

@@ -63,16 +63,11 @@ ensure_kernel() {
     KERNEL=$(compgen -G "$dir/boot/vmlinuz-*" | head -n1)
 }
 
-# The static vigil, built exactly as tests/vm/run.sh builds it (same target dir).
+# The static vigil, built as tests/vm/run.sh builds it (tests/vm/build-vigil.sh, same target dir).
 ensure_vigil() {
     if [[ -n ${VIGIL_BIN:-} ]]; then VIGIL=$VIGIL_BIN; return; fi
-    local profile=${VM_PROFILE:-vm}
-    local target=x86_64-unknown-linux-musl
-    log "building vigil (static, $target, profile $profile)"
-    rustup target list --installed 2>/dev/null | grep -qx "$target" || rustup target add "$target"
-    RUSTFLAGS="" CARGO_TARGET_DIR=$CACHE/target-vigil \
-        cargo build --quiet --profile "$profile" --locked --target "$target" --manifest-path "$REPO/Cargo.toml" --bin vigil --features fault-injection
-    VIGIL=$CACHE/target-vigil/$target/$profile/vigil
+    log "building vigil (static, musl, profile ${VM_PROFILE:-vm})"
+    VIGIL=$(VM_CACHE=$CACHE "$HERE/../build-vigil.sh")
 }
 
 mirror() {
