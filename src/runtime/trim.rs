@@ -4,8 +4,9 @@
 //! says when to call it again once the supervisor has been idle for [`IDLE_TRIM_AFTER`] after
 //! the initial starts or after answering requests. Each (1) drops this process's page-table entries for the code it has
 //! mapped — vigil's own text and its shared libraries' (`r-xp` private file mappings) — with
-//! `madvise(MADV_DONTNEED)`, and (2) returns free heap pages to the kernel with glibc's
-//! `malloc_trim(0)`.
+//! `madvise(MADV_DONTNEED)`, and (2) returns free heap pages to the kernel: glibc's
+//! `malloc_trim(0)` in a glibc build, dlmalloc's `trim(0)` (the free top of its heap and its
+//! unused segments) in the musl release build's supervisor (src/alloc.rs).
 //!
 //! Why after requests: a `status` or `describe` faults in code that the idle loop never runs
 //! again (serialising, text formatting: ~1 MiB of text at 64 KiB per fault), and glibc keeps
