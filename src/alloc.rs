@@ -17,7 +17,6 @@
 //! Owns: the choice, the supervisor's dlmalloc heap and the lock around it. Must not: change
 //! the choice once anything was allocated (a block is always freed by the allocator that gave
 //! it), or allocate from inside the allocator.
-#![cfg(target_env = "musl")]
 #![allow(unsafe_code)]
 
 use std::alloc::{GlobalAlloc, Layout, System};

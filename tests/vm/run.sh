@@ -102,15 +102,10 @@ ensure_kernel() {
 }
 
 # --- static binaries ------------------------------------------------------------------------
-build_static() { # manifest target-dir profile target rustflags [cargo args…]
-    local manifest=$1 tdir=$2 profile=$3 target=$4 flags=$5
-    shift 5
-    RUSTFLAGS=$flags CARGO_TARGET_DIR=$tdir \
-        cargo build --quiet --profile "$profile" --locked --target "$target" --manifest-path "$manifest" "$@"
-}
 ensure_helpers() {
     log "building vmh (static)"
-    build_static "$HERE/helpers/Cargo.toml" "$CACHE/target-helpers" release "$HELPER_TARGET" "$STATIC_RUSTFLAGS"
+    RUSTFLAGS=$STATIC_RUSTFLAGS CARGO_TARGET_DIR=$CACHE/target-helpers \
+        cargo build --quiet --release --locked --target "$HELPER_TARGET" --manifest-path "$HERE/helpers/Cargo.toml"
     VMH=$CACHE/target-helpers/$HELPER_TARGET/release/vmh
 }
 ensure_vigil() {
