@@ -3,7 +3,9 @@
  * Runs the same producer the vigil benchmark gives a container (bench/logflood.c) with its
  * stdout on a default pipe, and reads that pipe the way vigil's loop does and no slower:
  * non-blocking, edge-triggered epoll, reads of 64 KiB, at most 64 KiB per wake-up before
- * asking epoll again (vigil's per-turn budget), each read copied on into a 4 MiB byte ring.
+ * asking epoll again (vigil's per-turn budget), each read copied on into a 4 MiB byte ring;
+ * like vigil, it grows the pipe to 256 KiB (F_SETPIPE_SZ) the first time a read finds a whole
+ * default pipe's worth waiting (src/runtime/shell/capture.rs, GROWN_PIPE_BYTES).
  * It does nothing else, so its MB/s is what this machine's pipe hand-off allows a
  * single-threaded reader with that budget: the figure vigil's ring row is read against (a
  * supervisor cannot beat it, and how close it comes is its own overhead).
@@ -28,6 +30,7 @@
 #define READ_BYTES (64 * 1024)
 #define TURN_BYTES (64 * 1024)
 #define RING_BYTES (4 * 1024 * 1024)
+#define GROWN_PIPE_BYTES (256 * 1024)
 
 static double now(void) {
     struct timespec t;
@@ -78,7 +81,7 @@ int main(int argc, char **argv) {
     if (!buf || !ring) return 1;
     size_t pos = 0;
     long long total = 0, wakeups = 0;
-    int more = 0, eof = 0;
+    int more = 0, eof = 0, grown = 0;
     while (!eof) {
         struct epoll_event got;
         /* data left after a full turn: ask epoll without sleeping, as vigil's loop does */
@@ -103,6 +106,10 @@ int main(int argc, char **argv) {
             }
             total += n;
             turn += (size_t)n;
+            if (!grown && n == READ_BYTES) {
+                grown = 1;
+                if (fcntl(p[0], F_SETPIPE_SZ, GROWN_PIPE_BYTES) < 0) perror("vblogfloor: F_SETPIPE_SZ");
+            }
             for (size_t off = 0; off < (size_t)n;) {
                 size_t k = RING_BYTES - pos;
                 if (k > (size_t)n - off) k = (size_t)n - off;

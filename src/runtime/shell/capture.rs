@@ -9,6 +9,17 @@
 //! with its writability watch (only while something is queued, so a slow reader never blocks
 //! the loop).
 //!
+//! A pipe whose share of a turn finds a whole default pipe's worth waiting (64 KiB, pipe(7)) is
+//! grown to [`GROWN_PIPE_BYTES`] (fcntl(2) `F_SETPIPE_SZ`): with a default pipe a flooding
+//! writer blocks every 64 KiB and waits for the loop's next read, and the two take turns; with
+//! room for four reads they run at once (a reader of 64 KiB at a time, the producer of
+//! `bench/logflood.c`: 0.7 GB/s through a default pipe on the host of the twelfth pass,
+//! 3.1 GB/s through a 256 KiB one). Growth is bounded: at most [`MAX_GROWN_PIPES`] pipes at a
+//! time, and only while vigil's own pipes, counted in pages as the kernel counts them against
+//! the user's `pipe-user-pages-soft`, stay under half of that limit — past it the kernel gives
+//! every new pipe of the same user without CAP_SYS_RESOURCE or CAP_SYS_ADMIN two pages instead
+//! of sixteen (pipe(7)), and vigil must not shrink other programs' pipes for its logs' sake.
+//!
 //! Must not: decide anything about a container's lifecycle (EOF on its output is not its exit),
 //! or block on a read or a write.
 
@@ -38,6 +49,17 @@ pub const TURN_LOG_BYTES: usize = 64 * 1024;
 /// read usually empties it. The scratch buffer of this size is allocated at the first read
 /// and kept (no allocation per read).
 pub const READ_BYTES: usize = 64 * 1024;
+/// The capacity a pipe whose writer outpaces the loop is grown to: room for four reads of
+/// [`READ_BYTES`], and what [`PIPE_READ_CAP`] (a drain before a termination message) takes at
+/// once. Within the default `pipe-max-size` (1 MiB), so no privilege is needed (pipe(7)).
+pub const GROWN_PIPE_BYTES: usize = 256 * 1024;
+/// Pipes grown to [`GROWN_PIPE_BYTES`] at most at one time (3 MiB of capacity over the
+/// default; pages are taken only while output waits in them).
+pub const MAX_GROWN_PIPES: usize = 16;
+/// A default pipe's capacity in pages (pipe(7): 16 pages, 65,536 bytes).
+const DEFAULT_PIPE_PAGES: usize = 16;
+/// Where the kernel's per-user soft limit on pipe pages is read (pipe(7)).
+const PIPE_USER_PAGES_SOFT: &str = "/proc/sys/fs/pipe-user-pages-soft";
 
 /// Where captured output goes: each container's log (the container slots, in the shell).
 pub trait Logs {
@@ -57,6 +79,21 @@ struct Pipe {
     fd: Watched<OwnedFd>,
     /// In [`Capture::more`] (so an event for it is not another read, and it is queued once).
     queued: bool,
+    /// Whether this pipe's size has been settled: grown to [`GROWN_PIPE_BYTES`] (counted in
+    /// [`Capture::grown`]), found that large already, or refused by the kernel — either way
+    /// it is not asked again.
+    sized: Sizing,
+}
+
+/// Where a pipe stands with [`GROWN_PIPE_BYTES`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sizing {
+    /// A default pipe, never found full.
+    Default,
+    /// Grown by vigil (this instance or the one before a `vigil upgrade`): counted.
+    Grown,
+    /// Already at least that large, or the kernel refused: left as it is, not counted.
+    Settled,
 }
 
 /// Where forwarded output goes.
@@ -119,6 +156,10 @@ pub struct Capture {
     /// Containers whose rotated-out log file is being shrunk away, one step per turn in
     /// turn ([`logs::LogFile::shrink_step`]).
     shrinking: VecDeque<ContainerKey>,
+    /// Pipes now at [`GROWN_PIPE_BYTES`] ([`Sizing::Grown`]).
+    grown: usize,
+    /// Half the kernel's `pipe-user-pages-soft` when it was read (`None`: no limit, 0).
+    pipe_pages_budget: Option<usize>,
 }
 
 impl Capture {
@@ -133,6 +174,10 @@ impl Capture {
             scratch: None,
             forward: dest.map(Forward::new),
             shrinking: VecDeque::new(),
+            grown: 0,
+            pipe_pages_budget: pipe_pages_budget(
+                std::fs::read_to_string(PIPE_USER_PAGES_SOFT).ok(),
+            ),
         }
     }
 
@@ -161,6 +206,35 @@ impl Capture {
         stream: Stream,
         run: Option<Generation>,
     ) {
+        self.insert_pipe(key, pid, fd, stream, run, Sizing::Default);
+    }
+
+    /// [`Capture::add_output`] for a pipe handed over by `vigil upgrade`: one the previous
+    /// instance grew counts against [`MAX_GROWN_PIPES`] here too.
+    pub fn add_adopted_output(
+        &mut self,
+        key: ContainerKey,
+        pid: u32,
+        fd: OwnedFd,
+        stream: Stream,
+        run: Option<Generation>,
+    ) {
+        let sizing = match nix::fcntl::fcntl(fd.as_fd(), nix::fcntl::FcntlArg::F_GETPIPE_SZ) {
+            Ok(size) if usize::try_from(size).is_ok_and(|s| s >= GROWN_PIPE_BYTES) => Sizing::Grown,
+            _ => Sizing::Default,
+        };
+        self.insert_pipe(key, pid, fd, stream, run, sizing);
+    }
+
+    fn insert_pipe(
+        &mut self,
+        key: ContainerKey,
+        pid: u32,
+        fd: OwnedFd,
+        stream: Stream,
+        run: Option<Generation>,
+        sized: Sizing,
+    ) {
         let token = self.tokens.next();
         match Watched::new(
             &self.registry,
@@ -178,8 +252,12 @@ impl Capture {
                         run,
                         fd,
                         queued: false,
+                        sized,
                     },
                 );
+                if sized == Sizing::Grown {
+                    self.grown += 1;
+                }
             }
             Err((_, e)) => warn!("cannot watch output of pid {pid}: {e}"),
         }
@@ -272,6 +350,9 @@ impl Capture {
                 r.bytes
             }
             Ok(r) => {
+                if r.bytes >= READ_BYTES {
+                    self.grow(token);
+                }
                 if r.bytes >= cap
                     && let Some(pipe) = self.pipes.get_mut(&token)
                     && !pipe.queued
@@ -329,6 +410,45 @@ impl Capture {
         self.shrink_step(logs);
     }
 
+    /// A share of `token`'s pipe found a whole default pipe's worth waiting: its writer is
+    /// ahead of the loop, so the pipe is grown to [`GROWN_PIPE_BYTES`] if the bounds allow
+    /// (module docs). One `F_GETPIPE_SZ` and one `F_SETPIPE_SZ` per pipe at most, ever.
+    fn grow(&mut self, token: Token) {
+        let pipes = self.pipes.len();
+        let grown = self.grown;
+        let budget = self.pipe_pages_budget;
+        let Some(pipe) = self.pipes.get_mut(&token) else {
+            return;
+        };
+        if pipe.sized != Sizing::Default || !may_grow(pipes, grown, budget) {
+            return;
+        }
+        use nix::fcntl::{FcntlArg, fcntl};
+        let fd = pipe.fd.as_fd();
+        let size = fcntl(fd, FcntlArg::F_GETPIPE_SZ)
+            .ok()
+            .and_then(|s| usize::try_from(s).ok());
+        if size.is_some_and(|s| s >= GROWN_PIPE_BYTES) {
+            pipe.sized = Sizing::Settled;
+            return;
+        }
+        // GROWN_PIPE_BYTES fits a c_int.
+        let want = GROWN_PIPE_BYTES as libc::c_int;
+        match fcntl(fd, FcntlArg::F_SETPIPE_SZ(want)) {
+            Ok(_) => {
+                pipe.sized = Sizing::Grown;
+                self.grown += 1;
+            }
+            Err(e) => {
+                debug!(
+                    "cannot grow the output pipe of {:?} to {GROWN_PIPE_BYTES} bytes: {e}",
+                    pipe.key
+                );
+                pipe.sized = Sizing::Settled;
+            }
+        }
+    }
+
     /// Takes `token` out of the queue of pipes with more to read.
     fn unqueue(&mut self, token: Token) {
         if let Some(pipe) = self.pipes.get_mut(&token)
@@ -364,7 +484,17 @@ impl Capture {
 
     fn close(&mut self, token: Token) {
         self.unqueue(token);
-        self.pipes.remove(&token);
+        if let Some(pipe) = self.pipes.remove(&token)
+            && pipe.sized == Sizing::Grown
+        {
+            self.grown -= 1;
+        }
+    }
+
+    /// Pipes grown to [`GROWN_PIPE_BYTES`] now (for tests and the status of the loop).
+    #[cfg(test)]
+    fn grown_pipes(&self) -> usize {
+        self.grown
     }
 
     /// Writes what the forwarder holds to stdout (or the journal), as far as it takes it;
@@ -400,6 +530,31 @@ impl Capture {
             f.watch = None;
         }
     }
+}
+
+/// Half of `pipe-user-pages-soft` as read from /proc (`None` when it is 0, no limit); the
+/// kernel's default of 16,384 pages when it cannot be read.
+fn pipe_pages_budget(soft: Option<String>) -> Option<usize> {
+    let soft = soft
+        .and_then(|s| s.trim().parse::<usize>().ok())
+        .unwrap_or(16_384);
+    (soft != 0).then_some(soft / 2)
+}
+
+/// Whether one more pipe may grow, with `pipes` pipes open of which `grown` are grown, under
+/// `budget` pages (see [`pipe_pages_budget`]).
+fn may_grow(pipes: usize, grown: usize, budget: Option<usize>) -> bool {
+    // In 4 KiB pages (x86_64, arm64's default); where pages are larger a default pipe of 16
+    // pages already holds GROWN_PIPE_BYTES, and `grow` finds it so and leaves it.
+    const GROWN_PAGES: usize = GROWN_PIPE_BYTES / 4096;
+    if grown >= MAX_GROWN_PIPES {
+        return false;
+    }
+    let Some(budget) = budget else {
+        return true;
+    };
+    let pages = pipes * DEFAULT_PIPE_PAGES + (grown + 1) * (GROWN_PAGES - DEFAULT_PIPE_PAGES);
+    pages <= budget
 }
 
 #[cfg(test)]
@@ -452,6 +607,92 @@ mod tests {
         }
         capture.add_output(key, 1, r, Stream::Stdout, Some(1));
         std::fs::File::from(w)
+    }
+
+    fn pipe_size(w: &std::fs::File) -> usize {
+        nix::fcntl::fcntl(w, nix::fcntl::FcntlArg::F_GETPIPE_SZ).unwrap() as usize
+    }
+
+    #[test]
+    fn a_pipe_found_full_is_grown_once_and_uncounted_when_it_closes() {
+        let mut poll = mio::Poll::new().unwrap();
+        let registry = Rc::new(poll.registry().try_clone().unwrap());
+        let mut capture = Capture::new(registry, None);
+        let mut logs = HashMap::new();
+        let key = ContainerKey(1);
+        let mut w = stdout_pipe(&mut capture, &mut logs, key, "c", None);
+        assert_eq!(pipe_size(&w), 64 * 1024, "a fresh pipe is a default one");
+        // Less than a full default pipe: the writer is not ahead, nothing grows.
+        w.write_all(&[b'x'; 1000]).unwrap();
+        turn(&mut poll, &mut capture, &mut logs);
+        capture.read_more(&mut logs); // the turn's end: its budget renewed
+        assert_eq!(pipe_size(&w), 64 * 1024);
+        assert_eq!(capture.grown_pipes(), 0);
+        // A full default pipe: grown, and counted once however often it is found full again.
+        w.write_all(&vec![b'x'; 64 * 1024]).unwrap();
+        turn(&mut poll, &mut capture, &mut logs);
+        assert_eq!(pipe_size(&w), GROWN_PIPE_BYTES);
+        assert_eq!(capture.grown_pipes(), 1);
+        w.write_all(&vec![b'x'; 3 * 64 * 1024]).unwrap();
+        turn(&mut poll, &mut capture, &mut logs);
+        capture.read_more(&mut logs);
+        while capture.has_more() {
+            capture.read_more(&mut logs);
+        }
+        assert_eq!(
+            logs[&key].buffer.total_written(),
+            1000 + 4 * 64 * 1024,
+            "three default pipes' worth waited in the grown one"
+        );
+        assert_eq!(capture.grown_pipes(), 1);
+        drop(w);
+        turn(&mut poll, &mut capture, &mut logs);
+        assert!(capture.pipes.is_empty(), "EOF closes the pipe");
+        assert_eq!(capture.grown_pipes(), 0);
+    }
+
+    #[test]
+    fn a_pipe_already_larger_is_left_as_it_is_and_not_counted() {
+        let mut poll = mio::Poll::new().unwrap();
+        let registry = Rc::new(poll.registry().try_clone().unwrap());
+        let mut capture = Capture::new(registry, None);
+        let mut logs = HashMap::new();
+        let key = ContainerKey(1);
+        let mut w = stdout_pipe(
+            &mut capture,
+            &mut logs,
+            key,
+            "c",
+            Some(2 * GROWN_PIPE_BYTES),
+        );
+        w.write_all(&vec![b'x'; 64 * 1024]).unwrap();
+        turn(&mut poll, &mut capture, &mut logs);
+        assert_eq!(pipe_size(&w), 2 * GROWN_PIPE_BYTES, "never shrunk");
+        assert_eq!(capture.grown_pipes(), 0);
+    }
+
+    #[test]
+    fn pipes_grow_at_most_sixteen_at_once_and_within_half_the_users_soft_pipe_pages() {
+        // The kernel's default soft limit, 16,384 pages: half of it for vigil's own pipes.
+        let budget = pipe_pages_budget(Some("16384\n".to_string()));
+        assert_eq!(budget, Some(8192));
+        assert!(may_grow(1, 0, budget));
+        assert!(
+            may_grow(200, 15, budget),
+            "200 pipes, 16 of them grown: 3,200 + 768 pages"
+        );
+        assert!(!may_grow(200, MAX_GROWN_PIPES, budget), "the cap");
+        // 509 default pipes are 8,144 pages and one grown makes 8,192, the budget; 510 pass it.
+        assert!(may_grow(509, 0, budget));
+        assert!(!may_grow(510, 0, budget));
+        assert!(!may_grow(2000, 0, budget));
+        // No soft limit (0): only the cap.
+        assert_eq!(pipe_pages_budget(Some("0".to_string())), None);
+        assert!(may_grow(100_000, 15, None));
+        assert!(!may_grow(1, MAX_GROWN_PIPES, None));
+        // Unreadable: the kernel's default.
+        assert_eq!(pipe_pages_budget(None), Some(8192));
+        assert_eq!(pipe_pages_budget(Some("junk".to_string())), Some(8192));
     }
 
     #[test]

@@ -436,7 +436,8 @@ impl Shell {
                     } else {
                         crate::logs::Stream::Stdout
                     };
-                    self.capture.add_output(p.key, p.pid, fd, stream, p.run);
+                    self.capture
+                        .add_adopted_output(p.key, p.pid, fd, stream, p.run);
                 }
                 None => warn!(
                     "the output pipe of pid {} (fd {}) was not handed over",
