@@ -288,6 +288,54 @@ command = ["sh", "-c", "yes vigil-flood-line | head -c 100000000; echo flood-don
     );
 }
 
+/// A container writing faster than the loop reads finds its output pipe grown from a default
+/// pipe's 64 KiB to 256 KiB (it asks with `F_GETPIPE_SZ` after its flood); a quiet one keeps
+/// the default; and every byte of the flood, in order, still reaches the ring. The flood's
+/// first `write(2)` of 64 KiB fills the empty pipe whole and wakes the reader once, at its end
+/// (fs/pipe.c, `pipe_write`), so the loop's first read finds the pipe full however fast it is.
+#[test]
+fn a_pipe_found_full_is_grown_to_256_kib_and_a_quiet_containers_is_not() {
+    let flood = "import fcntl, os, sys\n\
+                 for b in range(16):\n    os.write(1, b''.join(b'%07d' % i + b'.' * 4088 + b'\\n' for i in range(16 * b, 16 * b + 16)))\n\
+                 sys.stdout.write('pipe %d\\n' % fcntl.fcntl(1, fcntl.F_GETPIPE_SZ)); sys.stdout.flush()\n\
+                 os.execvp('sleep', ['sleep', '60'])";
+    let quiet = "import fcntl, os, sys, time\n\
+                 time.sleep(0.5)\n\
+                 sys.stdout.write('pipe %d\\n' % fcntl.fcntl(1, fcntl.F_GETPIPE_SZ)); sys.stdout.flush()\n\
+                 os.execvp('sleep', ['sleep', '60'])";
+    let pod = |name: &str, script: &str| {
+        format!(
+            "[pods.{name}]\nrestart_policy = \"Never\"\n\
+             [[pods.{name}.containers]]\nname = \"c\"\ncommand = [\"python3\", \"-c\", {script:?}]\n"
+        )
+    };
+    let v = Vigil::start_in(
+        tempfile::tempdir().expect("tempdir"),
+        "log_buffer_bytes = \"4Mi\"\n",
+        &format!("{}{}", pod("flood", flood), pod("quiet", quiet)),
+    );
+    let last_line = |v: &Vigil, pod: &str| -> Option<String> {
+        let r = v.request(&format!(r#"{{"cmd":"logs","pod":"{pod}","tail":1}}"#));
+        r["result"]["log"]
+            .as_str()
+            .map(|l| l.trim_end().to_string())
+    };
+    v.wait_for(T, "both containers told their pipe size", |v| {
+        last_line(v, "flood").is_some_and(|l| l.starts_with("pipe "))
+            && last_line(v, "quiet").is_some_and(|l| l.starts_with("pipe "))
+    });
+    assert_eq!(last_line(&v, "flood").as_deref(), Some("pipe 262144"));
+    assert_eq!(last_line(&v, "quiet").as_deref(), Some("pipe 65536"));
+    let r = v.request(r#"{"cmd":"logs","pod":"flood"}"#);
+    let log = r["result"]["log"].as_str().unwrap_or_default();
+    let lines: Vec<&str> = log.lines().collect();
+    assert_eq!(lines.len(), 257, "256 lines of 4 KiB and the size");
+    for (i, line) in lines[..256].iter().enumerate() {
+        assert_eq!(&line[..8], format!("{i:07}.").as_str(), "line {i} in order");
+        assert_eq!(line.len(), 4095, "line {i} whole (4 KiB with its newline)");
+    }
+}
+
 #[test]
 fn bad_usage_exits_one() {
     for args in [
