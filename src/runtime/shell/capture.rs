@@ -491,7 +491,7 @@ impl Capture {
         }
     }
 
-    /// Pipes grown to [`GROWN_PIPE_BYTES`] now (for tests and the status of the loop).
+    /// Pipes grown to [`GROWN_PIPE_BYTES`] now.
     #[cfg(test)]
     fn grown_pipes(&self) -> usize {
         self.grown
