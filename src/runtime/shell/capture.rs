@@ -609,16 +609,20 @@ mod tests {
         std::fs::File::from(w)
     }
 
+    /// A poll, a capture that forwards nothing, and the logs it writes into.
+    fn bare_capture() -> (mio::Poll, Capture, HashMap<ContainerKey, ContainerLog>) {
+        let poll = mio::Poll::new().unwrap();
+        let registry = Rc::new(poll.registry().try_clone().unwrap());
+        (poll, Capture::new(registry, None), HashMap::new())
+    }
+
     fn pipe_size(w: &std::fs::File) -> usize {
         nix::fcntl::fcntl(w, nix::fcntl::FcntlArg::F_GETPIPE_SZ).unwrap() as usize
     }
 
     #[test]
     fn a_pipe_found_full_is_grown_once_and_uncounted_when_it_closes() {
-        let mut poll = mio::Poll::new().unwrap();
-        let registry = Rc::new(poll.registry().try_clone().unwrap());
-        let mut capture = Capture::new(registry, None);
-        let mut logs = HashMap::new();
+        let (mut poll, mut capture, mut logs) = bare_capture();
         let key = ContainerKey(1);
         let mut w = stdout_pipe(&mut capture, &mut logs, key, "c", None);
         assert_eq!(pipe_size(&w), 64 * 1024, "a fresh pipe is a default one");
@@ -653,10 +657,7 @@ mod tests {
 
     #[test]
     fn a_pipe_already_larger_is_left_as_it_is_and_not_counted() {
-        let mut poll = mio::Poll::new().unwrap();
-        let registry = Rc::new(poll.registry().try_clone().unwrap());
-        let mut capture = Capture::new(registry, None);
-        let mut logs = HashMap::new();
+        let (mut poll, mut capture, mut logs) = bare_capture();
         let key = ContainerKey(1);
         let mut w = stdout_pipe(
             &mut capture,
@@ -697,11 +698,8 @@ mod tests {
 
     #[test]
     fn output_reaches_the_log_and_eof_closes_and_deregisters_the_pipe() {
-        let mut poll = mio::Poll::new().unwrap();
-        let registry = Rc::new(poll.registry().try_clone().unwrap());
-        let mut capture = Capture::new(registry, None);
+        let (mut poll, mut capture, mut logs) = bare_capture();
         let key = ContainerKey(3);
-        let mut logs = HashMap::new();
         let mut w = stdout_pipe(&mut capture, &mut logs, key, "c", None);
         w.write_all(b"hello\n").unwrap();
         assert_eq!(turn(&mut poll, &mut capture, &mut logs), 1);
@@ -717,11 +715,8 @@ mod tests {
 
     #[test]
     fn a_pipe_over_the_read_cap_is_finished_on_the_next_turn() {
-        let mut poll = mio::Poll::new().unwrap();
-        let registry = Rc::new(poll.registry().try_clone().unwrap());
-        let mut capture = Capture::new(registry, None);
+        let (mut poll, mut capture, mut logs) = bare_capture();
         let key = ContainerKey(1);
-        let mut logs = HashMap::new();
         // A pipe holds 64 KiB by default; make room for more than one read cap.
         let mut w = stdout_pipe(&mut capture, &mut logs, key, "c", Some(2 * PIPE_READ_CAP));
         w.write_all(&vec![b'x'; PIPE_READ_CAP + 100]).unwrap();
@@ -751,11 +746,8 @@ mod tests {
 
     #[test]
     fn a_queued_pipe_is_queued_once_and_an_event_for_it_reads_nothing_more() {
-        let mut poll = mio::Poll::new().unwrap();
-        let registry = Rc::new(poll.registry().try_clone().unwrap());
-        let mut capture = Capture::new(registry, None);
+        let (mut poll, mut capture, mut logs) = bare_capture();
         let key = ContainerKey(1);
-        let mut logs = HashMap::new();
         let mut w = stdout_pipe(&mut capture, &mut logs, key, "c", Some(1 << 20));
         w.write_all(&vec![b'x'; 4 * TURN_LOG_BYTES]).unwrap();
         assert_eq!(turn(&mut poll, &mut capture, &mut logs), 1);
@@ -783,10 +775,7 @@ mod tests {
 
     #[test]
     fn pipes_share_one_read_budget_per_turn_and_none_is_left_behind() {
-        let mut poll = mio::Poll::new().unwrap();
-        let registry = Rc::new(poll.registry().try_clone().unwrap());
-        let mut capture = Capture::new(registry, None);
-        let mut logs = HashMap::new();
+        let (mut poll, mut capture, mut logs) = bare_capture();
         let mut writers = Vec::new();
         let each = 3 * TURN_LOG_BYTES / 2;
         for k in 0..3u32 {
