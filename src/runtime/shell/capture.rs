@@ -29,6 +29,7 @@ use std::rc::Rc;
 
 use log::{debug, warn};
 use mio::{Interest, Registry, Token};
+use nix::fcntl::FcntlArg;
 
 use super::tokens::{self, Owner, Registration, TokenSpace, Watched};
 use crate::core::{ContainerKey, Generation};
@@ -83,6 +84,15 @@ struct Pipe {
     /// [`Capture::grown`]), found that large already, or refused by the kernel — either way
     /// it is not asked again.
     sized: Sizing,
+}
+
+/// Where a pipe given to [`Capture::add_output`] comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PipeFrom {
+    /// Made for a child just spawned: a default pipe.
+    Spawn,
+    /// Handed over by the previous instance (`vigil upgrade`), perhaps grown by it.
+    Handoff,
 }
 
 /// Where a pipe stands with [`GROWN_PIPE_BYTES`].
@@ -197,7 +207,9 @@ impl Capture {
 
     /// Starts reading `fd`, run `run`'s `stream`, into `key`'s log. A pipe that cannot be
     /// watched is closed (with a warning naming `pid`): the child then gets EPIPE or SIGPIPE on
-    /// output.
+    /// output. A pipe handed over by `vigil upgrade` (`from`) is asked its size, so one the
+    /// previous instance grew counts against [`MAX_GROWN_PIPES`] here too; a new one is a
+    /// default pipe.
     pub fn add_output(
         &mut self,
         key: ContainerKey,
@@ -205,36 +217,17 @@ impl Capture {
         fd: OwnedFd,
         stream: Stream,
         run: Option<Generation>,
+        from: PipeFrom,
     ) {
-        self.insert_pipe(key, pid, fd, stream, run, Sizing::Default);
-    }
-
-    /// [`Capture::add_output`] for a pipe handed over by `vigil upgrade`: one the previous
-    /// instance grew counts against [`MAX_GROWN_PIPES`] here too.
-    pub fn add_adopted_output(
-        &mut self,
-        key: ContainerKey,
-        pid: u32,
-        fd: OwnedFd,
-        stream: Stream,
-        run: Option<Generation>,
-    ) {
-        let sizing = match nix::fcntl::fcntl(fd.as_fd(), nix::fcntl::FcntlArg::F_GETPIPE_SZ) {
-            Ok(size) if usize::try_from(size).is_ok_and(|s| s >= GROWN_PIPE_BYTES) => Sizing::Grown,
-            _ => Sizing::Default,
+        let sized = match from {
+            PipeFrom::Spawn => Sizing::Default,
+            PipeFrom::Handoff => match nix::fcntl::fcntl(fd.as_fd(), FcntlArg::F_GETPIPE_SZ) {
+                Ok(size) if usize::try_from(size).is_ok_and(|s| s >= GROWN_PIPE_BYTES) => {
+                    Sizing::Grown
+                }
+                _ => Sizing::Default,
+            },
         };
-        self.insert_pipe(key, pid, fd, stream, run, sizing);
-    }
-
-    fn insert_pipe(
-        &mut self,
-        key: ContainerKey,
-        pid: u32,
-        fd: OwnedFd,
-        stream: Stream,
-        run: Option<Generation>,
-        sized: Sizing,
-    ) {
         let token = self.tokens.next();
         match Watched::new(
             &self.registry,
@@ -423,9 +416,8 @@ impl Capture {
         if pipe.sized != Sizing::Default || !may_grow(pipes, grown, budget) {
             return;
         }
-        use nix::fcntl::{FcntlArg, fcntl};
         let fd = pipe.fd.as_fd();
-        let size = fcntl(fd, FcntlArg::F_GETPIPE_SZ)
+        let size = nix::fcntl::fcntl(fd, FcntlArg::F_GETPIPE_SZ)
             .ok()
             .and_then(|s| usize::try_from(s).ok());
         if size.is_some_and(|s| s >= GROWN_PIPE_BYTES) {
@@ -434,7 +426,7 @@ impl Capture {
         }
         // GROWN_PIPE_BYTES fits a c_int.
         let want = GROWN_PIPE_BYTES as libc::c_int;
-        match fcntl(fd, FcntlArg::F_SETPIPE_SZ(want)) {
+        match nix::fcntl::fcntl(fd, FcntlArg::F_SETPIPE_SZ(want)) {
             Ok(_) => {
                 pipe.sized = Sizing::Grown;
                 self.grown += 1;
@@ -605,7 +597,7 @@ mod tests {
         if let Some(size) = pipe_size {
             nix::fcntl::fcntl(&w, nix::fcntl::FcntlArg::F_SETPIPE_SZ(size as libc::c_int)).unwrap();
         }
-        capture.add_output(key, 1, r, Stream::Stdout, Some(1));
+        capture.add_output(key, 1, r, Stream::Stdout, Some(1), PipeFrom::Spawn);
         std::fs::File::from(w)
     }
 
@@ -823,7 +815,7 @@ mod tests {
             ContainerLog::new("web", "app", &SupervisorSpec::default()).0,
         );
         let (r, w) = crate::process::pipe_nonblocking().unwrap();
-        capture.add_output(key, 1, r, Stream::Stderr, Some(7));
+        capture.add_output(key, 1, r, Stream::Stderr, Some(7), PipeFrom::Spawn);
         let mut w = std::fs::File::from(w);
         w.write_all(b"it broke\n").unwrap();
         assert_eq!(turn(&mut poll, &mut capture, &mut logs), 1);

@@ -15,6 +15,7 @@ use log::{debug, warn};
 use mio::{Interest, Token};
 
 use super::Shell;
+use super::capture::PipeFrom;
 use super::execs::Settled;
 use super::janitor::DEFER;
 use super::kill::kill_tree;
@@ -293,9 +294,9 @@ impl Shell {
             .started(key, &format!("{pod}/{}", container.name), pid, main);
         let run = Some(generation);
         self.capture
-            .add_output(key, pid, out_r, logs::Stream::Stdout, run);
+            .add_output(key, pid, out_r, logs::Stream::Stdout, run, PipeFrom::Spawn);
         self.capture
-            .add_output(key, pid, err_r, logs::Stream::Stderr, run);
+            .add_output(key, pid, err_r, logs::Stream::Stderr, run, PipeFrom::Spawn);
         let oom_seen = cgroup
             .as_ref()
             .map(|c| c.oom_baseline())

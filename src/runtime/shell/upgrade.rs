@@ -22,6 +22,7 @@ use std::time::Instant;
 use log::{debug, error, info, warn};
 
 use super::Shell;
+use super::capture::PipeFrom;
 use super::journal::Journal;
 use super::kill::kill_tree;
 use super::reaper::PidOwner;
@@ -437,7 +438,7 @@ impl Shell {
                         crate::logs::Stream::Stdout
                     };
                     self.capture
-                        .add_adopted_output(p.key, p.pid, fd, stream, p.run);
+                        .add_output(p.key, p.pid, fd, stream, p.run, PipeFrom::Handoff);
                 }
                 None => warn!(
                     "the output pipe of pid {} (fd {}) was not handed over",
