@@ -8,7 +8,7 @@
 # (--include-ignored), so run it as root: a need that is not met then fails the test, naming
 # the need, instead of passing it untested.
 #
-#   tests/run-all.sh            # everything (~24 min from a fresh clone on 2 cores)
+#   tests/run-all.sh            # everything (17-24 min from a fresh clone on 2 cores, by host)
 #   SKIP_VM=1 SKIP_FUZZ=1 SKIP_SOAK=1 tests/run-all.sh   # only the cargo tests and lints
 set -euo pipefail
 cd "$(dirname "$0")/.."
