@@ -18,8 +18,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use log::{debug, info, warn};
+use nix::fcntl::OFlag;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{Signal, kill};
+use nix::sys::stat::Mode;
 use nix::unistd::Pid;
 
 use super::discover::{self, MountEntry};
@@ -699,16 +701,17 @@ impl ContainerCgroup {
                 path: path.to_path_buf(),
                 source,
             })?;
-        let procs_path = path.join(CGROUP_PROCS);
-        let procs = OpenOptions::new()
-            .write(true)
-            .open(&procs_path)
-            .map_err(|source| CgroupError::Open {
-                path: procs_path,
-                source,
-            })?;
-        let events = open_read(path, CGROUP_EVENTS)?;
-        let memory_events = open_read_optional(path, MEMORY_EVENTS)?;
+        // The files relative to the directory just opened: no walk of the whole path again
+        // for each (a container is started into a fresh cgroup, so this runs per start).
+        let procs = open_in(&dir, path, CGROUP_PROCS, OFlag::O_WRONLY)?;
+        let events = open_in(&dir, path, CGROUP_EVENTS, OFlag::O_RDONLY)?;
+        let memory_events = match open_in(&dir, path, MEMORY_EVENTS, OFlag::O_RDONLY) {
+            Ok(f) => Some(f),
+            Err(CgroupError::Open { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+                None
+            }
+            Err(e) => return Err(e),
+        };
         Ok(ContainerCgroup {
             path: path.to_path_buf(),
             dir,
@@ -958,6 +961,17 @@ fn make_dir(path: &Path) -> Result<bool, CgroupError> {
             source,
         }),
     }
+}
+
+/// `name` in the cgroup directory `dir` (at `path`, for the error), opened with `flags` and
+/// `O_CLOEXEC` relative to the directory's descriptor (openat(2)).
+fn open_in(dir: &File, path: &Path, name: &str, flags: OFlag) -> Result<File, CgroupError> {
+    nix::fcntl::openat(dir, name, flags | OFlag::O_CLOEXEC, Mode::empty())
+        .map(File::from)
+        .map_err(|e| CgroupError::Open {
+            path: path.join(name),
+            source: io::Error::from(e),
+        })
 }
 
 /// rmdir; EBUSY (processes or children left) becomes [`CgroupError::Busy`]; gone is fine.

@@ -134,11 +134,30 @@ pub struct MainInfo {
 /// container found running after a crash of vigil was started from the definition in the
 /// config now. Any change of any field changes it; so may a different build of vigil (the
 /// container is then replaced, never wrongly adopted).
+/// The debug form is hashed as it is written, piece by piece, not built as a string first (a
+/// few KiB per container, made for every container a config starts); the bytes, and so the
+/// hash, are the same.
 pub fn spec_hash(spec: &ContainerSpec) -> u64 {
-    let text = format!("{spec:?}");
-    text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
+    use std::fmt::Write;
+    let mut h = Fnv1a(FNV_OFFSET);
+    // Fnv1a's write_str never fails, nor does a derived Debug.
+    let _ = write!(h, "{spec:?}");
+    h.0
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+
+/// FNV-1a over the bytes written to it.
+struct Fnv1a(u64);
+
+impl std::fmt::Write for Fnv1a {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0 = s
+            .bytes()
+            .fold(self.0, |h, b| (h ^ u64::from(b)).wrapping_mul(FNV_PRIME));
+        Ok(())
+    }
 }
 
 /// A container that ended for good (stopped by an operator, or completed without a restart
@@ -806,6 +825,26 @@ mod tests {
         let mut c = a.clone();
         c.stop_signal = 2;
         assert_ne!(spec_hash(&a), spec_hash(&c));
+    }
+
+    /// The hash written piece by piece is FNV-1a of the whole debug string, as state files
+    /// written before recorded it: a vigil upgraded across the change still adopts its
+    /// containers after a crash.
+    #[test]
+    fn the_spec_hash_is_fnv1a_of_the_whole_debug_form_as_before() {
+        let cfg = crate::config::load_str(
+            "[pods.web]\n[[pods.web.containers]]\nname = \"app\"\ncommand = [\"sleep\", \"1\"]\n\
+             env = { A = \"b\" }\n[pods.web.containers.liveness_probe]\ntcp_socket = { port = 80 }\n",
+            Path::new("t.toml"),
+        )
+        .unwrap();
+        let spec = &cfg.pods[0].containers[0];
+        let whole = format!("{spec:?}")
+            .bytes()
+            .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+            });
+        assert_eq!(spec_hash(spec), whole);
     }
 
     #[test]
