@@ -34,9 +34,9 @@ for r in $(seq 1 $rounds); do
       awk '{print \$1}' /proc/\$p/schedstat > $d/cpu; awk '{print \$10}' /proc/\$p/stat > $d/minflt;
       kill -TERM \$p; wait \$p" 2>/dev/null
   perf script -i $d/tl.data -F comm,pid,time,event,trace 2>/dev/null > $d/tl.txt
-  python3 - "$d" "$n" <<'PY'
+  python3 - "$d" "$n" "$(basename "$bin" | cut -c1-15)" <<'PY'
 import re, sys
-d, n = sys.argv[1], int(sys.argv[2])
+d, n, comm = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 vpid = int(open(f"{d}/pid").read())
 t0 = None; forks = []; execs = []
 for l in open(f"{d}/tl.txt"):
@@ -44,7 +44,7 @@ for l in open(f"{d}/tl.txt"):
     if not m: continue
     comm, pid, t, ev, tr = m.groups(); t = float(t); pid = int(pid)
     if ev.endswith("exec") and pid == vpid and t0 is None: t0 = t
-    elif t0 and ev.endswith("fork") and pid == vpid and f"comm=vigil pid={vpid}" in tr: forks.append(t)
+    elif t0 and ev.endswith("fork") and pid == vpid and f"comm={comm} pid={vpid}" in tr: forks.append(t)
     elif t0 and ev.endswith("exec") and "vbsleep" in tr: execs.append(t)
 if t0 is None or not forks or not execs:
     print("no timeline"); raise SystemExit
