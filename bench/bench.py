@@ -70,17 +70,8 @@ def proc_table():
     """pid -> (ppid, comm, starttime) for every process."""
     t = {}
     for e in os.scandir("/proc"):
-        if not e.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{e.name}/stat", "rb") as f:
-                s = f.read()
-        except OSError:
-            continue
-        r = s.rindex(b")")
-        comm = s[s.index(b"(") + 1 : r].decode(errors="replace")
-        f = s[r + 2 :].split()
-        t[int(e.name)] = (int(f[1]), comm, int(f[19]))
+        if e.name.isdigit() and (v := read_stat(e.name)):
+            t[int(e.name)] = v
     return t
 
 

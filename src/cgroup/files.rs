@@ -165,16 +165,6 @@ pub fn open_read(dir: &Path, name: &str) -> Result<File, CgroupError> {
     File::open(&path).map_err(|source| CgroupError::Open { path, source })
 }
 
-/// Like [`open_read`], `Ok(None)` when the file is absent.
-pub fn open_read_optional(dir: &Path, name: &str) -> Result<Option<File>, CgroupError> {
-    let path = dir.join(name);
-    match File::open(&path) {
-        Ok(f) => Ok(Some(f)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(CgroupError::Open { path, source }),
-    }
-}
-
 /// Parses a flat-keyed file (`memory.events`, `cgroup.events`, `cpu.stat`): one `key value`
 /// per line. Lines without a value are skipped.
 pub fn parse_flat_keyed(text: &str) -> impl Iterator<Item = (&str, &str)> {
