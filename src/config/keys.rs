@@ -152,6 +152,7 @@ tables! {
         log_forward_to: Str,
         shutdown_timeout_seconds: Num,
         oom_score_adj: StrOrInt,
+        sched_slice_microseconds: StrOrInt,
         max_connections_per_uid: Int,
         client_idle_timeout_seconds: Num,
         client_fd_percent: Int,

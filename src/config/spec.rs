@@ -54,6 +54,9 @@ pub struct SupervisorSpec {
     pub shutdown_timeout: Duration,
     /// `oom_score_adj` vigil sets for itself (`None`: leave it).
     pub oom_score_adj: Option<i32>,
+    /// The CPU time slice vigil asks for itself, µs (`None`: leave its scheduling alone); see
+    /// [`crate::process::sched`].
+    pub sched_slice_micros: Option<u32>,
     /// Control connections one non-admin uid may hold at once.
     pub max_connections_per_uid: usize,
     /// A control connection without a request (and not reading its replies) this long is closed.
@@ -94,6 +97,7 @@ impl Default for SupervisorSpec {
             log_forward_to: ForwardTo::Auto,
             shutdown_timeout: Duration::from_secs(60),
             oom_score_adj: Some(-900),
+            sched_slice_micros: Some(100),
             max_connections_per_uid: 32,
             client_idle_timeout: Duration::from_secs(60),
             client_fd_percent: 50,

@@ -956,6 +956,40 @@ fn supervisor_values_are_checked() {
 }
 
 #[test]
+fn sched_slice_is_100_microseconds_by_default_within_the_kernels_bounds_or_inherit() {
+    let slice = |text: &str| {
+        load_str(text, Path::new("t.toml"))
+            .expect("valid")
+            .supervisor
+            .sched_slice_micros
+    };
+    assert_eq!(slice(""), Some(100));
+    assert_eq!(
+        slice("[supervisor]\nsched_slice_microseconds = 100000\n"),
+        Some(100_000)
+    );
+    assert_eq!(
+        slice("[supervisor]\nsched_slice_microseconds = \"inherit\"\n"),
+        None
+    );
+    let errs = errors(
+        "[supervisor]\nsched_slice_microseconds = 99\n\
+         [pods.p]\n[[pods.p.containers]]\nname = \"c\"\ncommand = [\"true\"]\n",
+    );
+    assert_eq!(errs.len(), 1, "{errs:#?}");
+    assert_has(
+        &errs[0],
+        "2:28: supervisor.sched_slice_microseconds: ",
+        "must be between 100 and 100000 (the kernel's bounds for a time slice), got 99",
+    );
+    for bad in ["-1", "4294967396", "\"short\""] {
+        let errs = errors(&format!("[supervisor]\nsched_slice_microseconds = {bad}\n"));
+        assert_eq!(errs.len(), 1, "{bad}: {errs:#?}");
+        assert_has(&errs[0], "2:28: supervisor.sched_slice_microseconds: ", "");
+    }
+}
+
+#[test]
 fn on_restart_is_adopt_by_default_and_must_be_adopt_or_replace() {
     let ok = |text: &str| {
         load_str(text, Path::new("t.toml"))
@@ -1200,6 +1234,7 @@ log_forward = true
 log_forward_to = "auto"
 shutdown_timeout_seconds = 60
 oom_score_adj = -900
+sched_slice_microseconds = 100
 max_connections_per_uid = 16
 client_idle_timeout_seconds = 30
 client_fd_percent = 40

@@ -9,7 +9,8 @@
 //! - [`spawn`](mod@spawn): the two ways to fork — `clone3(CLONE_INTO_CGROUP)` (module `raw`) and
 //!   `std::process::Command` + `pre_exec` — and the output pipes;
 //! - [`signal`](mod@signal): `kill(2)`/`killpg(2)` wrappers that refuse pids meaning "everyone";
-//! - [`reap`](mod@reap): the `waitpid(-1, WNOHANG)` reap loop and the subreaper flag.
+//! - [`reap`](mod@reap): the `waitpid(-1, WNOHANG)` reap loop and the subreaper flag;
+//! - [`sched`]: vigil's own short CPU time slice, not passed on to the children.
 //!
 //! Must not: keep any state about children (the runtime's pid table does that), wait for a child
 //! in a blocking way, open cgroup files (the caller passes the cgroup's already-open directory
@@ -23,6 +24,7 @@ pub mod env_file;
 mod prepare;
 mod raw;
 mod reap;
+pub mod sched;
 mod signal;
 mod spawn;
 

@@ -11,11 +11,13 @@
 //! `shutdown_timeout_seconds` (the core reads it at the next shutdown), `log_buffer_bytes`
 //! (each container's next run), `log_max_file_bytes` and `log_max_files` (the next write),
 //! `log_timestamps` (the next write), `log_forward` (forwarding starts or stops), `oom_score_adj` to a number (written at once),
+//! `sched_slice_microseconds` to a number (asked of the kernel at once),
 //! `on_restart` (only read when vigil starts: kept for the next start).
 //! Restart: `socket` (clients and units know the old path), `cgroup_root` and `cgroup_name`
 //! (running containers live in the old tree), `allow_missing_controllers` (decided at start),
 //! `log_dir` (open files of running containers stay where they are), `metrics_address`
-//! (scrapers know the old address), `oom_score_adj` back to `"inherit"`.
+//! (scrapers know the old address), `oom_score_adj` and `sched_slice_microseconds` back to
+//! `"inherit"`.
 //!
 //! Must not: do I/O. Pure over two validated specs.
 
@@ -149,6 +151,12 @@ pub fn plan(old: &SupervisorSpec, new: &SupervisorSpec) -> Result<Plan, RestartN
         "oom_score_adj",
         new.oom_score_adj.is_some(),
     );
+    // Likewise: "inherit" would need the slice vigil started with.
+    key(
+        old.sched_slice_micros != new.sched_slice_micros,
+        "sched_slice_microseconds",
+        new.sched_slice_micros.is_some(),
+    );
     if restart.is_empty() {
         Ok(Plan { keys: live })
     } else {
@@ -219,6 +227,25 @@ mod tests {
                 "socket, cgroup_root, cgroup_name, metrics_address changed: needs a restart"
             ),
             "{m}"
+        );
+    }
+
+    #[test]
+    fn a_new_time_slice_applies_live_and_back_to_inherit_needs_a_restart() {
+        let old = SupervisorSpec::default();
+        let shorter = SupervisorSpec {
+            sched_slice_micros: Some(500),
+            ..old.clone()
+        };
+        let p = plan(&old, &shorter).unwrap();
+        assert_eq!(p.keys, ["sched_slice_microseconds"]);
+        let inherit = SupervisorSpec {
+            sched_slice_micros: None,
+            ..old.clone()
+        };
+        assert_eq!(
+            plan(&old, &inherit).unwrap_err().keys,
+            ["sched_slice_microseconds"]
         );
     }
 

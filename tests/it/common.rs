@@ -494,3 +494,31 @@ impl Drop for ScratchCgroup {
 pub fn start_with_cgroup_root(cg: &ScratchCgroup, pods: &str) -> Vigil {
     Vigil::start_in(tempfile::tempdir().expect("tempdir"), &cg.root_line(), pods)
 }
+
+/// `se.slice` (ns) and the nice of a task, from /proc/PID/sched and /proc/PID/stat.
+pub fn slice_and_nice(pid: u64) -> (u64, i64) {
+    let sched = std::fs::read_to_string(format!("/proc/{pid}/sched")).expect("read sched");
+    let slice = sched
+        .lines()
+        .find_map(|l| l.strip_prefix("se.slice"))
+        .and_then(|v| v.trim_start_matches([' ', ':']).trim().parse().ok())
+        .unwrap_or_else(|| panic!("no se.slice in /proc/{pid}/sched:\n{sched}"));
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("read stat");
+    let after_comm = &stat[stat.rfind(')').expect("comm") + 2..];
+    // Fields 3.. after the comm: nice is field 19 of stat(5), the 17th here.
+    let nice = after_comm
+        .split(' ')
+        .nth(16)
+        .and_then(|v| v.parse().ok())
+        .expect("nice");
+    (slice, nice)
+}
+
+/// Linux 6.12 or later: SCHED_OTHER tasks may ask for their own time slice.
+pub fn kernel_has_custom_slices() -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").expect("osrelease");
+    let mut parts = release
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|p| p.parse::<u32>().ok());
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0)) >= (6, 12)
+}

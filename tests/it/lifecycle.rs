@@ -366,6 +366,48 @@ fn containers_do_not_inherit_vigils_oom_score_adj() {
     }
 }
 
+/// vigil runs with the short time slice it asks for (100 µs by default, 2 ms when set), and
+/// its containers start with the kernel's default slice and vigil's nice: the slice is not
+/// passed on. With `"inherit"` vigil keeps the slice it was started with. On a kernel before
+/// 6.12, which has no per-task slices, nothing changes at all and vigil says so in its log.
+#[test]
+fn vigil_runs_with_a_short_time_slice_and_its_containers_with_the_default() {
+    let mut default_slice = None;
+    for (setting, want) in [
+        ("", Some(100_000)),
+        ("sched_slice_microseconds = 2000\n", Some(2_000_000)),
+        ("sched_slice_microseconds = \"inherit\"\n", None),
+    ] {
+        let v = Vigil::start_in(
+            tempfile::tempdir().expect("tempdir"),
+            setting,
+            "[pods.p]\n[[pods.p.containers]]\nname = \"c\"\ncommand = [\"sleep\", \"60\"]\n",
+        );
+        v.wait_for(T, "running", |v| {
+            state_reason(&v.container("p", "c")) == "Running"
+        });
+        let pid = v.container("p", "c")["pid"].as_u64().expect("pid");
+        let vigil_pid = u64::from(v.child.as_ref().expect("running").id());
+        let (vigil_slice, vigil_nice) = crate::common::slice_and_nice(vigil_pid);
+        let (child_slice, child_nice) = crate::common::slice_and_nice(pid);
+        assert_eq!(child_nice, vigil_nice, "the container keeps vigil's nice");
+        // The container's is the kernel's default slice, whatever vigil asked for.
+        let default = *default_slice.get_or_insert(child_slice);
+        assert_eq!(child_slice, default, "{setting:?}");
+        match want {
+            Some(ns) if crate::common::kernel_has_custom_slices() => {
+                assert_eq!(vigil_slice, ns, "{setting:?}\n{}", v.log());
+                assert_ne!(child_slice, ns, "the slice is not passed on");
+            }
+            Some(_) => {
+                assert_eq!(vigil_slice, default, "{setting:?}");
+                assert!(v.log().contains("no per-task time slices"), "{}", v.log());
+            }
+            None => assert_eq!(vigil_slice, default, "inherit: {}", v.log()),
+        }
+    }
+}
+
 #[test]
 fn limits_without_cgroups_refuse_to_start_with_a_clear_error() {
     let dir = tempfile::tempdir().expect("tempdir");

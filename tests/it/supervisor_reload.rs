@@ -94,6 +94,38 @@ fn a_reload_applies_live_supervisor_keys_and_names_them() {
     assert_eq!(v.container("talk", "c")["restart_count"], 0);
 }
 
+/// A reload with another `sched_slice_microseconds` is applied to vigil at once and named; the
+/// running container keeps the kernel's default slice.
+#[test]
+fn a_reload_changes_vigils_time_slice_at_once() {
+    let v = start_web();
+    let vigil_pid = u64::from(v.child.as_ref().expect("running").id());
+    let web = v.container("web", "c")["pid"].as_u64().expect("pid");
+    let (child_before, _) = crate::common::slice_and_nice(web);
+    std::fs::write(
+        &v.config,
+        format!(
+            "{}{}",
+            supervisor_header_with(&v.socket, "sched_slice_microseconds = 3000"),
+            pod("web", "exec sleep 60")
+        ),
+    )
+    .unwrap();
+    let r = v.request(r#"{"id":1,"cmd":"reload"}"#);
+    assert_eq!(r["ok"], true, "{r}");
+    let msg = r["result"]["message"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("[supervisor] sched_slice_microseconds applied"),
+        "{msg}"
+    );
+    let (vigil_slice, _) = crate::common::slice_and_nice(vigil_pid);
+    if crate::common::kernel_has_custom_slices() {
+        assert_eq!(vigil_slice, 3_000_000, "{}", v.log());
+    }
+    assert_eq!(crate::common::slice_and_nice(web).0, child_before);
+    assert_eq!(v.container("web", "c")["restart_count"], 0);
+}
+
 #[test]
 fn a_reload_naming_an_unknown_socket_group_is_refused_before_anything_changes() {
     let v = start_web();

@@ -190,6 +190,34 @@ impl Checker<'_> {
                 ),
             }
         }
+        if let Some(v) = &s.sched_slice_microseconds {
+            let field = join(p, "sched_slice_microseconds");
+            let range = crate::process::sched::SLICE_MICROS;
+            match v.get_ref() {
+                StrOrInt::Int(n) if u32::try_from(*n).is_ok_and(|n| range.contains(&n)) => {
+                    spec.sched_slice_micros = u32::try_from(*n).ok();
+                }
+                StrOrInt::Str(t) if t == "inherit" => spec.sched_slice_micros = None,
+                StrOrInt::Int(n) => self.err(
+                    span(v),
+                    &field,
+                    format!(
+                        "must be between {} and {} (the kernel's bounds for a time slice), got {n}",
+                        range.start(),
+                        range.end()
+                    ),
+                ),
+                StrOrInt::Str(t) => self.err(
+                    span(v),
+                    &field,
+                    format!(
+                        "invalid value {t:?}; expected {}..{} (microseconds) or \"inherit\"",
+                        range.start(),
+                        range.end()
+                    ),
+                ),
+            }
+        }
         spec
     }
 }

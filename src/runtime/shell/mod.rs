@@ -716,6 +716,11 @@ impl Shell {
         {
             set_oom_score_adj(adj);
         }
+        if plan.changes("sched_slice_microseconds")
+            && let Some(micros) = sup.sched_slice_micros
+        {
+            set_sched_slice(micros);
+        }
         // Socket mode/group, admin lists and client limits: to the socket file and the open
         // connections at once.
         if let Err(e) = self.control.apply_settings(new) {
@@ -784,8 +789,8 @@ fn open_loop() -> Result<(Poll, Signals), StartError> {
     Ok((poll, signals))
 }
 
-/// vigil's own process attributes: child subreaper (unless PID 1, which reaps anyway) and its
-/// OOM score.
+/// vigil's own process attributes: child subreaper (unless PID 1, which reaps anyway), its
+/// OOM score and its CPU time slice.
 fn protect_self(config: &Config) {
     if !super::pid1::is_pid1() {
         // Orphans of our containers are re-parented to us, so nothing escapes reaping.
@@ -795,6 +800,9 @@ fn protect_self(config: &Config) {
     }
     if let Some(adj) = config.supervisor.oom_score_adj {
         set_oom_score_adj(adj);
+    }
+    if let Some(micros) = config.supervisor.sched_slice_micros {
+        set_sched_slice(micros);
     }
 }
 
@@ -955,6 +963,34 @@ fn set_oom_score_adj(adj: i32) {
         } else {
             debug!("cannot write {adj} to {path}: {e}");
         }
+    }
+}
+
+/// vigil asks for a short CPU time slice, so that it is scheduled soon after it wakes on a busy
+/// machine (`process::sched`). Best effort: vigil runs as started when the kernel cannot.
+fn set_sched_slice(micros: u32) {
+    use process::sched::{Applied, Decision};
+    match process::sched::apply(micros) {
+        Ok(Applied::Slice { runtime_ns }) => {
+            debug!(
+                "CPU time slice {} µs (children start with the default)",
+                runtime_ns / 1_000
+            );
+        }
+        Ok(Applied::Left(Decision::AlreadySet)) => {}
+        Ok(Applied::Left(Decision::OtherPolicy(policy))) => info!(
+            "sched_slice_microseconds: not set, vigil runs under scheduling policy {policy} \
+             as started (it applies to SCHED_OTHER)"
+        ),
+        Ok(Applied::Left(Decision::NegativeNice(nice))) => info!(
+            "sched_slice_microseconds: not set, vigil runs at nice {nice}, which its containers \
+             inherit and would lose with it"
+        ),
+        Ok(Applied::Left(Decision::Set { .. })) => {}
+        Ok(Applied::Unsupported) => debug!(
+            "sched_slice_microseconds: this kernel has no per-task time slices (Linux 6.12+)"
+        ),
+        Err(e) => warn!("sched_slice_microseconds: {e}"),
     }
 }
 
