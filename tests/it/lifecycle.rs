@@ -408,6 +408,47 @@ fn vigil_runs_with_a_short_time_slice_and_its_containers_with_the_default() {
     }
 }
 
+/// Starts vigil on one container that takes `exit_after` seconds to exit on SIGTERM, sends
+/// vigil SIGTERM, waits until vigil has logged it, sleeps `gap` and sends SIGTERM again;
+/// returns vigil's exit code and log.
+fn two_sigterms(exit_after: &str, gap: Duration) -> (i32, String) {
+    let mut v = Vigil::start(&crate::common::sh_pod(
+        "p",
+        &format!("trap 'sleep {exit_after}; exit 0' TERM; while :; do sleep 0.05; done"),
+    ));
+    v.wait_for(T, "running", |v| {
+        state_reason(&v.container("p", "c")) == "Running"
+    });
+    // The shell must have set its trap before it is signalled.
+    std::thread::sleep(Duration::from_millis(200));
+    let pid = nix::unistd::Pid::from_raw(v.child.as_ref().expect("running").id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("kill");
+    v.wait_for(T, "the first SIGTERM handled", |v| {
+        v.log().contains("received SIGTERM: shutting down")
+    });
+    std::thread::sleep(gap);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("kill");
+    let code = v.wait_exit(T);
+    (code, v.log())
+}
+
+/// SIGTERM twice in a row, as timeout(1) sends it (to its child and to the child's process
+/// group), is one request: the shutdown goes on gracefully and vigil exits 0. A second SIGTERM
+/// a moment later is an operator forcing it: everything is killed at once, exit code 1.
+#[test]
+fn a_repeated_sigterm_at_once_is_one_request_and_a_later_one_forces_the_shutdown() {
+    let (code, log) = two_sigterms("0.5", Duration::ZERO);
+    assert_eq!(code, 0, "{log}");
+    assert!(log.contains("again within 250 ms"), "{log}");
+    assert!(!log.contains("forcing shutdown"), "{log}");
+    assert!(log.contains("exited: Stopped, exit code 0"), "{log}");
+
+    let (code, log) = two_sigterms("30", Duration::from_millis(600));
+    assert_eq!(code, 1, "{log}");
+    assert!(log.contains("received SIGTERM: forcing shutdown"), "{log}");
+    assert!(log.contains("signal 9"), "{log}");
+}
+
 #[test]
 fn limits_without_cgroups_refuse_to_start_with_a_clear_error() {
     let dir = tempfile::tempdir().expect("tempdir");

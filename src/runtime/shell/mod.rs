@@ -147,6 +147,8 @@ pub struct Shell {
     /// Runs adopted from an earlier vigil (`adopt`): their pidfds.
     adopted: Adopted,
     stop_signals: u32,
+    /// When the first stop signal came (this vigil's clock; not handed over by an upgrade).
+    first_stop_at: Option<Instant>,
     exit_code: Option<i32>,
     /// Turns that panicked (see [`Shell::on_panic`]).
     panics: u32,
@@ -169,6 +171,11 @@ struct Resumed {
 
 /// The exit code after a loop turn panicked (EX_SOFTWARE from sysexits.h).
 const EXIT_PANIC: i32 = 70;
+
+/// A stop signal this soon after the one that began the shutdown is that request again, not an
+/// operator asking to force it: timeout(1) signals both its child and the child's process group
+/// (coreutils, `cleanup`), so vigil run under it receives SIGTERM twice within microseconds.
+const REPEATED_STOP_WINDOW: Duration = Duration::from_millis(250);
 
 impl Shell {
     /// Start-up, in order: host checks, the loop and its signals, vigil's own process
@@ -286,6 +293,7 @@ impl Shell {
             tracker,
             refused_at_start: refused.iter().map(|(p, _)| p.clone()).collect(),
             stop_signals: 0,
+            first_stop_at: None,
             exit_code: None,
             panics: 0,
             started_at: now,
@@ -498,7 +506,20 @@ impl Shell {
             match sig {
                 SIGCHLD => self.reap(now),
                 SIGTERM | SIGINT | SIGPWR => {
+                    if self
+                        .first_stop_at
+                        .is_some_and(|t| now.saturating_duration_since(t) < REPEATED_STOP_WINDOW)
+                    {
+                        info!(
+                            "received {} again within {} ms: the same request, the shutdown goes \
+                             on (send it again to force it)",
+                            signal_name(sig),
+                            REPEATED_STOP_WINDOW.as_millis()
+                        );
+                        continue;
+                    }
                     self.stop_signals += 1;
+                    self.first_stop_at.get_or_insert(now);
                     let force = self.stop_signals > 1;
                     info!(
                         "received {}: {}",
