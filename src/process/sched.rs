@@ -8,7 +8,12 @@
 //! or the next tick; a task that asks for a shorter slice gets an earlier virtual deadline and
 //! is picked, or preempts, sooner. Its share of the CPU does not change: that is the weight
 //! (nice), which this leaves alone. The kernel's scheduler documentation ("EEVDF Scheduler",
-//! sched-eevdf.rst) names this use: latency-sensitive tasks request shorter slices.
+//! sched-eevdf.rst) names this use: latency-sensitive tasks request shorter slices. The commit
+//! that added the request (857b158dc5e8, "Use sched_attr::sched_runtime to set request/slice
+//! suggestion") advises a slice near the task's usual burst, since a shorter one brings undue
+//! preemptions; vigil's bursts are tens to hundreds of µs (a 64 KiB copy of output, a reply, a
+//! spawn), hence 100 µs by default (BENCHMARKS.md, issue 20's thirteenth pass, for what it
+//! changed and cost).
 //!
 //! Owns: reading vigil's scheduling attributes ([`current`]), the decision what to ask for
 //! ([`decide`], pure) and the one `sched_setattr` that asks ([`apply`]). The slice goes with
