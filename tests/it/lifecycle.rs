@@ -408,6 +408,98 @@ fn vigil_runs_with_a_short_time_slice_and_its_containers_with_the_default() {
     }
 }
 
+/// Runs `vigil run` through `wrapper` (e.g. `nice -n 5`, `setpriv --reuid …`) in a fresh
+/// directory owned by `owner`, with `supervisor` lines and one `sleep` container; returns
+/// vigil, the container's pid, and the (slice, nice) of vigil and of the container.
+fn slices_under(wrapper: &[&str], owner: u32, supervisor: &str) -> (Vigil, (u64, i64), (u64, i64)) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    std::os::unix::fs::chown(dir.path(), Some(owner), Some(owner)).expect("chown");
+    let socket = dir.path().join("vigil.sock");
+    let config = crate::common::write_config(
+        dir.path(),
+        &socket,
+        supervisor,
+        "[pods.p]\n[[pods.p.containers]]\nname = \"c\"\ncommand = [\"sleep\", \"60\"]\n",
+    );
+    let mut cmd = std::process::Command::new(wrapper[0]);
+    cmd.args(&wrapper[1..])
+        .arg(crate::common::BIN)
+        .arg("run")
+        .arg("-c")
+        .arg(&config)
+        .env("VIGIL_LOG", "debug");
+    let v = Vigil::launch(cmd, dir, socket, config);
+    v.wait_for(T, "running", |v| {
+        state_reason(&v.container("p", "c")) == "Running"
+    });
+    let pid = v.container("p", "c")["pid"].as_u64().expect("pid");
+    let vigil_pid = u64::from(v.child.as_ref().expect("running").id());
+    let (mine, child) = (
+        crate::common::slice_and_nice(vigil_pid),
+        crate::common::slice_and_nice(pid),
+    );
+    (v, mine, child)
+}
+
+/// The time slice as an outsider would run vigil: as an unprivileged user (no privilege is
+/// needed to ask), with cgroups (the container is cloned sharing vigil's memory until it
+/// execs, and still starts with the default slice), under `nice -n 5` (the containers keep
+/// nice 5) and under `nice -n -5` (vigil leaves its slice alone, so the containers keep the
+/// nice -5 they have always inherited, and says why in its log).
+#[test]
+#[ignore = "needs root (runs vigil as another uid, at a negative nice, with cgroups)"]
+fn the_time_slice_needs_no_privilege_survives_cgroups_and_never_changes_a_containers_nice() {
+    crate::common::require_root("to run vigil as another uid and at a negative nice");
+    crate::common::require_program("setpriv", "--version", "util-linux");
+    let custom = crate::common::kernel_has_custom_slices();
+    let want = |slice: u64, default: u64| {
+        if custom {
+            assert_eq!(slice, 100_000);
+        } else {
+            assert_eq!(slice, default);
+        }
+    };
+    let nobody = [
+        "setpriv",
+        "--reuid",
+        "65534",
+        "--regid",
+        "65534",
+        "--clear-groups",
+    ];
+    let (v, mine, child) = slices_under(&nobody, 65534, "");
+    let status = std::fs::read_to_string(format!(
+        "/proc/{}/status",
+        v.child.as_ref().expect("running").id()
+    ))
+    .expect("status");
+    assert!(
+        status.contains("Uid:\t65534\t"),
+        "vigil runs as uid 65534: {status}"
+    );
+    want(mine.0, child.0);
+    assert_ne!(child.0, 100_000, "{}", v.log());
+    drop(v);
+
+    let cg = crate::common::ScratchCgroup::new();
+    let (v, mine, child) = slices_under(&["env"], 0, &cg.root_line());
+    want(mine.0, child.0);
+    assert_ne!(child.0, 100_000, "{}", v.log());
+    drop(v);
+
+    let (v, mine, child) = slices_under(&["nice", "-n", "5"], 0, "");
+    assert_eq!((mine.1, child.1), (5, 5), "{}", v.log());
+    want(mine.0, child.0);
+    drop(v);
+
+    let (v, mine, child) = slices_under(&["nice", "-n", "-5"], 0, "");
+    assert_eq!((mine.1, child.1), (-5, -5), "{}", v.log());
+    assert_eq!(mine.0, child.0, "vigil left as started: {}", v.log());
+    assert!(v.log().contains("vigil runs at nice -5"), "{}", v.log());
+}
+
 /// Starts vigil on one container that takes `exit_after` seconds to exit on SIGTERM, sends
 /// vigil SIGTERM, waits until vigil has logged it, sleeps `gap` and sends SIGTERM again;
 /// returns vigil's exit code and log.
