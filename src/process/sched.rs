@@ -93,6 +93,7 @@ pub fn decide(now: Current, micros: u32) -> Decision {
     }
 }
 
+/// sched_getattr(2) of the calling thread; the error names the call.
 fn get_attr() -> io::Result<SchedAttr> {
     let mut attr = SchedAttr::default();
     let size = std::mem::size_of::<SchedAttr>() as libc::c_long;
@@ -110,19 +111,25 @@ fn get_attr() -> io::Result<SchedAttr> {
     if r == 0 {
         Ok(attr)
     } else {
-        Err(io::Error::last_os_error())
+        let e = io::Error::last_os_error();
+        Err(io::Error::new(e.kind(), format!("sched_getattr: {e}")))
+    }
+}
+
+impl From<&SchedAttr> for Current {
+    fn from(a: &SchedAttr) -> Current {
+        Current {
+            policy: a.sched_policy,
+            nice: a.sched_nice,
+            runtime_ns: a.sched_runtime,
+            reset_on_fork: a.sched_flags & SCHED_FLAG_RESET_ON_FORK != 0,
+        }
     }
 }
 
 /// vigil's (the calling thread's; vigil has one) scheduling attributes.
 pub fn current() -> io::Result<Current> {
-    let a = get_attr()?;
-    Ok(Current {
-        policy: a.sched_policy,
-        nice: a.sched_nice,
-        runtime_ns: a.sched_runtime,
-        reset_on_fork: a.sched_flags & SCHED_FLAG_RESET_ON_FORK != 0,
-    })
+    get_attr().map(|a| Current::from(&a))
 }
 
 /// What [`apply`] did.
@@ -130,7 +137,7 @@ pub fn current() -> io::Result<Current> {
 pub enum Applied {
     /// The kernel holds the slice now (read back).
     Slice { runtime_ns: u64 },
-    /// Nothing to do or nothing done, see [`Decision`].
+    /// Nothing to do or nothing done, see [`Decision`] (never `Set`).
     Left(Decision),
     /// The call succeeded but the kernel reports no custom slice: a kernel before 6.12, which
     /// ignores `sched_runtime` for SCHED_OTHER.
@@ -139,12 +146,11 @@ pub enum Applied {
 
 /// Asks for a slice of `micros` µs for vigil's thread, per [`decide`]. Errors name the call.
 pub fn apply(micros: u32) -> io::Result<Applied> {
-    let now = current().map_err(|e| io::Error::new(e.kind(), format!("sched_getattr: {e}")))?;
-    let runtime_ns = match decide(now, micros) {
+    let mut attr = get_attr()?;
+    let runtime_ns = match decide(Current::from(&attr), micros) {
         Decision::Set { runtime_ns } => runtime_ns,
         other => return Ok(Applied::Left(other)),
     };
-    let mut attr = get_attr()?;
     attr.size = std::mem::size_of::<SchedAttr>() as u32;
     attr.sched_flags = SCHED_FLAG_RESET_ON_FORK;
     attr.sched_runtime = runtime_ns;
@@ -165,7 +171,7 @@ pub fn apply(micros: u32) -> io::Result<Applied> {
             format!("sched_setattr (slice {runtime_ns} ns): {e}"),
         ));
     }
-    let after = current().map_err(|e| io::Error::new(e.kind(), format!("sched_getattr: {e}")))?;
+    let after = current()?;
     Ok(if after.runtime_ns == runtime_ns {
         Applied::Slice { runtime_ns }
     } else {

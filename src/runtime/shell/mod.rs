@@ -998,7 +998,7 @@ fn set_sched_slice(micros: u32) {
                 runtime_ns / 1_000
             );
         }
-        Ok(Applied::Left(Decision::AlreadySet)) => {}
+        Ok(Applied::Left(Decision::AlreadySet | Decision::Set { .. })) => {}
         Ok(Applied::Left(Decision::OtherPolicy(policy))) => info!(
             "sched_slice_microseconds: not set, vigil runs under scheduling policy {policy} \
              as started (it applies to SCHED_OTHER)"
@@ -1007,7 +1007,6 @@ fn set_sched_slice(micros: u32) {
             "sched_slice_microseconds: not set, vigil runs at nice {nice}, which its containers \
              inherit and would lose with it"
         ),
-        Ok(Applied::Left(Decision::Set { .. })) => {}
         Ok(Applied::Unsupported) => debug!(
             "sched_slice_microseconds: this kernel has no per-task time slices (Linux 6.12+)"
         ),
