@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every test of vigil, from a fresh Debian 12 machine: installs what the tests need (python3,
 # systemd-analyze, util-linux and tmux for the native tests; QEMU, busybox, cpio and Debian's
-# kernel for the VM suite; Rust's musl target, which vigil ships for), then runs formatting and
+# kernel for the VM suite; Rust's musl target and musl-tools, which vigil ships for), then runs formatting and
 # lint checks, the unit and integration tests, and the real-kernel VM scenarios.
 #
 # Tests that need root or a cgroup2 mount are #[ignore = "needs …"]; this script runs them too
@@ -9,7 +9,7 @@
 # the need, instead of passing it untested.
 #
 #   tests/run-all.sh            # everything (17-24 min from a fresh clone on 2 cores, by host)
-#   SKIP_VM=1 SKIP_FUZZ=1 SKIP_SOAK=1 tests/run-all.sh   # only the cargo tests and lints
+#   tests/quick.sh              # the quick tier: only the lints and the cargo tests (< 10 min warm)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,9 +21,9 @@ cargo --version
 for component in rustfmt clippy; do
   rustup component list --installed 2>/dev/null | grep -q "^$component" || rustup component add "$component" || true
 done
-# The release build's target (a static-pie for musl): the soak and the VM suite build for it.
-rustup target list --installed 2>/dev/null | grep -qx x86_64-unknown-linux-musl ||
-  rustup target add x86_64-unknown-linux-musl
+# vigil as it ships (a static-pie for musl): the soak and the VM suite build for it, and need
+# Rust's musl target and musl's C compiler (musl-tools), for ring.
+tests/ensure-musl.sh
 
 step "host programs the native tests use"
 # package:program pairs; installed only when the program is missing.
@@ -63,7 +63,7 @@ cargo clippy --all-targets --quiet --features fault-injection -- -D warnings
 step "unit and integration tests"
 cargo test --all-targets -- --include-ignored 2>&1 | tee target/test-output.txt
 # the quick benchmark budget check (a few seconds; generous bounds, never tight timings)
-if [ -x bench/run.sh ]; then
+if [ "${SKIP_BUDGET:-0}" != 1 ] && [ -x bench/run.sh ]; then
   step "benchmark budget (quick)"
   bench/run.sh --quick --check
 fi

@@ -26,10 +26,10 @@ fi
 if [ "$profile" = vm ]; then
     vigil=$(tests/vm/build-vigil.sh)
 else
-    # The full soak: the release build, as it ships (README, "Memory and start-up").
+    # The full soak: the build as it ships (profile dist; README, "Install").
     target=x86_64-unknown-linux-musl
-    rustup target list --installed 2>/dev/null | grep -qx "$target" || rustup target add "$target"
-    cargo build --release --quiet --target "$target"
-    vigil=target/$target/release/vigil
+    tests/ensure-musl.sh
+    cargo build --profile dist --quiet --target "$target"
+    vigil=target/$target/dist/vigil
 fi
 exec python3 tests/soak/soak.py --vigil "$vigil" "${args[@]}" "$@"

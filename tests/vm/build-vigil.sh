@@ -4,8 +4,8 @@
 #   tests/vm/build-vigil.sh      # -> tests/vm/.cache/target-vigil/x86_64-unknown-linux-musl/vm/vigil
 #
 # For musl, as vigil ships (README, "Memory and start-up"): a static-pie whose supervisor
-# allocates from dlmalloc. Profile VM_PROFILE: `vm` (the default: the release's optimisation
-# without its link-time optimisation, which took more than half of a cold build) or `release`
+# allocates from dlmalloc. Profile VM_PROFILE: `vm` (the default: the release's settings, without
+# the fat link-time optimisation that took more than half of a cold build) or `dist`
 # (bench/vm.sh, which measures what ships). With the test-only `fault-injection` feature, whose
 # hooks act only when their VIGIL_FAULT_* variables are set. Its own target dir in the VM
 # cache (VM_CACHE), so `target/` is untouched and every caller after the first finds it built.
@@ -16,7 +16,7 @@ REPO=$(cd "$HERE/../.." && pwd)
 CACHE=${VM_CACHE:-$HERE/.cache}
 target=x86_64-unknown-linux-musl
 profile=${VM_PROFILE:-vm}
-rustup target list --installed 2>/dev/null | grep -qx "$target" || rustup target add "$target" >&2
+"$REPO/tests/ensure-musl.sh" >&2
 RUSTFLAGS="" CARGO_TARGET_DIR=$CACHE/target-vigil \
     cargo build --quiet --profile "$profile" --locked --target "$target" \
     --manifest-path "$REPO/Cargo.toml" --bin vigil --features fault-injection >&2

@@ -9,7 +9,7 @@
 # VM_SHIM=1 (boot through a small /init that mounts /proc, /sys, /dev, cgroup2 and then
 # execs `vigil run`, for a vigil without its PID-1 mounts), VIGIL_BIN (use this static vigil
 # instead of building one), VM_PROFILE (cargo profile of the vigil it builds: vm, the default,
-# or release), VM_LOG_LINES (console lines printed for a failure, default 400),
+# or dist, as it ships), VM_LOG_LINES (console lines printed for a failure, default 400),
 # VM_SCENARIOS (the scenario directory, default tests/vm/scenarios; bench/vm.sh points it at
 # tests/vm/bench-scenarios).
 set -euo pipefail
@@ -113,7 +113,7 @@ ensure_vigil() {
         VIGIL=$VIGIL_BIN
         return
     fi
-    # For musl as it ships, profile VM_PROFILE (`vm` for the test scenarios, `release` for
+    # For musl as it ships, profile VM_PROFILE (`vm` for the test scenarios, `dist` for
     # bench/vm.sh), with the test-only fault-injection hooks (e.g.
     # VIGIL_FAULT_PANIC_AFTER_SECS for `panic`): tests/vm/build-vigil.sh.
     log "building vigil (static, musl, profile ${VM_PROFILE:-vm})"
