@@ -3,8 +3,8 @@
 //!
 //! Owns only pure conversions. It must not read the clock itself except in
 //! [`WallClock::now`], the one convenience constructor the runtime calls; everything else takes
-//! `now` as an argument so renderers are testable on fixed values. Calendar arithmetic is
-//! Howard Hinnant's `civil_from_days` / `days_from_civil` (proleptic Gregorian, UTC only).
+//! `now` as an argument so renderers are testable on fixed values. Calendar arithmetic,
+//! formatting and parsing are jiff's.
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -69,220 +69,50 @@ impl WallClock {
     }
 }
 
-/// Seconds since the Unix epoch, negative before it (sub-second part truncated toward -∞).
-fn unix_seconds(t: SystemTime) -> i64 {
-    match t.duration_since(UNIX_EPOCH) {
-        Ok(d) => d.as_secs() as i64,
-        Err(e) => {
-            let d = e.duration();
-            let s = d.as_secs() as i64;
-            if d.subsec_nanos() > 0 { -s - 1 } else { -s }
+/// `t` as a jiff timestamp (times jiff cannot hold, beyond the years -9999 to 9999, are
+/// clamped to its range: no wall clock reaches them).
+fn timestamp(t: SystemTime) -> jiff::Timestamp {
+    jiff::Timestamp::try_from(t).unwrap_or_else(|_| {
+        if t >= UNIX_EPOCH {
+            jiff::Timestamp::MAX
+        } else {
+            jiff::Timestamp::MIN
         }
-    }
-}
-
-/// (year, month 1..=12, day 1..=31) of the day `z` days after 1970-01-01.
-pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097); // [0, 146096]
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365; // [0, 399]
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // [0, 365]
-    let mp = (5 * doy + 2) / 153; // [0, 11], March-based
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
-}
-
-/// Days since 1970-01-01 of a civil date (inverse of [`civil_from_days`]).
-pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let m = i64::from(m);
-    let mp = if m > 2 { m - 3 } else { m + 9 };
-    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-struct Civil {
-    year: i64,
-    month: u32,
-    day: u32,
-    hour: i64,
-    minute: i64,
-    second: i64,
-    /// 0 = Sunday.
-    weekday: usize,
-}
-
-fn civil(t: SystemTime) -> Civil {
-    let secs = unix_seconds(t);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let (year, month, day) = civil_from_days(days);
-    Civil {
-        year,
-        month,
-        day,
-        hour: rem / 3600,
-        minute: rem % 3600 / 60,
-        second: rem % 60,
-        // 1970-01-01 was a Thursday.
-        weekday: (days + 4).rem_euclid(7) as usize,
-    }
+    })
 }
 
 /// RFC 3339 UTC with milliseconds: `2026-11-22T00:48:17.250Z`. Sub-second precision lets a
 /// script measure back-off delays and probe timing from status alone.
 pub fn rfc3339(t: SystemTime) -> String {
-    let mut buf = [0u8; RFC3339_LEN];
-    match rfc3339_into(t, &mut buf) {
-        Some(s) => s.to_string(),
-        None => rfc3339_general(t),
-    }
+    let mut out = String::with_capacity(24);
+    rfc3339_to(t, &mut out);
+    out
 }
 
-/// The milliseconds of `t` past its second (0 before 1970: the text shows whole seconds then).
-fn subsec_millis(t: SystemTime) -> u32 {
-    t.duration_since(UNIX_EPOCH)
-        .map(|d| d.subsec_millis())
-        .unwrap_or(0)
-}
-
-/// Bytes of [`rfc3339`]'s text for the years 0 to 9999.
-pub const RFC3339_LEN: usize = 24;
-
-/// [`rfc3339`] written into `buf`, without allocating or going through `fmt` (a full status
-/// carries several times per container: formatting them was ~40 % of its cost). `None` for a
-/// year outside 0 to 9999, which [`rfc3339`] formats the general way.
-pub fn rfc3339_into(t: SystemTime, buf: &mut [u8; RFC3339_LEN]) -> Option<&str> {
-    let c = civil(t);
-    let year = u32::try_from(c.year).ok().filter(|y| *y <= 9999)?;
-    let millis = subsec_millis(t);
-    fn digits(out: &mut [u8], mut v: u32) {
-        for b in out.iter_mut().rev() {
-            *b = b'0' + (v % 10) as u8;
-            v /= 10;
-        }
-    }
-    // Each field is in range by construction (civil() and subsec_millis()).
-    let fields: [(usize, usize, u32); 7] = [
-        (0, 4, year),
-        (5, 2, c.month),
-        (8, 2, c.day),
-        (11, 2, c.hour as u32),
-        (14, 2, c.minute as u32),
-        (17, 2, c.second as u32),
-        (20, 3, millis),
-    ];
-    for (at, len, v) in fields {
-        digits(&mut buf[at..at + len], v);
-    }
-    for (at, sep) in [
-        (4, b'-'),
-        (7, b'-'),
-        (10, b'T'),
-        (13, b':'),
-        (16, b':'),
-        (19, b'.'),
-        (23, b'Z'),
-    ] {
-        buf[at] = sep;
-    }
-    std::str::from_utf8(buf).ok()
-}
-
-/// [`rfc3339`] through `fmt`, for any year.
-pub fn rfc3339_general(t: SystemTime) -> String {
-    let c = civil(t);
-    let millis = subsec_millis(t);
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-        c.year, c.month, c.day, c.hour, c.minute, c.second
-    )
+/// [`rfc3339`] appended to `out` (a full status carries several per container: one buffer).
+pub fn rfc3339_to(t: SystemTime, out: &mut String) {
+    // Truncated to the millisecond first, so the printer's fixed precision never rounds up.
+    let ts = timestamp(t);
+    let millis = ts.as_millisecond();
+    let ts = jiff::Timestamp::from_millisecond(millis).unwrap_or(ts);
+    let printer = jiff::fmt::temporal::DateTimePrinter::new().precision(Some(3));
+    // Writing to a String cannot fail.
+    let _ = printer.print_timestamp(&ts, out);
 }
 
 /// RFC 1123 with numeric zone, as `kubectl describe` prints times: `Sun, 22 Nov 2026 00:48:17 +0000`.
 pub fn rfc1123z(t: SystemTime) -> String {
-    const DAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let c = civil(t);
-    format!(
-        "{}, {:02} {} {:04} {:02}:{:02}:{:02} +0000",
-        DAYS[c.weekday],
-        c.day,
-        MONTHS[(c.month - 1) as usize],
-        c.year,
-        c.hour,
-        c.minute,
-        c.second
-    )
+    timestamp(t)
+        .strftime("%a, %d %b %Y %H:%M:%S +0000")
+        .to_string()
 }
 
-/// Parses the RFC 3339 forms vigil emits and common variants: `YYYY-MM-DDTHH:MM:SS`, optional
-/// fraction, then `Z` or `±HH:MM`. `None` for anything else.
+/// Parses RFC 3339 (what vigil emits, and any offset or fraction): jiff's parser, which
+/// refuses impossible dates (`2026-02-31`) and a time without an offset. `None` for anything
+/// else.
 pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
-    let b = s.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
-        return None;
-    }
-    if b[13] != b':' || b[16] != b':' {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| -> Option<i64> {
-        let part = s.get(r)?;
-        if part.bytes().all(|c| c.is_ascii_digit()) {
-            part.parse().ok()
-        } else {
-            None
-        }
-    };
-    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 {
-        return None;
-    }
-    if second > 60 {
-        return None;
-    }
-    let mut i = 19;
-    let mut nanos: u32 = 0;
-    if b.get(i) == Some(&b'.') {
-        i += 1;
-        let start = i;
-        while i < b.len() && b[i].is_ascii_digit() {
-            i += 1;
-        }
-        if i == start {
-            return None;
-        }
-        let frac = &s[start..i.min(start + 9)];
-        let padded = format!("{frac:0<9}");
-        nanos = padded.parse().ok()?;
-    }
-    let offset: i64 = match b.get(i)? {
-        b'Z' | b'z' if i + 1 == b.len() => 0,
-        sign @ (b'+' | b'-') if i + 6 == b.len() && b[i + 3] == b':' => {
-            let h = num(i + 1..i + 3)?;
-            let m = num(i + 4..i + 6)?;
-            let off = h * 3600 + m * 60;
-            if *sign == b'+' { off } else { -off }
-        }
-        _ => return None,
-    };
-    let days = days_from_civil(year, month as u32, day as u32);
-    let secs = days * 86_400 + hour * 3600 + minute * 60 + second - offset;
-    let base = if secs >= 0 {
-        UNIX_EPOCH + Duration::from_secs(secs as u64)
-    } else {
-        UNIX_EPOCH.checked_sub(Duration::from_secs(secs.unsigned_abs()))?
-    };
-    Some(base + Duration::from_nanos(u64::from(nanos)))
+    let ts: jiff::Timestamp = s.parse().ok()?;
+    Some(SystemTime::from(ts))
 }
 
 #[cfg(test)]
@@ -296,52 +126,24 @@ mod tests {
     #[test]
     fn rfc3339_formats_utc_with_z() {
         assert_eq!(rfc3339(at(0)), "1970-01-01T00:00:00.000Z");
-        // 2026-11-22T00:48:17Z
-        let t = days_from_civil(2026, 11, 22) * 86_400 + 48 * 60 + 17;
-        assert_eq!(rfc3339(at(t as u64)), "2026-11-22T00:48:17.000Z");
-        // Leap day.
-        let t = days_from_civil(2024, 2, 29) * 86_400 + 23 * 3600 + 59 * 60 + 59;
-        assert_eq!(rfc3339(at(t as u64)), "2024-02-29T23:59:59.000Z");
+        assert_eq!(rfc3339(at(1_795_308_497)), "2026-11-22T00:48:17.000Z");
+        // Leap days.
+        assert_eq!(rfc3339(at(1_709_251_199)), "2024-02-29T23:59:59.000Z");
         assert_eq!(rfc3339(at(951_782_400)), "2000-02-29T00:00:00.000Z");
+        // Before the epoch.
+        assert_eq!(
+            rfc3339(UNIX_EPOCH - Duration::from_millis(500)),
+            "1969-12-31T23:59:59.500Z"
+        );
     }
 
     #[test]
-    fn rfc3339_without_fmt_is_the_general_text_for_every_year_it_covers() {
-        // Days across 0000..=9999 (pre-1970 included), with varied times of day and
-        // milliseconds; then the edges of the range.
-        let first = days_from_civil(0, 1, 1);
-        let last = days_from_civil(9999, 12, 31);
-        let mut n = 0u64;
-        for days in (first..=last).step_by(997).chain([first, -1, 0, last]) {
-            n += 1;
-            let secs = days * 86_400 + (n * 7_919 % 86_400) as i64;
-            let nanos = (n * 104_729 % 1_000_000_000) as u32;
-            let t = if secs >= 0 {
-                UNIX_EPOCH + Duration::new(secs as u64, nanos)
-            } else {
-                UNIX_EPOCH - Duration::from_secs(secs.unsigned_abs())
-                    + Duration::from_nanos(nanos.into())
-            };
-            let mut buf = [0u8; RFC3339_LEN];
-            let fast = rfc3339_into(t, &mut buf).map(str::to_string);
-            assert_eq!(
-                fast.as_deref(),
-                Some(rfc3339_general(t).as_str()),
-                "{secs}.{nanos}"
-            );
-        }
-        // Outside 0..=9999 only the general path formats it.
-        let late = UNIX_EPOCH + Duration::from_secs((last + 1) as u64 * 86_400);
-        assert_eq!(rfc3339_into(late, &mut [0u8; RFC3339_LEN]), None);
-        assert_eq!(rfc3339(late), "10000-01-01T00:00:00.000Z");
-    }
-
-    #[test]
-    fn civil_round_trips_over_centuries() {
-        for days in (-800_000..800_000).step_by(37) {
-            let (y, m, d) = civil_from_days(days);
-            assert_eq!(days_from_civil(y, m, d), days, "{y}-{m}-{d}");
-        }
+    fn rfc3339_truncates_to_the_millisecond_never_rounding_into_the_next_second() {
+        let t = at(1_795_308_497) + Duration::from_nanos(999_999_999);
+        assert_eq!(rfc3339(t), "2026-11-22T00:48:17.999Z");
+        let mut out = String::from("at ");
+        rfc3339_to(at(0) + Duration::from_millis(250), &mut out);
+        assert_eq!(out, "at 1970-01-01T00:00:00.250Z");
     }
 
     #[test]
@@ -359,10 +161,20 @@ mod tests {
     }
 
     #[test]
+    fn rfc3339_refuses_a_day_its_month_does_not_have() {
+        assert_eq!(parse_rfc3339("2026-02-31T00:00:00Z"), None);
+        assert_eq!(parse_rfc3339("2026-02-29T00:00:00Z"), None);
+        assert_eq!(parse_rfc3339("2026-04-31T00:00:00Z"), None);
+        assert!(parse_rfc3339("2028-02-29T00:00:00Z").is_some());
+    }
+
+    #[test]
     fn rfc1123z_has_weekday_and_month_names() {
         assert_eq!(rfc1123z(at(0)), "Thu, 01 Jan 1970 00:00:00 +0000");
-        let t = days_from_civil(2026, 11, 22) * 86_400 + 48 * 60 + 17;
-        assert_eq!(rfc1123z(at(t as u64)), "Sun, 22 Nov 2026 00:48:17 +0000");
+        assert_eq!(
+            rfc1123z(at(1_795_308_497)),
+            "Sun, 22 Nov 2026 00:48:17 +0000"
+        );
     }
 
     #[test]

@@ -214,11 +214,7 @@ pub struct Timestamp(pub SystemTime);
 
 impl Serialize for Timestamp {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut buf = [0u8; time::RFC3339_LEN];
-        match time::rfc3339_into(self.0, &mut buf) {
-            Some(text) => s.serialize_str(text),
-            None => s.serialize_str(&time::rfc3339_general(self.0)),
-        }
+        s.serialize_str(&time::rfc3339(self.0))
     }
 }
 
