@@ -25,13 +25,20 @@ use std::path::PathBuf;
 /// The default control socket: `/run/vigil/vigil.sock` for root,
 /// `$XDG_RUNTIME_DIR/vigil/vigil.sock` otherwise, else `/tmp/vigil-<uid>/vigil.sock`.
 pub fn default_socket_path() -> PathBuf {
-    let euid = nix::unistd::geteuid();
-    if euid.is_root() {
+    socket_path_for(
+        nix::unistd::geteuid().as_raw(),
+        std::env::var_os("XDG_RUNTIME_DIR"),
+    )
+}
+
+/// [`default_socket_path`] for effective uid `euid` and `$XDG_RUNTIME_DIR` = `runtime_dir`.
+fn socket_path_for(euid: u32, runtime_dir: Option<std::ffi::OsString>) -> PathBuf {
+    if euid == 0 {
         return PathBuf::from("/run/vigil/vigil.sock");
     }
-    match std::env::var_os("XDG_RUNTIME_DIR") {
+    match runtime_dir {
         Some(dir) if !dir.is_empty() => PathBuf::from(dir).join("vigil").join("vigil.sock"),
-        _ => PathBuf::from(format!("/tmp/vigil-{}/vigil.sock", euid.as_raw())),
+        _ => PathBuf::from(format!("/tmp/vigil-{euid}/vigil.sock")),
     }
 }
 
@@ -40,15 +47,41 @@ mod tests {
     use super::*;
 
     #[test]
-    fn default_socket_path_depends_on_euid() {
-        let p = default_socket_path();
-        if nix::unistd::geteuid().is_root() {
-            assert_eq!(p, PathBuf::from("/run/vigil/vigil.sock"));
-        } else {
-            assert!(
-                p.ends_with("vigil/vigil.sock") || p.ends_with("vigil.sock"),
-                "{p:?}"
-            );
-        }
+    fn root_uses_run_whatever_its_runtime_dir() {
+        assert_eq!(
+            socket_path_for(0, Some("/run/user/0".into())),
+            PathBuf::from("/run/vigil/vigil.sock")
+        );
+        assert_eq!(
+            socket_path_for(0, None),
+            PathBuf::from("/run/vigil/vigil.sock")
+        );
+    }
+
+    #[test]
+    fn another_user_uses_its_runtime_dir_else_a_tmp_dir_named_by_its_uid() {
+        assert_eq!(
+            socket_path_for(1000, Some("/run/user/1000".into())),
+            PathBuf::from("/run/user/1000/vigil/vigil.sock")
+        );
+        assert_eq!(
+            socket_path_for(1000, Some("".into())),
+            PathBuf::from("/tmp/vigil-1000/vigil.sock")
+        );
+        assert_eq!(
+            socket_path_for(65534, None),
+            PathBuf::from("/tmp/vigil-65534/vigil.sock")
+        );
+    }
+
+    #[test]
+    fn the_default_is_the_one_for_this_process() {
+        assert_eq!(
+            default_socket_path(),
+            socket_path_for(
+                nix::unistd::geteuid().as_raw(),
+                std::env::var_os("XDG_RUNTIME_DIR")
+            )
+        );
     }
 }

@@ -506,13 +506,16 @@ fn the_time_slice_needs_no_privilege_survives_cgroups_and_never_changes_a_contai
 fn two_sigterms(exit_after: &str, gap: Duration) -> (i32, String) {
     let mut v = Vigil::start(&crate::common::sh_pod(
         "p",
-        &format!("trap 'sleep {exit_after}; exit 0' TERM; while :; do sleep 0.05; done"),
+        &format!(
+            "trap 'sleep {exit_after}; exit 0' TERM; echo trap-set; while :; do sleep 0.05; done"
+        ),
     ));
-    v.wait_for(T, "running", |v| {
-        state_reason(&v.container("p", "c")) == "Running"
-    });
     // The shell must have set its trap before it is signalled.
-    std::thread::sleep(Duration::from_millis(200));
+    v.wait_for(T, "the trap to be set", |v| {
+        v.request(r#"{"cmd":"logs","pod":"p"}"#)["result"]["log"]
+            .as_str()
+            .is_some_and(|l| l.contains("trap-set"))
+    });
     let pid = nix::unistd::Pid::from_raw(v.child.as_ref().expect("running").id() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("kill");
     v.wait_for(T, "the first SIGTERM handled", |v| {

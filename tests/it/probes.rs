@@ -600,23 +600,26 @@ period_seconds = 0.2
 #[test]
 fn probe_termination_grace_period_is_honoured_on_liveness_kill() {
     // Ignores SIGTERM; the pod's grace (60 s) would outlast the test deadline, the probe's
-    // (0.5 s) does not. The initial delay lets the shell set its trap before the first probe.
-    let v = Vigil::start(
+    // (0.5 s) does not. The probe fails only once the shell has set its trap (it wrote the
+    // marker file after `trap`), so the kill never beats the trap.
+    let marks = tempfile::tempdir().expect("tempdir");
+    let trap_set = marks.path().join("trap-set");
+    let v = Vigil::start(&format!(
         r#"
 [pods.stubborn]
 restart_policy = "Never"
 termination_grace_period_seconds = 60
 [[pods.stubborn.containers]]
 name = "c"
-command = ["sh", "-c", "trap '' TERM; while :; do sleep 0.1; done"]
+command = ["sh", "-c", "trap '' TERM; touch {m}; while :; do sleep 0.1; done"]
 [pods.stubborn.containers.liveness_probe]
-exec = { command = ["false"] }
-initial_delay_seconds = 0.3
+exec = {{ command = ["sh", "-c", "! test -e {m}"] }}
 period_seconds = 0.2
 failure_threshold = 1
 termination_grace_period_seconds = 0.5
 "#,
-    );
+        m = trap_set.display()
+    ));
     v.wait_for(T, "the liveness kill to finish", |v| {
         v.container("stubborn", "c")["state"]["terminated"].is_object()
     });

@@ -81,38 +81,67 @@ fn invalid_reload_changes_nothing_and_reports_the_error() {
     assert_eq!(v.container("keep", "c")["pid"], pid);
 }
 
+/// The back-off delay in a CrashLoopBackOff message (`back-off 800ms restarting failed
+/// container=c pod=crash`), in seconds; `None` when the container is not in back-off.
+fn backoff_delay(c: &serde_json::Value) -> Option<f64> {
+    let msg = c["state"]["waiting"]["message"].as_str()?;
+    let word = msg.strip_prefix("back-off ")?.split(' ').next()?;
+    if let Some(ms) = word.strip_suffix("ms") {
+        return ms.parse::<f64>().ok().map(|v| v / 1000.0);
+    }
+    word.strip_suffix('s')?.parse().ok()
+}
+
 #[test]
 fn reload_during_backoff_keeps_the_crash_loop_history() {
-    let v = Vigil::start(&format!(
-        "{}{}",
-        pod("crash", "exit 1"),
-        pod("other", "exec sleep 60")
-    ));
-    v.wait_for(T, "two restarts", |v| {
-        v.container("crash", "c")["restart_count"]
-            .as_u64()
-            .unwrap_or(0)
-            >= 2
+    // Doubling from 0.2 s: a history kept after the reload shows in the next delay, which is
+    // at least twice the last one; a reset history would start again at 0.2 s.
+    let crash = "[pods.crash]\nbackoff = { initial_seconds = 0.2, max_seconds = 60 }\n\
+                 [[pods.crash.containers]]\nname = \"c\"\ncommand = [\"sh\", \"-c\", \"exit 1\"]\n";
+    let v = Vigil::start(&format!("{crash}{}", pod("other", "exec sleep 60")));
+    let mut last = 0.0;
+    v.wait_for(T, "three restarts, then in back-off", |v| {
+        let c = v.container("crash", "c");
+        match backoff_delay(&c) {
+            Some(d) if c["restart_count"].as_u64().unwrap_or(0) >= 3 => {
+                last = d;
+                true
+            }
+            _ => false,
+        }
     });
+    assert!(last >= 0.8, "the delay doubled three times: {last}");
+    let before = v.container("crash", "c")["restart_count"]
+        .as_u64()
+        .unwrap_or(0);
     std::fs::write(
         &v.config,
         format!(
-            "{}{}{}",
+            "{}{crash}{}",
             supervisor_header(&v.socket),
-            pod("crash", "exit 1"),
             pod("other", "exec sleep 62")
         ),
     )
     .expect("rewrite");
-    let before = v.container("crash", "c")["restart_count"]
-        .as_u64()
-        .unwrap_or(0);
     assert_eq!(v.request(r#"{"cmd":"reload"}"#)["ok"], true);
+    let mut next = 0.0;
+    v.wait_for(
+        Duration::from_secs(30),
+        "the next back-off after the reload",
+        |v| {
+            let c = v.container("crash", "c");
+            match backoff_delay(&c) {
+                Some(d) if c["restart_count"].as_u64().unwrap_or(0) > before => {
+                    next = d;
+                    true
+                }
+                _ => false,
+            }
+        },
+    );
     assert!(
-        v.container("crash", "c")["restart_count"]
-            .as_u64()
-            .unwrap_or(0)
-            >= before
+        next >= 2.0 * last - 0.01,
+        "the back-off went on doubling ({last}s, then {next}s), not reset by the reload"
     );
 }
 

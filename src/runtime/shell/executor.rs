@@ -475,7 +475,9 @@ impl Shell {
         // Whatever the main process left behind dies with it.
         match leftover_cgroup {
             Some(cg) => self.janitor.retire(cg),
-            None => kill_tree(None, pgid),
+            None => {
+                kill_tree(None, pgid);
+            }
         }
         if pgid.is_some() {
             self.tracker.ended(key);

@@ -13,19 +13,36 @@ use log::{debug, warn};
 use crate::cgroup::ContainerCgroup;
 use crate::process;
 
+/// What [`kill_tree`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Killed {
+    /// `cgroup.kill` (or its fallback loop) took the whole cgroup.
+    Cgroup,
+    /// SIGKILL was sent to the process group.
+    Group,
+    /// Nothing was left to signal: no cgroup and no group given, or the group has no member
+    /// left (ESRCH) — not an error: a tree that is already gone is what was asked for.
+    Nothing,
+}
+
 /// SIGKILLs everything in `cgroup` (if given), else — or if that fails — every process in the
 /// group `pgid` (if given).
-pub fn kill_tree(cgroup: Option<&ContainerCgroup>, pgid: Option<u32>) {
+pub fn kill_tree(cgroup: Option<&ContainerCgroup>, pgid: Option<u32>) -> Killed {
     if let Some(cg) = cgroup {
         match cg.kill() {
-            Ok(()) => return,
+            Ok(()) => return Killed::Cgroup,
             Err(e) => warn!("{e}"),
         }
     }
-    if let Some(pgid) = pgid
-        && let Err(e) = process::signal_group(pgid, libc::SIGKILL)
-    {
-        debug!("{e}");
+    let Some(pgid) = pgid else {
+        return Killed::Nothing;
+    };
+    match process::signal_group(pgid, libc::SIGKILL) {
+        Ok(()) => Killed::Group,
+        Err(e) => {
+            debug!("{e}");
+            Killed::Nothing
+        }
     }
 }
 
@@ -81,6 +98,26 @@ mod tests {
 
     #[test]
     fn nothing_to_kill_is_not_an_error() {
-        kill_tree(None, None);
+        assert_eq!(kill_tree(None, None), Killed::Nothing);
+        // A group whose only member has exited and been reaped: nothing is signalled, and
+        // nothing panics or errs.
+        let mut child = std::process::Command::new("/bin/true")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pgid = child.id();
+        child.wait().unwrap();
+        assert_eq!(kill_tree(None, Some(pgid)), Killed::Nothing);
+    }
+
+    #[test]
+    fn a_live_group_is_signalled() {
+        let mut child = std::process::Command::new("/bin/sleep")
+            .arg("300")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        assert_eq!(kill_tree(None, Some(child.id())), Killed::Group);
+        assert_eq!(child.wait().unwrap().signal(), Some(libc::SIGKILL));
     }
 }
