@@ -569,3 +569,35 @@ fn the_soft_open_file_limit_is_raised_to_the_hard_one_and_logged() {
         v.log()
     );
 }
+
+#[test]
+#[ignore = "needs root (the attacker runs as another uid)"]
+fn a_socket_directory_given_to_a_user_after_start_is_not_bound_into_and_no_symlink_is_followed() {
+    require_root("the attacker runs as nobody");
+    let v = start(SLEEPER, "", None);
+    let run = v.socket.parent().expect("dir").to_path_buf();
+    // A root-owned private file the attacker would like to read.
+    let secret = run.parent().expect("the test's directory").join("secret");
+    std::fs::write(&secret, b"root's").expect("write");
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    // The directory becomes the user's after start (a provisioning mistake, say).
+    std::os::unix::fs::chown(&run, Some(NOBODY), Some(NOBODY)).expect("chown");
+    let secret_s = secret.to_str().expect("utf-8").to_string();
+    let attacker = Hostile::run(&v.socket, &["swap", &secret_s, "4"]);
+    assert!(attacker.held > 10, "{} tries", attacker.held);
+    let meta = std::fs::metadata(&secret).expect("secret");
+    assert_eq!(
+        meta.permissions().mode() & 0o7777,
+        0o600,
+        "the secret's mode changed\n{}",
+        v.log()
+    );
+    assert_eq!(std::os::unix::fs::MetadataExt::uid(&meta), 0);
+    // vigil said why it did not bind again.
+    assert!(
+        v.log().contains("socket directory") && v.log().contains("owner uid 65534"),
+        "{}",
+        v.log()
+    );
+    drop(attacker);
+}

@@ -18,6 +18,9 @@ everything until its stdin closes.
   midclose N POD         N times: ask for the logs of POD, read one byte, close
   scm N                  N connections each sending `version` with an SCM_RIGHTS descriptor
                          attached; prints each reply
+  swap TARGET SECONDS    for SECONDS: put its own socket at the path (vigil's is taken away), and
+                         the moment vigil removes it to bind again, a symlink to TARGET in its
+                         place; prints `ready TRIES`
   manyuids U PER BASE    (started as root) U children, uids BASE..BASE+U-1, each opening PER
                          idle connections as its uid; held until stdin closes
 """
@@ -166,6 +169,44 @@ def main():
             s.settimeout(20)
             print(s.makefile("r").readline().strip(), flush=True)
             held.append(s)
+    elif mode == "swap":
+        target, seconds = sys.argv[3], float(sys.argv[4])
+        end = time.monotonic() + seconds
+        tries = 0
+        while time.monotonic() < end:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+            own = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                own.bind(path)
+                ino = os.lstat(path).st_ino
+            except OSError:
+                own.close()
+                continue
+            tries += 1
+            # Wait (briefly) for vigil to take the path back, then race a symlink in.
+            until = time.monotonic() + 0.05
+            while time.monotonic() < until:
+                try:
+                    if os.lstat(path).st_ino != ino:
+                        break
+                except FileNotFoundError:
+                    break
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+            try:
+                os.symlink(target, path)
+            except OSError:
+                pass
+            own.close()
+            time.sleep(0.01)
+        print("ready %d" % tries, flush=True)
+        sys.stdin.read()
+        return
     elif mode == "manyuids":
         uids, per, base = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
         total = 0

@@ -132,6 +132,13 @@ pub enum ControlError {
         gid: u32,
         source: nix::Error,
     },
+    /// The file at the socket path is no longer the socket vigil bound (deleted, or replaced
+    /// by something else, maybe a symlink): its mode and group are not touched.
+    #[error(
+        "{} is not the socket vigil bound (deleted or replaced); its mode and group were left alone",
+        path.display()
+    )]
+    NotOurs { path: PathBuf },
     #[error("cannot register control socket {} with the poller: {source}", path.display())]
     Register { path: PathBuf, source: io::Error },
     /// The socket's directory changed hands between the start-up check and its creation
@@ -368,10 +375,18 @@ impl Server {
 
     /// Applies what may change while running (reload): the socket file's mode and group, the
     /// admin lists (open connections are re-judged) and the limits. The socket path cannot
-    /// change here.
+    /// change here. A socket file that is no longer vigil's is left alone (it is bound afresh,
+    /// with the new mode and group, once the sweep or the watch looks at it).
     pub fn apply_settings(&mut self, access: &Access, limits: Limits) -> Result<(), ControlError> {
-        set_mode_and_group(&self.path, access)?;
         self.access = access.clone();
+        match set_mode_and_group(&self.path, self.file_id, access) {
+            Ok(()) => {}
+            Err(e @ ControlError::NotOurs { .. }) => {
+                log::warn!("{e}");
+                self.socket_unsure = true;
+            }
+            Err(e) => return Err(e),
+        }
         for i in 0..self.conns.len() {
             if let Some(c) = &self.conns[i] {
                 let admin = self.judge(&c.peer, &c.groups);

@@ -1,8 +1,10 @@
 //! The socket file: binding it (replacing only a stale one), its mode and group, and noticing
 //! when it is deleted or replaced (inotify watch, else the sweep's timer) to bind it again.
 //!
-//! Must not: remove a socket file that is not the one vigil bound (see `Drop for Server`), or
-//! touch open connections when re-binding.
+//! Must not: remove a socket file that is not the one vigil bound (see `Drop for Server`),
+//! touch open connections when re-binding, bind (as root) into a directory that fails the trust
+//! check, or change a file's mode or group through its path (a symlink put there would be
+//! followed; issue 43).
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -132,12 +134,24 @@ pub(super) fn file_id(path: &Path) -> Option<(u64, u64)> {
 
 /// Binds a listener at `path`. `replace`: a socket file there is removed even if something
 /// answers on it (it is not ours: vigil's own was replaced); otherwise only a stale one is.
+///
+/// As root, the directory is judged first, at start and at every re-bind alike
+/// ([`crate::trust::check`], [`crate::trust::Target::PrivateDir`]): a directory that became
+/// someone else's after start is refused, not bound into. The file is created with its final
+/// mode (the umask around `bind`, [`bind_with_mode`]) and given its group through a descriptor
+/// of the file itself ([`set_mode_and_group`]): nothing is ever changed through the path, so a
+/// symlink put there is never followed.
 pub(super) fn bind_listener(
     path: &Path,
     access: &Access,
     replace: bool,
 ) -> Result<UnixListener, ControlError> {
     let owned = || path.to_path_buf();
+    let root = nix::unistd::Uid::effective().is_root();
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+    if root && let Some(dir) = dir {
+        crate::trust::check("socket directory", dir, crate::trust::Target::PrivateDir)?;
+    }
     match std::fs::symlink_metadata(path) {
         Ok(meta) => {
             if !meta.file_type().is_socket() {
@@ -163,7 +177,7 @@ pub(super) fn bind_listener(
             })?;
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if let Some(dir) = dir {
                 std::fs::DirBuilder::new()
                     .recursive(true)
                     .mode(0o755)
@@ -172,11 +186,11 @@ pub(super) fn bind_listener(
                         path: dir.to_path_buf(),
                         source,
                     })?;
-                // The start-up check passed a directory that did not exist yet; under a
-                // sticky one (/tmp) someone else may have made it (or a symlink) first, and
-                // `create` accepts what exists. Judged again now that it does, before the
-                // socket goes into it.
-                if nix::unistd::Uid::effective().is_root() {
+                // The check above passed a directory that did not exist yet; under a sticky
+                // one (/tmp) someone else may have made it (or a symlink) first, and `create`
+                // accepts what exists. Judged again now that it does, before the socket goes
+                // into it.
+                if root {
                     crate::trust::check("socket directory", dir, crate::trust::Target::PrivateDir)?;
                 }
             }
@@ -188,32 +202,92 @@ pub(super) fn bind_listener(
             });
         }
     }
-    let listener = UnixListener::bind(path).map_err(|source| ControlError::Bind {
+    let listener = bind_with_mode(path, access.mode).map_err(|source| ControlError::Bind {
         path: owned(),
         source,
     })?;
-    // The file is created with the umask's mode; it is tightened right away. A client
-    // connecting in between gains nothing: mutating commands are checked by SO_PEERCRED.
-    set_mode_and_group(path, access)?;
+    if access.group.is_some() {
+        set_mode_and_group(path, file_id(path), access)?;
+    }
     Ok(listener)
 }
 
-pub(super) fn set_mode_and_group(path: &Path, access: &Access) -> Result<(), ControlError> {
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(access.mode)).map_err(
-        |source| ControlError::Chmod {
-            path: path.to_path_buf(),
-            mode: access.mode,
-            source,
-        },
-    )?;
-    if let Some(gid) = access.group {
-        nix::unistd::chown(path, None, Some(nix::unistd::Gid::from_raw(gid))).map_err(
-            |source| ControlError::Chown {
+/// Binds `path` with the umask set so that the socket file is created with `mode` exactly
+/// (unix(7): the file's mode is 0777 less the umask), never wider for a moment and never
+/// changed afterwards through the path. The umask is the process's: vigil's loop is its only
+/// thread that creates files (the DNS helper creates none), so nothing else is created under
+/// it meanwhile.
+fn bind_with_mode(path: &Path, mode: u32) -> io::Result<UnixListener> {
+    use nix::sys::stat::{Mode, umask};
+    let old = umask(Mode::from_bits_truncate(!mode & 0o777));
+    let bound = UnixListener::bind(path);
+    umask(old);
+    bound
+}
+
+/// Gives the socket file at `path` `access`'s mode and group, through a descriptor of the
+/// file itself opened with `O_PATH | O_NOFOLLOW` (open(2)): a symlink at the path is not
+/// followed, and anything but the socket vigil bound (`id`, its device and inode) is left
+/// alone. The mode is changed through `/proc/self/fd` (an `O_PATH` descriptor takes no
+/// `fchmod`; proc(5) resolves the link to the open file), the group with
+/// `fchownat(AT_EMPTY_PATH)`.
+pub(super) fn set_mode_and_group(
+    path: &Path,
+    id: Option<(u64, u64)>,
+    access: &Access,
+) -> Result<(), ControlError> {
+    use nix::fcntl::{OFlag, open};
+    use nix::sys::stat::{Mode, fstat};
+    let not_ours = || ControlError::NotOurs {
+        path: path.to_path_buf(),
+    };
+    let fd = match open(
+        path,
+        OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(nix::errno::Errno::ENOENT) => return Err(not_ours()),
+        Err(e) => {
+            return Err(ControlError::ProbeExisting {
                 path: path.to_path_buf(),
-                gid,
+                source: e.into(),
+            });
+        }
+    };
+    let st = fstat(&fd).map_err(|e| ControlError::ProbeExisting {
+        path: path.to_path_buf(),
+        source: e.into(),
+    })?;
+    let is_socket = st.st_mode & libc::S_IFMT == libc::S_IFSOCK;
+    if !is_socket || id != Some((st.st_dev, st.st_ino)) {
+        return Err(not_ours());
+    }
+    if st.st_mode & 0o7777 != access.mode {
+        let through = format!("/proc/self/fd/{}", fd.as_raw_fd());
+        std::fs::set_permissions(&through, std::fs::Permissions::from_mode(access.mode)).map_err(
+            |source| ControlError::Chmod {
+                path: path.to_path_buf(),
+                mode: access.mode,
                 source,
             },
         )?;
+    }
+    if let Some(gid) = access.group
+        && st.st_gid != gid
+    {
+        nix::unistd::fchownat(
+            &fd,
+            "",
+            None,
+            Some(nix::unistd::Gid::from_raw(gid)),
+            nix::fcntl::AtFlags::AT_EMPTY_PATH,
+        )
+        .map_err(|source| ControlError::Chown {
+            path: path.to_path_buf(),
+            gid,
+            source,
+        })?;
     }
     Ok(())
 }

@@ -988,6 +988,85 @@ fn a_socket_directory_another_uid_made_first_in_a_sticky_directory_is_refused_at
 }
 
 #[test]
+#[ignore = "needs root (the check applies to a root vigil)"]
+fn a_socket_directory_that_became_another_uids_after_start_is_not_bound_into_again() {
+    let mut h = Harness::new();
+    let run = h.path.parent().unwrap().to_path_buf();
+    std::os::unix::fs::chown(&run, Some(65534), Some(65534)).unwrap();
+    // The user replaces the socket with their own: vigil notices, judges the directory, and
+    // refuses to bind there again.
+    std::fs::remove_file(&h.path).unwrap();
+    let impostor = std::os::unix::net::UnixListener::bind(&h.path).unwrap();
+    let Err(e) = h.server.check_socket_file(h.poll.registry()) else {
+        panic!("bound again in a directory uid 65534 owns");
+    };
+    let msg = e.to_string();
+    assert!(
+        msg.contains("socket directory") && msg.contains("owner uid 65534"),
+        "{msg}"
+    );
+    assert!(
+        h.server.check_socket_file_is_needed(),
+        "the user's socket is left"
+    );
+    drop(impostor);
+    std::fs::remove_file(&h.path).unwrap();
+    // The user puts a symlink to a root-owned private file at the path; the next look (the
+    // sweep's timer) and a reload that widens the mode leave the file as it was.
+    let secret = h._dir.path().join("secret");
+    std::fs::write(&secret, b"root's").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::os::unix::fs::symlink(&secret, &h.path).unwrap();
+    h.server.check_socket_file_logged(h.poll.registry());
+    let wide = Access {
+        mode: 0o666,
+        group: Some(65534),
+        ..Access::default()
+    };
+    h.server.apply_settings(&wide, Limits::default()).unwrap();
+    let meta = std::fs::metadata(&secret).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o7777, 0o600);
+    assert_eq!((meta.uid(), meta.gid()), (0, 0));
+    // Root takes the directory back: the timer binds again, with the reloaded mode.
+    std::fs::remove_file(&h.path).unwrap();
+    std::os::unix::fs::chown(&run, Some(0), Some(0)).unwrap();
+    h.server.check_socket_file_logged(h.poll.registry());
+    let meta = std::fs::symlink_metadata(&h.path).unwrap();
+    assert!(meta.file_type().is_socket());
+    assert_eq!(meta.permissions().mode() & 0o7777, 0o666);
+    assert_eq!(meta.gid(), 65534);
+}
+
+#[test]
+fn a_symlink_at_the_socket_path_is_never_followed_when_the_mode_is_applied() {
+    let mut h = Harness::new();
+    let target = h._dir.path().join("target");
+    std::fs::write(&target, b"someone's").unwrap();
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::remove_file(&h.path).unwrap();
+    std::os::unix::fs::symlink(&target, &h.path).unwrap();
+    h.server
+        .apply_settings(&mode(0o666), Limits::default())
+        .unwrap();
+    assert_eq!(
+        std::fs::metadata(&target).unwrap().permissions().mode() & 0o7777,
+        0o600
+    );
+    // Replaced by a socket someone else bound: not vigil's either, left alone.
+    std::fs::remove_file(&h.path).unwrap();
+    let other = std::os::unix::net::UnixListener::bind(&h.path).unwrap();
+    let before = std::fs::metadata(&h.path).unwrap().permissions().mode() & 0o7777;
+    h.server
+        .apply_settings(&mode(0o606), Limits::default())
+        .unwrap();
+    assert_eq!(
+        std::fs::metadata(&h.path).unwrap().permissions().mode() & 0o7777,
+        before
+    );
+    drop(other);
+}
+
+#[test]
 #[ignore = "needs root (chown to another group)"]
 fn socket_group_is_applied() {
     assert!(
