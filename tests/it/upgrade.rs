@@ -824,3 +824,166 @@ command = ["/bin/sh", "-c", "s=$(head -c 6000 /dev/zero | tr '\\0' x); while :; 
     let r = v.request(r#"{"cmd":"logs","pod":"chatty","container":"talk","tail":1}"#);
     assert_eq!(r["ok"], true, "{r}");
 }
+
+/// What a fake "new vigil" (a small ELF program, [`fake_vigil`]) does.
+#[derive(Clone, Copy)]
+enum Fake {
+    /// Appends a line to its marker file, then becomes the real vigil (same arguments and
+    /// environment): the whole upgrade works, and the marker shows the binary ran.
+    Marks,
+}
+
+/// Compiles a fake new vigil into `dir` (scripts are refused as upgrade binaries, so it is
+/// C, built with `cc`): it behaves as `fake` says; `marker` records each run with its uid.
+fn fake_vigil(dir: &Path, name: &str, fake: Fake, marker: &Path) -> PathBuf {
+    crate::common::require_program("cc", "--version", "gcc");
+    let body = match fake {
+        Fake::Marks => "",
+    };
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(
+        &src,
+        format!(
+            r#"#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+int main(int argc, char **argv) {{
+    FILE *f = fopen("{marker}", "a");
+    if (f) {{ fprintf(f, "ran as uid %d: %s\n", (int)geteuid(), argc > 1 ? argv[1] : ""); fclose(f); }}
+    {body}
+    execv("{vigil}", argv);
+    return 127;
+}}
+"#,
+            marker = marker.display(),
+            vigil = BIN,
+        ),
+    )
+    .unwrap();
+    let out_path = dir.join(name);
+    let out = std::process::Command::new("cc")
+        .arg("-O")
+        .arg("-o")
+        .arg(&out_path)
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "cc: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::remove_file(&src).unwrap();
+    out_path
+}
+
+fn chown(path: &Path, uid: u32) {
+    std::os::unix::fs::chown(path, Some(uid), Some(uid)).unwrap();
+}
+
+fn chmod(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// An admin uid of the test (listed in `admin_uids`, not root).
+const ADMIN_UID: u32 = 60010;
+
+#[test]
+#[ignore = "needs root (acts as another uid)"]
+fn an_admin_uid_cannot_make_vigil_run_a_binary_of_its_own_and_the_binary_never_runs() {
+    crate::common::require_root("to act as another uid");
+    crate::common::require_program("setpriv", "--version", "util-linux");
+    let v = Vigil::start_shared(
+        &format!("admin_uids = [{ADMIN_UID}]"),
+        &format!("[pods.idle]\n[[pods.idle.containers]]\nname = \"c\"\ncommand = {SLEEPING}\n"),
+    );
+    let pid = wait_running(&v, "idle", "c");
+    let me = vigil_pid(&v);
+    let exe = exe_of(me);
+    // The admin's own directory and its own ELF, which would take over as root.
+    let home = tempfile::tempdir().unwrap();
+    chmod(home.path(), 0o755);
+    let marks = tempfile::tempdir().unwrap();
+    chmod(marks.path(), 0o777);
+    let marker = marks.path().join("ran");
+    let theirs = fake_vigil(home.path(), "vigil-new", Fake::Marks, &marker);
+    chown(home.path(), ADMIN_UID);
+    chown(&theirs, ADMIN_UID);
+    let as_admin = |args: &[&str]| {
+        std::process::Command::new("setpriv")
+            .args([
+                "--reuid",
+                &ADMIN_UID.to_string(),
+                "--regid",
+                &ADMIN_UID.to_string(),
+                "--clear-groups",
+                BIN,
+            ])
+            .args(args)
+            .arg("--socket")
+            .arg(&v.socket)
+            .output()
+            .unwrap()
+    };
+    // The admin may still stop and start (admin_uids works) ...
+    let out = as_admin(&["version"]);
+    assert!(out.status.success(), "{out:?}");
+    for args in [
+        vec!["upgrade", "--binary", theirs.to_str().unwrap()],
+        vec!["upgrade", "--check", "--binary", theirs.to_str().unwrap()],
+    ] {
+        let out = as_admin(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} was accepted: {err}");
+        assert!(err.contains("needs root or vigil's own uid"), "{err}");
+    }
+    assert!(
+        !marker.exists(),
+        "the admin's binary ran: {:?}",
+        std::fs::read_to_string(&marker)
+    );
+    assert_eq!(exe_of(me), exe, "vigil changed binary");
+    assert_eq!(pid_of(&v.container("idle", "c")), Some(pid));
+    assert!(
+        v.log().contains("refused upgrade --binary from pid"),
+        "{}",
+        v.log()
+    );
+
+    // Root asking for the same file is refused too: the admin owns it (and its directory).
+    let (ok, text) = upgrade(&v, &["--check", "--binary", theirs.to_str().unwrap()]);
+    assert!(
+        !ok && text.contains("owned by a user other than root"),
+        "{text}"
+    );
+    // A root-owned binary in the admin's directory: the admin could rename another in its place.
+    let in_their_dir = fake_vigil(home.path(), "vigil-root", Fake::Marks, &marker);
+    chown(&in_their_dir, 0);
+    let (ok, text) = upgrade(&v, &["--check", "--binary", in_their_dir.to_str().unwrap()]);
+    assert!(
+        !ok && text.contains("owned by a user other than root"),
+        "{text}"
+    );
+    // A root-owned binary anyone may write.
+    let ours = tempfile::tempdir().unwrap();
+    let open_to_all = fake_vigil(ours.path(), "vigil-0777", Fake::Marks, &marker);
+    chmod(&open_to_all, 0o777);
+    let (ok, text) = upgrade(&v, &["--check", "--binary", open_to_all.to_str().unwrap()]);
+    assert!(!ok && text.contains("writable by others"), "{text}");
+    assert!(
+        !marker.exists(),
+        "a refused binary ran: {:?}",
+        std::fs::read_to_string(&marker)
+    );
+    assert_eq!(pid_of(&v.container("idle", "c")), Some(pid));
+
+    // Root with a binary only root can change: the upgrade goes through it.
+    let good = fake_vigil(ours.path(), "vigil-good", Fake::Marks, &marker);
+    let text = upgrade_to(&v, &good);
+    assert!(text.contains("1 containers kept"), "{text}");
+    let ran = std::fs::read_to_string(&marker).unwrap();
+    assert!(ran.lines().all(|l| l.starts_with("ran as uid 0")), "{ran}");
+    assert_eq!(pid_of(&v.container("idle", "c")), Some(pid));
+}

@@ -1,12 +1,17 @@
-//! Checking the binary `vigil upgrade` is to execute, before anything is handed over: it
-//! exists, is a regular executable file, is an ELF executable for this machine (elf(5):
-//! `e_ident` class and byte order, `e_type`, `e_machine`), and — asked with
-//! `--handoff-version` — reads the state format this vigil writes.
+//! Checking the binary `vigil upgrade` is to execute, before anything is handed over: opened
+//! once without following a final symlink, trusted as the config is ([`crate::trust`]: the
+//! file and every directory on the way owned by root or vigil's uid, not writable by group or
+//! others; the file judged on its descriptor), a regular executable file, an ELF executable
+//! for this machine (elf(5): `e_ident` class and byte order, `e_type`, `e_machine`), and —
+//! asked with `--handoff-version` — reading the state format this vigil writes.
 //!
 //! Must not: execute the binary for anything but `--handoff-version` (stdin closed, no
-//! handoff descriptors, bounded in time), or change anything.
+//! handoff descriptors, bounded in time), execute it by path (only from the descriptor that
+//! was checked, [`Checked`]), or change anything.
 
 use std::io::Read;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -40,6 +45,8 @@ pub const OUR_MACHINE: u16 = if cfg!(target_arch = "x86_64") {
 pub enum BinaryError {
     #[error("{}: cannot use it: {reason}", path.display())]
     Unusable { path: PathBuf, reason: String },
+    #[error("{}: refused: {reason}", path.display())]
+    Untrusted { path: PathBuf, reason: String },
     #[error("{}: not executable (no execute permission for vigil's user)", path.display())]
     NotExecutable { path: PathBuf },
     #[error("{}: not an ELF executable ({what})", path.display())]
@@ -69,8 +76,23 @@ pub enum BinaryError {
     },
 }
 
-/// Exists, regular file, executable, ELF for this machine.
-pub fn check(path: &Path) -> Result<(), BinaryError> {
+/// A binary opened once and checked on that descriptor ([`open`]): what `upgrade` asks and
+/// executes, from the descriptor, never by path again — a file swapped in after the check is
+/// never run.
+#[derive(Debug)]
+pub struct Checked {
+    /// The path it was opened at (argv[0], messages).
+    pub path: PathBuf,
+    /// `O_RDONLY | O_NOFOLLOW | O_CLOEXEC`.
+    pub fd: OwnedFd,
+}
+
+/// Opens `path` once (`O_NOFOLLOW`: the last component must not be a symbolic link) and
+/// checks it as vigil checks its config ([`crate::trust`]): the file and every directory on
+/// the way owned by root or vigil's own uid and not writable by group or others — judged on
+/// the open descriptor (`fstat(2)`) for the file itself, so what was judged is what runs. Then:
+/// a regular file with an execute bit, an ELF executable for this machine.
+pub fn open(path: &Path) -> Result<Checked, BinaryError> {
     let unusable = |reason: String| BinaryError::Unusable {
         path: path.to_path_buf(),
         reason,
@@ -78,25 +100,75 @@ pub fn check(path: &Path) -> Result<(), BinaryError> {
     if !path.is_absolute() {
         return Err(unusable("the path must be absolute".to_string()));
     }
-    let meta = std::fs::metadata(path).map_err(|e| unusable(e.to_string()))?;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(libc::ELOOP) {
+                unusable("a symbolic link; name the file it points to".to_string())
+            } else {
+                unusable(e.to_string())
+            }
+        })?;
+    let meta = file.metadata().map_err(|e| unusable(e.to_string()))?;
     if !meta.is_file() {
         return Err(unusable("not a regular file".to_string()));
     }
-    if nix::unistd::access(path, nix::unistd::AccessFlags::X_OK).is_err() {
+    // Every directory on the way (the walk follows their symlinks) ...
+    crate::trust::check("the upgrade binary", path, crate::trust::Target::File).map_err(|e| {
+        BinaryError::Untrusted {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        }
+    })?;
+    // ... leads to this very file, which is judged on the descriptor.
+    let walked = std::fs::metadata(path).map_err(|e| unusable(e.to_string()))?;
+    if (walked.dev(), walked.ino()) != (meta.dev(), meta.ino()) {
+        return Err(unusable(
+            "it was replaced while being checked; try again".to_string(),
+        ));
+    }
+    if let Some(problem) = crate::trust::judge(
+        meta.uid(),
+        meta.mode(),
+        &crate::trust::trusted_uids(),
+        false,
+        false,
+    ) {
+        return Err(BinaryError::Untrusted {
+            path: path.to_path_buf(),
+            reason: format!(
+                "it is {} (owner uid {}, mode {:04o}); whoever can write it could run their code \
+                 as vigil's user — chown root and chmod go-w it",
+                problem.as_str(),
+                meta.uid(),
+                meta.mode() & 0o7777
+            ),
+        });
+    }
+    if meta.mode() & 0o111 == 0
+        || nix::unistd::access(path, nix::unistd::AccessFlags::X_OK).is_err()
+    {
         return Err(BinaryError::NotExecutable {
             path: path.to_path_buf(),
         });
     }
     let mut head = [0u8; 64];
-    let mut f = std::fs::File::open(path).map_err(|e| unusable(e.to_string()))?;
-    let n = read_up_to(&mut f, &mut head).map_err(|e| unusable(e.to_string()))?;
-    check_elf(path, &head[..n])
+    let n = read_up_to(&file, &mut head).map_err(|e| unusable(e.to_string()))?;
+    check_elf(path, &head[..n])?;
+    Ok(Checked {
+        path: path.to_path_buf(),
+        fd: OwnedFd::from(file),
+    })
 }
 
-fn read_up_to(f: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+/// The first bytes of `f`, read at offset 0 (pread(2): the descriptor's offset stays).
+fn read_up_to(f: &std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+    use std::os::unix::fs::FileExt;
     let mut n = 0;
     while n < buf.len() {
-        match f.read(&mut buf[n..])? {
+        match f.read_at(&mut buf[n..], n as u64)? {
             0 => break,
             k => n += k,
         }
@@ -104,7 +176,14 @@ fn read_up_to(f: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
     Ok(n)
 }
 
-/// The ELF header checks of [`check`] on the first bytes of a file (elf(5)).
+/// The path under which `fd` is executed by the kernel in a child (`/proc/self/fd/N`, the
+/// open file itself, as `fexecve(3)` does without `execveat(2)`): a child started with
+/// [`std::process::Command`] keeps the number until its `execve`.
+pub fn fd_path(fd: &OwnedFd) -> PathBuf {
+    PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+}
+
+/// The ELF header checks of [`open`] on the first bytes of a file (elf(5)).
 pub fn check_elf(path: &Path, head: &[u8]) -> Result<(), BinaryError> {
     let not_elf = |what: &str| BinaryError::NotElf {
         path: path.to_path_buf(),
@@ -153,15 +232,18 @@ pub fn check_elf(path: &Path, head: &[u8]) -> Result<(), BinaryError> {
     Ok(())
 }
 
-/// Runs `path --handoff-version` (at most [`VERSION_TIMEOUT`]) and checks it reads the format
-/// this vigil writes. Blocks the caller for as long as the binary takes to answer: only
-/// `upgrade` uses it, which stops the loop anyway.
-pub fn ask_version(path: &Path) -> Result<VersionInfo, BinaryError> {
+/// Runs the checked binary with `--handoff-version` (at most [`VERSION_TIMEOUT`]), from its
+/// descriptor, and checks it reads the format this vigil writes. Blocks the caller for as long
+/// as the binary takes to answer: only `upgrade` uses it, which stops the loop anyway.
+pub fn ask_version(binary: &Checked) -> Result<VersionInfo, BinaryError> {
+    use std::os::unix::process::CommandExt;
+    let path = binary.path.as_path();
     let failed = |reason: String| BinaryError::NoVersion {
         path: path.to_path_buf(),
         reason,
     };
-    let mut child = Command::new(path)
+    let mut child = Command::new(fd_path(&binary.fd))
+        .arg0(path)
         .arg("--handoff-version")
         .env_remove(FD_ENV)
         .env_remove(EXE_FD_ENV)
@@ -295,26 +377,56 @@ mod tests {
         ));
     }
 
+    fn opened(path: &Path) -> Result<(), BinaryError> {
+        open(path).map(|_| ())
+    }
+
     #[test]
     fn missing_relative_and_non_executable_paths_are_refused_with_the_path() {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("nope");
-        let e = check(&missing).unwrap_err();
+        let e = opened(&missing).unwrap_err();
         assert!(e.to_string().contains("nope"), "{e}");
-        assert!(check(Path::new("vigil")).is_err());
-        assert!(check(dir.path()).is_err());
+        assert!(opened(Path::new("vigil")).is_err());
+        assert!(opened(dir.path()).is_err());
         let plain = dir.path().join("plain");
         std::fs::write(&plain, header(2, 1, 3, OUR_MACHINE)).unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o644)).unwrap();
         // Root may execute anything with some x bit; with none it is refused even for root.
         assert_eq!(
-            check(&plain),
+            opened(&plain),
             Err(BinaryError::NotExecutable {
                 path: plain.clone()
             })
         );
         std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o755)).unwrap();
-        assert_eq!(check(&plain), Ok(()));
+        assert_eq!(opened(&plain), Ok(()));
+    }
+
+    #[test]
+    fn a_binary_others_can_write_or_replace_or_a_symlink_to_one_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("vigil-next");
+        std::fs::write(&bin, header(2, 1, 3, OUR_MACHINE)).unwrap();
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = opened(&bin).unwrap_err();
+        assert!(matches!(e, BinaryError::Untrusted { .. }), "{e}");
+        assert!(e.to_string().contains("writable by others"), "{e}");
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o775)).unwrap();
+        assert!(matches!(opened(&bin), Err(BinaryError::Untrusted { .. })));
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(opened(&bin), Ok(()));
+        // Its directory writable by others: they could rename another file into its place.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = opened(&bin).unwrap_err();
+        assert!(e.to_string().contains("writable by others"), "{e}");
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        // A symlink as the last component is not followed.
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&bin, &link).unwrap();
+        let e = opened(&link).unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
     }
 }

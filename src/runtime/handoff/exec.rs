@@ -15,11 +15,11 @@ use std::ffi::{CString, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
 
 use nix::fcntl::{FcntlArg, FdFlag, fcntl};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
 
+use super::binary::Checked;
 use super::{ERROR_ENV, EXE_FD_ENV, FD_ENV};
 
 /// The signals vigil handles, held across the exec.
@@ -64,17 +64,18 @@ fn cstring(bytes: &[u8]) -> io::Result<CString> {
     CString::new(bytes).map_err(|_| io::Error::other("an argument or variable holds a NUL byte"))
 }
 
-/// Executes `binary` in this process with `argv` (argv[0] becomes `binary`), handing over
-/// `state` (the handoff file), `exe` (this binary, to go back to) and `fds`. Returns only on
-/// failure, with everything as it was.
+/// Executes `binary` in this process from its checked descriptor (`fexecve(3)`: `execveat(2)`
+/// with `AT_EMPTY_PATH`, so the file judged is the file run) with `argv` (argv[0] becomes its
+/// path), handing over `state` (the handoff file), `exe` (this binary, to go back to) and
+/// `fds`. Returns only on failure, with everything as it was.
 pub fn exec(
-    binary: &Path,
+    binary: &Checked,
     argv: &[String],
     state: &OwnedFd,
     exe: &OwnedFd,
     fds: &[RawFd],
 ) -> io::Error {
-    let path = match cstring(binary.as_os_str().as_bytes()) {
+    let path = match cstring(binary.path.as_os_str().as_bytes()) {
         Ok(p) => p,
         Err(e) => return e,
     };
@@ -122,7 +123,7 @@ pub fn exec(
         restore(all.len());
         return io::Error::other(format!("blocking signals: {e}"));
     }
-    let err = match nix::unistd::execve(&path, &args, &env) {
+    let err = match nix::unistd::fexecve(&binary.fd, &args, &env) {
         Err(e) => io::Error::from(e),
         Ok(never) => match never {},
     };
@@ -206,12 +207,15 @@ mod tests {
         let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
         let mask = blocked();
         for (path, errno) in [
-            (dir.path().join("missing"), libc::ENOENT),
             (not_elf, libc::ENOEXEC),
             (dir.path().to_path_buf(), libc::EACCES),
         ] {
+            let binary = Checked {
+                fd: OwnedFd::from(std::fs::File::open(&path).unwrap()),
+                path: path.clone(),
+            };
             let e = exec(
-                &path,
+                &binary,
                 &["vigil".to_string(), "run".to_string()],
                 &state,
                 &exe,

@@ -607,6 +607,33 @@ impl Control {
             self.server.send(&self.registry, conn, &line);
             return None;
         }
+        // `upgrade --binary` runs a file of the asker's choosing as vigil's user: root's and
+        // vigil's own uid's alone, whatever admin_uids/admin_gids say (issue 43: an admin uid
+        // must never mean running code as root). Decided from SO_PEERCRED, as `admin` is.
+        if matches!(
+            request.cmd,
+            RequestCmd::Upgrade {
+                binary: Some(_),
+                ..
+            }
+        ) && !crate::trust::trusted_uids().contains(&peer.uid)
+        {
+            warn!(
+                "control: refused upgrade --binary from pid {} uid {}",
+                peer.pid, peer.uid
+            );
+            let line = protocol::reply_err(
+                &request.id,
+                ErrorKind::PermissionDenied,
+                &format!(
+                    "upgrade --binary needs root or vigil's own uid (you are uid {}); admin_uids \
+                     and admin_gids allow `upgrade` to the binary vigil runs from only",
+                    peer.uid
+                ),
+            );
+            self.server.send(&self.registry, conn, &line);
+            return None;
+        }
         journal_request(&peer, &request.cmd);
         let secrets = if admin {
             render::Secrets::Shown

@@ -99,13 +99,14 @@ impl Shell {
             }
             None => self.exe_path.clone(),
         };
-        binary::check(&binary)?;
+        // Opened once; asked and executed from that descriptor.
+        let binary = binary::open(&binary)?;
         let info = binary::ask_version(&binary)?;
         let checked = taken.elapsed();
         if check {
             return Ok(format!(
                 "{} is vigil {} and reads handoff format {}: an upgrade would keep every container",
-                binary.display(),
+                binary.path.display(),
                 info.vigil,
                 handoff::FORMAT_VERSION
             ));
@@ -133,7 +134,7 @@ impl Shell {
         // Connections mid-line get one try at finishing it; those still mid-line are not
         // handed over (closed by the exec), so no notice follows half a reply line.
         let conns = self.control.conn_fds_at_line_end();
-        let (state, blobs, fds) = self.handoff_state(&binary, asker, &conns, taken);
+        let (state, blobs, fds) = self.handoff_state(&binary.path, asker, &conns, taken);
         let memfd = handoff::write(&state, blobs).map_err(UpgradeError::State)?;
         debug!(
             "upgrade: binary checked in {:.1} ms, state written in {:.1} ms",
@@ -145,7 +146,7 @@ impl Shell {
             .map_err(UpgradeError::State)?;
         info!(
             "upgrade: executing {} (vigil {}), keeping {} running containers",
-            binary.display(),
+            binary.path.display(),
             info.vigil,
             state.mains.len()
         );
@@ -153,7 +154,7 @@ impl Shell {
         let source = handoff::exec::exec(&binary, &self.argv, &memfd, &exe, &fds);
         self.notifier.reloaded();
         let e = UpgradeError::Exec {
-            path: binary,
+            path: binary.path,
             source,
         };
         error!("upgrade: {e}");
