@@ -20,6 +20,7 @@ pub mod convert;
 pub mod core;
 pub mod format;
 pub mod host;
+pub mod instant;
 pub mod logs;
 pub mod metrics;
 pub mod probe;

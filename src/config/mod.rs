@@ -57,6 +57,10 @@ pub const BUNDLED_DEFAULT: &str = include_str!("../../config/default.toml");
 /// The system-wide config file looked up after `-c` and `$VIGIL_CONFIG`.
 pub const SYSTEM_CONFIG: &str = "/etc/vigil/vigil.toml";
 
+/// The longest duration any `*_seconds` key accepts: 10 years, far beyond any wait vigil
+/// makes, and far below what a deadline (`Instant` + duration) can hold.
+pub const MAX_SECONDS: u64 = 10 * 365 * 24 * 3600;
+
 /// The name the bundled default goes by in messages and `Config::source`.
 pub const BUNDLED_NAME: &str = "<bundled default>";
 

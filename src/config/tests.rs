@@ -213,6 +213,45 @@ fn nan_and_infinite_durations_are_rejected() {
     );
 }
 
+/// Kubernetes accepts `terminationGracePeriodSeconds: 9223372036854775807` (an int64); vigil
+/// refuses every duration beyond 10 years where it is written, instead of panicking later when
+/// a stop adds it to the clock.
+#[test]
+fn durations_beyond_ten_years_are_refused_where_they_are_written() {
+    one(
+        &format!("[pods.web]\ntermination_grace_period_seconds = 9223372036854775807\n{POD}"),
+        "2:36: pods.web.termination_grace_period_seconds: ",
+        "must be at most 315360000 seconds (10 years)",
+    );
+    let p = "pods.web.containers[0]";
+    for key in [
+        "termination_grace_period_seconds",
+        "backoff = { max_seconds",
+        "liveness_probe = { exec = { command = [\"x\"] }, period_seconds",
+        "lifecycle = { pre_stop = { sleep = { seconds",
+    ] {
+        let close = "}".repeat(key.matches('{').count() - key.matches('}').count());
+        one(
+            &format!("{POD}{key} = 315360001 {close}\n"),
+            &format!("4:{}: {p}.", key.len() + 4),
+            "must be at most 315360000 seconds (10 years)",
+        );
+    }
+    one(
+        "[supervisor]\nshutdown_timeout_seconds = 1e300\n",
+        "2:28: supervisor.shutdown_timeout_seconds: ",
+        "must be at most 315360000 seconds",
+    );
+    // Ten years exactly is accepted.
+    let c = ok(&format!(
+        "{POD}termination_grace_period_seconds = 315360000\n"
+    ));
+    assert_eq!(
+        container(&c).termination_grace,
+        Duration::from_secs(MAX_SECONDS)
+    );
+}
+
 #[test]
 fn negative_grace_period_is_rejected() {
     let text = format!("[pods.web]\ntermination_grace_period_seconds = -3\n{POD}");

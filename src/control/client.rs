@@ -239,7 +239,7 @@ fn wait_until_reached(
         _ => return Ok(Outcome::Done),
     };
     let path = cmd.socket.as_path();
-    let deadline = std::time::Instant::now() + timeout;
+    let deadline = crate::instant::saturating_add(std::time::Instant::now(), timeout);
     loop {
         let status = ClientCommand {
             socket: cmd.socket.clone(),

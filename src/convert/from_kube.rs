@@ -513,8 +513,9 @@ fn pod(
     out.keys
         .push(("restart_policy".into(), super::to_kube::quote(policy)));
     if let Some(g) = spec.termination_grace_period_seconds {
+        let g = seconds(g, &ctx.at("terminationGracePeriodSeconds"), ctx);
         out.keys
-            .push(("termination_grace_period_seconds".into(), g.to_string()));
+            .push(("termination_grace_period_seconds".into(), g));
     }
     // Pod-level identity is every container's default.
     let mut pod_user = None;
@@ -944,7 +945,8 @@ fn hook(
         );
     }
     if let Some(s) = &h.sleep {
-        return Some(format!("{{ sleep = {{ seconds = {} }} }}", s.seconds));
+        let secs = seconds(s.seconds, &format!("{path}.sleep.seconds"), ctx);
+        return Some(format!("{{ sleep = {{ seconds = {secs} }} }}"));
     }
     let as_probe = Probe {
         exec: h.exec.clone(),
@@ -956,6 +958,22 @@ fn hook(
         ctx.warn(path, "a hook without an action; ignored");
     }
     (!keys.is_empty()).then(|| inline(&keys))
+}
+
+/// A duration in seconds as the config writes it. Kubernetes allows up to an int64; beyond
+/// vigil's bound ([`crate::config::MAX_SECONDS`], 10 years: "never" on a host) it is clamped,
+/// with a warning, rather than refused. Negative values go through, for the config's own
+/// located refusal.
+fn seconds(v: i64, path: &str, ctx: &mut Ctx<'_>) -> String {
+    let max = crate::config::MAX_SECONDS;
+    if u64::try_from(v).is_ok_and(|v| v > max) {
+        ctx.warn(
+            path,
+            format!("{v} seconds is more than vigil waits; clamped to {max} (10 years)"),
+        );
+        return max.to_string();
+    }
+    v.to_string()
 }
 
 /// A probe port: a number, or the name of one of the container's ports.
@@ -1042,19 +1060,35 @@ fn probe(
         }
         keys.push(("grpc".to_string(), inline(&pairs)));
     }
-    for (k, v) in [
+    for (k, field, v) in [
         (
             "initial_delay_seconds",
+            "initialDelaySeconds",
             p.initial_delay_seconds.map(i64::from),
         ),
-        ("period_seconds", p.period_seconds.map(i64::from)),
-        ("timeout_seconds", p.timeout_seconds.map(i64::from)),
-        ("success_threshold", p.success_threshold.map(i64::from)),
-        ("failure_threshold", p.failure_threshold.map(i64::from)),
+        (
+            "period_seconds",
+            "periodSeconds",
+            p.period_seconds.map(i64::from),
+        ),
+        (
+            "timeout_seconds",
+            "timeoutSeconds",
+            p.timeout_seconds.map(i64::from),
+        ),
         (
             "termination_grace_period_seconds",
+            "terminationGracePeriodSeconds",
             p.termination_grace_period_seconds,
         ),
+    ] {
+        if let Some(v) = v {
+            keys.push((k.to_string(), seconds(v, &format!("{path}.{field}"), ctx)));
+        }
+    }
+    for (k, v) in [
+        ("success_threshold", p.success_threshold),
+        ("failure_threshold", p.failure_threshold),
     ] {
         if let Some(v) = v {
             keys.push((k.to_string(), v.to_string()));

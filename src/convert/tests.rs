@@ -473,3 +473,35 @@ command = ["/bin/true"]
         "{warnings:?}"
     );
 }
+
+/// `terminationGracePeriodSeconds: 9223372036854775807` is valid Kubernetes; vigil clamps
+/// every duration beyond 10 years to 10 years (its config bound) with a warning at the
+/// manifest path, so such a manifest runs and its stop never overflows a deadline.
+#[test]
+fn durations_beyond_ten_years_are_clamped_with_a_warning() {
+    let text = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  \
+         terminationGracePeriodSeconds: 9223372036854775807\n  containers:\n  - name: c\n    \
+         command: [\"/bin/true\"]\n    livenessProbe:\n      exec:\n        command: [x]\n      \
+         periodSeconds: 2147483647\n      terminationGracePeriodSeconds: 9223372036854775807\n    \
+         lifecycle:\n      preStop:\n        sleep:\n          seconds: 9223372036854775807\n";
+    let out = from(text).expect("converts");
+    for path in [
+        "spec.terminationGracePeriodSeconds",
+        "spec.containers[0].livenessProbe.periodSeconds",
+        "spec.containers[0].livenessProbe.terminationGracePeriodSeconds",
+        "spec.containers[0].lifecycle.preStop.sleep.seconds",
+    ] {
+        assert!(
+            out.warnings
+                .iter()
+                .any(|w| w.path == path && w.message.contains("clamped to 315360000")),
+            "no warning at {path}: {:#?}",
+            out.warnings
+        );
+    }
+    let config = crate::config::load_str(&out.toml, Path::new("m.toml")).expect("valid");
+    let ten_years = Duration::from_secs(crate::config::MAX_SECONDS);
+    assert_eq!(config.pods[0].termination_grace, ten_years);
+    let c = &config.pods[0].containers[0];
+    assert_eq!(c.liveness_probe.as_ref().map(|p| p.period), Some(ten_years));
+}

@@ -17,6 +17,8 @@ use super::probes::{PhaseSpread, Probe, Recorded};
 use super::*;
 use crate::config::spec::{ContainerSpec, Hook, PodSpec, ProbeKind, ProbeSpec, RestartPolicy};
 use crate::format::{go_duration, quantity};
+// A deadline beyond what `Instant` can hold is as good as never: it saturates far ahead.
+use crate::instant::saturating_add as later;
 
 /// Where slot transitions put their effects.
 pub(super) struct Out<'a> {
@@ -710,7 +712,7 @@ impl Slot {
             Hook::Sleep(d) => HookRun {
                 pre_stop,
                 seq: None,
-                done_at: Some(out.now + *d),
+                done_at: Some(later(out.now, *d)),
             },
             Hook::Action(action) => {
                 *out.probe_seq += 1;
@@ -787,7 +789,9 @@ impl Slot {
         } = &mut self.state
             && !s.killed
         {
-            s.kill_at = s.kill_at.max(out.now + grace.min(Duration::from_secs(2)));
+            s.kill_at = s
+                .kill_at
+                .max(later(out.now, grace.min(Duration::from_secs(2))));
             out.actions.push_back(Action::Signal {
                 key: self.key,
                 generation: self.generation,
@@ -954,7 +958,7 @@ impl Slot {
         let delay = self
             .backoff
             .delay_after(&self.spec.backoff, term.finished_at);
-        let until = term.finished_at + delay;
+        let until = later(term.finished_at, delay);
         self.last_state = Some(term);
         if until <= out.now {
             self.restart_now(pod, out);
@@ -1020,7 +1024,7 @@ impl Slot {
                         && !s.killed
                     {
                         let since = s.kill_at.checked_sub(s.grace).unwrap_or(s.kill_at);
-                        let floor = since + s.grace.min(Duration::from_secs(2));
+                        let floor = later(since, s.grace.min(Duration::from_secs(2)));
                         s.kill_at = s.kill_at.min(d.max(floor));
                     }
                     // Operator intent and shutdown override a probe or hook kill in progress.
@@ -1064,7 +1068,7 @@ impl Slot {
                 let grace = pod_capped_grace(effective_grace(grace), deadline, out.now);
                 *stopping = Some(Stopping {
                     cause,
-                    kill_at: out.now + grace,
+                    kill_at: later(out.now, grace),
                     killed: false,
                     grace,
                     grace_expired: false,
@@ -1781,7 +1785,7 @@ impl Pod {
     /// `kuberuntime_container.go` killContainersWithSyncResult: one grace for the pod).
     pub(super) fn stop_all(&mut self, cause: StopCause, live_only: bool, out: &mut Out) {
         let name = self.spec.name.clone();
-        let mut deadline = out.now + self.stop_budget();
+        let mut deadline = later(out.now, self.stop_budget());
         if self.sidecar_stop.is_some()
             && let Some(earlier) = self.stop_deadline
         {
@@ -1839,7 +1843,7 @@ impl Pod {
                 message: MSG_MAIN_FINISHED.to_string(),
                 then_start: false,
             });
-            self.stop_deadline = Some(out.now + self.stop_budget());
+            self.stop_deadline = Some(later(out.now, self.stop_budget()));
         }
         let Some(cause) = self.sidecar_stop.clone() else {
             return;

@@ -25,6 +25,8 @@ use std::time::Duration;
 use super::{ProbeOutcome, ProbeRecord, ProbeResultState, ProbeStatus, Time};
 use crate::config::spec::{ProbeKind, ProbeSpec};
 use crate::format::go_duration;
+// A deadline beyond what `Instant` can hold is as good as never: it saturates far ahead.
+use crate::instant::saturating_add as add;
 
 /// Attempts kept per probe for diagnosis.
 pub(super) const PROBE_HISTORY: usize = 10;
@@ -126,12 +128,6 @@ pub(super) fn initial_result(kind: ProbeKind) -> ProbeResultState {
         ProbeKind::Liveness => ProbeResultState::Success,
         ProbeKind::Startup | ProbeKind::Hook => ProbeResultState::Unknown,
     }
-}
-
-fn add(t: Time, d: Duration) -> Time {
-    // A deadline beyond what Instant can hold is as good as never; clamp to a far one.
-    t.checked_add(d)
-        .unwrap_or_else(|| t + Duration::from_secs(100 * 365 * 24 * 3600))
 }
 
 impl Probe {

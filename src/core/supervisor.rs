@@ -765,7 +765,7 @@ impl Supervisor {
     fn begin_shutdown(&mut self, now: Time, force: bool) -> String {
         if self.shutdown.is_none() {
             self.shutdown = Some(Shutdown {
-                deadline: now + self.shutdown_timeout,
+                deadline: crate::instant::saturating_add(now, self.shutdown_timeout),
                 deadline_fired: false,
                 unclean: false,
             });

@@ -374,7 +374,7 @@ impl NetProbe {
     /// Tells the attempt when it times out (`started + timeout`, the core's deadline), so
     /// that [`NetProbe::expired`] can name the stage it was stuck in.
     pub fn expire_at(&mut self, started: std::time::Instant, timeout: std::time::Duration) {
-        self.deadline = Some((started + timeout, timeout));
+        self.deadline = Some((crate::instant::saturating_add(started, timeout), timeout));
     }
 
     /// When the attempt times out, as set by [`NetProbe::expire_at`].

@@ -9,6 +9,7 @@ use std::time::Duration;
 use toml::Spanned;
 
 use super::{Checker, MAX_ID, has_nul, span};
+use crate::config::MAX_SECONDS;
 use crate::config::error::Problem;
 use crate::config::raw::StrOrInt;
 use crate::config::spec::RestartPolicy;
@@ -43,6 +44,16 @@ impl Checker<'_> {
         }
         if x < 0.0 {
             self.err(span(v), field, format!("must be >= 0 seconds, got {x}"));
+            return None;
+        }
+        // Larger values are valid in Kubernetes (an int64) but mean "never" on a host; they
+        // would only overflow deadlines (`crate::instant`).
+        if x > MAX_SECONDS as f64 {
+            self.err(
+                span(v),
+                field,
+                format!("must be at most {MAX_SECONDS} seconds (10 years)"),
+            );
             return None;
         }
         match Duration::try_from_secs_f64(x) {

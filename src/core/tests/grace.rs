@@ -142,3 +142,56 @@ fn kill_containers_with_sync_result_without_pod_key_uses_the_longest_container_g
     h.take();
     assert_eq!(h.step(), 60.0);
 }
+
+/// The largest `terminationGracePeriodSeconds` Kubernetes accepts (an int64), and durations
+/// beyond what an `Instant` can hold, never panic a stop, a shutdown, a back-off, a pre-stop
+/// sleep or a probe (docs/bad-input.md): each deadline saturates far in the future.
+#[test]
+fn a_huge_grace_backoff_hook_or_probe_duration_never_panics_the_core() {
+    let huge = std::time::Duration::from_secs(i64::MAX as u64);
+    // A whole-pod stop and a single-container stop with the huge grace.
+    for one in [None, Some("app")] {
+        let mut c = with_policy(container("app"), RestartPolicy::Never);
+        c.termination_grace = huge;
+        let mut h = Harness::new(config(vec![pod("web", vec![c])]));
+        h.ack_spawns();
+        h.take();
+        let key = h.key("web", "app");
+        stop(&mut h, "web", one);
+        assert!(has_signal(&h.take(), key));
+        h.exit("web", "app", 0);
+        assert!(!h.is_running("web", "app"));
+    }
+    // A pre-stop sleep hook as long, then a shutdown with the huge timeout.
+    let (mut h, key) = web(0.0, |c| {
+        c.termination_grace = huge;
+        c.lifecycle.pre_stop = Some(Hook::Sleep(huge));
+    });
+    stop(&mut h, "web", None);
+    let _ = h.take();
+    h.cmd(Command::Shutdown { force: false }).unwrap();
+    let _ = h.take();
+    let _ = key;
+    // A back-off, a probe period, delay and timeout as long.
+    let mut c = container("app");
+    c.backoff = Backoff {
+        initial: huge,
+        max: huge,
+        reset_after: huge,
+    };
+    let mut p = probe(1.0);
+    p.period = huge;
+    p.initial_delay = huge;
+    p.timeout = huge;
+    c.liveness_probe = Some(p);
+    let mut cfg = config(vec![pod("web", vec![c])]);
+    cfg.supervisor.shutdown_timeout = huge;
+    let mut h = Harness::new(cfg);
+    h.ack_spawns();
+    for _ in 0..3 {
+        h.exit("web", "app", 1);
+        h.advance_to(h.t() + 1.0);
+    }
+    h.cmd(Command::Shutdown { force: false }).unwrap();
+    let _ = h.take();
+}

@@ -52,8 +52,7 @@ pub fn from_nanos(nanos: i64) -> Instant {
     let offset = i128::from(nanos) - raw;
     let abs = Duration::from_nanos(u64::try_from(offset.unsigned_abs()).unwrap_or(u64::MAX));
     if offset >= 0 {
-        base.checked_add(abs)
-            .unwrap_or_else(|| base + Duration::from_secs(100 * 365 * 24 * 3600))
+        crate::instant::saturating_add(base, abs)
     } else {
         base.checked_sub(abs).unwrap_or(base)
     }
