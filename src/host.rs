@@ -9,8 +9,9 @@
 use std::path::PathBuf;
 
 use crate::cgroup::{self, CgroupError, Controllers, Manager};
+use crate::config::resolve_path;
 use crate::config::spec::{CgroupRoot, Config, Resources};
-use crate::config::{load_source, resolve_path};
+use crate::convert::load_source;
 
 impl From<&Resources> for cgroup::Limits {
     fn from(r: &Resources) -> cgroup::Limits {

@@ -23,6 +23,7 @@ pub mod host;
 pub mod instant;
 pub mod logs;
 pub mod metrics;
+pub mod monotime;
 pub mod probe;
 pub mod process;
 pub mod runtime;

@@ -31,6 +31,7 @@
 //!    `every_key_deserializes` fails otherwise), and a test of each refusal's message.
 
 mod error;
+pub mod intern;
 mod keys;
 mod locate;
 mod raw;
@@ -104,19 +105,15 @@ pub fn resolve_path_in(explicit: Option<PathBuf>, system: &Path) -> ConfigSource
     }
 }
 
-/// Load and validate a config from wherever `source` says.
+/// Load and validate a config from a file or the bundled default. A manifest source is the
+/// layer above's (`convert::load_source` reads all three): config must not call `convert`.
 pub fn load_source(source: &ConfigSource) -> Result<Config, ConfigErrors> {
     match source {
         ConfigSource::File(p) => load(p),
         ConfigSource::Bundled => load_str(BUNDLED_DEFAULT, Path::new(BUNDLED_NAME)),
-        #[cfg(feature = "kubernetes")]
-        ConfigSource::Manifest { manifest, config } => {
-            crate::convert::load_manifest(manifest, config.as_deref())
-        }
-        #[cfg(not(feature = "kubernetes"))]
         ConfigSource::Manifest { manifest, .. } => Err(ConfigErrors::unlocated(
             manifest,
-            "this vigil was built without the `kubernetes` feature: it cannot read manifests"
+            "a Kubernetes manifest is read by convert::load_source, not config::load_source"
                 .to_string(),
         )),
     }

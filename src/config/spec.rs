@@ -18,6 +18,11 @@ pub struct Config {
     pub pods: Vec<PodSpec>,
 }
 
+/// The kernel's bounds for a custom fair slice, in microseconds (kernel/sched/syscalls.c,
+/// `__setparam_fair`: `clamp_t(..., NSEC_PER_MSEC/10, NSEC_PER_MSEC*100)`): what
+/// `sched_slice_microseconds` accepts.
+pub const SLICE_MICROS: std::ops::RangeInclusive<u32> = 100..=100_000;
+
 /// `[supervisor]`.
 #[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
 pub struct SupervisorSpec {
@@ -54,8 +59,8 @@ pub struct SupervisorSpec {
     pub shutdown_timeout: Duration,
     /// `oom_score_adj` vigil sets for itself (`None`: leave it).
     pub oom_score_adj: Option<i32>,
-    /// The CPU time slice vigil asks for itself, µs (`None`: leave its scheduling alone); see
-    /// [`crate::process::sched`].
+    /// The CPU time slice vigil asks for itself, µs, within [`SLICE_MICROS`] (`None`: leave
+    /// its scheduling alone); applied by `process::sched`.
     pub sched_slice_micros: Option<u32>,
     /// Control connections one non-admin uid may hold at once.
     pub max_connections_per_uid: usize,
@@ -213,10 +218,10 @@ pub struct PodSpec {
     /// Each container's definition is held once and shared (`Arc`) by every clone of the pod
     /// (the core's, the shell's slots); serde writes an `Arc` as its contents, so the
     /// serialised form is that of a plain list (in a handoff state: indices into its table of
-    /// definitions, `runtime::handoff::specs`).
-    #[serde(with = "crate::runtime::handoff::specs::vec")]
+    /// definitions, `config::intern`).
+    #[serde(with = "crate::config::intern::vec")]
     pub init_containers: Vec<Arc<ContainerSpec>>,
-    #[serde(with = "crate::runtime::handoff::specs::vec")]
+    #[serde(with = "crate::config::intern::vec")]
     pub containers: Vec<Arc<ContainerSpec>>,
     /// The budget of a whole-pod stop (`core::pod` `Pod::stop_all`): the pod's
     /// `termination_grace_period_seconds` when written, else the longest grace of its

@@ -35,6 +35,28 @@ use clap::{ArgGroup, Args, ValueEnum};
 #[cfg(feature = "kubernetes")]
 use crate::config::{ConfigErrors, spec::Config};
 
+/// Load and validate a config from wherever `source` says: a file or the bundled default
+/// (`config::load_source`), or a Kubernetes manifest converted on every (re)load.
+pub fn load_source(
+    source: &crate::config::ConfigSource,
+) -> Result<crate::config::spec::Config, crate::config::ConfigErrors> {
+    match source {
+        #[cfg(feature = "kubernetes")]
+        crate::config::ConfigSource::Manifest { manifest, config } => {
+            load_manifest(manifest, config.as_deref())
+        }
+        #[cfg(not(feature = "kubernetes"))]
+        crate::config::ConfigSource::Manifest { manifest, .. } => {
+            Err(crate::config::ConfigErrors::unlocated(
+                manifest,
+                "this vigil was built without the `kubernetes` feature: it cannot read manifests"
+                    .to_string(),
+            ))
+        }
+        other => crate::config::load_source(other),
+    }
+}
+
 /// `vigil convert`.
 #[derive(Debug, Clone, Args)]
 #[command(group(ArgGroup::new("direction").required(true).args(["to", "from"])))]
@@ -286,7 +308,7 @@ fn read_input(path: &Path) -> Result<String, String> {
 pub fn to_kube_main(config: Option<PathBuf>, opts: &to_kube::Options, json: bool) -> i32 {
     let source = crate::config::resolve_path(config);
     let shown = source.display_path();
-    let config = match crate::config::load_source(&source) {
+    let config = match load_source(&source) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("{e}");

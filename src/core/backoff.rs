@@ -17,7 +17,7 @@ struct Entry {
     /// The delay the next restart must wait (measured from the finish time).
     delay: Duration,
     /// When the last restart happened: the start of the run now ending.
-    #[serde(with = "crate::runtime::handoff::mono")]
+    #[serde(with = "crate::monotime")]
     last_update: Time,
 }
 

@@ -86,14 +86,14 @@ pub(super) struct HookRun {
     /// The `StartProbe` (kind `Hook`) attempt running an `exec`/`http_get` hook.
     seq: Option<u64>,
     /// When a `sleep` hook is done.
-    #[serde(with = "crate::runtime::handoff::mono::opt")]
+    #[serde(with = "crate::monotime::opt")]
     done_at: Option<Time>,
 }
 
 #[derive(serde::Serialize, serde::Deserialize, Debug, Clone)]
 pub(super) struct Stopping {
     cause: StopCause,
-    #[serde(with = "crate::runtime::handoff::mono")]
+    #[serde(with = "crate::monotime")]
     kill_at: Time,
     killed: bool,
     /// The grace period it was given (for the SIGKILL event and last-state message).
@@ -167,13 +167,13 @@ pub(super) enum SlotState {
     },
     Running {
         pid: u32,
-        #[serde(with = "crate::runtime::handoff::mono")]
+        #[serde(with = "crate::monotime")]
         started_at: Time,
         stopping: Option<Stopping>,
     },
     /// Crash-loop back-off: restart at `until`.
     BackOff {
-        #[serde(with = "crate::runtime::handoff::mono")]
+        #[serde(with = "crate::monotime")]
         until: Time,
         delay: Duration,
     },
@@ -184,7 +184,7 @@ pub(super) enum SlotState {
 #[derive(serde::Serialize, serde::Deserialize, Debug)]
 pub(super) struct Slot {
     pub key: ContainerKey,
-    #[serde(with = "crate::runtime::handoff::specs::arc")]
+    #[serde(with = "crate::config::intern::arc")]
     pub spec: Arc<ContainerSpec>,
     pub init: bool,
     pub generation: Generation,
@@ -1458,7 +1458,7 @@ pub(super) enum Next {
 #[derive(serde::Serialize, serde::Deserialize, Debug)]
 pub(super) struct Pod {
     pub spec: PodSpec,
-    #[serde(with = "crate::runtime::handoff::mono")]
+    #[serde(with = "crate::monotime")]
     pub created_at: Time,
     pub init: Vec<Slot>,
     pub main: Vec<Slot>,
@@ -1493,7 +1493,7 @@ pub(super) struct Pod {
     /// When a whole-pod stop in progress must be over: every container's kill deadline,
     /// pre-stop hook and sidecars stopped later included, is capped at it
     /// ([`Pod::stop_budget`]).
-    #[serde(with = "crate::runtime::handoff::mono::opt")]
+    #[serde(with = "crate::monotime::opt")]
     pub stop_deadline: Option<Time>,
 }
 

@@ -80,9 +80,9 @@ pub(super) fn phase(member: u32, period: Duration) -> Duration {
 #[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy)]
 struct InFlight {
     seq: u64,
-    #[serde(with = "crate::runtime::handoff::mono")]
+    #[serde(with = "crate::monotime")]
     started: Time,
-    #[serde(with = "crate::runtime::handoff::mono")]
+    #[serde(with = "crate::monotime")]
     deadline: Time,
     /// How long after its due time the attempt started.
     #[serde(default)]
@@ -107,7 +107,7 @@ pub(super) struct Probe {
     pub result: ProbeResultState,
     /// `(base, k)`: the next attempt is due at `base + k × period`. `None`: not running
     /// (gated by the startup probe, held after a kill, or the container is not running).
-    #[serde(with = "crate::runtime::handoff::mono::opt_pair")]
+    #[serde(with = "crate::monotime::opt_pair")]
     schedule: Option<(Time, u64)>,
     /// The current run's shift after start + initial delay (phase spreading).
     #[serde(default)]

@@ -51,7 +51,7 @@ pub struct Condition {
     pub status: bool,
     pub reason: String,
     pub message: String,
-    #[serde(with = "crate::runtime::handoff::mono")]
+    #[serde(with = "crate::monotime")]
     pub last_transition: Time,
 }
 
@@ -99,9 +99,9 @@ pub struct Terminated {
     pub signal: Option<i32>,
     pub reason: TerminationReason,
     pub message: String,
-    #[serde(with = "crate::runtime::handoff::mono::opt")]
+    #[serde(with = "crate::monotime::opt")]
     pub started_at: Option<Time>,
-    #[serde(with = "crate::runtime::handoff::mono")]
+    #[serde(with = "crate::monotime")]
     pub finished_at: Time,
 }
 
@@ -112,7 +112,7 @@ pub enum ContainerState {
         message: String,
     },
     Running {
-        #[serde(with = "crate::runtime::handoff::mono")]
+        #[serde(with = "crate::monotime")]
         started_at: Time,
         /// Set from the moment vigil begins to stop it (stop signal sent) until it exits:
         /// kubectl's `Terminating`.
@@ -125,7 +125,7 @@ pub enum ContainerState {
 #[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
 pub struct Terminating {
     /// When the stop signal was sent.
-    #[serde(with = "crate::runtime::handoff::mono")]
+    #[serde(with = "crate::monotime")]
     pub since: Time,
     /// The grace period before SIGKILL (zero when SIGKILL was sent at once).
     pub grace: Duration,
@@ -139,7 +139,7 @@ pub struct Terminating {
 /// One probe attempt, kept for `describe`.
 #[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
 pub struct ProbeRecord {
-    #[serde(with = "crate::runtime::handoff::mono")]
+    #[serde(with = "crate::monotime")]
     pub at: Time,
     /// How long after its due time the attempt started (the loop's own lateness).
     #[serde(default)]
@@ -183,7 +183,7 @@ pub struct ContainerStatus {
     /// OOM kills seen in this container over its life (main or not).
     pub oom_kills: u64,
     /// While waiting out the restart back-off: when the next run starts.
-    #[serde(default, with = "crate::runtime::handoff::mono::opt")]
+    #[serde(default, with = "crate::monotime::opt")]
     pub backoff_until: Option<Time>,
     pub spec: Arc<ContainerSpec>,
 }
@@ -197,7 +197,7 @@ pub struct PodStatus {
     pub init_containers: Vec<ContainerStatus>,
     pub containers: Vec<ContainerStatus>,
     /// When the pod (this definition of it) was created.
-    #[serde(with = "crate::runtime::handoff::mono")]
+    #[serde(with = "crate::monotime")]
     pub created_at: Time,
 }
 
@@ -228,8 +228,8 @@ pub struct Event {
     pub object: String,
     pub message: String,
     pub count: u32,
-    #[serde(with = "crate::runtime::handoff::mono")]
+    #[serde(with = "crate::monotime")]
     pub first: Time,
-    #[serde(with = "crate::runtime::handoff::mono")]
+    #[serde(with = "crate::monotime")]
     pub last: Time,
 }

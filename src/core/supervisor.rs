@@ -26,7 +26,7 @@ use crate::config::spec::{Config, DependencyCondition, PodSpec};
 #[derive(serde::Serialize, serde::Deserialize, Debug)]
 struct Shutdown {
     /// After this, everything still running is killed.
-    #[serde(with = "crate::runtime::handoff::mono")]
+    #[serde(with = "crate::monotime")]
     deadline: Time,
     deadline_fired: bool,
     /// A `Kill` was needed: exit code 1.

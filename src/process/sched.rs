@@ -33,9 +33,8 @@ const SCHED_FLAG_RESET_ON_FORK: u64 = 0x01;
 /// `SCHED_OTHER` (a.k.a. SCHED_NORMAL).
 const SCHED_OTHER: u32 = 0;
 
-/// The kernel's bounds for a custom fair slice (kernel/sched/syscalls.c,
-/// `__setparam_fair`: `clamp_t(..., NSEC_PER_MSEC/10, NSEC_PER_MSEC*100)`), in microseconds.
-pub const SLICE_MICROS: std::ops::RangeInclusive<u32> = 100..=100_000;
+/// The kernel's bounds for a custom fair slice, owned by the config that validates it.
+pub use crate::config::spec::SLICE_MICROS;
 
 /// `struct sched_attr` up to the utilisation clamps (SCHED_ATTR_SIZE_VER1, linux/sched/types.h).
 #[repr(C)]

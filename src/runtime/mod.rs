@@ -42,7 +42,7 @@ pub fn run_source(source: crate::config::ConfigSource, allow_missing_controllers
         pid1::mount_api_filesystems();
         install_pid1_panic_hook();
     }
-    let code = match crate::config::load_source(&source) {
+    let code = match crate::convert::load_source(&source) {
         Err(errors) => {
             for e in errors.iter() {
                 error!("{e}");

@@ -192,7 +192,7 @@ impl Checker<'_> {
         }
         if let Some(v) = &s.sched_slice_microseconds {
             let field = join(p, "sched_slice_microseconds");
-            let range = crate::process::sched::SLICE_MICROS;
+            let range = crate::config::spec::SLICE_MICROS;
             match v.get_ref() {
                 StrOrInt::Int(n) if u32::try_from(*n).is_ok_and(|n| range.contains(&n)) => {
                     spec.sched_slice_micros = u32::try_from(*n).ok();

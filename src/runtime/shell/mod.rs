@@ -52,8 +52,8 @@ use signal_hook_mio::v1_0::Signals;
 use super::harden::HostCheck;
 use super::slots::ContainerRuntime;
 use crate::cgroup::{Controllers, Manager};
+use crate::config::ConfigSource;
 use crate::config::spec::Config;
-use crate::config::{self, ConfigSource};
 use crate::control::wire::ErrorKind;
 use crate::core::{Command, ContainerKey, ReloadError, Supervisor};
 use crate::logs;
@@ -639,7 +639,7 @@ impl Shell {
             })
             .map_err(|e| ReloadError::InvalidConfig(e.to_string()))
             .and_then(|()| {
-                config::load_source(&self.source)
+                crate::convert::load_source(&self.source)
                     .map_err(|errors| ReloadError::InvalidConfig(errors.to_string()))
             })
             .map(|mut new| {

@@ -1,4 +1,6 @@
-//! Container definitions in a handoff state: written once each (format 2).
+//! Container definitions in a handoff state: written once each (format 2). It lives in config,
+//! which owns the definitions, so that config and the core name no layer above them; the
+//! handoff (`runtime::handoff`, which re-exports it as `specs`) opens and closes the table.
 //!
 //! A definition is held in four places — the config's pods, the core's pods, the core's
 //! slots and the shell's slots — and the first format wrote each place out in full, so a new
@@ -8,7 +10,7 @@
 //! table; the reader parses the table first and shares its `Arc`s (one definition in memory,
 //! as the old instance had).
 //!
-//! The places are the fields marked `#[serde(with = "crate::runtime::handoff::specs::…")]`
+//! The places are the fields marked `#[serde(with = "crate::config::intern::…")]`
 //! ([`vec`] on `PodSpec`'s container lists, [`arc`] on the slots' `spec`). Outside a handoff
 //! write or read (no table on this thread: [`Writing`], [`Reading`]) they are plain serde,
 //! and the reader takes a full definition (format 1) as well as an index.

@@ -6,8 +6,11 @@
 //! by the old vigil is the same point in time for the new one. Only the mapping between the
 //! opaque `Instant` and the raw clock has to be found, once per process ([`anchor`]).
 //!
-//! Used only by the handoff's (de)serialisation (`#[serde(with = ...)]` on the core's state
-//! types); it reads the clock once, when first used, and never otherwise.
+//! Used only by the handoff's and the state file's (de)serialisation (`#[serde(with = ...)]`
+//! on the core's state types). It sits below every other module and names none of them, so
+//! the core can name it without standing on the runtime. It reads the clock once, when first
+//! used (the first handoff or state-file write or read), and never otherwise; nothing in the
+//! core's decisions goes through it.
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
