@@ -51,7 +51,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
 ];
 
 /// Modules any module may name: they name no other module of vigil's themselves.
-const LEAVES: &[&str] = &["alloc", "args", "format", "monotime", "testutil", "trust"];
+const LEAVES: &[&str] = &[
+    "alloc", "args", "format", "instant", "monotime", "testutil", "trust",
+];
 
 /// The layers `core` and `config` must never name (issue 37: "floors that hold").
 const ABOVE_THE_FLOOR: &[&str] = &["runtime", "process", "convert", "control", "cgroup", "host"];
