@@ -12,6 +12,7 @@
 //! the key at most), or keep what was read beyond the spawn it was read for.
 
 use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::trust::{self, Target};
@@ -90,7 +91,16 @@ pub fn read(path: &Path) -> Result<Vec<(String, String)>, EnvFileError> {
         path: path.to_path_buf(),
         source,
     };
-    let file = std::fs::File::open(path).map_err(err)?;
+    // O_NONBLOCK: a FIFO put in its place must not hold the loop in open(2) (vigil runs the
+    // spawn on its event loop); only a regular file is read.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(err)?;
+    if !file.metadata().map_err(err)?.is_file() {
+        return Err(err(std::io::Error::other("not a regular file")));
+    }
     let mut bytes = Vec::new();
     file.take(MAX_BYTES + 1)
         .read_to_end(&mut bytes)

@@ -8,9 +8,12 @@
 //!
 //! Exec failures come back from std through its CLOEXEC error pipe as the `spawn()` error (the
 //! clone3 path has its own pipe with the same meaning, see `raw`), so a missing binary is
-//! reported synchronously by [`spawn`]. [`spawn_pipelined`] (a container's main process) does
-//! not wait on the clone3 path: it returns a [`PendingExec`] whose error pipe the event loop
-//! watches, so the next container is cloned while this one's child execs. Failures of our own setup steps use the same path; to
+//! reported synchronously by [`spawn`] (tests and tools; never the event loop).
+//! [`spawn_pipelined`] (what the loop uses: a container's main process, an exec probe, an exec
+//! hook) does not wait on the clone3 path: it returns a [`PendingExec`] whose error pipe the
+//! event loop watches, so the next container is cloned while this one's child execs, and a
+//! child that never reaches its exec (a frozen cgroup) blocks nothing. Failures of our own
+//! setup steps use the same path; to
 //! tell them apart the child also writes one step byte into a second CLOEXEC pipe before
 //! failing, which the parent reads after `spawn()` returns.
 //!
@@ -95,7 +98,8 @@ pub(super) static CLONE3_UNUSABLE: std::sync::atomic::AtomicBool =
 /// `cgroup.procs`. Both run the same `child_setup` and report errors the same way.
 ///
 /// The caller reaps it (see [`reap_all`]). Exec and setup failures are reported here,
-/// synchronously.
+/// synchronously: this waits for the child's exec, for as long as that takes (a child in a
+/// frozen cgroup: until the thaw), so the event loop uses [`spawn_pipelined`] instead.
 pub fn spawn(
     p: &Prepared,
     cgroup: Option<CgroupTarget<'_>>,
@@ -180,12 +184,37 @@ impl PendingExec {
         )
     }
 
-    /// Waits for the outcome (see [`PendingExec::poll`]).
+    /// Waits for the outcome (see [`PendingExec::poll`]): for a child known to have exited
+    /// (its report is complete), or one whose report pipe cannot be watched.
     pub fn settle(&mut self) -> Result<(), SpawnError> {
         loop {
-            if let Some(outcome) = self.poll() {
+            if let Some(outcome) = self.settle_until(None) {
                 return outcome;
             }
+        }
+    }
+
+    /// Waits for the outcome until `deadline` at most (`None`: no limit); `None` if the child
+    /// has not settled by then (it has not reached its exec: a frozen cgroup, a stopped child).
+    pub fn settle_until(
+        &mut self,
+        deadline: Option<std::time::Instant>,
+    ) -> Option<Result<(), SpawnError>> {
+        loop {
+            if let Some(outcome) = self.poll() {
+                return Some(outcome);
+            }
+            let timeout = match deadline {
+                None => -1,
+                Some(d) => {
+                    let left = d.saturating_duration_since(std::time::Instant::now());
+                    if left.is_zero() {
+                        return None;
+                    }
+                    // Rounded up, so a wait never ends just before the deadline and spins.
+                    i32::try_from(left.as_nanos().div_ceil(1_000_000)).unwrap_or(i32::MAX)
+                }
+            };
             let mut pfd = libc::pollfd {
                 fd: self.pipe.as_raw_fd(),
                 events: libc::POLLIN,
@@ -194,31 +223,32 @@ impl PendingExec {
             // SAFETY: poll(2) on one valid pollfd; EINTR and errors just loop to the read,
             // which reports a broken pipe as complete.
             unsafe {
-                libc::poll(&mut pfd, 1, -1);
+                libc::poll(&mut pfd, 1, timeout);
             }
         }
     }
 }
 
 /// Like [`spawn`], but without waiting for the child's exec on the clone3 path: the loop goes on
-/// (another container can be cloned while this one's child execs) and confirms it later through
-/// [`PendingExec`]. Without a cgroup directory, or where clone3 is unusable, the `Command` path
-/// runs as in [`spawn`] and the result is already [`Launched::Running`].
+/// (another container can be cloned while this one's child execs, and a child that never gets
+/// to its exec — its cgroup frozen, the process stopped — holds nothing up) and confirms it
+/// later through [`PendingExec`]. The clone3 path is taken with a cgroup directory and without
+/// any cgroup (then the child stays in vigil's); the `Command` path (a cgroup known only by
+/// its `cgroup.procs`, or where clone3 is unusable) runs as in [`spawn`], waiting for the
+/// exec, and the result is already [`Launched::Running`].
 pub fn spawn_pipelined(
     p: Prepared,
     cgroup: Option<CgroupTarget<'_>>,
     stdio: Stdio,
 ) -> Result<Launched, SpawnError> {
-    let dir = cgroup.and_then(|c| c.dir);
-    match dir {
+    let raw_dir = match cgroup {
+        None => Some(None),
+        Some(CgroupTarget { dir: Some(dir), .. }) => Some(Some(dir.as_raw_fd())),
+        Some(CgroupTarget { dir: None, .. }) => None,
+    };
+    match raw_dir {
         Some(dir) if !CLONE3_UNUSABLE.load(std::sync::atomic::Ordering::Relaxed) => {
-            match raw::start(
-                &p,
-                child_plan(&p, None),
-                Some(dir.as_raw_fd()),
-                &stdio,
-                true,
-            ) {
+            match raw::start(&p, child_plan(&p, None), dir, &stdio, true) {
                 Ok(started) => {
                     // The child holds the only write ends of its output pipes from now on.
                     drop(stdio);

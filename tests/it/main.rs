@@ -22,6 +22,7 @@ mod probes;
 mod reload;
 mod sidecars;
 mod spawn;
+mod stall;
 mod supervisor_reload;
 mod top;
 mod upgrade;

@@ -11,11 +11,12 @@
 //! Owns: the pending pipes, one per container at most (a new run starts only after the previous
 //! one ended, and an ending run is settled first, see the executor's `on_main_exit`). Must not:
 //! feed the core or touch a run (the executor does, with what [`PendingExecs`] returns), or
-//! block except in [`PendingExecs::settle`] / [`PendingExecs::settle_all`], which the executor
-//! calls only for a child known to have exited or before an upgrade's handoff.
+//! block except in [`PendingExecs::settle`] (a child known to have exited: its report is
+//! complete) and [`PendingExecs::settle_all`] (before an upgrade's handoff, until a deadline).
 
 use std::collections::HashMap;
 use std::rc::Rc;
+use std::time::Instant;
 
 use log::debug;
 use mio::{Interest, Registry, Token};
@@ -120,17 +121,33 @@ impl PendingExecs {
         })
     }
 
-    /// Waits for every pending exec (before a handoff), in key order.
-    pub fn settle_all(&mut self) -> Vec<Settled> {
+    /// Waits for every pending exec (before a handoff), in key order, until `deadline` at
+    /// most: a child that has not reached its exec by then (its cgroup frozen) stays pending.
+    pub fn settle_all(&mut self, deadline: Instant) -> Vec<Settled> {
         let mut keys: Vec<(ContainerKey, Generation)> = self
             .pending
             .iter()
             .map(|(k, p)| (*k, p.generation))
             .collect();
         keys.sort();
-        keys.into_iter()
-            .filter_map(|(k, g)| self.settle(k, g))
-            .collect()
+        let mut out = Vec::new();
+        for (key, _) in keys {
+            let Some(pending) = self.pending.get_mut(&key) else {
+                continue;
+            };
+            let Some(outcome) = pending.exec.settle_until(Some(deadline)) else {
+                continue;
+            };
+            if let Some(Pending { generation, exec }) = self.pending.remove(&key) {
+                out.push(Settled {
+                    key,
+                    generation,
+                    pid: exec.pid(),
+                    outcome,
+                });
+            }
+        }
+        out
     }
 
     /// Drops `key`'s pending exec unsettled (its slot is gone): the child is still the

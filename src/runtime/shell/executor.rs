@@ -36,6 +36,9 @@ use crate::runtime::statefile::{MainInfo, spec_hash};
 /// and lets the exec reports of the first ones (see `execs`) come in between.
 pub(super) const SPAWNS_PER_TURN: u32 = 64;
 
+/// How long an upgrade waits for the exec of containers just started before handing over.
+const HANDOFF_SETTLE: std::time::Duration = std::time::Duration::from_millis(250);
+
 impl Shell {
     pub(super) fn feed(&mut self, now: Instant, input: Input) {
         self.count_probe(&input);
@@ -64,13 +67,16 @@ impl Shell {
     /// settled, since the next instance knows runs only by pid, not by error pipe. False when a
     /// start is still unconfirmed after a few rounds (a start failing and restarting at once).
     pub(super) fn settle_for_handoff(&mut self, now: Instant) -> bool {
+        // A child's setup and exec take milliseconds; one that has not exec'd by then (its
+        // cgroup frozen) refuses the upgrade rather than holding the loop.
+        let deadline = Instant::now() + HANDOFF_SETTLE;
         for _ in 0..4 {
             self.spawn_budget = u32::MAX;
             self.drain_actions(now);
             if self.execs.is_empty() {
                 return true;
             }
-            for settled in self.execs.settle_all() {
+            for settled in self.execs.settle_all(deadline) {
                 self.exec_settled(settled);
             }
         }

@@ -430,7 +430,10 @@ impl Shell {
                 }
             }
             Some(Owner::Probes) => {
-                if let Some(input) = self.probes.on_event(token, event, now) {
+                if let Some(input) =
+                    self.probes
+                        .on_event(token, event, now, &mut self.reaper, &mut self.janitor)
+                {
                     self.feed(now, input);
                 }
             }
@@ -440,7 +443,7 @@ impl Shell {
 
     /// Everything after the ready sources of one turn have been handled.
     fn turn(&mut self, now: Instant) {
-        for input in self.probes.expire(now) {
+        for input in self.probes.expire(now, &mut self.janitor) {
             self.feed(now, input);
         }
         self.core.handle_timeout(now);

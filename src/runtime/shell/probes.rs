@@ -7,9 +7,17 @@
 //! ([`tokens::probe_token`]): at most one attempt per pair is in flight, and an event left
 //! over from an earlier attempt carries another token and is dropped here.
 //!
-//! Must not: schedule, time out or count results (the core owns schedules, thresholds and
-//! timeouts; a timeout reaches here as a cancel), or reap (the reaper reports an exec probe's
-//! exit through [`ProbeRunner::on_exit`]).
+//! An exec attempt's process is cloned without waiting for its exec ([`process::spawn_pipelined`]):
+//! its report pipe is registered under the attempt's token beside its output pipe, and read
+//! when readable. A child that has not reached `execve` by the attempt's timeout (its cgroup
+//! frozen, stopped, in D state) fails the attempt with a message saying so
+//! ([`ProbeRunner::expire`]; the kubelet counts a probe timeout as a failure,
+//! pkg/kubelet/prober `runProbe`), is SIGKILLed, and is reaped whenever it dies (a frozen task
+//! dies of SIGKILL at once, cgroup v2 docs "cgroup.freeze"; one in D state when it leaves it).
+//!
+//! Must not: schedule or count results (the core owns schedules, thresholds and timeouts; a
+//! timeout reaches here as a cancel), wait for a child (its exec or its exit), or reap (the
+//! reaper reports an exec probe's exit through [`ProbeRunner::on_exit`]).
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
@@ -28,7 +36,7 @@ use crate::config::spec::{ContainerSpec, ProbeAction, ProbeKind, ProbeSpec};
 use crate::core::{ContainerKey, Generation, Input, ProbeOutcome};
 use crate::logs;
 use crate::probe::NetProbe;
-use crate::process::{self, Stdio};
+use crate::process::{self, PendingExec, SpawnError, Stdio};
 
 /// How much of an exec probe's output is kept for its result message.
 const EXEC_OUTPUT_KEPT: usize = 4096;
@@ -59,8 +67,22 @@ enum How {
         pipe: Option<Watched<OwnedFd>>,
         output: Vec<u8>,
         cgroup: Option<ContainerCgroup>,
+        /// Its exec not confirmed yet.
+        starting: Option<Starting>,
     },
 }
+
+/// An exec attempt's child whose exec is not confirmed yet: its report pipe (registered under
+/// the attempt's token) and until when it may take (the attempt's timeout).
+struct Starting {
+    exec: Watched<PendingExec>,
+    /// `None`: no deadline (a `post_start` hook has no timeout).
+    deadline: Option<Instant>,
+    timeout: Duration,
+}
+
+/// An attempt, and the key of its children in [`ProbeRunner::abandoned`].
+type AttemptId = (ContainerKey, ProbeKind, u64);
 
 /// An exec hook in flight, as `vigil upgrade` hands it over.
 pub struct ExecHook<'a> {
@@ -81,6 +103,9 @@ pub struct ProbeRunner {
     /// flight: an attempt decided since is not taken out), so [`ProbeRunner::expire`] looks
     /// at the attempts only when it has passed, not on every turn. `None`: none to expire.
     next_expiry: Option<Instant>,
+    /// Children of cancelled attempts killed before their exec was confirmed: kept (with the
+    /// memory a `CLONE_VM` child may still use) until the reaper has them.
+    abandoned: HashMap<AttemptId, PendingExec>,
 }
 
 impl ProbeRunner {
@@ -89,6 +114,7 @@ impl ProbeRunner {
             registry,
             attempts: HashMap::new(),
             next_expiry: None,
+            abandoned: HashMap::new(),
         }
     }
 
@@ -145,19 +171,21 @@ impl ProbeRunner {
                     Ok(p) => p,
                     Err(e) => return result(ProbeOutcome::Failure(e.to_string())),
                 };
-                let pid = match process::spawn(
-                    &prepared,
+                let launched = process::spawn_pipelined(
+                    prepared,
                     cgroup.as_ref().map(|c| process::CgroupTarget {
                         dir: Some(c.dir_fd()),
                         procs: c.procs_fd(),
                     }),
                     Stdio::Combined(w),
-                ) {
-                    Ok(pid) => pid,
+                );
+                let (pid, pending) = match launched {
+                    Ok(process::Launched::Running(pid)) => (pid, None),
+                    Ok(process::Launched::Pending(exec)) => (exec.pid(), Some(exec)),
                     Err(e) => {
                         if let Some(cg) = cgroup {
                             kill_tree(Some(&cg), None);
-                            let _ = cg.remove();
+                            janitor.remove_or_watch(cg);
                         }
                         return result(ProbeOutcome::Failure(e.to_string()));
                     }
@@ -165,11 +193,38 @@ impl ProbeRunner {
                 reaper.track(pid, PidOwner::ExecProbe { key, kind, seq });
                 let pipe =
                     Watched::new(&self.registry, r, |r| r.as_fd(), token, Interest::READABLE).ok();
+                let starting = pending.and_then(|exec| {
+                    match Watched::new(
+                        &self.registry,
+                        exec,
+                        PendingExec::fd,
+                        token,
+                        Interest::READABLE,
+                    ) {
+                        Ok(exec) => {
+                            let deadline = now.checked_add(probe.timeout);
+                            self.next_expiry = self.next_expiry.into_iter().chain(deadline).min();
+                            Some(Starting {
+                                exec,
+                                deadline,
+                                timeout: probe.timeout,
+                            })
+                        }
+                        Err((exec, e)) => {
+                            // Without the poll to tell when it execs, its exit tells (the
+                            // reaper); it is kept until then.
+                            log::debug!("{key:?} {kind:?}: cannot watch the exec report: {e}");
+                            self.abandoned.insert((key, kind, seq), exec);
+                            None
+                        }
+                    }
+                });
                 How::Exec {
                     pid,
                     pipe,
                     output: Vec::new(),
                     cgroup,
+                    starting,
                 }
             }
             action @ (ProbeAction::HttpGet { .. }
@@ -202,6 +257,8 @@ impl ProbeRunner {
         token: Token,
         event: &mio::event::Event,
         now: Instant,
+        reaper: &mut Reaper,
+        janitor: &mut Janitor,
     ) -> Option<Input> {
         let (key, kind, tag) = tokens::probe_of(token)?;
         let attempt = self
@@ -209,7 +266,14 @@ impl ProbeRunner {
             .get_mut(&(key, kind))
             .filter(|a| tokens::probe_seq_tag(a.seq) == tag)?;
         match &mut attempt.how {
-            How::Exec { .. } => {
+            How::Exec { pid, .. } => {
+                let pid = *pid;
+                if let Some(Err(e)) = poll_start(attempt) {
+                    // It did not exec, and `poll` has reaped it.
+                    reaper.untrack(pid);
+                    let attempt = self.attempts.remove(&(key, kind))?;
+                    return Some(self.failed_start(key, kind, attempt, &e, now, janitor));
+                }
                 read_exec_output(attempt);
                 None
             }
@@ -234,7 +298,7 @@ impl ProbeRunner {
     /// timed out`. Looks at the attempts in flight only once the earliest expiry has come
     /// (at 5,000 probes/s a scan of the ~100 in flight on each of ~3,000 turns a second
     /// was the largest part of the turn's own time).
-    pub fn expire(&mut self, now: Instant) -> Vec<Input> {
+    pub fn expire(&mut self, now: Instant, janitor: &mut Janitor) -> Vec<Input> {
         if self.next_expiry.is_none_or(|t| now < t) {
             return Vec::new();
         }
@@ -245,7 +309,7 @@ impl ProbeRunner {
             .values()
             .filter_map(|a| match &a.how {
                 How::Net(probe) => probe.expires_at().filter(|t| *t > now),
-                How::Exec { .. } => None,
+                How::Exec { starting, .. } => starting.as_ref()?.deadline.filter(|t| *t > now),
             })
             .min();
         let due: Vec<_> = self
@@ -253,27 +317,65 @@ impl ProbeRunner {
             .iter()
             .filter_map(|(k, a)| match &a.how {
                 How::Net(probe) => probe.expired(now).map(|m| (*k, m)),
-                How::Exec { .. } => None,
+                How::Exec { starting, .. } => {
+                    let s = starting.as_ref()?;
+                    s.deadline.filter(|t| *t <= now).map(|_| {
+                        let message = format!(
+                            "command not started after {}: its process has not reached execve \
+                             (is the container's cgroup frozen, or the process stopped?)",
+                            crate::format::go_duration(s.timeout)
+                        );
+                        (*k, message)
+                    })
+                }
             })
             .collect();
         let mut out = Vec::new();
         for ((key, kind), message) in due {
-            let Some(attempt) = self.attempts.remove(&(key, kind)) else {
+            let Some(attempt) = self.attempts.get(&(key, kind)) else {
                 continue;
             };
-            if let How::Net(probe) = attempt.how {
-                probe.cancel(&self.registry);
-            }
+            let (generation, seq, started) = (attempt.generation, attempt.seq, attempt.started);
+            // Killed now; reaped whenever it dies (see the module doc).
+            self.cancel_any(key, kind, janitor);
             out.push(Input::ProbeResult {
                 key,
-                generation: attempt.generation,
+                generation,
                 kind,
-                seq: attempt.seq,
+                seq,
                 outcome: ProbeOutcome::Failure(message),
-                duration: now.saturating_duration_since(attempt.started),
+                duration: now.saturating_duration_since(started),
             });
         }
         out
+    }
+
+    /// The result of an attempt whose child failed before its exec (`e`, as a synchronous
+    /// spawn reports it); its cgroup is cleaned up.
+    fn failed_start(
+        &mut self,
+        key: ContainerKey,
+        kind: ProbeKind,
+        attempt: Attempt,
+        e: &SpawnError,
+        now: Instant,
+        janitor: &mut Janitor,
+    ) -> Input {
+        if let How::Exec {
+            cgroup: Some(cg), ..
+        } = attempt.how
+        {
+            kill_tree(Some(&cg), None);
+            janitor.remove_or_watch(cg);
+        }
+        Input::ProbeResult {
+            key,
+            generation: attempt.generation,
+            kind,
+            seq: attempt.seq,
+            outcome: ProbeOutcome::Failure(e.to_string()),
+            duration: now.saturating_duration_since(attempt.started),
+        }
     }
 
     /// An exec probe's process was reaped: its result, unless the attempt was cancelled since.
@@ -288,10 +390,18 @@ impl ProbeRunner {
         now: Instant,
         janitor: &mut Janitor,
     ) -> Option<Input> {
+        if let Some(mut exec) = self.abandoned.remove(&(key, kind, seq)) {
+            // Reaped: its report is complete, and the memory it may have used is free.
+            let _ = exec.poll();
+        }
         if self.attempts.get(&(key, kind)).is_none_or(|a| a.seq != seq) {
             return None; // cancelled earlier; its tree was killed then
         }
         let mut attempt = self.attempts.remove(&(key, kind))?;
+        // Reaped before its exec report was read: complete now, it tells whether it exec'd.
+        if let Some(Err(e)) = poll_start(&mut attempt) {
+            return Some(self.failed_start(key, kind, attempt, &e, now, janitor));
+        }
         // Collect the last output before deciding.
         read_exec_output(&mut attempt);
         let How::Exec {
@@ -354,15 +464,25 @@ impl ProbeRunner {
         let Some(attempt) = self.attempts.remove(&(key, kind)) else {
             return;
         };
+        let seq = attempt.seq;
         match attempt.how {
             How::Net(probe) => probe.cancel(&self.registry),
             How::Exec {
-                pid, pipe, cgroup, ..
+                pid,
+                pipe,
+                cgroup,
+                starting,
+                ..
             } => {
                 // Kill the probe's whole tree; its pid stays in the reaper table (as an owner
                 // whose seq no longer matches) so it is reaped and ignored.
                 kill_tree(cgroup.as_ref(), Some(pid));
                 drop(pipe);
+                if let Some(s) = starting {
+                    // Not yet a group leader (its setsid comes before the exec): by pid too.
+                    let _ = process::signal(pid, libc::SIGKILL);
+                    self.abandoned.insert((key, kind, seq), s.exec.into_inner());
+                }
                 if let Some(cg) = cgroup {
                     janitor.remove_or_watch(cg);
                 }
@@ -406,6 +526,7 @@ impl ProbeRunner {
                     pipe,
                     output,
                     cgroup,
+                    ..
                 } => Some(ExecHook {
                     key: *key,
                     generation: a.generation,
@@ -453,6 +574,7 @@ impl ProbeRunner {
                     pipe,
                     output,
                     cgroup,
+                    starting: None,
                 },
             },
         );
@@ -465,6 +587,18 @@ impl ProbeRunner {
             self.cancel_any(key, kind, janitor);
         }
     }
+}
+
+/// Reads the report of an exec attempt's child whose exec is unconfirmed, without waiting:
+/// `Some` once it has settled (then it is no longer starting); an error means it did not exec
+/// and has been reaped.
+fn poll_start(attempt: &mut Attempt) -> Option<Result<(), SpawnError>> {
+    let How::Exec { starting, .. } = &mut attempt.how else {
+        return None;
+    };
+    let outcome = starting.as_mut()?.exec.poll()?;
+    *starting = None;
+    Some(outcome)
 }
 
 /// Reads what an exec probe wrote (keeping the first [`EXEC_OUTPUT_KEPT`] bytes); closes the
@@ -540,7 +674,13 @@ mod tests {
             let mut result = None;
             for e in events.iter() {
                 assert_eq!(Owner::of(e.token()), Some(Owner::Probes));
-                result = result.or(runner.on_event(e.token(), e, Instant::now()));
+                result = result.or(runner.on_event(
+                    e.token(),
+                    e,
+                    Instant::now(),
+                    &mut Reaper::default(),
+                    &mut janitor,
+                ));
             }
             if let Some(input) = result {
                 match input {
@@ -646,9 +786,9 @@ mod tests {
         };
         start(1, &long, t0);
         start(2, &short, t0 + Duration::from_millis(100));
-        let expired = |runner: &mut ProbeRunner, ms| -> Vec<(u32, String)> {
+        let mut expired = |runner: &mut ProbeRunner, ms| -> Vec<(u32, String)> {
             let mut v: Vec<_> = runner
-                .expire(t0 + Duration::from_millis(ms))
+                .expire(t0 + Duration::from_millis(ms), &mut janitor)
                 .into_iter()
                 .map(|i| match i {
                     Input::ProbeResult {
@@ -721,7 +861,13 @@ mod tests {
             crate::testutil::poll_once(&mut poll, &mut events, Duration::from_millis(50));
             for e in events.iter() {
                 seen_stale |= e.token() == old && e.is_writable();
-                let result = runner.on_event(e.token(), e, Instant::now());
+                let result = runner.on_event(
+                    e.token(),
+                    e,
+                    Instant::now(),
+                    &mut Reaper::default(),
+                    &mut janitor,
+                );
                 assert!(result.is_none(), "decided by {e:?}: {result:?}");
             }
         }
