@@ -285,6 +285,63 @@ pub fn check_with(
     Ok(())
 }
 
+/// Opens the file at `path` (absolute) for reading without following a symbolic link on any
+/// component, so that whoever owns a directory on the way cannot point vigil, reading as root,
+/// at someone else's file by swapping a directory for a link (`O_NOFOLLOW` guards only the
+/// last component). openat2(2) with `RESOLVE_NO_SYMLINKS` (Linux 5.6); where that call is
+/// missing (`ENOSYS`, or `EPERM` from a seccomp filter) the same walk by hand: each directory
+/// opened with `O_PATH | O_NOFOLLOW` relative to the one before and checked to be a directory,
+/// the file with `O_NOFOLLOW`. Always `O_NONBLOCK` (a FIFO cannot block the open or a read)
+/// and `O_CLOEXEC`. A link on the way is `ELOOP`, with a message saying so.
+pub fn open_without_links(path: &Path) -> io::Result<std::fs::File> {
+    use nix::errno::Errno;
+    use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
+    let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+    let how = OpenHow::new()
+        .flags(flags)
+        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS);
+    let fd = match nix::fcntl::openat2(nix::fcntl::AT_FDCWD, path, how) {
+        Err(Errno::ENOSYS | Errno::EPERM) => walk_without_links(path, flags),
+        other => other,
+    };
+    match fd {
+        Ok(fd) => Ok(std::fs::File::from(fd)),
+        Err(Errno::ELOOP) => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a symbolic link is on the path (none is followed here)",
+        )),
+        Err(e) => Err(io::Error::from(e)),
+    }
+}
+
+/// [`open_without_links`] without openat2(2).
+fn walk_without_links(path: &Path, flags: nix::fcntl::OFlag) -> nix::Result<std::os::fd::OwnedFd> {
+    use nix::errno::Errno;
+    use nix::fcntl::OFlag;
+    use nix::sys::stat::{Mode, SFlag, fstat};
+    if !path.is_absolute() {
+        return Err(Errno::EINVAL);
+    }
+    let mut parts = components(path);
+    let Some(last) = parts.pop_back() else {
+        return Err(Errno::EISDIR);
+    };
+    let dir_flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let mut dir = nix::fcntl::open("/", dir_flags | OFlag::O_DIRECTORY, Mode::empty())?;
+    for part in parts {
+        let next = nix::fcntl::openat(&dir, part.as_os_str(), dir_flags, Mode::empty())?;
+        let kind = SFlag::from_bits_truncate(fstat(&next)?.st_mode) & SFlag::S_IFMT;
+        if kind == SFlag::S_IFLNK {
+            return Err(Errno::ELOOP);
+        }
+        if kind != SFlag::S_IFDIR {
+            return Err(Errno::ENOTDIR);
+        }
+        dir = next;
+    }
+    nix::fcntl::openat(&dir, last.as_os_str(), flags, Mode::empty())
+}
+
 /// The normal components of `path` (and `..`), without the root and `.`.
 fn components(path: &Path) -> VecDeque<OsString> {
     path.components()
@@ -299,6 +356,36 @@ fn components(path: &Path) -> VecDeque<OsString> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn open_without_links_refuses_a_link_on_any_component_in_both_ways() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        std::fs::write(real.join("msg"), "hello").unwrap();
+        std::os::unix::fs::symlink(&real, dir.path().join("link")).unwrap();
+        std::os::unix::fs::symlink(real.join("msg"), real.join("msg-link")).unwrap();
+        let flags = nix::fcntl::OFlag::O_RDONLY
+            | nix::fcntl::OFlag::O_NOFOLLOW
+            | nix::fcntl::OFlag::O_CLOEXEC;
+        let read = |p: &Path| std::io::read_to_string(open_without_links(p)?);
+        assert_eq!(read(&real.join("msg")).unwrap(), "hello");
+        assert!(walk_without_links(&real.join("msg"), flags).is_ok());
+        for through in [dir.path().join("link/msg"), real.join("msg-link")] {
+            let e = read(&through).unwrap_err();
+            assert!(e.to_string().contains("symbolic link"), "{through:?}: {e}");
+            assert_eq!(
+                walk_without_links(&through, flags).unwrap_err(),
+                nix::errno::Errno::ELOOP,
+                "{through:?}"
+            );
+        }
+        // A file where a directory should be.
+        assert_eq!(
+            walk_without_links(&real.join("msg/x"), flags).unwrap_err(),
+            nix::errno::Errno::ENOTDIR
+        );
+    }
 
     const DIR: u32 = libc::S_IFDIR;
     const REG: u32 = libc::S_IFREG;

@@ -16,6 +16,7 @@ mod lifecycle;
 mod logfiles;
 mod metrics;
 mod nocgroup;
+mod outside_input;
 mod paths;
 mod pid1;
 mod probes;

@@ -522,7 +522,10 @@ impl Shell {
             match read_termination_file(path, before, spec.user.as_deref()) {
                 Ok(m) if !m.is_empty() => return Some(m),
                 Ok(_) => {}
-                Err(e) => debug!("termination message {}: {e}", path.display()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    debug!("termination message {}: {e}", path.display())
+                }
+                Err(e) => warn!("termination message {} not read: {e}", path.display()),
             }
         }
         let failed = exit.code != Some(0);
@@ -610,8 +613,9 @@ fn message_stamp(path: &std::path::Path) -> Option<(u64, i64, i64, u64)> {
     Some((m.ino(), m.mtime(), m.mtime_nsec(), m.size()))
 }
 
-/// Reads a termination message file the way a container cannot abuse: the last component must
-/// not be a symlink (`O_NOFOLLOW`), it must be a regular file changed since the spawn (not an
+/// Reads a termination message file the way a container cannot abuse: no component may be a
+/// symlink ([`crate::trust::open_without_links`]: a directory on the way swapped for a link
+/// into another user's files is refused, not followed), it must be a regular file changed since the spawn (not an
 /// earlier run's message), and when the container runs as a user other than root it must not
 /// be owned by root (a hard link to a root-only file is not the container's message). At most
 /// 4 KiB (kubelet `MaxContainerTerminationMessageLength`).
@@ -621,11 +625,8 @@ fn read_termination_file(
     user: Option<&str>,
 ) -> std::io::Result<String> {
     use std::io::Read;
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)?;
+    use std::os::unix::fs::MetadataExt;
+    let file = crate::trust::open_without_links(path)?;
     let meta = file.metadata()?;
     if !meta.file_type().is_file() {
         return Err(std::io::Error::other("not a regular file"));
