@@ -208,9 +208,10 @@ pub fn hpack(data: &[u8]) {
     let mut decoder = HeaderDecoder::new();
     let cut = data.len() / 2;
     for block in [&data[..cut], &data[cut..]] {
-        if let Ok(fields) = decoder.decode(block, 4096) {
+        if let Ok((fields, said)) = decoder.decode(block, 4096) {
             let size: usize = fields.iter().map(|(n, v)| n.len() + v.len() + 32).sum();
             assert!(size <= 4096, "decoded {size} bytes past the cap");
+            assert_eq!(size, said, "the size returned is the fields'");
         }
     }
 }

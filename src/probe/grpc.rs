@@ -15,8 +15,12 @@
 //! (`health.proto`: `HealthCheckRequest { string service = 1; }`,
 //! `HealthCheckResponse { ServingStatus status = 1; }`), encoded and decoded by hand.
 //!
-//! Must not: do I/O, or buffer without bound — header blocks and the response message are
-//! capped at [`MAX_BLOCK`] and [`MAX_MESSAGE`].
+//! Must not: do I/O, or keep without bound whatever a server sends — one header block and
+//! the response message are capped at [`MAX_BLOCK`] and [`MAX_MESSAGE`], the header blocks of
+//! the response at [`MAX_HEADER_BLOCKS`] and [`MAX_HEADERS_TOTAL`] decoded bytes in all, and
+//! the SETTINGS and PING frames answered at [`MAX_ACKS`] (each queues an acknowledgement: a
+//! server that sends PINGs and never reads would otherwise grow the queue without end). Past
+//! each cap the check fails with a message naming it.
 
 use crate::core::ProbeOutcome;
 
@@ -29,6 +33,17 @@ const STREAM: u32 = 1;
 pub const MAX_BLOCK: usize = 16 * 1024;
 /// A response message larger than this fails the probe.
 pub const MAX_MESSAGE: usize = 16 * 1024;
+/// Header blocks (interim, response headers, trailers) past which the check fails: a
+/// response has two, three with an interim 1xx.
+pub const MAX_HEADER_BLOCKS: usize = 4;
+/// Decoded header fields of all blocks together (counted as RFC 9113 §6.5.2 does), past
+/// which the check fails: an HPACK block of one-byte references to a 4 KiB table entry
+/// decodes to a thousand times its size.
+pub const MAX_HEADERS_TOTAL: usize = 64 * 1024;
+/// SETTINGS and PING frames acknowledged on one connection past which the check fails. A
+/// server sends one SETTINGS and perhaps a few PINGs (grpc-go's BDP estimator); each
+/// acknowledgement waits in the output until the server reads it.
+pub const MAX_ACKS: usize = 256;
 /// Bytes of input not yet framed, at most one frame.
 const MAX_PENDING: usize = h2::HEADER_LEN + h2::MAX_FRAME;
 /// The RPC's path.
@@ -45,6 +60,10 @@ pub struct HealthCheck {
     /// Response headers, then trailers, in order.
     headers: Vec<(Vec<u8>, Vec<u8>)>,
     header_blocks: usize,
+    /// Decoded size of the header blocks so far (see [`MAX_HEADERS_TOTAL`]).
+    headers_size: usize,
+    /// SETTINGS and PING frames acknowledged so far (see [`MAX_ACKS`]).
+    acks: usize,
     message: Vec<u8>,
     done: Option<ProbeOutcome>,
 }
@@ -96,6 +115,8 @@ impl HealthCheck {
             block: None,
             headers: Vec::new(),
             header_blocks: 0,
+            headers_size: 0,
+            acks: 0,
             message: Vec::new(),
             done: None,
         }
@@ -176,12 +197,18 @@ impl HealthCheck {
                 if payload.len() % 6 != 0 {
                     return Some(failure("bad HTTP/2 frame: SETTINGS length"));
                 }
+                if let Some(over) = self.count_ack() {
+                    return Some(over);
+                }
                 h2::push_frame(&mut self.out, h2::SETTINGS, h2::ACK, 0, &[]);
                 None
             }
             h2::PING if header.stream == 0 && header.flags & h2::ACK == 0 => {
                 if payload.len() != 8 {
                     return Some(failure("bad HTTP/2 frame: PING length"));
+                }
+                if let Some(over) = self.count_ack() {
+                    return Some(over);
                 }
                 h2::push_frame(&mut self.out, h2::PING, h2::ACK, 0, payload);
                 None
@@ -265,16 +292,40 @@ impl HealthCheck {
         }
     }
 
+    /// One more SETTINGS or PING to acknowledge: the failure once past [`MAX_ACKS`].
+    fn count_ack(&mut self) -> Option<ProbeOutcome> {
+        self.acks += 1;
+        (self.acks > MAX_ACKS).then(|| {
+            failure(&format!(
+                "server sent more than {MAX_ACKS} SETTINGS and PING frames (each needs an \
+                 acknowledgement)"
+            ))
+        })
+    }
+
     fn end_block(&mut self) -> Option<ProbeOutcome> {
         let (block, end_stream) = self.block.take()?;
         if block.len() > MAX_BLOCK {
             return Some(failure("response headers too large"));
         }
-        let fields = match self.decoder.decode(&block, MAX_BLOCK * 4) {
+        if self.header_blocks >= MAX_HEADER_BLOCKS {
+            return Some(failure(&format!(
+                "server sent more than {MAX_HEADER_BLOCKS} header blocks on the stream"
+            )));
+        }
+        let room = MAX_HEADERS_TOTAL - self.headers_size;
+        let (fields, size) = match self.decoder.decode(&block, room) {
             Ok(f) => f,
+            Err(h2::HpackError::TooLarge) => {
+                return Some(failure(&format!(
+                    "response headers too large ({} KiB decoded in all)",
+                    MAX_HEADERS_TOTAL / 1024
+                )));
+            }
             Err(e) => return Some(failure(&e.to_string())),
         };
         self.header_blocks += 1;
+        self.headers_size += size;
         self.headers.extend(fields);
         if end_stream {
             return Some(self.judge());
@@ -605,6 +656,101 @@ mod tests {
         h2::push_frame(&mut expected, h2::SETTINGS, h2::ACK, 0, &[]);
         h2::push_frame(&mut expected, h2::PING, h2::ACK, 0, b"12345678");
         assert_eq!(hc.output(), expected);
+    }
+
+    #[test]
+    fn a_ping_flood_fails_past_the_acknowledgement_cap_with_a_bounded_queue() {
+        let mut hc = HealthCheck::new("h:1", "");
+        let n = hc.output().len();
+        hc.sent(n);
+        // The server never reads: nothing queued is ever sent.
+        let mut ping = Vec::new();
+        h2::push_frame(&mut ping, h2::PING, 0, 0, b"12345678");
+        let mut fed = 0;
+        let outcome = loop {
+            if let Some(o) = hc.feed(&ping) {
+                break o;
+            }
+            fed += 1;
+            assert!(fed <= MAX_ACKS, "still answering after {fed} PINGs");
+        };
+        assert_eq!(
+            outcome,
+            ProbeOutcome::Failure(
+                "gRPC probe failed: server sent more than 256 SETTINGS and PING frames (each \
+                 needs an acknowledgement)"
+                    .to_string()
+            )
+        );
+        assert!(
+            hc.output().len() <= MAX_ACKS * ping.len(),
+            "{}",
+            hc.output().len()
+        );
+    }
+
+    /// A HEADERS frame of stream 1 without END_STREAM whose block is `refs` one-byte
+    /// references to dynamic-table entry 62.
+    fn headers_referencing_the_table(refs: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        h2::push_frame(
+            &mut out,
+            h2::HEADERS,
+            h2::END_HEADERS,
+            1,
+            &vec![0x80 | 62; refs],
+        );
+        out
+    }
+
+    #[test]
+    fn an_hpack_flood_of_header_blocks_fails_naming_the_cap() {
+        // One block adds a 4 KiB entry to the dynamic table (literal with incremental
+        // indexing, new name); every later block references it again and again.
+        let mut first = Vec::new();
+        first.push(0x40);
+        first.push(1);
+        first.push(b'x');
+        h2::push_hpack_int(&mut first, 0, 7, 4000);
+        first.extend(std::iter::repeat_n(b'v', 4000));
+        let mut input = Vec::new();
+        h2::push_frame(&mut input, h2::HEADERS, h2::END_HEADERS, 1, &first);
+        let mut hc = HealthCheck::new("h:1", "");
+        assert_eq!(hc.feed(&input), None);
+        // 16 references: 63 KiB decoded, past the total with the first block's 4 KiB.
+        let outcome = hc.feed(&headers_referencing_the_table(16));
+        assert_eq!(
+            outcome,
+            Some(ProbeOutcome::Failure(
+                "gRPC probe failed: response headers too large (64 KiB decoded in all)".into()
+            ))
+        );
+
+        // Small blocks: the count cap.
+        let mut hc = HealthCheck::new("h:1", "");
+        let mut small = Vec::new();
+        let mut head = Vec::new();
+        h2::push_indexed(&mut head, 8);
+        h2::push_frame(&mut small, h2::HEADERS, h2::END_HEADERS, 1, &head);
+        let outcome = (0..=MAX_HEADER_BLOCKS).find_map(|_| hc.feed(&small));
+        assert_eq!(
+            outcome,
+            Some(ProbeOutcome::Failure(
+                "gRPC probe failed: server sent more than 4 header blocks on the stream".into()
+            ))
+        );
+    }
+
+    #[test]
+    fn a_malformed_header_block_is_worded_without_debug_formatting() {
+        let mut hc = HealthCheck::new("h:1", "");
+        let outcome = hc.feed(&headers_referencing_the_table(1));
+        assert_eq!(
+            outcome,
+            Some(ProbeOutcome::Failure(
+                "gRPC probe failed: bad header block: header index out of bounds".into()
+            ))
+        );
     }
 
     #[test]

@@ -183,15 +183,15 @@ impl HeaderDecoder {
         }
     }
 
-    /// The fields of one complete block, in order. Fails when the block is malformed or its
-    /// fields add up to more than `max` bytes (counted as RFC 9113 §6.5.2 does: name, value
-    /// and 32 per field).
+    /// The fields of one complete block, in order, and their size (counted as RFC 9113
+    /// §6.5.2 does: name, value and 32 per field). Fails when the block is malformed or its
+    /// fields add up to more than `max` bytes; nothing past `max` is kept meanwhile.
     #[allow(clippy::type_complexity)]
     pub fn decode(
         &mut self,
         block: &[u8],
         max: usize,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, HpackError> {
+    ) -> Result<(Vec<(Vec<u8>, Vec<u8>)>, usize), HpackError> {
         let mut fields = Vec::new();
         let mut size = 0usize;
         self.inner
@@ -201,11 +201,20 @@ impl HeaderDecoder {
                     fields.push((name.into_owned(), value.into_owned()));
                 }
             })
-            .map_err(|e| HpackError::Malformed(format!("{e:?}")))?;
+            .map_err(|e| HpackError::Malformed(lower_first(&e.to_string())))?;
         if size > max {
             return Err(HpackError::TooLarge);
         }
-        Ok(fields)
+        Ok((fields, size))
+    }
+}
+
+/// `text` with its first letter in lower case, as the rest of a probe message is.
+fn lower_first(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_lowercase().chain(chars).collect(),
+        None => String::new(),
     }
 }
 

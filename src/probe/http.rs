@@ -10,7 +10,12 @@
 //! `User-Agent` and `Host` are defaults that configured headers replace. Framing follows
 //! RFC 9112 §6.3 (message body length): `Transfer-Encoding` ending in `chunked`, else
 //! `Content-Length`, else the body runs to connection close; 1xx interim responses are
-//! skipped; 204 and 304 have no body.
+//! skipped, at most [`MAX_INTERIM`] of them (Go's `net/http` transport, whose client the
+//! kubelet's probe is, stops at the same count: `max1xxResponses`); 204 and 304 have no body.
+//!
+//! Must not: keep more than a peer's bounded share. One head is at most [`MAX_HEADER_BYTES`],
+//! all heads of one response (interim ones included) at most [`MAX_HEAD_TOTAL`], the body read
+//! at most [`MAX_BODY_BYTES`]; past each the outcome is a failure naming the cap.
 
 use crate::core::ProbeOutcome;
 
@@ -18,6 +23,12 @@ use super::{escape_controls, excerpt};
 
 /// Response head larger than this fails the probe instead of growing the buffer.
 pub const MAX_HEADER_BYTES: usize = 16 * 1024;
+/// All heads of one response together (1xx interim ones and the final one) larger than
+/// this fail the probe: the interim cap alone would let 5 × 16 KiB through.
+pub const MAX_HEAD_TOTAL: usize = 32 * 1024;
+/// Interim (1xx) responses skipped before the probe fails (Go `net/http` transport.go,
+/// `max1xxResponses`: "net/http: too many 1xx informational responses").
+pub const MAX_INTERIM: u32 = 5;
 /// At most this much body is read (kubelet: `maxRespBodyLength`, 10 KiB).
 pub const MAX_BODY_BYTES: usize = 10 * 1024;
 /// How much of the body goes into the result message.
@@ -201,6 +212,10 @@ pub struct ResponseParser {
     buf: Vec<u8>,
     /// The `Location` of a redirect status Go's client follows.
     location: Option<String>,
+    /// Interim (1xx) responses skipped so far.
+    interim: u32,
+    /// Bytes of the heads consumed so far (interim ones).
+    head_bytes: usize,
 }
 
 impl Default for ResponseParser {
@@ -215,6 +230,8 @@ impl ResponseParser {
             state: State::Head,
             buf: Vec::new(),
             location: None,
+            interim: 0,
+            head_bytes: 0,
         }
     }
 
@@ -288,12 +305,18 @@ impl ResponseParser {
     fn parse_head(&mut self) -> Result<bool, ProbeOutcome> {
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut resp = httparse::Response::new(&mut headers);
-        let window = &self.buf[..self.buf.len().min(MAX_HEADER_BYTES)];
+        // This head may use what the earlier (interim) heads left of the total.
+        let room = MAX_HEADER_BYTES.min(MAX_HEAD_TOTAL - self.head_bytes);
+        let window = &self.buf[..self.buf.len().min(room)];
         let head_len = match resp.parse(window) {
             Ok(httparse::Status::Complete(n)) => n,
             Ok(httparse::Status::Partial) => {
-                if self.buf.len() >= MAX_HEADER_BYTES {
-                    return Err(failure("response headers too large"));
+                if self.buf.len() >= room {
+                    return Err(failure(if room < MAX_HEADER_BYTES {
+                        TOTAL_TOO_LARGE
+                    } else {
+                        "response headers too large"
+                    }));
                 }
                 return Ok(false);
             }
@@ -304,7 +327,15 @@ impl ResponseParser {
         };
         let status = resp.code.unwrap_or(0);
         if (100..200).contains(&status) && status != 101 {
-            // Interim response (100 Continue, 103 Early Hints): the real one follows.
+            // Interim response (100 Continue, 103 Early Hints): the real one follows, after
+            // at most MAX_INTERIM of them.
+            self.interim += 1;
+            if self.interim > MAX_INTERIM {
+                return Err(failure(&format!(
+                    "too many 1xx informational responses (more than {MAX_INTERIM})"
+                )));
+            }
+            self.head_bytes += head_len;
             self.buf.drain(..head_len);
             return Ok(true);
         }
@@ -487,6 +518,10 @@ fn short_reason(reason: &str) -> String {
     }
     escape_controls(reason[..end].trim())
 }
+
+/// Why a response fails when its heads together pass [`MAX_HEAD_TOTAL`].
+const TOTAL_TOO_LARGE: &str =
+    "response headers too large (32 KiB in all, 1xx informational responses included)";
 
 fn failure(why: &str) -> ProbeOutcome {
     ProbeOutcome::Failure(format!("HTTP probe failed: {why}"))
@@ -820,6 +855,58 @@ mod tests {
     fn interim_100_continue_is_skipped() {
         let resp = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n";
         assert_eq!(outcome_at_every_split(resp), success("HTTP 204 No Content"));
+    }
+
+    #[test]
+    fn five_interim_responses_are_skipped_and_a_sixth_fails_naming_the_cap() {
+        let interim = b"HTTP/1.1 100 Continue\r\n\r\n".repeat(MAX_INTERIM as usize);
+        let mut ok = interim.clone();
+        ok.extend_from_slice(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+        assert_eq!(outcome_at_every_split(&ok), success("HTTP 200 OK"));
+        let mut flood = interim;
+        flood.extend_from_slice(b"HTTP/1.1 103 Early Hints\r\n\r\n");
+        assert_eq!(
+            outcome_at_every_split(&flood),
+            fail("HTTP probe failed: too many 1xx informational responses (more than 5)")
+        );
+    }
+
+    #[test]
+    fn an_endless_stream_of_100_continue_is_decided_within_six_heads() {
+        let mut p = ResponseParser::new();
+        let one = b"HTTP/1.1 100 Continue\r\n\r\n";
+        let mut fed = 0;
+        let outcome = loop {
+            if let Progress::Done(o) = p.feed(one) {
+                break o;
+            }
+            fed += 1;
+            assert!(
+                fed <= MAX_INTERIM,
+                "still reading after {fed} interim responses"
+            );
+        };
+        assert_eq!(
+            outcome,
+            fail("HTTP probe failed: too many 1xx informational responses (more than 5)")
+        );
+    }
+
+    #[test]
+    fn interim_heads_count_against_a_total_of_thirty_two_kibibytes() {
+        // Three interim heads of 12 KiB each: each under the 16 KiB of one head, 36 KiB in all.
+        let filler = format!("X-Filler: {}\r\n", "f".repeat(12 * 1024));
+        let interim = format!("HTTP/1.1 103 Early Hints\r\n{filler}\r\n");
+        let mut resp = interim.repeat(3).into_bytes();
+        resp.extend_from_slice(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+        assert_eq!(
+            feed_all(&[&resp]),
+            fail(&format!("HTTP probe failed: {TOTAL_TOO_LARGE}"))
+        );
+        // Two of them and the final head fit.
+        let mut resp = interim.repeat(2).into_bytes();
+        resp.extend_from_slice(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+        assert_eq!(feed_all(&[&resp]), success("HTTP 200 OK"));
     }
 
     #[test]

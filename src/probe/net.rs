@@ -12,7 +12,13 @@
 //! The socket is registered for both readable and writable readiness from the start. mio is
 //! edge-triggered, so every event drives the machine as far as it can go: each direction is
 //! worked until `WouldBlock`, which guarantees that a later edge is reported (mio docs,
-//! "Draining readiness"). A non-blocking `connect(2)` is complete when the socket becomes
+//! "Draining readiness") — or until [`READ_BUDGET`] bytes were read in this event, whatever
+//! the peer keeps sending: the attempt then re-arms its socket with `EPOLL_CTL_MOD`
+//! (`Registry::reregister`), which makes the kernel poll the socket again and queue a new
+//! event if it is still ready (fs/eventpoll.c, `ep_modify`: "If the item is 'hot' … push it
+//! now"), and returns to the loop. The rest of the turn (other attempts, restarts, the
+//! control socket) runs before the attempt reads again, and the core's timeout is checked
+//! every turn. A non-blocking `connect(2)` is complete when the socket becomes
 //! writable; `SO_ERROR` then says whether it failed (connect(2), EINPROGRESS). An event that
 //! reports the socket writable with no error is the connection: Linux's `tcp_poll`
 //! (net/ipv4/tcp.c) never reports a socket in SYN_SENT writable, and epoll reports the mask
@@ -49,6 +55,21 @@ use super::{ProbeError, io_reason, tls};
 
 /// Bytes read from the socket per `read(2)`.
 const READ_CHUNK: usize = 8 * 1024;
+/// Bytes read from the socket for one attempt per readiness event. Past it the attempt
+/// yields to the loop with its socket re-armed ([`NetProbe::on_event`]), so a peer that
+/// sends without pause costs the loop at most this much parsing per turn.
+pub const READ_BUDGET: usize = 64 * 1024;
+
+/// Where a pump left the attempt.
+#[derive(Debug)]
+enum Pumped {
+    /// Decided.
+    Done(ProbeOutcome),
+    /// Waiting for the next readiness event (`WouldBlock`, or nothing to do yet).
+    Waiting,
+    /// [`READ_BUDGET`] used up with data still coming: drive again on a later turn.
+    Yielded,
+}
 
 /// The protocol spoken once connected, as plaintext in and out.
 enum Session {
@@ -495,8 +516,12 @@ impl NetProbe {
             }
         }
         let outcome = match self.drive(hint) {
-            Ok(None) => return None,
-            Ok(Some(outcome)) => {
+            Ok(Pumped::Waiting) => return None,
+            Ok(Pumped::Yielded) => match self.rearm(registry) {
+                Ok(()) => return None,
+                Err(e) => e.outcome(),
+            },
+            Ok(Pumped::Done(outcome)) => {
                 // A response naming a new location may be followed on a new socket under
                 // the same token.
                 let may_follow = self.follow.is_some()
@@ -524,6 +549,20 @@ impl NetProbe {
         Some(outcome)
     }
 
+    /// After a yield: `EPOLL_CTL_MOD` on the socket, so that the kernel queues a new event for
+    /// it while it is still readable or writable (see the module docs).
+    fn rearm(&mut self, registry: &Registry) -> Result<(), ProbeError> {
+        let Stage::Connected { stream, .. } = &mut self.stage else {
+            return Ok(());
+        };
+        registry
+            .reregister(stream, self.token, Interest::READABLE | Interest::WRITABLE)
+            .map_err(|e| ProbeError::Register {
+                addr: self.addr.map(|a| a.to_string()).unwrap_or_default(),
+                reason: io_reason(&e),
+            })
+    }
+
     /// Abandon the attempt (the core's timeout fired): close everything.
     pub fn cancel(mut self, registry: &Registry) {
         self.release(registry, false);
@@ -549,9 +588,9 @@ impl NetProbe {
         }
     }
 
-    fn drive(&mut self, hint: Readiness) -> Result<Option<ProbeOutcome>, ProbeError> {
+    fn drive(&mut self, hint: Readiness) -> Result<Pumped, ProbeError> {
         let Some(addr) = self.addr else {
-            return Ok(None);
+            return Ok(Pumped::Waiting);
         };
         let Stage::Connected {
             stream,
@@ -559,16 +598,18 @@ impl NetProbe {
             tls,
         } = &mut self.stage
         else {
-            return Ok(None);
+            return Ok(Pumped::Waiting);
         };
         if !*connected {
             if !check_connected(stream, addr, hint.writable)? {
-                return Ok(None);
+                return Ok(Pumped::Waiting);
             }
             *connected = true;
         }
         if let Session::Tcp = *self.session {
-            return Ok(Some(ProbeOutcome::Success(format!("connected to {addr}"))));
+            return Ok(Pumped::Done(ProbeOutcome::Success(format!(
+                "connected to {addr}"
+            ))));
         }
         match tls {
             None => pump_plain(stream, &mut self.session, hint.readable),
@@ -611,20 +652,21 @@ fn check_connected(
     }
 }
 
-/// Plaintext over the socket: write what the session has, read until it decides, EOF or
-/// `WouldBlock`; repeat while reading made the session produce more output (an HTTP/2
-/// SETTINGS acknowledgement). A write error is reported only if reading decides nothing:
-/// a server may answer (and close) before taking the whole request. `readable`: the event
-/// reported something to read; without it (the connect just completed) nothing is read
+/// Plaintext over the socket: write what the session has, read until it decides, EOF,
+/// `WouldBlock` or [`READ_BUDGET`]; repeat while reading made the session produce more output
+/// (an HTTP/2 SETTINGS acknowledgement). A write error is reported only if reading decides
+/// nothing: a server may answer (and close) before taking the whole request. `readable`: the
+/// event reported something to read; without it (the connect just completed) nothing is read
 /// unless a write failed, since what arrives later queues its own event.
 fn pump_plain(
     stream: &mut TcpStream,
     session: &mut Session,
     readable: bool,
-) -> Result<Option<ProbeOutcome>, ProbeError> {
+) -> Result<Pumped, ProbeError> {
     let mut buf = [0u8; READ_CHUNK];
     let mut write_error = None;
     let mut read_now = readable;
+    let mut budget = READ_BUDGET;
     loop {
         while write_error.is_none() && !session.output().is_empty() {
             match stream.write(session.output()) {
@@ -635,17 +677,22 @@ fn pump_plain(
                 Err(e) => write_error = Some(session.write_failed(io_reason(&e))),
             }
         }
+        if budget == 0 {
+            // Read nothing more in this event; a write error is met again on the next.
+            return Ok(Pumped::Yielded);
+        }
         if !read_now && write_error.is_none() {
-            return Ok(None);
+            return Ok(Pumped::Waiting);
         }
         read_now = true;
         let mut answer_due = false;
-        loop {
-            match stream.read(&mut buf) {
-                Ok(0) => return Ok(Some(session.eof())),
+        while budget > 0 {
+            match stream.read(&mut buf[..READ_CHUNK.min(budget)]) {
+                Ok(0) => return Ok(Pumped::Done(session.eof())),
                 Ok(n) => {
+                    budget -= n;
                     if let Some(outcome) = session.feed(&buf[..n]) {
-                        return Ok(Some(outcome));
+                        return Ok(Pumped::Done(outcome));
                     }
                     answer_due |= !session.output().is_empty();
                 }
@@ -653,29 +700,34 @@ fn pump_plain(
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     if let Some(outcome) = session.judged_on_read_error() {
-                        return Ok(Some(outcome));
+                        return Ok(Pumped::Done(outcome));
                     }
                     return Err(write_error.unwrap_or_else(|| session.read_failed(&e)));
                 }
             }
         }
+        if budget == 0 {
+            continue; // send what is due, then yield
+        }
         if !answer_due || write_error.is_some() {
-            return write_error.map_or(Ok(None), Err);
+            return write_error.map_or(Ok(Pumped::Waiting), Err);
         }
     }
 }
 
 /// The same over TLS: the session's plaintext goes into rustls, rustls' records go to the
-/// socket, records from the socket are processed and their plaintext fed to the session.
+/// socket, records from the socket are processed and their plaintext fed to the session —
+/// until `WouldBlock`, a decision, or [`READ_BUDGET`] bytes of records read in this event.
 fn pump_tls(
     stream: &mut TcpStream,
     conn: &mut ClientConnection,
     session: &mut Session,
-) -> Result<Option<ProbeOutcome>, ProbeError> {
+) -> Result<Pumped, ProbeError> {
     let mut buf = [0u8; READ_CHUNK];
     let tls_error = |e: &rustls::Error| ProbeError::Tls {
         reason: tls::describe(e),
     };
+    let mut budget = READ_BUDGET;
     loop {
         // Plaintext into the session (buffered until the handshake is done).
         while !session.output().is_empty() {
@@ -702,11 +754,17 @@ fn pump_tls(
                 }
             }
         }
+        if budget == 0 {
+            return Ok(Pumped::Yielded);
+        }
         // Records in.
-        let eof = match conn.read_tls(stream) {
+        let eof = match conn.read_tls(&mut Budgeted {
+            inner: stream,
+            left: &mut budget,
+        }) {
             Ok(0) => true,
             Ok(_) => false,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Pumped::Waiting),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => {
                 if conn.is_handshaking() {
@@ -715,7 +773,7 @@ fn pump_tls(
                     });
                 }
                 if let Some(outcome) = session.judged_on_read_error() {
-                    return Ok(Some(outcome));
+                    return Ok(Pumped::Done(outcome));
                 }
                 return Err(session.read_failed(&e));
             }
@@ -737,23 +795,39 @@ fn pump_tls(
         // Plaintext out of rustls.
         loop {
             match conn.reader().read(&mut buf) {
-                Ok(0) => return Ok(Some(session.eof())),
+                Ok(0) => return Ok(Pumped::Done(session.eof())),
                 Ok(n) => {
                     if let Some(outcome) = session.feed(&buf[..n]) {
-                        return Ok(Some(outcome));
+                        return Ok(Pumped::Done(outcome));
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 // EOF without close_notify: the server closed, judge what arrived.
                 Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-                    return Ok(Some(session.eof()));
+                    return Ok(Pumped::Done(session.eof()));
                 }
                 Err(e) => return Err(session.read_failed(&e)),
             }
         }
         if eof || closed {
-            return Ok(Some(session.eof()));
+            return Ok(Pumped::Done(session.eof()));
         }
+    }
+}
+
+/// The socket as rustls reads it, limited to what is left of the event's [`READ_BUDGET`]
+/// (rustls asks for up to its whole buffer at once).
+struct Budgeted<'a> {
+    inner: &'a mut TcpStream,
+    left: &'a mut usize,
+}
+
+impl Read for Budgeted<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let want = buf.len().min(*self.left);
+        let n = self.inner.read(&mut buf[..want])?;
+        *self.left -= n;
+        Ok(n)
     }
 }
 
@@ -1692,6 +1766,45 @@ mod tests {
                 "gRPC probe failed: connection closed before the response ended".to_string()
             )
         );
+    }
+
+    #[test]
+    fn a_peer_sending_without_pause_gets_one_budget_per_event_and_the_attempt_stays_pending() {
+        use super::super::h2 as frames;
+        // WINDOW_UPDATE frames are ignored by the check: they never decide it. The server
+        // stops after 20 s, so a probe that reads until the peer pauses returns only then.
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut frame = Vec::new();
+            frames::push_frame(&mut frame, frames::WINDOW_UPDATE, 0, 0, &[0, 0, 0, 1]);
+            let burst = frame.repeat(4096);
+            let until = Instant::now() + Duration::from_secs(20);
+            while Instant::now() < until && conn.write_all(&burst).is_ok() {}
+        });
+        let mut poll = Poll::new().unwrap();
+        let mut events = Events::with_capacity(16);
+        let mut probe = NetProbe::start(&grpc(port, ""), poll.registry(), TOKEN).unwrap();
+        let mut handled = 0;
+        let until = Instant::now() + Duration::from_millis(500);
+        while Instant::now() < until {
+            crate::testutil::poll_once(&mut poll, &mut events, Duration::from_millis(50));
+            for event in events.iter() {
+                let started = Instant::now();
+                assert_eq!(probe.on_event(poll.registry(), event), None);
+                assert!(
+                    started.elapsed() < Duration::from_secs(5),
+                    "one event read for {:?}",
+                    started.elapsed()
+                );
+                handled += 1;
+            }
+        }
+        // Re-armed after each budget: the stream keeps coming as new events.
+        assert!(handled >= 3, "only {handled} events in 500 ms");
+        assert_eq!(probe.stage_name(), "response");
+        probe.cancel(poll.registry());
     }
 
     #[test]

@@ -962,3 +962,394 @@ failure_threshold = 1000
     let _ = server.kill();
     let _ = server.wait();
 }
+
+// ---- Hostile probe and hook targets (issue 43): bounded by bytes and time, whoever the peer -
+
+/// A pod that crash-loops every 0.1 s: its restarts show that the loop keeps turning.
+const BYSTANDER: &str = r#"
+[pods.bystander]
+restart_policy = "Always"
+backoff = { initial_seconds = 0.1, max_seconds = 0.1 }
+[[pods.bystander.containers]]
+name = "c"
+command = ["sh", "-c", "exit 1"]
+"#;
+
+/// A loopback listener whose every connection is handed to `serve` on a thread of its own;
+/// `serve` writes until the write fails (vigil hung up, or the test ended). Returns the port.
+fn hostile_server(serve: fn(std::net::TcpStream)) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            std::thread::spawn(move || serve(conn));
+        }
+    });
+    port
+}
+
+/// `HTTP/1.1 100 Continue\r\n\r\n` without end, after reading the request's first bytes.
+fn endless_continue(mut conn: std::net::TcpStream) {
+    use std::io::{Read, Write};
+    let mut req = [0u8; 1024];
+    let _ = conn.read(&mut req);
+    let burst = b"HTTP/1.1 100 Continue\r\n\r\n".repeat(1024);
+    while conn.write_all(&burst).is_ok() {}
+}
+
+/// vigil's resident set in KiB (`VmRSS` of /proc/PID/status).
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Samples vigil's RSS every 20 ms while alive, keeping the largest; above `kill_above_kib`
+/// it kills vigil, so that a regression fails the test instead of taking the machine down.
+struct RssWatch {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<u64>>,
+}
+
+impl RssWatch {
+    fn start(pid: u32, kill_above_kib: u64) -> RssWatch {
+        use std::sync::atomic::Ordering;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut peak = 0;
+            while !flag.load(Ordering::Relaxed) {
+                let now = rss_kib(pid);
+                peak = peak.max(now);
+                if now > kill_above_kib {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(pid as i32),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            peak
+        });
+        RssWatch {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// The largest RSS seen, in KiB.
+    fn peak(mut self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or(u64::MAX)
+    }
+}
+
+/// While a hostile target is being probed: the bystander keeps restarting and root's
+/// `vigil version` is answered within a few seconds.
+fn assert_loop_keeps_turning(v: &Vigil) {
+    let before = restarts(&v.container("bystander", "c"));
+    let asked = std::time::Instant::now();
+    let out = v.cli(&["version"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "vigil version: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        v.log()
+    );
+    assert!(
+        asked.elapsed() < Duration::from_secs(5),
+        "vigil version took {:?}",
+        asked.elapsed()
+    );
+    v.wait_for(T, "three more restarts of the bystander", |v| {
+        restarts(&v.container("bystander", "c")) >= before + 3
+    });
+}
+
+/// The pod `hostile` whose readiness probe (`timeout_seconds = 1`) is `action`, beside the
+/// bystander.
+fn hostile_probe_pods(action: &str) -> String {
+    format!(
+        r#"
+[pods.hostile]
+[[pods.hostile.containers]]
+name = "c"
+command = ["sleep", "300"]
+[pods.hostile.containers.readiness_probe]
+{action}
+period_seconds = 1
+timeout_seconds = 1
+{BYSTANDER}"#
+    )
+}
+
+/// Waits for a readiness result of pod `hostile` and returns it.
+fn first_hostile_result(v: &Vigil) -> Value {
+    v.wait_for(T, "a readiness result against the hostile target", |v| {
+        !recent(&v.container("hostile", "c"), "readiness").is_empty()
+    });
+    recent(&v.container("hostile", "c"), "readiness")
+        .first()
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+/// Fails within the timeout, naming the cap: `duration_ms` well under a generous bound.
+fn assert_failed_naming(result: &Value, message: &str) {
+    assert_eq!(result["success"], false, "{result}");
+    assert_eq!(result["message"], message, "{result}");
+    let took = result["duration_ms"].as_f64().unwrap_or(f64::MAX);
+    assert!(took < 5000.0, "the attempt took {took} ms: {result}");
+}
+
+#[test]
+fn http_probe_against_an_endless_100_continue_fails_and_the_loop_keeps_turning() {
+    let port = hostile_server(endless_continue);
+    let v = Vigil::start(&hostile_probe_pods(&format!(
+        "http_get = {{ port = {port} }}"
+    )));
+    let result = first_hostile_result(&v);
+    assert_failed_naming(
+        &result,
+        "HTTP probe failed: too many 1xx informational responses (more than 5)",
+    );
+    assert_loop_keeps_turning(&v);
+}
+
+#[test]
+fn http_post_start_hook_against_an_endless_100_continue_fails_and_the_loop_keeps_turning() {
+    let port = hostile_server(endless_continue);
+    let v = Vigil::start(&format!(
+        r#"
+[pods.hooked]
+restart_policy = "Never"
+[[pods.hooked.containers]]
+name = "c"
+command = ["sleep", "300"]
+lifecycle = {{ post_start = {{ http_get = {{ port = {port} }} }} }}
+{BYSTANDER}"#
+    ));
+    v.wait_for(T, "the FailedPostStartHook event", |v| {
+        find_event(
+            v,
+            "FailedPostStartHook",
+            "HTTP probe failed: too many 1xx informational responses",
+        )
+        .is_some()
+    });
+    assert_loop_keeps_turning(&v);
+}
+
+/// A self-signed certificate and key (`openssl req -x509`: basicConstraints CA:TRUE, as
+/// OpenSSL makes it by default) for `localhost` and 127.0.0.1, in `dir`.
+fn self_signed(dir: &Path) -> (PathBuf, PathBuf) {
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let made = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
+        .args(["ec_paramgen_curve:P-256", "-nodes", "-days", "2"])
+        .args(["-subj", "/CN=localhost"])
+        .args(["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("the openssl CLI is needed (tests/run-all.sh installs it)");
+    assert!(made.status.success(), "{made:?}");
+    (cert, key)
+}
+
+/// A python3 TLS server with `cert`: each connection reads the request and gets `endless`
+/// (`continue`: 100 Continue without end) or a plain `200` (`ok`). Killed on drop.
+struct TlsServer {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl TlsServer {
+    fn start(cert: &Path, key: &Path, mode: &str) -> TlsServer {
+        const SCRIPT: &str = r#"
+import socket, ssl, sys, threading
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(sys.argv[1], sys.argv[2])
+mode = sys.argv[3]
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(16)
+print("PORT", s.getsockname()[1], flush=True)
+def serve(c):
+    try:
+        t = ctx.wrap_socket(c, server_side=True)
+        t.recv(4096)
+        if mode == "continue":
+            burst = b"HTTP/1.1 100 Continue\r\n\r\n" * 512
+            while True:
+                t.sendall(burst)
+        t.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+        t.close()
+    except Exception:
+        pass
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+"#;
+        require_python();
+        let mut child = Command::new("python3")
+            .arg("-c")
+            .arg(SCRIPT)
+            .arg(cert)
+            .arg(key)
+            .arg(mode)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3");
+        let mut line = String::new();
+        let read = std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.as_mut().expect("stdout")),
+            &mut line,
+        );
+        let port = read
+            .ok()
+            .and_then(|_| line.trim().strip_prefix("PORT ")?.parse().ok());
+        let Some(port) = port else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the TLS test server did not start: {line:?}");
+        };
+        TlsServer { child, port }
+    }
+}
+
+impl Drop for TlsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn https_probe_against_an_endless_100_continue_fails_and_the_loop_keeps_turning() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (cert, key) = self_signed(dir.path());
+    let server = TlsServer::start(&cert, &key, "continue");
+    let v = Vigil::start(&hostile_probe_pods(&format!(
+        "http_get = {{ port = {}, scheme = \"HTTPS\" }}",
+        server.port
+    )));
+    let result = first_hostile_result(&v);
+    assert_failed_naming(
+        &result,
+        "HTTP probe failed: too many 1xx informational responses (more than 5)",
+    );
+    assert_loop_keeps_turning(&v);
+}
+
+/// HTTP/2 frames for the hostile gRPC servers.
+mod h2_frames {
+    pub const HEADERS: u8 = 0x1;
+    pub const PING: u8 = 0x6;
+    pub const WINDOW_UPDATE: u8 = 0x8;
+    pub const END_HEADERS: u8 = 0x4;
+
+    pub fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+        let len = payload.len();
+        let mut out = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
+        out.extend_from_slice(&stream.to_be_bytes());
+        out.extend_from_slice(payload);
+        out
+    }
+}
+
+/// PING frames without end, never reading what vigil sends (its acknowledgements).
+fn ping_flood(mut conn: std::net::TcpStream) {
+    use std::io::Write;
+    let burst = h2_frames::frame(h2_frames::PING, 0, 0, b"pingpong").repeat(4096);
+    while conn.write_all(&burst).is_ok() {}
+}
+
+/// One HEADERS block (stream 1, no END_STREAM) adding a 4000-byte entry to the HPACK
+/// dynamic table, then blocks of 15 one-byte references to it without end, never reading:
+/// each block decodes to 60 KB, under the cap of one block; together without bound.
+fn hpack_flood(mut conn: std::net::TcpStream) {
+    use h2_frames::{END_HEADERS, HEADERS, frame};
+    use std::io::Write;
+    // Literal with incremental indexing, new name "x", value of 4000 bytes (RFC 7541 §6.2.1;
+    // 4000 = 127 + 3873, the integer's continuation bytes 0xa1 0x1e).
+    let mut first = vec![0x40, 1, b'x', 0x7f, 0xa1, 0x1e];
+    first.extend(std::iter::repeat_n(b'v', 4000));
+    if conn
+        .write_all(&frame(HEADERS, END_HEADERS, 1, &first))
+        .is_err()
+    {
+        return;
+    }
+    let block = frame(HEADERS, END_HEADERS, 1, &[0x80 | 62; 15]);
+    let burst = block.repeat(4096);
+    while conn.write_all(&burst).is_ok() {}
+}
+
+/// WINDOW_UPDATE frames without end: nothing that decides the check, so only the timeout
+/// ends the attempt.
+fn window_update_stream(mut conn: std::net::TcpStream) {
+    use std::io::Write;
+    let burst = h2_frames::frame(h2_frames::WINDOW_UPDATE, 0, 0, &[0, 0, 0, 1]).repeat(4096);
+    while conn.write_all(&burst).is_ok() {}
+}
+
+/// A gRPC readiness probe against `serve`: the attempt fails with `message`, vigil's RSS
+/// stays under 100 MiB throughout (it is killed above 512 MiB) and the loop keeps turning.
+fn check_grpc_flood(serve: fn(std::net::TcpStream), message: &str) {
+    let port = hostile_server(serve);
+    let v = Vigil::start(&hostile_probe_pods(&format!("grpc = {{ port = {port} }}")));
+    let pid = v.child.as_ref().expect("running").id();
+    let watch = RssWatch::start(pid, 512 * 1024);
+    let result = first_hostile_result(&v);
+    assert_failed_naming(&result, message);
+    assert_loop_keeps_turning(&v);
+    // A few more attempts against the flood.
+    v.wait_for(T, "three more attempts", |v| {
+        recent(&v.container("hostile", "c"), "readiness").len() >= 4
+    });
+    let peak = watch.peak();
+    assert!(peak < 100 * 1024, "vigil's RSS reached {peak} KiB");
+}
+
+#[test]
+fn grpc_probe_against_a_ping_flood_that_never_reads_fails_and_memory_stays_bounded() {
+    check_grpc_flood(
+        ping_flood,
+        "gRPC probe failed: server sent more than 256 SETTINGS and PING frames (each needs an \
+         acknowledgement)",
+    );
+}
+
+#[test]
+fn grpc_probe_against_an_hpack_header_flood_fails_and_memory_stays_bounded() {
+    check_grpc_flood(
+        hpack_flood,
+        "gRPC probe failed: response headers too large (64 KiB decoded in all)",
+    );
+}
+
+#[test]
+fn grpc_probe_against_a_peer_that_never_stops_sending_times_out_at_its_timeout() {
+    let port = hostile_server(window_update_stream);
+    let v = Vigil::start(&hostile_probe_pods(&format!("grpc = {{ port = {port} }}")));
+    let result = first_hostile_result(&v);
+    assert_eq!(result["success"], false, "{result}");
+    assert_eq!(result["message"], "probe timed out after 1s", "{result}");
+    let took = result["duration_ms"].as_f64().unwrap_or(f64::MAX);
+    assert!((900.0..5000.0).contains(&took), "{took} ms: {result}");
+    assert_loop_keeps_turning(&v);
+}
