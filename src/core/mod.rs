@@ -14,6 +14,7 @@ mod backoff;
 mod events;
 mod pod;
 mod probes;
+pub mod recall;
 pub mod status;
 mod supervisor;
 #[cfg(test)]

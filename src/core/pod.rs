@@ -64,6 +64,9 @@ pub(super) const MSG_STATUS_UNKNOWN: &str = "the container was adopted from an e
 pub(super) const MSG_COMPLETED_BEFORE: &str = "completed under an earlier vigil";
 /// The exit code of such a run (kubelet `TerminatePod`: 137).
 pub(super) const EXIT_CODE_UNKNOWN: i32 = 137;
+/// The end of a run that was running when an earlier vigil died and was gone (or could not be
+/// adopted) when the next one started.
+pub(super) const MSG_GONE_UNSEEN: &str = "it was running when an earlier vigil died and had gone (or could not be adopted) when vigil started again: its exit status is unknown";
 pub(super) const KILL_SHUTDOWN_TIMEOUT: &str = "still running at the shutdown timeout";
 
 /// Why vigil is stopping a running container.
@@ -685,6 +688,160 @@ impl Slot {
         );
         self.post_start_done(out);
         Some(self.generation)
+    }
+
+    /// What the next vigil takes back of this container (`recall`).
+    pub(super) fn memory(&self, spec: u64) -> super::recall::SlotMemory {
+        use super::recall::Remembered;
+        super::recall::SlotMemory {
+            name: self.spec.name.clone(),
+            init: self.init,
+            spec,
+            restart_count: self.restart_count,
+            auto_restarts: self.auto_restarts,
+            runs: self.runs,
+            backoff: self.backoff.clone(),
+            last_state: self.last_state.clone(),
+            state: match &self.state {
+                SlotState::NotStarted { .. } => Remembered::Waiting,
+                SlotState::Creating { .. } => Remembered::Active { started_at: None },
+                SlotState::Running { started_at, .. } => Remembered::Active {
+                    started_at: Some(*started_at),
+                },
+                SlotState::BackOff { until, delay } => Remembered::BackOff {
+                    until: *until,
+                    delay: *delay,
+                },
+                SlotState::Done(t) => Remembered::Done(t.clone()),
+            },
+        }
+    }
+
+    /// At start, after adoption, with the same definition as under the earlier vigil: takes
+    /// back its history and, unless it was adopted, what its state was (`super::recall`).
+    /// `reached`: its pod is at or past its step (else it starts later, as usual). A queued
+    /// first `Spawn` of a slot that is not `Creating` afterwards is the caller's to drop.
+    pub(super) fn recall(
+        &mut self,
+        m: &super::recall::SlotMemory,
+        reached: bool,
+        pod: &str,
+        out: &mut Out,
+    ) -> Option<super::recall::Recalled> {
+        use super::recall::{Recalled, Remembered};
+        let adopted = matches!(self.state, SlotState::Running { .. }) && self.runs <= 1;
+        let first = self.runs <= 1
+            && matches!(
+                self.state,
+                SlotState::NotStarted { .. }
+                    | SlotState::Creating {
+                        pending: None,
+                        force_kill: false,
+                    }
+            );
+        // An init container recorded as completed by a skip to its pod's stage.
+        let skipped = matches!(&self.state, SlotState::Done(t) if t.message == MSG_COMPLETED_BEFORE)
+            && self.runs <= 1;
+        if !(adopted || first || skipped) {
+            return None;
+        }
+        self.restart_count = m.restart_count.max(self.restart_count);
+        self.auto_restarts = m.auto_restarts;
+        self.backoff = m.backoff.clone();
+        if self.last_state.is_none() {
+            self.last_state = m.last_state.clone();
+        }
+        if adopted {
+            return Some(Recalled::History);
+        }
+        if skipped {
+            if let Remembered::Done(t) = &m.state {
+                self.state = SlotState::Done(t.clone());
+                self.runs = m.runs;
+            }
+            return Some(Recalled::Ended(TerminationReason::Completed));
+        }
+        let creating = matches!(self.state, SlotState::Creating { .. });
+        // Its first spawn here is a restart of the runs before.
+        let as_restart = |slot: &mut Slot| {
+            if creating && m.runs > 0 {
+                slot.runs = m.runs + 1;
+                slot.restart_count = m.restart_count + 1;
+            } else {
+                slot.runs = m.runs;
+            }
+        };
+        match &m.state {
+            Remembered::Waiting => {
+                as_restart(self);
+                Some(Recalled::History)
+            }
+            Remembered::Done(t)
+                if t.reason != TerminationReason::Stopped
+                    || t.message.starts_with(MSG_STOP_REQUEST) =>
+            {
+                if !reached {
+                    return None;
+                }
+                self.runs = m.runs;
+                self.state = SlotState::Done(t.clone());
+                Some(Recalled::Ended(t.reason))
+            }
+            Remembered::Done(t) => {
+                // Stopped by a shutdown that the crash cut short: it starts again.
+                if t.started_at.is_some() {
+                    self.last_state = Some(t.clone());
+                }
+                as_restart(self);
+                Some(Recalled::History)
+            }
+            Remembered::BackOff { until, delay } => {
+                if !reached {
+                    return None;
+                }
+                self.runs = m.runs;
+                self.state = SlotState::BackOff {
+                    until: (*until).min(later(out.now, *delay)),
+                    delay: *delay,
+                };
+                Some(Recalled::BackOff)
+            }
+            Remembered::Active { started_at } => {
+                if !reached {
+                    return None;
+                }
+                let term = Terminated {
+                    exit_code: EXIT_CODE_UNKNOWN,
+                    signal: None,
+                    reason: TerminationReason::ContainerStatusUnknown,
+                    message: MSG_GONE_UNSEEN.to_string(),
+                    started_at: *started_at,
+                    finished_at: out.now,
+                };
+                let name = self.spec.name.clone();
+                out.event(
+                    EventType::Warning,
+                    "Exited",
+                    pod,
+                    &name,
+                    format!(
+                        "Container {name} exited: {}, {MSG_GONE_UNSEEN}",
+                        term.reason.as_str()
+                    ),
+                );
+                // As the end of an adopted run (`termination`): unknown is a failure.
+                let restarts = self.sidecar() || self.spec.restart_policy != RestartPolicy::Never;
+                if restarts && creating {
+                    self.last_state = Some(term);
+                    as_restart(self);
+                    Some(Recalled::GoneRestarted)
+                } else {
+                    self.runs = m.runs;
+                    self.state = SlotState::Done(term);
+                    Some(Recalled::GoneEnded)
+                }
+            }
+        }
     }
 
     /// The run is under way (post-start hook returned, or none): probes begin.
@@ -1688,7 +1845,35 @@ impl Pod {
     /// Only while nothing of the pod has run under this vigil yet; returns the keys whose
     /// queued `Spawn` the caller must drop, or `None` when it cannot be done.
     pub(super) fn skip_to_main_for_adoption(&mut self, out: &mut Out) -> Option<Vec<ContainerKey>> {
-        if self.stage == Stage::Main {
+        self.skip_to_stage(Stage::Main, out)
+    }
+
+    /// [`Pod::skip_to_main_for_adoption`] to any stage it had reached under an earlier vigil:
+    /// the plain init containers before `stage` are recorded as completed then (not run
+    /// again), the sidecars before it start now unless adopted, and so does the step itself
+    /// (init container `i`, or every regular container not adopted). Only while nothing of
+    /// the pod has run under this vigil yet, and only forward; returns the keys whose queued
+    /// `Spawn` the caller must drop, or `None` when it cannot be done.
+    pub(super) fn skip_to_stage(
+        &mut self,
+        stage: Stage,
+        out: &mut Out,
+    ) -> Option<Vec<ContainerKey>> {
+        let upto = match stage {
+            Stage::Waiting => return Some(Vec::new()),
+            Stage::Init(i) => i.min(self.init.len()),
+            Stage::Main => self.init.len(),
+        };
+        let reached = match self.stage {
+            Stage::Waiting => 0,
+            Stage::Init(i) => i,
+            Stage::Main => self.init.len() + 1,
+        };
+        let target = match stage {
+            Stage::Main => self.init.len() + 1,
+            _ => upto,
+        };
+        if reached >= target {
             return Some(Vec::new());
         }
         let untouched = |s: &Slot| {
@@ -1707,7 +1892,7 @@ impl Pod {
         }
         let name = self.spec.name.clone();
         let mut dropped = Vec::new();
-        for slot in self.init.iter_mut() {
+        for slot in self.init.iter_mut().take(upto) {
             if slot.sidecar() {
                 if !slot.is_active() {
                     slot.spawn(&name, out);
@@ -1726,6 +1911,13 @@ impl Pod {
                 finished_at: out.now,
             });
         }
+        if upto < self.init.len() {
+            self.stage = Stage::Init(upto);
+            if !self.init[upto].is_active() {
+                self.init[upto].spawn(&name, out);
+            }
+            return Some(dropped);
+        }
         self.stage = Stage::Main;
         for slot in self.main.iter_mut() {
             if !slot.is_active() {
@@ -1733,6 +1925,93 @@ impl Pod {
             }
         }
         Some(dropped)
+    }
+
+    /// What the next vigil takes back of this pod (`recall`); `spec_of` hashes a container's
+    /// definition as the runtime does.
+    pub(super) fn memory(
+        &self,
+        spec_of: &dyn Fn(ContainerKey, &ContainerSpec) -> u64,
+    ) -> super::recall::PodMemory {
+        super::recall::PodMemory {
+            name: self.spec.name.clone(),
+            created_at: self.created_at,
+            stage: self.stage,
+            containers: self
+                .slots()
+                .map(|s| s.memory(spec_of(s.key, &s.spec)))
+                .collect(),
+        }
+    }
+
+    /// At start, after adoption: takes back what an earlier vigil knew of this pod
+    /// (`super::recall` says how). `spec_of` hashes a container's definition now. Returns
+    /// what was done per container, and whether the pod went on to the stage it had reached
+    /// (`false` also when it had not begun).
+    pub(super) fn recall(
+        &mut self,
+        memory: &super::recall::PodMemory,
+        spec_of: &dyn Fn(ContainerKey, &ContainerSpec) -> u64,
+        out: &mut Out,
+    ) -> Vec<(String, super::recall::Recalled)> {
+        use super::recall::SlotMemory;
+        if self.refused.is_some() || self.held {
+            return Vec::new();
+        }
+        if memory.created_at <= out.now {
+            self.created_at = memory.created_at;
+        }
+        let same = |s: &Slot, m: &SlotMemory| {
+            m.name == s.name() && m.init == s.init && m.spec == spec_of(s.key, &s.spec)
+        };
+        // The stage it had reached, if the containers before it are the same ones.
+        let upto = match memory.stage {
+            Stage::Waiting => 0,
+            Stage::Init(i) => i,
+            Stage::Main => self.init.len(),
+        };
+        let before_same = self
+            .init
+            .iter()
+            .take(upto)
+            .all(|s| memory.containers.iter().any(|m| same(s, m)))
+            && (memory.stage != Stage::Main
+                || memory.containers.iter().filter(|m| m.init).count() == self.init.len());
+        let mut dropped = Vec::new();
+        if before_same && let Some(d) = self.skip_to_stage(memory.stage, out) {
+            dropped = d;
+        }
+        let name = self.spec.name.clone();
+        let mut done = Vec::new();
+        let stage = self.stage;
+        for (i, slot) in self.init.iter_mut().enumerate() {
+            let reached = match stage {
+                Stage::Waiting => false,
+                Stage::Init(j) => i <= j,
+                Stage::Main => true,
+            };
+            if let Some(m) = memory.containers.iter().find(|m| same(slot, m))
+                && let Some(r) = slot.recall(m, reached, &name, out)
+            {
+                done.push((slot.name().to_string(), r));
+            }
+        }
+        for slot in self.main.iter_mut() {
+            if let Some(m) = memory.containers.iter().find(|m| same(slot, m))
+                && let Some(r) = slot.recall(m, stage == Stage::Main, &name, out)
+            {
+                done.push((slot.name().to_string(), r));
+            }
+        }
+        // A queued first `Spawn` of a container that does not start now is dropped.
+        for slot in self.slots() {
+            if !matches!(slot.state, SlotState::Creating { .. }) {
+                dropped.push(slot.key);
+            }
+        }
+        out.actions
+            .retain(|a| !matches!(a, Action::Spawn { key, .. } if dropped.contains(key)));
+        done
     }
 
     /// Run init container `i`, or the regular containers once `i` is past the last init.

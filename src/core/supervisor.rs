@@ -21,7 +21,7 @@ use super::pod::{
 use super::probes::PhaseSpread;
 use super::timers::Timers;
 use super::*;
-use crate::config::spec::{Config, DependencyCondition, PodSpec};
+use crate::config::spec::{Config, ContainerSpec, DependencyCondition, PodSpec};
 
 #[derive(serde::Serialize, serde::Deserialize, Debug)]
 struct Shutdown {
@@ -537,6 +537,67 @@ impl Supervisor {
             .retain(|a| !matches!(a, Action::Spawn { key: k, .. } if dropped.contains(k)));
         self.refresh_touched(now, Some(&[loc.pod]));
         Some(generation)
+    }
+
+    /// What the next vigil takes back if this one dies without a shutdown ([`super::recall`]):
+    /// the runtime serialises it into its state file. `spec_of` hashes a container's
+    /// definition as the runtime does.
+    pub fn recollection(
+        &self,
+        spec_of: &dyn Fn(ContainerKey, &ContainerSpec) -> u64,
+    ) -> super::recall::RecollectionRef<'_> {
+        super::recall::RecollectionRef {
+            pods: self
+                .pods
+                .iter()
+                .filter(|p| p.next == Next::Keep)
+                .map(|p| p.memory(spec_of))
+                .collect(),
+            events: &self.events,
+        }
+    }
+
+    /// At start, before anything else is recorded (right after [`Supervisor::new`]): the
+    /// event list an earlier vigil left takes the place of this one's, and what this one
+    /// recorded so far follows it. Returns the last `seq` of the earlier list (its events
+    /// were logged by that vigil).
+    pub fn recall_events(&mut self, memory: &mut super::recall::Recollection) -> u64 {
+        let fresh = std::mem::replace(&mut self.events, std::mem::take(&mut memory.events));
+        let last = self.events.last_seq();
+        for e in fresh.since(0) {
+            self.events
+                .record(e.last, e.kind, &e.reason, e.object, e.message);
+        }
+        last
+    }
+
+    /// At start, after the runtime adopted what it could ([`Supervisor::adopt`]) and before
+    /// draining actions: takes back what an earlier vigil that died knew
+    /// ([`super::recall`]). `spec_of` hashes a container's definition now (a container whose
+    /// hash differs from the remembered one starts afresh). Returns what was done, per
+    /// `pod/container`.
+    pub fn recall(
+        &mut self,
+        now: Time,
+        memory: &super::recall::Recollection,
+        spec_of: &dyn Fn(ContainerKey, &ContainerSpec) -> u64,
+    ) -> Vec<(String, super::recall::Recalled)> {
+        if self.shutdown.is_some() {
+            return Vec::new();
+        }
+        let mut done = Vec::new();
+        let (pods, mut out) = self.split(now);
+        for pod in pods.iter_mut() {
+            let Some(m) = memory.pods.iter().find(|m| m.name == pod.name()) else {
+                continue;
+            };
+            let name = pod.name().to_string();
+            for (container, r) in pod.recall(m, spec_of, &mut out) {
+                done.push((format!("{name}/{container}"), r));
+            }
+        }
+        self.refresh(now);
+        done
     }
 
     /// Every regular container that has ended for good in a way a vigil restarted after a

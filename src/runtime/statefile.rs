@@ -24,8 +24,14 @@
 //! unattributed orphan: it is killed when vigil shuts down, or by the next vigil after a
 //! `kill -9`, but not when its container ends or restarts.
 //!
+//! With `on_restart = "adopt"` the file also holds the core's record for a vigil restarted
+//! after a crash (`record BOOT_ID JSON`, [`crate::core::recall`]), taken when the core changed
+//! and at most once per [`RECORD_INTERVAL`] ([`Tracker::record_wanted`]).
+//!
 //! The file is written at most once per loop turn ([`Tracker::flush`]), through a temporary
-//! name and a rename, so a `kill -9` leaves either the old or the new text.
+//! name created afresh (`O_EXCL`) and a rename, so a `kill -9` leaves either the old or the new
+//! text. It is read at start only if vigil can trust it ([`read_trusted`]: vigil's own, not
+//! writable by others; issue 43.12).
 //!
 //! Must not: signal a process whose start time it has not just verified, or block (the scan is
 //! bounded by [`MAX_SCAN`] processes).
@@ -171,8 +177,9 @@ pub struct Ended {
     pub spec: u64,
 }
 
-/// The state file's text: `entries`, then a line per container in `ended`.
-pub fn format(entries: &[Entry], ended: &[Ended]) -> String {
+/// The state file's text: `entries`, then a line per container in `ended`, then the core's
+/// [`Recollection`](crate::core::recall::Recollection) line (`record BOOT_ID JSON`), if any.
+pub fn format(entries: &[Entry], ended: &[Ended], record: Option<&str>) -> String {
     let mut s = String::from(
         "# vigil: processes to kill or adopt if this vigil is gone (PID STARTTIME LABEL [SPEC RESTARTS]), containers that ended for good (stopped|completed LABEL SPEC)\n",
     );
@@ -192,7 +199,97 @@ pub fn format(entries: &[Entry], ended: &[Ended]) -> String {
             None => s.push_str(&format!("{} {} {}\n", e.pid, e.start, e.label)),
         }
     }
+    if let Some(r) = record {
+        s.push_str("record ");
+        s.push_str(r);
+        s.push('\n');
+    }
     s
+}
+
+/// The JSON of the `record` line, if it was written during the boot `boot_id` (its instants
+/// are `CLOCK_MONOTONIC`, meaningless after a reboot).
+pub fn parse_record<'a>(text: &'a str, boot_id: &str) -> Option<&'a str> {
+    let line = text.lines().find_map(|l| l.strip_prefix("record "))?;
+    let (boot, json) = line.split_once(' ')?;
+    (!boot_id.is_empty() && boot == boot_id).then_some(json)
+}
+
+/// This boot's id (`/proc/sys/kernel/random/boot_id`, random(4)); empty when unknown.
+pub fn boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// The largest state file read (a longer one is refused: vigil writes far less — a line per
+/// process and the record, whose event list is bounded).
+pub const MAX_FILE: u64 = 64 << 20;
+
+/// Why a state file found at start is not trusted (issue 43.12: a forged one would have vigil
+/// kill or adopt processes that are not its own).
+#[derive(Debug, thiserror::Error)]
+pub enum Untrusted {
+    #[error("cannot open it: {0}")]
+    Open(std::io::Error),
+    #[error("not a regular file")]
+    NotAFile,
+    #[error("owned by uid {owner}, not by vigil's uid {me}")]
+    Owner { owner: u32, me: u32 },
+    #[error("writable by its group or others (mode {0:o})")]
+    Writable(u32),
+    #[error("larger than {MAX_FILE} bytes")]
+    TooLarge,
+    #[error("cannot read it: {0}")]
+    Read(std::io::Error),
+}
+
+/// Reads the state file at `path` if vigil can trust it: a regular file (the last component
+/// not a symlink), owned by vigil's effective uid, not writable by its group or others, at
+/// most [`MAX_FILE`] bytes. `Ok(None)` when there is none.
+pub fn read_trusted(path: &Path) -> Result<Option<String>, Untrusted> {
+    use std::io::Read;
+    use std::os::unix::fs::MetadataExt;
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Untrusted::Open(e)),
+    };
+    let meta = file.metadata().map_err(Untrusted::Read)?;
+    if !meta.file_type().is_file() {
+        return Err(Untrusted::NotAFile);
+    }
+    let me = nix::unistd::geteuid().as_raw();
+    if meta.uid() != me {
+        return Err(Untrusted::Owner {
+            owner: meta.uid(),
+            me,
+        });
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(Untrusted::Writable(meta.mode() & 0o7777));
+    }
+    if meta.len() > MAX_FILE {
+        return Err(Untrusted::TooLarge);
+    }
+    let mut text = String::new();
+    file.take(MAX_FILE)
+        .read_to_string(&mut text)
+        .map_err(Untrusted::Read)?;
+    Ok(Some(text))
+}
+
+/// What an earlier vigil's state file says.
+#[derive(Debug, Default)]
+pub struct Previous {
+    pub entries: Vec<Entry>,
+    pub ended: Vec<Ended>,
+    /// The core's record (JSON), when written in this boot.
+    pub record: Option<String>,
 }
 
 /// The containers a state file's text records as ended for good (a missing or bad SPEC is 0).
@@ -262,6 +359,25 @@ pub fn age_of(start: u64) -> Option<Duration> {
     }
     let started = start as f64 / ticks as f64;
     Some(Duration::from_secs_f64((uptime - started).max(0.0)))
+}
+
+/// The wall-clock time a process that started `start` clock ticks after boot did so: proc(5)
+/// field 22 counts from boot in `CLOCK_BOOTTIME` (the kernel's `start_boottime`), read here
+/// against that clock, not `/proc/uptime`'s 10 ms. The tick is rounded down, so the result
+/// is at or before the true start (within one tick).
+pub fn started_wall(start: u64) -> Option<std::time::SystemTime> {
+    let boot = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME).ok()?;
+    let since_boot = Duration::new(
+        u64::try_from(boot.tv_sec()).ok()?,
+        u32::try_from(boot.tv_nsec()).ok()?,
+    );
+    // SAFETY: sysconf(3) takes a constant and returns a value; no memory is passed.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let ticks = u64::try_from(ticks).ok().filter(|t| *t > 0)?;
+    let started = Duration::from_secs(start / ticks)
+        + Duration::from_nanos((start % ticks) * 1_000_000_000 / ticks);
+    let ago = since_boot.checked_sub(started)?;
+    std::time::SystemTime::now().checked_sub(ago)
 }
 
 /// The pids of `root`'s descendants and of its session's members, from one scan.
@@ -356,7 +472,21 @@ pub struct Tracker {
     /// The text last written (nothing is written again while it is the same).
     written: Option<String>,
     failing: bool,
+    /// This boot's id (the record is valid within it only).
+    boot_id: String,
+    /// The core's record line (`BOOT_ID JSON`), as last set.
+    record: Option<String>,
+    /// The event `seq` the record was taken at.
+    record_seq: u64,
+    /// The record is not taken again before this ([`RECORD_INTERVAL`]).
+    record_after: Option<Instant>,
+    /// The core changed while the record could not be taken: take it then.
+    record_due: Option<Instant>,
 }
+
+/// The record of the core is taken at most this often (a burst of changes is written once,
+/// at the end of the interval): what a crash within it loses (docs/behaviour.md).
+pub const RECORD_INTERVAL: Duration = Duration::from_millis(250);
 
 impl Tracker {
     /// The state file for the control socket at `socket`.
@@ -380,15 +510,63 @@ impl Tracker {
             next_scan: None,
             written: None,
             failing: false,
+            boot_id: boot_id(),
+            record: None,
+            record_seq: 0,
+            record_after: None,
+            record_due: None,
         }
     }
 
     /// What an earlier vigil recorded (nothing if there is no file): its processes, and the
     /// containers that had ended for good.
-    pub fn previous(&self) -> (Vec<Entry>, Vec<Ended>) {
-        std::fs::read_to_string(&self.path)
-            .map(|t| (parse(&t), parse_ended(&t)))
-            .unwrap_or_default()
+    /// A file vigil cannot trust ([`read_trusted`]) is refused, said at warn: what is found
+    /// is then judged from the cgroups alone (with cgroups, every container found is replaced;
+    /// without, nothing is killed).
+    pub fn previous(&self) -> Previous {
+        let text = match read_trusted(&self.path) {
+            Ok(Some(t)) => t,
+            Ok(None) => return Previous::default(),
+            Err(e) => {
+                warn!(
+                    "state file {} refused: {e}; what an earlier vigil left is judged from its \
+                     cgroups alone (nothing it names is killed or adopted)",
+                    self.path.display()
+                );
+                return Previous::default();
+            }
+        };
+        Previous {
+            entries: parse(&text),
+            ended: parse_ended(&text),
+            record: parse_record(&text, &self.boot_id).map(str::to_string),
+        }
+    }
+
+    /// Whether the core's record is to be taken now: it changed (its last event `seq` is not
+    /// the one recorded) and the last one was taken [`RECORD_INTERVAL`] ago or more; else,
+    /// when it changed, [`Tracker::deadline`] wakes the loop for it.
+    pub fn record_wanted(&mut self, seq: u64, now: Instant) -> bool {
+        if seq == self.record_seq {
+            self.record_due = None;
+            return false;
+        }
+        match self.record_after {
+            Some(t) if now < t => {
+                self.record_due = Some(t);
+                false
+            }
+            _ => true,
+        }
+    }
+
+    /// The core's record as of event `seq` (its JSON), to be written at the end of the turn.
+    pub fn set_record(&mut self, seq: u64, json: &str, now: Instant) {
+        self.record = Some(format!("{} {json}", self.boot_id));
+        self.record_seq = seq;
+        self.record_after = Some(now + RECORD_INTERVAL);
+        self.record_due = None;
+        self.dirty = true;
     }
 
     /// Something the file records may have changed (an operator command): write it at the
@@ -562,10 +740,14 @@ impl Tracker {
 
     /// When the next scan is due (`None`: nothing to scan).
     pub fn deadline(&self) -> Option<Instant> {
-        if self.mains.is_empty() || !self.scans {
+        let scan = if self.mains.is_empty() || !self.scans {
             None
         } else {
             self.next_scan
+        };
+        match (scan, self.record_due) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 
@@ -667,7 +849,7 @@ impl Tracker {
         if !std::mem::take(&mut self.dirty) {
             return;
         }
-        let text = format(&self.entries(), &self.ended);
+        let text = format(&self.entries(), &self.ended, self.record.as_deref());
         if self.written.as_deref() == Some(text.as_str()) {
             return;
         }
@@ -676,13 +858,7 @@ impl Tracker {
             s.push(".tmp");
             PathBuf::from(s)
         };
-        let result = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&tmp)
+        let result = create_new(&tmp)
             .and_then(|mut f| f.write_all(text.as_bytes()))
             .and_then(|()| std::fs::rename(&tmp, &self.path));
         match result {
@@ -702,6 +878,27 @@ impl Tracker {
                 self.written = None;
             }
         }
+    }
+}
+
+/// Creates `tmp` afresh (`O_EXCL`, mode 0600: never opens what someone else put there); a
+/// stale one (a crash between create and rename) is unlinked first — unlink(2) removes a
+/// symlink itself, never its target.
+fn create_new(tmp: &Path) -> std::io::Result<std::fs::File> {
+    let open = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(tmp)
+    };
+    match open() {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            std::fs::remove_file(tmp)?;
+            open()
+        }
+        other => other,
     }
 }
 
@@ -762,7 +959,10 @@ mod tests {
                 spec: 0xfeed,
             },
         ];
-        let text = format(&entries, &ended);
+        let text = format(&entries, &ended, Some("boot-1 {\"pods\":[]}"));
+        assert_eq!(parse_record(&text, "boot-1"), Some("{\"pods\":[]}"));
+        assert_eq!(parse_record(&text, "boot-2"), None, "another boot's record");
+        assert_eq!(parse_record(&text, ""), None, "an unknown boot");
         assert_eq!(parse(&text), entries);
         assert_eq!(parse_ended(&text), ended);
         assert_eq!(
@@ -866,6 +1066,95 @@ mod tests {
         let mut t = tree_of(10, &procs);
         t.sort();
         assert_eq!(t, vec![(11, 101), (12, 102), (13, 103)]);
+    }
+
+    #[test]
+    fn a_state_file_that_is_a_symlink_or_writable_by_others_is_not_trusted() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.sock.state");
+        assert!(matches!(read_trusted(&p), Ok(None)));
+        std::fs::write(&p, "1234 5 orphan\n").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(
+            read_trusted(&p).unwrap().as_deref(),
+            Some("1234 5 orphan\n")
+        );
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o666)).unwrap();
+        assert!(matches!(read_trusted(&p), Err(Untrusted::Writable(0o666))));
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o620)).unwrap();
+        assert!(matches!(read_trusted(&p), Err(Untrusted::Writable(_))));
+        let link = dir.path().join("l.state");
+        std::os::unix::fs::symlink(&p, &link).unwrap();
+        assert!(matches!(read_trusted(&link), Err(Untrusted::Open(_))));
+        if nix::unistd::geteuid().is_root() {
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+            std::os::unix::fs::chown(&p, Some(65534), Some(65534)).unwrap();
+            assert!(matches!(
+                read_trusted(&p),
+                Err(Untrusted::Owner { owner: 65534, .. })
+            ));
+        }
+        // A tracker at that path hears nothing of an untrusted file.
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let t = Tracker::new(&dir.path().join("s.sock"), true);
+        assert!(t.previous().entries.is_empty());
+    }
+
+    #[test]
+    fn the_temporary_file_is_created_afresh_and_a_stale_symlink_there_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "keep").unwrap();
+        let tmp = dir.path().join("s.sock.state.tmp");
+        std::os::unix::fs::symlink(&victim, &tmp).unwrap();
+        let mut t = Tracker::new(&dir.path().join("s.sock"), false);
+        t.touch();
+        t.set_ended(vec![Ended {
+            label: "a/b".into(),
+            end: KeptEnd::Completed,
+            spec: 1,
+        }]);
+        t.flush();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+        let text = std::fs::read_to_string(dir.path().join("s.sock.state")).unwrap();
+        assert!(text.contains("completed a/b"), "{text}");
+        assert!(!tmp.exists());
+    }
+
+    #[test]
+    fn the_record_is_taken_at_most_once_per_interval_and_only_after_a_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = Tracker::new(&dir.path().join("s.sock"), false);
+        let t0 = Instant::now();
+        assert!(!t.record_wanted(0, t0), "nothing changed");
+        assert!(t.record_wanted(1, t0));
+        t.set_record(1, "{}", t0);
+        assert!(!t.record_wanted(1, t0));
+        assert_eq!(t.deadline(), None, "idle: no wake-up");
+        let soon = t0 + RECORD_INTERVAL / 2;
+        assert!(!t.record_wanted(2, soon), "within the interval");
+        assert_eq!(t.deadline(), Some(t0 + RECORD_INTERVAL), "taken at its end");
+        assert!(t.record_wanted(3, t0 + RECORD_INTERVAL));
+    }
+
+    #[test]
+    fn a_process_start_in_wall_clock_time_is_at_or_just_before_its_spawn() {
+        let before = std::time::SystemTime::now();
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let after = std::time::SystemTime::now();
+        let start = read_stat(child.id()).unwrap().start;
+        let wall = started_wall(start).unwrap();
+        let _ = (child.kill(), child.wait());
+        assert!(wall <= after, "{wall:?} after {after:?}");
+        // Rounded down to a clock tick (10 ms at USER_HZ 100), plus the clocks' reading gap.
+        assert!(
+            wall + Duration::from_millis(50) >= before,
+            "{wall:?} long before {before:?}"
+        );
     }
 
     #[test]

@@ -7,6 +7,7 @@ mod adopt;
 mod common;
 mod control;
 mod convert;
+mod crash;
 mod faults;
 mod host;
 mod hostile;

@@ -146,6 +146,53 @@ impl Harness {
         (h, accepted)
     }
 
+    /// The next vigil after this one died at `self.now + after` seconds: a fresh supervisor
+    /// for `cfg` that takes back this one's record (through its JSON, as the state file holds
+    /// it) after adopting `(pod, container, pid)` still running, as the runtime does; its
+    /// clock and t0 are this harness's. Returns it and what the recall did.
+    pub fn after_crash(
+        &self,
+        cfg: &Config,
+        after: f64,
+        adopt: &[(&str, &str, u32)],
+    ) -> (Harness, Vec<(String, recall::Recalled)>) {
+        let hash = |_: ContainerKey, s: &ContainerSpec| {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            format!("{s:?}").hash(&mut h);
+            h.finish()
+        };
+        let json = serde_json::to_string(&self.sup.recollection(&hash)).expect("serialises");
+        let mut memory: recall::Recollection = serde_json::from_str(&json).expect("parses");
+        let now = self.now + secs(after);
+        let mut sup = Supervisor::new(cfg, now);
+        sup.recall_events(&mut memory);
+        let mut gens = HashMap::new();
+        for &(pod, c, pid) in adopt {
+            let key = sup.container_key(pod, c).expect("container exists");
+            let restarts = self.status(pod, c).restart_count;
+            let started = match self.status(pod, c).state {
+                ContainerState::Running { started_at, .. } => started_at,
+                other => panic!("{pod}/{c} was not running: {other:?}"),
+            };
+            let g = sup
+                .adopt(now, key, pid, started, restarts)
+                .expect("adopted");
+            gens.insert(key, g);
+        }
+        let done = sup.recall(now, &memory, &hash);
+        let mut h = Harness {
+            sup,
+            t0: self.t0,
+            now,
+            pending: Vec::new(),
+            gens,
+            next_pid: 5000,
+        };
+        h.drain();
+        (h, done)
+    }
+
     /// Seconds since t0.
     pub fn t(&self) -> f64 {
         (self.now - self.t0).as_secs_f64()

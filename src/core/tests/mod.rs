@@ -13,6 +13,7 @@ mod operator;
 mod pipeline;
 mod probes;
 mod reasons;
+mod recall;
 mod reload;
 mod shutdown;
 mod sidecars;

@@ -8,7 +8,10 @@
 //! the container is still in the config with the same definition ([`statefile::spec_hash`]),
 //! and the core takes it ([`crate::core::Supervisor::adopt`]: a regular container or a
 //! sidecar; its pod's plain init containers count as completed). Everything else is killed as before (`cgroup.kill` of the cgroups
-//! left, or the state file's processes) and starts afresh.
+//! left, or the state file's processes) and starts afresh. Then the core takes back the
+//! earlier vigil's record from the state file ([`crate::core::recall`]: restart counts, last
+//! states, back-off, ended containers, events, ages); this vigil keeps its own record there
+//! ([`Shell::remember`]).
 //!
 //! Owns: the pidfd of each adopted run (pidfd_open(2)), registered with the poll: an adopted
 //! process is not vigil's child, so it cannot be reaped, and its exit status cannot be known;
@@ -33,8 +36,9 @@ use mio::{Interest, Registry, Token};
 
 use super::Shell;
 use super::tokens::{self, Watched};
-use crate::config::spec::OnRestart;
+use crate::config::spec::{ContainerSpec, OnRestart};
 use crate::core::KeptEnd;
+use crate::core::recall::{Recalled, Recollection};
 use crate::core::{ContainerKey, Generation};
 use crate::runtime::slots::Run;
 use crate::runtime::statefile::{self, Ended, Entry, MainInfo};
@@ -158,7 +162,27 @@ impl Shell {
     /// Start-up, after the core is built and before its first actions run: finds what an
     /// earlier vigil left (see the module docs), adopts what it can, kills the rest.
     pub(super) fn take_over_leftovers(&mut self, now: Instant) {
-        let (previous, ended) = self.tracker.previous();
+        let statefile::Previous {
+            entries: previous,
+            ended,
+            record,
+        } = self.tracker.previous();
+        let adopt = self.config.supervisor.on_restart == OnRestart::Adopt;
+        let mut memory = record.filter(|_| adopt).and_then(|json| {
+            serde_json::from_str::<Recollection>(&json)
+                .map_err(|e| warn!("the state file's record does not parse: {e}; not taken back"))
+                .ok()
+        });
+        if let Some(m) = memory.as_mut() {
+            for e in &ended {
+                if let Some((pod, name)) = e.label.split_once('/') {
+                    m.ended_since(pod, name, e.spec, e.end, now);
+                }
+            }
+            // The earlier vigil's events come first (it logged them).
+            let seq = self.core.recall_events(m);
+            self.journal = super::journal::Journal::resume_after(seq);
+        }
         let found = match &self.cgroups {
             Some(m) => in_cgroups(m.populated_containers(), &previous),
             None => alive_mains(&previous),
@@ -177,8 +201,10 @@ impl Shell {
                 ),
             }
         }
-        if self.config.supervisor.on_restart == OnRestart::Adopt {
-            self.keep_ended(&ended, &kept_labels, now);
+        match memory {
+            Some(m) => self.recall(&m, now),
+            None if adopt => self.keep_ended(&ended, &kept_labels, now),
+            None => {}
         }
         match &self.cgroups {
             Some(m) => {
@@ -191,7 +217,50 @@ impl Shell {
             }
             None => self.tracker.kill_leftovers(&previous, &kept_labels),
         }
+        self.remember(now);
         self.tracker.flush();
+    }
+
+    /// Takes back the core's record an earlier vigil left (after adoption: see
+    /// [`crate::core::recall`]), and logs what became of each container.
+    fn recall(&mut self, memory: &Recollection, now: Instant) {
+        let spec_of = |_: ContainerKey, spec: &ContainerSpec| statefile::spec_hash(spec);
+        let done = self.core.recall(now, memory, &spec_of);
+        for (label, how) in done {
+            match how {
+                Recalled::History => {
+                    debug!("{label}: {} from before vigil restarted", how.describe())
+                }
+                _ => info!("{label}: {} (before vigil restarted)", how.describe()),
+            }
+        }
+        let now_ended = self.kept_ends();
+        self.tracker.set_ended(now_ended);
+    }
+
+    /// Gives the state file the core's record ([`crate::core::recall`]) when the core changed
+    /// (a new event: every change of a container's state records one), at most once per
+    /// [`statefile::RECORD_INTERVAL`]; with `on_restart = "adopt"` only (nothing else reads
+    /// it).
+    pub(super) fn remember(&mut self, now: Instant) {
+        if self.config.supervisor.on_restart != OnRestart::Adopt {
+            return;
+        }
+        let seq = self.core.last_event_seq();
+        if !self.tracker.record_wanted(seq, now) {
+            return;
+        }
+        let slots = &self.slots;
+        let spec_of = |key: ContainerKey, spec: &ContainerSpec| {
+            slots
+                .get(&key)
+                .map(|s| s.spec_hash)
+                .unwrap_or_else(|| statefile::spec_hash(spec))
+        };
+        match serde_json::to_string(&self.core.recollection(&spec_of)) {
+            Ok(json) => self.tracker.set_record(seq, &json, now),
+            Err(e) => warn!("cannot record the core's state for a restart after a crash: {e}"),
+        }
     }
 
     fn adopt_one(&mut self, l: &Leftover, now: Instant) -> Result<(), Replaced> {

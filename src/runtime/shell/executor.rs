@@ -485,10 +485,15 @@ impl Shell {
                 kill_tree(None, pgid);
             }
         }
+        // An adopted run's message must be newer than the run (its start time as recorded).
+        let not_before = pgid
+            .filter(|_| exit.status_unknown)
+            .and_then(|pid| self.tracker.start_of(key, pid))
+            .and_then(crate::runtime::statefile::started_wall);
         if pgid.is_some() {
             self.tracker.ended(key);
         }
-        exit.termination_message = self.termination_message(key, generation, &exit);
+        exit.termination_message = self.termination_message(key, generation, &exit, not_before);
         self.feed(
             now,
             Input::Exited {
@@ -504,12 +509,15 @@ impl Shell {
     /// its `termination_message_path` file if it wrote one during this run (at most 4 KiB);
     /// else, under `FallbackToLogsOnError` and when it failed (exit code not 0), the last 80
     /// lines of its output, at most the last 2 KiB. One bounded read on the loop, like the
-    /// `memory.events` read above.
+    /// `memory.events` read above. `not_before`: the run's start, for a run that has no stamp
+    /// of the file from its spawn (an adopted one): a file last changed before it is an
+    /// earlier run's message.
     fn termination_message(
         &mut self,
         key: ContainerKey,
         generation: Generation,
         exit: &ExitInfo,
+        not_before: Option<std::time::SystemTime>,
     ) -> Option<String> {
         let slot = self.slots.get(&key)?;
         let spec = slot.spec.clone();
@@ -519,7 +527,7 @@ impl Shell {
             .filter(|r| r.generation == generation)
             .map(|r| r.message_stamp);
         if let (Some(path), Some(before)) = (&spec.termination_message_path, before) {
-            match read_termination_file(path, before, spec.user.as_deref()) {
+            match read_termination_file(path, before, not_before, spec.user.as_deref()) {
                 Ok(m) if !m.is_empty() => return Some(m),
                 Ok(_) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -616,12 +624,13 @@ fn message_stamp(path: &std::path::Path) -> Option<(u64, i64, i64, u64)> {
 /// Reads a termination message file the way a container cannot abuse: no component may be a
 /// symlink ([`crate::trust::open_without_links`]: a directory on the way swapped for a link
 /// into another user's files is refused, not followed), it must be a regular file changed since the spawn (not an
-/// earlier run's message), and when the container runs as a user other than root it must not
+/// earlier run's message; for an adopted run, changed at or after its start, `not_before`), and when the container runs as a user other than root it must not
 /// be owned by root (a hard link to a root-only file is not the container's message). At most
 /// 4 KiB (kubelet `MaxContainerTerminationMessageLength`).
 fn read_termination_file(
     path: &std::path::Path,
     before: Option<(u64, i64, i64, u64)>,
+    not_before: Option<std::time::SystemTime>,
     user: Option<&str>,
 ) -> std::io::Result<String> {
     use std::io::Read;
@@ -632,6 +641,11 @@ fn read_termination_file(
         return Err(std::io::Error::other("not a regular file"));
     }
     if before == Some((meta.ino(), meta.mtime(), meta.mtime_nsec(), meta.size())) {
+        return Ok(String::new());
+    }
+    if let (Some(start), Ok(mtime)) = (not_before, meta.modified())
+        && mtime < start
+    {
         return Ok(String::new());
     }
     let as_root = user.is_none_or(|u| u == "0" || u == "root");

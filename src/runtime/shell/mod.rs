@@ -463,6 +463,7 @@ impl Shell {
             .drain(&self.core, now, self.capture.journal_mut());
         self.capture.flush();
         self.notifier.tick_watchdog(now);
+        self.remember(now);
         self.tracker.scan_if_due(now);
         if self.tracker.is_dirty() {
             let ended = self.kept_ends();

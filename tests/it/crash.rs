@@ -1,0 +1,357 @@
+//! Issue 36.2 and 43.12: a `kill -9` of vigil loses nothing that an upgrade keeps. The next
+//! vigil (`on_restart = "adopt"`) shows what the earlier one showed — restart counts, last
+//! states, the rest of a back-off, a completed job (which does not run again), events and
+//! pods' ages; an adopted run is not given an earlier run's termination message; and a state
+//! file vigil cannot trust (another user's, writable by others) is refused.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::common::{Vigil, alive, state_reason, write_config};
+
+const T: Duration = Duration::from_secs(30);
+
+/// A sleep length unique to this test process and `offset` (< 20): processes are told apart
+/// machine-wide by their command line.
+fn unique(offset: u32) -> u32 {
+    assert!(offset < 20);
+    3_000_000 + (std::process::id() % 100_000) * 20 + offset
+}
+
+/// A config and socket in a directory of their own, for vigils started one after another.
+struct Site {
+    _dir: tempfile::TempDir,
+    socket: PathBuf,
+    config: PathBuf,
+}
+
+impl Site {
+    fn new(supervisor: &str, pods: &str) -> Site {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("vigil.sock");
+        let config = write_config(dir.path(), &socket, supervisor, pods);
+        Site {
+            _dir: dir,
+            socket,
+            config,
+        }
+    }
+
+    fn state_path(&self) -> PathBuf {
+        let mut p = self.socket.as_os_str().to_os_string();
+        p.push(".state");
+        PathBuf::from(p)
+    }
+
+    fn state_file(&self) -> String {
+        std::fs::read_to_string(self.state_path()).unwrap_or_default()
+    }
+
+    fn start(&self) -> Vigil {
+        Vigil::start_with(
+            tempfile::tempdir().unwrap(),
+            self.socket.clone(),
+            self.config.clone(),
+        )
+    }
+}
+
+/// `kill -9` of the vigil `v` runs: no clean-up by vigil.
+fn kill_9(v: &mut Vigil) {
+    let mut child = v.child.take().unwrap();
+    Command::new("kill")
+        .args(["-9", &child.id().to_string()])
+        .status()
+        .unwrap();
+    child.wait().unwrap();
+}
+
+fn container(status: &Value, pod: &str, name: &str) -> Value {
+    let p = status["pods"]
+        .as_array()
+        .and_then(|ps| ps.iter().find(|p| p["name"] == pod))
+        .cloned()
+        .unwrap_or(Value::Null);
+    p["init_containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .chain(p["containers"].as_array().into_iter().flatten())
+        .find(|c| c["name"] == name)
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+fn pod_created(status: &Value, pod: &str) -> String {
+    status["pods"]
+        .as_array()
+        .and_then(|ps| ps.iter().find(|p| p["name"] == pod))
+        .and_then(|p| p["created_at"].as_str())
+        .unwrap_or("")
+        .to_string()
+}
+
+/// Milliseconds of an RFC 3339 time since the epoch's day start (enough to compare two times
+/// of the same minute or so).
+fn millis(rfc3339: &str) -> i64 {
+    let time = rfc3339.split('T').nth(1).unwrap_or("");
+    let t = time.trim_end_matches('Z');
+    let mut parts = t.split(':');
+    let h: i64 = parts.next().and_then(|x| x.parse().ok()).unwrap_or(0);
+    let m: i64 = parts.next().and_then(|x| x.parse().ok()).unwrap_or(0);
+    let s: f64 = parts.next().and_then(|x| x.parse().ok()).unwrap_or(0.0);
+    (h * 3600 + m * 60) * 1000 + (s * 1000.0).round() as i64
+}
+
+/// A service, a job that waits for it and appends a line to `ran` once, a container that
+/// fails at once (a long back-off after its first restart), a pod with a sidecar.
+fn mix(site_dir: &Path, db: u32, side: u32, app: u32) -> String {
+    format!(
+        r#"
+[pods.db]
+[[pods.db.containers]]
+name = "db"
+command = ["sleep", "{db}"]
+
+[pods.jobs]
+restart_policy = "OnFailure"
+depends_on = {{ db = "started" }}
+[[pods.jobs.containers]]
+name = "job"
+command = ["sh", "-c", "echo ran >> {ran}"]
+
+[pods.crashy]
+backoff = {{ initial_seconds = 60, max_seconds = 120 }}
+[[pods.crashy.containers]]
+name = "c"
+command = ["sh", "-c", "exit 3"]
+
+[pods.side]
+[[pods.side.init_containers]]
+name = "tail"
+restart_policy = "Always"
+command = ["sleep", "{side}"]
+[[pods.side.containers]]
+name = "app"
+command = ["sleep", "{app}"]
+"#,
+        ran = site_dir.join("ran").display()
+    )
+}
+
+fn settled(v: &Vigil) -> bool {
+    let s = v.status();
+    state_reason(&container(&s, "db", "db")) == "Running"
+        && state_reason(&container(&s, "jobs", "job")) == "Completed"
+        && state_reason(&container(&s, "crashy", "c")) == "CrashLoopBackOff"
+        && container(&s, "crashy", "c")["restart_count"] == 1
+        && state_reason(&container(&s, "side", "tail")) == "Running"
+        && state_reason(&container(&s, "side", "app")) == "Running"
+}
+
+/// What must read the same before and after the crash, per container.
+fn summary(status: &Value, pod: &str, name: &str) -> Value {
+    let c = container(status, pod, name);
+    serde_json::json!({
+        "restart_count": c["restart_count"],
+        "state": state_reason(&c),
+        "last_state": c["last_state"],
+        "terminated": c["state"]["terminated"],
+        "pid": c["pid"],
+    })
+}
+
+const ALL: [(&str, &str); 5] = [
+    ("db", "db"),
+    ("jobs", "job"),
+    ("crashy", "c"),
+    ("side", "tail"),
+    ("side", "app"),
+];
+
+fn status_survives_a_kill_9(supervisor: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let site = Site::new(
+        supervisor,
+        &mix(dir.path(), unique(0), unique(1), unique(2)),
+    );
+    // The job writes next to the config (the site's directory).
+    let ran = dir.path().join("ran");
+    let mut a = site.start();
+    a.wait_for(T, "the mix settled", settled);
+    // The record is written within 250 ms of the last change; give it ample time.
+    let before = a.status();
+    let events_before = a.request(r#"{"cmd":"events"}"#);
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        site.state_file().lines().any(|l| l.starts_with("record ")),
+        "the state file has the core's record:\n{}",
+        site.state_file()
+    );
+    kill_9(&mut a);
+    let b = site.start();
+    b.wait_for(T, "the next vigil settled", settled);
+    let after = b.status();
+    for (pod, name) in ALL {
+        assert_eq!(
+            summary(&after, pod, name),
+            summary(&before, pod, name),
+            "{pod}/{name} before and after the crash\nvigil log:\n{}",
+            b.log()
+        );
+    }
+    for pod in ["db", "jobs", "crashy", "side"] {
+        let (x, y) = (pod_created(&before, pod), pod_created(&after, pod));
+        assert!(
+            (millis(&x) - millis(&y)).abs() <= 1000,
+            "{pod}'s age goes on: created {x} before, {y} after"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(&ran).unwrap(),
+        "ran\n",
+        "the completed job did not run again"
+    );
+    // The earlier events are still there, the adoption after them.
+    let events_after = b.request(r#"{"cmd":"events"}"#).to_string();
+    for e in events_before["events"].as_array().into_iter().flatten() {
+        let msg = e["message"].as_str().unwrap_or("");
+        assert!(
+            events_after.contains(msg),
+            "event {msg:?} kept\n{events_after}"
+        );
+    }
+    assert!(events_after.contains("Adopted"), "{events_after}");
+    // The crash-looping container waits out the back-off the earlier vigil began (60 s):
+    // still waiting a few seconds later.
+    std::thread::sleep(Duration::from_secs(3));
+    let c = b.container("crashy", "c");
+    assert_eq!(state_reason(&c), "CrashLoopBackOff", "{c}");
+    assert_eq!(c["restart_count"], 1, "{c}");
+    assert_eq!(b.shutdown(), 0);
+}
+
+#[test]
+fn without_cgroups_a_kill_9_keeps_restart_counts_last_states_back_off_ages_events_and_completed_jobs()
+ {
+    status_survives_a_kill_9("");
+}
+
+#[test]
+#[ignore = "needs root and cgroup v2"]
+fn with_cgroups_a_kill_9_keeps_restart_counts_last_states_back_off_ages_events_and_completed_jobs()
+{
+    let cg = crate::common::ScratchCgroup::new();
+    status_survives_a_kill_9(&cg.root_line());
+}
+
+#[test]
+fn an_adopted_run_is_not_given_a_termination_message_older_than_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let msg = dir.path().join("message");
+    std::fs::write(&msg, "an earlier run's message").unwrap();
+    // Written long before this run started.
+    let status = Command::new("touch")
+        .args(["-d", "1 hour ago"])
+        .arg(&msg)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let secs = unique(5);
+    let site = Site::new(
+        "",
+        &format!(
+            "[pods.web]\n[[pods.web.containers]]\nname = \"c\"\ncommand = [\"sleep\", \"{secs}\"]\n\
+             termination_message_path = \"{}\"\n",
+            msg.display()
+        ),
+    );
+    let mut a = site.start();
+    a.wait_for(T, "running", |v| {
+        state_reason(&v.container("web", "c")) == "Running"
+    });
+    let pid = a.container("web", "c")["pid"].as_u64().unwrap();
+    a.wait_for(T, "its main process recorded", |_| {
+        site.state_file()
+            .lines()
+            .any(|l| l.starts_with(&format!("{pid} ")))
+    });
+    kill_9(&mut a);
+    let b = site.start();
+    b.wait_for(T, "adopted", |v| v.container("web", "c")["pid"] == pid);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::SIGKILL,
+    )
+    .unwrap();
+    b.wait_for(T, "its end noticed", |v| {
+        v.container("web", "c")["last_state"]["terminated"].is_object()
+    });
+    let c = b.container("web", "c");
+    let message = c["last_state"]["terminated"]["message"]
+        .as_str()
+        .unwrap_or("");
+    assert!(
+        !message.contains("an earlier run's message"),
+        "the stale file is not this run's message: {c}"
+    );
+    assert_eq!(b.shutdown(), 0);
+}
+
+#[test]
+#[ignore = "needs root"]
+fn a_forged_state_file_owned_by_another_user_is_refused_and_kills_nothing() {
+    crate::common::require_root("the forged file is another user's");
+    // A root process that has nothing to do with vigil.
+    let mut victim = Command::new("sleep")
+        .arg(unique(7).to_string())
+        .spawn()
+        .unwrap();
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", victim.id())).unwrap();
+    let start: u64 = stat
+        .rsplit(')')
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .nth(19)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let site = Site::new(
+        "",
+        &crate::common::sh_pod("web", &format!("exec sleep {}", unique(8))),
+    );
+    // uid 65534 writes a state file naming it as vigil's (the directory was open to it).
+    std::fs::write(
+        site.state_path(),
+        format!(
+            "{} {start} orphan\n{} {start} web/c 0000000000000001 0\n",
+            victim.id(),
+            victim.id()
+        ),
+    )
+    .unwrap();
+    std::os::unix::fs::chown(site.state_path(), Some(65534), Some(65534)).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(site.state_path(), std::fs::Permissions::from_mode(0o666)).unwrap();
+    let v = site.start();
+    v.wait_for(T, "web running", |v| {
+        state_reason(&v.container("web", "c")) == "Running"
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        alive(u64::from(victim.id())),
+        "the unrelated process lives\n{}",
+        v.log()
+    );
+    assert!(
+        v.log().contains("refused: owned by uid 65534"),
+        "said why\n{}",
+        v.log()
+    );
+    assert_eq!(v.shutdown(), 0);
+    let _ = (victim.kill(), victim.wait());
+}
