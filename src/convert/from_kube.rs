@@ -35,15 +35,27 @@ pub struct Converted {
 
 /// Convert `text` (read from `source`, named in the header comment and in messages).
 pub fn convert(text: &str, source: &Path) -> Result<Converted, Vec<ConvertError>> {
+    // Before the YAML parser, whose cost grows with the square of the nesting.
+    if let Some((line, column)) = super::strict::too_deep(text) {
+        return Err(vec![ConvertError::new(
+            "",
+            format!(
+                "nested deeper than {} levels at line {line} column {column}; not read",
+                super::strict::MAX_DEPTH
+            ),
+        )]);
+    }
     let mut parsed = Vec::new();
     for (i, doc) in serde_norway::Deserializer::from_str(text).enumerate() {
-        let value = <Value as serde::Deserialize>::deserialize(doc).map_err(|e| {
-            vec![ConvertError {
-                document: Some(i + 1),
-                path: String::new(),
-                message: format!("not valid YAML: {}", e.to_string().trim_end()),
-            }]
-        })?;
+        let value = <super::strict::Strict as serde::Deserialize>::deserialize(doc)
+            .map(|v| v.0)
+            .map_err(|e| {
+                vec![ConvertError {
+                    document: Some(i + 1),
+                    path: String::new(),
+                    message: format!("not valid YAML: {}", e.to_string().trim_end()),
+                }]
+            })?;
         parsed.push(value);
     }
     let docs = parsed;
@@ -434,7 +446,8 @@ fn pod_field_note(field: &str) -> &'static str {
         | "schedulingGates" => "scheduling does not apply: vigil runs on this host",
         "imagePullSecrets" => "images are not pulled",
         "hostNetwork" | "hostPID" | "hostIPC" | "hostUsers" => {
-            "vigil's containers always share the host's namespaces"
+            "vigil does not isolate: every container shares the host's network, PID, IPC and \
+             user namespaces with every process of the host, whatever this says"
         }
         "dnsPolicy" | "dnsConfig" | "hostAliases" | "hostname" | "subdomain" => {
             "containers use the host's name resolution"
@@ -470,10 +483,6 @@ fn warn_rest(
             || v.as_array().is_some_and(Vec::is_empty)
             || v.as_object().is_some_and(serde_json::Map::is_empty);
         if empty || handled.contains(&k.as_str()) {
-            continue;
-        }
-        // Fields that already say what vigil does are not worth a warning.
-        if matches!(k.as_str(), "hostNetwork" | "hostPID" | "hostIPC") && v == &Value::Bool(true) {
             continue;
         }
         ctx.warn(&format!("{path}.{k}"), note(k));
@@ -518,15 +527,17 @@ fn pod(
             .push(("termination_grace_period_seconds".into(), g));
     }
     // Pod-level identity is every container's default.
-    let mut pod_user = None;
-    let mut pod_group = None;
+    let mut pod_ids = PodIds::default();
     if let Some(psc) = &spec.security_context {
-        pod_user = psc.run_as_user;
-        pod_group = psc.run_as_group;
+        pod_ids = PodIds {
+            user: psc.run_as_user,
+            group: psc.run_as_group,
+            non_root: psc.run_as_non_root,
+        };
         if let Ok(v) = serde_json::to_value(psc) {
             warn_rest(
                 &v,
-                &["runAsUser", "runAsGroup"],
+                &["runAsUser", "runAsGroup", "runAsNonRoot"],
                 &ctx.at("securityContext"),
                 |_| "not supported by vigil; ignored",
                 ctx,
@@ -578,14 +589,7 @@ fn pod(
             // A sidecar (Kubernetes 1.29 restartable init container) is one in vigil too:
             // an init container with restart_policy = "Always", probes allowed.
             let sidecar = init && c.restart_policy.as_deref() == Some("Always");
-            if let Some(mut co) = container(
-                c,
-                &path,
-                init && !sidecar,
-                (pod_user, pod_group),
-                extra,
-                ctx,
-            ) {
+            if let Some(mut co) = container(c, &path, init && !sidecar, pod_ids, extra, ctx) {
                 if sidecar {
                     set(
                         &mut co.keys,
@@ -610,6 +614,14 @@ fn pod(
         }
     }
     ctx.errors.is_empty().then_some(out)
+}
+
+/// The pod's `securityContext` identity, every container's default.
+#[derive(Debug, Clone, Copy, Default)]
+struct PodIds {
+    user: Option<i64>,
+    group: Option<i64>,
+    non_root: Option<bool>,
 }
 
 /// Annotation settings vigil takes back, and whether the value is TOML (else a string).
@@ -641,7 +653,7 @@ fn container(
     c: &Container,
     path: &str,
     init: bool,
-    pod_ids: (Option<i64>, Option<i64>),
+    pod_ids: PodIds,
     annotated: &[(String, String)],
     ctx: &mut Ctx<'_>,
 ) -> Option<ContainerOut> {
@@ -726,7 +738,18 @@ fn container(
     if let Some(p) = &c.termination_message_policy {
         out.keys.push(("termination_message_policy".into(), q(p)));
     }
-    security(c.security_context.as_ref(), path, pod_ids, &mut out, ctx);
+    let annotated_user = annotated
+        .iter()
+        .find(|(k, _)| k == "user")
+        .map(|(_, v)| v.as_str());
+    security(
+        c.security_context.as_ref(),
+        (path, &c.name),
+        pod_ids,
+        annotated_user,
+        &mut out,
+        ctx,
+    );
     if init {
         // The pod's policy folds to OnFailure for init containers; an explicit one is kept.
     } else if let Some(p) = c.restart_policy.as_deref().filter(|p| *p != "Always") {
@@ -812,13 +835,51 @@ fn container(
 
 fn security(
     sc: Option<&SecurityContext>,
-    path: &str,
-    (pod_user, pod_group): (Option<i64>, Option<i64>),
+    (path, name): (&str, &str),
+    pod: PodIds,
+    annotated_user: Option<&str>,
     out: &mut ContainerOut,
     ctx: &mut Ctx<'_>,
 ) {
-    let user = sc.and_then(|s| s.run_as_user).or(pod_user);
-    let group = sc.and_then(|s| s.run_as_group).or(pod_group);
+    let user = sc.and_then(|s| s.run_as_user).or(pod.user);
+    let group = sc.and_then(|s| s.run_as_group).or(pod.group);
+    // Where a setting is written: the container's securityContext, else the pod's.
+    let at = |ctx: &Ctx<'_>, field: &str, own: bool| {
+        if own {
+            format!("{path}.securityContext.{field}")
+        } else {
+            ctx.at(&format!("securityContext.{field}"))
+        }
+    };
+    let own_non_root = sc.and_then(|s| s.run_as_non_root);
+    if own_non_root.or(pod.non_root) == Some(true) {
+        let own_user = sc.is_some_and(|s| s.run_as_user.is_some());
+        let problem = match (annotated_user.map(str::trim), user) {
+            (Some(root @ ("0" | "root")), _) => Some((
+                format!("metadata.annotations.{ANNOTATION_PREFIX}{name}.user"),
+                format!("user {root:?} breaks runAsNonRoot: true"),
+            )),
+            // A user name, resolved when the container starts.
+            (Some(_), _) => None,
+            (None, Some(0)) => Some((
+                at(ctx, "runAsUser", own_user),
+                "runAsUser 0 breaks runAsNonRoot: true (the kubelet refuses to start the \
+                 container)"
+                    .to_string(),
+            )),
+            (None, Some(_)) => None,
+            (None, None) => Some((
+                at(ctx, "runAsNonRoot", own_non_root.is_some()),
+                "runAsNonRoot: true without runAsUser: vigil would run the container as its own \
+                 user, root when vigil runs as root (the kubelet refuses a user it cannot \
+                 verify as non-root); set runAsUser to a uid other than 0"
+                    .to_string(),
+            )),
+        };
+        if let Some((p, m)) = problem {
+            ctx.error(&p, m);
+        }
+    }
     if let Some(u) = user {
         out.keys.push(("user".into(), u.to_string()));
     }
@@ -868,6 +929,7 @@ fn security(
             &[
                 "runAsUser",
                 "runAsGroup",
+                "runAsNonRoot",
                 "allowPrivilegeEscalation",
                 "capabilities",
             ],

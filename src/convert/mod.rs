@@ -18,6 +18,8 @@
 #[cfg(feature = "kubernetes")]
 pub mod from_kube;
 #[cfg(feature = "kubernetes")]
+pub mod strict;
+#[cfg(feature = "kubernetes")]
 pub mod to_kube;
 
 #[cfg(test)]

@@ -505,3 +505,108 @@ fn durations_beyond_ten_years_are_clamped_with_a_warning() {
     let c = &config.pods[0].containers[0];
     assert_eq!(c.liveness_probe.as_ref().map(|p| p.period), Some(ten_years));
 }
+
+/// kubectl's strict decoding refuses a key written twice (`duplicate field "runAsUser"`); a
+/// last-wins reading would run `runAsUser: 1000` then `runAsUser: 0` as root.
+#[test]
+fn a_duplicate_key_at_any_level_is_refused_at_its_line() {
+    for (text, key, line) in [
+        (
+            format!("{POD}    securityContext:\n      runAsUser: 1000\n      runAsUser: 0\n"),
+            "runAsUser",
+            11,
+        ),
+        (format!("{POD}    command: [\"/bin/sh\"]\n"), "command", 9),
+        (
+            POD.replace("  name: p\n", "  name: p\n  name: q\n"),
+            "name",
+            5,
+        ),
+    ] {
+        let errors = from(&text).expect_err("a duplicate key");
+        let e = errors[0].to_string();
+        assert!(
+            e.contains(&format!("duplicate field \"{key}\""))
+                && e.contains(&format!("line {line} ")),
+            "{e}"
+        );
+    }
+}
+
+/// A manifest nested deeper than 64 levels is refused from a linear scan, before the YAML
+/// parser (whose cost grows with the square of the depth) reads it.
+#[test]
+fn nesting_deeper_than_sixty_four_levels_is_refused_with_its_line_and_column() {
+    let text = format!("{POD}    args: {}\n", "[".repeat(100));
+    let errors = from(&text).expect_err("too deep");
+    assert_eq!(
+        errors[0].to_string(),
+        "nested deeper than 64 levels at line 9 column 75; not read"
+    );
+}
+
+/// The kubelet's verifyRunAsNonRoot (pkg/kubelet/kuberuntime/security_context_others.go):
+/// `runAsNonRoot: true` with `runAsUser: 0`, or with no user at all (vigil would run the
+/// container as itself, root when it runs as root), is refused; with a uid it converts.
+#[test]
+fn run_as_non_root_without_a_non_root_user_is_refused_as_the_kubelet_does() {
+    rejected_at(
+        &format!("{POD}    securityContext:\n      runAsNonRoot: true\n      runAsUser: 0\n"),
+        "spec.containers[0].securityContext.runAsUser",
+        "runAsUser 0 breaks runAsNonRoot",
+    );
+    rejected_at(
+        &format!("{POD}    securityContext:\n      runAsNonRoot: true\n"),
+        "spec.containers[0].securityContext.runAsNonRoot",
+        "without runAsUser",
+    );
+    rejected_at(
+        &POD.replace(
+            "spec:\n",
+            "spec:\n  securityContext:\n    runAsNonRoot: true\n    runAsUser: 0\n",
+        ),
+        "spec.securityContext.runAsUser",
+        "runAsUser 0 breaks runAsNonRoot",
+    );
+    rejected_at(
+        &format!(
+            "{}    securityContext:\n      runAsNonRoot: true\n      runAsUser: 1000\n",
+            POD.replace(
+                "  name: p\n",
+                "  name: p\n  annotations:\n    vigil/c.user: root\n"
+            )
+        ),
+        "metadata.annotations.vigil/c.user",
+        "breaks runAsNonRoot",
+    );
+    let out = from(&format!(
+        "{POD}    securityContext:\n      runAsNonRoot: true\n      runAsUser: 1000\n"
+    ))
+    .expect("a non-root uid converts");
+    assert!(out.toml.contains("user = 1000"), "{}", out.toml);
+    assert!(
+        !out.warnings.iter().any(|w| w.path.contains("runAsNonRoot")),
+        "{:?}",
+        out.warnings
+    );
+}
+
+/// `hostNetwork`, `hostPID`, `hostIPC` are said, true or false: vigil never isolates.
+#[test]
+fn host_namespaces_are_a_warning_whatever_their_value() {
+    let text = POD.replace(
+        "spec:\n",
+        "spec:\n  hostNetwork: true\n  hostPID: false\n  hostIPC: true\n",
+    );
+    let out = from(&text).expect("converts");
+    for field in ["hostNetwork", "hostPID", "hostIPC"] {
+        assert!(
+            out.warnings
+                .iter()
+                .any(|w| w.path == format!("spec.{field}")
+                    && w.message.contains("shares the host's network, PID, IPC")),
+            "{field}: {:?}",
+            out.warnings
+        );
+    }
+}

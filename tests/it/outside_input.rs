@@ -80,3 +80,84 @@ termination_message_path = "{path}"
         v.log()
     );
 }
+
+/// Runs `vigil ARGS`, killed after 20 s (a test failure, not a hang); its exit code and stderr.
+fn run_bounded(args: &[&std::ffi::OsStr]) -> (Option<i32>, String) {
+    let mut child = std::process::Command::new(crate::common::BIN)
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn vigil");
+    let deadline = std::time::Instant::now() + T;
+    while child.try_wait().expect("wait").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("vigil {args:?} still running after {T:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().expect("output");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Issue 43.12: a 200 KB manifest of nested flow mappings cost the YAML parser a minute of CPU
+/// (its cost grows with the square of the depth). It is refused at once, located; a 200 KB
+/// config of nested arrays or inline tables too.
+#[test]
+fn a_deeply_nested_200_kb_manifest_or_config_is_refused_quickly_and_located() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let manifest = dir.path().join("deep.yaml");
+    std::fs::write(&manifest, "{a: ".repeat(50_000)).expect("write");
+    let (code, err) = run_bounded(&[
+        "convert".as_ref(),
+        "--from".as_ref(),
+        "kubernetes".as_ref(),
+        manifest.as_os_str(),
+    ]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("nested deeper than 64 levels at line 1 column 257"),
+        "{err}"
+    );
+    for (name, text) in [
+        ("arrays.toml", format!("a = {}", "[".repeat(200_000))),
+        ("tables.toml", format!("a = {}", "{b = ".repeat(40_000))),
+    ] {
+        let config = dir.path().join(name);
+        std::fs::write(&config, text).expect("write");
+        let (code, err) = run_bounded(&["check".as_ref(), "-c".as_ref(), config.as_os_str()]);
+        assert_eq!(code, Some(1), "{err}");
+        assert!(err.contains(&format!("{name}:1:")), "located: {err}");
+    }
+}
+
+/// Issue 43.12: a manifest that says `runAsUser: 1000` and then `runAsUser: 0` is refused, at
+/// the second key, by `convert` and by `run -f`, as kubectl's strict decoding refuses it.
+#[test]
+fn a_manifest_with_a_key_written_twice_is_refused_by_convert_at_the_second_key() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let manifest = dir.path().join("pod.yaml");
+    std::fs::write(
+        &manifest,
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers:\n  - name: c\n    \
+         command: [\"sleep\", \"60\"]\n    securityContext:\n      runAsUser: 1000\n      \
+         runAsUser: 0\n",
+    )
+    .expect("write");
+    let (code, err) = run_bounded(&[
+        "convert".as_ref(),
+        "--from".as_ref(),
+        "kubernetes".as_ref(),
+        manifest.as_os_str(),
+    ]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("duplicate field \"runAsUser\" at line 11 column 7"),
+        "{err}"
+    );
+}
