@@ -1,5 +1,5 @@
-//! Link choices for the binary (README, Design: "Memory and start-up"; BENCHMARKS.md, "The
-//! status CLI under 1 ms").
+//! Link choices for the binary (docs/performance.md; BENCHMARKS.md, "The status CLI and the
+//! warm resident set").
 //!
 //! - `-z pack-relative-relocs` (DT_RELR, binutils ≥ 2.38, glibc ≥ 2.36): the PIE's ~8,000
 //!   relative relocations become a bitmap of a few kilobytes instead of a 200 KB `.rela.dyn`

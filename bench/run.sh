@@ -92,7 +92,7 @@ build_stamp() {
   fi
 }
 
-# The build as it ships (README, "Install"): profile dist (fat LTO), a static-pie for musl.
+# The build as it ships (README, "Quick tour"): profile dist (fat LTO), a static-pie for musl.
 # bench.py's `--profile release` names the budget class (an optimised build), not cargo's profile.
 release_target=x86_64-unknown-linux-musl
 release_vigil=target/$release_target/dist/vigil

@@ -1,5 +1,5 @@
 //! The musl build's allocator: dlmalloc for the supervisor, musl's own `malloc` for every other
-//! command (README, "Memory and start-up"; BENCHMARKS.md, tenth and eleventh passes). src/main.rs
+//! command (docs/performance.md; BENCHMARKS.md, tenth and eleventh passes). src/main.rs
 //! installs [`Chosen`] and, for `vigil run`, PID 1 and an upgrade's new instance, calls
 //! [`choose_dlmalloc`] before the first allocation; the idle trim calls [`trim`]. A glibc
 //! build has none of this: glibc's `malloc` serves both roles well.

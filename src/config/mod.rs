@@ -4,7 +4,8 @@
 //! the config-file lookup order and the bundled default.
 //! Must not touch the system beyond reading the file: user names are resolved by the process
 //! layer at spawn, and cgroup controllers are checked by [`crate::host`] (`vigil check`, and
-//! `vigil run` at start). It imports no other layer of vigil.
+//! `vigil run` at start). It names no other layer of vigil, only the leaves (`tests/floors.rs`
+//! checks it).
 //!
 //! Pipeline: `toml::de::DeTable::parse` (syntax; one located error) → [`schema`] walk (every
 //! unknown key and wrongly typed value, all at once) → serde into the raw tables of [`keys`]

@@ -4,9 +4,12 @@
 //! and choosing how to show each reply. It takes a [`ClientCommand`] the CLI built (it knows
 //! nothing of argv or clap) and reads every reply into the [`wire`] types, so a reply missing a
 //! field or carrying an unknown kind fails loudly as an unreadable reply instead of printing
-//! blanks. It must not interpret pod state beyond display: tables and `describe` come from
-//! [`text`]. Exit codes (README): 0 success, 1 error reported by the supervisor or bad usage,
-//! 2 supervisor unreachable.
+//! blanks. It makes no lifecycle decision; tables and `describe` come from [`text`]. One
+//! exception today: the `--wait` predicate (`start`/`stop`/`restart --wait`) is decided here,
+//! from the pod's status (stopped, running and ready, or failed: back-off, `DependencyFailed`,
+//! a terminated error); issue 37 asks for it to move beside the core's status types or into
+//! the server. Exit codes (docs/interface.md §1.3): 0 success, 1 error reported by the
+//! supervisor or bad usage, 2 supervisor unreachable.
 
 use std::io::{self, BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;

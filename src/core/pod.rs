@@ -236,7 +236,7 @@ fn pod_capped_grace(own: Duration, deadline: Option<Time>, now: Time) -> Duratio
 /// raised to it. vigil applies the floor to what a Kubernetes spec can express, whole seconds
 /// (so `1` waits 2 s, as in a cluster), and keeps two vigil features: a grace of exactly `0`
 /// SIGKILLs right after the stop signal (the kubelet would wait 2 s), and a fractional grace
-/// (`0.5`) is honoured as written. README's divergence table lists both.
+/// (`0.5`) is honoured as written. docs/behaviour.md §9 lists both.
 pub(super) fn effective_grace(grace: Duration) -> Duration {
     const MINIMUM: Duration = Duration::from_secs(2);
     if grace.is_zero() || grace >= MINIMUM || grace.subsec_nanos() != 0 {

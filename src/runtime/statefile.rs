@@ -18,7 +18,7 @@
 //! checked (pidfd_open(2), pidfd_send_signal(2)): if the pid was recycled in between, the check
 //! fails and nothing is sent; if not, the pidfd cannot reach any other process.
 //!
-//! What escapes without cgroups (said in the README): a process that left the container's
+//! What escapes without cgroups (docs/behaviour.md §1): a process that left the container's
 //! session and was never seen as its descendant by a scan — a double-forking daemon whose
 //! middle process exits within the scan interval — is re-parented to vigil and recorded as an
 //! unattributed orphan: it is killed when vigil shuts down, or by the next vigil after a

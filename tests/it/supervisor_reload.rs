@@ -170,7 +170,7 @@ fn without_cgroups_a_reload_that_adds_limits_is_refused_naming_them_and_changes_
 
 #[test]
 fn a_reload_shrinking_log_buffer_bytes_gives_the_next_run_a_smaller_ring() {
-    // Outcome (README "Reload": `log_buffer_bytes` applies at the next run): the run going on
+    // Outcome (docs/behaviour.md §7: `log_buffer_bytes` applies at the next run): the run going on
     // keeps its ring; the next run's ring holds at most the new size. A reload whose new size
     // were ignored would leave the next run with 64 KiB of its ~160 KB flood.
     const FLOOD: &str = "i=0; while [ $i -lt 3000 ]; do echo line-$i-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx; i=$((i+1)); done; echo flood-done; exec sleep 60";

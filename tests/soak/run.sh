@@ -26,7 +26,7 @@ fi
 if [ "$profile" = vm ]; then
     vigil=$(tests/vm/build-vigil.sh)
 else
-    # The full soak: the build as it ships (profile dist; README, "Install").
+    # The full soak: the build as it ships (profile dist; README, "Quick tour").
     target=x86_64-unknown-linux-musl
     tests/ensure-musl.sh
     cargo build --profile dist --quiet --target "$target"

@@ -3,7 +3,7 @@
 #
 #   tests/vm/build-vigil.sh      # -> tests/vm/.cache/target-vigil/x86_64-unknown-linux-musl/vm/vigil
 #
-# For musl, as vigil ships (README, "Memory and start-up"): a static-pie whose supervisor
+# For musl, as vigil ships (docs/performance.md, "Memory and start-up"): a static-pie whose supervisor
 # allocates from dlmalloc. Profile VM_PROFILE: `vm` (the default: the release's settings, without
 # the fat link-time optimisation that took more than half of a cold build) or `dist`
 # (bench/vm.sh, which measures what ships). With the test-only `fault-injection` feature, whose

@@ -28,8 +28,8 @@
 //!   stays wedged;
 //! - the socket file is watched ([`super::watch`], inotify on its directory and every
 //!   ancestor): replaced, renamed away or deleted, it is re-bound. Only while connections are
-//!   open (or when inotify cannot be had) does the server wake every [`SWEEP_EVERY`], so an idle
-//!   vigil makes no wake-ups at all.
+//!   open (or when inotify cannot be had) does the server wake every [`SWEEP_EVERY`], so with
+//!   no connection open the server causes no wake-ups.
 //!
 //! How the runtime drives it:
 //! 1. `Server::bind(path, &access, conn_token_base)`, then

@@ -1,6 +1,6 @@
 //! Conformance with the kubelet, rule by rule: each test names the kubelet function whose
 //! behaviour it replays (paths under `kubernetes/pkg/kubelet/`). Where vigil differs on purpose
-//! the test says so and README's divergence table lists it.
+//! the test says so and docs/behaviour.md §9 lists it.
 
 use super::harness::*;
 use crate::config::spec::*;
