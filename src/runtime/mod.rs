@@ -1,6 +1,7 @@
 //! The runtime shell: the one thread, the one `mio::Poll`, and the loop's clock: it reads the
-//! clock once per turn and passes `now` to the core, which never reads it (the other places
-//! that read the clock are listed in docs/architecture.md, "Who reads the clock").
+//! clock for each turn's `now` (and for the poll timeout) and passes `now` to the core, which
+//! never reads it (every other reader is listed in docs/architecture.md, "Who reads the
+//! clock").
 //!
 //! Owns every file descriptor of a running supervisor (signal self-pipe, control socket,
 //! container output pipes, cgroup event files, probe sockets) and the pid → owner table of the
