@@ -23,15 +23,18 @@
 //! [`RootSetting`], [`Figures`]) and imports neither the config nor the core: `crate::host`
 //! builds the first two from the config, and `control::render` puts the figures on the wire.
 
+pub mod container;
 pub mod discover;
 pub mod files;
 pub mod limits;
-pub mod manager;
+pub mod removal;
+pub mod subtree;
 
 use std::io;
 use std::path::PathBuf;
 
-pub use manager::{CgroupFds, ContainerCgroup, Manager};
+pub use container::{CgroupFds, ContainerCgroup};
+pub use subtree::Manager;
 
 /// The limits of one container cgroup, in cgroup v2 terms; `None` (or `false`) leaves the
 /// file alone. See [`limits`] for the value formats.
@@ -166,16 +169,19 @@ impl CgroupError {
     }
 }
 
-/// A set of cgroup v2 controllers vigil uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
-pub struct Controllers(u8);
+bitflags::bitflags! {
+    /// A set of cgroup v2 controllers vigil uses.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+    pub struct Controllers: u8 {
+        const MEMORY = 1;
+        const PIDS = 2;
+        const CPU = 4;
+        const IO = 8;
+    }
+}
 
 impl Controllers {
-    pub const NONE: Controllers = Controllers(0);
-    pub const MEMORY: Controllers = Controllers(1);
-    pub const PIDS: Controllers = Controllers(2);
-    pub const CPU: Controllers = Controllers(4);
-    pub const IO: Controllers = Controllers(8);
+    pub const NONE: Controllers = Controllers::empty();
     /// Every controller vigil knows, in the order they are named in messages.
     const ALL: [(Controllers, &'static str); 4] = [
         (Controllers::MEMORY, "memory"),
@@ -192,13 +198,13 @@ impl Controllers {
             || res.swap_max.is_some()
             || res.oom_group
         {
-            c = c | Controllers::MEMORY;
+            c |= Controllers::MEMORY;
         }
         if res.pids_max.is_some() {
-            c = c | Controllers::PIDS;
+            c |= Controllers::PIDS;
         }
         if res.cpu_max.is_some() || res.cpu_weight.is_some() {
-            c = c | Controllers::CPU;
+            c |= Controllers::CPU;
         }
         c
     }
@@ -208,26 +214,10 @@ impl Controllers {
         let mut c = Controllers::NONE;
         for n in names {
             if let Some((k, _)) = Self::ALL.iter().find(|(_, name)| *name == n) {
-                c = c | *k;
+                c |= *k;
             }
         }
         c
-    }
-
-    pub fn is_empty(self) -> bool {
-        self.0 == 0
-    }
-
-    pub fn contains(self, other: Controllers) -> bool {
-        self.0 & other.0 == other.0
-    }
-
-    pub fn intersection(self, other: Controllers) -> Controllers {
-        Controllers(self.0 & other.0)
-    }
-
-    pub fn difference(self, other: Controllers) -> Controllers {
-        Controllers(self.0 & !other.0)
     }
 
     /// Names in the fixed order memory, pids, cpu, io.
@@ -237,13 +227,6 @@ impl Controllers {
             .filter(|(k, _)| self.contains(*k))
             .map(|(_, n)| *n)
             .collect()
-    }
-}
-
-impl std::ops::BitOr for Controllers {
-    type Output = Controllers;
-    fn bitor(self, rhs: Controllers) -> Controllers {
-        Controllers(self.0 | rhs.0)
     }
 }
 

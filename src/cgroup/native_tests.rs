@@ -21,7 +21,7 @@ use mio::{Events, Interest, Poll, Token};
 
 use super::discover;
 use super::files::{self, CGROUP_EVENTS};
-use super::manager::kill_by_pids;
+use super::removal::kill_by_pids;
 use super::*;
 
 const DEADLINE: Duration = Duration::from_secs(10);
@@ -242,7 +242,7 @@ fn create_container_replaces_a_leftover_and_kills_its_processes() {
 fn sweep_stale_kills_and_removes_leftovers_but_not_the_supervisor_leaf() {
     let s = scratch();
     let m = Manager::with_root(&s.root).unwrap();
-    std::fs::create_dir(s.root.join(manager::SUPERVISOR_LEAF)).unwrap();
+    std::fs::create_dir(s.root.join(subtree::SUPERVISOR_LEAF)).unwrap();
     let c = m
         .create_container("old-pod", "c", &Limits::default())
         .unwrap();
@@ -251,7 +251,7 @@ fn sweep_stale_kills_and_removes_leftovers_but_not_the_supervisor_leaf() {
     let cleaned = m.sweep_stale();
     assert_eq!(cleaned, vec![s.root.join("old-pod")]);
     assert!(!s.root.join("old-pod").exists());
-    assert!(s.root.join(manager::SUPERVISOR_LEAF).exists());
+    assert!(s.root.join(subtree::SUPERVISOR_LEAF).exists());
     assert_killed(&mut child);
     m.teardown().unwrap();
     assert!(!s.root.exists());
@@ -328,7 +328,7 @@ fn status_figures_are_reread_once_they_are_100_ms_old_and_not_before() {
     c.remove().unwrap();
     assert_eq!(c.figures_at(t0 + Duration::from_millis(99)), first);
     assert_eq!(
-        c.figures_at(t0 + manager::FIGURES_MAX_AGE).cpu_usage_usec,
+        c.figures_at(t0 + container::FIGURES_MAX_AGE).cpu_usage_usec,
         None
     );
     m.teardown().unwrap();
