@@ -79,8 +79,44 @@ pub fn handoff_entry() -> Option<i32> {
         println!("{}", serde_json::to_string(&info).unwrap_or_default());
         return Some(0);
     }
+    if crate::args::args_os()
+        .nth(1)
+        .is_some_and(|a| a == "--handoff-check")
+    {
+        return Some(handoff_check());
+    }
     let inherited = handoff::inherited()?;
     Some(resume_main(inherited))
+}
+
+/// `vigil --handoff-check`, the pre-flight of `vigil upgrade` (run by the old vigil as a
+/// child, with the real state on `VIGIL_HANDOFF_FD` and nothing else handed over): reads the
+/// state as a takeover would, and exits 0 printing the `--handoff-version` line when it could
+/// take it over; else says why on stderr and exits 1. Changes nothing.
+#[inline(never)]
+#[cold]
+fn handoff_check() -> i32 {
+    init_logger();
+    let Some(inh) = handoff::inherited() else {
+        error!("--handoff-check: no handoff state (VIGIL_HANDOFF_FD is not an open descriptor)");
+        return 1;
+    };
+    match handoff::read(&inh.state) {
+        Err(e) => {
+            error!("--handoff-check: {e}");
+            1
+        }
+        Ok((state, _blobs)) => {
+            log::debug!(
+                "--handoff-check: a state of vigil {} with {} containers, readable",
+                state.written_by,
+                state.slots.len()
+            );
+            let info = handoff::VersionInfo::ours();
+            println!("{}", serde_json::to_string(&info).unwrap_or_default());
+            0
+        }
+    }
 }
 
 /// The new instance: take the state over and supervise on; if it cannot, go back to the old

@@ -831,6 +831,12 @@ enum Fake {
     /// Appends a line to its marker file, then becomes the real vigil (same arguments and
     /// environment): the whole upgrade works, and the marker shows the binary ran.
     Marks,
+    /// As `Marks`, but given a handoff (`VIGIL_HANDOFF_FD`: taking over) it exits 1 ...
+    ExitsTakingOver,
+    /// ... aborts (SIGABRT) ...
+    AbortsTakingOver,
+    /// ... or hangs for good.
+    HangsTakingOver,
 }
 
 /// Compiles a fake new vigil into `dir` (scripts are refused as upgrade binaries, so it is
@@ -839,6 +845,9 @@ fn fake_vigil(dir: &Path, name: &str, fake: Fake, marker: &Path) -> PathBuf {
     crate::common::require_program("cc", "--version", "gcc");
     let body = match fake {
         Fake::Marks => "",
+        Fake::ExitsTakingOver => r#"if (getenv("VIGIL_HANDOFF_FD")) return 1;"#,
+        Fake::AbortsTakingOver => r#"if (getenv("VIGIL_HANDOFF_FD")) abort();"#,
+        Fake::HangsTakingOver => r#"if (getenv("VIGIL_HANDOFF_FD")) for (;;) pause();"#,
     };
     let src = dir.join(format!("{name}.c"));
     std::fs::write(
@@ -986,4 +995,78 @@ fn an_admin_uid_cannot_make_vigil_run_a_binary_of_its_own_and_the_binary_never_r
     let ran = std::fs::read_to_string(&marker).unwrap();
     assert!(ran.lines().all(|l| l.starts_with("ran as uid 0")), "{ran}");
     assert_eq!(pid_of(&v.container("idle", "c")), Some(pid));
+}
+
+#[test]
+fn a_new_binary_that_fails_or_hangs_taking_the_state_over_is_refused_before_the_exec_and_vigil_carries_on()
+ {
+    let (v, pid) = start_idle();
+    let me = vigil_pid(&v);
+    let exe = exe_of(me);
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    for (name, fake, says) in [
+        ("exits", Fake::ExitsTakingOver, "exited with code 1"),
+        ("aborts", Fake::AbortsTakingOver, "killed by signal 6"),
+        ("hangs", Fake::HangsTakingOver, "no answer within 10 s"),
+    ] {
+        let bin = fake_vigil(dir.path(), name, fake, &marker);
+        let asked = {
+            let socket = v.socket.clone();
+            let bin = bin.clone();
+            std::thread::spawn(move || {
+                let out = std::process::Command::new(BIN)
+                    .args(["upgrade", "--binary", bin.to_str().unwrap(), "--socket"])
+                    .arg(&socket)
+                    .output()
+                    .unwrap();
+                let text = format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                (out.status.success(), text)
+            })
+        };
+        if matches!(fake, Fake::HangsTakingOver) {
+            // While the new binary is being waited for, vigil serves as ever.
+            v.wait_for(T, "the pre-flight to begin", |v| {
+                v.log().contains("/hangs (vigil")
+            });
+            let t = std::time::Instant::now();
+            assert_eq!(pid_of(&v.container("idle", "c")), Some(pid));
+            assert!(
+                t.elapsed() < Duration::from_secs(5),
+                "status took {:?}",
+                t.elapsed()
+            );
+        }
+        let (ok, text) = asked.join().unwrap();
+        assert!(!ok, "{name}: accepted: {text}\n{}", v.log());
+        assert!(
+            text.contains("cannot take this vigil's state over") && text.contains(says),
+            "{name}: {text}"
+        );
+        assert!(text.contains(bin.to_str().unwrap()), "{name}: {text}");
+        // The same vigil, the same container, still supervised.
+        assert_eq!(exe_of(me), exe, "{name}: vigil changed binary");
+        assert!(alive(u64::from(me)), "{name}: vigil is gone");
+        assert_eq!(pid_of(&v.container("idle", "c")), Some(pid), "{name}");
+        let ran = std::fs::read_to_string(&marker).unwrap();
+        assert!(
+            ran.lines().any(|l| l.ends_with("--handoff-check")),
+            "{name}: the pre-flight never ran: {ran}"
+        );
+    }
+    assert!(!v.log().contains("upgrade: executing"), "{}", v.log());
+    // A supervised container still restarts when it exits.
+    let r = v.request(r#"{"cmd":"restart","pod":"idle","container":"c"}"#);
+    assert_eq!(r["ok"], true, "{r}");
+    v.wait_for(T, "a new pid after the restart", |v| {
+        pid_of(&v.container("idle", "c")).is_some_and(|p| p != pid)
+    });
+    // A good binary still upgrades.
+    let (_keep, next) = copy_of_vigil();
+    let text = upgrade_to(&v, &next);
+    assert!(text.contains("1 containers kept"), "{text}");
 }

@@ -64,6 +64,11 @@ pub enum BinaryError {
     #[error("{}: `--handoff-version` failed: {reason}", path.display())]
     NoVersion { path: PathBuf, reason: String },
     #[error(
+        "{}: cannot take this vigil's state over (`--handoff-check`): {reason}; nothing changed",
+        path.display()
+    )]
+    CannotTakeOver { path: PathBuf, reason: String },
+    #[error(
         "{}: vigil {vigil} reads handoff format{} {}, not {FORMAT_VERSION} (the format this vigil writes)",
         path.display(),
         if reads.len() == 1 { "" } else { "s" },
@@ -316,6 +321,76 @@ pub fn ask_version(binary: &Checked) -> Result<VersionInfo, BinaryError> {
             vigil: info.vigil,
             reads: info.reads,
         });
+    }
+    Ok(info)
+}
+
+/// Starts the checked binary as `BINARY --handoff-check`, a child with `state` (the real
+/// handoff file) on `VIGIL_HANDOFF_FD` and nothing else handed over, its stdout a pipe (the
+/// returned read end, non-blocking), its stderr vigil's. Returns at once: the caller reaps it
+/// and enforces its deadline. A vigil that reads the state and could take it over exits 0
+/// and prints its `--handoff-version` line ([`read_answer`]).
+pub fn start_check(binary: &Checked, state: &OwnedFd) -> Result<(u32, OwnedFd), BinaryError> {
+    use nix::fcntl::{FcntlArg, FdFlag, OFlag, fcntl};
+    use std::os::unix::process::CommandExt;
+    let path = binary.path.as_path();
+    let failed = |reason: String| BinaryError::CannotTakeOver {
+        path: path.to_path_buf(),
+        reason,
+    };
+    // A duplicate the child inherits (not close-on-exec), closed here once it is started.
+    let inherit = state
+        .try_clone()
+        .map_err(|e| failed(format!("duplicating the state's descriptor: {e}")))?;
+    fcntl(&inherit, FcntlArg::F_SETFD(FdFlag::empty()))
+        .map_err(|e| failed(format!("handing the state's descriptor down: {e}")))?;
+    let spawned = Command::new(fd_path(&binary.fd))
+        .arg0(path)
+        .arg("--handoff-check")
+        .env(FD_ENV, inherit.as_raw_fd().to_string())
+        .env_remove(EXE_FD_ENV)
+        .env_remove(ERROR_ENV)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn();
+    drop(inherit);
+    let mut child = spawned.map_err(|e| failed(format!("cannot run it: {e}")))?;
+    let pid = child.id();
+    let Some(out) = child.stdout.take().map(OwnedFd::from) else {
+        return Err(failed("no pipe for its answer".to_string()));
+    };
+    // `child` is dropped without waiting: the caller's reaper collects it.
+    fcntl(&out, FcntlArg::F_SETFL(OFlag::O_NONBLOCK))
+        .map_err(|e| failed(format!("its answer's pipe: {e}")))?;
+    Ok((pid, out))
+}
+
+/// What the pre-flight printed (read once it has exited; at most 4 KiB): its version line,
+/// which must name the format this vigil writes; else why not.
+pub fn read_answer(out: &OwnedFd) -> Result<VersionInfo, String> {
+    let mut bytes = Vec::new();
+    let mut buf = [0u8; 1024];
+    while bytes.len() < 4096 {
+        match nix::unistd::read(out, &mut buf) {
+            Ok(0) => break,
+            Ok(n) => bytes.extend_from_slice(&buf[..n]),
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(_) => break,
+        }
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let info: VersionInfo = serde_json::from_str(text.trim()).map_err(|e| {
+        format!(
+            "it exited 0 but its answer is unreadable {:?}: {e}",
+            text.chars().take(80).collect::<String>()
+        )
+    })?;
+    if !info.check || !info.reads.contains(&FORMAT_VERSION) {
+        return Err(format!(
+            "it exited 0 but does not say it read format {FORMAT_VERSION}: {}",
+            text.trim()
+        ));
     }
     Ok(info)
 }

@@ -69,6 +69,10 @@ pub struct VersionInfo {
     pub vigil: String,
     pub writes: u32,
     pub reads: Vec<u32>,
+    /// It checks a handoff before taking it over (`--handoff-check`, the pre-flight of
+    /// `vigil upgrade`). Absent from earlier vigils' answers: they cannot.
+    #[serde(default)]
+    pub check: bool,
 }
 
 impl VersionInfo {
@@ -77,6 +81,7 @@ impl VersionInfo {
             vigil: env!("CARGO_PKG_VERSION").to_string(),
             writes: FORMAT_VERSION,
             reads: READS.to_vec(),
+            check: true,
         }
     }
 }

@@ -411,6 +411,7 @@ impl Shell {
                 };
                 self.on_main_exit(key, generation, exit, now)
             }
+            PidOwner::UpgradeCheck { seq } => self.on_upgrade_check_exit(seq, code, signal, now),
             PidOwner::ExecProbe { key, kind, seq } => {
                 if let Some(input) =
                     self.probes

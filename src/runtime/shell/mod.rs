@@ -158,6 +158,10 @@ pub struct Shell {
     argv: Vec<String>,
     /// Upgrades this process has been through.
     upgrades: u32,
+    /// An upgrade waiting for its new binary's pre-flight (`upgrade::Preflight`).
+    preflight: Option<upgrade::Preflight>,
+    /// The last pre-flight's number.
+    preflight_seq: u64,
     #[cfg(feature = "fault-injection")]
     fault: super::fault::Fault,
 }
@@ -302,6 +306,8 @@ impl Shell {
                 .map(|a| a.to_string_lossy().into_owned())
                 .collect(),
             upgrades: 0,
+            preflight: None,
+            preflight_seq: 0,
             #[cfg(feature = "fault-injection")]
             fault: super::fault::Fault::from_env(now),
         };
@@ -443,6 +449,7 @@ impl Shell {
 
     /// Everything after the ready sources of one turn have been handled.
     fn turn(&mut self, now: Instant) {
+        self.expire_upgrade_check(now);
         for input in self.probes.expire(now, &mut self.janitor) {
             self.feed(now, input);
         }
@@ -488,6 +495,7 @@ impl Shell {
         consider(self.janitor.deadline(now));
         consider(self.tracker.deadline());
         consider(self.idle_trim.deadline());
+        consider(self.preflight.as_ref().map(upgrade::Preflight::deadline));
         if self.capture.has_more() || self.control.has_backlog() || self.core.has_actions() {
             consider(Some(now));
         }
@@ -544,9 +552,7 @@ impl Shell {
                         "received SIGUSR2: upgrading (re-executing {})",
                         self.exe_path.display()
                     );
-                    if let Err(e) = self.upgrade(None, false, None, now) {
-                        error!("SIGUSR2: upgrade refused, nothing changed: {e}");
-                    }
+                    self.ask_upgrade(None, false, None, now);
                 }
                 SIGHUP => {
                     // A deleted or replaced socket file is bound again (the server also
@@ -606,12 +612,9 @@ impl Shell {
                     continue;
                 }
                 Mutation::Upgrade { binary, check } => {
-                    let asker = upgrade::Asker {
-                        conn: pending.conn(),
-                        id: pending.id(),
-                    };
-                    self.upgrade(binary, check, Some(asker), now)
-                        .map_err(|e| (e.kind(), e.to_string()))
+                    // Answered once the new binary's pre-flight is over (later turns).
+                    self.ask_upgrade(binary, check, Some(pending), now);
+                    continue;
                 }
             };
             self.control.finish(pending, outcome);

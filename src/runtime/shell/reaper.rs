@@ -26,6 +26,9 @@ pub enum PidOwner {
         kind: ProbeKind,
         seq: u64,
     },
+    /// The new binary of `vigil upgrade`, run to prove it can take the state over before the
+    /// exec (the pre-flight, `shell::upgrade`): its `seq` names the attempt.
+    UpgradeCheck { seq: u64 },
 }
 
 /// One ended child: how, and whose.

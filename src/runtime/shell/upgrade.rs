@@ -5,8 +5,10 @@
 //!
 //! Owns the order of an upgrade: refusals first (shutting down, an `http_get` lifecycle hook
 //! in flight — nothing changed; exec hooks and spawns waiting for a cgroup are handed over);
-//! then the binary is checked and asked for
-//! its handoff version; the state is written; systemd hears `RELOADING=1`; exec. A failed
+//! then the binary is opened, checked and asked for its handoff version; then its pre-flight
+//! ([`Preflight`]: the binary reads the real state in a child while the loop goes on, its
+//! exit reaped, its deadline the poll timeout); then, once it exited 0, the state is written
+//! again; systemd hears `RELOADING=1`; exec. A failed
 //! exec leaves every component as it was (nothing was taken out of them: the state is a
 //! copy, the descriptors are only marked inheritable for the call) and the caller gets the
 //! error; systemd hears `READY=1` again.
@@ -17,12 +19,13 @@
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use log::{debug, error, info, warn};
 
 use super::Shell;
 use super::capture::PipeFrom;
+use super::control::Pending;
 use super::journal::Journal;
 use super::kill::kill_tree;
 use super::reaper::PidOwner;
@@ -73,22 +76,66 @@ pub struct Asker<'a> {
     pub id: &'a RequestId,
 }
 
+/// How long the new binary may take to read the handoff and say it can take over.
+pub const CHECK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// An upgrade waiting for its new binary's pre-flight: the binary runs as a child, as
+/// `BINARY --handoff-check` with the real handoff state (written now) on `VIGIL_HANDOFF_FD`
+/// and nothing else handed over; it reads the state as its takeover would and exits 0,
+/// printing its `--handoff-version` line. The loop goes on meanwhile: the child's exit comes
+/// through the reaper ([`PidOwner::UpgradeCheck`]) and its deadline through the poll timeout.
+pub(super) struct Preflight {
+    seq: u64,
+    pid: u32,
+    binary: binary::Checked,
+    check: bool,
+    asker: Option<Pending>,
+    /// The read end of its stdout (non-blocking).
+    out: OwnedFd,
+    deadline: Instant,
+}
+
+impl Preflight {
+    pub(super) fn deadline(&self) -> Instant {
+        self.deadline
+    }
+}
+
 impl Shell {
-    /// `upgrade` (control socket) or SIGUSR2 (`asker` `None`): check `binary` (else the path
-    /// vigil runs from) and, unless `check`, execute it in this process. Returns only when
-    /// nothing was done (a check, a refusal, a failed exec).
-    pub(super) fn upgrade(
+    /// `upgrade` (control socket, `asker` the request) or SIGUSR2 (`asker` `None`): check
+    /// `binary` (else the path vigil runs from), start its pre-flight, and answer when it is
+    /// over ([`Shell::on_upgrade_check_exit`]) — at once when it is refused.
+    pub(super) fn ask_upgrade(
         &mut self,
         binary: Option<PathBuf>,
         check: bool,
-        asker: Option<Asker<'_>>,
+        mut asker: Option<Pending>,
         now: Instant,
-    ) -> Result<String, UpgradeError> {
-        // The loop is away from here (the binary's checks included) until the new instance
-        // is ready: the figure `vigil upgrade` reports.
-        let taken = Instant::now();
+    ) {
+        if let Err(e) = self.start_upgrade_check(binary, check, &mut asker, now) {
+            self.answer_upgrade(asker, Err(e));
+        }
+    }
+
+    /// The refusals, the binary's checks and its `--handoff-version`, then the pre-flight
+    /// child; `asker` is taken only when the pre-flight started.
+    fn start_upgrade_check(
+        &mut self,
+        binary: Option<PathBuf>,
+        check: bool,
+        asker: &mut Option<Pending>,
+        now: Instant,
+    ) -> Result<(), UpgradeError> {
         if self.core.is_shutting_down() {
             return Err(UpgradeError::ShuttingDown);
+        }
+        if self.preflight.is_some() {
+            return Err(UpgradeError::Busy("another upgrade is checking its binary"));
+        }
+        if self.probes.net_hook_running() {
+            return Err(UpgradeError::Busy(
+                "an http_get lifecycle hook is in flight",
+            ));
         }
         let binary = match binary {
             Some(b) => b,
@@ -102,15 +149,152 @@ impl Shell {
         // Opened once; asked and executed from that descriptor.
         let binary = binary::open(&binary)?;
         let info = binary::ask_version(&binary)?;
-        let checked = taken.elapsed();
+        if !info.check {
+            return Err(UpgradeError::Binary(binary::BinaryError::NoVersion {
+                path: binary.path.clone(),
+                reason: format!(
+                    "vigil {} cannot check a handoff before taking it over (no --handoff-check); \
+                     to change to it, stop vigil and start it (on_restart = \"adopt\" keeps the \
+                     containers)",
+                    info.vigil
+                ),
+            }));
+        }
+        // The state as it is now; the exec writes it again.
+        let (state, blobs, _) = self.handoff_state(&binary.path, None, &[], now);
+        let memfd = handoff::write(&state, blobs).map_err(UpgradeError::State)?;
+        let (pid, out) = binary::start_check(&binary, &memfd)?;
+        self.preflight_seq += 1;
+        let seq = self.preflight_seq;
+        self.reaper.track(pid, PidOwner::UpgradeCheck { seq });
+        info!(
+            "upgrade: {} (vigil {}) is checking the handoff (pid {pid})",
+            binary.path.display(),
+            info.vigil
+        );
+        self.preflight = Some(Preflight {
+            seq,
+            pid,
+            binary,
+            check,
+            asker: asker.take(),
+            out,
+            deadline: now + CHECK_TIMEOUT,
+        });
+        Ok(())
+    }
+
+    /// The pre-flight's process ended: on success the upgrade goes on (or, for `--check`, is
+    /// reported); otherwise it is refused and nothing changed.
+    pub(super) fn on_upgrade_check_exit(
+        &mut self,
+        seq: u64,
+        code: Option<i32>,
+        signal: Option<i32>,
+        now: Instant,
+    ) {
+        if self.preflight.as_ref().is_none_or(|p| p.seq != seq) {
+            return; // One given up on at its deadline.
+        }
+        let Some(p) = self.preflight.take() else {
+            return;
+        };
+        let answer = binary::read_answer(&p.out);
+        let outcome = match (code, signal) {
+            (Some(0), _) => match answer {
+                Ok(info) => Ok(info),
+                Err(reason) => Err(reason),
+            },
+            (Some(c), _) => Err(format!(
+                "it exited with code {c} (its messages are in vigil's log)"
+            )),
+            (_, Some(s)) => Err(format!(
+                "it was killed by signal {s} (its messages are in vigil's log)"
+            )),
+            _ => Err("it ended without a status".to_string()),
+        };
+        match outcome {
+            Err(reason) => {
+                let e = UpgradeError::Binary(binary::BinaryError::CannotTakeOver {
+                    path: p.binary.path.clone(),
+                    reason,
+                });
+                self.answer_upgrade(p.asker, Err(e));
+            }
+            Ok(info) => {
+                let result = self.upgrade_now(p.binary, info, p.check, p.asker.as_ref(), now);
+                self.answer_upgrade(p.asker, result);
+            }
+        }
+    }
+
+    /// A pre-flight past its deadline is killed (reaped later, then ignored); the upgrade is
+    /// refused.
+    pub(super) fn expire_upgrade_check(&mut self, now: Instant) {
+        if self.preflight.as_ref().is_none_or(|p| now < p.deadline) {
+            return;
+        }
+        let Some(p) = self.preflight.take() else {
+            return;
+        };
+        // Our child, not reaped yet (the reaper still tracks it): the pid is its.
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(p.pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        let e = UpgradeError::Binary(binary::BinaryError::CannotTakeOver {
+            path: p.binary.path.clone(),
+            reason: format!("no answer within {} s (killed)", CHECK_TIMEOUT.as_secs()),
+        });
+        self.answer_upgrade(p.asker, Err(e));
+    }
+
+    /// The upgrade's outcome to whoever asked (the log for SIGUSR2).
+    fn answer_upgrade(&mut self, asker: Option<Pending>, outcome: Result<String, UpgradeError>) {
+        match asker {
+            Some(p) => {
+                if let Err(e) = &outcome {
+                    warn!("upgrade refused, nothing changed: {e}");
+                }
+                self.control
+                    .finish(p, outcome.map_err(|e| (e.kind(), e.to_string())));
+            }
+            None => match outcome {
+                Ok(m) => info!("SIGUSR2: {m}"),
+                Err(e) => error!("SIGUSR2: upgrade refused, nothing changed: {e}"),
+            },
+        }
+    }
+
+    /// The binary proved it can take over: `--check` reports it; otherwise the state is
+    /// written again and the binary executed in this process. Returns only when nothing was
+    /// done (a check, a refusal, a failed exec).
+    fn upgrade_now(
+        &mut self,
+        binary: binary::Checked,
+        info: handoff::VersionInfo,
+        check: bool,
+        asker: Option<&Pending>,
+        now: Instant,
+    ) -> Result<String, UpgradeError> {
+        // The loop is away from here until the new instance is ready: the figure `vigil
+        // upgrade` reports.
+        let taken = Instant::now();
+        if self.core.is_shutting_down() {
+            return Err(UpgradeError::ShuttingDown);
+        }
         if check {
             return Ok(format!(
-                "{} is vigil {} and reads handoff format {}: an upgrade would keep every container",
+                "{} is vigil {} and read this vigil's handoff (format {}): an upgrade would keep every container",
                 binary.path.display(),
                 info.vigil,
                 handoff::FORMAT_VERSION
             ));
         }
+        let asker = asker.map(|p| Asker {
+            conn: p.conn(),
+            id: p.id(),
+        });
         // Whatever the core asked for in this turn is done by this process (the core's action
         // queue is not part of the state): a SIGUSR2 handled after a reap in the same turn.
         // Pending execs are settled too (waiting a few ms at most): the next instance takes over
@@ -137,9 +321,8 @@ impl Shell {
         let (state, blobs, fds) = self.handoff_state(&binary.path, asker, &conns, taken);
         let memfd = handoff::write(&state, blobs).map_err(UpgradeError::State)?;
         debug!(
-            "upgrade: binary checked in {:.1} ms, state written in {:.1} ms",
-            checked.as_secs_f64() * 1e3,
-            (taken.elapsed() - checked).as_secs_f64() * 1e3
+            "upgrade: state written in {:.1} ms",
+            taken.elapsed().as_secs_f64() * 1e3
         );
         let exe = std::fs::File::open("/proc/self/exe")
             .map(OwnedFd::from)
@@ -148,7 +331,7 @@ impl Shell {
             "upgrade: executing {} (vigil {}), keeping {} running containers",
             binary.path.display(),
             info.vigil,
-            state.mains.len()
+            state.mains.len() + state.adopted.len()
         );
         self.notifier.reloading();
         let source = handoff::exec::exec(&binary, &self.argv, &memfd, &exe, &fds);
@@ -249,7 +432,7 @@ impl Shell {
                     key,
                     generation,
                 }),
-                PidOwner::ExecProbe { .. } => None,
+                PidOwner::ExecProbe { .. } | PidOwner::UpgradeCheck { .. } => None,
             })
             .collect();
         let adopted: Vec<AdoptedRun> = self
@@ -364,6 +547,8 @@ impl Shell {
     /// the other clients, and reaps what ended during the exec.
     pub(super) fn take_over(&mut self, state: State<()>, blobs: &[u8], error: Option<&str>) {
         let now = Instant::now();
+        // Children and runs adopted after a crash alike.
+        let kept = state.mains.len() + state.adopted.len();
         let sup = self.config.supervisor.clone();
         let mut starts = std::collections::HashMap::new();
         for s in state.slots {
@@ -568,7 +753,7 @@ impl Shell {
                     state.written_by,
                     env!("CARGO_PKG_VERSION"),
                     std::process::id(),
-                    state.mains.len()
+                    kept
                 );
                 info!("upgrade: {m}");
                 Ok(m)
