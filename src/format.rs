@@ -197,10 +197,12 @@ pub fn seconds(s: f64) -> String {
 
 /// Text from outside (container output, messages, names) made safe for a terminal: C0 and C1
 /// control characters and DEL become visible escapes (`\x1b`, `\u{9b}`), so output cannot move
-/// the cursor, retitle the window or hide what came before. `keep` lists the controls passed
-/// through (`"\n\t"` for log output; nothing for a table cell).
+/// the cursor, retitle the window or hide what came before; so do the invisible bidirectional
+/// formatting characters ([`is_bidi_control`]), so output cannot reorder what a line appears
+/// to say (CVE-2021-42574, "Trojan Source"). `keep` lists the controls passed through
+/// (`"\n\t"` for log output; nothing for a table cell).
 pub fn escape_controls<'a>(text: &'a str, keep: &str) -> Cow<'a, str> {
-    let needs = |c: char| c.is_control() && !keep.contains(c);
+    let needs = |c: char| (c.is_control() || is_bidi_control(c)) && !keep.contains(c);
     if !text.chars().any(needs) {
         return Cow::Borrowed(text);
     }
@@ -215,6 +217,14 @@ pub fn escape_controls<'a>(text: &'a str, keep: &str) -> Cow<'a, str> {
         }
     }
     Cow::Owned(out)
+}
+
+/// The invisible characters that change the display order of text around them (Unicode
+/// UAX #9, "Explicit Directional Formatting Characters" and "Implicit Directional Marks"):
+/// LRE, RLE, PDF, LRO, RLO (U+202A–U+202E), LRI, RLI, FSI, PDI (U+2066–U+2069), LRM, RLM
+/// (U+200E, U+200F) and the Arabic letter mark (U+061C).
+pub fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{61c}')
 }
 
 /// One table cell or `describe` value: newlines become spaces (a cell is one line), every
@@ -336,5 +346,33 @@ mod tests {
             "a\\x1b]0;pwned\\x07b\\x0d\n\tc\\u{9b}2J\\x7f"
         );
         assert_eq!(cell("two\nlines\tand tab"), "two lines\\x09and tab");
+    }
+
+    #[test]
+    fn bidirectional_overrides_and_marks_are_escaped_like_controls() {
+        // "Trojan Source": RLO makes `exit 0 # ok` read backwards on a terminal.
+        assert_eq!(
+            escape_controls("ok\u{202e}0 tixe\u{202c} done\n", "\n\t"),
+            "ok\\u{202e}0 tixe\\u{202c} done\n"
+        );
+        for c in [
+            '\u{202a}', '\u{202b}', '\u{202c}', '\u{202d}', '\u{202e}', '\u{2066}', '\u{2067}',
+            '\u{2068}', '\u{2069}', '\u{200e}', '\u{200f}', '\u{61c}',
+        ] {
+            let text = format!("a{c}b");
+            assert_eq!(
+                escape_controls(&text, "\n"),
+                format!("a\\u{{{:x}}}b", c as u32),
+                "U+{:04X}",
+                c as u32
+            );
+        }
+        // Letters of right-to-left scripts, and joiners in emoji, are text: left alone.
+        for text in ["שלום", "مرحبا", "👩\u{200d}💻"] {
+            assert!(
+                matches!(escape_controls(text, ""), Cow::Borrowed(_)),
+                "{text}"
+            );
+        }
     }
 }
