@@ -322,6 +322,22 @@ fn container_problems(
         }
     }
 }
+/// The warning `check` and `run` give for a `metrics_address` others can reach: any address
+/// but a loopback one (`0.0.0.0`, `[::]`, a LAN address). The endpoint has no authentication,
+/// so whoever reaches the port reads the metrics (pod and container names, restart counts,
+/// resource figures). `None` for a loopback address.
+pub fn metrics_exposure(addr: std::net::SocketAddr) -> Option<String> {
+    if addr.ip().to_canonical().is_loopback() {
+        return None;
+    }
+    Some(format!(
+        "{addr} is not a loopback address: anyone who can reach this host on port {} can read \
+         the metrics, which have no authentication; use 127.0.0.1 or [::1] unless a firewall \
+         or a scraper's network is meant to be the boundary",
+        addr.port()
+    ))
+}
+
 /// `vigil check`: validate and print every problem to stderr (exit 1), or
 /// `FILE: ok (N pods, M containers)` to stdout (exit 0). Containers count init containers too.
 /// With `host` (the default), also what `run` would refuse on this host ([`host_problems`]),
@@ -341,6 +357,14 @@ pub fn check_main(path: Option<PathBuf>, host: bool) -> i32 {
                     field: "supervisor.cgroup_root".to_string(),
                     message: conflict,
                     warning: false,
+                    host: false,
+                });
+            }
+            if let Some(w) = config.supervisor.metrics_address.and_then(metrics_exposure) {
+                problems.push(HostProblem {
+                    field: "supervisor.metrics_address".to_string(),
+                    message: w,
+                    warning: true,
                     host: false,
                 });
             }

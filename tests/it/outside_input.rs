@@ -161,3 +161,52 @@ fn a_manifest_with_a_key_written_twice_is_refused_by_convert_at_the_second_key()
         "{err}"
     );
 }
+
+/// Issue 43.12: a `metrics_address` others can reach (`0.0.0.0`, `[::]`, a LAN address) is
+/// said by `check` (located, exit 0) and by `run`, before it listens: the endpoint has no
+/// authentication. A loopback address is not.
+#[test]
+fn a_metrics_address_others_can_reach_is_warned_about_by_check_and_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (addr, exposed) in [
+        ("0.0.0.0:9469", true),
+        ("[::]:9469", true),
+        ("192.0.2.1:9469", true),
+        ("127.0.0.1:9469", false),
+        ("[::1]:9469", false),
+    ] {
+        let config = dir.path().join("vigil.toml");
+        std::fs::write(
+            &config,
+            format!("[supervisor]\nmetrics_address = \"{addr}\"\n"),
+        )
+        .expect("write");
+        let (code, err) = run_bounded(&[
+            "check".as_ref(),
+            "--no-host".as_ref(),
+            "-c".as_ref(),
+            config.as_os_str(),
+        ]);
+        assert_eq!(code, Some(0), "{addr}: {err}");
+        let said = err.contains(&format!(
+            "vigil.toml:2:19: supervisor.metrics_address: warning: {addr} is not a loopback \
+             address"
+        ));
+        assert_eq!(said, exposed, "{addr}: {err}");
+    }
+    // `run` says it before listening: 192.0.2.1 (TEST-NET-1) is no address of this host, so
+    // the listen then fails and nothing is ever reachable.
+    let socket = dir.path().join("vigil.sock");
+    let config = crate::common::write_config(
+        dir.path(),
+        &socket,
+        "metrics_address = \"192.0.2.1:9469\"\ncgroup_root = \"none\"",
+        "",
+    );
+    let (code, err) = run_bounded(&["run".as_ref(), "-c".as_ref(), config.as_os_str()]);
+    assert_ne!(code, Some(0), "{err}");
+    assert!(
+        err.contains("supervisor.metrics_address: 192.0.2.1:9469 is not a loopback address"),
+        "{err}"
+    );
+}

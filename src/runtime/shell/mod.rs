@@ -246,6 +246,13 @@ impl Shell {
                 Some(r.core),
             ),
         };
+        if let Some(w) = config
+            .supervisor
+            .metrics_address
+            .and_then(crate::host::metrics_exposure)
+        {
+            warn!("supervisor.metrics_address: {w}");
+        }
         let metrics = match config.supervisor.metrics_address {
             None => None,
             Some(addr) => match metrics::MetricsListener::bind(Rc::clone(&registry), addr) {
