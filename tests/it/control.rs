@@ -872,3 +872,32 @@ command = ["sleep", "1000"]
     }
     assert_eq!(names(&v.request(full)), ["alpha", "beta"]);
 }
+
+#[test]
+fn a_restart_sent_and_closed_at_once_is_carried_out_every_time() {
+    let v = Vigil::start(ONE_SLEEPER);
+    v.wait_for(T, "web running", |v| {
+        v.container("web", "app")["state"]["running"].is_object()
+    });
+    // Fire and forget: write the request and close without reading, twenty times.
+    for _ in 0..20 {
+        let mut s = UnixStream::connect(&v.socket).expect("connect");
+        s.write_all(b"{\"cmd\":\"restart\",\"pod\":\"web\"}\n")
+            .expect("write");
+    }
+    v.wait_for(T, "twenty restarts requested", |v| {
+        v.log()
+            .matches("web: restart requested over the control socket")
+            .count()
+            >= 20
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        v.log()
+            .matches("web: restart requested over the control socket")
+            .count(),
+        20,
+        "{}",
+        v.log()
+    );
+}

@@ -601,3 +601,67 @@ fn a_socket_directory_given_to_a_user_after_start_is_not_bound_into_and_no_symli
     );
     drop(attacker);
 }
+
+#[test]
+#[ignore = "needs root (the attacker runs as another uid)"]
+fn clients_that_pipeline_and_die_are_closed_and_their_uid_is_served_again() {
+    require_root("the client runs as nobody");
+    let v = start(SLEEPER, "max_connections_per_uid = 1000\n", None);
+    let pid = v.child.as_ref().expect("running").id();
+    let fds = open_fds(pid);
+    // Every connection nobody may hold, each dead with requests read and unread (so many that
+    // most wait for their turn when their peer goes, with nothing left to write).
+    let dead = Hostile::run(&v.socket, &["pipedie", "1000", "300"]);
+    assert_eq!(dead.held, 0);
+    drop(dead);
+    v.wait_for(T, "the dead connections closed", |_| open_fds(pid) <= fds);
+    let again = Hostile::run(&v.socket, &["cap", "1"]);
+    assert!(again.said[0].contains("\"ok\":true"), "{:?}", again.said);
+}
+
+#[test]
+#[ignore = "needs root (the attacker runs as another uid)"]
+fn memory_stays_bounded_under_1280_clients_pipelining_events_and_falls_back_after_they_go() {
+    require_root("the hostile client runs as nobody");
+    let stamp_dir = tempfile::tempdir().expect("tempdir");
+    let stamp = stamp_dir.path().join("starts");
+    let v = start(
+        &crash_pods(&stamp),
+        "max_connections_per_uid = 1300\n",
+        None,
+    );
+    let pid = v.child.as_ref().expect("running").id();
+    // Events to list: every crash adds a few.
+    v.wait_for(T, "a few restarts", |_| stamps(&stamp).len() >= 8);
+    let idle_rss = rss_kib(pid);
+    let fds = open_fds(pid) + 4;
+    let attacker = Hostile::run(&v.socket, &["events", "1280", "2000"]);
+    assert!(attacker.held >= 1200, "held {}", attacker.held);
+    let mut peak = 0;
+    let end = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < end {
+        peak = peak.max(rss_kib(pid));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Client buffers and replies together stay within 32 MiB; the rest is margin.
+    assert!(
+        peak < idle_rss + 48 * 1024,
+        "vigil RSS peaked at {peak} KiB under 1,280 pipelining clients (idle {idle_rss} KiB)"
+    );
+    assert_eq!(v.request(r#"{"cmd":"version"}"#)["ok"], true);
+    drop(attacker);
+    // Every connection is closed once its peer is gone (what it sent worked off), and what
+    // vigil holds stays within the client budget (the allocator keeps some of it).
+    v.wait_for_showing(
+        T,
+        "the connections closed and the memory given back",
+        |_| open_fds(pid) <= fds && rss_kib(pid) < idle_rss + 32 * 1024,
+        |_| {
+            format!(
+                "RSS {} KiB (idle {idle_rss}, peak {peak}), {} descriptors",
+                rss_kib(pid),
+                open_fds(pid)
+            )
+        },
+    );
+}

@@ -18,6 +18,10 @@ everything until its stdin closes.
   midclose N POD         N times: ask for the logs of POD, read one byte, close
   scm N                  N connections each sending `version` with an SCM_RIGHTS descriptor
                          attached; prints each reply
+  events N REPEAT        N connections each send REPEAT `events` requests (every other one an
+                         `events -f` first), as much as the kernel takes, never read
+  pipedie N REPEAT       N connections each send REPEAT `version` requests (as much as the kernel
+                         takes), never read, and close 0.3 s later
   swap TARGET SECONDS    for SECONDS: put its own socket at the path (vigil's is taken away), and
                          the moment vigil removes it to bind again, a symlink to TARGET in its
                          place; prints `ready TRIES`
@@ -169,6 +173,36 @@ def main():
             s.settimeout(20)
             print(s.makefile("r").readline().strip(), flush=True)
             held.append(s)
+    elif mode == "events":
+        n, repeat = int(sys.argv[3]), int(sys.argv[4])
+        plain = b'{"cmd":"events"}\n' * repeat
+        follow = b'{"cmd":"events","follow":true}\n'
+        for i in range(n):
+            try:
+                s = connect(path)
+            except OSError:
+                continue
+            s.setblocking(False)
+            try:
+                s.send(follow + plain if i % 2 else plain)
+            except (BlockingIOError, BrokenPipeError, ConnectionResetError):
+                pass
+            held.append(s)
+    elif mode == "pipedie":
+        n, repeat = int(sys.argv[3]), int(sys.argv[4])
+        batch = b'{"cmd":"version"}\n' * repeat
+        conns = []
+        for _ in range(n):
+            s = connect(path)
+            s.setblocking(False)
+            try:
+                s.send(batch)
+            except BlockingIOError:
+                pass
+            conns.append(s)
+        time.sleep(0.3)  # vigil answers some of them meanwhile
+        for s in conns:
+            s.close()
     elif mode == "swap":
         target, seconds = sys.argv[3], float(sys.argv[4])
         end = time.monotonic() + seconds

@@ -46,7 +46,9 @@ pub(super) struct Conn {
     pub(super) more_input: bool,
     /// The peer closed its writing side.
     pub(super) eof: bool,
-    /// The peer is gone entirely: nothing more can be delivered.
+    /// The peer is gone entirely (`EPOLLHUP`/`EPOLLERR`): nothing more can be delivered, but
+    /// what it sent before it went is still read to EOF, and the requests in it that change
+    /// state are carried out (a fire-and-forget `restart`), their replies discarded.
     pub(super) hung_up: bool,
     /// An error line was queued: close once it is written (or after [`super::CLOSE_GRACE`]).
     pub(super) closing: bool,
@@ -75,7 +77,6 @@ impl Conn {
     /// May a request be taken now?
     pub(super) fn can_take(&self) -> bool {
         !self.closing
-            && !self.hung_up
             && !self.in_flight
             && self.reply == Stream::None
             && self.pending_output() <= OUTPUT_HIGH
@@ -146,13 +147,50 @@ impl Conn {
                 }
             };
             self.rbuf.drain(..consumed);
-            if self.rbuf.is_empty() && self.rbuf.capacity() > KEEP_CAPACITY {
-                self.rbuf = Vec::new();
-            }
+            self.shrink_input();
             if parsed.is_some() {
                 return parsed;
             }
         }
+    }
+
+    /// Gives back the input buffer's room once most of a read is worked off: what is left (a
+    /// few requests, or the start of the next one) need not hold a whole read's buffer while
+    /// it waits for its turn or for client memory.
+    fn shrink_input(&mut self) {
+        if self.rbuf.capacity() <= KEEP_CAPACITY {
+            return;
+        }
+        if self.rbuf.is_empty() {
+            self.rbuf = Vec::new();
+        } else if self.rbuf.len() <= self.rbuf.capacity() / 4 {
+            self.rbuf.shrink_to(self.rbuf.len().max(KEEP_CAPACITY));
+        }
+    }
+
+    /// For a peer that is gone: drops up to `max` complete lines at the front of the input that
+    /// cannot be a request that changes state, without parsing them, and returns how many.
+    /// A line can name a command only by its letters or by `\u` escapes in a JSON string
+    /// (RFC 8259 §7), so a line with neither any state-changing command's name nor a `\u` is
+    /// such a line. Parsing every request a dead client pipelined costs far more than this.
+    pub(super) fn drop_read_only_lines(&mut self, max: usize) -> usize {
+        let mut start = 0;
+        let mut dropped = 0;
+        while dropped < max {
+            let rest = &self.rbuf[start..];
+            let Some(end) = rest.iter().position(|&b| b == b'\n') else {
+                break;
+            };
+            let line = &rest[..end];
+            if line.len() > MAX_LINE || may_change_state(line) {
+                break;
+            }
+            start += end + 1;
+            dropped += 1;
+        }
+        self.rbuf.drain(..start);
+        self.shrink_input();
+        dropped
     }
 
     /// Writes until done or `WouldBlock`. `MSG_NOSIGNAL` so a vanished client yields `EPIPE`
@@ -255,7 +293,8 @@ impl Conn {
             return self.pending_output() == 0 || self.hung_up;
         }
         if self.hung_up {
-            return self.reply != Stream::None || !self.has_line();
+            // Served to the end of what it sent; a stream has nobody to go to.
+            return self.reply != Stream::None || (self.eof && !self.has_line());
         }
         self.eof && self.reply == Stream::None && self.pending_output() == 0 && !self.has_line()
     }
@@ -318,6 +357,22 @@ impl Conn {
     }
 }
 
+/// Whether a request line could name a command that changes state (see
+/// [`Conn::drop_read_only_lines`]).
+fn may_change_state(line: &[u8]) -> bool {
+    const NAMES: [&[u8]; 6] = [
+        b"start",
+        b"stop",
+        b"shutdown",
+        b"reload",
+        b"upgrade",
+        b"\\u",
+    ];
+    NAMES
+        .iter()
+        .any(|name| line.windows(name.len()).any(|w| w == *name))
+}
+
 /// What of `parts` (read as one run of bytes) comes after its first `skip` bytes, part by
 /// part (a part sent whole is empty). An array, not a vector: no allocation per write.
 fn unsent_slices<'a, const N: usize>(
@@ -346,6 +401,23 @@ fn last_byte(parts: &[&[u8]], n: usize) -> Option<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_lines_that_cannot_change_state_are_dropped_unparsed() {
+        assert!(!may_change_state(br#"{"cmd":"events","id":7}"#));
+        assert!(!may_change_state(br#"{"cmd":"status","pod":"web"}"#));
+        for line in [
+            &br#"{"cmd":"restart","pod":"web"}"#[..],
+            br#"{"cmd":"stop","pod":"web"}"#,
+            br#"{"cmd":"start","pod":"web"}"#,
+            br#"{"cmd":"shutdown"}"#,
+            br#"{"cmd":"reload"}"#,
+            br#"{"cmd":"upgrade","check":true}"#,
+            br#"{"cmd":"\u0073hutdown"}"#,
+        ] {
+            assert!(may_change_state(line), "{}", String::from_utf8_lossy(line));
+        }
+    }
 
     #[test]
     fn what_is_unsent_of_parts_starts_after_the_bytes_written_across_part_boundaries() {

@@ -11,14 +11,20 @@
 //! Fair by construction (issue 12):
 //! - one loop turn takes at most [`TURN_REQUESTS`] requests and produces at most
 //!   [`TURN_OUTPUT`] bytes of replies across all connections, round-robin one request per
-//!   connection at a time; the rest waits for the next turn ([`Server::has_backlog`]);
+//!   connection at a time, admins' connections before the others; the rest waits for the next
+//!   turn ([`Server::has_backlog`]);
 //! - a connection with more than [`OUTPUT_HIGH`] bytes unread, or a streamed reply under way,
 //!   gets no further request processed (its input stays in the kernel);
 //! - big replies are streamed: the runtime pushes chunks only while the connection has room
 //!   ([`Server::hungry_streams`]), so a `logs` reply never exists whole;
 //! - buffers are bounded per connection (one line of input, [`OUTPUT_HIGH`] plus one reply of
-//!   output), shrunk when drained, and non-admin connections stop reading once all client
-//!   buffers together pass [`Limits::memory_budget`];
+//!   output), shrunk when drained or mostly worked off, and non-admin connections get no request
+//!   taken, no stream fed and nothing read while all client buffers together are at
+//!   [`Limits::memory_budget`] (checked before every request, so the budget is overshot by one
+//!   reply at most);
+//! - a peer that hung up (`EPOLLHUP`) is served to the end of what it sent — the requests that
+//!   change state carried out (a fire-and-forget `restart`), the others dropped unanswered,
+//!   at most [`TURN_SKIPS`] a turn — and then closed;
 //! - a client that neither sends a request nor reads for [`Limits::idle_timeout`] is closed
 //!   (a stalled one with an error line, cut at a line end);
 //! - descriptors: at most [`Limits::max_connections`] connections (the runtime derives it from
@@ -79,6 +85,10 @@ pub const TURN_REQUESTS: usize = 64;
 /// Reply bytes produced across all connections in one loop turn (a budget, checked before
 /// each request or chunk, so one reply may overshoot it once).
 pub const TURN_OUTPUT: usize = 512 * 1024;
+/// Requests of clients that are gone dropped unanswered in one loop turn (only a request that
+/// changes state is carried out for a peer that hung up; the others are dropped, most without
+/// being parsed).
+pub const TURN_SKIPS: usize = 4096;
 /// Connections accepted in one loop turn.
 pub const TURN_ACCEPTS: usize = 64;
 /// Above this much unread output a connection gets no further request processed.
@@ -91,8 +101,9 @@ pub const DEFAULT_MAX_PER_UID: usize = 32;
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default cap on connections (the runtime lowers it to its share of `RLIMIT_NOFILE`).
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
-/// Client buffers above which non-admin connections stop reading; with one turn's overshoot
-/// (at most [`TURN_REQUESTS`] replies) all clients together stay within 32 MiB.
+/// Client buffers at which non-admin connections get no further request, stream chunk or read;
+/// checked before every request, so with one reply's overshoot all clients together stay
+/// within 32 MiB.
 pub const DEFAULT_MEMORY_BUDGET: usize = 24 * 1024 * 1024;
 /// How often idle connections and the socket file are checked.
 pub const SWEEP_EVERY: Duration = Duration::from_secs(1);
@@ -249,6 +260,9 @@ pub struct Server {
     per_uid: HashMap<u32, usize>,
     /// Connections that may have a request to take, round-robin.
     ready: VecDeque<usize>,
+    /// Admins' connections that may have a request to take: served before [`Server::ready`],
+    /// so however many clients share the turns, an admin's request waits for none of them.
+    ready_admin: VecDeque<usize>,
     /// Non-admin connections that wait for client memory to be freed.
     starved: Vec<usize>,
     closed: Vec<ConnId>,
@@ -340,6 +354,7 @@ impl Server {
             open: 0,
             per_uid: HashMap::new(),
             ready: VecDeque::new(),
+            ready_admin: VecDeque::new(),
             starved: Vec::new(),
             closed: Vec::new(),
             memory: 0,
@@ -352,6 +367,7 @@ impl Server {
             budget: Budget {
                 requests: TURN_REQUESTS,
                 output: TURN_OUTPUT,
+                skips: TURN_SKIPS,
             },
             next_sweep: now + SWEEP_EVERY,
             refusals: Refusals::default(),
@@ -474,11 +490,12 @@ impl Server {
         if event.is_readable() || event.is_read_closed() {
             conn.more_input = true;
         }
-        // The peer is gone entirely (EPOLLHUP/EPOLLERR): requests already read are still handed
-        // out (a fire-and-forget `shutdown` must work), but nothing more can be delivered.
+        // The peer is gone entirely (EPOLLHUP/EPOLLERR): nothing more can be delivered, but what
+        // it sent is still read, to EOF (the kernel keeps it after the peer closes, unix(7)), and
+        // the state changes in it are handed out: a fire-and-forget `shutdown` must work.
         if event.is_write_closed() || event.is_error() {
             conn.hung_up = true;
-            conn.eof = true;
+            conn.more_input = true;
             conn.wbuf = Vec::new();
             conn.wpos = 0;
         }
@@ -492,6 +509,7 @@ impl Server {
         self.budget = Budget {
             requests: TURN_REQUESTS,
             output: TURN_OUTPUT,
+            skips: TURN_SKIPS,
         };
         if self.accept_pending || self.accept_retry.is_some_and(|t| now >= t) {
             self.accept_retry = None;

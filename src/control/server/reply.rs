@@ -89,6 +89,9 @@ impl Server {
         if self.streams == 0 || self.budget.output == 0 {
             return Vec::new();
         }
+        // Over the client memory budget only admins' streams are fed (as only admins' requests
+        // are taken); the others resume once memory is freed.
+        let memory_full = self.memory >= self.limits.memory_budget;
         let n = self.conns.len();
         let start = self.stream_cursor % n.max(1);
         self.stream_cursor = self.stream_cursor.wrapping_add(1);
@@ -97,6 +100,7 @@ impl Server {
             .filter_map(|i| self.conns[i].as_ref())
             .filter(|c| {
                 matches!(c.reply, Stream::Active { .. })
+                    && (c.admin || !memory_full)
                     && !c.closing
                     && !c.hung_up
                     && c.pending_output() < STREAM_LOW

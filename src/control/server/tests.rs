@@ -174,6 +174,97 @@ fn several_requests_on_one_connection_are_answered_in_order() {
 }
 
 #[test]
+fn state_changes_sent_by_a_client_that_closes_at_once_are_all_carried_out() {
+    let mut h = Harness::new();
+    // Sent and closed before vigil looks: the hang-up comes with the requests unread.
+    let mut s = connect(&h.path);
+    s.write_all(
+        b"{\"id\":1,\"cmd\":\"restart\",\"pod\":\"a\"}\n{\"id\":2,\"cmd\":\"version\"}\n\
+          {\"id\":3,\"cmd\":\"restart\",\"pod\":\"b\"}\n{\"id\":4,\"cmd\":\"shutdown\"}",
+    )
+    .unwrap();
+    drop(s);
+    let carried = std::cell::RefCell::new(Vec::new());
+    h.run_until(
+        |s| carried.borrow().len() >= 3 && s.connection_count() == 0,
+        &mut |server, registry, inc| {
+            let r = inc.request.as_ref().unwrap();
+            carried.borrow_mut().push(r.id.clone());
+            echo(server, registry, inc);
+        },
+    );
+    let carried = carried.into_inner();
+    // The read-only `version` was answered to nobody: skipped.
+    let ids: Vec<RequestId> = [1, 3, 4].map(|i| RequestId::from(json!(i))).to_vec();
+    assert_eq!(carried, ids);
+}
+
+#[test]
+fn a_client_that_pipelines_and_dies_is_closed_and_its_uid_is_not_locked_out() {
+    let mut h = Harness::new();
+    h.server.strangers = true;
+    h.server.set_limits(Limits {
+        max_per_uid: 2,
+        ..Limits::default()
+    });
+    // Each sends many requests, takes one reply and dies with the rest read in part.
+    let mut batch = String::new();
+    for i in 0..2000 {
+        batch.push_str(&format!("{{\"id\":{i},\"cmd\":\"version\"}}\n"));
+    }
+    for _ in 0..2 {
+        let path = h.path.clone();
+        let batch = batch.clone();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut s = connect(&path);
+            s.set_nonblocking(true).unwrap();
+            let _ = s.write(batch.as_bytes());
+            s.set_nonblocking(false).unwrap();
+            tx.send(read_lines(&s, 1)).unwrap();
+        });
+        h.run_until_received(&rx, &mut echo);
+    }
+    h.run_until(|s| s.connection_count() == 0, &mut echo);
+    assert_eq!(h.server.memory(), 0);
+    // The uid gets in again.
+    let path = h.path.clone();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut s = connect(&path);
+        s.write_all(b"{\"id\":9,\"cmd\":\"version\"}\n").unwrap();
+        tx.send(read_lines(&s, 1).remove(0)).unwrap();
+    });
+    let got = h.run_until_received(&rx, &mut echo);
+    assert_eq!(got["id"], json!(9), "{got}");
+}
+
+#[test]
+fn many_clients_that_pipeline_never_read_and_die_are_all_closed_and_their_memory_freed() {
+    let mut h = Harness::new();
+    h.server.strangers = true;
+    let mut batch = String::new();
+    for _ in 0..2000 {
+        batch.push_str("{\"cmd\":\"version\"}\n");
+    }
+    let clients: Vec<StdStream> = (0..1000)
+        .map(|_| {
+            let mut s = connect(&h.path);
+            s.set_nonblocking(true).unwrap();
+            let _ = s.write(batch.as_bytes());
+            s
+        })
+        .collect();
+    // Served for a while (replies pile up unread), then every client dies at once.
+    let until = Instant::now() + Duration::from_millis(300);
+    h.run_until(|_| Instant::now() >= until, &mut echo);
+    assert!(h.server.connection_count() > 0);
+    drop(clients);
+    h.run_until(|s| s.connection_count() == 0, &mut echo);
+    assert_eq!(h.server.memory(), 0);
+}
+
+#[test]
 fn more_requests_than_the_turn_cap_are_all_answered_in_order() {
     let mut h = Harness::new();
     let path = h.path.clone();

@@ -18,6 +18,8 @@ use super::{ConnId, Incoming, Server};
 pub(super) struct Budget {
     pub(super) requests: usize,
     pub(super) output: usize,
+    /// Requests of hung-up peers that may still be dropped unanswered.
+    pub(super) skips: usize,
 }
 
 impl Server {
@@ -26,7 +28,10 @@ impl Server {
     /// before asking for the next.
     pub fn next_request(&mut self, registry: &Registry, now: Instant) -> Option<Incoming> {
         while self.budget.requests > 0 && self.budget.output > 0 {
-            let index = self.ready.pop_front()?;
+            let index = match self.ready_admin.pop_front() {
+                Some(i) => i,
+                None => self.ready.pop_front()?,
+            };
             let memory_full = self.memory >= self.limits.memory_budget;
             let Some(conn) = self.conns.get_mut(index).and_then(Option::as_mut) else {
                 continue;
@@ -37,11 +42,20 @@ impl Server {
                 continue;
             }
             let id = conn.id;
+            // Client memory is checked before every request a non-admin gets, not only before
+            // reading: one read holds hundreds of requests, each a reply that may wait in this
+            // connection's buffer. So all clients together stay within the budget plus one
+            // reply. A peer that is gone is let through: its replies are discarded, and
+            // working off what it sent is what closes it and frees its buffers.
+            if memory_full && !conn.admin && !conn.hung_up {
+                self.starved.push(index);
+                continue;
+            }
             if !conn.has_line() {
                 if !conn.more_input || conn.eof {
                     continue;
                 }
-                if memory_full && !conn.admin {
+                if memory_full && !conn.admin && !conn.hung_up {
                     self.starved.push(index);
                     continue;
                 }
@@ -51,7 +65,33 @@ impl Server {
                     continue;
                 }
             }
+            if conn.hung_up {
+                let dropped = conn.drop_read_only_lines(self.budget.skips);
+                self.budget.skips -= dropped;
+                if !conn.has_line() || self.budget.skips == 0 {
+                    self.settle(registry, id);
+                    if self.budget.skips == 0 {
+                        return None;
+                    }
+                    continue;
+                }
+            }
             let taken = conn.take_line();
+            if conn.hung_up
+                && taken
+                    .as_ref()
+                    .is_some_and(|r| !r.as_ref().is_ok_and(|r| r.cmd.is_mutating()))
+            {
+                // The peer is gone: a request that only reads (or a malformed one) would be
+                // answered to nobody. Dropping it costs a parse; a turn drops at most
+                // TURN_SKIPS, so a dead client's backlog is worked off in bounded slices.
+                self.budget.skips = self.budget.skips.saturating_sub(1);
+                self.settle(registry, id);
+                if self.budget.skips == 0 {
+                    return None;
+                }
+                continue;
+            }
             if let Some(request) = taken {
                 conn.in_flight = true;
                 conn.last_active = now;
@@ -76,6 +116,7 @@ impl Server {
     pub fn has_backlog(&self) -> bool {
         self.accept_pending
             || !self.ready.is_empty()
+            || !self.ready_admin.is_empty()
             || (!self.starved.is_empty() && self.memory < self.limits.memory_budget)
     }
 
@@ -84,7 +125,11 @@ impl Server {
             && !c.queued
         {
             c.queued = true;
-            self.ready.push_back(index);
+            if c.admin {
+                self.ready_admin.push_back(index);
+            } else {
+                self.ready.push_back(index);
+            }
         }
     }
 
