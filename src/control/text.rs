@@ -67,23 +67,48 @@ pub fn pod_display_status(pod: &Pod) -> String {
     pod_status_and_restarts(pod, SystemTime::UNIX_EPOCH).0
 }
 
-/// (STATUS, RESTARTS, READY) following kubectl's `printPod`.
+/// Whether init container `c` is a sidecar: its own restart policy is `Always` (Kubernetes'
+/// restartable init container, `podutil.IsRestartableInitContainer`).
+fn is_sidecar(c: &Container) -> bool {
+    c.spec.restart_policy == crate::config::spec::RestartPolicy::Always
+}
+
+/// (STATUS, RESTARTS, READY) exactly as kubectl's `printPod` computes them
+/// (pkg/printers/internalversion/printers.go, 1.29+): a started sidecar is skipped by the
+/// init walk and counted in READY (when ready) and in its denominator; once the pod is past
+/// its init containers, RESTARTS is the sidecars' restarts plus the containers', and the last
+/// restart is the latest of theirs.
 fn pod_status_and_restarts(pod: &Pod, now: SystemTime) -> (String, String, String) {
     let mut reason = pod.phase.as_str().to_string();
     let mut restarts: u64 = 0;
+    let mut sidecar_restarts: u64 = 0;
+    let mut total = pod.containers.len();
+    let mut ready = 0usize;
     let mut last_restart: Option<SystemTime> = None;
+    let mut last_sidecar_restart: Option<SystemTime> = None;
     let note_last = |c: &Container, last: &mut Option<SystemTime>| {
         if let Some(t) = &c.last_state.terminated {
             let t = t.finished_at.0;
             *last = Some(last.map_or(t, |l| l.max(t)));
         }
     };
+    total += pod.init_containers.iter().filter(|c| is_sidecar(c)).count();
     let mut initializing = false;
     for (i, c) in pod.init_containers.iter().enumerate() {
         restarts += u64::from(c.restart_count);
         note_last(c, &mut last_restart);
+        if is_sidecar(c) {
+            sidecar_restarts += u64::from(c.restart_count);
+            note_last(c, &mut last_sidecar_restart);
+        }
         match &c.state {
             State::Terminated(t) if t.exit_code == 0 => continue,
+            _ if is_sidecar(c) && c.started => {
+                if c.ready {
+                    ready += 1;
+                }
+                continue;
+            }
             State::Terminated(t) => reason = format!("Init:{}", t.reason.as_str()),
             State::Waiting(w) if w.reason != WaitingReason::PodInitializing => {
                 reason = format!("Init:{}", w.reason);
@@ -94,28 +119,24 @@ fn pod_status_and_restarts(pod: &Pod, now: SystemTime) -> (String, String, Strin
         break;
     }
     if !initializing || condition_true(pod, ConditionType::Initialized) {
-        restarts = 0;
+        restarts = sidecar_restarts;
+        last_restart = last_sidecar_restart;
         let mut has_running = false;
-        // Whether `reason` is that of a container that completed.
-        let mut completed = false;
         for c in pod.containers.iter().rev() {
             restarts += u64::from(c.restart_count);
             note_last(c, &mut last_restart);
             match &c.state {
-                State::Waiting(w) => {
-                    reason = w.reason.to_string();
-                    completed = false;
+                State::Waiting(w) => reason = w.reason.to_string(),
+                State::Terminated(t) => reason = t.reason.as_str().to_string(),
+                State::Running(_) if c.ready => {
+                    has_running = true;
+                    ready += 1;
                 }
-                State::Terminated(t) => {
-                    reason = t.reason.as_str().to_string();
-                    completed = t.reason == TerminationReason::Completed;
-                }
-                State::Running(_) if c.ready => has_running = true,
                 State::Running(_) => {}
             }
         }
-        // A completed sidecar must not hide running containers.
-        if completed && has_running {
+        // A completed container must not hide running ones.
+        if reason == TerminationReason::Completed.as_str() && has_running {
             reason = if condition_true(pod, ConditionType::Ready) {
                 "Running".to_string()
             } else {
@@ -137,12 +158,7 @@ fn pod_status_and_restarts(pod: &Pod, now: SystemTime) -> (String, String, Strin
         Some(t) if restarts > 0 => format!("{restarts} ({} ago)", format::age(now, t)),
         _ => restarts.to_string(),
     };
-    let ready = pod.containers.iter().filter(|c| c.ready).count();
-    (
-        reason,
-        restarts_text,
-        format!("{ready}/{}", pod.containers.len()),
-    )
+    (reason, restarts_text, format!("{ready}/{total}"))
 }
 
 /// `vigil status`: like `kubectl get pods` (`wide` adds PID, MEMORY, CPU).
@@ -581,6 +597,8 @@ mod tests {
                 false,
             )
         };
+        // Plain init containers (a sidecar's own restart policy is `Always`: see the sidecar
+        // test below).
         let pod_with = |init: Vec<Container>, containers: Vec<Container>, initialized| Pod {
             name: "p".into(),
             phase: Phase::Pending,
@@ -593,7 +611,13 @@ mod tests {
                 message: String::new(),
                 last_transition_time: at,
             }],
-            init_containers: init,
+            init_containers: init
+                .into_iter()
+                .map(|mut c| {
+                    c.spec.restart_policy = crate::config::spec::RestartPolicy::OnFailure;
+                    c
+                })
+                .collect(),
             containers,
         };
         let terminating = with(
@@ -679,6 +703,161 @@ mod tests {
             status_table(&wire::StatusReply { pods: vec![] }, false, now()),
             "No pods configured.\n"
         );
+    }
+
+    /// kubectl's own cases for restartable init containers (kubernetes
+    /// pkg/printers/internalversion/printers_test.go, `TestPrintPodWithRestartableInitContainer`),
+    /// and the one a user met: a started sidecar and a running container show `2/2 Running`,
+    /// with the sidecar's restarts counted.
+    #[test]
+    fn sidecars_print_as_kubectl_prints_restartable_init_containers() {
+        use crate::config::spec::RestartPolicy;
+        use TerminationReason as T;
+        let mono = Instant::now();
+        let template = sample_status(mono).pods[0].containers[1].clone();
+        let ago = |secs| Timestamp(now() - Duration::from_secs(secs));
+        let last = |secs: Option<u64>| wire::LastState {
+            terminated: secs.map(|s| wire::Terminated {
+                exit_code: 1,
+                signal: None,
+                reason: T::Error,
+                message: String::new(),
+                started_at: None,
+                finished_at: ago(s),
+            }),
+        };
+        let running = State::Running(wire::Running {
+            started_at: ago(60),
+            terminating: None,
+        });
+        let waiting = State::Waiting(wire::Waiting {
+            reason: WaitingReason::ContainerCreating,
+            message: String::new(),
+        });
+        let terminated = |exit_code, reason| {
+            State::Terminated(wire::Terminated {
+                exit_code,
+                signal: None,
+                reason,
+                message: String::new(),
+                started_at: None,
+                finished_at: ago(5),
+            })
+        };
+        let container = |state: &State, ready, started, restarts, last_secs, policy| {
+            let mut c = Container {
+                name: "c".into(),
+                ready,
+                started,
+                restart_count: restarts,
+                state: state.clone(),
+                last_state: last(last_secs),
+                ..template.clone()
+            };
+            c.spec.restart_policy = policy;
+            c
+        };
+        let sidecar = |state: &State, ready, started, restarts, last_secs| {
+            container(
+                state,
+                ready,
+                started,
+                restarts,
+                last_secs,
+                RestartPolicy::Always,
+            )
+        };
+        let main = |state: &State, ready, restarts, last_secs| {
+            container(
+                state,
+                ready,
+                true,
+                restarts,
+                last_secs,
+                RestartPolicy::Always,
+            )
+        };
+        let pod = |phase, init, containers, initialized, ready| Pod {
+            name: "p".into(),
+            phase,
+            restart_policy: RestartPolicy::Always,
+            created_at: ago(3600),
+            conditions: [
+                (ConditionType::Initialized, initialized),
+                (ConditionType::Ready, ready),
+            ]
+            .into_iter()
+            .map(|(kind, status)| wire::Condition {
+                kind,
+                status,
+                reason: String::new(),
+                message: String::new(),
+                last_transition_time: ago(3600),
+            })
+            .collect(),
+            init_containers: init,
+            containers,
+        };
+        let row = |p: &Pod| pod_status_and_restarts(p, now());
+        let s = |a: &str, b: &str, c: &str| (a.to_string(), b.to_string(), c.to_string());
+        // Two sidecars, the first running but not started: still initializing.
+        let p = pod(
+            Phase::Pending,
+            vec![
+                sidecar(&running, false, false, 3, Some(10)),
+                sidecar(&waiting, false, false, 0, None),
+            ],
+            vec![main(&waiting, false, 0, None)],
+            false,
+            false,
+        );
+        assert_eq!(row(&p), s("Init:0/2", "3 (10s ago)", "0/3"));
+        // The first started, the second running but not started.
+        let p = pod(
+            Phase::Pending,
+            vec![
+                sidecar(&running, false, true, 3, Some(10)),
+                sidecar(&running, false, false, 0, None),
+            ],
+            vec![main(&waiting, false, 0, None)],
+            false,
+            false,
+        );
+        assert_eq!(row(&p), s("Init:1/2", "3 (10s ago)", "0/3"));
+        // Both started (not ready), the container running and ready: the sidecars' restarts
+        // and the latest of every restart.
+        let p = pod(
+            Phase::Running,
+            vec![
+                sidecar(&running, false, true, 3, Some(10)),
+                sidecar(&running, false, true, 0, None),
+            ],
+            vec![main(&running, true, 4, Some(20))],
+            true,
+            false,
+        );
+        assert_eq!(row(&p), s("Running", "7 (10s ago)", "1/3"));
+        // Sidecars ended with an error, the container completed.
+        let p = pod(
+            Phase::Succeeded,
+            vec![
+                sidecar(&terminated(137, T::Error), false, false, 3, Some(10)),
+                sidecar(&terminated(137, T::Error), false, false, 0, None),
+            ],
+            vec![main(&terminated(0, T::Completed), false, 4, Some(20))],
+            true,
+            false,
+        );
+        assert_eq!(row(&p), s("Completed", "7 (10s ago)", "0/3"));
+        // The user's case: one started, ready sidecar that restarted once, one container.
+        let p = pod(
+            Phase::Running,
+            vec![sidecar(&running, true, true, 1, Some(30))],
+            vec![main(&running, true, 0, None)],
+            true,
+            true,
+        );
+        assert_eq!(row(&p), s("Running", "1 (30s ago)", "2/2"));
     }
 
     #[test]

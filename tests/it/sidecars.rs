@@ -156,3 +156,40 @@ post_start = { exec = { command = ["sh", "-c", "echo cannot warm up; exit 3"] } 
     assert_eq!(t["reason"], "FailedPostStartHook", "{t}");
     assert_eq!(v.pod("bad")["phase"], "Failed");
 }
+
+/// `vigil status` prints a pod with a started sidecar as kubectl 1.29+ prints it: Running,
+/// the sidecar counted in READY, and its restart in RESTARTS (it showed `1/1 Init:0/1 0`).
+#[test]
+fn status_prints_a_pod_with_a_restarted_sidecar_as_kubectl_does() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let once = dir.path().join("once");
+    let v = Vigil::start(&format!(
+        r#"
+[pods.web]
+backoff = {{ initial_seconds = 0.1, max_seconds = 0.1 }}
+[[pods.web.init_containers]]
+name = "shipper"
+restart_policy = "Always"
+command = ["sh", "-c", "if [ -e {o} ]; then exec sleep 300; fi; touch {o}; exit 1"]
+[[pods.web.containers]]
+name = "app"
+command = ["sleep", "300"]
+"#,
+        o = once.display()
+    ));
+    v.wait_for(T, "the sidecar restarted once and both running", |v| {
+        v.container("web", "shipper")["restart_count"] == 1
+            && state_reason(&v.container("web", "shipper")) == "Running"
+            && state_reason(&v.container("web", "app")) == "Running"
+            && v.container("web", "app")["ready"] == true
+    });
+    let out = v.cli(&["status"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let row: Vec<&str> = text
+        .lines()
+        .find(|l| l.starts_with("web "))
+        .unwrap_or_else(|| panic!("no row for web: {text}"))
+        .split_whitespace()
+        .collect();
+    assert_eq!(&row[1..4], ["2/2", "Running", "1"], "{text}");
+}
