@@ -17,6 +17,7 @@ mod pid1;
 mod shell;
 mod slots;
 mod statefile;
+mod stderr_log;
 mod supervisor_reload;
 mod trim;
 
@@ -183,15 +184,24 @@ fn fall_back(inh: &handoff::Inherited, why: &str) -> i32 {
     1
 }
 
-/// Logging to stderr (the journal under systemd, the console as PID 1). `VIGIL_LOG` or
-/// `RUST_LOG` set the filter; the default is `info`.
+/// Logging to stderr (the journal under systemd, the console as PID 1), never blocking the
+/// loop ([`stderr_log`]). `VIGIL_LOG` or `RUST_LOG` set the filter; the default is `info`.
+/// Colours on a terminal unless `NO_COLOR` is set.
 fn init_logger() {
+    use std::io::IsTerminal;
     let filter = std::env::var("VIGIL_LOG")
         .or_else(|_| std::env::var("RUST_LOG"))
         .unwrap_or_else(|_| "info".to_string());
     let mut builder = env_logger::Builder::new();
     builder.parse_filters(&filter);
     builder.format_target(false);
+    builder.target(env_logger::Target::Pipe(Box::new(stderr_log::Sink)));
+    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    builder.write_style(if colour {
+        env_logger::WriteStyle::Always
+    } else {
+        env_logger::WriteStyle::Never
+    });
     let _ = builder.try_init();
 }
 

@@ -173,3 +173,133 @@ pre_stop = {{ exec = {{ command = ["true"] }} }}
         cg.container_dirs()
     );
 }
+
+#[test]
+fn a_stderr_nobody_reads_stops_neither_the_socket_nor_the_restarts() {
+    // Outcome (issue 43.11): vigil's stderr is a pipe of one page that the test never reads
+    // while vigil logs at debug level; the socket keeps answering and the bystander keeps
+    // being restarted. Read afterwards, the pipe gives every line logged meanwhile, in order
+    // (below the queue's bound nothing is dropped).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let socket = dir.path().join("vigil.sock");
+    let config = crate::common::write_config(dir.path(), &socket, "", CRASH_LOOP);
+    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe");
+    nix::fcntl::fcntl(&w, nix::fcntl::FcntlArg::F_SETPIPE_SZ(4096)).expect("F_SETPIPE_SZ");
+    let log = std::fs::File::create(dir.path().join("vigil.log")).expect("log file");
+    let child = std::process::Command::new(crate::common::BIN)
+        .args(["run", "-c"])
+        .arg(&config)
+        .env("VIGIL_LOG", "debug")
+        .env_remove("VIGIL_SOCKET")
+        .stdin(std::process::Stdio::null())
+        .stdout(log)
+        .stderr(std::process::Stdio::from(w))
+        .spawn()
+        .expect("spawn vigil");
+    let v = Vigil {
+        child: Some(child),
+        dir,
+        socket,
+        config,
+    };
+    v.wait_for(T, "socket to answer with stderr unread", |v| {
+        v.try_request(r#"{"cmd":"version"}"#).is_some()
+    });
+    let bound = patient(Duration::from_secs(1));
+    bystander_keeps_going(&v, Duration::from_secs(5), bound, 5);
+    let restarted = restarts(&v);
+
+    nix::fcntl::fcntl(
+        &r,
+        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+    )
+    .expect("O_NONBLOCK");
+    let mut text = String::new();
+    let deadline = Instant::now() + patient(T);
+    let started_lines = |t: &str| t.matches("crash/c: Started").count() as u64;
+    while started_lines(&text) < restarted && Instant::now() < deadline {
+        let mut buf = [0u8; 65536];
+        match nix::unistd::read(&r, &mut buf) {
+            Ok(n) if n > 0 => text.push_str(&String::from_utf8_lossy(&buf[..n])),
+            _ => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+    assert!(
+        started_lines(&text) >= restarted,
+        "{} Started lines read, {restarted} restarts seen:\n{text}",
+        started_lines(&text)
+    );
+    assert!(
+        !text.contains("dropped"),
+        "nothing dropped below the bound:\n{text}"
+    );
+}
+
+/// `voluntary_ctxt_switches` of `pid`'s main thread (the loop): one per wake-up from a wait.
+fn voluntary_switches(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("voluntary_ctxt_switches")
+}
+
+#[test]
+#[ignore = "needs root and cgroup v2"]
+fn an_idle_vigil_under_a_service_manager_does_not_wake_up() {
+    // Outcome (issue 36): with NOTIFY_SOCKET set and no WATCHDOG_USEC, an idle vigil sends
+    // READY and its STATUS line, then sleeps: over 5 s its loop thread wakes at most twice
+    // (it used to wake every second to rebuild the status). With cgroups: without them vigil
+    // also looks for its containers' processes once a second (docs/behaviour.md §1).
+    let cg = ScratchCgroup::new();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let notify = dir.path().join("notify.sock");
+    let manager = std::os::unix::net::UnixDatagram::bind(&notify).expect("bind notify socket");
+    manager
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .expect("timeout");
+    let socket = dir.path().join("vigil.sock");
+    let pods = r#"
+[pods.a]
+[[pods.a.containers]]
+name = "c"
+command = ["sleep", "600"]
+[pods.b]
+[[pods.b.containers]]
+name = "c"
+command = ["sleep", "600"]
+"#;
+    let config = crate::common::write_config(dir.path(), &socket, &cg.root_line(), pods);
+    let mut cmd = std::process::Command::new(crate::common::BIN);
+    cmd.args(["run", "-c"])
+        .arg(&config)
+        .env("NOTIFY_SOCKET", &notify)
+        .env_remove("WATCHDOG_USEC")
+        .env_remove("WATCHDOG_PID")
+        .stdin(std::process::Stdio::null());
+    let v = Vigil::launch(cmd, dir, socket, config);
+    let pid = v.child.as_ref().expect("running").id();
+    let mut said = String::new();
+    let deadline = Instant::now() + patient(T);
+    while !(said.contains("READY=1") && said.contains("STATUS=2 pods: 2 running"))
+        && Instant::now() < deadline
+    {
+        let mut buf = [0u8; 4096];
+        if let Ok(n) = manager.recv(&mut buf) {
+            said.push_str(&String::from_utf8_lossy(&buf[..n]));
+            said.push('\n');
+        }
+    }
+    assert!(
+        said.contains("READY=1") && said.contains("STATUS=2 pods: 2 running"),
+        "notifications: {said}\nvigil log:\n{}",
+        v.log()
+    );
+    // Past the idle trim (2 s after the last activity) and the status line's rate limit.
+    std::thread::sleep(Duration::from_secs(3));
+    let before = voluntary_switches(pid);
+    std::thread::sleep(Duration::from_secs(5));
+    let woke = voluntary_switches(pid) - before;
+    assert!(woke <= 2, "the idle loop woke {woke} times in 5 s");
+}

@@ -42,6 +42,7 @@ const HANDOFF_SETTLE: std::time::Duration = std::time::Duration::from_millis(250
 impl Shell {
     pub(super) fn feed(&mut self, now: Instant, input: Input) {
         self.count_probe(&input);
+        self.notifier.changed();
         self.core.handle(now, input);
     }
 
@@ -59,7 +60,9 @@ impl Shell {
             if spawn {
                 self.spawn_budget -= 1;
             }
+            let (kind, key) = super::turnwatch::ActionKind::of(&action);
             self.execute(action, now);
+            self.watch.mark(super::turnwatch::Phase::Action(kind, key));
         }
     }
 

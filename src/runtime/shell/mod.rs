@@ -36,6 +36,7 @@ mod notifier;
 mod probes;
 mod reaper;
 mod tokens;
+mod turnwatch;
 mod upgrade;
 
 use std::collections::HashMap;
@@ -69,6 +70,7 @@ use probes::ProbeRunner;
 use reaper::Reaper;
 use tokens::Owner;
 pub use tokens::{CONN_TOKEN_BASE, Watched};
+use turnwatch::{Chore, Phase, TurnWatch};
 
 /// Errors that stop vigil from starting.
 #[derive(Debug, thiserror::Error)]
@@ -162,6 +164,8 @@ pub struct Shell {
     preflight: Option<upgrade::Preflight>,
     /// The last pre-flight's number.
     preflight_seq: u64,
+    /// The self-watchdog: the current turn's phases (`turnwatch`).
+    watch: TurnWatch,
     #[cfg(feature = "fault-injection")]
     fault: super::fault::Fault,
 }
@@ -172,6 +176,12 @@ struct Resumed {
     listener: std::os::fd::OwnedFd,
     core: Supervisor,
 }
+
+/// `poll` failures in a row after which vigil shuts down (with the pauses between them, about
+/// 3 s of failing).
+const POLL_ERRORS_BEFORE_SHUTDOWN: u32 = 8;
+/// A run of `poll` failures is logged at its first and every this many.
+const POLL_ERROR_LOG_EVERY: u32 = 100;
 
 /// The exit code after a loop turn panicked (EX_SOFTWARE from sysexits.h).
 const EXIT_PANIC: i32 = 70;
@@ -315,6 +325,7 @@ impl Shell {
             upgrades: 0,
             preflight: None,
             preflight_seq: 0,
+            watch: TurnWatch::new(now),
             #[cfg(feature = "fault-injection")]
             fault: super::fault::Fault::from_env(now),
         };
@@ -332,13 +343,22 @@ impl Shell {
         self.tracker.flush();
         self.update_status(now);
         self.settle_startup(now);
+        let mut poll_errors: u32 = 0;
         loop {
             let timeout = self.next_timeout(Instant::now());
-            if let Err(e) = self.poll.poll(&mut events, timeout) {
-                if e.kind() != io::ErrorKind::Interrupted {
-                    error!("poll failed: {e}");
+            match self.poll.poll(&mut events, timeout) {
+                Ok(()) => poll_errors = 0,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    poll_errors += 1;
+                    if !self.on_poll_error(&e, poll_errors) {
+                        continue;
+                    }
+                    // Polling is broken for good: turns without events (reaping by hand) so
+                    // the shutdown begun in `on_poll_error` stops every pod and ends.
+                    events.clear();
+                    self.reap(Instant::now());
                 }
-                continue;
             }
             let now = Instant::now();
             // A panic must not take the supervisor (or, as PID 1, the system) down without
@@ -356,13 +376,38 @@ impl Shell {
         }
     }
 
+    /// `poll` failed (not EINTR) `count` times in a row: logged (the first time, then every
+    /// [`POLL_ERROR_LOG_EVERY`]th), a pause that doubles up to a second instead of a spin, and
+    /// past [`POLL_ERRORS_BEFORE_SHUTDOWN`] an orderly shutdown. True once that shutdown is
+    /// under way: the caller runs a turn without events.
+    fn on_poll_error(&mut self, e: &io::Error, count: u32) -> bool {
+        if count == 1 || count % POLL_ERROR_LOG_EVERY == 0 {
+            error!("poll failed ({count} in a row): {e}");
+        }
+        let pause = Duration::from_millis(10).saturating_mul(1 << count.min(7));
+        // The loop cannot wait on anything without a working poll: this pause is all it has.
+        std::thread::sleep(pause.min(Duration::from_secs(1)));
+        if count == POLL_ERRORS_BEFORE_SHUTDOWN {
+            error!("poll keeps failing: stopping every pod and exiting");
+            self.notifier.stopping();
+            let _ = self
+                .core
+                .command(Instant::now(), Command::Shutdown { force: false });
+        }
+        count >= POLL_ERRORS_BEFORE_SHUTDOWN
+    }
+
     /// Handle the ready events and everything due; `Some(code)` once vigil is to exit.
     fn one_turn(&mut self, events: &Events, now: Instant) -> Option<i32> {
         #[cfg(feature = "fault-injection")]
         self.fault.check(now);
         self.spawn_budget = executor::SPAWNS_PER_TURN;
+        self.watch.begin(now);
         for event in events.iter() {
             self.dispatch(event, now);
+            if let Some(owner) = Owner::of(event.token()) {
+                self.watch.mark(Phase::Dispatch(owner));
+            }
         }
         self.turn(now);
         self.settle_startup(now);
@@ -371,6 +416,8 @@ impl Shell {
             self.control.release_memory();
             super::trim::give_back();
         }
+        self.watch.mark(Phase::Chore(Chore::Startup));
+        self.report_slow_turn();
         if let Some(code) = self.exit_code {
             let code = if self.panics > 0 { EXIT_PANIC } else { code };
             self.exit_code = Some(code);
@@ -431,6 +478,7 @@ impl Shell {
                 self.control.on_event(event, now);
             }
             Some(Owner::Stdout) => self.capture.flush(),
+            Some(Owner::Stderr) => super::stderr_log::flush(),
             Some(Owner::Capture) => self.capture.on_readable(token, &mut self.slots),
             Some(Owner::Oom) => self.on_memory_events(token, now),
             Some(Owner::Janitor) => self.janitor.retry(),
@@ -454,39 +502,81 @@ impl Shell {
         }
     }
 
+    /// A turn longer than [`turnwatch::SLOW_TURN`]: one `WARN` line with its slowest phase.
+    fn report_slow_turn(&self) {
+        let Some((total, slowest)) = self.watch.slow() else {
+            return;
+        };
+        let what = slowest.map_or_else(String::new, |(took, phase)| {
+            let name = turnwatch::describe(phase, |key| {
+                self.slots
+                    .get(&key)
+                    .map(|s| format!("{}/{}", s.pod, s.name))
+            });
+            format!("; slowest: {name} ({} ms)", took.as_millis())
+        });
+        warn!(
+            "loop turn took {} ms{what} (everything else waited meanwhile)",
+            total.as_millis()
+        );
+    }
+
     /// Everything after the ready sources of one turn have been handled.
     fn turn(&mut self, now: Instant) {
         self.expire_upgrade_check(now);
         for input in self.probes.expire(now, &mut self.janitor) {
             self.feed(now, input);
         }
+        self.watch.mark(Phase::Chore(Chore::ProbeExpiry));
+        if self.core.poll_timeout().is_some_and(|t| t <= now) {
+            self.notifier.changed();
+        }
         self.core.handle_timeout(now);
+        self.watch.mark(Phase::Chore(Chore::CoreTimeouts));
         self.retry_deferred(now);
+        self.watch.mark(Phase::Chore(Chore::DeferredStarts));
         self.janitor.retry();
+        self.watch.mark(Phase::Chore(Chore::Janitor));
         self.drain_actions(now);
+        self.watch.mark(Phase::Chore(Chore::Actions));
         let core = &self.core;
         self.gone_pods
             .retry(self.cgroups.as_ref(), |p| core.pod(p, now).is_some(), now);
+        self.watch.mark(Phase::Chore(Chore::GonePods));
         self.serve_control(now);
+        self.watch.mark(Phase::Chore(Chore::Control));
         self.serve_metrics(now);
+        self.watch.mark(Phase::Chore(Chore::Metrics));
         // Container output with a backlog (queued by the capture) is read after the requests
         // of this turn are answered: under a log flood a request waits behind at most the
         // rest of the turn it came in, not one more turn's share of output as well.
         self.capture.read_more(&mut self.slots);
+        self.watch.mark(Phase::Chore(Chore::Capture));
         self.journal
             .drain(&self.core, now, self.capture.journal_mut());
         self.capture.flush();
+        self.watch.mark(Phase::Chore(Chore::Journal));
         self.notifier.tick_watchdog(now);
         self.remember(now);
+        let dropped = super::stderr_log::take_dropped_report();
+        if dropped > 0 {
+            warn!(
+                "{dropped} lines of vigil's log dropped: its stderr was not read (at most {} KiB \
+                 are kept)",
+                super::stderr_log::QUEUE_BYTES / 1024
+            );
+        }
         self.tracker.scan_if_due(now);
         if self.tracker.is_dirty() {
             let ended = self.kept_ends();
             self.tracker.set_ended(ended);
         }
         self.tracker.flush();
+        self.watch.mark(Phase::Chore(Chore::StateFile));
         if self.notifier.status_due(now) {
             self.update_status(now);
         }
+        self.watch.mark(Phase::Chore(Chore::Status));
     }
 
     fn next_timeout(&self, now: Instant) -> Option<Duration> {
@@ -606,6 +696,7 @@ impl Shell {
                     }
                     // A stop or start changes what the state file keeps ended.
                     self.tracker.touch();
+                    self.notifier.changed();
                     self.core
                         .command(now, command)
                         .map_err(|e| (e.kind.into(), e.message))
@@ -821,6 +912,17 @@ fn open_loop() -> Result<(Poll, Signals), StartError> {
     poll.registry()
         .register(&mut signals, tokens::SIGNAL, Interest::READABLE)
         .map_err(StartError::Signals)?;
+    // vigil's log lines stderr did not take are written when it can take more. The descriptor
+    // is the logger's, open for vigil's lifetime: registered once, never deregistered.
+    if let Some(fd) = super::stderr_log::pollable_fd()
+        && let Err(e) = poll.registry().register(
+            &mut mio::unix::SourceFd(&fd),
+            tokens::STDERR,
+            Interest::WRITABLE,
+        )
+    {
+        debug!("cannot watch stderr for writability: {e}; queued log lines wait for the next");
+    }
     Ok((poll, signals))
 }
 

@@ -2,10 +2,14 @@
 //! READY, RELOADING, STOPPING, the watchdog keep-alive and a one-line STATUS.
 //!
 //! Owns: the watchdog interval (`WATCHDOG_USEC`, pinged at half of it, as sd_watchdog_enabled(3)
-//! advises), the STATUS line last sent and when to look again (once a second, sent only when it
-//! changed). Without `NOTIFY_SOCKET` every call is a no-op.
+//! advises), the STATUS line last sent, and whether the pods may have changed since
+//! ([`Notifier::changed`], told by the router when the core took an input, a command or a
+//! timeout). The line is computed only then, at most once a second, and sent only when it
+//! differs: an idle vigil wakes for nothing but the watchdog ping (none without
+//! `WATCHDOG_USEC`). Without `NOTIFY_SOCKET` every call is a no-op.
 //!
-//! Must not: block, or fail vigil: a lost notification is ignored.
+//! Must not: block, fail vigil (a lost notification is ignored), or schedule a wake-up while
+//! nothing changed.
 
 use std::time::{Duration, Instant};
 
@@ -13,20 +17,30 @@ use sd_notify::NotifyState;
 
 use crate::core::{ContainerState, Phase, PodStatus, WaitingReason};
 
+/// The least time between two computations of the STATUS line.
+const STATUS_EVERY: Duration = Duration::from_secs(1);
+
 pub struct Notifier {
+    /// `NOTIFY_SOCKET` was set at start.
+    enabled: bool,
     watchdog: Option<Duration>,
     next_watchdog: Option<Instant>,
     last_status: String,
+    /// The earliest the line may be computed again.
     next_status: Instant,
+    /// The pods may have changed since the line was last computed.
+    dirty: bool,
 }
 
 impl Notifier {
     pub fn new(now: Instant) -> Notifier {
         Notifier {
+            enabled: std::env::var_os("NOTIFY_SOCKET").is_some(),
             watchdog: sd_notify::watchdog_enabled(),
             next_watchdog: None,
             last_status: String::new(),
             next_status: now,
+            dirty: true,
         }
     }
 
@@ -51,7 +65,8 @@ impl Notifier {
     }
 
     /// A reload is over (whether it changed anything or not).
-    pub fn reloaded(&self) {
+    pub fn reloaded(&mut self) {
+        self.dirty = true;
         let _ = sd_notify::notify(&[NotifyState::Ready]);
     }
 
@@ -65,18 +80,23 @@ impl Notifier {
         }
     }
 
-    /// Whether the once-a-second look is due (the status line, and the shell's other
-    /// once-a-second chores).
+    /// The pods may have changed (the core took an input, a command or a timeout).
+    pub fn changed(&mut self) {
+        self.dirty = true;
+    }
+
+    /// Whether the STATUS line is to be computed now.
     pub fn status_due(&self, now: Instant) -> bool {
-        now >= self.next_status
+        self.enabled && self.dirty && now >= self.next_status
     }
 
     /// Sends STATUS if the line `pods` gives differs from the last one sent.
     pub fn update_status(&mut self, now: Instant, pods: impl FnOnce() -> Vec<PodStatus>) {
-        self.next_status = now + Duration::from_secs(1);
-        if std::env::var_os("NOTIFY_SOCKET").is_none() {
+        if !self.enabled {
             return;
         }
+        self.dirty = false;
+        self.next_status = now + STATUS_EVERY;
         let line = status_line(&pods());
         if line != self.last_status {
             let _ = sd_notify::notify(&[NotifyState::Status(&line)]);
@@ -84,10 +104,10 @@ impl Notifier {
         }
     }
 
-    /// When the loop must wake up for the notifier.
+    /// When the loop must wake up for the notifier: the watchdog ping, and a STATUS line held
+    /// back by the once-a-second limit.
     pub fn deadline(&self) -> Option<Instant> {
-        let status =
-            (self.watchdog.is_some() || !self.last_status.is_empty()).then_some(self.next_status);
+        let status = (self.enabled && self.dirty).then_some(self.next_status);
         match (self.next_watchdog, status) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

@@ -30,6 +30,8 @@ pub const LISTENER: Token = Token(1);
 pub const STDOUT: Token = Token(2);
 /// The inotify watch of the control socket's path (owned by the control server).
 pub const SOCKET_WATCH: Token = Token(3);
+/// vigil's own stderr, watched for writability (its log lines queued, `stderr_log`).
+pub const STDERR: Token = Token(4);
 /// Control connections: `CONN_TOKEN_BASE..COMPONENT_BASE` (allocated by the control server).
 pub const CONN_TOKEN_BASE: usize = 1 << 20;
 const COMPONENT_BASE: usize = 1 << 30;
@@ -45,6 +47,8 @@ pub enum Owner {
     /// The listener or a connection.
     Control,
     Stdout,
+    /// vigil's own stderr (its log).
+    Stderr,
     /// A container's output pipe (log capture).
     Capture,
     /// A running container cgroup's `memory.events`; the payload is the container key.
@@ -82,7 +86,7 @@ impl Owner {
             Owner::Adopted => 5,
             Owner::Metrics => 6,
             Owner::Exec => 7,
-            Owner::Signals | Owner::Control | Owner::Stdout => 0,
+            Owner::Signals | Owner::Control | Owner::Stdout | Owner::Stderr => 0,
         }
     }
 
@@ -92,6 +96,7 @@ impl Owner {
             SIGNAL => Some(Owner::Signals),
             LISTENER => Some(Owner::Control),
             STDOUT => Some(Owner::Stdout),
+            STDERR => Some(Owner::Stderr),
             SOCKET_WATCH => Some(Owner::Control),
             Token(t) if (CONN_TOKEN_BASE..COMPONENT_BASE).contains(&t) => Some(Owner::Control),
             Token(t) => {
