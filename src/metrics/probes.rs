@@ -76,6 +76,16 @@ impl ProbeStats {
         self.by.retain(|(k, _), _| live(*k));
     }
 
+    /// Every (container, probe)'s figures (for the handoff of `vigil upgrade`).
+    pub fn entries(&self) -> impl Iterator<Item = (ContainerKey, ProbeKind, &ProbeCounters)> {
+        self.by.iter().map(|((k, p), c)| (*k, *p, c))
+    }
+
+    /// Puts back figures handed over by an earlier instance (`vigil upgrade`).
+    pub fn restore(&mut self, key: ContainerKey, kind: ProbeKind, counters: ProbeCounters) {
+        self.by.insert((key, kind), counters);
+    }
+
     pub fn len(&self) -> usize {
         self.by.len()
     }

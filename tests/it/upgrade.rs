@@ -1070,3 +1070,40 @@ fn a_new_binary_that_fails_or_hangs_taking_the_state_over_is_refused_before_the_
     let text = upgrade_to(&v, &next);
     assert!(text.contains("1 containers kept"), "{text}");
 }
+
+/// `vigil_probe_results_total` of `probe` (summed over results) in vigil's exposition.
+fn probe_results_total(v: &Vigil, probe: &str) -> u64 {
+    let r = v.request(r#"{"cmd":"metrics"}"#);
+    let text = r["result"]["text"].as_str().unwrap_or_default().to_string();
+    text.lines()
+        .filter(|l| {
+            l.starts_with("vigil_probe_results_total{") && l.contains(&format!("probe=\"{probe}\""))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+#[test]
+fn probe_result_counters_carry_across_an_upgrade() {
+    let v = Vigil::start(&format!(
+        r#"
+[pods.web]
+[[pods.web.containers]]
+name = "app"
+command = {SLEEPING}
+readiness_probe = {{ exec = {{ command = ["true"] }}, period_seconds = 0.2 }}
+"#
+    ));
+    wait_running(&v, "web", "app");
+    v.wait_for(T, "five readiness results counted", |v| {
+        probe_results_total(v, "readiness") >= 5
+    });
+    let before = probe_results_total(&v, "readiness");
+    let (_keep, next) = copy_of_vigil();
+    upgrade_to(&v, &next);
+    let after = probe_results_total(&v, "readiness");
+    assert!(
+        after >= before,
+        "vigil_probe_results_total went {before} -> {after} across the upgrade"
+    );
+}

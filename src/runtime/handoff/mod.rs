@@ -171,6 +171,23 @@ pub struct State<Core = Supervisor, Cfg = Config> {
     /// refused before): the new instance retries them.
     #[serde(default)]
     pub deferred_spawns: Vec<DeferredSpawn>,
+    /// The probe result counters and duration histograms behind the metrics (added to format
+    /// 2 later: absent from earlier states, whose counters start again at zero).
+    #[serde(default)]
+    pub probe_stats: Vec<ProbeFigures>,
+}
+
+/// One (container, probe)'s metrics figures (`crate::metrics::probes::ProbeCounters`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbeFigures {
+    pub key: ContainerKey,
+    /// `startup`, `liveness`, `readiness` or `hook`.
+    pub kind: String,
+    pub successes: u64,
+    pub failures: u64,
+    pub buckets: Vec<u64>,
+    pub count: u64,
+    pub sum_seconds: f64,
 }
 
 /// An exec lifecycle hook in flight: its process is vigil's child and runs on across the
@@ -239,6 +256,7 @@ impl<Core, Cfg> State<Core, Cfg> {
             statefile_text,
             hooks,
             deferred_spawns,
+            probe_stats,
         } = self;
         let rest = State {
             version,
@@ -267,6 +285,7 @@ impl<Core, Cfg> State<Core, Cfg> {
             statefile_text,
             hooks,
             deferred_spawns,
+            probe_stats,
         };
         (core, rest)
     }

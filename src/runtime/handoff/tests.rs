@@ -178,6 +178,7 @@ fn sample(now: Instant) -> (State, Blobs) {
         statefile_text: Some("1001 777 web/app\n".into()),
         hooks: Vec::new(),
         deferred_spawns: Vec::new(),
+        probe_stats: Vec::new(),
     };
     (state, blobs)
 }

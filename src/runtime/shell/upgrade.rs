@@ -538,6 +538,19 @@ impl Shell {
             statefile_text: self.tracker.written().map(str::to_string),
             hooks,
             deferred_spawns,
+            probe_stats: self
+                .probe_stats
+                .entries()
+                .map(|(key, kind, c)| handoff::ProbeFigures {
+                    key,
+                    kind: kind.as_str().to_string(),
+                    successes: c.successes,
+                    failures: c.failures,
+                    buckets: c.buckets.to_vec(),
+                    count: c.count,
+                    sum_seconds: c.sum_seconds,
+                })
+                .collect(),
         };
         (state, blobs, fds)
     }
@@ -711,6 +724,36 @@ impl Shell {
             );
         }
         // Starts that wait for a cgroup's removal: retried when due, as before the exec.
+        // The metrics' probe counters go on from where they were (docs/behaviour.md §12).
+        for f in state.probe_stats {
+            let kind = crate::config::spec::ProbeKind::ALL
+                .into_iter()
+                .chain([crate::config::spec::ProbeKind::Hook])
+                .find(|k| k.as_str() == f.kind);
+            let mut buckets = [0u64; crate::metrics::probes::BUCKETS.len()];
+            if let Some(kind) = kind
+                && f.buckets.len() == buckets.len()
+            {
+                buckets.copy_from_slice(&f.buckets);
+                self.probe_stats.restore(
+                    f.key,
+                    kind,
+                    crate::metrics::probes::ProbeCounters {
+                        successes: f.successes,
+                        failures: f.failures,
+                        buckets,
+                        count: f.count,
+                        sum_seconds: f.sum_seconds,
+                    },
+                );
+            } else {
+                warn!(
+                    "upgrade: probe figures of kind {:?} with {} buckets not taken over",
+                    f.kind,
+                    f.buckets.len()
+                );
+            }
+        }
         for d in state.deferred_spawns {
             self.janitor.defer(
                 d.at,
