@@ -287,6 +287,10 @@ pub fn main() -> i32 {
     if let Some(code) = crate::runtime::handoff_entry() {
         return code;
     }
+    // vigil's output holder (src/runtime/holder.rs), started by a running vigil.
+    if let Some(code) = crate::runtime::holder::entry() {
+        return code;
+    }
     // Started by the kernel as init (`/sbin/init`, `rdinit=`), vigil gets no subcommand — and
     // possibly stray kernel command-line words as arguments: behave as `vigil run`.
     if crate::runtime::is_pid1() {

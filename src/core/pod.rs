@@ -683,7 +683,7 @@ impl Slot {
             &name,
             format!(
                 "Adopted container {name} (pid {pid}) left running by an earlier vigil; its \
-                 output until now was not captured and its exit status will be unknown"
+                 exit status will be unknown"
             ),
         );
         self.post_start_done(out);

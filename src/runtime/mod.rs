@@ -13,6 +13,7 @@
 mod fault;
 pub(crate) mod handoff;
 pub(crate) mod harden;
+pub(crate) mod holder;
 mod pid1;
 mod shell;
 mod slots;

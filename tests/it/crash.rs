@@ -355,3 +355,117 @@ fn a_forged_state_file_owned_by_another_user_is_refused_and_kills_nothing() {
     assert_eq!(v.shutdown(), 0);
     let _ = (victim.kill(), victim.wait());
 }
+
+/// A Python app that prints a line per request to its stdout (and flushes it): with its pipe's
+/// read end gone, `print` raises BrokenPipeError and the request fails.
+const APP: &str = r#"
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        print("request " + self.path, flush=True)
+        body = b"ok"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+"#;
+
+/// One GET of `path`; whether a 200 came back.
+fn get(port: u16, path: &str) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+    if s.write_all(format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes())
+        .is_err()
+    {
+        return false;
+    }
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    answer.starts_with("HTTP/1.0 200")
+}
+
+#[test]
+fn a_kill_9_under_http_load_fails_no_request_and_keeps_every_output_line() {
+    crate::common::require_program("python3", "--version", "python3");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let app = dir.path().join("app.py");
+    std::fs::write(&app, APP).unwrap();
+    let logs = dir.path().join("logs");
+    let site = Site::new(
+        &format!("log_dir = \"{}\"", logs.display()),
+        &format!(
+            "[pods.web]\n[[pods.web.containers]]\nname = \"app\"\n\
+             command = [\"python3\", \"{}\", \"{port}\"]\n\
+             readiness_probe = {{ tcp_socket = {{ port = {port} }}, period_seconds = 1 }}\n",
+            app.display()
+        ),
+    );
+    let mut a = site.start();
+    a.wait_for(T, "the app ready", |v| {
+        v.container("web", "app")["ready"] == true
+    });
+    let pid = a.container("web", "app")["pid"].as_u64().unwrap();
+    // Load from a client thread throughout: before, during and after the crash.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let (mut n, mut failed) = (0u32, Vec::new());
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                n += 1;
+                if !get(port, &format!("/r{n}")) {
+                    failed.push(n);
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            (n, failed)
+        })
+    };
+    std::thread::sleep(Duration::from_secs(1));
+    a.wait_for(T, "its main process recorded", |_| {
+        site.state_file()
+            .lines()
+            .any(|l| l.starts_with(&format!("{pid} ")))
+    });
+    kill_9(&mut a);
+    // Requests go on while no vigil runs.
+    std::thread::sleep(Duration::from_secs(1));
+    let b = site.start();
+    b.wait_for(T, "the app adopted", |v| {
+        v.container("web", "app")["pid"] == pid
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (n, failed) = load.join().unwrap();
+    assert!(n > 50, "{n} requests only");
+    assert!(
+        failed.is_empty(),
+        "{} of {n} requests failed: {failed:?}\nvigil log:\n{}",
+        failed.len(),
+        b.log()
+    );
+    // Every request's line reached the log file, and the new vigil's `vigil logs` has those
+    // written while no vigil ran (they waited in the pipe) and after.
+    let file = logs.join("web").join("app.log");
+    b.wait_for(T, "every line in the log file", |_| {
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        (1..=n).all(|i| text.contains(&format!("request /r{i}\n")))
+    });
+    let shown = b.request(r#"{"cmd":"logs","pod":"web","container":"app"}"#)["result"]["log"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(shown.contains(&format!("request /r{n}\n")), "{shown}");
+    assert_eq!(b.shutdown(), 0);
+}

@@ -66,12 +66,18 @@ fn events_text(v: &Vigil) -> String {
     v.request(r#"{"cmd":"events"}"#).to_string()
 }
 
-/// The children of `pid` (zombies included: a child not reaped is still one).
+/// The children of `pid` (zombies included: a child not reaped is still one), but for vigil's
+/// output holder (docs/behaviour.md §11.3: a child for vigil's whole life).
 fn children_of(pid: u32) -> Vec<u32> {
     std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
         .unwrap_or_default()
         .split_whitespace()
         .filter_map(|p| p.parse().ok())
+        .filter(|p| {
+            !std::fs::read(format!("/proc/{p}/cmdline"))
+                .unwrap_or_default()
+                .starts_with(b"vigil-output-holder\0")
+        })
         .collect()
 }
 

@@ -16,10 +16,9 @@
 //! Owns: the pidfd of each adopted run (pidfd_open(2)), registered with the poll: an adopted
 //! process is not vigil's child, so it cannot be reaped, and its exit status cannot be known;
 //! the pidfd becomes readable when it exits, and the run ends with an unknown status. Signals
-//! to an adopted run go through its pidfd (never to a recycled pid). Its output pipes were the
-//! earlier vigil's and are gone: nothing of the adopted run is captured (`vigil logs` shows
-//! nothing for it; the `Adopted` event says so), and a container writing to them gets
-//! SIGPIPE/EPIPE — its next run is captured as usual.
+//! to an adopted run go through its pidfd (never to a recycled pid). Its output pipes come from
+//! the earlier vigil's output holder (`runtime::holder`) when it kept them: read on, and given
+//! to this vigil's holder; without them nothing of the run is captured (warned).
 //!
 //! Must not: adopt a process whose start time it has not verified, or one whose definition
 //! changed; make lifecycle decisions (the core's).
@@ -35,11 +34,13 @@ use log::{debug, info, warn};
 use mio::{Interest, Registry, Token};
 
 use super::Shell;
+use super::capture::PipeFrom;
 use super::tokens::{self, Watched};
 use crate::config::spec::{ContainerSpec, OnRestart};
 use crate::core::KeptEnd;
 use crate::core::recall::{Recalled, Recollection};
 use crate::core::{ContainerKey, Generation};
+use crate::runtime::holder;
 use crate::runtime::slots::Run;
 use crate::runtime::statefile::{self, Ended, Entry, MainInfo};
 
@@ -219,6 +220,69 @@ impl Shell {
         }
         self.remember(now);
         self.tracker.flush();
+        if !self.held.is_empty() {
+            debug!(
+                "{} held output pipe(s) of runs not adopted closed",
+                self.held.len()
+            );
+            self.held.clear();
+        }
+    }
+
+    /// An adopted run's output: its pipes as the earlier vigil's holder kept them, read again
+    /// and given to this vigil's holder. Without them (no holder then, or it died) its output
+    /// is lost: said at warn.
+    fn adopt_output(&mut self, key: ContainerKey, generation: Generation, label: &str, pid: u32) {
+        let mut found = 0;
+        for stderr in [false, true] {
+            let name = holder::name(label, pid, stderr);
+            let Some(fd) = self.held.remove(&name) else {
+                continue;
+            };
+            found += 1;
+            self.holder.keep(&name, fd.as_fd());
+            let stream = if stderr {
+                crate::logs::Stream::Stderr
+            } else {
+                crate::logs::Stream::Stdout
+            };
+            self.capture
+                .add_output(key, pid, fd, stream, Some(generation), PipeFrom::Handoff);
+        }
+        if found < 2 {
+            warn!(
+                "{label}: the output pipes of pid {pid} were not kept (no output holder then): \
+                 its output is lost and its writes may fail"
+            );
+        }
+    }
+
+    /// Every pipe read now, given to the holder (after an upgrade: a new holder).
+    pub(super) fn hold_all_output(&mut self) {
+        for (key, stream, run, fd) in self.capture.pipes() {
+            let Some(slot) = self.slots.get(&key) else {
+                continue;
+            };
+            let Some(pid) = slot
+                .run
+                .as_ref()
+                .filter(|r| Some(r.generation) == run)
+                .and_then(|r| r.pid)
+            else {
+                continue;
+            };
+            let label = format!("{}/{}", slot.pod, slot.name);
+            let stderr = stream == crate::logs::Stream::Stderr;
+            self.holder.keep(&holder::name(&label, pid, stderr), fd);
+        }
+    }
+
+    /// A new run's pipes, given to the holder.
+    pub(super) fn hold_output(&mut self, label: &str, pid: u32, out: &OwnedFd, err: &OwnedFd) {
+        self.holder
+            .keep(&holder::name(label, pid, false), out.as_fd());
+        self.holder
+            .keep(&holder::name(label, pid, true), err.as_fd());
     }
 
     /// Takes back the core's record an earlier vigil left (after adoption: see
@@ -324,6 +388,7 @@ impl Shell {
             });
         }
         self.tracker.started(key, &l.label, l.pid, main);
+        self.adopt_output(key, generation, &l.label, l.pid);
         info!(
             "{}: adopted pid {} left running by an earlier vigil (restart count {})",
             l.label, l.pid, main.restarts

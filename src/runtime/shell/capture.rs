@@ -265,6 +265,22 @@ impl Capture {
             .collect()
     }
 
+    /// Every pipe's container, stream, run and descriptor, borrowed (for the output holder).
+    pub fn pipes(
+        &self,
+    ) -> impl Iterator<
+        Item = (
+            ContainerKey,
+            Stream,
+            Option<Generation>,
+            std::os::fd::BorrowedFd<'_>,
+        ),
+    > {
+        self.pipes
+            .values()
+            .map(|p| (p.key, p.stream, p.run, p.fd.as_fd()))
+    }
+
     /// A pipe is readable (or hung up): read up to the cap into its container's log, one
     /// read of at most [`READ_BYTES`] at a time, each handed on straight from the scratch
     /// buffer (to the ring, the file, the forwarder or the journal) before the next.

@@ -302,6 +302,7 @@ impl Shell {
         self.tracker
             .started(key, &format!("{pod}/{}", container.name), pid, main);
         let run = Some(generation);
+        self.hold_output(&format!("{pod}/{}", container.name), pid, &out_r, &err_r);
         self.capture
             .add_output(key, pid, out_r, logs::Stream::Stdout, run, PipeFrom::Spawn);
         self.capture

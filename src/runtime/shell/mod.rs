@@ -144,6 +144,12 @@ pub struct Shell {
     /// The state file of what vigil runs (`statefile`): main processes for adoption after a
     /// crash and, without cgroups, every process to kill.
     tracker: super::statefile::Tracker,
+    /// The output holder: keeps the pipes' read ends across a crash of vigil
+    /// (`runtime::holder`).
+    holder: super::holder::Holder,
+    /// Pipes an earlier vigil's holder handed over at start, by name, until their runs are
+    /// adopted (the rest are closed once start-up has adopted what it could).
+    held: HashMap<String, std::os::fd::OwnedFd>,
     /// Pods refused at start for limits this host cannot give (`allow_missing_controllers`).
     refused_at_start: Vec<String>,
     /// Runs adopted from an earlier vigil (`adopt`): their pidfds.
@@ -228,6 +234,10 @@ impl Shell {
         );
         drop(super::handoff::own_fd(state.listener_fd));
         shell.take_over(state, blobs, error);
+        // The old instance's holder handed its duplicates over at start (dropped: the pipes
+        // came with the handoff); this instance's holder gets every pipe it reads.
+        shell.held.clear();
+        shell.hold_all_output();
         Ok(shell)
     }
 
@@ -281,6 +291,16 @@ impl Shell {
         // once the core exists (`take_over_leftovers` below) — not after an upgrade: then it
         // is all ours.
         let tracker = super::statefile::Tracker::new(&socket_path, cgroups.is_none());
+        // The pipes an earlier vigil's holder kept (a crash, or the exec of an upgrade), then
+        // this vigil's own holder.
+        let held = super::holder::take_previous(&socket_path);
+        // As PID 1 a crash of vigil ends every process of the system or namespace: nothing
+        // to hold for.
+        let holder = if super::is_pid1() {
+            super::holder::Holder::default()
+        } else {
+            super::holder::Holder::start(&socket_path)
+        };
 
         let now = Instant::now();
         let fresh = core.is_none();
@@ -312,6 +332,8 @@ impl Shell {
             started_wall: SystemTime::now(),
             registry,
             tracker,
+            holder,
+            held,
             refused_at_start: refused.iter().map(|(p, _)| p.clone()).collect(),
             stop_signals: 0,
             first_stop_at: None,
@@ -875,6 +897,8 @@ impl Shell {
                 self.reap(Instant::now());
             }
         }
+        // The output holder lives in vigil's cgroup: gone before it is removed.
+        self.holder.bye();
         if let Some(m) = &self.cgroups
             && let Err(e) = m.teardown()
         {
