@@ -18,6 +18,7 @@
 //! that is the core's job. A target that fails is an outcome (`Failure` with a message), never
 //! an `Err`.
 
+mod cafile;
 pub mod grpc;
 pub mod h2;
 pub mod http;

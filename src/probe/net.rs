@@ -1426,6 +1426,16 @@ mod tests {
                 .push(rcgen::DnType::CommonName, "another CA");
             other.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
             write("other-ca.pem", other.self_signed(&other_key).unwrap().pem()).unwrap();
+            // What `openssl req -x509 -subj /CN=localhost` makes: self-signed, CA:TRUE, a
+            // common name and no subject alternative name; with the leaf's key.
+            let mut own = CertificateParams::new(Vec::<String>::new()).unwrap();
+            own.distinguished_name
+                .push(rcgen::DnType::CommonName, "localhost");
+            own.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+            let own = own.self_signed(&leaf_key).unwrap().pem();
+            write("self-signed.pem", own.clone()).unwrap();
+            let bundle = std::fs::read_to_string(dir.path().join("other-ca.pem")).unwrap() + &own;
+            write("bundle-with-self-signed.pem", bundle).unwrap();
             Pki { dir }
         }
 
@@ -1546,7 +1556,33 @@ mod tests {
                 Some(pki.path("ca.pem")),
                 Some("db.internal")
             )),
-            ProbeOutcome::Failure("tls: certificate is not valid for the server name".to_string())
+            ProbeOutcome::Failure(
+                "tls: certificate is valid for localhost, 127.0.0.1, not db.internal".to_string()
+            )
+        );
+    }
+
+    #[test]
+    fn https_pinned_self_signed_ca_certificate_is_accepted_alone_or_in_a_bundle() {
+        let pki = Pki::new();
+        let server = OpensslServer::start(&pki, "self-signed.pem");
+        for file in ["self-signed.pem", "bundle-with-self-signed.pem"] {
+            let outcome = run(&https(server.port, Some(pki.path(file)), None));
+            assert!(is_success(&outcome), "{file}: {outcome:?}");
+        }
+    }
+
+    #[test]
+    fn https_self_signed_certificate_that_ca_file_does_not_hold_fails_saying_so() {
+        let pki = Pki::new();
+        let server = OpensslServer::start(&pki, "self-signed.pem");
+        assert_eq!(
+            run(&https(server.port, Some(pki.path("ca.pem")), None)),
+            ProbeOutcome::Failure(
+                "tls: self-signed certificate that ca_file does not hold (put this very \
+                 certificate in it)"
+                    .to_string()
+            )
         );
     }
 

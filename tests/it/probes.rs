@@ -1150,15 +1150,14 @@ lifecycle = {{ post_start = {{ http_get = {{ port = {port} }} }} }}
     assert_loop_keeps_turning(&v);
 }
 
-/// A self-signed certificate and key (`openssl req -x509`: basicConstraints CA:TRUE, as
-/// OpenSSL makes it by default) for `localhost` and 127.0.0.1, in `dir`.
+/// A self-signed certificate and key from `openssl req -x509 -subj /CN=localhost`, as a user
+/// makes one: basicConstraints CA:TRUE (OpenSSL's default) and no subject alternative name.
 fn self_signed(dir: &Path) -> (PathBuf, PathBuf) {
     let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
     let made = Command::new("openssl")
         .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
         .args(["ec_paramgen_curve:P-256", "-nodes", "-days", "2"])
         .args(["-subj", "/CN=localhost"])
-        .args(["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
         .arg("-keyout")
         .arg(&key)
         .arg("-out")
@@ -1352,4 +1351,77 @@ fn grpc_probe_against_a_peer_that_never_stops_sending_times_out_at_its_timeout()
     let took = result["duration_ms"].as_f64().unwrap_or(f64::MAX);
     assert!((900.0..5000.0).contains(&took), "{took} ms: {result}");
     assert_loop_keeps_turning(&v);
+}
+
+#[test]
+fn https_probe_trusting_the_servers_own_self_signed_certificate_becomes_ready() {
+    // Issue 38.2: `tls.ca_file` holding the server's own `openssl req -x509` certificate
+    // (CA:TRUE), as `curl --cacert` accepts it.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (cert, key) = self_signed(dir.path());
+    let server = TlsServer::start(&cert, &key, "ok");
+    let v = Vigil::start(&format!(
+        r#"
+[pods.tls]
+[[pods.tls.containers]]
+name = "c"
+command = ["sleep", "300"]
+[pods.tls.containers.readiness_probe]
+http_get = {{ port = {}, scheme = "HTTPS", tls = {{ ca_file = "{}" }} }}
+period_seconds = 0.2
+"#,
+        server.port,
+        cert.display()
+    ));
+    v.wait_for_showing(
+        T,
+        "the HTTPS readiness probe with the pinned certificate to pass",
+        |v| v.container("tls", "c")["ready"] == true,
+        |v| format!("{:?}", recent(&v.container("tls", "c"), "readiness")),
+    );
+}
+
+#[test]
+fn https_probe_whose_ca_file_becomes_a_fifo_or_a_link_to_dev_zero_fails_at_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (cert, key) = self_signed(dir.path());
+    let server = TlsServer::start(&cert, &key, "ok");
+    let ca = dir.path().join("ca.pem");
+    std::fs::copy(&cert, &ca).expect("copy the certificate");
+    let v = Vigil::start(&hostile_probe_pods(&format!(
+        "http_get = {{ port = {}, scheme = \"HTTPS\", tls = {{ ca_file = \"{}\" }} }}",
+        server.port,
+        ca.display()
+    )));
+    let pid = v.child.as_ref().expect("running").id();
+    let watch = RssWatch::start(pid, 512 * 1024);
+    first_hostile_result(&v);
+    let wait_for_message = |message: &str| {
+        v.wait_for(T, message, |v| {
+            recent(&v.container("hostile", "c"), "readiness")
+                .iter()
+                .any(|r| r["message"] == message)
+        });
+    };
+
+    // Swapped for a FIFO: opened without blocking, refused by its type.
+    std::fs::remove_file(&ca).expect("remove ca.pem");
+    nix::unistd::mkfifo(&ca, nix::sys::stat::Mode::from_bits_truncate(0o644)).expect("mkfifo");
+    wait_for_message(&format!(
+        "tls: ca_file {}: not a regular file (a FIFO)",
+        ca.display()
+    ));
+    assert_loop_keeps_turning(&v);
+
+    // Swapped for a link to /dev/zero: not followed (a device anyone may write).
+    std::fs::remove_file(&ca).expect("remove the FIFO");
+    std::os::unix::fs::symlink("/dev/zero", &ca).expect("symlink");
+    wait_for_message(&format!(
+        "tls: ca_file {}: a symbolic link on the path is followed only where root alone could \
+         have made it, and /dev/zero is writable by others (owner uid 0, mode 0666)",
+        ca.display()
+    ));
+    assert_loop_keeps_turning(&v);
+    let peak = watch.peak();
+    assert!(peak < 100 * 1024, "vigil's RSS reached {peak} KiB");
 }
