@@ -19,7 +19,7 @@ use crate::common::{
 const T: Duration = Duration::from_secs(20);
 
 /// Sleep lengths unique to this test process and call (processes are counted machine-wide
-/// by their command line): `offset` < 40, each used by one test (free: 23, 29-39).
+/// by their command line): `offset` < 40, each used by one test (free: 23, 32-39).
 fn unique(offset: u32) -> u32 {
     assert!(
         offset < 40,
@@ -577,4 +577,24 @@ command = ["sleep", "{svc}"]
     });
     assert_eq!(c.shutdown(), 0);
     assert_eq!(count(svc), 0);
+}
+
+#[test]
+fn an_upgrade_after_an_adoption_counts_the_adopted_containers_among_those_kept() {
+    let mix = Mix::new(29, "");
+    let [svc, flaky, probed] = run_then_kill_9(&mix);
+    let b = mix.start();
+    b.wait_for(T, "all three adopted", |v| {
+        pid_of(v, "svc") == svc && pid_of(v, "flaky") == flaky && pid_of(v, "probed") == probed
+    });
+    let out = b.cli(&["upgrade"]);
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}\n{}", b.log());
+    assert!(text.contains(": 3 containers kept"), "{text}");
+    assert_eq!(
+        [pid_of(&b, "svc"), pid_of(&b, "flaky"), pid_of(&b, "probed")],
+        [svc, flaky, probed]
+    );
+    assert_eq!(b.shutdown(), 0);
 }
