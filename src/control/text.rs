@@ -64,7 +64,20 @@ fn condition_true(pod: &Pod, kind: ConditionType) -> bool {
 
 /// The STATUS column: kubectl's `printPod` display reason.
 pub fn pod_display_status(pod: &Pod) -> String {
-    pod_status_and_restarts(pod, SystemTime::UNIX_EPOCH).0
+    pod_columns(pod).status
+}
+
+/// A pod's READY, STATUS and RESTARTS as kubectl's `printPod` computes them: the one
+/// computation `vigil status` and `vigil top` both show.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodColumns {
+    pub status: String,
+    /// READY's numerator and denominator.
+    pub ready: usize,
+    pub total: usize,
+    pub restarts: u64,
+    /// When the restart counted last ended (RESTARTS' `(… ago)`).
+    pub last_restart: Option<SystemTime>,
 }
 
 /// Whether init container `c` is a sidecar: its own restart policy is `Always` (Kubernetes'
@@ -79,6 +92,16 @@ fn is_sidecar(c: &Container) -> bool {
 /// its init containers, RESTARTS is the sidecars' restarts plus the containers', and the last
 /// restart is the latest of theirs.
 fn pod_status_and_restarts(pod: &Pod, now: SystemTime) -> (String, String, String) {
+    let c = pod_columns(pod);
+    let restarts_text = match c.last_restart {
+        Some(t) if c.restarts > 0 => format!("{} ({} ago)", c.restarts, format::age(now, t)),
+        _ => c.restarts.to_string(),
+    };
+    (c.status, restarts_text, format!("{}/{}", c.ready, c.total))
+}
+
+/// [`PodColumns`] of `pod`.
+pub fn pod_columns(pod: &Pod) -> PodColumns {
     let mut reason = pod.phase.as_str().to_string();
     let mut restarts: u64 = 0;
     let mut sidecar_restarts: u64 = 0;
@@ -154,11 +177,13 @@ fn pod_status_and_restarts(pod: &Pod, now: SystemTime) -> (String, String, Strin
     if terminating {
         reason = "Terminating".to_string();
     }
-    let restarts_text = match last_restart {
-        Some(t) if restarts > 0 => format!("{restarts} ({} ago)", format::age(now, t)),
-        _ => restarts.to_string(),
-    };
-    (reason, restarts_text, format!("{ready}/{total}"))
+    PodColumns {
+        status: reason,
+        ready,
+        total,
+        restarts,
+        last_restart,
+    }
 }
 
 /// `vigil status`: like `kubectl get pods` (`wide` adds PID, MEMORY, CPU).

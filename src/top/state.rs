@@ -289,7 +289,7 @@ impl App {
             for c in p.init_containers.iter().chain(&p.containers) {
                 children.push(self.container_row(p, c, wall));
             }
-            let ready = p.containers.iter().filter(|c| c.ready).count();
+            let columns = text::pod_columns(p);
             let sum_cpu = children.iter().filter_map(|r| r.cpu).reduce(|a, b| a + b);
             let sum_mem = children
                 .iter()
@@ -298,9 +298,9 @@ impl App {
             let row = Row {
                 pod: p.name.clone(),
                 container: None,
-                ready: format!("{ready}/{}", p.containers.len()),
-                status: text::pod_display_status(p),
-                restarts: children.iter().map(|r| r.restarts).sum(),
+                ready: format!("{}/{}", columns.ready, columns.total),
+                status: columns.status,
+                restarts: columns.restarts,
                 age: wall.duration_since(p.created_at.0).ok(),
                 cpu: sum_cpu,
                 memory: sum_mem,
