@@ -30,6 +30,9 @@ pub struct Notifier {
     next_status: Instant,
     /// The pods may have changed since the line was last computed.
     dirty: bool,
+    /// READY=1 was sent: STATUS lines follow it, never precede it (the first line a service
+    /// manager shows is the state after start-up, as it was before STATUS became event-driven).
+    ready: bool,
 }
 
 impl Notifier {
@@ -41,12 +44,15 @@ impl Notifier {
             last_status: String::new(),
             next_status: now,
             dirty: true,
+            ready: false,
         }
     }
 
     /// Start-up is done: READY, and the watchdog starts.
     pub fn ready(&mut self, now: Instant) {
         let _ = sd_notify::notify(&[NotifyState::Ready]);
+        self.ready = true;
+        self.dirty = true;
         if let Some(w) = self.watchdog {
             self.next_watchdog = Some(now + w / 2);
         }
@@ -87,12 +93,12 @@ impl Notifier {
 
     /// Whether the STATUS line is to be computed now.
     pub fn status_due(&self, now: Instant) -> bool {
-        self.enabled && self.dirty && now >= self.next_status
+        self.enabled && self.ready && self.dirty && now >= self.next_status
     }
 
     /// Sends STATUS if the line `pods` gives differs from the last one sent.
     pub fn update_status(&mut self, now: Instant, pods: impl FnOnce() -> Vec<PodStatus>) {
-        if !self.enabled {
+        if !self.enabled || !self.ready {
             return;
         }
         self.dirty = false;
@@ -107,7 +113,7 @@ impl Notifier {
     /// When the loop must wake up for the notifier: the watchdog ping, and a STATUS line held
     /// back by the once-a-second limit.
     pub fn deadline(&self) -> Option<Instant> {
-        let status = (self.enabled && self.dirty).then_some(self.next_status);
+        let status = (self.enabled && self.ready && self.dirty).then_some(self.next_status);
         match (self.next_watchdog, status) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
