@@ -138,7 +138,7 @@ pub(super) fn file_id(path: &Path) -> Option<(u64, u64)> {
 /// As root, the directory is judged first, at start and at every re-bind alike
 /// ([`crate::trust::check`], [`crate::trust::Target::PrivateDir`]): a directory that became
 /// someone else's after start is refused, not bound into. The file is created with its final
-/// mode (the umask around `bind`, [`bind_with_mode`]) and given its group through a descriptor
+/// mode (bound in a private directory and renamed into place, [`bind_with_mode`]) and given its group through a descriptor
 /// of the file itself ([`set_mode_and_group`]): nothing is ever changed through the path, so a
 /// symlink put there is never followed.
 pub(super) fn bind_listener(
@@ -212,16 +212,30 @@ pub(super) fn bind_listener(
     Ok(listener)
 }
 
-/// Binds `path` with the umask set so that the socket file is created with `mode` exactly
-/// (unix(7): the file's mode is 0777 less the umask), never wider for a moment and never
-/// changed afterwards through the path. The umask is the process's: vigil's loop is its only
-/// thread that creates files (the DNS helper creates none), so nothing else is created under
-/// it meanwhile.
+/// Binds `path` so that the socket file appears there with `mode` exactly, never wider for a
+/// moment and never changed through `path`: it is bound in a private directory made next to
+/// `path` (mkdtemp(3): mode 0700, so no one else can reach or replace the file while its mode
+/// is set), given `mode` there, and renamed into place (rename(2) replaces atomically what a
+/// stale socket left; the listening socket follows its inode). The process's umask is left
+/// alone: changing it would change the mode of files other threads create meanwhile.
 fn bind_with_mode(path: &Path, mode: u32) -> io::Result<UnixListener> {
-    use nix::sys::stat::{Mode, umask};
-    let old = umask(Mode::from_bits_truncate(!mode & 0o777));
-    let bound = UnixListener::bind(path);
-    umask(old);
+    use std::os::unix::fs::PermissionsExt;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let private = nix::unistd::mkdtemp(&dir.join(".vigil-bind-XXXXXX")).map_err(io::Error::from)?;
+    // A short name inside: the whole path must fit sun_path (unix(7): 108 bytes).
+    let staged = private.join("s");
+    let bound = UnixListener::bind(&staged).and_then(|listener| {
+        std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(mode))?;
+        std::fs::rename(&staged, path)?;
+        Ok(listener)
+    });
+    if bound.is_err() {
+        let _ = std::fs::remove_file(&staged);
+    }
+    let _ = std::fs::remove_dir(&private);
     bound
 }
 
