@@ -825,64 +825,79 @@ mod tests {
         };
         let row = |p: &Pod| pod_status_and_restarts(p, now());
         let s = |a: &str, b: &str, c: &str| (a.to_string(), b.to_string(), c.to_string());
-        // Two sidecars, the first running but not started: still initializing.
-        let p = pod(
-            Phase::Pending,
-            vec![
-                sidecar(&running, false, false, 3, Some(10)),
-                sidecar(&waiting, false, false, 0, None),
-            ],
-            vec![main(&waiting, false, 0, None)],
-            false,
-            false,
-        );
-        assert_eq!(row(&p), s("Init:0/2", "3 (10s ago)", "0/3"));
-        // The first started, the second running but not started.
-        let p = pod(
-            Phase::Pending,
-            vec![
-                sidecar(&running, false, true, 3, Some(10)),
-                sidecar(&running, false, false, 0, None),
-            ],
-            vec![main(&waiting, false, 0, None)],
-            false,
-            false,
-        );
-        assert_eq!(row(&p), s("Init:1/2", "3 (10s ago)", "0/3"));
-        // Both started (not ready), the container running and ready: the sidecars' restarts
-        // and the latest of every restart.
-        let p = pod(
-            Phase::Running,
-            vec![
-                sidecar(&running, false, true, 3, Some(10)),
-                sidecar(&running, false, true, 0, None),
-            ],
-            vec![main(&running, true, 4, Some(20))],
-            true,
-            false,
-        );
-        assert_eq!(row(&p), s("Running", "7 (10s ago)", "1/3"));
-        // Sidecars ended with an error, the container completed.
-        let p = pod(
-            Phase::Succeeded,
-            vec![
-                sidecar(&terminated(137, T::Error), false, false, 3, Some(10)),
-                sidecar(&terminated(137, T::Error), false, false, 0, None),
-            ],
-            vec![main(&terminated(0, T::Completed), false, 4, Some(20))],
-            true,
-            false,
-        );
-        assert_eq!(row(&p), s("Completed", "7 (10s ago)", "0/3"));
-        // The user's case: one started, ready sidecar that restarted once, one container.
-        let p = pod(
-            Phase::Running,
-            vec![sidecar(&running, true, true, 1, Some(30))],
-            vec![main(&running, true, 0, None)],
-            true,
-            true,
-        );
-        assert_eq!(row(&p), s("Running", "1 (30s ago)", "2/2"));
+        let cases = [
+            // Two sidecars, the first running but not started: still initializing.
+            (
+                pod(
+                    Phase::Pending,
+                    vec![
+                        sidecar(&running, false, false, 3, Some(10)),
+                        sidecar(&waiting, false, false, 0, None),
+                    ],
+                    vec![main(&waiting, false, 0, None)],
+                    false,
+                    false,
+                ),
+                s("Init:0/2", "3 (10s ago)", "0/3"),
+            ),
+            // The first started, the second running but not started.
+            (
+                pod(
+                    Phase::Pending,
+                    vec![
+                        sidecar(&running, false, true, 3, Some(10)),
+                        sidecar(&running, false, false, 0, None),
+                    ],
+                    vec![main(&waiting, false, 0, None)],
+                    false,
+                    false,
+                ),
+                s("Init:1/2", "3 (10s ago)", "0/3"),
+            ),
+            // Both started (not ready), the container running and ready: the sidecars' restarts
+            // and the latest of every restart.
+            (
+                pod(
+                    Phase::Running,
+                    vec![
+                        sidecar(&running, false, true, 3, Some(10)),
+                        sidecar(&running, false, true, 0, None),
+                    ],
+                    vec![main(&running, true, 4, Some(20))],
+                    true,
+                    false,
+                ),
+                s("Running", "7 (10s ago)", "1/3"),
+            ),
+            // Sidecars ended with an error, the container completed.
+            (
+                pod(
+                    Phase::Succeeded,
+                    vec![
+                        sidecar(&terminated(137, T::Error), false, false, 3, Some(10)),
+                        sidecar(&terminated(137, T::Error), false, false, 0, None),
+                    ],
+                    vec![main(&terminated(0, T::Completed), false, 4, Some(20))],
+                    true,
+                    false,
+                ),
+                s("Completed", "7 (10s ago)", "0/3"),
+            ),
+            // The user's case: one started, ready sidecar that restarted once, one container.
+            (
+                pod(
+                    Phase::Running,
+                    vec![sidecar(&running, true, true, 1, Some(30))],
+                    vec![main(&running, true, 0, None)],
+                    true,
+                    true,
+                ),
+                s("Running", "1 (30s ago)", "2/2"),
+            ),
+        ];
+        for (p, want) in cases {
+            assert_eq!(row(&p), want, "{p:?}");
+        }
     }
 
     #[test]
