@@ -614,10 +614,10 @@ impl Slot {
         }
     }
 
-    /// At start (nothing of it has run here yet): stays ended as under an earlier vigil. Its
-    /// queued first `Spawn` is the caller's to drop.
-    pub(super) fn keep_ended(&mut self, now: Time, end: KeptEnd) -> bool {
-        let untouched = self.runs <= 1
+    /// Nothing of this slot has run under this vigil yet: its first run is queued or not
+    /// begun, with no stop pending (what a recalled or kept end may replace).
+    fn untouched_here(&self) -> bool {
+        self.runs <= 1
             && matches!(
                 self.state,
                 SlotState::NotStarted { .. }
@@ -625,7 +625,13 @@ impl Slot {
                         pending: None,
                         force_kill: false,
                     }
-            );
+            )
+    }
+
+    /// At start (nothing of it has run here yet): stays ended as under an earlier vigil. Its
+    /// queued first `Spawn` is the caller's to drop.
+    pub(super) fn keep_ended(&mut self, now: Time, end: KeptEnd) -> bool {
+        let untouched = self.untouched_here();
         if !untouched {
             return false;
         }
@@ -730,15 +736,7 @@ impl Slot {
     ) -> Option<super::recall::Recalled> {
         use super::recall::{Recalled, Remembered};
         let adopted = matches!(self.state, SlotState::Running { .. }) && self.runs <= 1;
-        let first = self.runs <= 1
-            && matches!(
-                self.state,
-                SlotState::NotStarted { .. }
-                    | SlotState::Creating {
-                        pending: None,
-                        force_kill: false,
-                    }
-            );
+        let first = self.untouched_here();
         // An init container recorded as completed by a skip to its pod's stage.
         let skipped = matches!(&self.state, SlotState::Done(t) if t.message == MSG_COMPLETED_BEFORE)
             && self.runs <= 1;
