@@ -18,6 +18,21 @@ pub fn body_height(height: u16) -> usize {
     usize::from(height.saturating_sub(3))
 }
 
+/// The key help for the open view; every line fits 80 columns.
+pub fn help_line(app: &App) -> String {
+    match &app.view {
+        View::Table => {
+            let actions = match app.admin {
+                Admin::No => "r/x/u: not an admin",
+                Admin::Yes | Admin::Unknown => "r restart x stop u start",
+            };
+            format!("q quit j/k move s/S sort enter describe l logs {actions}")
+        }
+        View::Describe { .. } => "esc/q back  j/k/pgup/pgdn scroll  g/G top/end".to_string(),
+        View::Logs { .. } => "esc/q back  j/k/pgup/pgdn scroll  G end (follow)  g top".to_string(),
+    }
+}
+
 pub fn draw(frame: &mut Frame<'_>, app: &App) {
     let [title, body, status, help] = Layout::vertical([
         Constraint::Length(1),
@@ -30,13 +45,19 @@ pub fn draw(frame: &mut Frame<'_>, app: &App) {
     match &app.view {
         View::Table => table(frame, app, body),
         View::Describe { text, scroll, .. } | View::Logs { text, scroll, .. } => {
-            let scroll = u16::try_from(*scroll).unwrap_or(u16::MAX);
-            frame.render_widget(Paragraph::new(text.as_str()).scroll((scroll, 0)), body);
+            // Wrapped here as `App::fit` counted them, so the end is reachable.
+            let shown: Vec<Line<'_>> = state::wrap(text, usize::from(body.width))
+                .into_iter()
+                .skip(*scroll)
+                .take(usize::from(body.height))
+                .map(Line::from)
+                .collect();
+            frame.render_widget(Paragraph::new(shown), body);
         }
     }
     let status_text = match &app.confirm {
         Some((action, target)) => format!("{} {target}? y/n", action.name()),
-        None => app.message.clone(),
+        None => app.status_line(),
     };
     let status_style = if app.confirm.is_some() {
         Style::new().add_modifier(Modifier::BOLD | Modifier::REVERSED)
@@ -80,20 +101,6 @@ fn title_line(app: &App) -> Line<'static> {
     .style(Style::new().add_modifier(Modifier::BOLD))
 }
 
-fn help_line(app: &App) -> String {
-    match &app.view {
-        View::Table => {
-            let actions = match app.admin {
-                Admin::No => "r/x/u restart/stop/start: disabled (not an admin)",
-                Admin::Yes | Admin::Unknown => "r restart  x stop  u start",
-            };
-            format!("q quit  j/k move  s sort  S reverse  enter describe  l logs  {actions}")
-        }
-        View::Describe { .. } => "esc/q back  j/k/pgup/pgdn scroll  g/G top/end".to_string(),
-        View::Logs { .. } => "esc/q back  j/k/pgup/pgdn scroll  G end (follow)  g top".to_string(),
-    }
-}
-
 fn table(frame: &mut Frame<'_>, app: &App, area: Rect) {
     let name_width = app
         .rows
@@ -101,7 +108,8 @@ fn table(frame: &mut Frame<'_>, app: &App, area: Rect) {
         .map(|r| r.name().chars().count())
         .max()
         .unwrap_or(4)
-        .clamp(4, 40);
+        // LAST EVENT keeps at least a quarter of a narrow screen.
+        .clamp(4, usize::from(area.width / 4).clamp(12, 40));
     let titles = [
         "NAME",
         "READY",

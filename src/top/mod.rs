@@ -75,9 +75,10 @@ fn run(
     let mut next_poll = Instant::now() + REFRESH;
     let mut dirty = true;
     loop {
-        let height = terminal.size()?.height;
+        let size = terminal.size()?;
+        let height = size.height;
         if dirty {
-            app.fit(draw::body_height(height));
+            app.fit(draw::body_height(height), usize::from(size.width));
             terminal.draw(|f| draw::draw(f, app))?;
             dirty = false;
         }

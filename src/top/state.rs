@@ -159,7 +159,8 @@ pub struct Row {
     /// Percent of one CPU since the previous poll; `None` before two polls or without figures.
     pub cpu: Option<f64>,
     pub memory: Option<u64>,
-    /// `Reason: message` of the newest event about it.
+    /// `AGE Reason: message` of the newest event about it (age first: a narrow column still
+    /// shows how old it is).
     pub last_event: String,
 }
 
@@ -202,6 +203,8 @@ pub struct App {
     /// The status line: the answer to the last action, or why the last poll failed.
     pub message: String,
     pub updated: Option<SystemTime>,
+    /// The memory note ([`App::memory_note`]) was shown once already.
+    memory_noted: bool,
     pods: Vec<wire::Pod>,
     events: Vec<wire::Event>,
     cpu: HashMap<String, CpuSample>,
@@ -221,6 +224,7 @@ impl App {
             confirm: None,
             message: String::new(),
             updated: None,
+            memory_noted: false,
             pods: Vec::new(),
             events: Vec::new(),
             cpu: HashMap::new(),
@@ -243,6 +247,14 @@ impl App {
         self.events = events;
         self.updated = Some(wall);
         self.rebuild(wall);
+        if !self.memory_noted
+            && let Some(note) = self.memory_note()
+        {
+            self.memory_noted = true;
+            if self.message.is_empty() {
+                self.message = note.to_string();
+            }
+        }
         if let Some(target) = keep
             && let Some(i) = self.rows.iter().position(|r| r.target() == target)
         {
@@ -304,7 +316,7 @@ impl App {
                 age: wall.duration_since(p.created_at.0).ok(),
                 cpu: sum_cpu,
                 memory: sum_mem,
-                last_event: self.last_event(&p.name, true),
+                last_event: self.last_event(&p.name, true, wall),
             };
             groups.push((row, children));
         }
@@ -344,23 +356,69 @@ impl App {
             age,
             cpu: self.cpu_percent.get(&target).copied(),
             memory: c.resources.memory_current,
-            last_event: self.last_event(&target, false),
+            last_event: self.last_event(&target, false, wall),
         }
     }
 
-    /// The newest event about `object` (a pod: also its containers').
-    fn last_event(&self, object: &str, pod: bool) -> String {
+    /// The newest event about `object` (a pod: also its containers'), with how long ago it
+    /// was last seen (kubectl's `LAST SEEN`).
+    fn last_event(&self, object: &str, pod: bool, wall: SystemTime) -> String {
         let prefix = format!("{object}/");
         self.events
             .iter()
             .rev()
             .find(|e| e.object == object || (pod && e.object.starts_with(&prefix)))
-            .map(|e| format!("{}: {}", e.reason, format::cell(&e.message)))
+            .map(|e| {
+                let age = wall.duration_since(e.last_timestamp.0).unwrap_or_default();
+                format!(
+                    "{} {}: {}",
+                    format::human_duration(age),
+                    e.reason,
+                    format::cell(&e.message)
+                )
+            })
             .unwrap_or_default()
+    }
+
+    /// Why the MEMORY column is blank, when it is for every running container: vigil reads no
+    /// memory figures (docs/hosts.md). `None` while any running container has them, or none
+    /// runs.
+    pub fn memory_note(&self) -> Option<&'static str> {
+        let mut running = self
+            .pods
+            .iter()
+            .flat_map(|p| p.init_containers.iter().chain(&p.containers))
+            .filter(|c| matches!(c.state, State::Running(_)))
+            .peekable();
+        running.peek()?;
+        if running.any(|c| c.resources.memory_current.is_some()) {
+            return None;
+        }
+        Some(
+            "MEMORY is blank: vigil has no memory figures (no memory controller in its cgroup2, \
+             or no cgroups; see docs/hosts.md)",
+        )
+    }
+
+    /// The status line when no action or poll has anything to say: the selected row's newest
+    /// event in full (the LAST EVENT column may be cut at 80 columns).
+    pub fn status_line(&self) -> String {
+        if !self.message.is_empty() || self.view != View::Table {
+            return self.message.clone();
+        }
+        match self.selected_row() {
+            Some(r) if !r.last_event.is_empty() => format!("{}: {}", r.target(), r.last_event),
+            _ => String::new(),
+        }
     }
 
     fn clamp(&mut self) {
         self.selected = self.selected.min(self.rows.len().saturating_sub(1));
+    }
+
+    fn select(&mut self, row: usize) {
+        self.selected = row;
+        self.message.clear();
     }
 
     pub fn selected_row(&self) -> Option<&Row> {
@@ -413,8 +471,9 @@ impl App {
     }
 
     /// Keeps the describe or log view's scroll within its text for a view `height` lines
-    /// tall; a following log view stays at its end. Called before each draw.
-    pub fn fit(&mut self, height: usize) {
+    /// tall and `width` columns wide (long lines wrap: [`wrap`]); a following log view stays
+    /// at its end. Called before each draw.
+    pub fn fit(&mut self, height: usize, width: usize) {
         let (text, scroll, follow) = match &mut self.view {
             View::Table => return,
             View::Describe { text, scroll, .. } => (text, scroll, false),
@@ -425,7 +484,7 @@ impl App {
                 ..
             } => (text, scroll, *follow),
         };
-        let end = text.lines().count().saturating_sub(height);
+        let end = wrap(text, width).len().saturating_sub(height);
         *scroll = if follow { end } else { (*scroll).min(end) };
     }
 
@@ -478,12 +537,13 @@ impl App {
         let last = self.rows.len().saturating_sub(1);
         match key {
             Key::Char('q') => return Effect::Quit,
-            Key::Up | Key::Char('k') => self.selected = self.selected.saturating_sub(1),
-            Key::Down | Key::Char('j') => self.selected = (self.selected + 1).min(last),
-            Key::PageUp => self.selected = self.selected.saturating_sub(page),
-            Key::PageDown => self.selected = (self.selected + page).min(last),
-            Key::Home | Key::Char('g') => self.selected = 0,
-            Key::End | Key::Char('G') => self.selected = last,
+            // Moving the selection clears the status line for the selected row's last event.
+            Key::Up | Key::Char('k') => self.select(self.selected.saturating_sub(1)),
+            Key::Down | Key::Char('j') => self.select((self.selected + 1).min(last)),
+            Key::PageUp => self.select(self.selected.saturating_sub(page)),
+            Key::PageDown => self.select((self.selected + page).min(last)),
+            Key::Home | Key::Char('g') => self.select(0),
+            Key::End | Key::Char('G') => self.select(last),
             Key::Char('s') => {
                 self.sort = self.sort.next();
                 self.descending = self.sort.descending_by_default();
@@ -648,6 +708,30 @@ pub fn cpu_text(cpu: Option<f64>) -> String {
 
 pub fn memory_text(memory: Option<u64>) -> String {
     memory.map(format::human_bytes).unwrap_or_default()
+}
+
+/// `text`'s lines cut into pieces of at most `width` characters, so that a long log or
+/// describe line wraps instead of running off the screen, and scrolling counts the lines the
+/// screen shows. A character counts one column (wide characters may overrun by one).
+pub fn wrap(text: &str, width: usize) -> Vec<&str> {
+    let width = width.max(1);
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let mut rest = line;
+        loop {
+            match rest.char_indices().nth(width) {
+                Some((cut, _)) => {
+                    out.push(&rest[..cut]);
+                    rest = &rest[cut..];
+                }
+                None => {
+                    out.push(rest);
+                    break;
+                }
+            }
+        }
+    }
+    out
 }
 
 pub fn age_text(age: Option<Duration>) -> String {

@@ -99,7 +99,7 @@ fn rows_are_pods_then_their_containers_with_ready_restarts_age_memory_and_last_e
     assert_eq!(web.memory, Some(51 << 20));
     assert_eq!(web.age, Some(Duration::from_secs(60)));
     assert_eq!(
-        web.last_event, "Unhealthy: readiness probe failed",
+        web.last_event, "0s Unhealthy: readiness probe failed",
         "newest of its containers"
     );
     let app_row = &app.rows[3];
@@ -107,7 +107,7 @@ fn rows_are_pods_then_their_containers_with_ready_restarts_age_memory_and_last_e
         (app_row.ready.as_str(), app_row.status.as_str()),
         ("1/1", "Running")
     );
-    assert_eq!(app_row.last_event, "Started: started");
+    assert_eq!(app_row.last_event, "0s Started: started");
     assert_eq!(app_row.cpu, None, "no CPU % before a second poll");
     assert_eq!(memory_text(app_row.memory), "50Mi");
 }
@@ -260,7 +260,7 @@ fn describe_and_logs_open_on_the_selection_scroll_and_close_with_esc() {
     let text: String = (0..100).map(|i| format!("line {i}\n")).collect();
     app.set_log("web", "app", text.clone());
     app.set_log("web", "side", "not shown".into());
-    app.fit(10);
+    app.fit(10, 80);
     let View::Logs {
         scroll,
         follow,
@@ -273,7 +273,7 @@ fn describe_and_logs_open_on_the_selection_scroll_and_close_with_esc() {
     assert_eq!((*scroll, *follow), (90, true), "following: at the end");
     assert_eq!(shown, &text);
     app.on_key(Key::PageUp, 10);
-    app.fit(10);
+    app.fit(10, 80);
     let View::Logs { scroll, follow, .. } = &app.view else {
         panic!()
     };
@@ -283,7 +283,7 @@ fn describe_and_logs_open_on_the_selection_scroll_and_close_with_esc() {
         "scrolling up stops following"
     );
     app.on_key(Key::Char('G'), 10);
-    app.fit(10);
+    app.fit(10, 80);
     let View::Logs { scroll, follow, .. } = &app.view else {
         panic!()
     };
@@ -301,7 +301,7 @@ fn describe_and_logs_open_on_the_selection_scroll_and_close_with_esc() {
     assert_eq!(app.describe_target(), Some("web".into()));
     app.set_describe("web", "Name: web\n".into());
     app.on_key(Key::Down, 10);
-    app.fit(10);
+    app.fit(10, 80);
     let View::Describe { scroll, .. } = &app.view else {
         panic!()
     };
@@ -333,4 +333,133 @@ fn waiting_and_terminated_containers_show_their_reason_and_no_age() {
     assert_eq!(row("web/app").status, "CrashLoopBackOff");
     assert_eq!(row("web/app").age, None);
     assert_eq!(row("web/side").status, "Error");
+}
+
+#[test]
+fn the_last_event_says_how_long_ago_it_was_seen_and_the_status_line_shows_it_in_full() {
+    let mut app = App::new("s".into());
+    let mut old = event(
+        "web/app",
+        "BackOff",
+        &"back-off restarting failed container ".repeat(4),
+    );
+    old.last_timestamp = Timestamp(wall() - Duration::from_secs(75));
+    app.update(two_pods(0, 0), vec![old], Instant::now(), wall());
+    let i = app
+        .rows
+        .iter()
+        .position(|r| r.target() == "web/app")
+        .unwrap();
+    assert!(
+        app.rows[i].last_event.starts_with("75s BackOff: back-off"),
+        "{}",
+        app.rows[i].last_event
+    );
+    app.set_message("restart web: sent");
+    app.selected = i - 1;
+    assert_eq!(app.status_line(), "restart web: sent", "a message wins");
+    app.on_key(Key::Down, 10);
+    assert_eq!(app.selected, i);
+    assert_eq!(
+        app.status_line(),
+        format!("web/app: {}", app.rows[i].last_event),
+        "moving the selection clears the message for the row's whole event"
+    );
+}
+
+#[test]
+fn memory_blank_for_every_running_container_is_explained_once() {
+    let mut app = App::new("s".into());
+    let mut reply = two_pods(0, 0);
+    for p in &mut reply.pods {
+        for c in &mut p.containers {
+            c.resources.memory_current = None;
+        }
+    }
+    app.update(reply.clone(), vec![], Instant::now(), wall());
+    assert!(
+        app.message.contains("no memory controller"),
+        "{}",
+        app.message
+    );
+    assert!(app.message.contains("docs/hosts.md"), "{}", app.message);
+    app.on_key(Key::Down, 10);
+    app.update(reply, vec![], Instant::now(), wall());
+    assert_eq!(app.message, "", "said once, not at every poll");
+
+    let mut with_figures = App::new("s".into());
+    with_figures.update(two_pods(0, 0), vec![], Instant::now(), wall());
+    assert_eq!(with_figures.memory_note(), None);
+    assert_eq!(with_figures.message, "");
+}
+
+#[test]
+fn long_log_lines_wrap_and_following_reaches_the_last_piece() {
+    let mut app = App::new("s".into());
+    app.update(two_pods(0, 0), vec![], Instant::now(), wall());
+    app.selected = 2;
+    app.on_key(Key::Char('l'), 10);
+    let long = format!("{}END", "x".repeat(200));
+    app.set_log("web", "app", format!("short\n{long}\n"));
+    app.fit(2, 80);
+    let View::Logs { text, scroll, .. } = &app.view else {
+        panic!()
+    };
+    let pieces = wrap(text, 80);
+    assert_eq!(pieces.len(), 4, "{pieces:?}");
+    assert!(pieces.iter().all(|p| p.chars().count() <= 80));
+    assert_eq!(pieces[1..].concat(), long, "nothing lost in the cut");
+    assert_eq!(*scroll, 2, "following shows the last two pieces");
+    assert!(pieces[*scroll + 1].ends_with("END"));
+    assert_eq!(wrap("", 80), Vec::<&str>::new());
+    assert_eq!(wrap("ab\n\ncd", 1), ["a", "b", "", "c", "d"]);
+}
+
+#[test]
+fn every_key_line_fits_80_columns() {
+    let mut app = App::new("s".into());
+    app.update(two_pods(0, 0), vec![], Instant::now(), wall());
+    for admin in [Admin::Yes, Admin::No, Admin::Unknown] {
+        app.admin = admin;
+        for view in ['-', 'l', '\n'] {
+            app.view = View::Table;
+            match view {
+                'l' => {
+                    app.on_key(Key::Char('l'), 10);
+                }
+                '\n' => {
+                    app.on_key(Key::Enter, 10);
+                }
+                _ => {}
+            }
+            let line = crate::top::draw::help_line(&app);
+            assert!(line.chars().count() <= 80, "{} columns: {line}", line.len());
+        }
+    }
+}
+
+#[test]
+fn at_80_by_24_the_table_keeps_the_key_line_and_the_last_events_age() {
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+    let mut app = App::new("/run/vigil/vigil.sock".into());
+    let mut old = event(
+        "web/app",
+        "BackOff",
+        "back-off 40s restarting failed container",
+    );
+    old.last_timestamp = Timestamp(wall() - Duration::from_secs(42));
+    app.update(two_pods(0, 0), vec![old], Instant::now(), wall());
+    let mut terminal = Terminal::new(TestBackend::new(80, 24)).unwrap();
+    terminal.draw(|f| crate::top::draw::draw(f, &app)).unwrap();
+    let buffer = terminal.backend().buffer().clone();
+    let line = |y: u16| -> String {
+        (0..80)
+            .map(|x| buffer[(x, y)].symbol().to_string())
+            .collect()
+    };
+    assert!(line(23).starts_with("q quit"), "key line: {:?}", line(23));
+    assert!(line(23).trim_end().ends_with("u start"), "{:?}", line(23));
+    let app_line = (0..24).map(line).find(|l| l.contains("  app")).unwrap();
+    assert!(app_line.contains("42s BackOff"), "{app_line:?}");
 }

@@ -249,7 +249,7 @@ fn for_a_user_who_is_not_an_admin_the_actions_are_disabled_and_do_nothing() {
         "setpriv --reuid 65534 --regid 65534 --clear-groups",
     );
     tmux.wait_screen("the pods, with the actions marked disabled", |s| {
-        line_of(s, "app").is_some() && s.contains("disabled (not an admin)")
+        line_of(s, "app").is_some() && s.contains("r/x/u: not an admin")
     });
     // Select web/app and press r, then y: no prompt, the reason instead, nothing restarted.
     tmux.send(&["j", "r"]);
