@@ -135,6 +135,10 @@ pub struct LogFile {
     gap: Option<Gap>,
     /// The oldest rotated file being shrunk away ([`LogFile::shrink_step`]).
     aside: Option<Aside>,
+    /// The number of the last `--- run N started` marker written, or found in the file (or
+    /// its newest rotated one) when it was opened: numbering continues across reloads and
+    /// restarts of vigil ([`last_run_marker`]).
+    last_run: u64,
 }
 
 fn errno(e: nix::errno::Errno) -> io::Error {
@@ -172,9 +176,15 @@ impl LogFile {
             output_line_start: true,
             gap: None,
             aside: None,
+            last_run: 0,
         };
         f.reopen()?;
         f.remove_leftover_aside();
+        if let Some(dir) = &f.dir {
+            f.last_run = last_run_marker(dir, &f.name)
+                .or_else(|| last_run_marker(dir, &f.rotated(1)))
+                .unwrap_or(0);
+        }
         Ok(f)
     }
 
@@ -298,13 +308,15 @@ impl LogFile {
     }
 
     /// A new run of the container begins: the line `--- run N started at TIME ---` (on a line
-    /// of its own), so runs appended to one file can be told apart.
-    pub fn mark_run(&mut self, run: u64, unix_nanos: i64) -> bool {
+    /// of its own), so runs appended to one file can be told apart; N is one more than the
+    /// last marker's, whichever vigil wrote it.
+    pub fn mark_run(&mut self, unix_nanos: i64) -> bool {
         let mut line = String::new();
         if !self.at_line_start {
             line.push('\n');
         }
-        line.push_str(&run_marker(run, unix_nanos));
+        self.last_run += 1;
+        line.push_str(&run_marker(self.last_run, unix_nanos));
         self.output_line_start = true;
         self.write(line.as_bytes())
     }
@@ -678,6 +690,54 @@ impl LogFile {
             }
         }
     }
+}
+
+/// How far back from the end of a log file [`last_run_marker`] looks: a run that wrote more
+/// than this since its marker, in the current file and the newest rotated one, restarts the
+/// numbering at 1 (docs/interface.md, `log_dir`).
+pub const MARKER_WINDOW: u64 = 1 << 20;
+
+/// The N of the last `--- run N started at` line in the last [`MARKER_WINDOW`] bytes of
+/// `name` in `dir`, if it is a regular file of a trusted owner (read once, when the log is
+/// opened; opened without following a link or waiting on a FIFO).
+fn last_run_marker(dir: &OwnedFd, name: &str) -> Option<u64> {
+    use std::os::unix::fs::FileExt as _;
+    let fd = nix::fcntl::openat(
+        dir,
+        name,
+        OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    let file = File::from(fd);
+    let meta = file.metadata().ok()?;
+    if !meta.file_type().is_file() || !trusted(meta.uid()) {
+        return None;
+    }
+    let start = meta.len().saturating_sub(MARKER_WINDOW);
+    let mut tail = vec![0; usize::try_from(meta.len() - start).ok()?];
+    let got = file.read_at(&mut tail, start).ok()?;
+    tail.truncate(got);
+    let prefix = b"--- run ";
+    let mut found = None;
+    for (i, line) in tail.split(|b| *b == b'\n').enumerate() {
+        // The window's first piece may be the middle of a line.
+        if i == 0 && start > 0 {
+            continue;
+        }
+        let Some(rest) = line.strip_prefix(prefix) else {
+            continue;
+        };
+        let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+        if rest[digits..].starts_with(b" started at ")
+            && let Some(n) = std::str::from_utf8(&rest[..digits])
+                .ok()
+                .and_then(|d| d.parse().ok())
+        {
+            found = Some(n);
+        }
+    }
+    found
 }
 
 /// The line written into a log file where a run of the container begins.

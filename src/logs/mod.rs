@@ -119,7 +119,7 @@ impl ContainerLog {
     pub fn new_run(&mut self) {
         self.buffer.new_run();
         if let Some(f) = &mut self.file {
-            f.mark_run(self.buffer.runs(), unix_nanos_now());
+            f.mark_run(unix_nanos_now());
         }
     }
 

@@ -686,13 +686,13 @@ fn log_file_lines_carry_their_time_and_runs_are_marked() {
     let mut f = LogFile::open(dir.path(), "web", "app", 1 << 20, 2).expect("open");
     f.set_timestamps(true);
     let base = dir.path().join("web").join("app.log");
-    assert!(f.mark_run(1, 10 * S));
+    assert!(f.mark_run(10 * S));
     assert!(f.write_output(b"one\ntw", 11 * S));
     // The line that began in the last chunk keeps that chunk's time.
     assert!(f.write_output(b"o\nthree\n", 12 * S + 5));
     // A run that ends mid-line: the next run's marker starts on a line of its own.
     assert!(f.write_output(b"cut", 13 * S));
-    assert!(f.mark_run(2, 14 * S));
+    assert!(f.mark_run(14 * S));
     assert!(f.write_output(b"again\n", 15 * S));
     assert_eq!(
         String::from_utf8(read(&base)).unwrap(),
@@ -731,6 +731,52 @@ fn container_log_marks_each_run_in_its_file() {
     assert_eq!(lines[1], "first");
     assert!(lines[2].starts_with("--- run 2 started at "));
     assert_eq!(lines[3], "second");
+}
+
+#[test]
+fn run_numbering_continues_in_a_log_file_opened_again_after_a_reload_or_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("web").join("app.log");
+    {
+        let mut f = LogFile::open(dir.path(), "web", "app", 1 << 20, 2).expect("open");
+        assert!(f.mark_run(10 * S));
+        assert!(f.write_output(b"one\n", 11 * S));
+        assert!(f.mark_run(12 * S));
+        // Output that merely mentions a marker mid-line is not one.
+        assert!(f.write_output(b"x --- run 99 started at noon\n", 13 * S));
+    }
+    // A new vigil (or a reload that replaced the container) opens the same file.
+    let mut f = LogFile::open(dir.path(), "web", "app", 1 << 20, 2).expect("open again");
+    assert!(f.mark_run(14 * S));
+    let text = String::from_utf8(read(&base)).unwrap();
+    assert!(
+        text.ends_with("--- run 3 started at 1970-01-01T00:00:14Z ---\n"),
+        "{text}"
+    );
+}
+
+#[test]
+fn run_numbering_continues_from_the_newest_rotated_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("web").join("app.log");
+    {
+        // Rotates at 4 KiB: run 5's output fills more than the current file.
+        let mut f = LogFile::open(dir.path(), "web", "app", 4096, 2).expect("open");
+        for i in 0..5 {
+            assert!(f.mark_run(i * S));
+        }
+        assert!(f.write_output(&b"y\n".repeat(3000), 6 * S));
+    }
+    let current = String::from_utf8(read(&base)).unwrap();
+    assert!(!current.contains("--- run"), "rotated away: {current:.60}");
+    let mut f = LogFile::open(dir.path(), "web", "app", 4096, 2).expect("open again");
+    assert!(f.mark_run(7 * S));
+    assert!(
+        String::from_utf8(read(&base))
+            .unwrap()
+            .contains("--- run 6 started at"),
+        "found in app.log.1"
+    );
 }
 
 #[test]
