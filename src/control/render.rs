@@ -163,6 +163,7 @@ fn probe_status(p: &ProbeStatus, clock: &WallClock) -> wire::ProbeStatus {
                 duration_ms: r.duration.as_secs_f64() * 1000.0,
                 success: r.success,
                 message: r.message.clone(),
+                run: r.run,
             })
             .collect(),
     }
@@ -420,6 +421,7 @@ pub(crate) mod fixtures {
                     duration: Duration::from_millis(3),
                     success: false,
                     message: "HTTP probe failed with statuscode: 500".into(),
+                    run: 2,
                 }],
             }],
             oom_kills: 1,
@@ -614,8 +616,16 @@ mod tests {
         );
         assert_eq!(
             keys(&app["probes"][0]["recent"][0]),
-            ["duration_ms", "late_ms", "message", "success", "time"]
+            [
+                "duration_ms",
+                "late_ms",
+                "message",
+                "run",
+                "success",
+                "time"
+            ]
         );
+        assert_eq!(app["probes"][0]["recent"][0]["run"], 2);
         assert_eq!(app["probes"][0]["phase_ms"], 2.5);
         assert_eq!(app["probes"][0]["recent"][0]["late_ms"], 1.5);
         assert_eq!(app["spec"]["env"], json!({"RUST_LOG": "info"}));

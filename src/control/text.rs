@@ -464,9 +464,14 @@ fn describe_container(out: &mut String, c: &Container, now: SystemTime) {
         for p in &c.probes {
             for rec in &p.recent {
                 let outcome = if rec.success { "success" } else { "failure" };
+                // Which run it probed: results of an earlier run explain its restart.
+                let run = match rec.run {
+                    0 => "run ?".to_string(),
+                    n => format!("run {n}"),
+                };
                 let _ = writeln!(
                     out,
-                    "      {}\t{outcome}\t{} ago\t{:.0}ms\t{}",
+                    "      {}\t{run}\t{outcome}\t{} ago\t{:.0}ms\t{}",
                     p.kind.as_str(),
                     format::age(now, rec.time.0),
                     rec.duration_ms,
@@ -925,7 +930,8 @@ mod tests {
             "    Restart Count:   3\n",
             "    Limits:\n      cpu:     1500m\n      memory:  20Mi\n",
             "    Liveness:        http-get http://127.0.0.1:8080/healthz delay=0s timeout=1s period=10s #success=1 #failure=3\n",
-            "      liveness  failure  4m10s ago  3ms  HTTP probe failed with statuscode: 500\n",
+            // An attempt of an earlier run (restart count 3 now): the run says which.
+            "      liveness  run 2  failure  4m10s ago  3ms  HTTP probe failed with statuscode: 500\n",
             "    Environment:\n      RUST_LOG:  info\n",
             "  Type             Status  Reason              Message\n",
             "  ContainersReady  False   ContainersNotReady  containers with unready status: [app]\n",

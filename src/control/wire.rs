@@ -407,6 +407,9 @@ pub struct ProbeAttempt {
     pub duration_ms: f64,
     pub success: bool,
     pub message: String,
+    /// The container's run the attempt probed (restart count then + 1); 0: unknown.
+    #[serde(default)]
+    pub run: u32,
 }
 
 /// What `describe` shows of the configuration.

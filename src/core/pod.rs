@@ -518,7 +518,7 @@ impl Slot {
         self.started = false;
         self.run_oom_seen = 0;
         for p in &mut self.probes {
-            p.reset_for_run();
+            p.reset_for_run(self.restart_count.saturating_add(1));
         }
         out.actions.push_back(Action::Spawn {
             key: self.key,

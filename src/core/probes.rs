@@ -117,6 +117,9 @@ pub(super) struct Probe {
     last: Option<bool>,
     run_len: u32,
     recent: VecDeque<ProbeRecord>,
+    /// The container's current run (restart count + 1), stamped on each record.
+    #[serde(default)]
+    run: u32,
     /// Message of the most recent failed attempt (for the probe-kill termination message).
     pub last_failure: String,
 }
@@ -142,12 +145,15 @@ impl Probe {
             last: None,
             run_len: 0,
             recent: VecDeque::new(),
+            run: 0,
             last_failure: String::new(),
         }
     }
 
-    /// A new run: initial result, nothing scheduled; the history of attempts is kept.
-    pub(super) fn reset_for_run(&mut self) {
+    /// A new run (`run`: the restart count + 1): initial result, nothing scheduled; the
+    /// history of attempts is kept, each record marked with its run.
+    pub(super) fn reset_for_run(&mut self, run: u32) {
+        self.run = run;
         self.result = initial_result(self.kind);
         self.schedule = None;
         self.phase = Duration::ZERO;
@@ -273,6 +279,7 @@ impl Probe {
             duration,
             success,
             message: message.clone(),
+            run: self.run,
         });
         while self.recent.len() > PROBE_HISTORY {
             self.recent.pop_front();

@@ -147,6 +147,10 @@ pub struct ProbeRecord {
     pub duration: Duration,
     pub success: bool,
     pub message: String,
+    /// The container's run the attempt probed: its restart count then, plus one (0 from a
+    /// vigil before this field: unknown).
+    #[serde(default)]
+    pub run: u32,
 }
 
 /// Published result of a probe.

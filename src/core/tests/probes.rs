@@ -565,3 +565,30 @@ fn liveness_timeouts_that_reach_the_threshold_kill_the_container() {
         "Container app failed liveness probe, will be restarted"
     );
 }
+
+#[test]
+fn each_probe_record_names_the_run_it_probed_across_a_restart() {
+    let mut h = probed(|c| c.readiness_probe = Some(probe(1.0)));
+    h.step();
+    let (_, seq) = h.probe_starts()[0];
+    h.probe_result("web", "app", ProbeKind::Readiness, seq, false);
+    h.exit("web", "app", 1);
+    // Back-off, then the second run and its first attempt.
+    let mut second = None;
+    h.ack_spawns();
+    for _ in 0..50 {
+        h.step();
+        if let Some((_, seq)) = h.probe_starts().first() {
+            second = Some(*seq);
+            break;
+        }
+    }
+    assert_eq!(h.status("web", "app").restart_count, 1);
+    h.probe_result("web", "app", ProbeKind::Readiness, second.unwrap(), true);
+    let runs: Vec<(u32, bool)> = h.status("web", "app").probes[0]
+        .recent
+        .iter()
+        .map(|r| (r.run, r.success))
+        .collect();
+    assert_eq!(runs, [(1, false), (2, true)]);
+}
