@@ -21,7 +21,7 @@ use std::time::Instant;
 use crate::cgroup::Figures;
 use crate::config::spec::ProbeKind;
 use crate::control::render::Observed;
-use crate::core::{ContainerKey, ContainerState, ContainerStatus, PodStatus};
+use crate::core::{ContainerKey, ContainerState, ContainerStatus, Phase, PodStatus};
 pub use expo::Format;
 use expo::{Kind, Writer};
 use probes::{BUCKETS, ProbeStats};
@@ -38,6 +38,7 @@ const LE: [&str; BUCKETS.len() + 1] = [
 pub const FAMILIES: &[&str] = &[
     "vigil_build_info",
     "vigil_pod_ready",
+    "vigil_pod_phase",
     "vigil_container_restarts_total",
     "vigil_container_ready",
     "vigil_container_started",
@@ -93,6 +94,7 @@ pub fn render(format: Format, snap: &Snapshot<'_>) -> String {
 #[derive(Clone, Copy)]
 enum Part {
     PodReady,
+    PodPhase,
     Restarts,
     Ready,
     Started,
@@ -113,12 +115,19 @@ enum Part {
 }
 
 /// Every [`Part`] with its name, type and help, in exposition order.
-const PARTS: [(Part, &str, Kind, &str); 18] = [
+const PARTS: [(Part, &str, Kind, &str); 19] = [
     (
         Part::PodReady,
         "vigil_pod_ready",
         Kind::Gauge,
         "Whether the pod's Ready condition is true (1) or not (0).",
+    ),
+    (
+        Part::PodPhase,
+        "vigil_pod_phase",
+        Kind::Gauge,
+        "The pod's phase: 1 for the phase it is in, 0 for the others \
+         (kube_pod_status_phase).",
     ),
     (
         Part::Restarts,
@@ -258,6 +267,7 @@ impl Exposition {
                 // families grow as probed containers come.
                 let lines = match part {
                     Part::State => 3,
+                    Part::PodPhase => 4,
                     Part::ProbeResults | Part::ProbeDuration => 0,
                     _ => 1,
                 };
@@ -302,6 +312,20 @@ impl Exposition {
             &[("pod", &pod.name)],
             bool_value(ready),
         );
+        // One series per phase, as kube-state-metrics' kube_pod_status_phase: an alert on
+        // `vigil_pod_phase{phase="Failed"} == 1` needs no knowledge of the others.
+        for phase in [
+            Phase::Pending,
+            Phase::Running,
+            Phase::Succeeded,
+            Phase::Failed,
+        ] {
+            self.parts[Part::PodPhase as usize].sample(
+                "vigil_pod_phase",
+                &[("pod", &pod.name), ("phase", phase.as_str())],
+                bool_value(pod.phase == phase),
+            );
+        }
         for c in pod.init_containers.iter().chain(pod.containers.iter()) {
             self.add_container(&pod.name, c, figures(c.key), probes, now);
         }

@@ -175,6 +175,21 @@ fn container_figures_come_from_the_snapshot_and_the_cgroup_figures() {
         "{text}"
     );
     assert_eq!(value(&text, r#"vigil_pod_ready{pod="web"}"#), 0.0);
+    for (phase, v) in [
+        ("Pending", 0.0),
+        ("Running", 1.0),
+        ("Succeeded", 0.0),
+        ("Failed", 0.0),
+    ] {
+        assert_eq!(
+            value(
+                &text,
+                &format!(r#"vigil_pod_phase{{pod="web",phase="{phase}"}}"#)
+            ),
+            v,
+            "{phase}"
+        );
+    }
     assert_eq!(
         value(
             &text,
