@@ -130,9 +130,10 @@ impl ClientOpts {
 pub enum Cmd {
     /// Run the supervisor in the foreground.
     Run {
-        /// Config file (default: $VIGIL_CONFIG, /etc/vigil/vigil.toml, else the bundled default).
+        /// Config file (default: $VIGIL_CONFIG, /etc/vigil/vigil.toml, else the bundled default),
+        /// read with its drop-ins FILE.d/*.toml; given more than once, the files merge in order.
         #[arg(short, long, env = "VIGIL_CONFIG")]
-        config: Option<PathBuf>,
+        config: Vec<PathBuf>,
         /// Run the pods of a Kubernetes manifest (Pod, Deployment); with -c, that config's
         /// [supervisor] table and pods too.
         #[arg(short = 'f', long = "file")]
@@ -146,8 +147,9 @@ pub enum Cmd {
     Convert(crate::convert::ConvertArgs),
     /// Validate a config file; print every problem as FILE:LINE:COL: message.
     Check {
+        /// Config file, read with its drop-ins FILE.d/*.toml; more than once: merged in order.
         #[arg(short, long, env = "VIGIL_CONFIG")]
-        config: Option<PathBuf>,
+        config: Vec<PathBuf>,
         /// Check the file alone (for another machine): skip what depends on this host —
         /// file trust, cgroups, env_file, tls.ca_file, probe host names.
         #[arg(long)]
@@ -302,7 +304,7 @@ pub fn main() -> i32 {
             a.starts_with('-') || Cli::command().find_subcommand(a).is_some()
         });
         if !known {
-            return crate::runtime::run_main(None, false);
+            return crate::runtime::run_main(Vec::new(), false);
         }
     }
     // The command monitoring runs in a loop, without building the whole clap tree first.
@@ -326,10 +328,21 @@ pub fn main() -> i32 {
     match cli.command {
         Cmd::Run {
             config,
+            file: Some(_),
+            ..
+        } if config.len() > 1 => {
+            eprintln!("error: run -f takes at most one -c");
+            1
+        }
+        Cmd::Run {
+            config,
             file: Some(manifest),
             allow_missing_controllers,
         } => crate::runtime::run_source(
-            crate::config::ConfigSource::Manifest { manifest, config },
+            crate::config::ConfigSource::Manifest {
+                manifest,
+                config: config.into_iter().next(),
+            },
             allow_missing_controllers,
         ),
         Cmd::Run {

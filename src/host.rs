@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 
 use crate::cgroup::{self, CgroupError, Controllers, Manager};
-use crate::config::resolve_path;
+use crate::config::resolve_paths;
 use crate::config::spec::{CgroupRoot, Config, Resources};
 use crate::convert::load_source;
 
@@ -344,8 +344,8 @@ pub fn metrics_exposure(addr: std::net::SocketAddr) -> Option<String> {
 /// each `FILE:LINE:COL: field: on this host: message` — all of them, not just the first —
 /// and warnings (`… warning: …`) that do not change the exit code; `--no-host` checks the
 /// file alone, for another machine.
-pub fn check_main(path: Option<PathBuf>, host: bool) -> i32 {
-    let source = resolve_path(path);
+pub fn check_main(paths: Vec<PathBuf>, host: bool) -> i32 {
+    let source = resolve_paths(paths);
     let shown = source.display_path();
     match load_source(&source) {
         Ok(config) => {
@@ -371,20 +371,16 @@ pub fn check_main(path: Option<PathBuf>, host: bool) -> i32 {
             if host {
                 problems.extend(host_problems(&source, &config));
             }
-            let text = match &source {
-                crate::config::ConfigSource::File(p) => std::fs::read_to_string(p).ok(),
-                _ => None,
-            };
             let mut failed = false;
             for p in &problems {
-                let mut line = shown.display().to_string();
-                if let Some((l, c)) = text
-                    .as_deref()
-                    .filter(|_| !p.field.is_empty())
-                    .and_then(|t| crate::config::locate_field(t, &p.field))
-                {
-                    line.push_str(&format!(":{l}:{c}"));
-                }
+                let located = Some(&p.field)
+                    .filter(|f| !f.is_empty())
+                    .and_then(|f| crate::config::locate_in_source(&source, f));
+                let line = match located {
+                    Some((file, l, c)) => format!("{}:{l}:{c}", file.display()),
+                    None => shown.display().to_string(),
+                };
+                let mut line = line;
                 if !p.field.is_empty() {
                     line.push_str(&format!(": {}", p.field));
                 }

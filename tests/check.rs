@@ -512,3 +512,88 @@ fn check_as_root_refuses_a_writable_config_and_socket_directory() {
         "{err}"
     );
 }
+
+/// `FILE` and `FILE.d/NAME` for each drop-in.
+fn with_drop_ins(dir: &Path, main: &str, drop_ins: &[(&str, &str)]) -> PathBuf {
+    let f = write(dir, "vigil.toml", main);
+    let d = dir.join("vigil.toml.d");
+    std::fs::create_dir(&d).expect("mkdir .d");
+    for (name, body) in drop_ins {
+        write(&d, name, body);
+    }
+    f
+}
+
+#[test]
+fn check_reads_drop_ins_and_locates_a_key_a_drop_in_broke_in_the_drop_in() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = with_drop_ins(
+        dir.path(),
+        GOOD,
+        &[
+            (
+                "10-ok.toml",
+                "[pods.extra]\n[[pods.extra.containers]]\nname = \"x\"\ncommand = [\"/bin/x\"]\n",
+            ),
+            (
+                "20-bad.toml",
+                "[[pods.web.containers]]\nname = \"app\"\nstop_signal = \"SIGNOPE\"\n",
+            ),
+        ],
+    );
+    let out = vigil_check_args(&f, &["--no-host"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.starts_with(&format!(
+            "{}:3:15: pods.web.containers[0].stop_signal: ",
+            dir.path().join("vigil.toml.d/20-bad.toml").display()
+        )),
+        "{err}"
+    );
+    std::fs::remove_file(dir.path().join("vigil.toml.d/20-bad.toml")).expect("rm");
+    let out = vigil_check_args(&f, &["--no-host"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        format!("{}: ok (3 pods, 4 containers)\n", f.display())
+    );
+}
+
+/// As root, a drop-in is a config file: one owned by another user is refused (it could make
+/// root run anything), and a host problem of a key a drop-in set is located in the drop-in.
+#[test]
+#[ignore = "needs root (the trust checks are a root vigil's)"]
+fn check_as_root_refuses_a_drop_in_owned_by_another_user_and_locates_host_problems_in_drop_ins() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let open = dir.path().join("open");
+    std::fs::create_dir(&open).expect("mkdir");
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let socket = format!(
+        "# the socket\n[supervisor]\nsocket = \"{}\"\n",
+        open.join("s").display()
+    );
+    let f = with_drop_ins(dir.path(), GOOD, &[("sock.toml", &socket)]);
+    let out = vigil_check_args(&f, &[]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.starts_with(&format!(
+            "{}:3:10: supervisor.socket: on this host: ",
+            dir.path().join("vigil.toml.d/sock.toml").display()
+        )),
+        "{err}"
+    );
+    let foreign = dir.path().join("vigil.toml.d/user.toml");
+    std::fs::write(&foreign, "[pods.web]\n").expect("write");
+    std::os::unix::fs::chown(&foreign, Some(65534), Some(65534)).expect("chown");
+    let out = vigil_check_args(&f, &[]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.starts_with(&format!("{}: config drop-in", foreign.display()))
+            && err.contains("owned by a user other than root"),
+        "{err}"
+    );
+}

@@ -118,29 +118,6 @@ pub(crate) fn line_col(text: &str, offset: usize) -> (usize, usize) {
     (line, col)
 }
 
-/// Locate and sort problems (by position, then field) into [`ConfigErrors`].
-pub(crate) fn locate(text: &str, source: &Path, mut problems: Vec<Problem>) -> ConfigErrors {
-    problems.sort_by(|a, b| {
-        (a.span.start, &a.field, &a.message).cmp(&(b.span.start, &b.field, &b.message))
-    });
-    problems.dedup();
-    ConfigErrors(
-        problems
-            .into_iter()
-            .map(|p| {
-                let (line, col) = line_col(text, p.span.start);
-                ConfigError {
-                    path: source.to_path_buf(),
-                    line,
-                    col,
-                    field: p.field,
-                    message: p.message,
-                }
-            })
-            .collect(),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

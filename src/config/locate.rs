@@ -2,18 +2,46 @@
 //! (`vigil check`'s host checks: an `env_file` that cannot be read, a probe host that does
 //! not resolve): `pods.web.containers[0].env_file` → `LINE:COL` of its value.
 //!
+//! With drop-ins (`layers`), the key is looked up in the merged tree, so the place found is
+//! in the file that set it last ([`locate_in_source`]).
+//!
 //! Owns only the walk of the parsed TOML along such a path. Must not judge anything.
+
+use std::ops::Range;
+use std::path::PathBuf;
 
 use toml::de::{DeTable, DeValue};
 
+use super::ConfigSource;
 use super::error::line_col;
+
+/// `(file, line, column)` of the value at `field` in the config `source` reads (its files
+/// merged as `load_source` merges them), or `None` when there is no file, it does not
+/// parse, or it has no such key.
+pub fn locate_in_source(source: &ConfigSource, field: &str) -> Option<(PathBuf, usize, usize)> {
+    let mains = match source {
+        ConfigSource::File(p) => std::slice::from_ref(p),
+        ConfigSource::Layers(ps) => ps.as_slice(),
+        ConfigSource::Bundled | ConfigSource::Manifest { .. } => return None,
+    };
+    let map = super::read_files(mains).ok()?;
+    let (doc, _) = super::compose(&map).ok()?;
+    let span = span_of(&doc, field)?;
+    let (path, line, col) = map.locate(span.start)?;
+    Some((path.to_path_buf(), line, col))
+}
 
 /// The 1-based line and column of the value at `field` (as [`super::schema::join`] writes
 /// paths: dotted keys, `"quoted"` when needed, `[N]` for array elements) in `text`, or
 /// `None` when the text does not parse or has no such key (a default, or a manifest).
 pub fn locate_field(text: &str, field: &str) -> Option<(usize, usize)> {
     let doc = DeTable::parse(text).ok()?;
-    let mut table: &DeTable<'_> = doc.get_ref();
+    span_of(doc.get_ref(), field).map(|s| line_col(text, s.start))
+}
+
+/// The span of the value at `field` in a parsed tree.
+fn span_of(doc: &DeTable<'_>, field: &str) -> Option<Range<usize>> {
+    let mut table: &DeTable<'_> = doc;
     let mut span = None;
     let segments = split(field);
     let last = segments.len().checked_sub(1)?;
@@ -34,7 +62,7 @@ pub fn locate_field(text: &str, field: &str) -> Option<(usize, usize)> {
             }
         }
     }
-    span.map(|s| line_col(text, s.start))
+    span
 }
 
 /// `a."b.c"[0][1].d` → `[("a", []), ("b.c", [0, 1]), ("d", [])]`.

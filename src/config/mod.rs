@@ -34,6 +34,7 @@
 mod error;
 pub mod intern;
 mod keys;
+mod layers;
 mod locate;
 mod raw;
 mod schema;
@@ -42,15 +43,17 @@ mod validate;
 pub mod values;
 
 pub use error::{ConfigError, ConfigErrors};
-pub use locate::locate_field;
+pub use locate::{locate_field, locate_in_source};
 /// `parent.key` with TOML quoting, as config paths are written in messages.
 #[cfg(feature = "kubernetes")]
 pub(crate) use schema::join as schema_join;
 
 use std::path::{Path, PathBuf};
 
-use error::{Problem, locate};
+use error::Problem;
+use layers::SourceMap;
 use spec::Config;
+use toml::de::DeTable;
 
 /// The default config compiled into the binary, used by `vigil run` when no file is given
 /// and `/etc/vigil/vigil.toml` does not exist.
@@ -69,7 +72,10 @@ pub const BUNDLED_NAME: &str = "<bundled default>";
 /// Where a config comes from.
 #[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
 pub enum ConfigSource {
+    /// One config file (`-c FILE`, `$VIGIL_CONFIG` or the system file) and its drop-ins.
     File(PathBuf),
+    /// `-c` given more than once: each file and its drop-ins, in that order.
+    Layers(Vec<PathBuf>),
     /// [`BUNDLED_DEFAULT`].
     Bundled,
     /// `vigil run -f MANIFEST [-c CONFIG]`: a Kubernetes manifest converted on every (re)load,
@@ -85,6 +91,7 @@ impl ConfigSource {
     pub fn display_path(&self) -> PathBuf {
         match self {
             ConfigSource::File(p) => p.clone(),
+            ConfigSource::Layers(ps) => ps.first().cloned().unwrap_or_default(),
             ConfigSource::Bundled => PathBuf::from(BUNDLED_NAME),
             ConfigSource::Manifest { manifest, .. } => manifest.clone(),
         }
@@ -95,6 +102,15 @@ impl ConfigSource {
 /// `/etc/vigil/vigil.toml` if it exists, else the bundled default.
 pub fn resolve_path(explicit: Option<PathBuf>) -> ConfigSource {
     resolve_path_in(explicit, Path::new(SYSTEM_CONFIG))
+}
+
+/// [`resolve_path`] for `-c` given any number of times: more than once is
+/// [`ConfigSource::Layers`].
+pub fn resolve_paths(mut explicit: Vec<PathBuf>) -> ConfigSource {
+    if explicit.len() > 1 {
+        return ConfigSource::Layers(explicit);
+    }
+    resolve_path(explicit.pop())
 }
 
 /// [`resolve_path`] with the system file location as a parameter (for tests).
@@ -111,6 +127,7 @@ pub fn resolve_path_in(explicit: Option<PathBuf>, system: &Path) -> ConfigSource
 pub fn load_source(source: &ConfigSource) -> Result<Config, ConfigErrors> {
     match source {
         ConfigSource::File(p) => load(p),
+        ConfigSource::Layers(ps) => load_files(ps),
         ConfigSource::Bundled => load_str(BUNDLED_DEFAULT, Path::new(BUNDLED_NAME)),
         ConfigSource::Manifest { manifest, .. } => Err(ConfigErrors::unlocated(
             manifest,
@@ -120,31 +137,73 @@ pub fn load_source(source: &ConfigSource) -> Result<Config, ConfigErrors> {
     }
 }
 
-/// Read and validate a config file. An unreadable file is one unlocated error naming the
-/// path and the OS error.
+/// Read and validate a config file and its drop-ins. An unreadable file is one unlocated
+/// error naming the path and the OS error.
 pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => load_str(&text, path),
-        Err(e) => Err(ConfigErrors::unlocated(
-            path,
-            format!("cannot read config file: {e}"),
-        )),
+    load_files(std::slice::from_ref(&path.to_path_buf()))
+}
+
+/// Read and validate the config made of `mains`, each followed by its drop-ins
+/// (docs/interface.md §4.0).
+pub fn load_files(mains: &[PathBuf]) -> Result<Config, ConfigErrors> {
+    check(&read_files(mains)?)
+}
+
+/// Read every file of a config: each of `mains` (checked by the caller before it asked, as
+/// the config file always was) then its drop-ins (checked here like the config file when
+/// vigil runs as root).
+fn read_files(mains: &[PathBuf]) -> Result<SourceMap, ConfigErrors> {
+    let mut map = SourceMap::default();
+    for main in mains {
+        for (i, path) in layers::with_drop_ins(main)?.into_iter().enumerate() {
+            let text = layers::read_file(&path, "config drop-in", i > 0)?;
+            map.push(path, text);
+        }
     }
+    Ok(map)
 }
 
 /// Validate config text; `source` is used for messages and `Config::source`.
 pub fn load_str(text: &str, source: &Path) -> Result<Config, ConfigErrors> {
-    let doc = match toml::de::DeTable::parse(text) {
-        Ok(doc) => doc,
-        Err(e) => {
-            let span = e.span().unwrap_or(0..0);
-            let message = format!("TOML syntax error: {}", e.message().trim_end());
-            return Err(locate(text, source, vec![Problem::new(span, "", message)]));
+    let mut map = SourceMap::default();
+    map.push(source.to_path_buf(), text.to_string());
+    check(&map)
+}
+
+/// Parse every file of `map` and merge them in order: the tree, and the problems of `override`
+/// keys. A syntax error in any file stops here (with the syntax errors of every file).
+fn compose(map: &SourceMap) -> Result<(DeTable<'_>, Vec<Problem>), ConfigErrors> {
+    let mut syntax = Vec::new();
+    let mut problems = Vec::new();
+    let mut merged: Option<DeTable<'_>> = None;
+    for file in map.files() {
+        match layers::parse(&file.text, map.base_of(file)) {
+            Err(p) => syntax.push(p),
+            Ok(mut doc) => {
+                let replace = layers::take_overrides(&mut doc, &mut problems);
+                match &mut merged {
+                    None => merged = Some(doc),
+                    Some(m) => layers::merge(m, doc, &replace),
+                }
+            }
         }
-    };
-    let mut doc = doc;
+    }
+    if !syntax.is_empty() {
+        return Err(map.errors(syntax));
+    }
+    Ok((merged.unwrap_or_default(), problems))
+}
+
+/// The whole pipeline on the files of `map`: compose, schema walk, serde, validate.
+fn check(map: &SourceMap) -> Result<Config, ConfigErrors> {
+    let source = map
+        .files()
+        .first()
+        .map_or_else(PathBuf::new, |f| f.path.clone());
+    let (doc, mut problems) = compose(map)?;
+    let mut doc = toml::Spanned::new(0..0, doc);
     let walk = schema::check_document(doc.get_mut());
-    let mut problems = walk.problems.clone();
+    problems.extend(walk.problems.iter().cloned());
     let raw: keys::RawConfig =
         match serde::Deserialize::deserialize(toml::de::Deserializer::from(doc)) {
             Ok(raw) => raw,
@@ -153,16 +212,16 @@ pub fn load_str(text: &str, source: &Path) -> Result<Config, ConfigErrors> {
                 let span = e.span().unwrap_or(0..0);
                 let message = e.message().trim_end().to_string();
                 problems.push(Problem::new(span, "", message));
-                return Err(locate(text, source, problems));
+                return Err(map.errors(problems));
             }
         };
     let mut checked = Vec::new();
-    let config = validate::validate(&raw, source, &mut checked);
+    let config = validate::validate(&raw, &source, &mut checked);
     // A value the walk removed shows up again as "missing"; it has been reported already.
     problems.extend(checked.into_iter().filter(|p| !walk.explains(&p.field)));
     match config {
         Some(config) if problems.is_empty() => Ok(config),
-        _ => Err(locate(text, source, problems)),
+        _ => Err(map.errors(problems)),
     }
 }
 

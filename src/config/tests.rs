@@ -1584,3 +1584,202 @@ fn log_forward_to_takes_auto_stdout_or_journal_and_names_the_bad_value() {
         "invalid log_forward_to \"syslog\"; expected \"auto\", \"stdout\" or \"journal\"",
     );
 }
+
+// ---- drop-ins and layers (docs/interface.md §4.0) -----------------------------------------
+
+/// `dir/vigil.toml` = `main`, and `dir/vigil.toml.d/NAME` = text for each drop-in.
+fn layered(dir: &Path, main: &str, drop_ins: &[(&str, &str)]) -> std::path::PathBuf {
+    let file = dir.join("vigil.toml");
+    std::fs::write(&file, main).expect("write main");
+    if !drop_ins.is_empty() {
+        let d = dir.join("vigil.toml.d");
+        std::fs::create_dir_all(&d).expect("mkdir .d");
+        for (name, text) in drop_ins {
+            std::fs::write(d.join(name), text).expect("write drop-in");
+        }
+    }
+    file
+}
+
+const BASE: &str = r#"
+[supervisor]
+shutdown_timeout_seconds = 20
+log_max_files = 3
+
+[pods.web]
+restart_policy = "Always"
+[[pods.web.containers]]
+name = "app"
+command = ["/bin/app", "--old"]
+env = { A = "1", B = "2" }
+[pods.web.containers.liveness_probe]
+exec = { command = ["/bin/true"] }
+period_seconds = 7
+
+[pods.db]
+restart_policy = "OnFailure"
+[[pods.db.containers]]
+name = "db"
+command = ["/bin/db"]
+env = { KEEP = "no" }
+"#;
+
+#[test]
+fn drop_ins_merge_key_by_key_in_lexical_order_and_replace_lists() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = layered(
+        dir.path(),
+        BASE,
+        &[
+            // Read second: it wins over 10-first.toml.
+            (
+                "20-second.toml",
+                "[supervisor]\nlog_max_files = 9\n[[pods.web.containers]]\nname = \"app\"\n\
+                 env = { B = \"two\", C = \"3\" }\n",
+            ),
+            (
+                "10-first.toml",
+                "[supervisor]\nlog_max_files = 5\n[[pods.web.containers]]\nname = \"app\"\n\
+                 command = [\"/bin/app\", \"--new\"]\n\
+                 liveness_probe = { http_get = { port = 80 } }\n\
+                 [[pods.web.containers]]\nname = \"side\"\ncommand = [\"/bin/side\"]\n",
+            ),
+            // Not a drop-in: ignored.
+            ("30-backup.toml~", "this is not toml"),
+        ],
+    );
+    let c = load(&file).expect("valid");
+    assert_eq!(c.source, file);
+    assert_eq!(c.supervisor.log_max_files, 9);
+    assert_eq!(c.supervisor.shutdown_timeout, Duration::from_secs(20));
+    let web = c.pods.iter().find(|p| p.name == "web").expect("web");
+    let names: Vec<&str> = web.containers.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["app", "side"]);
+    let app = &web.containers[0];
+    assert_eq!(app.command, ["/bin/app", "--new"]);
+    assert_eq!(
+        app.env,
+        [
+            ("A".to_string(), "1".to_string()),
+            ("B".to_string(), "two".to_string()),
+            ("C".to_string(), "3".to_string())
+        ]
+    );
+    let probe = app.liveness_probe.as_ref().expect("probe");
+    // The action was replaced (an exec and an http_get together would be refused); the
+    // timing written beside the old action stays.
+    assert!(
+        matches!(probe.action, ProbeAction::HttpGet { .. }),
+        "{probe:?}"
+    );
+    assert_eq!(probe.period, Duration::from_secs(7));
+}
+
+#[test]
+fn override_replace_replaces_the_pod_whole() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = layered(
+        dir.path(),
+        BASE,
+        &[(
+            "db.toml",
+            "[pods.db]\noverride = \"replace\"\n[[pods.db.containers]]\nname = \"pg\"\n\
+             command = [\"/bin/pg\"]\n",
+        )],
+    );
+    let c = load(&file).expect("valid");
+    let db = c.pods.iter().find(|p| p.name == "db").expect("db");
+    assert_eq!(db.containers.len(), 1);
+    assert_eq!(db.containers[0].name, "pg");
+    assert!(db.containers[0].env.is_empty());
+    // The earlier pod's restart_policy went with it: the default again.
+    assert_eq!(db.restart_policy, RestartPolicy::Always);
+}
+
+#[test]
+fn a_problem_set_by_a_drop_in_is_located_in_the_drop_in() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = layered(
+        dir.path(),
+        BASE,
+        &[(
+            "50-bad.toml",
+            "# breaks two keys\n[pods.web]\nrestart_policy = \"Sometimes\"\n\
+             [[pods.web.containers]]\nname = \"app\"\nmax_restarts = -1\n",
+        )],
+    );
+    let e = load(&file).expect_err("invalid");
+    let drop_in = dir.path().join("vigil.toml.d/50-bad.toml");
+    let got: Vec<String> = e.iter().map(|e| e.to_string()).collect();
+    assert_eq!(got.len(), 2, "{got:#?}");
+    assert!(
+        got[0].starts_with(&format!(
+            "{}:3:18: pods.web.restart_policy: ",
+            drop_in.display()
+        )),
+        "{got:#?}"
+    );
+    assert!(
+        got[1].starts_with(&format!(
+            "{}:6:16: pods.web.containers[0].max_restarts: ",
+            drop_in.display()
+        )),
+        "{got:#?}"
+    );
+}
+
+#[test]
+fn syntax_errors_of_every_file_are_reported_in_their_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = layered(dir.path(), "a = [1,\n", &[("x.toml", "\n\n[pods\n")]);
+    let e = load(&file).expect_err("invalid");
+    let got: Vec<String> = e.iter().map(|e| e.to_string()).collect();
+    assert_eq!(got.len(), 2, "{got:#?}");
+    assert!(
+        got[0].starts_with(&format!("{}:", file.display())),
+        "{got:#?}"
+    );
+    assert!(
+        got[1].starts_with(&format!("{}/vigil.toml.d/x.toml:3:", dir.path().display())),
+        "{got:#?}"
+    );
+}
+
+#[test]
+fn a_bad_override_value_is_located() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = layered(
+        dir.path(),
+        BASE,
+        &[("o.toml", "[pods.db]\noverride = \"all\"\n")],
+    );
+    let e = load(&file).expect_err("invalid");
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{}/vigil.toml.d/o.toml:2:12: pods.db.override: expected \"merge\" or \"replace\"",
+            dir.path().display()
+        )
+    );
+}
+
+#[test]
+fn config_files_given_more_than_once_merge_in_order_each_with_its_drop_ins() {
+    let one = tempfile::tempdir().expect("tempdir");
+    let two = tempfile::tempdir().expect("tempdir");
+    let first = layered(
+        one.path(),
+        BASE,
+        &[("a.toml", "[supervisor]\nlog_max_files = 4\n")],
+    );
+    let second = layered(
+        two.path(),
+        "[supervisor]\nlog_max_files = 6\nshutdown_timeout_seconds = 2\n",
+        &[("a.toml", "[supervisor]\nshutdown_timeout_seconds = 3\n")],
+    );
+    let c = load_source(&resolve_paths(vec![first.clone(), second])).expect("valid");
+    assert_eq!(c.source, first);
+    assert_eq!(c.supervisor.log_max_files, 6);
+    assert_eq!(c.supervisor.shutdown_timeout, Duration::from_secs(3));
+    assert_eq!(c.pods.len(), 2);
+}

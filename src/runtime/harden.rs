@@ -45,6 +45,11 @@ pub fn check_config_source(source: &ConfigSource) -> Result<(), HardenError> {
     }
     match source {
         ConfigSource::File(path) => trust::check("config file", path, Target::File)?,
+        ConfigSource::Layers(paths) => {
+            for path in paths {
+                trust::check("config file", path, Target::File)?;
+            }
+        }
         // `run -f`: the manifest is a config file too, and so is the `-c` beside it.
         ConfigSource::Manifest { manifest, config } => {
             // `-f -`: standard input, what the invoker piped in; there is no path to trust.

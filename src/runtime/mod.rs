@@ -31,9 +31,9 @@ pub use pid1::is_pid1;
 
 /// `vigil run`: load the config, supervise until shutdown, return the exit code.
 /// `allow_missing_controllers` is `--allow-missing-controllers` (it turns the config key on).
-pub fn run_main(config: Option<PathBuf>, allow_missing_controllers: bool) -> i32 {
+pub fn run_main(config: Vec<PathBuf>, allow_missing_controllers: bool) -> i32 {
     run_source(
-        crate::config::resolve_path(config),
+        crate::config::resolve_paths(config),
         allow_missing_controllers,
     )
 }
