@@ -239,12 +239,41 @@ fn cgroup_problems(config: &Config, out: &mut Vec<HostProblem>) {
                         format!("{}[{i}].resources", key(&key("pods", &pod.name), list))
                     })
                     .unwrap_or_else(|| key("pods", &pod.name));
-                out.push(HostProblem::error(at, e.to_string()));
+                out.push(missing_controllers_problem(config, &pod.name, at, &e));
             }
         }
         return;
     }
     out.push(HostProblem::error("supervisor.cgroup_root", e.to_string()));
+}
+
+/// A pod whose limits need a controller this host lacks: what `run` does with it, and the ways
+/// out. `run` refuses to start unless `allow_missing_controllers` is set; with it, `run` refuses
+/// this pod and starts the others, so `check` warns and passes.
+fn missing_controllers_problem(
+    config: &Config,
+    pod: &str,
+    at: String,
+    e: &CgroupError,
+) -> HostProblem {
+    if config.supervisor.allow_missing_controllers {
+        return HostProblem {
+            field: at,
+            message: format!(
+                "{e}; pod {pod} will be refused at start and the other pods started \
+                 (allow_missing_controllers)"
+            ),
+            warning: true,
+            host: true,
+        };
+    }
+    HostProblem::error(
+        at,
+        format!(
+            "{e}; remove the limits of pod {pod}, or set [supervisor] \
+             allow_missing_controllers = true to start the other pods without it"
+        ),
+    )
 }
 
 fn container_problems(
@@ -253,10 +282,13 @@ fn container_problems(
     out: &mut Vec<HostProblem>,
 ) {
     use crate::config::spec::{Hook, ProbeAction};
-    if let Some(path) = &c.env_file
-        && let Err(e) = crate::process::env_file::read(path)
-    {
-        out.push(HostProblem::error(key(at, "env_file"), e.to_string()));
+    for e in crate::process::check_start(c) {
+        out.push(HostProblem {
+            field: key(at, e.key()),
+            message: e.to_string(),
+            warning: !e.is_certain(),
+            host: true,
+        });
     }
     let probes = [
         ("startup_probe", c.startup_probe.as_ref().map(|p| &p.action)),

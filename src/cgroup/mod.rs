@@ -277,24 +277,36 @@ pub fn missing_controllers_message(
     } else {
         available.join(" ")
     };
-    missing
-        .names()
-        .into_iter()
-        .map(|name| {
-            let why = if v1_bound(name) {
-                "it is bound to cgroup v1 on this host".to_string()
-            } else {
-                "it is not delegated to this cgroup (enable it in the parent's \
-                 cgroup.subtree_control, e.g. with systemd Delegate=yes)"
-                    .to_string()
-            };
+    let (v1, undelegated): (Vec<&str>, Vec<&str>) =
+        missing.names().into_iter().partition(|n| v1_bound(n));
+    let mut parts = Vec::new();
+    for (names, v1) in [(v1, true), (undelegated, false)] {
+        let (list, it_is, it) = match names.as_slice() {
+            [] => continue,
+            [one] => (format!("{one} controller"), "it is", "it"),
+            [head @ .., last] => (
+                format!("{} and {last} controllers", head.join(", ")),
+                "they are",
+                "them",
+            ),
+        };
+        let why = if v1 {
             format!(
-                "{name} controller not available in cgroup2 at {} (available: {avail}); {why}",
-                at.display()
+                "{it_is} bound to cgroup v1 on this host (cgroup2 gets {it} when the host boots \
+                 with systemd.unified_cgroup_hierarchy=1)"
             )
-        })
-        .collect::<Vec<_>>()
-        .join("; ")
+        } else {
+            format!(
+                "{it_is} not delegated to this cgroup (enable {it} in the parent's \
+                 cgroup.subtree_control, e.g. with systemd Delegate=yes)"
+            )
+        };
+        parts.push(format!(
+            "{list} not available in cgroup2 at {} (available: {avail}); {why}",
+            at.display()
+        ));
+    }
+    parts.join("; ")
 }
 
 #[cfg(test)]
@@ -363,7 +375,8 @@ mod tests {
         assert_eq!(
             msg,
             "memory controller not available in cgroup2 at /sys/fs/cgroup/unified \
-             (available: hugetlb); it is bound to cgroup v1 on this host"
+             (available: hugetlb); it is bound to cgroup v1 on this host (cgroup2 gets it \
+             when the host boots with systemd.unified_cgroup_hierarchy=1)"
         );
     }
 
@@ -375,8 +388,14 @@ mod tests {
             &[],
             |_| false,
         );
-        assert!(msg.starts_with("pids controller not available in cgroup2 at /sys/fs/cgroup/system.slice/vigil.service (available: none); it is not delegated"), "{msg}");
-        assert!(msg.contains("; cpu controller not available"), "{msg}");
+        // Said once for both, not once per controller.
+        assert_eq!(
+            msg,
+            "pids and cpu controllers not available in cgroup2 at \
+             /sys/fs/cgroup/system.slice/vigil.service (available: none); they are not \
+             delegated to this cgroup (enable them in the parent's cgroup.subtree_control, e.g. \
+             with systemd Delegate=yes)"
+        );
     }
 
     #[test]

@@ -636,7 +636,8 @@ mod tests {
             err.to_string(),
             format!(
                 "memory controller not available in cgroup2 at {} (available: hugetlb); \
-                 it is bound to cgroup v1 on this host",
+                 it is bound to cgroup v1 on this host (cgroup2 gets it when the host \
+                 boots with systemd.unified_cgroup_hierarchy=1)",
                 mount.display()
             )
         );

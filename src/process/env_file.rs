@@ -23,7 +23,7 @@ pub const MAX_BYTES: u64 = 1024 * 1024;
 /// Why an env file cannot be used. No variant carries a value from the file.
 #[derive(Debug, thiserror::Error)]
 pub enum EnvFileError {
-    #[error("env_file: {0}")]
+    #[error(transparent)]
     Untrusted(#[from] trust::TrustError),
     #[error("env_file {}: {source}", path.display())]
     Read {

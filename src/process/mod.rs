@@ -19,6 +19,7 @@
 
 #![allow(unsafe_code)]
 
+pub mod access;
 mod child;
 pub mod env_file;
 mod prepare;
@@ -35,7 +36,7 @@ use std::path::PathBuf;
 use nix::errno::Errno;
 use nix::unistd::Pid;
 
-pub use prepare::{DEFAULT_PATH, Prepared, prepare};
+pub use prepare::{DEFAULT_PATH, Prepared, StartProblem, check_start, prepare};
 pub use reap::{ReapError, Reaped, reap_all, set_child_subreaper, try_reap};
 pub use signal::{SignalError, signal, signal_group};
 pub use spawn::{
@@ -52,9 +53,13 @@ pub enum SpawnError {
     EmptyCommand,
     #[error("{what} contains a NUL byte: {value:?}")]
     NulByte { what: &'static str, value: String },
-    #[error("unknown user {name:?}")]
+    #[error(
+        "unknown user {name:?}: no such name in this host's user database (create it, or give a numeric uid)"
+    )]
     UnknownUser { name: String },
-    #[error("unknown group {name:?}")]
+    #[error(
+        "unknown group {name:?}: no such name in this host's group database (create it, or give a numeric gid)"
+    )]
     UnknownGroup { name: String },
     #[error("look up user {name:?}: {source}")]
     LookupUser { name: String, source: Errno },
@@ -70,10 +75,22 @@ pub enum SpawnError {
     OpenDevNull { source: io::Error },
     #[error("duplicate output fd: {source}")]
     DupFd { source: io::Error },
-    #[error("exec {argv0:?}: {source}")]
-    CommandNotFound { argv0: String, source: io::Error },
-    #[error("exec {argv0:?}: {source}")]
-    NotExecutable { argv0: String, source: io::Error },
+    /// ENOENT or ENOTDIR from execve; `denied` names the component that is missing when
+    /// [`access::walk`] finds it.
+    #[error("exec {argv0:?}: {source}{}", because(denied.as_ref()))]
+    CommandNotFound {
+        argv0: String,
+        source: io::Error,
+        denied: Option<access::Denial>,
+    },
+    /// EACCES, ENOEXEC or EPERM from execve; `denied` names the path the container's user may
+    /// not pass (the directory or the target of a symlink, not the name configured).
+    #[error("exec {argv0:?}: {source}{}", because(denied.as_ref()))]
+    NotExecutable {
+        argv0: String,
+        source: io::Error,
+        denied: Option<access::Denial>,
+    },
     #[error("exec {argv0:?}: {source}")]
     Exec { argv0: String, source: io::Error },
     #[error(
@@ -95,6 +112,11 @@ pub enum SpawnError {
     SetNonblocking { fd: RawFd, source: Errno },
     #[error(transparent)]
     EnvFile(#[from] env_file::EnvFileError),
+}
+
+/// `: DENIAL` after an exec error when the path that was denied is known, else nothing.
+fn because(denied: Option<&access::Denial>) -> String {
+    denied.map(|d| format!(": {d}")).unwrap_or_default()
 }
 
 /// Converts a pid for kill(2)/waitpid(2), refusing values below `min` and values that would turn

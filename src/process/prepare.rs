@@ -8,12 +8,13 @@
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStringExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use nix::unistd::{Gid, Group, Uid, User};
 
 use super::SpawnError;
+use super::access::{self, Denial, Want, Who};
 use super::raw;
 use crate::config::spec::ContainerSpec;
 
@@ -94,6 +95,180 @@ impl Prepared {
     /// The capability numbers a non-root child gets in its ambient (and effective) set.
     pub fn ambient_capabilities(&self) -> &[libc::c_int] {
         &self.ambient
+    }
+
+    /// The credentials the child will have: the configured ones, else vigil's own.
+    pub fn who(&self) -> Who {
+        let me = Who::this_process();
+        match &self.creds {
+            None => me,
+            Some(c) => Who {
+                uid: c.uid.unwrap_or(me.uid),
+                gid: c.gid,
+                groups: c.groups.clone(),
+            },
+        }
+    }
+
+    /// The child's `PATH`.
+    fn path_variable(&self) -> &str {
+        self.env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.as_str())
+            .unwrap_or_default()
+    }
+
+    /// Where the child's relative paths start: its `working_dir`, else vigil's own directory.
+    fn base(&self) -> PathBuf {
+        self.working_dir
+            .clone()
+            .or_else(|| std::env::current_dir().ok())
+            .unwrap_or_else(|| PathBuf::from("/"))
+    }
+
+    /// Why the exec of this plan would fail (or failed), naming the path: for each candidate
+    /// execve is tried on, the first component the child's user may not pass. `None` when
+    /// every candidate looks usable (the cause is elsewhere: ACLs, a security module) or when
+    /// vigil cannot look itself.
+    pub(super) fn exec_denial(&self) -> Option<Denial> {
+        let who = self.who();
+        let base = self.base();
+        if !self.argv0().contains('/') && self.exec.candidates().next().is_none() {
+            return Some(Denial::NotInPath {
+                path: self.path_variable().to_string(),
+            });
+        }
+        let mut first = None;
+        for c in self.exec.candidates() {
+            match access::walk(c, &base, &who, Want::Program) {
+                Ok(_) => return None,
+                Err(d) if d.is_known() => {
+                    first.get_or_insert(d);
+                }
+                Err(_) => return None,
+            }
+        }
+        first
+    }
+}
+
+/// What a start of a container's command would fail on, found by `vigil check` without
+/// forking: everything [`prepare`] resolves (user, group, `env_file`, capabilities), then the
+/// `working_dir` and the program, judged as the container's user
+/// ([`access`](super::access)).
+#[derive(Debug, thiserror::Error)]
+pub enum StartProblem {
+    #[error(transparent)]
+    Prepare(SpawnError),
+    #[error("working_dir {}: {denial}", path.display())]
+    WorkingDir { path: PathBuf, denial: Denial },
+    #[error(
+        "{program:?} is not found in the container's PATH ({path}); give an absolute path, or \
+         set PATH in env"
+    )]
+    NotInPath { program: String, path: String },
+    #[error("{program:?} cannot be executed: {denial}")]
+    Program { program: String, denial: Denial },
+}
+
+impl StartProblem {
+    /// The container key the problem is written under.
+    pub fn key(&self) -> &'static str {
+        match self {
+            StartProblem::Prepare(e) => match e {
+                SpawnError::UnknownUser { .. }
+                | SpawnError::LookupUser { .. }
+                | SpawnError::GroupList { .. } => "user",
+                SpawnError::UnknownGroup { .. } | SpawnError::LookupGroup { .. } => "group",
+                SpawnError::EnvFile(_) => "env_file",
+                SpawnError::UnknownCapability { .. } => "capabilities",
+                _ => "command",
+            },
+            StartProblem::WorkingDir { .. } => "working_dir",
+            StartProblem::NotInPath { .. } | StartProblem::Program { .. } => "command",
+        }
+    }
+
+    /// Whether `run` would certainly fail the same way (else vigil could not look: the
+    /// problem is a warning).
+    pub fn is_certain(&self) -> bool {
+        match self {
+            StartProblem::WorkingDir { denial, .. } | StartProblem::Program { denial, .. } => {
+                denial.is_known()
+            }
+            _ => true,
+        }
+    }
+}
+
+/// Checks that `spec`'s command could start on this host, without forking: as [`prepare`]
+/// would resolve it, then the working directory and the program walked as the container's user
+/// (its PATH searched as execvp(3) would). A relative program or working directory without a
+/// `working_dir` depends on the directory `run` is started from and is not judged.
+pub fn check_start(spec: &ContainerSpec) -> Vec<StartProblem> {
+    let p = match prepare(&spec.command, spec) {
+        Ok(p) => p,
+        Err(e) => {
+            let mut out = Vec::new();
+            // prepare stops at the user or group; the env_file is read after them.
+            let credentials = matches!(
+                e,
+                SpawnError::UnknownUser { .. }
+                    | SpawnError::LookupUser { .. }
+                    | SpawnError::GroupList { .. }
+                    | SpawnError::UnknownGroup { .. }
+                    | SpawnError::LookupGroup { .. }
+            );
+            out.push(StartProblem::Prepare(e));
+            if credentials
+                && let Some(path) = &spec.env_file
+                && let Err(e) = super::env_file::read(path)
+            {
+                out.push(StartProblem::Prepare(e.into()));
+            }
+            return out;
+        }
+    };
+    check_prepared(&p).err().into_iter().collect()
+}
+
+fn check_prepared(p: &Prepared) -> Result<(), StartProblem> {
+    let who = p.who();
+    if let Some(dir) = &p.working_dir {
+        if !dir.is_absolute() {
+            return Ok(());
+        }
+        access::walk(dir, Path::new("/"), &who, Want::Directory).map_err(|denial| {
+            StartProblem::WorkingDir {
+                path: dir.clone(),
+                denial,
+            }
+        })?;
+    }
+    let program = p.argv0();
+    let relative = !program.starts_with('/');
+    if relative && p.working_dir.is_none() && program.contains('/') {
+        return Ok(());
+    }
+    if !program.contains('/') && p.exec.candidates().next().is_none() {
+        let path = p.path_variable().to_string();
+        if path.split(':').any(|d| !d.starts_with('/')) {
+            // A relative PATH entry depends on the working directory: not judged.
+            return Ok(());
+        }
+        return Err(StartProblem::NotInPath {
+            program: program.to_string(),
+            path,
+        });
+    }
+    match p.exec_denial() {
+        Some(denial) => Err(StartProblem::Program {
+            program: program.to_string(),
+            denial,
+        }),
+        None => Ok(()),
     }
 }
 

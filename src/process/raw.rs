@@ -71,6 +71,15 @@ pub(super) struct ExecTarget {
     env: Vec<CString>,
 }
 
+impl ExecTarget {
+    /// The paths execve will be tried on, in order.
+    pub(super) fn candidates(&self) -> impl Iterator<Item = &Path> {
+        self.candidates
+            .iter()
+            .map(|c| Path::new(std::ffi::OsStr::from_bytes(c.as_bytes())))
+    }
+}
+
 /// Builds the exec target of `argv` with the child environment `env` (whose `PATH` is used for
 /// the search). Fails only on NUL bytes, which `prepare` has already excluded.
 pub(super) fn exec_target(

@@ -382,12 +382,21 @@ pub(super) fn classify_spawn_error(
             source,
         },
         None => match source.raw_os_error() {
-            Some(libc::ENOENT) | Some(libc::ENOTDIR) => {
-                SpawnError::CommandNotFound { argv0, source }
-            }
-            Some(libc::EACCES) | Some(libc::ENOEXEC) | Some(libc::EPERM) => {
-                SpawnError::NotExecutable { argv0, source }
-            }
+            Some(libc::ENOENT) | Some(libc::ENOTDIR) => SpawnError::CommandNotFound {
+                argv0,
+                source,
+                denied: p.exec_denial(),
+            },
+            Some(libc::EACCES) | Some(libc::EPERM) => SpawnError::NotExecutable {
+                argv0,
+                source,
+                denied: p.exec_denial(),
+            },
+            Some(libc::ENOEXEC) => SpawnError::NotExecutable {
+                argv0,
+                source,
+                denied: None,
+            },
             _ => SpawnError::Exec { argv0, source },
         },
     }

@@ -440,7 +440,11 @@ fn unknown_user_fails_in_prepare_before_any_fork() {
     )
     .unwrap_err();
     assert!(matches!(err, SpawnError::UnknownUser { .. }), "{err}");
-    assert_eq!(err.to_string(), "unknown user \"vigil-no-such-user\"");
+    assert_eq!(
+        err.to_string(),
+        "unknown user \"vigil-no-such-user\": no such name in this host's user database \
+         (create it, or give a numeric uid)"
+    );
 
     let mut s = spec(None);
     s.group = Some("vigil-no-such-group".into());
@@ -456,7 +460,8 @@ fn missing_binary_is_command_not_found_with_path_and_os_error() {
         assert!(matches!(err, SpawnError::CommandNotFound { .. }), "{err:?}");
         assert_eq!(
             err.to_string(),
-            "exec \"/nope/vigil-missing\": No such file or directory (os error 2)"
+            "exec \"/nope/vigil-missing\": No such file or directory (os error 2): /nope does \
+             not exist"
         );
 
         // Bare names are looked up in the child's PATH.
@@ -468,7 +473,11 @@ fn missing_binary_is_command_not_found_with_path_and_os_error() {
         assert!(matches!(err, SpawnError::CommandNotFound { .. }), "{err:?}");
         assert_eq!(
             err.to_string(),
-            "exec \"vigil-no-such-command\": No such file or directory (os error 2)"
+            format!(
+                "exec \"vigil-no-such-command\": No such file or directory (os error 2): no \
+                 directory of PATH ({}) holds it",
+                crate::process::DEFAULT_PATH
+            )
         );
     }
 }
@@ -483,7 +492,12 @@ fn file_without_exec_bit_is_not_executable() {
         assert!(matches!(err, SpawnError::NotExecutable { .. }), "{err:?}");
         assert_eq!(
             err.to_string(),
-            format!("exec {path:?}: Permission denied (os error 13)")
+            format!(
+                "exec {path:?}: Permission denied (os error 13): uid {uid} may not execute \
+                 {path} (mode 0600, owner uid {uid}, group {gid})",
+                uid = nix::unistd::Uid::effective(),
+                gid = nix::unistd::Gid::effective(),
+            )
         );
     }
 }

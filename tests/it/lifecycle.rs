@@ -233,6 +233,45 @@ command = ["sh", "-c", "trap '' TERM; echo trap-set; while true; do sleep 0.05; 
     );
 }
 
+/// `exec …: Permission denied` names what was denied: the directory the container's user may
+/// not enter on the way to the symlink's target, not the symlink configured.
+#[test]
+#[ignore = "needs root"]
+fn permission_denied_names_the_directory_the_user_may_not_enter_not_the_symlink() {
+    use std::os::unix::fs::PermissionsExt;
+    crate::common::require_root("a container run as uid 65534");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let private = dir.path().join("private");
+    std::fs::create_dir(&private).unwrap();
+    let prog = private.join("tool");
+    std::fs::write(&prog, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let link = dir.path().join("tool");
+    std::os::unix::fs::symlink(&prog, &link).unwrap();
+    let v = Vigil::start(&format!(
+        "[pods.p]\nrestart_policy = \"Never\"\n[[pods.p.containers]]\nname = \"c\"\n\
+         command = [\"{}\"]\nuser = \"65534\"\n",
+        link.display()
+    ));
+    v.wait_for(T, "StartError recorded", |v| {
+        v.container("p", "c")["state"]["terminated"]["reason"] == "StartError"
+    });
+    let c = v.container("p", "c");
+    let msg = c["state"]["terminated"]["message"].as_str().unwrap_or("");
+    assert_eq!(
+        msg,
+        format!(
+            "exec \"{}\": Permission denied (os error 13): uid 65534 may not enter {} (mode \
+             0700, owner uid 0, group 0)",
+            link.display(),
+            private.display()
+        ),
+        "{c}"
+    );
+}
+
 #[test]
 fn missing_binary_is_start_error_and_other_pods_keep_running() {
     let v = Vigil::start(

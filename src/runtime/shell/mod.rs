@@ -91,9 +91,9 @@ pub enum StartError {
     NoCgroupsForLimits,
     /// A limit needs a controller this host's cgroup2 lacks (issue 14.10).
     #[error(
-        "{pods}: {source}; no pod was started (`vigil run --allow-missing-controllers`, or \
-         [supervisor] allow_missing_controllers = true, refuses only those pods and starts the \
-         others)"
+        "{pods}: {source}; no pod was started (remove those limits, or `vigil run \
+         --allow-missing-controllers` or [supervisor] allow_missing_controllers = true to refuse \
+         only those pods and start the others)"
     )]
     ControllersMissing {
         /// `pod big needs memory`, for each pod concerned.
