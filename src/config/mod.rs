@@ -21,7 +21,11 @@
 //! 2. **Check it** in `validate/` (the file of its table: `supervisor.rs`, `pod.rs`,
 //!    `probe.rs`): read the raw field, report a bad value with `self.err(span, field, message)`
 //!    naming the field through `join(path, "key")`, and store the result in its `spec` struct
-//!    (`spec.rs`, with the default in that struct's `Default` when the key is optional).
+//!    (`spec.rs`, with the default in that struct's `Default` when the key is optional; a
+//!    container key's default also goes into `ContainerSpec::new`, which every test fixture
+//!    starts from). The handoff and the state file serialise the spec structs: a new field
+//!    needs `#[serde(default)]` (or `default = "…"`) so a handoff or state file written by
+//!    the version before still reads (`tests/data/handoff-v*.bin` must keep parsing).
 //! 3. **Use it** where it acts. A `[supervisor]` key also goes into
 //!    `runtime::supervisor_reload::plan` (applied live on reload, or needs a restart).
 //!    Shown to clients: `control::render` / `control::wire` (then regenerate

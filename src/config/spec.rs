@@ -276,6 +276,42 @@ pub struct ContainerSpec {
     pub termination_message_policy: TerminationMessagePolicy,
 }
 
+impl ContainerSpec {
+    /// A container running `command` with every optional key at its default, as a config
+    /// that sets only `name` and `command` gets it (SIGTERM, a 30 s grace period, `Always`,
+    /// the default back-off). Tests and fixtures start from it (`..ContainerSpec::new(…)`),
+    /// so a new key changes this function, not every fixture; the validator builds its spec
+    /// field by field so that it cannot forget one.
+    pub fn new(name: &str, command: &[&str]) -> ContainerSpec {
+        ContainerSpec {
+            name: name.to_string(),
+            command: command.iter().map(|a| a.to_string()).collect(),
+            image: None,
+            env: Vec::new(),
+            env_file: None,
+            working_dir: None,
+            user: None,
+            group: None,
+            stop_signal: libc::SIGTERM,
+            stop_signal_name: "SIGTERM".to_string(),
+            restart_policy: RestartPolicy::Always,
+            termination_grace: Duration::from_secs(30),
+            backoff: Backoff::default(),
+            max_restarts: None,
+            capabilities: Vec::new(),
+            no_new_privs: false,
+            rlimits: Vec::new(),
+            resources: Resources::default(),
+            startup_probe: None,
+            liveness_probe: None,
+            readiness_probe: None,
+            termination_message_path: None,
+            lifecycle: Lifecycle::default(),
+            termination_message_policy: TerminationMessagePolicy::default(),
+        }
+    }
+}
+
 /// Kubernetes `Lifecycle`.
 #[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Default)]
 pub struct Lifecycle {

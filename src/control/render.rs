@@ -312,30 +312,15 @@ pub(crate) mod fixtures {
     use std::time::{Duration, Instant, UNIX_EPOCH};
 
     use super::*;
-    use crate::config::spec::{Backoff, ProbeKind, RestartPolicy};
+    use crate::config::spec::{ProbeKind, RestartPolicy};
     use crate::core::{
         ConditionType, EventType, Phase, ProbeRecord, ProbeResultState, TerminationReason,
     };
 
     pub fn spec(name: &str) -> Arc<ContainerSpec> {
         Arc::new(ContainerSpec {
-            name: name.into(),
-            command: vec!["/usr/bin/app".into(), "--port".into(), "8080".into()],
-            image: None,
             env: vec![("RUST_LOG".into(), "info".into())],
-            env_file: None,
-            working_dir: None,
-            user: None,
-            group: None,
-            stop_signal: 15,
-            stop_signal_name: "SIGTERM".into(),
-            restart_policy: RestartPolicy::Always,
-            termination_grace: Duration::from_secs(30),
-            backoff: Backoff::default(),
-            max_restarts: None,
-            capabilities: vec![],
             no_new_privs: true,
-            rlimits: vec![],
             resources: Resources {
                 memory_max: Some(20 * 1024 * 1024),
                 cpu_max: Some(1.5),
@@ -358,10 +343,7 @@ pub(crate) mod fixtures {
                 failure_threshold: 3,
                 termination_grace: None,
             }),
-            readiness_probe: None,
-            termination_message_path: None,
-            lifecycle: Default::default(),
-            termination_message_policy: Default::default(),
+            ..ContainerSpec::new(name, &["/usr/bin/app", "--port", "8080"])
         })
     }
 

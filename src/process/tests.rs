@@ -14,7 +14,7 @@ use std::io::Read;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::process::Command;
 
-use crate::config::spec::{Backoff, ContainerSpec, Resources, RestartPolicy, Rlimit};
+use crate::config::spec::{ContainerSpec, Rlimit};
 use nix::errno::Errno;
 use nix::unistd::User;
 use std::io::ErrorKind;
@@ -27,30 +27,9 @@ const ISOLATED_ENV: &str = "VIGIL_ISOLATED_TEST";
 
 fn spec(user: Option<&str>) -> ContainerSpec {
     ContainerSpec {
-        name: "t".into(),
-        command: vec!["/bin/true".into()],
-        image: None,
-        env: Vec::new(),
-        env_file: None,
-        working_dir: None,
         user: user.map(str::to_string),
-        group: None,
-        stop_signal: libc::SIGTERM,
-        stop_signal_name: "SIGTERM".into(),
-        restart_policy: RestartPolicy::Always,
         termination_grace: Duration::from_secs(1),
-        backoff: Backoff::default(),
-        max_restarts: None,
-        capabilities: Vec::new(),
-        no_new_privs: false,
-        rlimits: Vec::new(),
-        resources: Resources::default(),
-        startup_probe: None,
-        liveness_probe: None,
-        readiness_probe: None,
-        termination_message_path: None,
-        lifecycle: Default::default(),
-        termination_message_policy: Default::default(),
+        ..ContainerSpec::new("t", &["/bin/true"])
     }
 }
 

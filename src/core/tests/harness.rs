@@ -12,32 +12,7 @@ pub fn secs(s: f64) -> Duration {
 }
 
 pub fn container(name: &str) -> ContainerSpec {
-    ContainerSpec {
-        name: name.to_string(),
-        command: vec!["/bin/app".to_string()],
-        image: None,
-        env: Vec::new(),
-        env_file: None,
-        working_dir: None,
-        user: None,
-        group: None,
-        stop_signal: 15,
-        stop_signal_name: "SIGTERM".to_string(),
-        restart_policy: RestartPolicy::Always,
-        termination_grace: Duration::from_secs(30),
-        backoff: Backoff::default(),
-        max_restarts: None,
-        capabilities: Vec::new(),
-        no_new_privs: false,
-        rlimits: Vec::new(),
-        resources: Resources::default(),
-        startup_probe: None,
-        liveness_probe: None,
-        readiness_probe: None,
-        termination_message_path: None,
-        lifecycle: Default::default(),
-        termination_message_policy: Default::default(),
-    }
+    ContainerSpec::new(name, &["/bin/app"])
 }
 
 pub fn with_policy(mut c: ContainerSpec, p: RestartPolicy) -> ContainerSpec {
