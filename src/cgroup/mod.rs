@@ -34,7 +34,7 @@ use std::io;
 use std::path::PathBuf;
 
 pub use container::{CgroupFds, ContainerCgroup};
-pub use subtree::Manager;
+pub use subtree::{Manager, Ownership};
 
 /// The limits of one container cgroup, in cgroup v2 terms; `None` (or `false`) leaves the
 /// file alone. See [`limits`] for the value formats.

@@ -47,7 +47,34 @@ pub struct Manager {
     deferred_move: Option<PathBuf>,
 }
 
+/// What a manager knows of the subtree beyond its paths, handed over by `vigil upgrade`: a
+/// new instance finds itself in `<root>/supervisor` already and cannot tell by looking that
+/// `<root>` is vigil's to remove, or where vigil came from.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Ownership {
+    pub owns_root: bool,
+    /// The cgroup vigil moved out of (into the supervisor leaf), to go back to at teardown.
+    pub origin: Option<PathBuf>,
+}
+
 impl Manager {
+    /// What to hand over ([`Ownership`]); a move still deferred is the new instance's to make.
+    pub fn ownership(&self) -> Ownership {
+        Ownership {
+            owns_root: self.owns_root,
+            origin: self.origin.clone().filter(|_| self.deferred_move.is_none()),
+        }
+    }
+
+    /// The new instance of an upgrade: what the old one knew, so that a clean shutdown removes
+    /// the leaf and `<root>` as the first instance would have.
+    pub fn inherit(&mut self, o: Ownership) {
+        self.owns_root |= o.owns_root;
+        if self.origin.is_none() && self.deferred_move.is_none() {
+            self.origin = o.origin;
+        }
+    }
+
     /// Sets vigil's cgroup subtree up from the configuration.
     ///
     /// - `RootSetting::None` → `Ok(None)`.
@@ -215,7 +242,9 @@ impl Manager {
         // After a re-exec (`vigil upgrade`) vigil is in the leaf already.
         let inside = members.contains(&me);
         let others: Vec<i32> = members.into_iter().filter(|p| *p != me).collect();
-        if let Some(pid) = others.first() {
+        // Inside already, the others are the earlier instance's helpers (its output holder,
+        // the upgrade's guardian, in whose process a failed upgrade's fallback runs).
+        if let Some(pid) = others.first().filter(|_| !inside) {
             return Err(CgroupError::BadRoot {
                 path: root,
                 reason: format!(

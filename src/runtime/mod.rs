@@ -87,6 +87,13 @@ pub fn handoff_entry() -> Option<i32> {
     {
         return Some(handoff_check());
     }
+    if crate::args::args_os()
+        .nth(1)
+        .is_some_and(|a| a == handoff::guard::ARG)
+    {
+        init_logger();
+        return Some(handoff::guard::main());
+    }
     let inherited = handoff::inherited()?;
     Some(resume_main(inherited))
 }
@@ -156,9 +163,13 @@ fn resume_main(inh: handoff::Inherited) -> i32 {
     code
 }
 
-fn resume(inh: handoff::Inherited, state: handoff::State, blobs: &[u8]) -> i32 {
+fn resume(mut inh: handoff::Inherited, state: handoff::State, blobs: &[u8]) -> i32 {
     match shell::Shell::resume(state, blobs, inh.error.as_deref()) {
         Ok(shell) => {
+            // Everything is taken over: the upgrade's guardian may go.
+            if let Some(ready) = inh.ready.take() {
+                handoff::guard::report_ready(ready);
+            }
             drop(inh);
             shell.run()
         }
@@ -177,7 +188,8 @@ fn fall_back(inh: &handoff::Inherited, why: &str) -> i32 {
     }
     match &inh.exe {
         Some(exe) => {
-            let e = handoff::exec::back_to_old(exe, inh.state.as_raw_fd(), why);
+            let ready = inh.ready.as_ref().map(AsRawFd::as_raw_fd);
+            let e = handoff::exec::back_to_old(exe, inh.state.as_raw_fd(), ready, why);
             error!("upgrade: cannot execute the previous binary again: {e}");
         }
         None => error!("upgrade: the previous binary was not handed over"),

@@ -837,6 +837,13 @@ enum Fake {
     AbortsTakingOver,
     /// ... or hangs for good.
     HangsTakingOver,
+    /// Answers `--handoff-version` and `--handoff-check` as the real vigil does (it passes the
+    /// pre-flight), then, executed with the handoff to take over, aborts (SIGABRT) ...
+    AbortsAfterTheExec,
+    /// ... exits 0 ...
+    ExitsZeroAfterTheExec,
+    /// ... or hangs for good (holding the socket and every descriptor handed over).
+    HangsAfterTheExec,
 }
 
 /// Compiles a fake new vigil into `dir` (scripts are refused as upgrade binaries, so it is
@@ -848,6 +855,11 @@ fn fake_vigil(dir: &Path, name: &str, fake: Fake, marker: &Path) -> PathBuf {
         Fake::ExitsTakingOver => r#"if (getenv("VIGIL_HANDOFF_FD")) return 1;"#,
         Fake::AbortsTakingOver => r#"if (getenv("VIGIL_HANDOFF_FD")) abort();"#,
         Fake::HangsTakingOver => r#"if (getenv("VIGIL_HANDOFF_FD")) for (;;) pause();"#,
+        Fake::AbortsAfterTheExec => r#"if (getenv("VIGIL_HANDOFF_FD") && !checking) abort();"#,
+        Fake::ExitsZeroAfterTheExec => r#"if (getenv("VIGIL_HANDOFF_FD") && !checking) return 0;"#,
+        Fake::HangsAfterTheExec => {
+            r#"if (getenv("VIGIL_HANDOFF_FD") && !checking) for (;;) pause();"#
+        }
     };
     let src = dir.join(format!("{name}.c"));
     std::fs::write(
@@ -860,6 +872,8 @@ fn fake_vigil(dir: &Path, name: &str, fake: Fake, marker: &Path) -> PathBuf {
 int main(int argc, char **argv) {{
     FILE *f = fopen("{marker}", "a");
     if (f) {{ fprintf(f, "ran as uid %d: %s\n", (int)geteuid(), argc > 1 ? argv[1] : ""); fclose(f); }}
+    int checking = argc > 1 && strcmp(argv[1], "--handoff-check") == 0;
+    (void)checking;
     {body}
     execv("{vigil}", argv);
     return 127;
@@ -1069,6 +1083,179 @@ fn a_new_binary_that_fails_or_hangs_taking_the_state_over_is_refused_before_the_
     let (_keep, next) = copy_of_vigil();
     let text = upgrade_to(&v, &next);
     assert!(text.contains("1 containers kept"), "{text}");
+}
+
+/// The restart count of `pod/c`.
+fn restarts(v: &Vigil, pod: &str, c: &str) -> u64 {
+    v.container(pod, c)["restart_count"].as_u64().unwrap_or(0)
+}
+
+/// The fakes that pass the pre-flight and then die or hang once executed, and what the
+/// operator is told.
+const AFTER_THE_EXEC: [(&str, Fake, &str); 3] = [
+    (
+        "aborts",
+        Fake::AbortsAfterTheExec,
+        "ended during its takeover",
+    ),
+    (
+        "exits0",
+        Fake::ExitsZeroAfterTheExec,
+        "ended during its takeover",
+    ),
+    (
+        "hangs",
+        Fake::HangsAfterTheExec,
+        "was not ready 10 s after the exec (killed)",
+    ),
+];
+
+/// One upgrade to a fake that dies or hangs after the exec ([`AFTER_THE_EXEC`]), with
+/// `cgroup_root` at `cg` when given: the client is told, vigil goes on from the previous binary
+/// in another process, every container is still supervised (the same process, restarted when
+/// it exits, a crash-looping bystander restarted), and a shutdown stops them (and removes the
+/// cgroups).
+fn upgrade_to_a_binary_that_fails_after_the_exec(
+    name: &str,
+    fake: Fake,
+    says: &str,
+    cg: Option<&crate::faults::ScratchCgroup>,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let bin = fake_vigil(dir.path(), name, fake, &marker);
+    let pods = format!(
+        "[pods.idle]\n[[pods.idle.containers]]\nname = \"c\"\ncommand = {SLEEPING}\n\
+         [pods.flaky]\nbackoff = {{ initial_seconds = 0.2, max_seconds = 0.4 }}\n\
+         [[pods.flaky.containers]]\nname = \"c\"\n\
+         command = [\"/bin/sh\", \"-c\", \"sleep 0.3; exit 3\"]\n"
+    );
+    // A root vigil creates (and so removes at a clean shutdown).
+    let mut v = match cg {
+        Some(cg) => Vigil::start_in(
+            tempfile::tempdir().unwrap(),
+            &format!("cgroup_root = \"{}/vigil\"", cg.path.display()),
+            &pods,
+        ),
+        None => Vigil::start(&pods),
+    };
+    let pid = wait_running(&v, "idle", "c");
+    let old = vigil_pid(&v);
+    let exe = exe_of(old);
+    let (ok, text) = upgrade(&v, &["--binary", bin.to_str().unwrap()]);
+    let log = v.log();
+    assert!(!ok, "{name}: accepted: {text}\n{log}");
+    assert!(
+        text.contains(says) && text.contains("took the state back as pid"),
+        "{name}: {text}\n{log}"
+    );
+    // The binary passed the pre-flight and was executed.
+    assert!(log.contains("a guardian goes back to this binary"), "{log}");
+    let ran = std::fs::read_to_string(&marker).unwrap();
+    assert!(ran.contains("--handoff-check"), "{name}: {ran}");
+    // vigil goes on from the previous binary, in the guardian's process.
+    let new: u32 = text
+        .split("took the state back as pid ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{name}: no pid in {text}"));
+    assert_ne!(new, old, "{name}");
+    assert_eq!(exe_of(new), exe, "{name}: not the previous binary");
+    // The process the new binary ran in has ended (it aborted, exited, or was killed).
+    v.wait_exit(T);
+    // Every container is still supervised: the same process, and a restart on exit.
+    let r = v.request(r#"{"cmd":"version"}"#);
+    assert_eq!(r["ok"], true, "{name}: {r}");
+    assert_eq!(pid_of(&v.container("idle", "c")), Some(pid), "{name}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    v.wait_for(
+        T,
+        &format!("{name}: idle/c restarted after its exit"),
+        |v| pid_of(&v.container("idle", "c")).is_some_and(|p| p != pid),
+    );
+    let restarted = pid_of(&v.container("idle", "c")).unwrap();
+    let flaky = restarts(&v, "flaky", "c");
+    v.wait_for(
+        T,
+        &format!("{name}: the crash-looping bystander restarted"),
+        |v| restarts(v, "flaky", "c") >= flaky + 2,
+    );
+    // And a clean shutdown by the fallback vigil stops them.
+    let r = v.request(r#"{"cmd":"shutdown"}"#);
+    assert_eq!(r["ok"], true, "{name}: {r}");
+    let deadline = std::time::Instant::now() + T;
+    while alive(u64::from(new)) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        !alive(u64::from(new)),
+        "{name}: the fallback vigil did not exit\n{}",
+        v.log()
+    );
+    assert!(!alive(restarted), "{name}: idle/c outlived the shutdown");
+    if let Some(cg) = cg {
+        let left = cg.dirs();
+        assert!(
+            left == std::slice::from_ref(&cg.path),
+            "{name}: cgroups left after the shutdown: {left:?}\n{}",
+            v.log()
+        );
+    }
+    let log = v.log();
+    assert!(log.contains("executes the previous binary"), "{log}");
+}
+
+#[test]
+fn a_new_binary_that_dies_or_hangs_after_the_exec_is_replaced_by_the_old_one_and_every_container_stays_supervised()
+ {
+    for (name, fake, says) in AFTER_THE_EXEC {
+        upgrade_to_a_binary_that_fails_after_the_exec(name, fake, says, None);
+    }
+}
+
+#[test]
+#[ignore = "needs root"]
+fn with_cgroups_a_new_binary_that_dies_or_hangs_after_the_exec_leaves_every_container_supervised() {
+    for (name, fake, says) in AFTER_THE_EXEC {
+        let cg = crate::faults::ScratchCgroup::new();
+        upgrade_to_a_binary_that_fails_after_the_exec(name, fake, says, Some(&cg));
+    }
+}
+
+#[test]
+#[ignore = "needs root"]
+fn an_upgraded_vigil_s_clean_shutdown_removes_its_cgroups() {
+    let cg = crate::faults::ScratchCgroup::new();
+    let root = cg.path.join("vigil");
+    let v = Vigil::start_in(
+        tempfile::tempdir().unwrap(),
+        &format!("cgroup_root = \"{}\"", root.display()),
+        &format!(
+            "[pods.idle]\n[[pods.idle.containers]]\nname = \"c\"\ncommand = {SLEEPING}\n\
+             [pods.other]\n[[pods.other.containers]]\nname = \"c\"\ncommand = {SLEEPING}\n"
+        ),
+    );
+    let pid = wait_running(&v, "idle", "c");
+    wait_running(&v, "other", "c");
+    let (_keep, next) = copy_of_vigil();
+    for _ in 0..2 {
+        let text = upgrade_to(&v, &next);
+        assert!(text.contains("2 containers kept"), "{text}");
+    }
+    assert_eq!(pid_of(&v.container("idle", "c")), Some(pid));
+    assert!(root.join("supervisor").is_dir(), "{}", v.log());
+    let code = v.shutdown();
+    assert_eq!(code, 0);
+    assert_eq!(
+        cg.dirs(),
+        std::slice::from_ref(&cg.path),
+        "cgroups left after an upgraded vigil's shutdown"
+    );
 }
 
 /// `vigil_probe_results_total` of `probe` (summed over results) in vigil's exposition.

@@ -20,6 +20,7 @@ use nix::fcntl::{FcntlArg, FdFlag, fcntl};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
 
 use super::binary::Checked;
+use super::guard::{self, READY_FD_ENV};
 use super::{ERROR_ENV, EXE_FD_ENV, FD_ENV};
 
 /// The signals vigil handles, held across the exec.
@@ -36,6 +37,14 @@ fn held() -> SigSet {
         set.add(s);
     }
     set
+}
+
+/// The upgrade's guardian holds the signals vigil handles, as the exec does: they are for the
+/// vigil that takes over.
+pub fn block_held() {
+    if let Err(e) = sigprocmask(SigmaskHow::SIG_BLOCK, Some(&held()), None) {
+        log::warn!("cannot block signals: {e}");
+    }
 }
 
 /// The new instance's handlers are installed: take the signals that arrived during the exec.
@@ -67,13 +76,16 @@ fn cstring(bytes: &[u8]) -> io::Result<CString> {
 /// Executes `binary` in this process from its checked descriptor (`fexecve(3)`: `execveat(2)`
 /// with `AT_EMPTY_PATH`, so the file judged is the file run) with `argv` (argv[0] becomes its
 /// path), handing over `state` (the handoff file), `exe` (this binary, to go back to) and
-/// `fds`. Returns only on failure, with everything as it was.
+/// `fds`. With `guarded`, the upgrade's guardian ([`guard`]) is started first, holding the same
+/// descriptors, and the new instance gets its pipe ([`READY_FD_ENV`]). Returns only on failure,
+/// with everything as it was (the guardian killed).
 pub fn exec(
     binary: &Checked,
     argv: &[String],
     state: &OwnedFd,
     exe: &OwnedFd,
     fds: &[RawFd],
+    guarded: bool,
 ) -> io::Error {
     let path = match cstring(binary.path.as_os_str().as_bytes()) {
         Ok(p) => p,
@@ -88,7 +100,7 @@ pub fn exec(
     }
     let mut env = Vec::new();
     for (k, v) in std::env::vars_os() {
-        if k == FD_ENV || k == EXE_FD_ENV || k == ERROR_ENV {
+        if k == FD_ENV || k == EXE_FD_ENV || k == ERROR_ENV || k == READY_FD_ENV {
             continue;
         }
         let mut kv = OsString::from(&k);
@@ -118,24 +130,57 @@ pub fn exec(
             return io::Error::other(format!("clearing FD_CLOEXEC on fd {fd}: {e}"));
         }
     }
-    let mut old = SigSet::empty();
-    if let Err(e) = sigprocmask(SigmaskHow::SIG_BLOCK, Some(&held()), Some(&mut old)) {
-        restore(all.len());
-        return io::Error::other(format!("blocking signals: {e}"));
-    }
-    let err = match nix::unistd::fexecve(&binary.fd, &args, &env) {
-        Err(e) => io::Error::from(e),
-        Ok(never) => match never {},
+    // The guardian inherits what is inheritable now: the handed-over descriptors.
+    let guard = if guarded {
+        let g = guard::start(
+            exe,
+            state.as_raw_fd(),
+            &crate::args::args_os().collect::<Vec<_>>(),
+        )
+        .and_then(|g| {
+            set_cloexec(g.ready.as_raw_fd(), false)?;
+            let kv = cstring(format!("{READY_FD_ENV}={}", g.ready.as_raw_fd()).as_bytes())?;
+            env.push(kv);
+            Ok(g)
+        });
+        match g {
+            Ok(g) => Some(g),
+            Err(e) => {
+                restore(all.len());
+                return e;
+            }
+        }
+    } else {
+        None
     };
-    let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
+    let mut old = SigSet::empty();
+    let err = match sigprocmask(SigmaskHow::SIG_BLOCK, Some(&held()), Some(&mut old)) {
+        Err(e) => io::Error::other(format!("blocking signals: {e}")),
+        Ok(()) => {
+            let err = match nix::unistd::fexecve(&binary.fd, &args, &env) {
+                Err(e) => io::Error::from(e),
+                Ok(never) => match never {},
+            };
+            let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
+            err
+        }
+    };
+    if let Some(g) = guard {
+        // Our child, not reaped yet: the pid is its. The reaper collects it.
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(g.pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
     restore(all.len());
     err
 }
 
 /// The new instance cannot take over: go back to the old binary (`exe`, opened from
 /// `/proc/self/exe` before the exec, so even a deleted or replaced file works) with the same
-/// handoff and `why` in its environment. Returns only on failure.
-pub fn back_to_old(exe: &OwnedFd, state: RawFd, why: &str) -> io::Error {
+/// handoff and `why` in its environment, and the guardian's pipe (`ready`) when there is one.
+/// Returns only on failure.
+pub fn back_to_old(exe: &OwnedFd, state: RawFd, ready: Option<RawFd>, why: &str) -> io::Error {
     let mut args = Vec::new();
     for a in crate::args::args_os() {
         match cstring(a.as_bytes()) {
@@ -145,7 +190,7 @@ pub fn back_to_old(exe: &OwnedFd, state: RawFd, why: &str) -> io::Error {
     }
     let mut env = Vec::new();
     for (k, v) in std::env::vars_os() {
-        if k == FD_ENV || k == EXE_FD_ENV || k == ERROR_ENV {
+        if k == FD_ENV || k == EXE_FD_ENV || k == ERROR_ENV || k == READY_FD_ENV {
             continue;
         }
         let mut kv = OsString::from(&k);
@@ -156,17 +201,19 @@ pub fn back_to_old(exe: &OwnedFd, state: RawFd, why: &str) -> io::Error {
         }
     }
     let why: String = why.chars().filter(|c| *c != '\0').collect();
-    for kv in [
+    let mut vars = vec![
         format!("{FD_ENV}={state}"),
         format!("{EXE_FD_ENV}={}", exe.as_raw_fd()),
         format!("{ERROR_ENV}={why}"),
-    ] {
+    ];
+    vars.extend(ready.map(|fd| format!("{READY_FD_ENV}={fd}")));
+    for kv in vars {
         match cstring(kv.as_bytes()) {
             Ok(c) => env.push(c),
             Err(e) => return e,
         }
     }
-    for fd in [state, exe.as_raw_fd()] {
+    for fd in [state, exe.as_raw_fd()].into_iter().chain(ready) {
         if let Err(e) = set_cloexec(fd, false) {
             return e;
         }
@@ -220,6 +267,7 @@ mod tests {
                 &state,
                 &exe,
                 &[r.as_raw_fd(), w.as_raw_fd()],
+                false,
             );
             assert_eq!(e.raw_os_error(), Some(errno), "{}: {e}", path.display());
             for fd in [

@@ -27,6 +27,7 @@
 
 pub mod binary;
 pub mod exec;
+pub mod guard;
 
 // The serde helpers the core and config state types name, kept below both (issue 37: floors
 // that hold); re-exported under the names the handoff has always used.
@@ -73,6 +74,10 @@ pub struct VersionInfo {
     /// `vigil upgrade`). Absent from earlier vigils' answers: they cannot.
     #[serde(default)]
     pub check: bool,
+    /// It tells the upgrade's guardian when its takeover is done ([`guard::READY_FD_ENV`]).
+    /// Absent from earlier vigils' answers: the guardian would take them for hung.
+    #[serde(default)]
+    pub guarded: bool,
 }
 
 impl VersionInfo {
@@ -82,6 +87,7 @@ impl VersionInfo {
             writes: FORMAT_VERSION,
             reads: READS.to_vec(),
             check: true,
+            guarded: true,
         }
     }
 }
@@ -175,6 +181,15 @@ pub struct State<Core = Supervisor, Cfg = Config> {
     /// 2 later: absent from earlier states, whose counters start again at zero).
     #[serde(default)]
     pub probe_stats: Vec<ProbeFigures>,
+    /// The process that wrote it (added to format 2 later). A takeover in another process —
+    /// the upgrade's guardian going back to the old binary ([`guard`]) — holds no container
+    /// as its child and watches them through pidfds instead.
+    #[serde(default)]
+    pub pid: Option<u32>,
+    /// Whether `<root>` is vigil's and where vigil came from (added to format 2 later: a
+    /// state without it leaves the subtree in place at shutdown, as before).
+    #[serde(default)]
+    pub cgroup_subtree: Option<crate::cgroup::Ownership>,
 }
 
 /// One (container, probe)'s metrics figures (`crate::metrics::probes::ProbeCounters`).
@@ -257,6 +272,8 @@ impl<Core, Cfg> State<Core, Cfg> {
             hooks,
             deferred_spawns,
             probe_stats,
+            pid,
+            cgroup_subtree,
         } = self;
         let rest = State {
             version,
@@ -286,6 +303,8 @@ impl<Core, Cfg> State<Core, Cfg> {
             hooks,
             deferred_spawns,
             probe_stats,
+            pid,
+            cgroup_subtree,
         };
         (core, rest)
     }
@@ -570,6 +589,8 @@ pub struct Inherited {
     pub exe: Option<OwnedFd>,
     /// The previous new instance could not take over and came back here: why.
     pub error: Option<String>,
+    /// The upgrade's guardian's pipe: a byte on it once the takeover is done.
+    pub ready: Option<OwnedFd>,
 }
 
 /// Takes the handoff descriptors named in the environment (each at most once per process).
@@ -577,10 +598,12 @@ pub fn inherited() -> Option<Inherited> {
     let fd = env_fd(FD_ENV)?;
     let exe = env_fd(EXE_FD_ENV);
     let error = std::env::var(ERROR_ENV).ok().filter(|e| !e.is_empty());
+    let ready = env_fd(guard::READY_FD_ENV);
     Some(Inherited {
         state: own_fd(fd)?,
         exe: exe.and_then(own_fd),
         error,
+        ready: ready.and_then(own_fd),
     })
 }
 

@@ -179,6 +179,8 @@ fn sample(now: Instant) -> (State, Blobs) {
         hooks: Vec::new(),
         deferred_spawns: Vec::new(),
         probe_stats: Vec::new(),
+        pid: Some(4242),
+        cgroup_subtree: None,
     };
     (state, blobs)
 }

@@ -149,13 +149,17 @@ impl Shell {
         // Opened once; asked and executed from that descriptor.
         let binary = binary::open(&binary)?;
         let info = binary::ask_version(&binary)?;
-        if !info.check {
+        if !info.check || !info.guarded {
+            let lacks = if info.check {
+                "cannot say when its takeover is done (for the upgrade's guardian)"
+            } else {
+                "cannot check a handoff before taking it over (no --handoff-check)"
+            };
             return Err(UpgradeError::Binary(binary::BinaryError::NoVersion {
                 path: binary.path.clone(),
                 reason: format!(
-                    "vigil {} cannot check a handoff before taking it over (no --handoff-check); \
-                     to change to it, stop vigil and start it (on_restart = \"adopt\" keeps the \
-                     containers)",
+                    "vigil {} {lacks}; to change to it, stop vigil and start it (on_restart = \
+                     \"adopt\" keeps the containers)",
                     info.vigil
                 ),
             }));
@@ -327,14 +331,25 @@ impl Shell {
         let exe = std::fs::File::open("/proc/self/exe")
             .map(OwnedFd::from)
             .map_err(UpgradeError::State)?;
+        // As PID 1 nothing can take over if this process dies or is killed (its end is the
+        // system's): no guardian.
+        let guarded = !crate::runtime::is_pid1();
         info!(
-            "upgrade: executing {} (vigil {}), keeping {} running containers",
+            "upgrade: executing {} (vigil {}), keeping {} running containers{}",
             binary.path.display(),
             info.vigil,
-            state.mains.len() + state.adopted.len()
+            state.mains.len() + state.adopted.len(),
+            if guarded {
+                format!(
+                    "; a guardian goes back to this binary if it is not ready within {} s",
+                    handoff::guard::TAKEOVER_TIMEOUT.as_secs()
+                )
+            } else {
+                String::new()
+            }
         );
         self.notifier.reloading();
-        let source = handoff::exec::exec(&binary, &self.argv, &memfd, &exe, &fds);
+        let source = handoff::exec::exec(&binary, &self.argv, &memfd, &exe, &fds, guarded);
         self.notifier.reloaded();
         let e = UpgradeError::Exec {
             path: binary.path,
@@ -551,6 +566,8 @@ impl Shell {
                     sum_seconds: c.sum_seconds,
                 })
                 .collect(),
+            pid: Some(std::process::id()),
+            cgroup_subtree: self.cgroups.as_ref().map(|m| m.ownership()),
         };
         (state, blobs, fds)
     }
@@ -562,7 +579,13 @@ impl Shell {
         let now = Instant::now();
         // Children and runs adopted after a crash alike.
         let kept = state.mains.len() + state.adopted.len();
+        // The upgrade's guardian took the state back in a process of its own (the new binary
+        // died or hung): no container is this process's child.
+        let orphaned = state.pid.filter(|p| *p != std::process::id());
         let sup = self.config.supervisor.clone();
+        if let (Some(m), Some(o)) = (self.cgroups.as_mut(), state.cgroup_subtree) {
+            m.inherit(o);
+        }
         let mut starts = std::collections::HashMap::new();
         for s in state.slots {
             let (mut log, err) = ContainerLog::new(&s.pod, &s.name, &sup);
@@ -645,7 +668,7 @@ impl Shell {
                 ),
             }
         }
-        for m in &state.mains {
+        for m in state.mains.iter().filter(|_| orphaned.is_none()) {
             self.reaper.track(
                 m.pid,
                 PidOwner::Main {
@@ -683,6 +706,24 @@ impl Shell {
                 None => self.on_adopted_exit(a.key, a.generation, now),
             }
         }
+        // Not our children after a guardian's fallback: watched through pidfds, as runs
+        // adopted after a crash are, each checked against its recorded start (a pid that ended
+        // and was used again is not it); one gone meanwhile ended with its status unknown.
+        for m in state.mains.iter().filter(|_| orphaned.is_some()) {
+            let start = match starts.get(&m.key) {
+                Some((pid, start)) if *pid == m.pid => Some(*start),
+                _ => crate::runtime::statefile::read_stat(m.pid).map(|s| s.start),
+            };
+            match start.and_then(|s| crate::runtime::statefile::pidfd_verified(m.pid, s)) {
+                Some(fd) => {
+                    if !self.adopted.watch(m.key, m.generation, fd) {
+                        self.kill_run(m.key, Some(m.generation));
+                        self.on_adopted_exit(m.key, m.generation, now);
+                    }
+                }
+                None => self.on_adopted_exit(m.key, m.generation, now),
+            }
+        }
         // Exec probes of the old process: their results would have nowhere to go; the core
         // runs those probes again.
         for p in state.probe_pids {
@@ -704,14 +745,22 @@ impl Shell {
                     .and_then(|fds| inherited_cgroup(&p, fds, Default::default()))
                     .or_else(|| ContainerCgroup::reopen(&p, Default::default()).ok())
             });
-            self.reaper.track(
-                h.pid,
-                PidOwner::ExecProbe {
-                    key: h.key,
-                    kind: crate::config::spec::ProbeKind::Hook,
-                    seq: h.seq,
-                },
-            );
+            if orphaned.is_none() {
+                self.reaper.track(
+                    h.pid,
+                    PidOwner::ExecProbe {
+                        key: h.key,
+                        kind: crate::config::spec::ProbeKind::Hook,
+                        seq: h.seq,
+                    },
+                );
+            }
+            let lost = orphaned.is_some().then(|| {
+                // Not our child: it cannot be reaped for its result. It is killed and counts
+                // as failed (killed by SIGKILL), as a hook whose process is lost.
+                kill_tree(cgroup.as_ref(), Some(h.pid));
+                (h.key, h.seq)
+            });
             self.probes.resume_exec_hook(
                 h.key,
                 h.generation,
@@ -722,6 +771,20 @@ impl Shell {
                 output,
                 cgroup,
             );
+            if let Some((key, seq)) = lost {
+                let kind = crate::config::spec::ProbeKind::Hook;
+                if let Some(input) = self.probes.on_exit(
+                    key,
+                    kind,
+                    seq,
+                    None,
+                    Some(libc::SIGKILL),
+                    now,
+                    &mut self.janitor,
+                ) {
+                    self.feed(now, input);
+                }
+            }
         }
         // Starts that wait for a cgroup's removal: retried when due, as before the exec.
         // The metrics' probe counters go on from where they were (docs/behaviour.md §12).
@@ -800,6 +863,16 @@ impl Shell {
                 );
                 info!("upgrade: {m}");
                 Ok(m)
+            }
+            Some(why) if orphaned.is_some() => {
+                let m = format!(
+                    "upgrade failed: {why}; vigil {} took the state back as pid {} (was {}): every container is still supervised, watched through pidfds as after a crash (an exit status is not known to it)",
+                    env!("CARGO_PKG_VERSION"),
+                    std::process::id(),
+                    orphaned.unwrap_or_default(),
+                );
+                error!("upgrade: {m}");
+                Err(m)
             }
             Some(why) => {
                 let m = format!(
