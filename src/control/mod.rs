@@ -4,6 +4,7 @@
 //! - [`wire`]: every reply's `Serialize`/`Deserialize` types and the error kinds;
 //! - [`render`]: the core's snapshot → wire (server side; secrets redacted for non-admins);
 //! - [`text`]: wire → kubectl-style tables and `describe` (client side);
+//! - [`limits`]: the connection-limits core the socket and the metrics listener share;
 //! - [`protocol`], [`server`]: request parsing and the socket; [`watch`]: noticing the socket
 //!   file replaced; [`client`]: one exchange.
 //!
@@ -12,6 +13,7 @@
 //! core) and tells the server what to send. Nothing here imports the CLI.
 
 pub mod client;
+pub mod limits;
 pub mod protocol;
 pub mod render;
 pub mod server;

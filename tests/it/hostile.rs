@@ -665,3 +665,94 @@ fn memory_stays_bounded_under_1280_clients_pipelining_events_and_falls_back_afte
         },
     );
 }
+
+/// Issue 43.4: vigil at `RLIMIT_NOFILE` 1024 with a hundred containers in cgroups, each
+/// probed by an exec liveness probe every second that kills it at its first failure, while 17
+/// uids open 32 control connections each and 64 scrapers (from eight addresses) hold metrics
+/// connections. The clients get what the containers and probes leave, not a fixed share: no
+/// probe fails (no container is restarted), vigil never runs out of descriptors, a restart is
+/// carried out, and a client beyond the share is told so.
+#[test]
+#[ignore = "needs root (the attackers run as other uids) and a cgroup2 mount"]
+fn at_ulimit_1024_a_hundred_probed_containers_keep_their_descriptors_under_a_client_flood() {
+    require_root("the hostile clients run as other uids");
+    const PODS: usize = 100;
+    let cg = crate::common::ScratchCgroup::new();
+    let mut pods = String::new();
+    for i in 0..PODS {
+        pods.push_str(&format!(
+            "[pods.p{i}]\n[[pods.p{i}.containers]]\nname = \"c\"\ncommand = [\"sleep\", \"600\"]\n\
+             [pods.p{i}.containers.liveness_probe]\nexec = {{ command = [\"true\"] }}\n\
+             period_seconds = 1\nfailure_threshold = 1\n"
+        ));
+    }
+    let v = start(
+        &pods,
+        &format!("{}\nmetrics_address = \"127.0.0.1:0\"\n", cg.root_line()),
+        Some("1024:1024"),
+    );
+    let pid = v.child.as_ref().expect("running").id();
+    let running = |v: &Vigil| {
+        v.status()["pods"].as_array().is_some_and(|p| {
+            p.len() == PODS
+                && p.iter().all(|p| {
+                    p["containers"][0]["state"]["running"].is_object()
+                        && p["containers"][0]["ready"] == true
+                })
+        })
+    };
+    v.wait_for(Duration::from_secs(60), "every container running", running);
+    let metrics: std::net::SocketAddr = v
+        .log()
+        .lines()
+        .find_map(|l| l.split("metrics: serving http://").nth(1))
+        .and_then(|rest| rest.strip_suffix("/metrics"))
+        .expect("the metrics address in the log")
+        .parse()
+        .expect("an address");
+    let attackers = Hostile::run_as(&v.socket, &["manyuids", "17", "32", "60001"], None);
+    let scrapers: Vec<std::net::TcpStream> = (0..64)
+        .map(|i| {
+            let from = std::net::Ipv4Addr::new(127, 0, 3, (i / 8 + 1) as u8);
+            crate::metrics::connect_from(from, metrics)
+        })
+        .collect();
+    // Fifteen seconds under the flood: every probe passes and vigil keeps descriptors free.
+    let mut most = 0;
+    let end = Instant::now() + Duration::from_secs(15);
+    while Instant::now() < end {
+        most = most.max(open_fds(pid));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(most < 1024 - 64, "vigil held {most} descriptors of 1024");
+    let restarted: Vec<String> = v.status()["pods"]
+        .as_array()
+        .expect("pods")
+        .iter()
+        .filter(|p| p["containers"][0]["restart_count"].as_u64() != Some(0))
+        .map(|p| p["name"].to_string())
+        .collect();
+    assert!(
+        restarted.is_empty(),
+        "restarted: {restarted:?}\n{}",
+        v.log()
+    );
+    // The clients beyond the share were told why (each refusal is a `busy` line naming the
+    // cap; the log counts them).
+    assert!(v.log().contains("over the connection cap"), "{}", v.log());
+    // A restart is carried out (spawning needs descriptors too).
+    let out = v.cli(&["restart", "p0"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    v.wait_for(T, "p0 running again", |v| {
+        v.container("p0", "c")["restart_count"].as_u64() >= Some(1)
+            && v.container("p0", "c")["state"]["running"].is_object()
+    });
+    assert!(!v.log().contains("Too many open files"), "{}", v.log());
+    assert!(!v.log().contains(": EMFILE"), "{}", v.log());
+    drop(scrapers);
+    drop(attackers);
+}

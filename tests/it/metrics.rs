@@ -226,10 +226,9 @@ fn bad_requests_get_their_status_and_the_next_scrape_is_answered() {
 #[test]
 fn scrapers_beyond_the_limit_get_503_and_the_control_socket_still_answers() {
     let (v, addr) = start();
-    // 64 connections that send nothing hold every slot.
-    let held: Vec<TcpStream> = (0..64)
-        .map(|_| TcpStream::connect(addr).expect("connect"))
-        .collect();
+    // 64 connections that send nothing hold every slot (from eight addresses: one address
+    // may hold 16).
+    let held: Vec<TcpStream> = (0..64).map(|i| connect_from(crowd(i), addr)).collect();
     // Once all are accepted, one more is refused with a status line.
     let mut refused = String::new();
     let deadline = Instant::now() + T;
@@ -551,9 +550,10 @@ fn scrapers_that_leave_before_their_reply_free_their_place_and_descriptors() {
     let open_fds = || sample(&get(addr, "/metrics", None).2, "process_open_fds");
     let before = open_fds();
     // Far more than the connections that may await a reply at once (8), each gone before its
-    // exposition is built: over HTTP, and `metrics` on the control socket.
-    for _ in 0..40 {
-        let mut s = TcpStream::connect(addr).expect("connect");
+    // exposition is built: over HTTP (from several addresses, as one may hold 16
+    // connections), and `metrics` on the control socket.
+    for i in 0..40 {
+        let mut s = connect_from(crowd(i), addr);
         s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
         drop(s);
         let mut c = std::os::unix::net::UnixStream::connect(&v.socket).unwrap();
@@ -865,9 +865,10 @@ fn a_scrape_waiting_behind_stalled_readers_does_not_make_vigil_spin_and_is_answe
         n * size > 8 << 20,
         "exposition of {size} bytes too small to stall a reader"
     );
+    // From eight addresses (one address may hold four places).
     let readers: Vec<TcpStream> = (0..8)
-        .map(|_| {
-            let mut s = TcpStream::connect(addr).expect("connect");
+        .map(|i| {
+            let mut s = connect_from(crowd(i * 8), addr);
             s.set_write_timeout(Some(T)).unwrap();
             s.write_all(&request.repeat(n)).expect("pipelined requests");
             s
@@ -901,12 +902,14 @@ fn a_scrape_waiting_behind_stalled_readers_does_not_make_vigil_spin_and_is_answe
     assert!(v.status()["pods"].is_array());
 }
 
-/// vigil under `RLIMIT_NOFILE` 64 (`prlimit`): scrapers held open use up its descriptors, so
-/// accepting fails with `EMFILE`. The retry waits its 100 ms as a deadline (vigil's CPU time
-/// over seconds of that state stays far below a busy loop's), and once scrapers leave a scrape
-/// is answered again.
+/// vigil under `RLIMIT_NOFILE` 64 (`prlimit`): more scrapers than it has descriptors left are
+/// held open. Its metrics share is what its own work leaves (here its minimum): the scrapers
+/// beyond it are told `503` or closed at once, so accepting never runs out of descriptors
+/// (nothing in the log says so), vigil does not spin meanwhile (its CPU time over seconds of
+/// that state stays far below a busy loop's), and once scrapers leave a scrape is answered
+/// again.
 #[test]
-fn running_out_of_descriptors_at_accept_makes_the_metrics_listener_retry_without_spinning() {
+fn scrapers_beyond_a_small_descriptor_share_are_refused_without_spinning_or_running_out() {
     crate::common::require_program("prlimit", "--version", "util-linux");
     let dir = tempfile::tempdir().expect("tempdir");
     let socket = dir.path().join("vigil.sock");
@@ -942,19 +945,26 @@ fn running_out_of_descriptors_at_accept_makes_the_metrics_listener_retry_without
         .expect("address")
         .parse()
         .expect("address");
-    // More scrapers than vigil has descriptors left (they wait in the listen backlog).
-    let held: Vec<TcpStream> = (0..80)
-        .map(|_| TcpStream::connect(addr).expect("connect"))
-        .collect();
-    v.wait_for(T, "accept to fail for want of descriptors", |v| {
-        v.log().contains("metrics: accepting on")
+    // More scrapers than vigil has descriptors left, from several addresses.
+    let held: Vec<TcpStream> = (0..80).map(|i| connect_from(crowd(i), addr)).collect();
+    v.wait_for(T, "a scrape refused while the share is held", |_| {
+        // Told `503`, or closed at once (a write or read may then fail): not answered.
+        let Ok(mut s) = TcpStream::connect(addr) else {
+            return false;
+        };
+        s.set_read_timeout(Some(T)).unwrap();
+        let _ = s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n");
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        !out.starts_with(b"HTTP/1.1 200 ")
     });
     let window = Duration::from_secs(3);
     let cpu = crate::control::cpu_over(pid, window);
     assert!(
         cpu < window.as_secs_f64() / 10.0,
-        "vigil used {cpu:.2} s of CPU in {window:?} while out of descriptors"
+        "vigil used {cpu:.2} s of CPU in {window:?} with scrapers beyond its share"
     );
+    assert!(!v.log().contains("Too many open files"), "{}", v.log());
     drop(held);
     answered_again(addr, "never answered again");
 }
@@ -971,4 +981,83 @@ fn answered_again(addr: std::net::SocketAddr, what: &str) {
         assert!(Instant::now() < deadline, "{what}: {reply}");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// The source address of a crowd's `i`-th connection: eight connections a loopback address
+/// (127.0.2.N), within the per-address limits, so one test can be a crowd of several peers.
+fn crowd(i: usize) -> std::net::Ipv4Addr {
+    std::net::Ipv4Addr::new(127, 0, 2, (i / 8 + 1) as u8)
+}
+
+/// A connection to `addr` from `source` (a loopback address of the test's choosing), so one
+/// test can be several peers.
+pub(crate) fn connect_from(source: std::net::Ipv4Addr, addr: SocketAddr) -> TcpStream {
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType, SockaddrIn, bind, connect, socket};
+    let fd = socket(
+        AddressFamily::Inet,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .expect("socket");
+    bind(
+        std::os::fd::AsRawFd::as_raw_fd(&fd),
+        &SockaddrIn::from(std::net::SocketAddrV4::new(source, 0)),
+    )
+    .expect("bind the source address");
+    let SocketAddr::V4(to) = addr else {
+        panic!("an IPv4 metrics address: {addr}");
+    };
+    connect(std::os::fd::AsRawFd::as_raw_fd(&fd), &SockaddrIn::from(to)).expect("connect");
+    TcpStream::from(fd)
+}
+
+#[test]
+fn a_slowloris_flood_from_one_address_does_not_deny_another_addresss_scrapes() {
+    let (_v, addr) = start();
+    let attacker = std::net::Ipv4Addr::new(127, 0, 0, 2);
+    // 200 connections from one address, each trickling a head that never ends.
+    let mut flood: Vec<TcpStream> = Vec::new();
+    for _ in 0..200 {
+        let mut s = connect_from(attacker, addr);
+        s.set_nonblocking(true).expect("nonblocking");
+        let _ = s.write(b"GET /metrics HTTP/1.1\r\n");
+        flood.push(s);
+    }
+    // Every legitimate scrape from another address is answered while the flood goes on.
+    for round in 0..6 {
+        for s in &mut flood {
+            let _ = s.write(b"X");
+        }
+        let mut s = connect_from(std::net::Ipv4Addr::LOCALHOST, addr);
+        s.set_read_timeout(Some(T)).expect("timeout");
+        s.write_all(b"GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n")
+            .expect("write");
+        let mut out = Vec::new();
+        s.read_to_end(&mut out).expect("read");
+        let reply = String::from_utf8_lossy(&out);
+        assert!(
+            reply.starts_with("HTTP/1.1 200 OK"),
+            "scrape {round}: {reply}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    drop(flood);
+}
+
+#[test]
+fn a_head_begun_and_not_finished_is_closed_after_five_seconds() {
+    let (_v, addr) = start();
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let started = Instant::now();
+    s.write_all(b"GET /metrics HTTP/1.1\r\n").unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).expect("closed by the server");
+    // Closed at the head deadline (5 s), well before the 10 s idle timeout.
+    assert!(
+        started.elapsed() < Duration::from_secs(9),
+        "closed after {:?}",
+        started.elapsed()
+    );
 }

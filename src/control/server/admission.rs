@@ -10,7 +10,7 @@
 #![allow(unsafe_code)]
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::time::Instant;
 
 use mio::net::UnixStream;
@@ -18,9 +18,8 @@ use mio::{Interest, Registry, Token};
 use nix::sys::socket::{MsgFlags, getsockopt, send, sockopt};
 
 use super::conn::{Conn, Stream};
-use super::{
-    ACCEPT_RETRY, ADMIN_EXTRA, Access, CLOSE_GRACE, ConnId, PeerCred, Server, TURN_ACCEPTS,
-};
+use super::{ADMIN_EXTRA, Access, CLOSE_GRACE, ConnId, PeerCred, Server, TURN_ACCEPTS};
+use crate::control::limits::out_of_descriptors;
 use crate::control::protocol::{self, RequestId};
 use crate::control::wire::ErrorKind;
 
@@ -119,34 +118,36 @@ impl Server {
     pub(super) fn accept_some(&mut self, registry: &Registry, now: Instant) {
         for _ in 0..TURN_ACCEPTS {
             match self.listener.accept() {
-                Ok((stream, _)) => self.admit(registry, stream, now, false),
+                Ok((stream, _)) => {
+                    self.accept_retry.succeeded();
+                    self.admit(registry, stream, now, false);
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     self.accept_pending = false;
                     return;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => {}
-                Err(e)
-                    if matches!(
-                        e.raw_os_error(),
-                        Some(libc::EMFILE)
-                            | Some(libc::ENFILE)
-                            | Some(libc::ENOBUFS)
-                            | Some(libc::ENOMEM)
-                    ) =>
-                {
+                Err(e) if out_of_descriptors(&e) => {
                     if !self.accept_with_reserve(registry, now) {
                         // No reserve to spend: try again shortly rather than wait for an
                         // unrelated wake-up (the listener is edge-triggered).
                         self.accept_pending = false;
-                        self.accept_retry = Some(now + ACCEPT_RETRY);
+                        if self.accept_retry.failed(now) {
+                            log::warn!(
+                                "control: accept on {} failed: {e}; retrying every {:?}",
+                                self.path.display(),
+                                crate::control::limits::AcceptRetry::AFTER
+                            );
+                        }
                         return;
                     }
                 }
                 Err(e) => {
-                    log::warn!("control: accept on {} failed: {e}", self.path.display());
+                    if self.accept_retry.failed(now) {
+                        log::warn!("control: accept on {} failed: {e}", self.path.display());
+                    }
                     self.accept_pending = false;
-                    self.accept_retry = Some(now + ACCEPT_RETRY);
                     return;
                 }
             }
@@ -159,15 +160,14 @@ impl Server {
     /// admin's and a non-admin can be evicted for it, else refuses it with a line; then takes
     /// the reserve back. Returns false if there was no reserve.
     pub(super) fn accept_with_reserve(&mut self, registry: &Registry, now: Instant) -> bool {
-        let Some(reserve) = self.reserve.take() else {
+        let listener = &self.listener;
+        let Some(accepted) = self.reserve.spend(|| listener.accept()) else {
             return false;
         };
-        drop(reserve);
-        match self.listener.accept() {
+        match accepted {
             Ok((stream, _)) => self.admit(registry, stream, now, true),
             Err(e) => log::debug!("control: accept with the reserve descriptor failed: {e}"),
         }
-        self.reserve = open_reserve();
         true
     }
 
@@ -197,7 +197,7 @@ impl Server {
         });
         let admin = self.judge(&peer, &groups);
         if !admin {
-            let mine = self.per_uid.get(&peer.uid).copied().unwrap_or(0);
+            let mine = self.per_uid.of(peer.uid);
             if mine >= self.limits.max_per_uid {
                 self.refusals.per_uid += 1;
                 refuse(
@@ -302,7 +302,7 @@ impl Server {
         };
         self.conns[index] = Some(conn);
         self.open += 1;
-        *self.per_uid.entry(peer.uid).or_insert(0) += 1;
+        self.per_uid.add(peer.uid);
         self.account(index);
     }
 
@@ -340,17 +340,6 @@ pub(super) fn refuse(stream: &UnixStream, message: &str) {
         line.as_bytes(),
         MsgFlags::MSG_NOSIGNAL | MsgFlags::MSG_DONTWAIT,
     );
-}
-
-/// The descriptor kept in reserve for `EMFILE` at accept.
-pub(super) fn open_reserve() -> Option<OwnedFd> {
-    match std::fs::File::open("/dev/null") {
-        Ok(f) => Some(f.into()),
-        Err(e) => {
-            log::debug!("control: no reserve descriptor (/dev/null: {e})");
-            None
-        }
-    }
 }
 
 /// The peer's supplementary groups at `connect` time, from `SO_PEERGROUPS` (socket(7),

@@ -28,7 +28,9 @@
 //! - a client that neither sends a request nor reads for [`Limits::idle_timeout`] is closed
 //!   (a stalled one with an error line, cut at a line end);
 //! - descriptors: at most [`Limits::max_connections`] connections (the runtime derives it from
-//!   `RLIMIT_NOFILE`), at most [`Limits::max_per_uid`] per non-admin uid, and an admin always
+//!   what `RLIMIT_NOFILE` leaves after the containers' and probes' needs, see
+//!   [`crate::control::limits`], whose per-peer counts, memory budget, accept retry and reserve
+//!   descriptor the server uses), at most [`Limits::max_per_uid`] per non-admin uid, and an admin always
 //!   gets a slot (the newest non-admin connection is evicted). `EMFILE` at accept is handled
 //!   with a reserve descriptor (close it, accept, answer, reopen it), so the listener never
 //!   stays wedged;
@@ -63,7 +65,7 @@ mod reply;
 mod socket_file;
 mod turn;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::io;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -73,9 +75,10 @@ use mio::event::Event;
 use mio::net::UnixListener;
 use mio::{Interest, Registry, Token};
 
+use super::limits::{AcceptRetry, MemoryBudget, PeerCounts, Reserve};
 use super::protocol::{ProtoError, Request};
 use super::watch::SocketWatch;
-use admission::{Refusals, open_reserve};
+use admission::Refusals;
 use conn::Conn;
 use socket_file::{bind_listener, file_id, set_mode_and_group};
 use turn::Budget;
@@ -114,8 +117,6 @@ const ADMIN_EXTRA: usize = 16;
 const READ_CHUNK: usize = 16 * 1024;
 /// Drained buffers larger than this are released.
 const KEEP_CAPACITY: usize = 4 * 1024;
-/// Retry of a failed accept (EMFILE without a reserve).
-const ACCEPT_RETRY: Duration = Duration::from_millis(100);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
@@ -257,7 +258,7 @@ pub struct Server {
     generations: Vec<u64>,
     free: Vec<usize>,
     open: usize,
-    per_uid: HashMap<u32, usize>,
+    per_uid: PeerCounts<u32>,
     /// Connections that may have a request to take, round-robin.
     ready: VecDeque<usize>,
     /// Admins' connections that may have a request to take: served before [`Server::ready`],
@@ -266,16 +267,16 @@ pub struct Server {
     /// Non-admin connections that wait for client memory to be freed.
     starved: Vec<usize>,
     closed: Vec<ConnId>,
-    /// Bytes of all connection buffers.
-    memory: usize,
+    /// Bytes of all connection buffers, against [`Limits::memory_budget`].
+    memory: MemoryBudget,
     next_seq: u64,
     streams: usize,
     stream_cursor: usize,
     /// The listener may hold connections not accepted yet (the accept budget ran out).
     accept_pending: bool,
-    accept_retry: Option<Instant>,
+    accept_retry: AcceptRetry,
     /// Opened at bind, closed to accept-and-refuse at `EMFILE`.
-    reserve: Option<OwnedFd>,
+    reserve: Reserve,
     budget: Budget,
     next_sweep: Instant,
     refusals: Refusals,
@@ -352,18 +353,18 @@ impl Server {
             generations: Vec::new(),
             free: Vec::new(),
             open: 0,
-            per_uid: HashMap::new(),
+            per_uid: PeerCounts::default(),
             ready: VecDeque::new(),
             ready_admin: VecDeque::new(),
             starved: Vec::new(),
             closed: Vec::new(),
-            memory: 0,
+            memory: MemoryBudget::new(DEFAULT_MEMORY_BUDGET),
             next_seq: 0,
             streams: 0,
             stream_cursor: 0,
             accept_pending: false,
-            accept_retry: None,
-            reserve: open_reserve(),
+            accept_retry: AcceptRetry::default(),
+            reserve: Reserve::open(),
             budget: Budget {
                 requests: TURN_REQUESTS,
                 output: TURN_OUTPUT,
@@ -383,6 +384,7 @@ impl Server {
             max_per_uid: limits.max_per_uid.max(1),
             ..limits
         };
+        self.memory.set_limit(self.limits.memory_budget);
     }
 
     pub fn limits(&self) -> &Limits {
@@ -452,7 +454,7 @@ impl Server {
 
     /// Bytes held in connection buffers.
     pub fn memory(&self) -> usize {
-        self.memory
+        self.memory.used()
     }
 
     /// Handles one readiness event for a token this server [`owns`](Server::owns): accepts
@@ -511,11 +513,11 @@ impl Server {
             output: TURN_OUTPUT,
             skips: TURN_SKIPS,
         };
-        if self.accept_pending || self.accept_retry.is_some_and(|t| now >= t) {
-            self.accept_retry = None;
+        let retry_due = self.accept_retry.deadline().is_some() && !self.accept_retry.waiting(now);
+        if self.accept_pending || retry_due {
             self.accept_some(registry, now);
         }
-        if !self.starved.is_empty() && self.memory < self.limits.memory_budget {
+        if !self.starved.is_empty() && !self.memory.full() {
             for index in std::mem::take(&mut self.starved) {
                 self.enqueue(index);
             }
@@ -533,7 +535,7 @@ impl Server {
     pub fn next_deadline(&self) -> Option<Instant> {
         let sweep = (self.open > 0 || self.watch.is_none() || self.socket_unsure)
             .then_some(self.next_sweep);
-        match (self.accept_retry, sweep) {
+        match (self.accept_retry.deadline(), sweep) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }

@@ -91,7 +91,7 @@ impl Server {
         }
         // Over the client memory budget only admins' streams are fed (as only admins' requests
         // are taken); the others resume once memory is freed.
-        let memory_full = self.memory >= self.limits.memory_budget;
+        let memory_full = self.memory.full();
         let n = self.conns.len();
         let start = self.stream_cursor % n.max(1);
         self.stream_cursor = self.stream_cursor.wrapping_add(1);

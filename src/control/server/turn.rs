@@ -32,7 +32,7 @@ impl Server {
                 Some(i) => i,
                 None => self.ready.pop_front()?,
             };
-            let memory_full = self.memory >= self.limits.memory_budget;
+            let memory_full = self.memory.full();
             let Some(conn) = self.conns.get_mut(index).and_then(Option::as_mut) else {
                 continue;
             };
@@ -117,7 +117,7 @@ impl Server {
         self.accept_pending
             || !self.ready.is_empty()
             || !self.ready_admin.is_empty()
-            || (!self.starved.is_empty() && self.memory < self.limits.memory_budget)
+            || (!self.starved.is_empty() && !self.memory.full())
     }
 
     pub(super) fn enqueue(&mut self, index: usize) {
@@ -136,7 +136,7 @@ impl Server {
     pub(super) fn account(&mut self, index: usize) {
         if let Some(c) = self.conns.get_mut(index).and_then(Option::as_mut) {
             let now = c.measure();
-            self.memory = self.memory - c.footprint + now;
+            self.memory.resize(c.footprint, now);
             c.footprint = now;
         }
     }
@@ -178,16 +178,11 @@ impl Server {
             let _ = registry.deregister(&mut c.stream);
             self.free.push(id.index);
             self.open -= 1;
-            self.memory -= c.footprint;
+            self.memory.resize(c.footprint, 0);
             if c.reply != Stream::None {
                 self.streams -= 1;
             }
-            if let Some(n) = self.per_uid.get_mut(&c.peer.uid) {
-                *n -= 1;
-                if *n == 0 {
-                    self.per_uid.remove(&c.peer.uid);
-                }
-            }
+            self.per_uid.release(c.peer.uid);
             self.closed.push(id);
         }
     }

@@ -33,6 +33,7 @@ use mio::event::Event;
 
 use super::{CONN_TOKEN_BASE, StartError, resolve_group, tokens};
 use crate::config::spec::Config;
+use crate::control::limits::{FdNeeds, FdShares, fd_shares};
 use crate::control::protocol::{self, Request, RequestCmd, RequestId, utf8_incomplete_tail};
 use crate::control::render;
 use crate::control::server::{Access, ConnId, ControlError, Incoming, Limits, PeerCred, Server};
@@ -70,6 +71,9 @@ pub(super) struct Control {
     status_spare: String,
     /// Bytes of the last full `status` result: the next one's buffer is grown to that size.
     full_status_bytes: usize,
+    /// The clients' descriptor shares (control and metrics) from the config and
+    /// `RLIMIT_NOFILE`, recomputed on reload.
+    shares: FdShares,
 }
 
 /// One rendered `status` result (the JSON after `"result":`), reused for the same request
@@ -183,13 +187,41 @@ pub(super) fn access_of(config: &Config) -> Result<Access, StartError> {
     })
 }
 
-/// The client limits from the config and the descriptor limit: clients together may hold
-/// `client_fd_percent` of `RLIMIT_NOFILE`.
-fn limits_of(config: &Config, nofile: u64) -> Limits {
+/// The clients' descriptor shares: what `RLIMIT_NOFILE` leaves after what the config's
+/// containers, probes and hooks need ([`fd_shares`]), the control socket's capped at
+/// `client_fd_percent`; logged when they change.
+fn shares_of(config: &Config, nofile: u64, before: Option<FdShares>) -> FdShares {
     let s = &config.supervisor;
-    let share = nofile.saturating_mul(u64::from(s.client_fd_percent)) / 100;
+    let needs = FdNeeds::of(config);
+    let shares = fd_shares(
+        nofile,
+        needs,
+        s.client_fd_percent,
+        s.metrics_address.is_some(),
+    );
+    if before != Some(shares) {
+        info!(
+            "descriptors: {} of RLIMIT_NOFILE {nofile} kept for {} containers and {} probes \
+             and hooks; clients may hold {} control connections{}",
+            shares.reserved,
+            needs.containers,
+            needs.probes,
+            shares.control,
+            if shares.metrics > 0 {
+                format!(" and {} metrics connections", shares.metrics)
+            } else {
+                String::new()
+            }
+        );
+    }
+    shares
+}
+
+/// The control socket's limits from the config and its descriptor share.
+fn limits_of(config: &Config, shares: FdShares) -> Limits {
+    let s = &config.supervisor;
     Limits {
-        max_connections: usize::try_from(share).unwrap_or(usize::MAX).max(1),
+        max_connections: shares.control,
         max_per_uid: s.max_connections_per_uid,
         idle_timeout: s.client_idle_timeout,
         ..Limits::default()
@@ -234,7 +266,8 @@ impl Control {
         let nofile = raise_nofile_limit();
         let access = access_of(config)?;
         let mut server = Server::bind(socket, &access, CONN_TOKEN_BASE)?;
-        server.set_limits(limits_of(config, nofile));
+        let shares = shares_of(config, nofile, None);
+        server.set_limits(limits_of(config, shares));
         server.register(&registry, tokens::LISTENER, tokens::SOCKET_WATCH)?;
         info!("control socket listening on {}", socket.display());
         Ok(Control {
@@ -246,6 +279,7 @@ impl Control {
             status_cache: None,
             status_spare: String::new(),
             full_status_bytes: 0,
+            shares,
         })
     }
 
@@ -260,7 +294,8 @@ impl Control {
         let nofile = raise_nofile_limit();
         let access = access_of(config)?;
         let mut server = Server::inherit(socket, listener, &access, CONN_TOKEN_BASE);
-        server.set_limits(limits_of(config, nofile));
+        let shares = shares_of(config, nofile, None);
+        server.set_limits(limits_of(config, shares));
         server.register(&registry, tokens::LISTENER, tokens::SOCKET_WATCH)?;
         Ok(Control {
             server,
@@ -271,6 +306,7 @@ impl Control {
             status_cache: None,
             status_spare: String::new(),
             full_status_bytes: 0,
+            shares,
         })
     }
 
@@ -369,10 +405,17 @@ impl Control {
         let access = access_of(new).map_err(|e| e.to_string())?;
         let nofile = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
             .map_or(1024, |(soft, _)| soft);
-        let limits = limits_of(new, nofile);
+        self.shares = shares_of(new, nofile, Some(self.shares));
+        let limits = limits_of(new, self.shares);
         self.server
             .apply_settings(&access, limits)
             .map_err(|e| e.to_string())
+    }
+
+    /// The metrics listener's descriptor share (its connections count inside the clients'
+    /// budget, see [`fd_shares`]).
+    pub(super) fn metrics_share(&self) -> usize {
+        self.shares.metrics
     }
 
     /// Ends the `logs -f` streams of a container that is gone, with an error line.

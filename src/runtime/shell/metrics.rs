@@ -2,18 +2,22 @@
 //! connections, serving `GET /metrics` from the same loop as everything else.
 //!
 //! Owns the listener, every scraper's socket, their buffers and tokens (`Owner::Metrics`).
-//! The same protections as the control socket, sized for scrapers:
-//! - at most [`MAX_CLIENTS`] connections (one more is answered `503` and closed), at most
-//!   [`ACCEPTS_PER_TURN`] accepted per turn; `EMFILE` and the like are retried after
-//!   [`ACCEPT_RETRY`], never in a busy loop;
+//! The same protections as the control socket, from the same core (`control::limits`), sized
+//! for scrapers:
+//! - at most its descriptor share of connections ([`MetricsListener::set_share`]: what is left
+//!   after vigil's containers, probes and hooks, at most [`MAX_CLIENTS`] served and
+//!   [`REFUSING`] more being told `503`, then closed at once), at most [`MAX_PER_PEER`] from one
+//!   source address (the next is told `503`), at most [`ACCEPTS_PER_TURN`] accepted per turn;
+//!   `EMFILE` and the like are retried after `AcceptRetry::AFTER`, never in a busy loop;
 //! - a request head of at most 8 KiB (`metrics::http`), read only while no reply is under way;
 //!   anything but `GET /metrics` without a body gets one status line and is closed;
 //! - an exposition is built by [`Scrapes`] a bounded slice per turn (at most
 //!   [`CONTAINERS_PER_TURN`] containers' readings and series, across every build under way;
 //!   other events are served between slices), at most [`RENDERS_PER_TURN`] builds at once (one
 //!   per format), each shared by every scraper that asked before it began (one `Rc` body, never a
-//!   copy per connection), and at most [`WRITERS`] connections waiting for or taking a reply, so
-//!   replies held in memory are bounded; a scrape that waits [`IDLE_TIMEOUT`] for one of those
+//!   copy per connection), and at most [`WRITERS`] connections waiting for or taking a reply
+//!   ([`WRITERS_PER_PEER`] of one source address), so replies held in memory are bounded and
+//!   one address's slow readers cannot take every place; a scrape that waits [`IDLE_TIMEOUT`] for one of those
 //!   places (readers that stall or trickle may hold them all) is told `503` and closed;
 //! - every deadline here, once due, makes progress or is moved (an idle connection is closed,
 //!   a waiting scrape refused, an accept retried): the router's poll timeout is never zero
@@ -22,7 +26,8 @@
 //!   connections; the rest goes next turn (the router polls with a zero timeout while
 //!   [`MetricsListener::has_work`]);
 //! - a connection that makes no progress (no complete request, nothing taken of its reply) for
-//!   [`IDLE_TIMEOUT`] is closed: slow heads and readers that stall cannot hold a slot. A
+//!   [`IDLE_TIMEOUT`] is closed, one whose request head has begun and is not complete after
+//!   [`HEAD_TIMEOUT`]: slow heads and readers that stall cannot hold a slot. A
 //!   connection waiting for its exposition is not idle (the wait is vigil's, however many slow
 //!   turns the build takes), and the clock starts again when its reply is ready;
 //! - a client that shuts its sending side after a complete request (`shutdown(SHUT_WR)`,
@@ -55,10 +60,11 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Interest, Registry, Token};
 
 use super::tokens::{Owner, TokenSpace};
+use crate::control::limits::{AcceptRetry, PeerCounts, Quiet};
 use crate::metrics::http::{self, MAX_REQUEST, Parsed, Status};
 use crate::metrics::{Exposition, Format};
 
-/// Scrapers connected at once.
+/// Scrapers connected at once, at most (fewer when the descriptor share is smaller).
 pub const MAX_CLIENTS: usize = 64;
 /// Connections accepted per loop turn.
 pub const ACCEPTS_PER_TURN: usize = 16;
@@ -76,15 +82,27 @@ pub const WRITE_CHUNK: usize = 64 * 1024;
 pub const TURN_OUTPUT: usize = 1024 * 1024;
 /// A connection without progress this long is closed.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Connections over [`MAX_CLIENTS`] kept just long enough to be told `503`.
+/// Connections of one peer address at once: one scraper (or attacker) cannot take every place
+/// ([`MAX_CLIENTS`]) from the others.
+pub const MAX_PER_PEER: usize = 16;
+/// Reply places ([`WRITERS`]) one peer address may hold at once; its further scrapes wait.
+pub const WRITERS_PER_PEER: usize = 4;
+/// A request head must be complete this long after the connection's last progress once its
+/// first byte has come (a slowloris head is cut well before [`IDLE_TIMEOUT`]).
+pub const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
+/// Connections over a limit kept just long enough to be told `503`, at most (fewer when the
+/// descriptor share is smaller).
 pub const REFUSING: usize = 16;
+/// How long a connection may make no progress.
+const QUIET: Quiet = Quiet {
+    idle: IDLE_TIMEOUT,
+    head: HEAD_TIMEOUT,
+};
 /// After a reply that closes the connection, what the client still sends is read and dropped
 /// for at most this long before the socket is closed: closing with unread input makes the
 /// kernel send a reset, which can destroy the reply before the client reads it (RFC 9112
 /// §9.6, "tear-down").
 const LINGER: Duration = Duration::from_secs(2);
-/// Retry of an accept that failed for another reason than `WouldBlock` (e.g. `EMFILE`).
-const ACCEPT_RETRY: Duration = Duration::from_millis(100);
 const READ_CHUNK: usize = 4096;
 
 #[derive(Debug, thiserror::Error)]
@@ -121,6 +139,8 @@ impl Reply {
 
 struct Conn {
     stream: TcpStream,
+    /// The peer's address, for the per-peer limits.
+    peer: std::net::IpAddr,
     input: Vec<u8>,
     reply: Option<Reply>,
     /// The kernel may hold input not read yet (edge-triggered: until a read says WouldBlock).
@@ -136,7 +156,7 @@ struct Conn {
     since: Instant,
     /// The reply is sent and the write side shut: input is dropped until EOF or this time.
     lingering: Option<Instant>,
-    /// Accepted over [`MAX_CLIENTS`] to be told `503`.
+    /// Accepted over a limit to be told `503` (not counted for its address).
     over_limit: bool,
     /// Its complete request waits for one of the [`WRITERS`] places (since `since`).
     queued: bool,
@@ -145,9 +165,10 @@ struct Conn {
 }
 
 impl Conn {
-    fn new(stream: TcpStream, now: Instant) -> Conn {
+    fn new(stream: TcpStream, peer: std::net::IpAddr, now: Instant) -> Conn {
         Conn {
             stream,
+            peer,
             input: Vec::new(),
             reply: None,
             readable: true,
@@ -179,8 +200,13 @@ impl Conn {
         match (self.lingering, &self.awaiting) {
             (Some(until), _) => Some(until),
             (None, Some(_)) => None,
-            (None, None) => Some(self.since + IDLE_TIMEOUT),
+            (None, None) => Some(QUIET.due(self.since, self.head_begun())),
         }
+    }
+
+    /// A request head has begun and is not complete: [`HEAD_TIMEOUT`] applies.
+    fn head_begun(&self) -> bool {
+        self.reply.is_none() && !self.input.is_empty() && !self.queued
     }
 }
 
@@ -192,10 +218,14 @@ pub(super) struct MetricsListener {
     token: Token,
     tokens: TokenSpace,
     conns: HashMap<Token, Conn>,
+    /// Connections per peer address (those over a limit, being told `503`, not counted).
+    per_peer: PeerCounts<std::net::IpAddr>,
+    /// Connections served at once (the descriptor share less [`MetricsListener::refusing`]).
+    max_clients: usize,
+    /// Connections over a limit kept to be told `503` at once.
+    refusing: usize,
     accept_pending: bool,
-    accept_retry: Option<Instant>,
-    /// Accepting fails (`EMFILE`…) since the last success: logged once, not every retry.
-    accept_failing: bool,
+    accept_retry: AcceptRetry,
     /// Something was left for the next turn.
     more: bool,
     /// Connections that went while awaiting an exposition, for [`Scrapes::forget`].
@@ -222,12 +252,24 @@ impl MetricsListener {
             token,
             tokens,
             conns: HashMap::new(),
+            per_peer: PeerCounts::default(),
+            max_clients: MAX_CLIENTS,
+            refusing: REFUSING,
             accept_pending: true,
-            accept_retry: None,
-            accept_failing: false,
+            accept_retry: AcceptRetry::default(),
             more: true,
             left: Vec::new(),
         })
+    }
+
+    /// Sets the descriptors the listener's connections may hold together (the clients' budget,
+    /// `control::limits::fd_shares`): a fifth of them at most (and at most [`REFUSING`]) for
+    /// connections being told `503`, the rest (at most [`MAX_CLIENTS`]) served. Open
+    /// connections stay; new ones are judged against it.
+    pub fn set_share(&mut self, share: usize) {
+        let share = share.max(2);
+        self.refusing = (share / 5).clamp(1, REFUSING);
+        self.max_clients = (share - self.refusing).min(MAX_CLIENTS);
     }
 
     pub fn on_event(&mut self, event: &mio::event::Event) {
@@ -263,7 +305,7 @@ impl MetricsListener {
         self.conns
             .values()
             .filter_map(Conn::deadline)
-            .chain(self.accept_retry)
+            .chain(self.accept_retry.deadline())
             .min()
     }
 
@@ -272,11 +314,14 @@ impl MetricsListener {
     pub fn serve(&mut self, now: Instant, asks: &mut Vec<(Token, Format)>) {
         self.more = false;
         self.accept(now);
-        let mut writers = self
-            .conns
-            .values()
-            .filter(|c| c.reply.is_some() || c.awaiting.is_some())
-            .count();
+        let mut writers = 0;
+        let mut peer_writers: HashMap<std::net::IpAddr, usize> = HashMap::new();
+        for c in self.conns.values() {
+            if c.reply.is_some() || c.awaiting.is_some() {
+                writers += 1;
+                *peer_writers.entry(c.peer).or_default() += 1;
+            }
+        }
         let mut budget = TURN_OUTPUT;
         let mut gone = Vec::new();
         let mut waiting = false;
@@ -325,7 +370,11 @@ impl MetricsListener {
                         conn.refuse(status, why, now);
                         writers += 1;
                     }
-                    Parsed::Scrape(_) if writers >= WRITERS => {
+                    Parsed::Scrape(_)
+                        if writers >= WRITERS
+                            || peer_writers.get(&conn.peer).copied().unwrap_or(0)
+                                >= WRITERS_PER_PEER =>
+                    {
                         // Its request is complete (progress: the clock starts then), but every
                         // place is taken. Picked up when a reply finishes or a connection goes,
                         // not by polling (a stalled writer would make that a busy loop); after
@@ -355,6 +404,7 @@ impl MetricsListener {
                         conn.since = now;
                         asks.push((token, s.format));
                         writers += 1;
+                        *peer_writers.entry(conn.peer).or_default() += 1;
                     }
                 }
             }
@@ -399,15 +449,20 @@ impl MetricsListener {
             {
                 self.more = true;
             }
-            if conn.awaiting.is_none() && now.saturating_duration_since(conn.since) >= IDLE_TIMEOUT
-            {
-                debug!("metrics: closing a connection idle for {IDLE_TIMEOUT:?}");
+            if conn.awaiting.is_none() && QUIET.expired(conn.since, now, conn.head_begun()) {
+                debug!(
+                    "metrics: closing a connection without progress for {:?}",
+                    QUIET.limit(conn.head_begun())
+                );
                 gone.push(token);
             }
         }
         for token in gone {
             if let Some(mut conn) = self.conns.remove(&token) {
                 let _ = self.registry.deregister(&mut conn.stream);
+                if !conn.over_limit {
+                    self.per_peer.release(conn.peer);
+                }
                 if conn.awaiting.is_some() {
                     self.left.push(token);
                 }
@@ -419,7 +474,7 @@ impl MetricsListener {
         }
         // Waiting out an accept retry (`EMFILE`…) is a deadline ([`Self::next_deadline`]),
         // not work: polling without a timeout meanwhile would spin until it is due.
-        if self.accept_pending && self.accept_retry.is_none() {
+        if self.accept_pending && self.accept_retry.deadline().is_none() {
             self.more = true;
         }
     }
@@ -453,22 +508,35 @@ impl MetricsListener {
     }
 
     fn accept(&mut self, now: Instant) {
-        if self.accept_retry.is_some_and(|t| now < t) {
+        if self.accept_retry.waiting(now) {
             return;
         }
-        self.accept_retry = None;
         if !self.accept_pending {
             return;
         }
         for _ in 0..ACCEPTS_PER_TURN {
             match self.listener.accept() {
                 Ok((mut stream, peer)) => {
-                    self.accept_failing = false;
-                    let over = self.conns.len() >= MAX_CLIENTS;
-                    if over {
-                        debug!("metrics: {peer} refused: {MAX_CLIENTS} scrapers connected");
+                    self.accept_retry.succeeded();
+                    let served = self.conns.values().filter(|c| !c.over_limit).count();
+                    let why = if served >= self.max_clients {
+                        debug!(
+                            "metrics: {peer} refused: {} scrapers connected",
+                            self.max_clients
+                        );
+                        Some("too many scrapers connected")
+                    } else if let Err(held) = self.per_peer.admit(peer.ip(), MAX_PER_PEER) {
+                        debug!(
+                            "metrics: {peer} refused: {held} connections from {} already",
+                            peer.ip()
+                        );
+                        Some("too many connections from your address")
+                    } else {
+                        None
+                    };
+                    if why.is_some() {
                         let refusing = self.conns.values().filter(|c| c.over_limit).count();
-                        if refusing >= REFUSING {
+                        if refusing >= self.refusing {
                             continue;
                         }
                     }
@@ -479,12 +547,15 @@ impl MetricsListener {
                         Interest::READABLE | Interest::WRITABLE,
                     ) {
                         warn!("metrics: cannot register a connection from {peer}: {e}");
+                        if why.is_none() {
+                            self.per_peer.release(peer.ip());
+                        }
                         continue;
                     }
-                    let mut conn = Conn::new(stream, now);
-                    if over {
+                    let mut conn = Conn::new(stream, peer.ip(), now);
+                    if let Some(why) = why {
                         conn.over_limit = true;
-                        conn.refuse(Status::Unavailable, "too many scrapers connected", now);
+                        conn.refuse(Status::Unavailable, why, now);
                     }
                     self.conns.insert(token, conn);
                 }
@@ -496,16 +567,15 @@ impl MetricsListener {
                 Err(e) => {
                     // EMFILE, ENFILE, ENOBUFS…: the pending connection stays in the backlog;
                     // try again shortly instead of spinning.
-                    if self.accept_failing {
-                        debug!("metrics: accepting on {}: {e}", self.addr);
-                    } else {
+                    if self.accept_retry.failed(now) {
                         warn!(
-                            "metrics: accepting on {}: {e}; retrying every 100 ms",
-                            self.addr
+                            "metrics: accepting on {}: {e}; retrying every {:?}",
+                            self.addr,
+                            AcceptRetry::AFTER
                         );
-                        self.accept_failing = true;
+                    } else {
+                        debug!("metrics: accepting on {}: {e}", self.addr);
                     }
-                    self.accept_retry = Some(now + ACCEPT_RETRY);
                     return;
                 }
             }
@@ -841,6 +911,9 @@ mod tests {
         poll: mio::Poll,
         events: mio::Events,
         listener: MetricsListener,
+        /// Connections made so far: each comes from its own loopback address (127.0.1.N), so
+        /// the per-address limits do not get in the way of tests about the others.
+        made: u8,
     }
 
     impl Rig {
@@ -853,11 +926,38 @@ mod tests {
                 poll,
                 events: mio::Events::with_capacity(64),
                 listener,
+                made: 0,
             }
         }
 
-        fn connect(&self) -> StdStream {
-            let s = StdStream::connect(self.listener.addr).expect("connect");
+        fn connect(&mut self) -> StdStream {
+            self.made = self.made.wrapping_add(1);
+            self.connect_from(std::net::Ipv4Addr::new(127, 0, 1, self.made))
+        }
+
+        /// A connection from `source` (a loopback address).
+        fn connect_from(&self, source: std::net::Ipv4Addr) -> StdStream {
+            use nix::sys::socket::{
+                AddressFamily, SockFlag, SockType, SockaddrIn, bind, connect, socket,
+            };
+            use std::os::fd::AsRawFd;
+            let fd = socket(
+                AddressFamily::Inet,
+                SockType::Stream,
+                SockFlag::SOCK_CLOEXEC,
+                None,
+            )
+            .expect("socket");
+            bind(
+                fd.as_raw_fd(),
+                &SockaddrIn::from(std::net::SocketAddrV4::new(source, 0)),
+            )
+            .expect("bind the source address");
+            let SocketAddr::V4(to) = self.listener.addr else {
+                panic!("an IPv4 listener");
+            };
+            connect(fd.as_raw_fd(), &SockaddrIn::from(to)).expect("connect");
+            let s = StdStream::from(fd);
             // A guard against a hang only: every reply here is in the kernel's buffer before
             // the test reads it.
             s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
@@ -971,6 +1071,73 @@ mod tests {
                 .count(),
             held.len()
         );
+    }
+
+    #[test]
+    fn one_address_gets_sixteen_connections_and_four_reply_places_and_another_is_still_served() {
+        let mut rig = Rig::new();
+        let now = Instant::now();
+        let crowd = std::net::Ipv4Addr::new(127, 0, 2, 1);
+        // Sixteen connections of one address, each with a scrape asked for and not answered.
+        let mut held = Vec::new();
+        for _ in 0..MAX_PER_PEER {
+            let mut s = rig.connect_from(crowd);
+            s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+            held.push(s);
+        }
+        let mut asked = 0;
+        for _ in 0..20 {
+            asked += rig.turn(now).len();
+        }
+        assert_eq!(
+            asked, WRITERS_PER_PEER,
+            "one address holds four reply places"
+        );
+        // The seventeenth of that address is told 503 and closed.
+        let mut over = rig.connect_from(crowd);
+        for _ in 0..10 {
+            rig.turn(now);
+        }
+        let mut out = Vec::new();
+        over.read_to_end(&mut out).expect("refused, then closed");
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with("HTTP/1.1 503 "), "{text}");
+        assert!(text.contains("from your address"), "{text}");
+        // Another address connects and is given a place at once.
+        let mut other = rig.connect();
+        other
+            .write_all(b"GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let token = rig.ask(now);
+        rig.listener.deliver(token, body(), now);
+        let text = reply(&mut rig, &mut other, now);
+        assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+    }
+
+    #[test]
+    fn a_small_descriptor_share_serves_fewer_and_refuses_the_rest() {
+        let mut rig = Rig::new();
+        rig.listener.set_share(10);
+        let now = Instant::now();
+        let held: Vec<StdStream> = (0..8).map(|_| rig.connect()).collect();
+        for _ in 0..10 {
+            rig.turn(now);
+        }
+        let mut extra: Vec<StdStream> = (0..4).map(|_| rig.connect()).collect();
+        for _ in 0..10 {
+            rig.turn(now);
+        }
+        let mut told = 0;
+        for s in &mut extra {
+            let mut out = Vec::new();
+            let _ = s.read_to_end(&mut out);
+            if out.starts_with(b"HTTP/1.1 503 ") {
+                told += 1;
+            }
+        }
+        // 10 descriptors: 8 served, 2 being told 503, the rest closed at once.
+        assert_eq!(told, 2);
+        assert_eq!(rig.listener.conns.len(), held.len() + told);
     }
 
     #[test]

@@ -276,7 +276,10 @@ impl Shell {
         let metrics = match config.supervisor.metrics_address {
             None => None,
             Some(addr) => match metrics::MetricsListener::bind(Rc::clone(&registry), addr) {
-                Ok(m) => Some(m),
+                Ok(mut m) => {
+                    m.set_share(control.metrics_share());
+                    Some(m)
+                }
                 // After an upgrade the containers run on: a port taken meanwhile is not worth
                 // giving up the handoff for.
                 Err(e) if core.is_some() => {
@@ -873,6 +876,10 @@ impl Shell {
         // connections at once.
         if let Err(e) = self.control.apply_settings(new) {
             error!("reload: control socket settings not applied: {e}");
+        }
+        // The clients' descriptor shares follow the config's containers and probes.
+        if let Some(m) = &mut self.metrics {
+            m.set_share(self.control.metrics_share());
         }
         if !plan.keys.is_empty() {
             info!("reload: [supervisor] {} applied", plan.keys.join(", "));
