@@ -49,6 +49,9 @@ if ! python3 -c 'import grpc, grpc_health.v1.health' 2>/dev/null; then
     || python3 -m pip install --quiet --break-system-packages grpcio grpcio-health-checking
 fi
 
+step "PyYAML (python3-yaml: reads vigil convert's YAML back as a YAML 1.1 parser would)"
+python3 -c 'import yaml' 2>/dev/null || { apt-get update -qq && apt-get install -y -qq python3-yaml; }
+
 step "Kubernetes OpenAPI schema validator (kubernetes-validate: checks vigil convert's manifests)"
 if ! command -v kubernetes-validate >/dev/null 2>&1; then
   python3 -m pip install --quiet kubernetes-validate \

@@ -367,6 +367,7 @@ fn read_doc(doc: &Value, ctx: &mut Ctx<'_>) -> Option<PodOut> {
             let pod: Pod = typed(doc, ctx)?;
             ctx.prefix = "spec".to_string();
             let meta = pod.metadata;
+            warn_namespace(meta.namespace.as_deref(), ctx);
             (
                 "v1",
                 meta.name.or(meta.generate_name),
@@ -385,6 +386,7 @@ fn read_doc(doc: &Value, ctx: &mut Ctx<'_>) -> Option<PodOut> {
             }
             let d: Deployment = typed(doc, ctx)?;
             ctx.prefix = "spec.template.spec".to_string();
+            warn_namespace(d.metadata.namespace.as_deref(), ctx);
             let spec = d.spec;
             let replicas = spec.replicas;
             let template = spec.template;
@@ -425,6 +427,20 @@ fn read_doc(doc: &Value, ctx: &mut Ctx<'_>) -> Option<PodOut> {
         return None;
     };
     pod(name, &spec, annotations.unwrap_or_default(), ctx)
+}
+
+/// `metadata.namespace` is not kept (vigil has one flat set of pod names): said, so that two
+/// manifests of one name in two namespaces are not a surprise.
+fn warn_namespace(namespace: Option<&str>, ctx: &mut Ctx<'_>) {
+    if let Some(ns) = namespace.filter(|ns| !ns.is_empty()) {
+        ctx.warn(
+            "metadata.namespace",
+            format!(
+                "{ns:?} is left out: vigil has no namespaces, every pod name is one of the \
+                 host's (a pod of the same name from another namespace would clash)"
+            ),
+        );
+    }
 }
 
 /// Why a pod-spec field has no meaning on a host.
@@ -642,6 +658,10 @@ const ANNOTATED: &[(&str, bool)] = &[
 ];
 const RESOURCE_KEYS: &[&str] = &["memory_high", "swap_max", "pids_max", "oom_group"];
 
+/// The kubelet's default `terminationMessagePath` (`v1.TerminationMessagePathDefault`): a file
+/// it creates and mounts into the container. On the host it is the host's own /dev.
+const KUBERNETES_TERMINATION_LOG: &str = "/dev/termination-log";
+
 fn set(keys: &mut Vec<(String, String)>, k: &str, v: String) {
     match keys.iter_mut().find(|(key, _)| key == k) {
         Some(slot) => slot.1 = v,
@@ -690,11 +710,18 @@ fn container(
         );
     }
     let Some(command) = c.command.as_ref().filter(|c| !c.is_empty()) else {
+        let has_args = c.args.as_ref().is_some_and(|a| !a.is_empty());
+        let fix = if has_args {
+            "move args to command, with the program the image's entrypoint would run in front \
+             (command: [PROGRAM, ...args])"
+        } else {
+            "add `command`"
+        };
         ctx.error(
             &format!("{path}.command"),
             format!(
                 "container {:?} has no command: vigil runs a program on the host, not the \
-                 image's entrypoint; add `command`",
+                 image's entrypoint; {fix}",
                 c.name
             ),
         );
@@ -732,8 +759,18 @@ fn container(
     if let Some(wd) = &c.working_dir {
         out.keys.push(("working_dir".into(), q(wd)));
     }
-    if let Some(p) = &c.termination_message_path {
-        out.keys.push(("termination_message_path".into(), q(p)));
+    match c.termination_message_path.as_deref() {
+        Some(KUBERNETES_TERMINATION_LOG) => ctx.warn(
+            &format!("{path}.terminationMessagePath"),
+            format!(
+                "{KUBERNETES_TERMINATION_LOG} (Kubernetes' default) is left out: on the host \
+                 it names the host's /dev, where vigil makes no file; no termination message is \
+                 read unless termination_message_path names a file the program writes (e.g. \
+                 under /run), or FallbackToLogsOnError takes the last lines of its output"
+            ),
+        ),
+        Some(p) => out.keys.push(("termination_message_path".into(), q(p))),
+        None => {}
     }
     if let Some(p) = &c.termination_message_policy {
         out.keys.push(("termination_message_policy".into(), q(p)));

@@ -21,6 +21,8 @@ pub mod from_kube;
 pub mod strict;
 #[cfg(feature = "kubernetes")]
 pub mod to_kube;
+#[cfg(feature = "kubernetes")]
+pub mod yaml;
 
 #[cfg(test)]
 mod tests;

@@ -610,3 +610,99 @@ fn host_namespaces_are_a_warning_whatever_their_value() {
         );
     }
 }
+
+/// A pod's own `backoff` reaches every container: the converter says it once, at the pod, and
+/// still keeps it on each container for the way back.
+#[test]
+fn a_pod_level_backoff_is_one_warning_at_the_pod() {
+    let config = crate::config::load_str(
+        r#"
+[pods.web]
+backoff = { initial_seconds = 2 }
+[[pods.web.containers]]
+name = "app"
+command = ["/bin/true"]
+[[pods.web.containers]]
+name = "side"
+command = ["/bin/true"]
+"#,
+        Path::new("b.toml"),
+    )
+    .expect("config");
+    let mut warnings = Vec::new();
+    let m = to_kube::convert(&config, &opts(Kind::Pod), &mut warnings).expect("convert");
+    let backoff: Vec<&Warning> = warnings
+        .iter()
+        .filter(|w| w.path.ends_with("backoff"))
+        .collect();
+    assert_eq!(backoff.len(), 1, "{warnings:?}");
+    assert_eq!(backoff[0].path, "pods.web.backoff");
+    let v = m[0].to_value().expect("json");
+    for c in ["app", "side"] {
+        assert!(
+            v["metadata"]["annotations"][format!("vigil/{c}.backoff")].is_string(),
+            "{v}"
+        );
+    }
+    let (back, _) = round_trip(&config, Kind::Pod);
+    assert_eq!(
+        back.pods[0].containers[1].backoff,
+        config.pods[0].containers[1].backoff
+    );
+}
+
+const ONE_CONTAINER: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n";
+
+#[test]
+fn a_dropped_namespace_is_a_warning() {
+    let text = format!(
+        "{ONE_CONTAINER}  namespace: shop\nspec:\n  containers:\n  - name: app\n    command: [/bin/true]\n"
+    );
+    let out = from(&text).expect("converts");
+    let w = out
+        .warnings
+        .iter()
+        .find(|w| w.path == "metadata.namespace")
+        .expect("a warning about the namespace");
+    assert!(w.message.contains("\"shop\" is left out"), "{w:?}");
+}
+
+#[test]
+fn args_without_command_are_told_to_move_to_command_with_the_entrypoint_s_program() {
+    rejected_at(
+        &format!(
+            "{ONE_CONTAINER}spec:\n  containers:\n  - name: redis\n    args: [--appendonly, \"no\"]\n"
+        ),
+        "spec.containers[0].command",
+        "move args to command, with the program the image's entrypoint would run",
+    );
+}
+
+/// `kubectl get -o yaml` writes the kubelet's default `/dev/termination-log`: on the host that
+/// is the host's /dev, so it is left out, and the warning says what happens instead.
+#[test]
+fn the_kubernetes_default_termination_log_is_left_out_with_a_warning() {
+    let text = format!(
+        "{ONE_CONTAINER}spec:\n  containers:\n  - name: app\n    command: [/bin/true]\n    \
+         terminationMessagePath: /dev/termination-log\n    terminationMessagePolicy: File\n"
+    );
+    let out = from(&text).expect("converts");
+    assert!(!out.toml.contains("/dev/termination-log"), "{}", out.toml);
+    let w = out
+        .warnings
+        .iter()
+        .find(|w| w.path == "spec.containers[0].terminationMessagePath")
+        .expect("a warning");
+    assert!(
+        w.message.contains("the host's /dev") && w.message.contains("no termination message"),
+        "{w:?}"
+    );
+    let own = text.replace("/dev/termination-log", "/run/app/termination");
+    let out = from(&own).expect("converts");
+    assert!(
+        out.toml
+            .contains("termination_message_path = \"/run/app/termination\""),
+        "{}",
+        out.toml
+    );
+}

@@ -61,22 +61,15 @@ impl Manifest {
     }
 }
 
-/// YAML, one document per object.
+/// YAML, one document per object, every string quoted where a YAML 1.1 or 1.2 parser could
+/// read it as anything else ([`super::yaml`]).
 pub fn to_yaml(manifests: &[Manifest]) -> Result<String, String> {
     let mut out = String::new();
     for (i, m) in manifests.iter().enumerate() {
         if i > 0 {
             out.push_str("---\n");
         }
-        let text = match m {
-            Manifest::Pod(p) => serde_norway::to_string(p.as_ref()),
-            Manifest::Deployment(d) => serde_norway::to_string(d.as_ref()),
-        }
-        .map_err(|e| format!("cannot write YAML: {e}"))?;
-        out.push_str(&text);
-        if !out.ends_with('\n') {
-            out.push('\n');
-        }
+        out.push_str(&super::yaml::document(&m.to_value()?));
     }
     Ok(out)
 }
@@ -233,6 +226,42 @@ fn backoff_toml(b: &Backoff) -> String {
     )
 }
 
+/// A back-off that every container of the pod shares (the pod's own `backoff`, which the config
+/// gives each container) is said once, at the pod, instead of once per container; each
+/// container still keeps its annotation.
+fn one_backoff_warning(pod: &PodSpec, path: &str, from: usize, warnings: &mut Vec<Warning>) {
+    let all: Vec<&Arc<ContainerSpec>> = pod
+        .init_containers
+        .iter()
+        .chain(pod.containers.iter())
+        .collect();
+    let shared = all.len() > 1
+        && all[0].backoff != Backoff::default()
+        && all.iter().all(|c| c.backoff == all[0].backoff);
+    if !shared {
+        return;
+    }
+    let is_backoff = |w: &Warning| {
+        w.path.starts_with(path) && w.path.ends_with("].backoff") && w.path.contains("containers[")
+    };
+    let mut i = from;
+    while i < warnings.len() {
+        if is_backoff(&warnings[i]) {
+            warnings.remove(i);
+        } else {
+            i += 1;
+        }
+    }
+    warnings.push(Warning::new(
+        join(path, "backoff"),
+        format!(
+            "the kubelet's back-off is fixed (10 s doubling to 300 s); kept as annotations \
+             {ANNOTATION_PREFIX}CONTAINER.backoff, one for each of the pod's {} containers",
+            all.len()
+        ),
+    ));
+}
+
 /// Adds `vigil/<container>.<key>` annotations and says why each one is needed.
 struct Annotator<'a> {
     pod: &'a str,
@@ -288,6 +317,7 @@ fn pod_spec(
     }
     // One grace period per pod: the budget vigil itself gives a whole-pod stop (the pod's key
     // when written, else the longest container grace), so both stop the pod alike.
+    let first_warning = warnings.len();
     let grace = pod.termination_grace;
     let grace_secs = whole_seconds(
         grace,
@@ -355,6 +385,7 @@ fn pod_spec(
     };
     let init_containers = convert_list(&pod.init_containers, "init_containers", true);
     let containers = convert_list(&pod.containers, "containers", false);
+    one_backoff_warning(pod, path, first_warning, warnings);
     KubePodSpec {
         restart_policy: Some(pod.restart_policy.as_str().to_string()),
         termination_grace_period_seconds: Some(grace_secs),

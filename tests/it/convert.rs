@@ -338,3 +338,98 @@ fn run_f_rereads_the_manifest_on_reload_and_refuses_a_pod_defined_twice() {
     assert_eq!(state_reason(&v.container("two", "main")), "Running");
     assert_eq!(v.shutdown(), 0);
 }
+
+/// `--appendonly no` and `FLAG = "no"` came out unquoted, which YAML 1.1 readers (go-yaml v2
+/// under kubectl, PyYAML) take for a boolean: every string that any YAML version could read as
+/// something else is quoted, so the manifest passes the schema and PyYAML reads each string
+/// back as itself.
+#[test]
+#[ignore = "needs kubernetes-validate and PyYAML (pip / python3-yaml; tests/run-all.sh installs them)"]
+fn strings_yaml_would_read_as_booleans_dates_or_numbers_stay_strings_for_kubernetes() {
+    let tricky = [
+        "no",
+        "yes",
+        "on",
+        "off",
+        "y",
+        "n",
+        "NO",
+        "~",
+        "null",
+        "2026-01-01",
+        "1_000",
+        "0x1F",
+        "0o17",
+        ".inf",
+        "1e3",
+        " lead",
+        "trail ",
+        "a: b",
+        "a #b",
+        "#x",
+        "12:30",
+        "-",
+        "",
+        "line\nbreak",
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let mut toml = String::from(
+        "[pods.redis]\n[[pods.redis.containers]]\nname = \"redis\"\nimage = \"redis:7\"\n\
+         command = [\"redis-server\", \"--appendonly\", \"no\"]\n[pods.redis.containers.env]\n",
+    );
+    for (i, v) in tricky.iter().enumerate() {
+        toml.push_str(&format!("V{i} = {}\n", serde_json::to_string(v).unwrap()));
+    }
+    let config = dir.path().join("tricky.toml");
+    std::fs::write(&config, toml).unwrap();
+    let out = vigil(&[
+        "convert".as_ref(),
+        "--to".as_ref(),
+        "kubernetes".as_ref(),
+        "-c".as_ref(),
+        config.as_os_str(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let manifest = dir.path().join("tricky.yaml");
+    std::fs::write(&manifest, &out.stdout).unwrap();
+    let v = Command::new("kubernetes-validate")
+        .args(["--strict", "--kubernetes-version", "1.37.0"])
+        .arg(&manifest)
+        .output()
+        .expect("kubernetes-validate (pip install kubernetes-validate)");
+    assert!(
+        v.status.success(),
+        "{}{}\n{}",
+        text(&v.stdout),
+        text(&v.stderr),
+        text(&out.stdout)
+    );
+    let read = Command::new("python3")
+        .args([
+            "-c",
+            "import sys, json, yaml; print(json.dumps(yaml.safe_load(open(sys.argv[1]))))",
+        ])
+        .arg(&manifest)
+        .output()
+        .expect("python3 with PyYAML (apt-get install python3-yaml)");
+    assert!(read.status.success(), "{}", text(&read.stderr));
+    let back: serde_json::Value = serde_json::from_slice(&read.stdout).unwrap();
+    let c = &back["spec"]["containers"][0];
+    assert_eq!(
+        c["command"],
+        serde_json::json!(["redis-server", "--appendonly", "no"]),
+        "{}",
+        text(&out.stdout)
+    );
+    for (i, want) in tricky.iter().enumerate() {
+        let got = c["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == format!("V{i}"))
+            .unwrap_or_else(|| panic!("V{i} missing"));
+        // Kubernetes leaves out an empty value; PyYAML then has no key.
+        let value = got["value"].as_str().unwrap_or("");
+        assert_eq!(value, *want, "{}", text(&out.stdout));
+    }
+}
