@@ -157,6 +157,7 @@ tables! {
         client_idle_timeout_seconds: Num,
         client_fd_percent: Int,
         on_restart: Str,
+        on_output_lost: Str,
         metrics_address: Str,
     }
 

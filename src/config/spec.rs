@@ -71,6 +71,11 @@ pub struct SupervisorSpec {
     /// What a vigil started after another died without a clean shutdown does with the
     /// containers that one left running (docs/behaviour.md, "After a crash of vigil").
     pub on_restart: OnRestart,
+    /// What becomes of an adopted container whose output pipes were lost in that crash
+    /// (docs/behaviour.md, "After a crash of vigil"). (`default`: a handoff from a vigil
+    /// without the key.)
+    #[serde(default)]
+    pub on_output_lost: OnOutputLost,
     /// Where `GET /metrics` is served (Prometheus / OpenMetrics text); `None`: not served.
     /// (`default`: a handoff from a vigil without the key.)
     #[serde(default)]
@@ -107,6 +112,7 @@ impl Default for SupervisorSpec {
             client_idle_timeout: Duration::from_secs(60),
             client_fd_percent: 50,
             on_restart: OnRestart::Adopt,
+            on_output_lost: OnOutputLost::Restart,
             metrics_address: None,
         }
     }
@@ -129,6 +135,28 @@ impl OnRestart {
         match self {
             OnRestart::Adopt => "adopt",
             OnRestart::Replace => "replace",
+        }
+    }
+}
+
+/// `supervisor.on_output_lost`: an adopted container whose output pipes did not survive the
+/// crash of the earlier vigil (no output holder kept them) cannot write to stdout or stderr
+/// any more (EPIPE, or SIGPIPE).
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnOutputLost {
+    /// Restart it at once, as an operator's `restart` would (the kubelet restarts a container
+    /// whose state it cannot know rather than trust it).
+    #[default]
+    Restart,
+    /// Leave it running, marked `output_lost` in its status.
+    Keep,
+}
+
+impl OnOutputLost {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnOutputLost::Restart => "restart",
+            OnOutputLost::Keep => "keep",
         }
     }
 }

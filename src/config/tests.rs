@@ -1055,6 +1055,32 @@ fn on_restart_is_adopt_by_default_and_must_be_adopt_or_replace() {
 }
 
 #[test]
+fn on_output_lost_is_restart_by_default_and_must_be_restart_or_keep() {
+    let ok = |text: &str| {
+        load_str(text, Path::new("t.toml"))
+            .expect("valid")
+            .supervisor
+            .on_output_lost
+    };
+    assert_eq!(ok(""), OnOutputLost::Restart);
+    assert_eq!(
+        ok("[supervisor]\non_output_lost = \"keep\"\n"),
+        OnOutputLost::Keep
+    );
+    assert_eq!(
+        ok("[supervisor]\non_output_lost = \"restart\"\n"),
+        OnOutputLost::Restart
+    );
+    let errs = errors("[supervisor]\non_output_lost = \"ignore\"\n");
+    assert_eq!(errs.len(), 1, "{errs:#?}");
+    assert_has(
+        &errs[0],
+        "2:18: supervisor.on_output_lost: ",
+        "invalid on_output_lost \"ignore\"; expected \"restart\" or \"keep\"",
+    );
+}
+
+#[test]
 fn supervisor_defaults_and_values() {
     let c = ok("");
     assert_eq!(c.supervisor, SupervisorSpec::default());
@@ -1278,6 +1304,7 @@ max_connections_per_uid = 16
 client_idle_timeout_seconds = 30
 client_fd_percent = 40
 on_restart = "replace"
+on_output_lost = "keep"
 metrics_address = "[::1]:9469"
 
 [pods.db]

@@ -146,6 +146,7 @@ pub fn container(
         },
         probes: c.probes.iter().map(|p| probe_status(p, clock)).collect(),
         spec: spec(&c.spec, secrets),
+        output_lost: c.output_lost,
     }
 }
 
@@ -409,6 +410,7 @@ pub(crate) mod fixtures {
             oom_kills: 1,
             backoff_until: Some(mono + Duration::from_secs(40)),
             spec: spec("app"),
+            output_lost: false,
         };
         let sidecar = ContainerStatus {
             key: ContainerKey(2),
@@ -426,6 +428,7 @@ pub(crate) mod fixtures {
             oom_kills: 0,
             backoff_until: None,
             spec: spec("sidecar"),
+            output_lost: false,
         };
         PodStatus {
             name: "web".into(),
@@ -556,6 +559,7 @@ mod tests {
                 "cgroup",
                 "last_state",
                 "name",
+                "output_lost",
                 "pid",
                 "probes",
                 "ready",

@@ -386,6 +386,14 @@ fn describe_container(out: &mut String, c: &Container, now: SystemTime) {
     if let Some(pid) = c.pid {
         kv(out, 2, "PID", pid);
     }
+    if c.output_lost {
+        kv(
+            out,
+            2,
+            "Output",
+            "lost in a crash of vigil (its writes to stdout and stderr fail)",
+        );
+    }
     if let Some(cg) = &c.cgroup {
         kv(out, 2, "Cgroup", cell(cg));
     }

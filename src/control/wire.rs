@@ -305,6 +305,11 @@ pub struct Container {
     pub resources: Figures,
     pub probes: Vec<ProbeStatus>,
     pub spec: Spec,
+    /// The current run's output pipes were lost in a crash of vigil: what it writes to stdout
+    /// and stderr cannot be read (an adopted run, `[supervisor] on_output_lost`). Absent from
+    /// a vigil before this field.
+    #[serde(default)]
+    pub output_lost: bool,
 }
 
 /// Exactly one of `waiting`, `running`, `terminated`.

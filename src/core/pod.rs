@@ -68,6 +68,10 @@ pub(super) const EXIT_CODE_UNKNOWN: i32 = 137;
 /// adopted) when the next one started.
 pub(super) const MSG_GONE_UNSEEN: &str = "it was running when an earlier vigil died and had gone (or could not be adopted) when vigil started again: its exit status is unknown";
 pub(super) const KILL_SHUTDOWN_TIMEOUT: &str = "still running at the shutdown timeout";
+/// Why vigil restarts an adopted run whose output pipes were lost (`on_output_lost =
+/// "restart"`).
+pub(super) const MSG_OUTPUT_LOST: &str =
+    "its output pipes were lost in a crash of vigil (on_output_lost = \"restart\")";
 
 /// Why vigil is stopping a running container.
 #[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
@@ -205,6 +209,9 @@ pub(super) struct Slot {
     /// OOM kills already reported by `OomKills` during this run.
     run_oom_seen: u64,
     hook: Option<HookRun>,
+    /// The current run's output pipes were lost in a crash of vigil (`output_lost`).
+    #[serde(default)]
+    output_lost: bool,
 }
 
 fn probe_spec(spec: &ContainerSpec, kind: ProbeKind) -> Option<&ProbeSpec> {
@@ -364,6 +371,7 @@ impl Slot {
             oom_kills: 0,
             run_oom_seen: 0,
             hook: None,
+            output_lost: false,
         }
     }
 
@@ -517,6 +525,7 @@ impl Slot {
         self.runs += 1;
         self.started = false;
         self.run_oom_seen = 0;
+        self.output_lost = false;
         for p in &mut self.probes {
             p.reset_for_run(self.restart_count.saturating_add(1));
         }
@@ -694,6 +703,52 @@ impl Slot {
         );
         self.post_start_done(out);
         Some(self.generation)
+    }
+
+    /// The running run `generation` (adopted) has lost its output pipes in a crash of vigil:
+    /// marked so in its status, a Warning `OutputLost` event, and with `restart` stopped and
+    /// started again at once, as an operator's `restart` would (the kubelet restarts a
+    /// container whose state it cannot know rather than trust it). False when that run is not
+    /// running (any more).
+    pub(super) fn output_lost(
+        &mut self,
+        generation: Generation,
+        restart: bool,
+        pod: &str,
+        out: &mut Out,
+    ) -> bool {
+        let pid = match &self.state {
+            SlotState::Running { pid, .. } if self.generation == generation => *pid,
+            _ => return false,
+        };
+        self.output_lost = true;
+        let name = self.spec.name.clone();
+        let then = if restart {
+            "restarting it (on_output_lost = \"restart\")"
+        } else {
+            "it runs on, its writes to stdout and stderr fail (on_output_lost = \"keep\")"
+        };
+        out.event(
+            EventType::Warning,
+            REASON_OUTPUT_LOST,
+            pod,
+            &name,
+            format!(
+                "The output pipes of container {name} (pid {pid}) were lost in a crash of vigil: \
+                 what it writes cannot be read; {then}"
+            ),
+        );
+        if restart {
+            self.begin_stop(
+                StopCause::Request {
+                    message: MSG_OUTPUT_LOST.to_string(),
+                    then_start: true,
+                },
+                pod,
+                out,
+            );
+        }
+        true
     }
 
     /// What the next vigil takes back of this container (`recall`).
@@ -1585,6 +1640,7 @@ impl Slot {
                 _ => None,
             },
             spec: self.spec.clone(),
+            output_lost: self.output_lost && matches!(self.state, SlotState::Running { .. }),
         }
     }
 }

@@ -190,6 +190,10 @@ pub struct ContainerStatus {
     #[serde(default, with = "crate::monotime::opt")]
     pub backoff_until: Option<Time>,
     pub spec: Arc<ContainerSpec>,
+    /// The current run's output pipes were lost in a crash of vigil (an adopted run kept
+    /// running with `on_output_lost = "keep"`, or until its restart ends it).
+    #[serde(default)]
+    pub output_lost: bool,
 }
 
 #[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]

@@ -58,6 +58,13 @@ pub struct Supervisor {
     /// Containers whose probes began within the last millisecond or so (transient).
     #[serde(skip)]
     phase_spread: PhaseSpread,
+    /// Runs adopted from an earlier vigil, and those of them whose output was lost, since
+    /// this vigil started (an upgrade carries them on: `vigil_adopted_runs_total`,
+    /// `vigil_output_lost_runs_total`).
+    #[serde(default)]
+    adopted_runs: u64,
+    #[serde(default)]
+    output_lost_runs: u64,
 }
 
 fn not_found(message: String) -> CommandError {
@@ -120,6 +127,8 @@ impl Supervisor {
             timers: Timers::default(),
             where_is: HashMap::new(),
             phase_spread: PhaseSpread::default(),
+            adopted_runs: 0,
+            output_lost_runs: 0,
         };
         for spec in &config.pods {
             let pod = Pod::new(spec.clone(), now, &mut sup.next_key);
@@ -536,7 +545,43 @@ impl Supervisor {
         self.actions
             .retain(|a| !matches!(a, Action::Spawn { key: k, .. } if dropped.contains(k)));
         self.refresh_touched(now, Some(&[loc.pod]));
+        self.adopted_runs += 1;
         Some(generation)
+    }
+
+    /// The adopted run `generation` of `key` lost its output pipes in the crash of the
+    /// earlier vigil (no output holder had them): an `OutputLost` Warning event, the mark in
+    /// its status, and with `restart` (`on_output_lost = "restart"`) a restart at once as an
+    /// operator's would be. False when that run is not running.
+    pub fn output_lost(
+        &mut self,
+        now: Time,
+        key: ContainerKey,
+        generation: Generation,
+        restart: bool,
+    ) -> bool {
+        let Some(loc) = self.locate(key) else {
+            return false;
+        };
+        let (pods, mut out) = self.split(now);
+        let pod = &mut pods[loc.pod];
+        let name = pod.spec.name.clone();
+        let slot = if loc.init {
+            &mut pod.init[loc.index]
+        } else {
+            &mut pod.main[loc.index]
+        };
+        if !slot.output_lost(generation, restart, &name, &mut out) {
+            return false;
+        }
+        self.output_lost_runs += 1;
+        self.refresh_touched(now, Some(&[loc.pod]));
+        true
+    }
+
+    /// Runs adopted from an earlier vigil, and runs whose output was lost in its crash.
+    pub fn adoption_counts(&self) -> (u64, u64) {
+        (self.adopted_runs, self.output_lost_runs)
     }
 
     /// What the next vigil takes back if this one dies without a shutdown ([`super::recall`]):

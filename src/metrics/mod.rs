@@ -56,6 +56,9 @@ pub const FAMILIES: &[&str] = &[
     "vigil_container_backoff_remaining_seconds",
     "vigil_probe_results_total",
     "vigil_probe_duration_seconds",
+    "vigil_adopted_runs_total",
+    "vigil_output_lost_runs_total",
+    "vigil_log_lines_dropped_total",
     "process_resident_memory_bytes",
     "process_virtual_memory_bytes",
     "process_cpu_seconds_total",
@@ -64,12 +67,26 @@ pub const FAMILIES: &[&str] = &[
     "process_start_time_seconds",
 ];
 
+/// vigil's own counters, not per pod (since this vigil started; an upgrade carries the first
+/// two on).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Runs adopted from an earlier vigil that died (docs/behaviour.md §11).
+    pub adopted_runs: u64,
+    /// Of those, runs whose output pipes were lost in that crash.
+    pub output_lost_runs: u64,
+    /// Lines of vigil's own log dropped because its stderr did not take them
+    /// (`runtime::stderr_log`).
+    pub log_lines_dropped: u64,
+}
+
 /// What one exposition is built from, all at once (tests, and [`render`]).
 pub struct Snapshot<'a> {
     pub pods: &'a [PodStatus],
     pub observed: &'a Observed,
     pub probes: &'a ProbeStats,
     pub process: &'a ProcessFigures,
+    pub counters: Counters,
     /// The core's clock when `pods` was taken (for back-off remaining).
     pub now: Instant,
 }
@@ -86,7 +103,7 @@ pub fn render(format: Format, snap: &Snapshot<'_>) -> String {
             snap.now,
         );
     }
-    e.finish(snap.process)
+    e.finish(snap.process, snap.counters)
 }
 
 /// The families written per pod, in the order they appear (after `vigil_build_info`; vigil's
@@ -430,9 +447,9 @@ impl Exposition {
         }
     }
 
-    /// The whole exposition: the families in order, then vigil's own `process_*` figures
-    /// (those it could read) and, in OpenMetrics, `# EOF`.
-    pub fn finish(self, own: &ProcessFigures) -> String {
+    /// The whole exposition: the families in order, then vigil's own [`Counters`] and
+    /// `process_*` figures (those it could read) and, in OpenMetrics, `# EOF`.
+    pub fn finish(self, own: &ProcessFigures, counters: Counters) -> String {
         let Exposition {
             format,
             head,
@@ -443,6 +460,26 @@ impl Exposition {
         w.append(&head.finish_part());
         for part in parts {
             w.append(&part.finish_part());
+        }
+        for (name, help, v) in [
+            (
+                "vigil_adopted_runs_total",
+                "Container runs adopted from an earlier vigil that died.",
+                counters.adopted_runs,
+            ),
+            (
+                "vigil_output_lost_runs_total",
+                "Adopted runs whose output pipes were lost in the crash of the earlier vigil.",
+                counters.output_lost_runs,
+            ),
+            (
+                "vigil_log_lines_dropped_total",
+                "Lines of vigil's own log dropped because its stderr did not take them.",
+                counters.log_lines_dropped,
+            ),
+        ] {
+            w.family(name, Kind::Counter, help);
+            w.sample(name, &[], v as f64);
         }
         let mut process = |name: &str, kind: Kind, help: &str, v: Option<f64>| {
             if let Some(v) = v {

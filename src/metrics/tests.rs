@@ -24,6 +24,11 @@ fn exposition(format: Format, pods: &[PodStatus], probes: &ProbeStats, now: Inst
             observed: &observed(),
             probes,
             process: &own(),
+            counters: Counters {
+                adopted_runs: 3,
+                output_lost_runs: 1,
+                log_lines_dropped: 42,
+            },
             now,
         },
     )
@@ -80,6 +85,32 @@ fn every_family_is_declared_once_and_the_list_of_families_is_exactly_what_is_wri
                 .filter(|b| *b == current)
                 .unwrap_or(name);
             assert_eq!(base, current, "{l}");
+        }
+    }
+}
+
+#[test]
+fn vigils_own_counters_are_counters_with_the_values_given_in_both_formats() {
+    let mono = Instant::now();
+    for format in [Format::Prometheus, Format::OpenMetrics] {
+        let text = exposition(format, &[sample_pod(mono)], &ProbeStats::default(), mono);
+        assert_eq!(value(&text, "vigil_adopted_runs_total"), 3.0);
+        assert_eq!(value(&text, "vigil_output_lost_runs_total"), 1.0);
+        assert_eq!(value(&text, "vigil_log_lines_dropped_total"), 42.0);
+        let t = types(&text);
+        for family in [
+            "vigil_adopted_runs",
+            "vigil_output_lost_runs",
+            "vigil_log_lines_dropped",
+        ] {
+            let name = match format {
+                Format::Prometheus => format!("{family}_total"),
+                Format::OpenMetrics => family.to_string(),
+            };
+            assert!(
+                t.iter().any(|(n, k)| *n == name && k == "counter"),
+                "{name} is a counter\n{text}"
+            );
         }
     }
 }

@@ -18,7 +18,8 @@
 //! What stderr does not take is queued, up to [`QUEUE_BYTES`]; past that the newest lines are
 //! dropped and counted. The loop registers stderr for writability ([`pollable_fd`]) and calls
 //! [`flush`] when it can take more, and [`take_dropped_report`] every turn: once the queue has
-//! drained, the count is logged at `WARN` (`N lines of vigil's log dropped: …`).
+//! drained, the count is logged at `WARN` (`N lines of vigil's log dropped: …`); the total since
+//! vigil started is `vigil_log_lines_dropped_total` ([`dropped_total`]).
 //!
 //! Owns: the queue, its descriptor and the counts. Must not: block, log from inside a write
 //! (env_logger holds its own lock around it), or grow past its bound.
@@ -67,6 +68,8 @@ static STATE: Mutex<State> = Mutex::new(State {
 
 /// Lines dropped and not yet reported (set once the queue has drained).
 static TO_REPORT: AtomicU64 = AtomicU64::new(0);
+/// Lines dropped since vigil started (`vigil_log_lines_dropped_total`).
+static DROPPED_TOTAL: AtomicU64 = AtomicU64::new(0);
 
 fn state() -> std::sync::MutexGuard<'static, State> {
     STATE.lock().unwrap_or_else(|e| e.into_inner())
@@ -106,6 +109,7 @@ impl State {
         }
         if self.bytes + line.len() > QUEUE_BYTES {
             self.dropped += 1;
+            DROPPED_TOTAL.fetch_add(1, Ordering::Relaxed);
             return;
         }
         self.bytes += line.len();
@@ -231,6 +235,11 @@ pub fn flush() {
     state().drain();
 }
 
+/// Lines dropped since vigil started, reported or not (for the metrics).
+pub fn dropped_total() -> u64 {
+    DROPPED_TOTAL.load(Ordering::Relaxed)
+}
+
 /// Lines dropped whose queue has drained since the last call, to be logged by the caller.
 pub fn take_dropped_report() -> u64 {
     if TO_REPORT.load(Ordering::Relaxed) == 0 {
@@ -314,5 +323,21 @@ mod tests {
         }
         assert!(t.elapsed() < std::time::Duration::from_secs(5), "it waited");
         assert!(st.dropped > 0);
+    }
+
+    #[test]
+    fn the_total_of_dropped_lines_only_grows_and_counts_every_drop_reported_or_not() {
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let mut st = state_for(Out::Socket(OwnedFd::from(a)));
+        let before = dropped_total();
+        for _ in 0..20_000 {
+            st.push(&[b'y'; 100]);
+        }
+        // Other tests may drop lines meanwhile: at least this one's drops.
+        let after = dropped_total();
+        assert!(after >= before + st.dropped, "{before} → {after}");
+        // Reporting the drops (the queue drains) does not take them off the total.
+        let _ = take_dropped_report();
+        assert!(dropped_total() >= after);
     }
 }

@@ -12,7 +12,7 @@
 //! (each container's next run), `log_max_file_bytes` and `log_max_files` (the next write),
 //! `log_timestamps` (the next write), `log_forward` (forwarding starts or stops), `oom_score_adj` to a number (written at once),
 //! `sched_slice_microseconds` to a number (asked of the kernel at once),
-//! `on_restart` (only read when vigil starts: kept for the next start).
+//! `on_restart` and `on_output_lost` (only read when vigil starts: kept for the next start).
 //! Restart: `socket` (clients and units know the old path), `cgroup_root` and `cgroup_name`
 //! (running containers live in the old tree), `allow_missing_controllers` (decided at start),
 //! `log_dir` (open files of running containers stay where they are), `metrics_address`
@@ -145,6 +145,11 @@ pub fn plan(old: &SupervisorSpec, new: &SupervisorSpec) -> Result<Plan, RestartN
     );
     // Only read when vigil starts: the new value is simply kept for the next start.
     key(old.on_restart != new.on_restart, "on_restart", true);
+    key(
+        old.on_output_lost != new.on_output_lost,
+        "on_output_lost",
+        true,
+    );
     // A value is written at once; back to "inherit" would need the value vigil started with.
     key(
         old.oom_score_adj != new.oom_score_adj,

@@ -469,3 +469,129 @@ fn a_kill_9_under_http_load_fails_no_request_and_keeps_every_output_line() {
     assert!(shown.contains(&format!("request /r{n}\n")), "{shown}");
     assert_eq!(b.shutdown(), 0);
 }
+
+/// vigil's output holder (a child of the vigil `v` runs, named `vigil-output-holder`).
+fn holder_of(v: &Vigil) -> Option<u32> {
+    let pid = v.child.as_ref()?.id();
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .find(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .unwrap_or_default()
+                .starts_with(b"vigil-output-holder\0")
+        })
+}
+
+/// A value of the `metrics` reply on the control socket.
+fn metric(v: &Vigil, name: &str) -> f64 {
+    let reply = v.request(r#"{"cmd":"metrics"}"#);
+    let text = reply["result"]["text"].as_str().unwrap_or_default();
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|x| x.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in\n{text}"))
+}
+
+/// One container that says which process it is, then sleeps; `supervisor` goes into
+/// `[supervisor]`. Started, recorded, then vigil and its output holder are both killed with
+/// SIGKILL: its output pipes are gone for good. Returns the site, the old pid and the next
+/// vigil.
+fn crash_losing_output(supervisor: &str, offset: u32) -> (Site, u64, Vigil) {
+    let secs = unique(offset);
+    let site = Site::new(
+        supervisor,
+        &format!(
+            "[pods.web]\n[[pods.web.containers]]\nname = \"c\"\n\
+             command = [\"sh\", \"-c\", \"echo run $$; exec sleep {secs}\"]\n"
+        ),
+    );
+    let mut a = site.start();
+    a.wait_for(T, "running", |v| {
+        state_reason(&v.container("web", "c")) == "Running"
+    });
+    let pid = a.container("web", "c")["pid"].as_u64().unwrap();
+    a.wait_for(T, "its main process recorded", |_| {
+        site.state_file()
+            .lines()
+            .any(|l| l.starts_with(&format!("{pid} ")))
+    });
+    let holder = holder_of(&a).expect("vigil runs an output holder");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(holder as i32),
+        nix::sys::signal::SIGKILL,
+    )
+    .unwrap();
+    kill_9(&mut a);
+    let b = site.start();
+    (site, pid, b)
+}
+
+#[test]
+fn a_run_whose_output_was_lost_in_the_crash_is_told_and_restarted_and_its_new_output_is_read() {
+    // Outcome (issue 36.2): vigil and its output holder die by SIGKILL; the next vigil finds
+    // the container running but no pipe to read it by. It says so — an `OutputLost` Warning
+    // event, a warning in its log — and restarts it (`on_output_lost = "restart"`, the
+    // default) instead of showing it Ready; the new run's output is in `vigil logs`, and the
+    // metrics count one adopted run and one whose output was lost.
+    let (_site, old, b) = crash_losing_output("", 10);
+    b.wait_for(T, "a new run, running", |v| {
+        let c = v.container("web", "c");
+        state_reason(&c) == "Running" && c["pid"].as_u64().is_some_and(|p| p != old)
+    });
+    let c = b.container("web", "c");
+    let new = c["pid"].as_u64().unwrap();
+    assert_eq!(c["restart_count"], 1, "{c}");
+    assert_eq!(c["output_lost"], false, "{c}");
+    let last = c["last_state"]["terminated"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(last.contains("output pipes were lost"), "{c}");
+    b.wait_for(T, "the adopted run killed", |_| !alive(old));
+    let events = b.request(r#"{"cmd":"events"}"#).to_string();
+    assert!(
+        events.contains("OutputLost") && events.contains(&format!("pid {old}")),
+        "{events}"
+    );
+    assert!(
+        b.log().contains("its output is lost; restarting it"),
+        "{}",
+        b.log()
+    );
+    b.wait_for(T, "the new run's output in vigil logs", |v| {
+        v.request(r#"{"cmd":"logs","pod":"web","container":"c"}"#)["result"]["log"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&format!("run {new}\n"))
+    });
+    assert_eq!(metric(&b, "vigil_adopted_runs_total"), 1.0);
+    assert_eq!(metric(&b, "vigil_output_lost_runs_total"), 1.0);
+    assert_eq!(metric(&b, "vigil_log_lines_dropped_total"), 0.0);
+    assert_eq!(b.shutdown(), 0);
+}
+
+#[test]
+fn with_on_output_lost_keep_a_run_whose_output_was_lost_runs_on_marked_in_status_and_describe() {
+    let (_site, old, b) = crash_losing_output("on_output_lost = \"keep\"", 11);
+    b.wait_for(T, "adopted", |v| v.container("web", "c")["pid"] == old);
+    b.wait_for(T, "marked", |v| {
+        v.container("web", "c")["output_lost"] == true
+    });
+    let events = b.request(r#"{"cmd":"events"}"#).to_string();
+    assert!(
+        events.contains("OutputLost") && events.contains("on_output_lost = \\\"keep\\\""),
+        "{events}"
+    );
+    let out = b.cli(&["describe", "web"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("Output:") && text.contains("lost in a crash of vigil"),
+        "{text}"
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    let c = b.container("web", "c");
+    assert_eq!(c["pid"], old, "not restarted: {c}");
+    assert_eq!(c["restart_count"], 0, "{c}");
+    assert_eq!(b.shutdown(), 0);
+}

@@ -6,7 +6,7 @@ use super::{Checker, MAX_ID, has_nul, span};
 use crate::config::keys::RawSupervisor;
 use crate::config::raw::StrOrInt;
 use crate::config::schema::join;
-use crate::config::spec::{CgroupRoot, ForwardTo, OnRestart, SupervisorSpec};
+use crate::config::spec::{CgroupRoot, ForwardTo, OnOutputLost, OnRestart, SupervisorSpec};
 use crate::config::values;
 
 impl Checker<'_> {
@@ -155,6 +155,17 @@ impl Checker<'_> {
                     span(v),
                     &join(p, "on_restart"),
                     format!("invalid on_restart {other:?}; expected \"adopt\" or \"replace\""),
+                ),
+            }
+        }
+        if let Some(v) = &s.on_output_lost {
+            match v.get_ref().as_str() {
+                "restart" => spec.on_output_lost = OnOutputLost::Restart,
+                "keep" => spec.on_output_lost = OnOutputLost::Keep,
+                other => self.err(
+                    span(v),
+                    &join(p, "on_output_lost"),
+                    format!("invalid on_output_lost {other:?}; expected \"restart\" or \"keep\""),
                 ),
             }
         }

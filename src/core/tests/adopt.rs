@@ -340,3 +340,61 @@ fn a_completed_job_is_listed_and_kept_completed_by_the_next_vigil() {
         vec![(run, "job", "run", KeptEnd::Completed)]
     );
 }
+
+#[test]
+fn an_adopted_run_whose_output_was_lost_is_marked_told_and_restarted_by_default() {
+    let (mut h, _) = Harness::adopting(two(), &[("web", "app", 4242, 30.0, 2)]);
+    h.ack_spawns();
+    let app = h.key("web", "app");
+    let g = h.generation(app);
+    assert!(h.sup.output_lost(h.now, app, g, true));
+    h.drain();
+    let ev = h.event(REASON_OUTPUT_LOST).expect("an OutputLost event");
+    assert_eq!(ev.kind, EventType::Warning);
+    assert!(ev.message.contains("pid 4242"), "{}", ev.message);
+    assert!(ev.message.contains("restarting"), "{}", ev.message);
+    assert!(h.status("web", "app").output_lost, "marked while stopping");
+    assert!(has_signal(&h.take(), app), "stopped with its stop signal");
+    h.exit_info(
+        "web",
+        "app",
+        ExitInfo {
+            status_unknown: true,
+            ..ExitInfo::default()
+        },
+    );
+    // Started again at once, as an operator's restart would be (no back-off).
+    let actions = h.take();
+    assert!(has_spawn(&actions, app), "{actions:?}");
+    h.ack_spawns();
+    let st = h.status("web", "app");
+    assert!(!st.output_lost, "the new run's output is read");
+    assert_eq!(st.restart_count, 3);
+    let last = st.last_state.expect("the adopted run's end");
+    assert!(last.message.contains("output pipes were lost"), "{last:?}");
+    assert_eq!(h.sup.adoption_counts(), (1, 1));
+}
+
+#[test]
+fn with_keep_an_adopted_run_whose_output_was_lost_runs_on_marked() {
+    let (mut h, _) = Harness::adopting(two(), &[("web", "app", 4242, 30.0, 2)]);
+    h.ack_spawns();
+    let app = h.key("web", "app");
+    let g = h.generation(app);
+    assert!(h.sup.output_lost(h.now, app, g, false));
+    let actions = h.take();
+    assert!(!has_signal(&actions, app), "{actions:?}");
+    let st = h.status("web", "app");
+    assert!(st.output_lost);
+    assert_eq!(st.pid, Some(4242));
+    assert!(matches!(st.state, ContainerState::Running { .. }));
+    let ev = h.event(REASON_OUTPUT_LOST).expect("an OutputLost event");
+    assert!(
+        ev.message.contains("on_output_lost = \"keep\""),
+        "{}",
+        ev.message
+    );
+    // A stale generation is refused.
+    assert!(!h.sup.output_lost(h.now, app, g + 1, true));
+    assert_eq!(h.sup.adoption_counts(), (1, 1));
+}

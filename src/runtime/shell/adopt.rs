@@ -18,7 +18,9 @@
 //! the pidfd becomes readable when it exits, and the run ends with an unknown status. Signals
 //! to an adopted run go through its pidfd (never to a recycled pid). Its output pipes come from
 //! the earlier vigil's output holder (`runtime::holder`) when it kept them: read on, and given
-//! to this vigil's holder; without them nothing of the run is captured (warned).
+//! to this vigil's holder; without them nothing of the run is captured and its writes fail:
+//! the core is told (`OutputLost`), and by `[supervisor] on_output_lost` the run is restarted
+//! (the default) or kept, marked.
 //!
 //! Must not: adopt a process whose start time it has not verified, or one whose definition
 //! changed; make lifecycle decisions (the core's).
@@ -36,7 +38,7 @@ use mio::{Interest, Registry, Token};
 use super::Shell;
 use super::capture::PipeFrom;
 use super::tokens::{self, Watched};
-use crate::config::spec::{ContainerSpec, OnRestart};
+use crate::config::spec::{ContainerSpec, OnOutputLost, OnRestart};
 use crate::core::KeptEnd;
 use crate::core::recall::{Recalled, Recollection};
 use crate::core::{ContainerKey, Generation};
@@ -55,6 +57,15 @@ struct Leftover {
     main: Option<MainInfo>,
     /// Its cgroup, with cgroups.
     cgroup: Option<PathBuf>,
+}
+
+/// An adopted run whose output pipes were not kept.
+#[derive(Debug)]
+struct LostOutput {
+    key: ContainerKey,
+    generation: Generation,
+    label: String,
+    pid: u32,
 }
 
 /// Why a container found running is replaced rather than adopted.
@@ -190,8 +201,9 @@ impl Shell {
         };
         let mut kept_labels = HashMap::new();
         let mut kept_dirs = Vec::new();
+        let mut lost = Vec::new();
         for l in found {
-            match self.adopt_one(&l, now) {
+            match self.adopt_one(&l, now, &mut lost) {
                 Ok(()) => {
                     kept_labels.insert(l.label.clone(), l.pid);
                     kept_dirs.extend(l.cgroup.clone());
@@ -207,6 +219,7 @@ impl Shell {
             None if adopt => self.keep_ended(&ended, &kept_labels, now),
             None => {}
         }
+        self.output_lost(lost, now);
         match &self.cgroups {
             Some(m) => {
                 for stale in m.sweep_stale_except(&kept_dirs) {
@@ -230,9 +243,15 @@ impl Shell {
     }
 
     /// An adopted run's output: its pipes as the earlier vigil's holder kept them, read again
-    /// and given to this vigil's holder. Without them (no holder then, or it died) its output
-    /// is lost: said at warn.
-    fn adopt_output(&mut self, key: ContainerKey, generation: Generation, label: &str, pid: u32) {
+    /// and given to this vigil's holder. Returns false when one or both were not kept (no
+    /// holder then, it died, or it did not have them): that output is lost.
+    fn adopt_output(
+        &mut self,
+        key: ContainerKey,
+        generation: Generation,
+        label: &str,
+        pid: u32,
+    ) -> bool {
         let mut found = 0;
         for stderr in [false, true] {
             let name = holder::name(label, pid, stderr);
@@ -249,10 +268,29 @@ impl Shell {
             self.capture
                 .add_output(key, pid, fd, stream, Some(generation), PipeFrom::Handoff);
         }
-        if found < 2 {
+        found == 2
+    }
+
+    /// Adopted runs whose output pipes were not kept (`on_output_lost`): each is told to the
+    /// core (an `OutputLost` event, its status mark, a restart by default) and said at warn.
+    /// After the record is taken back, so that a restart counts on top of the recorded count.
+    fn output_lost(&mut self, lost: Vec<LostOutput>, now: Instant) {
+        let policy = self.config.supervisor.on_output_lost;
+        for l in lost {
+            let restart = policy == OnOutputLost::Restart;
+            if !self.core.output_lost(now, l.key, l.generation, restart) {
+                continue;
+            }
+            let then = if restart {
+                "restarting it (on_output_lost = \"restart\")"
+            } else {
+                "kept running as configured (on_output_lost = \"keep\"): its writes to stdout \
+                 and stderr fail"
+            };
             warn!(
-                "{label}: the output pipes of pid {pid} were not kept (no output holder then): \
-                 its output is lost and its writes may fail"
+                "{}: the output pipes of pid {} were not kept across the crash of vigil (no \
+                 output holder had them): its output is lost; {then}",
+                l.label, l.pid
             );
         }
     }
@@ -327,7 +365,12 @@ impl Shell {
         }
     }
 
-    fn adopt_one(&mut self, l: &Leftover, now: Instant) -> Result<(), Replaced> {
+    fn adopt_one(
+        &mut self,
+        l: &Leftover,
+        now: Instant,
+        lost: &mut Vec<LostOutput>,
+    ) -> Result<(), Replaced> {
         if self.config.supervisor.on_restart == OnRestart::Replace {
             return Err(Replaced::Configured);
         }
@@ -388,7 +431,14 @@ impl Shell {
             });
         }
         self.tracker.started(key, &l.label, l.pid, main);
-        self.adopt_output(key, generation, &l.label, l.pid);
+        if !self.adopt_output(key, generation, &l.label, l.pid) {
+            lost.push(LostOutput {
+                key,
+                generation,
+                label: l.label.clone(),
+                pid: l.pid,
+            });
+        }
         info!(
             "{}: adopted pid {} left running by an earlier vigil (restart count {})",
             l.label, l.pid, main.restarts

@@ -814,9 +814,15 @@ impl Scrapes {
                 && let Some(build) = self.building[i].take()
             {
                 let process = crate::metrics::process::read_self(view.started_wall);
+                let (adopted_runs, output_lost_runs) = view.core.adoption_counts();
+                let counters = crate::metrics::Counters {
+                    adopted_runs,
+                    output_lost_runs,
+                    log_lines_dropped: crate::runtime::stderr_log::dropped_total(),
+                };
                 done.push(Built {
                     format: build.format,
-                    text: Rc::from(build.exposition.finish(&process)),
+                    text: Rc::from(build.exposition.finish(&process, counters)),
                     askers: build.askers,
                 });
             }
