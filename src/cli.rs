@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::control::client::{self, ClientCommand};
+use crate::control::client::{self, ClientCommand, Several};
 use crate::control::protocol::RequestCmd;
 
 #[derive(Debug, Parser)]
@@ -173,21 +173,36 @@ pub enum Cmd {
     },
     /// Show events, oldest first.
     Events {
-        /// Keep printing new events.
+        /// Only this pod's events (its own and its containers').
+        pod: Option<String>,
+        /// Keep printing new events; across an upgrade or a restart of vigil it reconnects
+        /// and goes on after the last event it printed.
         #[arg(short, long)]
         follow: bool,
+        /// Only events after this sequence number (an event's "seq" in -o json).
+        #[arg(long, value_name = "SEQ")]
+        after: Option<u64>,
+        /// table (LAST SEEN TYPE REASON OBJECT MESSAGE), or json (one event a line).
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
         #[command(flatten)]
         client: ClientOpts,
     },
-    /// Print a container's captured output.
+    /// Print a container's captured output; of several pods (or --all), every container's,
+    /// each line prefixed with its pod/container.
     Logs {
-        /// POD or POD/CONTAINER.
-        target: String,
+        /// POD or POD/CONTAINER; several PODs show each one's containers together.
+        #[arg(value_name = "TARGET", required_unless_present = "all")]
+        targets: Vec<String>,
+        /// Every container of every pod, each line prefixed with its pod/container (in a
+        /// colour of its own on a terminal, unless NO_COLOR is set).
+        #[arg(long, conflicts_with_all = ["targets", "previous"])]
+        all: bool,
+        /// Keep printing new output; across an upgrade or a restart of vigil it reconnects
+        /// and goes on where it was.
         #[arg(short, long)]
         follow: bool,
-        /// Only the last N lines.
+        /// Only the last N lines (of each container).
         #[arg(long)]
         tail: Option<usize>,
         /// The previous run's output.
@@ -488,6 +503,7 @@ pub fn parse_target(target: &str) -> Result<(String, Option<String>), String> {
 /// answer. `run`, `check` and `completions` are not client commands.
 pub fn client_command(cmd: Cmd) -> Result<ClientCommand, String> {
     let mut wait = None;
+    let mut several = None;
     let (request, client, output) = match cmd {
         Cmd::Status {
             pod,
@@ -500,12 +516,23 @@ pub fn client_command(cmd: Cmd) -> Result<ClientCommand, String> {
             client,
         } => (RequestCmd::Describe { pod }, client, output),
         Cmd::Events {
+            pod,
             follow,
+            after,
             output,
             client,
-        } => (RequestCmd::Events { follow }, client, output),
+        } => {
+            let request = RequestCmd::Events {
+                follow,
+                pod,
+                after,
+                history: None,
+            };
+            (request, client, output)
+        }
         Cmd::Logs {
-            target,
+            targets,
+            all,
             follow,
             tail,
             previous,
@@ -514,7 +541,23 @@ pub fn client_command(cmd: Cmd) -> Result<ClientCommand, String> {
             since_time,
             client,
         } => {
-            let (pod, container) = parse_target(&target)?;
+            several = match (all, targets.as_slice()) {
+                (true, _) => Some(Several::All),
+                (false, [_]) => None,
+                (false, more) => {
+                    if let Some(t) = more.iter().find(|t| t.contains('/')) {
+                        return Err(format!(
+                            "{t:?}: several targets are whole pods (every container of each is \
+                             shown); name one POD/CONTAINER alone"
+                        ));
+                    }
+                    Some(Several::Pods(more.to_vec()))
+                }
+            };
+            let (pod, container) = match several {
+                Some(_) => (String::new(), None),
+                None => parse_target(targets.first().map_or("", String::as_str))?,
+            };
             // kubectl: `--since` is sent as whole seconds, rounded up; `0s` means all output.
             let since_seconds = match (since, since_time) {
                 (Some(d), None) if !d.is_zero() => {
@@ -532,6 +575,8 @@ pub fn client_command(cmd: Cmd) -> Result<ClientCommand, String> {
                 timestamps,
                 since_seconds,
                 since_time,
+                ring: None,
+                offset: None,
             };
             (request, client, Output::Table)
         }
@@ -619,6 +664,7 @@ pub fn client_command(cmd: Cmd) -> Result<ClientCommand, String> {
         request,
         output: output.into(),
         wait,
+        several,
     })
 }
 

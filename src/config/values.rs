@@ -254,6 +254,18 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
     prev[b.len()]
 }
 
+/// The name among `names` closest to `name` when it is within 2 edits (a typo), for "did you
+/// mean" hints on unknown pod names: the config checker's for `depends_on`, the control
+/// socket's for `logs`, `describe`, `restart` and the rest.
+pub fn closest_name<'a>(name: &str, names: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    names
+        .into_iter()
+        .map(|n| (edit_distance(name, n), n))
+        .min()
+        .filter(|(d, _)| *d <= 2)
+        .map(|(_, n)| n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,6 +20,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use super::follow;
 use super::protocol::RequestCmd;
 use super::text;
 use super::wire;
@@ -36,6 +37,17 @@ pub enum ClientError {
     Exchange { path: PathBuf, source: io::Error },
     #[error("vigil at {} closed the connection without answering", path.display())]
     NoReply { path: PathBuf },
+    #[error(
+        "no reply from vigil at {} within {} (is it stuck? {})",
+        path.display(),
+        format::seconds(after.as_secs_f64()),
+        match pid { Some(p) => format!("its pid is {p}"), None => "its pid is unknown".to_string() }
+    )]
+    Stuck {
+        path: PathBuf,
+        pid: Option<i32>,
+        after: Duration,
+    },
     #[error(
         "vigil at {} closed the connection before the reply was whole ({bytes} bytes of a line); \
          vigil may have been upgraded (`vigil upgrade` closes connections): run the command again",
@@ -89,6 +101,16 @@ pub struct ClientCommand {
     /// For `start`/`stop`/`restart`: after the request is accepted, wait up to this long for
     /// the target to reach the state asked for (see [`reached`]).
     pub wait: Option<Duration>,
+    /// For `logs`: the pods whose every container is shown, each line prefixed (`request`
+    /// is then the template: its `pod` and `container` are replaced for each).
+    pub several: Option<Several>,
+}
+
+/// `vigil logs --all` or `vigil logs POD POD…`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Several {
+    All,
+    Pods(Vec<String>),
 }
 
 /// How often `--wait` asks for the pod's status.
@@ -118,10 +140,21 @@ pub fn run(
         let _ = writeln!(out, "Client Version: {}", env!("CARGO_PKG_VERSION"));
     }
     let sent = SystemTime::now();
+    if let Some(several) = &cmd.several {
+        return report(logs_of_several(cmd, several, terminal, out, err), err);
+    }
+    if following(&cmd.request) {
+        return report(follow_one(cmd, terminal, out, err), err);
+    }
     let mut result = exchange(cmd, terminal, out);
     if let (Ok(Outcome::Done), Some(timeout)) = (&result, cmd.wait) {
         result = wait_until_reached(cmd, sent, timeout, out);
     }
+    report(result, err)
+}
+
+/// The exit code of an outcome, with its message on `err`.
+fn report(result: Result<Outcome, ClientError>, err: &mut dyn Write) -> i32 {
     match result {
         Ok(Outcome::Done) => 0,
         Ok(Outcome::Failed(message)) => {
@@ -193,13 +226,17 @@ fn reached(request: &RequestCmd, pod: &wire::Pod, sent: SystemTime) -> Progress 
                             | WaitingReason::WaitingForDependencies
                             | WaitingReason::DependencyFailed
                     ) => {}
-            _ if stop => return Progress::Pending(format!("{name} is still running")),
+            _ if stop => {
+                return Progress::Pending(format!("for {name} to stop (it is still running)"));
+            }
             State::Running(r) if c.ready && (!restart || r.started_at.0 >= since) => {}
             State::Terminated(t)
                 if t.reason == TerminationReason::Completed && t.finished_at.0 >= since => {}
             // A pod restart stops every container before the pod starts over.
             State::Terminated(t) if restart && t.reason == TerminationReason::Stopped => {
-                return Progress::Pending(format!("{name} is restarting"));
+                return Progress::Pending(format!(
+                    "for {name} to start again (its pod is restarting)"
+                ));
             }
             State::Terminated(t) if t.finished_at.0 >= since => {
                 return Progress::Failed(format!(
@@ -221,8 +258,17 @@ fn reached(request: &RequestCmd, pod: &wire::Pod, sent: SystemTime) -> Progress 
                     format::cell(&w.message)
                 ));
             }
-            State::Running(_) => return Progress::Pending(format!("{name} is not ready yet")),
-            _ => return Progress::Pending(format!("{name} has not started yet")),
+            State::Running(r) if restart && r.started_at.0 < since => {
+                return Progress::Pending(format!(
+                    "for {name} to restart (its run from before the request is still running)"
+                ));
+            }
+            State::Running(_) => {
+                return Progress::Pending(format!(
+                    "for {name} to be ready (it runs; its readiness probe has not passed yet)"
+                ));
+            }
+            _ => return Progress::Pending(format!("for {name} to start (it has not started yet)")),
         }
     }
     Progress::Reached
@@ -251,6 +297,7 @@ fn wait_until_reached(
             },
             output: Output::Json,
             wait: None,
+            several: None,
         };
         let reply = match one_result(&status)? {
             Ok(v) => typed::<wire::StatusReply>(path, &v)?,
@@ -269,7 +316,7 @@ fn wait_until_reached(
         };
         if std::time::Instant::now() >= deadline {
             return Ok(Outcome::Failed(format!(
-                "timed out after {} waiting: {why}",
+                "timed out after {} waiting {why}",
                 format::go_duration(timeout)
             )));
         }
@@ -282,6 +329,18 @@ pub(crate) fn one_result(
     cmd: &ClientCommand,
 ) -> Result<Result<Value, wire::ErrorBody>, ClientError> {
     let path = cmd.socket.as_path();
+    match one_result_raw(cmd, REPLY_TIMEOUT)? {
+        Ok(raw) => Ok(Ok(read_json(path, raw.get())?)),
+        Err(e) => Ok(Err(e)),
+    }
+}
+
+/// [`one_result`] with the result still as JSON text (read into its type by the caller).
+fn one_result_raw(
+    cmd: &ClientCommand,
+    timeout: Duration,
+) -> Result<Result<Box<RawValue>, wire::ErrorBody>, ClientError> {
+    let path = cmd.socket.as_path();
     let io_err = |source| ClientError::Exchange {
         path: path.to_path_buf(),
         source,
@@ -290,16 +349,21 @@ pub(crate) fn one_result(
         path: path.to_path_buf(),
         source,
     })?;
-    stream
-        .set_read_timeout(Some(REPLY_TIMEOUT))
-        .map_err(io_err)?;
+    stream.set_read_timeout(Some(timeout)).map_err(io_err)?;
     send_request(&stream, &cmd.request, false).map_err(io_err)?;
     let mut buf = String::new();
-    if BufReader::new(&stream)
+    let n = BufReader::new(&stream)
         .read_line(&mut buf)
-        .map_err(io_err)?
-        == 0
-    {
+        .map_err(|source| match source.kind() {
+            // SO_RCVTIMEO ran out (socket(7): EAGAIN, or EWOULDBLOCK).
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => ClientError::Stuck {
+                path: path.to_path_buf(),
+                pid: peer_pid(&stream),
+                after: timeout,
+            },
+            _ => io_err(source),
+        })?;
+    if n == 0 {
         return Err(ClientError::NoReply {
             path: path.to_path_buf(),
         });
@@ -307,19 +371,224 @@ pub(crate) fn one_result(
     whole_line(path, &buf)?;
     let reply: wire::ReplyLine = read_json(path, &buf)?;
     match (reply.ok, reply.result, reply.error) {
-        (true, Some(v), _) => Ok(Ok(read_json(path, v.get())?)),
+        (true, Some(v), _) => Ok(Ok(v.to_owned())),
         (false, _, Some(e)) => Ok(Err(e)),
-        _ => Err(ClientError::OddReply {
+        (true, None, _) => Err(ClientError::OddReply {
             path: path.to_path_buf(),
-            what: "no \"result\" or \"error\"".to_string(),
+            what: "\"ok\": true without a \"result\"".to_string(),
+        }),
+        (false, _, None) => Err(ClientError::OddReply {
+            path: path.to_path_buf(),
+            what: "\"ok\": false without an \"error\"".to_string(),
         }),
     }
+}
+
+/// The pid of the process at the other end of `stream`, as the kernel recorded it at
+/// `connect` (`SO_PEERCRED`, unix(7)): the supervisor that does not answer.
+fn peer_pid(stream: &UnixStream) -> Option<i32> {
+    use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+    getsockopt(stream, PeerCredentials)
+        .ok()
+        .map(|c| c.pid())
+        .filter(|&p| p > 0)
+}
+
+/// `events -f` or `logs -f` of one container: printed as it comes, across reconnections.
+fn follow_one(
+    cmd: &ClientCommand,
+    terminal: Terminal,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<Outcome, ClientError> {
+    let mut sink = Sink { out, closed: false };
+    let events_as = if cmd.output == Output::Json {
+        follow::EventsAs::Json
+    } else {
+        follow::EventsAs::Rows
+    };
+    if events_as == follow::EventsAs::Rows && matches!(cmd.request, RequestCmd::Events { .. }) {
+        sink.put(&text::event_follow_header());
+    }
+    let end = follow::follow(
+        &cmd.socket,
+        &cmd.request,
+        events_as,
+        terminal,
+        false,
+        &mut |item| {
+            match item {
+                follow::Item::Text(t) => sink.put(&t),
+                follow::Item::Note(n) => {
+                    let _ = writeln!(err, "vigil: {n}");
+                }
+            }
+            !sink.closed
+        },
+    )?;
+    Ok(match end {
+        follow::End::Done => Outcome::Done,
+        follow::End::Refused(e) => Outcome::Refused(e),
+    })
+}
+
+/// `vigil logs --all` / `vigil logs POD POD…` (with or without `-f`): every container of
+/// those pods, each line prefixed with its `pod/container` ([`follow::Prefixer`]). Followed,
+/// one stream a container on a thread each, printed here as lines come; without `-f`, one
+/// container after the other.
+fn logs_of_several(
+    cmd: &ClientCommand,
+    several: &Several,
+    terminal: Terminal,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<Outcome, ClientError> {
+    let path = cmd.socket.as_path();
+    let status = ClientCommand {
+        socket: cmd.socket.clone(),
+        request: RequestCmd::Status { pod: None },
+        output: Output::Json,
+        wait: None,
+        several: None,
+    };
+    let reply = match one_result(&status)? {
+        Ok(v) => typed::<wire::StatusReply>(path, &v)?,
+        Err(e) => return Ok(Outcome::Refused(e)),
+    };
+    let pods: Vec<&wire::Pod> = match several {
+        Several::All => reply.pods.iter().collect(),
+        Several::Pods(names) => {
+            let mut chosen = Vec::new();
+            for name in names {
+                match reply.pods.iter().find(|p| &p.name == name) {
+                    Some(p) => chosen.push(p),
+                    None => {
+                        let near = crate::config::values::closest_name(
+                            name,
+                            reply.pods.iter().map(|p| p.name.as_str()),
+                        );
+                        return Ok(Outcome::Failed(match near {
+                            Some(n) => format!("no pod named \"{name}\" (did you mean \"{n}\"?)"),
+                            None => format!("no pod named \"{name}\""),
+                        }));
+                    }
+                }
+            }
+            chosen
+        }
+    };
+    let targets: Vec<(String, String)> = pods
+        .iter()
+        .flat_map(|p| {
+            p.init_containers
+                .iter()
+                .chain(&p.containers)
+                .map(|c| (p.name.clone(), c.name.clone()))
+        })
+        .collect();
+    if targets.is_empty() {
+        return Ok(Outcome::Failed("no containers to show".to_string()));
+    }
+    let names: Vec<String> = targets.iter().map(|(p, c)| format!("{p}/{c}")).collect();
+    let mut prefixer = follow::Prefixer::new(&names, follow::use_colour(terminal));
+    let request_for = |pod: &str, container: &str| {
+        let mut r = cmd.request.clone();
+        if let RequestCmd::Logs {
+            pod: p,
+            container: c,
+            ..
+        } = &mut r
+        {
+            *p = pod.to_string();
+            *c = Some(container.to_string());
+        }
+        r
+    };
+    let mut sink = Sink { out, closed: false };
+    if !following(&cmd.request) {
+        for (i, (pod, container)) in targets.iter().enumerate() {
+            let one = ClientCommand {
+                socket: cmd.socket.clone(),
+                request: request_for(pod, container),
+                output: Output::Table,
+                wait: None,
+                several: None,
+            };
+            match one_result(&one)? {
+                Ok(v) => {
+                    let reply = typed::<wire::LogsReply>(path, &v)?;
+                    let text = match terminal {
+                        Terminal::Yes => format::escape_controls(&reply.log, "\n\t").into_owned(),
+                        Terminal::No => reply.log,
+                    };
+                    let mut lines = prefixer.push(i, &text);
+                    lines.push_str(&prefixer.finish(i));
+                    sink.put(&lines);
+                }
+                // A container that has not run has nothing to show.
+                Err(e) if e.kind == wire::ErrorKind::NotFound => {}
+                Err(e) => return Ok(Outcome::Refused(e)),
+            }
+        }
+        return Ok(Outcome::Done);
+    }
+    let (tx, rx) = std::sync::mpsc::channel::<(usize, Option<follow::Item>, Option<String>)>();
+    for (i, (pod, container)) in targets.iter().enumerate() {
+        let tx = tx.clone();
+        let socket = cmd.socket.clone();
+        let request = request_for(pod, container);
+        std::thread::spawn(move || {
+            let mut emit = |item| tx.send((i, Some(item), None)).is_ok();
+            let end = follow::follow(
+                &socket,
+                &request,
+                follow::EventsAs::Rows,
+                terminal,
+                true,
+                &mut emit,
+            );
+            let why = match end {
+                Ok(follow::End::Done) => None,
+                Ok(follow::End::Refused(e)) => Some(e.message),
+                Err(e) => Some(e.to_string()),
+            };
+            let _ = tx.send((i, None, why));
+        });
+    }
+    drop(tx);
+    let mut last_note = String::new();
+    let mut failed = None;
+    for (i, item, ended) in rx {
+        match item {
+            Some(follow::Item::Text(t)) => sink.put(&prefixer.push(i, &t)),
+            // Every stream notices vigil going away: say it once.
+            Some(follow::Item::Note(n)) if n != last_note => {
+                let _ = writeln!(err, "vigil: {n}");
+                last_note = n;
+            }
+            Some(follow::Item::Note(_)) => {}
+            None => {
+                sink.put(&prefixer.finish(i));
+                if let Some(why) = ended {
+                    let _ = writeln!(err, "{}: {why}", names[i]);
+                    failed = Some(why);
+                }
+            }
+        }
+        if sink.closed {
+            return Ok(Outcome::Done);
+        }
+    }
+    Ok(match failed {
+        Some(why) => Outcome::Failed(format!("a log stream ended: {why}")),
+        None => Outcome::Done,
+    })
 }
 
 fn following(request: &RequestCmd) -> bool {
     matches!(
         request,
-        RequestCmd::Events { follow: true } | RequestCmd::Logs { follow: true, .. }
+        RequestCmd::Events { follow: true, .. } | RequestCmd::Logs { follow: true, .. }
     )
 }
 
@@ -375,7 +644,11 @@ fn read_json<'a, T: serde::Deserialize<'a>>(path: &Path, text: &'a str) -> Resul
 /// turn that answers it, instead of being woken once more by this process's exit to do it
 /// (docs/interface.md §2.1). A follow request keeps it open (§2.4: the stream lasts as long
 /// as the connection). A failed `shutdown` only loses that: the reply still decides.
-fn send_request(mut stream: &UnixStream, request: &RequestCmd, follow: bool) -> io::Result<()> {
+pub(super) fn send_request(
+    mut stream: &UnixStream,
+    request: &RequestCmd,
+    follow: bool,
+) -> io::Result<()> {
     stream.write_all(request_line(request).as_bytes())?;
     if !follow {
         let _ = stream.shutdown(std::net::Shutdown::Write);
@@ -420,77 +693,13 @@ fn exchange(
     out: &mut dyn Write,
 ) -> Result<Outcome, ClientError> {
     let path = cmd.socket.as_path();
-    let io_err = |source| ClientError::Exchange {
-        path: path.to_path_buf(),
-        source,
+    let result = match one_result_raw(cmd, REPLY_TIMEOUT)? {
+        Ok(result) => result,
+        Err(e) => return Ok(Outcome::Refused(e)),
     };
-    let stream = UnixStream::connect(path).map_err(|source| ClientError::Connect {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let follow = following(&cmd.request);
-    if !follow {
-        stream
-            .set_read_timeout(Some(REPLY_TIMEOUT))
-            .map_err(io_err)?;
-    }
-    send_request(&stream, &cmd.request, follow).map_err(io_err)?;
-
     let mut sink = Sink { out, closed: false };
-    let json = cmd.output == Output::Json;
-    let events = matches!(cmd.request, RequestCmd::Events { .. });
-    if follow && !json && events {
-        sink.put(&text::event_follow_header());
-    }
-    let mut reader = BufReader::new(&stream);
-    let mut answered = false;
-    loop {
-        let mut buf = String::new();
-        let n = reader.read_line(&mut buf).map_err(io_err)?;
-        if n == 0 {
-            // EOF: the end of a stream, or no answer at all.
-            return if answered {
-                Ok(Outcome::Done)
-            } else {
-                Err(ClientError::NoReply {
-                    path: path.to_path_buf(),
-                })
-            };
-        }
-        whole_line(path, &buf)?;
-        let reply: wire::ReplyLine = read_json(path, &buf)?;
-        answered = true;
-        if !reply.ok {
-            return match reply.error {
-                Some(e) => Ok(Outcome::Refused(e)),
-                None => Err(ClientError::OddReply {
-                    path: path.to_path_buf(),
-                    what: "\"ok\": false without an \"error\"".to_string(),
-                }),
-            };
-        }
-        let now = SystemTime::now();
-        if let Some(raw) = reply.event {
-            let ev: wire::Event = read_json(path, raw.get())?;
-            if json {
-                sink.put_json_line(&read_json::<Value>(path, raw.get())?);
-            } else {
-                sink.put(&text::event_follow_line(&ev, now));
-            }
-        } else if let Some(chunk) = &reply.log {
-            sink.put_log(chunk, terminal);
-        } else if let Some(result) = reply.result {
-            show_result(&mut sink, path, cmd, terminal, result, now)?;
-        } else {
-            return Err(ClientError::OddReply {
-                path: path.to_path_buf(),
-                what: "\"ok\": true without a \"result\", \"event\" or \"log\"".to_string(),
-            });
-        }
-        if sink.closed || !follow {
-            return Ok(Outcome::Done);
-        }
-    }
+    show_result(&mut sink, path, cmd, terminal, &result, SystemTime::now())?;
+    Ok(Outcome::Done)
 }
 
 /// Shows a `result`: it is read into the reply type the request expects first, so `-o json`
@@ -527,7 +736,7 @@ fn show_result(
                 sink.put(&text::describe_text(&reply, now));
             }
         }
-        RequestCmd::Events { follow } => {
+        RequestCmd::Events { follow, .. } => {
             let reply: wire::EventsReply = read_json(path, result.get())?;
             if json {
                 // One object a line, what `jq` and log shippers read.
@@ -613,6 +822,7 @@ mod tests {
             request,
             output,
             wait: None,
+            several: None,
         }
     }
 
@@ -843,26 +1053,128 @@ mod tests {
                "last_timestamp": "2000-01-01T00:00:00Z"})
     }
 
+    /// A fake supervisor serving one connection per entry of `sessions` in turn: records
+    /// each request, sends that session's replies, then closes.
+    fn fake_sessions(path: &Path, sessions: Vec<Vec<Value>>) -> JoinHandle<Vec<Value>> {
+        let listener = UnixListener::bind(path).unwrap();
+        std::thread::spawn(move || {
+            let mut requests = Vec::new();
+            for replies in sessions {
+                let (stream, _) = listener.accept().unwrap();
+                let mut line = String::new();
+                BufReader::new(&stream).read_line(&mut line).unwrap();
+                let mut w = &stream;
+                for r in replies {
+                    w.write_all(format!("{r}\n").as_bytes()).unwrap();
+                }
+                requests.push(serde_json::from_str(&line).unwrap());
+            }
+            requests
+        })
+    }
+
+    fn event_seq(reason: &str, seq: u64) -> Value {
+        let mut e = event(reason);
+        e["seq"] = json!(seq);
+        json!({"id": 1, "ok": true, "event": e})
+    }
+
+    fn gone() -> Value {
+        json!({"id": 1, "ok": false, "error": {"kind": "not_found", "message": "gone"}})
+    }
+
     #[test]
-    fn events_follow_streams_until_eof() {
+    fn events_follow_reconnects_when_vigil_goes_away_and_resumes_after_the_last_seq() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.sock");
-        let ev = |reason: &str| json!({"id": 1, "ok": true, "event": event(reason)});
-        let server = fake(&path, vec![ev("Started"), ev("Killing")]);
-        let (code, out, _) = run_cmd(command(
+        let upgrade_notice = json!({"id": null, "ok": false, "error": {"kind": "busy",
+            "message": "vigil re-executed itself (upgrade): this connection is closed; connect again"}});
+        let server = fake_sessions(
             &path,
-            RequestCmd::Events { follow: true },
+            vec![
+                // The stream, then the upgrade's notice.
+                vec![
+                    json!({"id": 1, "ok": true, "history": "77"}),
+                    event_seq("Started", 3),
+                    event_seq("Killing", 4),
+                    upgrade_notice,
+                ],
+                // The new vigil: the connection just ends (a crash).
+                vec![
+                    json!({"id": 1, "ok": true, "history": "77"}),
+                    event_seq("Pulled", 5),
+                ],
+                // Then a refusal ends the command.
+                vec![gone()],
+            ],
+        );
+        let (code, out, err) = run_cmd(command(
+            &path,
+            RequestCmd::Events {
+                follow: true,
+                pod: None,
+                after: None,
+                history: None,
+            },
             Output::Json,
         ));
-        assert_eq!(code, 0);
-        let reasons: Vec<Value> = out
+        assert_eq!(code, 1, "{err}");
+        let seqs: Vec<Value> = out
             .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap()["reason"].clone())
+            .map(|l| serde_json::from_str::<Value>(l).unwrap()["seq"].clone())
             .collect();
-        assert_eq!(reasons, vec![json!("Started"), json!("Killing")]);
+        assert_eq!(seqs, vec![json!(3), json!(4), json!(5)]);
         assert_eq!(
             server.join().unwrap(),
-            json!({"id": 1, "cmd": "events", "follow": true})
+            vec![
+                json!({"id": 1, "cmd": "events", "follow": true}),
+                json!({"id": 1, "cmd": "events", "follow": true, "after": 4, "history": "77"}),
+                json!({"id": 1, "cmd": "events", "follow": true, "after": 5, "history": "77"}),
+            ]
+        );
+        assert!(
+            err.contains("vigil went away (vigil re-executed itself (upgrade)")
+                && err.contains("reconnecting for up to 1m0s")
+                && err.contains("vigil is back: going on after event 4")
+                && err.ends_with("error: gone\n"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_follower_says_which_events_a_crash_of_vigil_lost() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sock");
+        let _server = fake_sessions(
+            &path,
+            vec![
+                vec![
+                    json!({"id": 1, "ok": true, "history": "7"}),
+                    event_seq("A", 5),
+                ],
+                vec![
+                    json!({"id": 1, "ok": true, "history": "9",
+                           "lost": {"after": 3, "through": 5}}),
+                    event_seq("Adopted", 4),
+                    gone(),
+                ],
+            ],
+        );
+        let (code, out, err) = run_cmd(command(
+            &path,
+            RequestCmd::Events {
+                follow: true,
+                pod: None,
+                after: None,
+                history: None,
+            },
+            Output::Json,
+        ));
+        assert_eq!(code, 1);
+        assert_eq!(out.lines().count(), 2, "{out}");
+        assert!(
+            err.contains("events 4…5 it had sent are not in its record"),
+            "{err}"
         );
     }
 
@@ -876,7 +1188,12 @@ mod tests {
         );
         let (code, out, _) = run_cmd(command(
             &path,
-            RequestCmd::Events { follow: false },
+            RequestCmd::Events {
+                follow: false,
+                pod: None,
+                after: None,
+                history: None,
+            },
             Output::Json,
         ));
         assert_eq!(code, 0);
@@ -898,6 +1215,8 @@ mod tests {
             timestamps: false,
             since_seconds: None,
             since_time: None,
+            ring: None,
+            offset: None,
         }
     }
 
@@ -905,19 +1224,30 @@ mod tests {
     fn logs_print_chunks_verbatim() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.sock");
-        let server = fake(
+        let server = fake_sessions(
             &path,
             vec![
-                json!({"id": 1, "ok": true, "log": "one\n"}),
-                json!({"id": 1, "ok": true, "log": "two\x1b[31m\n"}),
+                vec![
+                    json!({"id": 1, "ok": true, "log": "one\n", "ring": "7", "next": 4}),
+                    json!({"id": 1, "ok": true, "log": "two\x1b[31m\n", "ring": "7", "next": 13}),
+                ],
+                vec![
+                    json!({"id": 1, "ok": true, "log": "three\n", "ring": "7", "next": 19}),
+                    gone(),
+                ],
             ],
         );
         let (code, out, _) = run_cmd(command(&path, logs(true), Output::Table));
-        assert_eq!((code, out.as_str()), (0, "one\ntwo\x1b[31m\n"));
+        assert_eq!((code, out.as_str()), (1, "one\ntwo\x1b[31m\nthree\n"));
         assert_eq!(
             server.join().unwrap(),
-            json!({"id": 1, "cmd": "logs", "pod": "web", "follow": true, "tail": 5,
-                   "previous": false})
+            vec![
+                json!({"id": 1, "cmd": "logs", "pod": "web", "follow": true, "tail": 5,
+                       "previous": false}),
+                // Resumed where it stood.
+                json!({"id": 1, "cmd": "logs", "pod": "web", "follow": true, "tail": 5,
+                       "previous": false, "ring": "7", "offset": 13}),
+            ]
         );
     }
 
@@ -979,7 +1309,7 @@ mod tests {
         };
         assert_eq!(
             reached(&stop, pod, sent),
-            Progress::Pending("web/sidecar is still running".into())
+            Progress::Pending("for web/sidecar to stop (it is still running)".into())
         );
         let (_, app) = target("app");
         let start_app = RequestCmd::Start {
@@ -1013,24 +1343,61 @@ mod tests {
                 // Ok(0): the client closed its writing side; a timeout: it is still open.
                 let ended = matches!(reader.read(&mut [0u8; 1]), Ok(0));
                 let reply = if follow {
-                    json!({"id": 1, "ok": true, "event": event("Started")})
+                    format!(
+                        "{}\n{}\n",
+                        json!({"id": 1, "ok": true, "event": event("Started")}),
+                        gone()
+                    )
                 } else {
-                    ok(json!({"pods": []}))
+                    format!("{}\n", ok(json!({"pods": []})))
                 };
-                (&stream)
-                    .write_all(format!("{reply}\n").as_bytes())
-                    .unwrap();
+                (&stream).write_all(reply.as_bytes()).unwrap();
                 ended
             });
             let request = if follow {
-                RequestCmd::Events { follow: true }
+                RequestCmd::Events {
+                    follow: true,
+                    pod: None,
+                    after: None,
+                    history: None,
+                }
             } else {
                 RequestCmd::Status { pod: None }
             };
             let (code, _, err) = run_cmd(command(&path, request, Output::Json));
-            assert_eq!((code, err.as_str()), (0, ""), "follow: {follow}");
+            let expected = if follow {
+                (1, "error: gone\n")
+            } else {
+                (0, "")
+            };
+            assert_eq!((code, err.as_str()), expected, "follow: {follow}");
             assert_eq!(server.join().unwrap(), !follow, "follow: {follow}");
         }
+    }
+
+    #[test]
+    fn a_supervisor_that_does_not_answer_is_named_with_its_pid_not_an_os_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        // Accepts and reads, never answers (a loop stuck elsewhere: the kernel accepts for it).
+        let server = std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            let mut line = String::new();
+            BufReader::new(&stream).read_line(&mut line).unwrap();
+            std::thread::sleep(Duration::from_millis(800));
+        });
+        let cmd = command(&path, RequestCmd::Status { pod: None }, Output::Table);
+        let e = one_result_raw(&cmd, Duration::from_millis(200)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "no reply from vigil at {} within 200ms (is it stuck? its pid is {})",
+                path.display(),
+                std::process::id()
+            )
+        );
+        server.join().unwrap();
     }
 
     #[test]

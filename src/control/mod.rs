@@ -6,13 +6,15 @@
 //! - [`text`]: wire → kubectl-style tables and `describe` (client side);
 //! - [`limits`]: the connection-limits core the socket and the metrics listener share;
 //! - [`protocol`], [`server`]: request parsing and the socket; [`watch`]: noticing the socket
-//!   file replaced; [`client`]: one exchange.
+//!   file replaced; [`client`]: one exchange; [`follow`]: `events -f` and `logs -f`, which
+//!   reconnect across an upgrade or a restart of vigil.
 //!
 //! Owns everything between a snapshot of the core and the bytes on the socket or the terminal.
 //! It must not decide anything about pods: the runtime answers requests (it alone talks to the
 //! core) and tells the server what to send. Nothing here imports the CLI.
 
 pub mod client;
+pub mod follow;
 pub mod limits;
 pub mod protocol;
 pub mod render;

@@ -288,22 +288,67 @@ pub fn reply_event(id: &RequestId, event: Value) -> String {
     ok_line(id, "event", &event)
 }
 
-/// One chunk of followed log output: `{"id": …, "ok": true, "log": "…"}\n`. Invalid UTF-8 is
-/// replaced (U+FFFD); a character split between two chunks is held back with
-/// [`utf8_incomplete_tail`] by the caller.
-pub fn reply_log(id: &RequestId, chunk: &[u8]) -> String {
-    ok_line(id, "log", &Value::from(String::from_utf8_lossy(chunk)))
+/// Where a `logs -f` stream stands after a line: the ring it reads (`ring`, as a string of
+/// digits) and the offset of the first byte not sent yet (`next`); a follower that comes back
+/// after its connection ended resumes by both (docs/interface.md §2.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogPosition {
+    pub ring: u64,
+    pub next: u64,
+}
+
+impl LogPosition {
+    fn push_to(&self, s: &mut String) {
+        s.push_str(&format!(
+            ",\"ring\":\"{}\",\"next\":{}",
+            self.ring, self.next
+        ));
+    }
+}
+
+/// One chunk of followed log output: `{"id": …, "ok": true, "log": "…", "ring": "R", "next":
+/// N}\n`. Invalid UTF-8 is replaced (U+FFFD); a character split between two chunks is held
+/// back with [`utf8_incomplete_tail`] by the caller (and not counted in `next`).
+pub fn reply_log(id: &RequestId, chunk: &[u8], at: LogPosition) -> String {
+    let mut s = head(id);
+    s.push_str("\"ok\":true,\"log\":");
+    s.push_str(&Value::from(String::from_utf8_lossy(chunk)).to_string());
+    at.push_to(&mut s);
+    s.push_str("}\n");
+    s
 }
 
 /// The in-band notice a `logs -f` follower that fell behind gets: its `log` text says how many
 /// bytes it missed (`… 4096 bytes skipped …`) and `skipped_bytes` counts them; the stream then
 /// continues from the live position.
-pub fn reply_log_skipped(id: &RequestId, skipped: u64, at_line_start: bool) -> String {
+pub fn reply_log_skipped(
+    id: &RequestId,
+    skipped: u64,
+    at_line_start: bool,
+    at: LogPosition,
+) -> String {
     let lead = if at_line_start { "" } else { "\n" };
     let mut s = head(id);
     s.push_str("\"ok\":true,\"log\":");
     s.push_str(&Value::from(format!("{lead}… {skipped} bytes skipped …\n")).to_string());
-    s.push_str(&format!(",\"skipped_bytes\":{skipped}}}\n"));
+    s.push_str(&format!(",\"skipped_bytes\":{skipped}"));
+    at.push_to(&mut s);
+    s.push_str("}\n");
+    s
+}
+
+/// The first line of an `events -f` stream: `{"id": …, "ok": true, "history": "H"}` and, for a
+/// resumed stream, how it goes on (`"lost": {"after": K, "through": S}` or `"new_history":
+/// true`: docs/interface.md §2.4).
+pub fn reply_event_stream(id: &RequestId, history: u64, resumed: Option<&Value>) -> String {
+    let mut s = head(id);
+    s.push_str(&format!("\"ok\":true,\"history\":\"{history}\""));
+    if let Some(Value::Object(fields)) = resumed {
+        for (k, v) in fields {
+            s.push_str(&format!(",{}:{v}", Value::from(k.as_str())));
+        }
+    }
+    s.push_str("}\n");
     s
 }
 
@@ -386,9 +431,22 @@ mod tests {
             ),
             (
                 r#"{"cmd":"events","follow":true}"#,
-                RequestCmd::Events { follow: true },
+                RequestCmd::Events {
+                    follow: true,
+                    pod: None,
+                    after: None,
+                    history: None,
+                },
             ),
-            (r#"{"cmd":"events"}"#, RequestCmd::Events { follow: false }),
+            (
+                r#"{"cmd":"events"}"#,
+                RequestCmd::Events {
+                    follow: false,
+                    pod: None,
+                    after: None,
+                    history: None,
+                },
+            ),
             (
                 r#"{"cmd":"logs","pod":"web","container":"app","follow":true,"tail":10,"previous":false}"#,
                 RequestCmd::Logs {
@@ -400,6 +458,8 @@ mod tests {
                     timestamps: false,
                     since_seconds: None,
                     since_time: None,
+                    ring: None,
+                    offset: None,
                 },
             ),
             (
@@ -464,6 +524,43 @@ mod tests {
         assert_eq!(reply["id"], json!(9));
         assert_eq!(reply["ok"], json!(false));
         assert_eq!(reply["error"]["kind"], json!("unknown_command"));
+    }
+
+    #[test]
+    fn resume_fields_are_checked() {
+        for (line, says) in [
+            (
+                r#"{"cmd":"logs","pod":"w","follow":true,"ring":"5"}"#,
+                "go together",
+            ),
+            (
+                r#"{"cmd":"logs","pod":"w","follow":true,"offset":5}"#,
+                "go together",
+            ),
+            (
+                r#"{"cmd":"logs","pod":"w","ring":"x1","offset":5}"#,
+                "\"ring\" must be an id",
+            ),
+            (r#"{"cmd":"events","history":"5"}"#, "needs \"after\""),
+            (
+                r#"{"cmd":"events","after":-1}"#,
+                "\"after\" must be a non-negative",
+            ),
+        ] {
+            let e = err(line);
+            assert_eq!(e.kind, ErrorKind::BadArgument, "{line}");
+            assert!(e.message.contains(says), "{line}: {}", e.message);
+        }
+        let ok = parse(r#"{"cmd":"events","follow":true,"pod":"web","after":4,"history":"9"}"#);
+        assert_eq!(
+            ok.unwrap().cmd,
+            RequestCmd::Events {
+                follow: true,
+                pod: Some("web".into()),
+                after: Some(4),
+                history: Some("9".into()),
+            }
+        );
     }
 
     #[test]
@@ -653,6 +750,8 @@ mod tests {
                 timestamps: false,
                 since_seconds: None,
                 since_time: None,
+                ring: None,
+                offset: None,
             }
         );
         let e = err(r#"{"cmd":"logs","pod":"w","tail":1.5}"#);
@@ -677,7 +776,12 @@ mod tests {
         let cases = [
             (RequestCmd::Status { pod: None }, r#"{"cmd":"status"}"#),
             (
-                RequestCmd::Events { follow: false },
+                RequestCmd::Events {
+                    follow: false,
+                    pod: None,
+                    after: None,
+                    history: None,
+                },
                 r#"{"cmd":"events","follow":false}"#,
             ),
             (
@@ -690,6 +794,8 @@ mod tests {
                     timestamps: false,
                     since_seconds: None,
                     since_time: None,
+                    ring: None,
+                    offset: None,
                 },
                 r#"{"cmd":"logs","container":"app","follow":true,"pod":"web","previous":false,"tail":10}"#,
             ),
@@ -737,7 +843,15 @@ mod tests {
             .is_mutating()
         );
         assert!(!RequestCmd::Version.is_mutating());
-        assert!(!RequestCmd::Events { follow: true }.is_mutating());
+        assert!(
+            !RequestCmd::Events {
+                follow: true,
+                pod: None,
+                after: None,
+                history: None
+            }
+            .is_mutating()
+        );
     }
 
     #[test]
@@ -785,11 +899,23 @@ mod tests {
             serde_json::from_str::<Value>(&r).unwrap()["event"]["reason"],
             "Started"
         );
-        let r = reply_log(&RequestId::from(json!(4)), b"line 1\nline \xff\n");
+        let at = LogPosition { ring: 7, next: 12 };
+        let r = reply_log(&RequestId::from(json!(4)), b"line 1\nline \xff\n", at);
         assert_eq!(r.matches('\n').count(), 1);
         assert_eq!(
             serde_json::from_str::<Value>(&r).unwrap()["log"],
             json!("line 1\nline \u{fffd}\n")
+        );
+        let v = serde_json::from_str::<Value>(&r).unwrap();
+        assert_eq!((&v["ring"], &v["next"]), (&json!("7"), &json!(12)));
+        let r = reply_event_stream(
+            &RequestId::from(json!(5)),
+            9,
+            Some(&json!({"lost": {"after": 3, "through": 5}})),
+        );
+        assert_eq!(
+            serde_json::from_str::<Value>(&r).unwrap(),
+            json!({"id": 5, "ok": true, "history": "9", "lost": {"after": 3, "through": 5}})
         );
     }
 
@@ -831,7 +957,7 @@ mod tests {
         let cut = format!("{}abc{LOGS_REPLY_CUT}", logs_reply_open(&id, "w", "a", 0));
         let v: Value = serde_json::from_str(&cut).unwrap();
         assert_eq!(v["result"]["truncated"], json!(true));
-        let n = reply_log_skipped(&id, 42, false);
+        let n = reply_log_skipped(&id, 42, false, LogPosition { ring: 1, next: 50 });
         let v: Value = serde_json::from_str(&n).unwrap();
         assert_eq!(v["log"], json!("\n… 42 bytes skipped …\n"));
         assert_eq!(v["skipped_bytes"], json!(42));

@@ -266,11 +266,15 @@ pub fn events_table(events: &[wire::Event], now: SystemTime) -> String {
     tabwrite(&text, 6, 3)
 }
 
+/// Width of a followed event's LAST SEEN column: room for `4m52s (x99999 over 5h20m)`, so a
+/// repeat's count does not push the columns after it (a longer cell pushes its row only).
+const FOLLOW_AGE_WIDTH: usize = 25;
+
 /// One followed event as a table row with fixed column widths (the table cannot be realigned
 /// once printed).
 pub fn event_follow_line(e: &wire::Event, now: SystemTime) -> String {
     format!(
-        "{:<12} {:<8} {:<22} {:<24} {}\n",
+        "{:<FOLLOW_AGE_WIDTH$} {:<8} {:<22} {:<24} {}\n",
         event_age(e, now),
         e.kind.as_str(),
         cell(&e.reason),
@@ -282,7 +286,7 @@ pub fn event_follow_line(e: &wire::Event, now: SystemTime) -> String {
 /// The header matching [`event_follow_line`].
 pub fn event_follow_header() -> String {
     format!(
-        "{:<12} {:<8} {:<22} {:<24} {}\n",
+        "{:<FOLLOW_AGE_WIDTH$} {:<8} {:<22} {:<24} {}\n",
         "LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"
     )
 }
@@ -1011,10 +1015,37 @@ mod tests {
         );
         assert_eq!(events_table(&[], now()), "No events.\n");
         let line = event_follow_line(&v.events[1], now());
+        assert!(line.starts_with("45s   "), "{line:?}");
+    }
+
+    #[test]
+    fn followed_event_columns_stay_put_when_a_repeat_count_appears() {
+        let mono = Instant::now();
+        let mut once = sample_event(mono);
+        once.count = 1;
+        once.first = mono - Duration::from_secs(5);
+        once.last = once.first;
+        let mut many = sample_event(mono);
+        many.count = 12_345;
+        many.first = mono - Duration::from_secs(5 * 3600 + 20 * 60);
+        many.last = mono - Duration::from_secs(292);
+        let v = render::events([&once, &many], &clock(mono));
+        let header = event_follow_header();
+        let rows = [
+            event_follow_line(&v.events[0], now()),
+            event_follow_line(&v.events[1], now()),
+        ];
         assert!(
-            line.starts_with("45s          Normal   Started"),
-            "{line:?}"
+            rows[1].starts_with("4m52s (x12345 over 5h20m)"),
+            "{:?}",
+            rows[1]
         );
+        let col = |line: &str, word: &str| line.find(word).unwrap();
+        for row in &rows {
+            assert_eq!(col(row, "Warning"), col(&header, "TYPE"), "{row:?}");
+            assert_eq!(col(row, "BackOff"), col(&header, "REASON"), "{row:?}");
+            assert_eq!(col(row, "web/app"), col(&header, "OBJECT"), "{row:?}");
+        }
     }
 
     #[test]

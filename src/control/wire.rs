@@ -565,6 +565,28 @@ pub struct ReplyLine<'a> {
     pub log: Option<String>,
     #[serde(default)]
     pub error: Option<ErrorBody>,
+    /// A `logs -f` line: the ring read and the offset of the next byte (what a follower
+    /// resumes by, with `next`).
+    #[serde(default)]
+    pub ring: Option<String>,
+    #[serde(default)]
+    pub next: Option<u64>,
+    /// An `events -f` stream's first line: the event history's id …
+    #[serde(default)]
+    pub history: Option<String>,
+    /// … and, resuming an earlier vigil's history after a crash, the events it lost.
+    #[serde(default)]
+    pub lost: Option<LostEvents>,
+    /// … or that the history resumed is unknown to this vigil (it starts from its first).
+    #[serde(default)]
+    pub new_history: bool,
+}
+
+/// The events a crash lost to a follower: `after + 1 ..= through` (docs/interface.md §2.4).
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
+pub struct LostEvents {
+    pub after: u64,
+    pub through: u64,
 }
 
 /// `v` as JSON appended to `out`.
@@ -882,7 +904,12 @@ mod reference {
         vec![
             RequestCmd::Status { pod: Some(pod()) },
             RequestCmd::Describe { pod: pod() },
-            RequestCmd::Events { follow: true },
+            RequestCmd::Events {
+                follow: true,
+                pod: None,
+                after: None,
+                history: None,
+            },
             RequestCmd::Logs {
                 pod: pod(),
                 container: container(),
@@ -892,6 +919,8 @@ mod reference {
                 timestamps: true,
                 since_seconds: Some(300),
                 since_time: None,
+                ring: None,
+                offset: None,
             },
             RequestCmd::Start {
                 pod: pod(),

@@ -12,6 +12,7 @@
 
 mod backoff;
 mod events;
+pub use events::Resume as EventResume;
 mod pod;
 mod probes;
 pub mod recall;

@@ -457,6 +457,22 @@ impl Supervisor {
         self.events.last_seq()
     }
 
+    /// A fresh vigil's event history begins, named `id` (unique per start of vigil): what
+    /// a follower resumes by, with a `seq` (see `events.rs`). An upgrade's core keeps its own.
+    pub fn begin_event_history(&mut self, id: u64) {
+        self.events.begin_history(id);
+    }
+
+    /// The event history's id (0 when none was begun).
+    pub fn event_history(&self) -> u64 {
+        self.events.history()
+    }
+
+    /// Where a follower that last saw `seq` of history `history` resumes.
+    pub fn resume_events(&self, history: u64, seq: u64) -> super::events::Resume {
+        self.events.resume(history, seq)
+    }
+
     /// Whether a shutdown has begun (new starts and restarts are refused).
     pub fn is_shutting_down(&self) -> bool {
         self.shutdown.is_some()
@@ -607,7 +623,9 @@ impl Supervisor {
     /// recorded so far follows it. Returns the last `seq` of the earlier list (its events
     /// were logged by that vigil).
     pub fn recall_events(&mut self, memory: &mut super::recall::Recollection) -> u64 {
-        let fresh = std::mem::replace(&mut self.events, std::mem::take(&mut memory.events));
+        let fresh = self
+            .events
+            .adopt_earlier(std::mem::take(&mut memory.events));
         let last = self.events.last_seq();
         for e in fresh.since(0) {
             self.events

@@ -84,7 +84,7 @@ impl ContainerLog {
             None => (None, None),
         };
         let log = ContainerLog {
-            buffer: LogBuffer::new(sup.log_buffer_bytes),
+            buffer: LogBuffer::new(sup.log_buffer_bytes).with_id(next_ring_id()),
             file,
             source: format!("{pod}/{container}"),
         };
@@ -132,6 +132,18 @@ impl ContainerLog {
             f.set_timestamps(sup.log_timestamps);
         }
     }
+}
+
+/// A new log ring's id: the wall clock in nanoseconds, above every id this process gave before
+/// (so unique across rings of this vigil, and across vigils of one host unless the clock is
+/// set back between them).
+pub fn next_ring_id() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let now = u64::try_from(unix_nanos_now()).unwrap_or(0);
+    let id = now.max(LAST.load(Ordering::Relaxed) + 1);
+    LAST.store(id, Ordering::Relaxed);
+    id
 }
 
 /// Now, as the Unix time in nanoseconds that [`LogBuffer::push_at`] and the log file's line

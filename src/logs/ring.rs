@@ -64,6 +64,9 @@ pub struct LogBuffer {
     stamps: Stamps,
     /// The same for `previous`.
     previous_stamps: Stamps,
+    /// Which ring this is: an offset means one byte only within one ring (a `logs -f`
+    /// follower resumes by both). Given at creation; kept across an upgrade.
+    id: u64,
 }
 
 impl LogBuffer {
@@ -86,7 +89,30 @@ impl LogBuffer {
             previous_partial_first: false,
             stamps: VecDeque::new(),
             previous_stamps: VecDeque::new(),
+            id: 0,
         }
+    }
+
+    /// This ring is named `id` (unique among the rings of this host's vigils: see
+    /// `logs::next_ring_id`).
+    pub fn with_id(mut self, id: u64) -> Self {
+        self.id = id;
+        self
+    }
+
+    /// The ring's id.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Whether the byte just before `offset` is held and is not a newline (a read from
+    /// `offset` begins within a line).
+    pub fn mid_line_at(&self, offset: u64) -> bool {
+        let Some(before) = offset.checked_sub(1) else {
+            return false;
+        };
+        let r = self.read_range(before, 1);
+        r.skipped == 0 && r.bytes.first().is_some_and(|&b| b != b'\n')
     }
 
     /// Appends output, overwriting the oldest bytes when full.
@@ -363,6 +389,9 @@ pub struct RingMeta {
     pub stamps: Vec<(u64, i64)>,
     #[serde(default)]
     pub previous_stamps: Vec<(u64, i64)>,
+    /// [`LogBuffer::id`] (0 from a vigil before ring ids).
+    #[serde(default)]
+    pub id: u64,
 }
 
 impl LogBuffer {
@@ -381,6 +410,7 @@ impl LogBuffer {
             previous_partial_first: self.previous_partial_first,
             stamps: self.stamps.iter().copied().collect(),
             previous_stamps: self.previous_stamps.iter().copied().collect(),
+            id: self.id,
         };
         (meta, self.current.as_slices(), &self.previous)
     }
@@ -408,6 +438,7 @@ impl LogBuffer {
             previous_partial_first: meta.previous_partial_first,
             stamps: meta.stamps.into(),
             previous_stamps: meta.previous_stamps.into(),
+            id: meta.id,
         })
     }
 }

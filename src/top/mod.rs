@@ -164,7 +164,15 @@ fn refresh(socket: &Path, app: &mut App) -> Result<(), ClientError> {
             return Ok(());
         }
     };
-    let events = match ask(socket, RequestCmd::Events { follow: false })? {
+    let events = match ask(
+        socket,
+        RequestCmd::Events {
+            follow: false,
+            pod: None,
+            after: None,
+            history: None,
+        },
+    )? {
         Ok(v) => typed::<wire::EventsReply>(socket, &v)?.events,
         Err(_) => Vec::new(),
     };
@@ -193,6 +201,8 @@ fn refresh_view(socket: &Path, app: &mut App) -> Result<(), ClientError> {
             timestamps: false,
             since_seconds: None,
             since_time: None,
+            ring: None,
+            offset: None,
         };
         match ask(socket, request)? {
             Ok(v) => {
@@ -215,6 +225,7 @@ fn ask(
         request,
         output: crate::control::client::Output::Json,
         wait: None,
+        several: None,
     })
 }
 

@@ -9,6 +9,7 @@ mod control;
 mod convert;
 mod crash;
 mod faults;
+mod follow;
 mod host;
 mod hostile;
 mod journal;

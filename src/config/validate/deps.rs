@@ -48,12 +48,8 @@ impl Checker<'_> {
                     continue;
                 }
                 if !names.contains(t) {
-                    let hint = names
-                        .iter()
-                        .map(|n| (values::edit_distance(t, n), *n))
-                        .min()
-                        .filter(|(d, _)| *d <= 2)
-                        .map(|(_, n)| format!("; did you mean {n:?}?"))
+                    let hint = values::closest_name(t, names.iter().copied())
+                        .map(|n| format!("; did you mean {n:?}?"))
                         .unwrap_or_default();
                     self.err(
                         span(target),

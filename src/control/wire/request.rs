@@ -39,6 +39,28 @@ pub enum RequestCmd {
     Events {
         #[serde(default, deserialize_with = "arg::follow")]
         follow: bool,
+        /// Only events about this pod (its own and its containers').
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "arg::opt_pod"
+        )]
+        pod: Option<String>,
+        /// Only events with a `seq` after this one (of `history`, else of the current one).
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "arg::after"
+        )]
+        after: Option<u64>,
+        /// The event history `after` belongs to: the `history` a stream's first line gave
+        /// (docs/interface.md §2.4); needs `after`.
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "arg::history"
+        )]
+        history: Option<String>,
     },
     Logs {
         #[serde(deserialize_with = "arg::pod")]
@@ -81,6 +103,21 @@ pub enum RequestCmd {
             deserialize_with = "arg::since_time"
         )]
         since_time: Option<String>,
+        /// Resume a follow: the log ring a stream's lines named (`ring`) …
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "arg::ring"
+        )]
+        ring: Option<String>,
+        /// … and the ring offset of the first byte not received yet (their `next`); both
+        /// or neither.
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "arg::offset"
+        )]
+        offset: Option<u64>,
     },
     Start {
         #[serde(deserialize_with = "arg::pod")]
@@ -198,6 +235,18 @@ impl RequestCmd {
                     ..
                 } => Err(ArgError::BadValue(
                     "at most one of \"since_seconds\" and \"since_time\" may be given".to_string(),
+                )),
+                RequestCmd::Logs { ring, offset, .. } if ring.is_some() != offset.is_some() => {
+                    Err(ArgError::BadValue(
+                        "\"ring\" and \"offset\" go together: give both or neither".to_string(),
+                    ))
+                }
+                RequestCmd::Events {
+                    after: None,
+                    history: Some(_),
+                    ..
+                } => Err(ArgError::BadValue(
+                    "\"history\" needs \"after\" (the last seq seen of it)".to_string(),
                 )),
                 cmd => Ok(cmd),
             },
@@ -397,6 +446,38 @@ mod arg {
 
     pub fn timestamps<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
         flag(d, "timestamps")
+    }
+
+    /// An id the supervisor handed out as a string of decimal digits (a `history`, a `ring`).
+    fn id_text<'de, D: Deserializer<'de>>(
+        d: D,
+        field: &'static str,
+    ) -> Result<Option<String>, D::Error> {
+        match opt_text(d, field)? {
+            Some(s) if !s.bytes().all(|b| b.is_ascii_digit()) || s.parse::<u64>().is_err() => {
+                Err(D::Error::custom(format!(
+                    "field \"{field}\" must be an id as a stream gave it (decimal digits), got {}",
+                    Value::from(s)
+                )))
+            }
+            other => Ok(other),
+        }
+    }
+
+    pub fn after<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        Ok(count(d, "after")?.map(|n| n as u64))
+    }
+
+    pub fn history<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        id_text(d, "history")
+    }
+
+    pub fn ring<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        id_text(d, "ring")
+    }
+
+    pub fn offset<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        Ok(count(d, "offset")?.map(|n| n as u64))
     }
 
     pub fn ignore_dependencies<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {

@@ -34,7 +34,9 @@ use mio::event::Event;
 use super::{CONN_TOKEN_BASE, StartError, resolve_group, tokens};
 use crate::config::spec::Config;
 use crate::control::limits::{FdNeeds, FdShares, fd_shares};
-use crate::control::protocol::{self, Request, RequestCmd, RequestId, utf8_incomplete_tail};
+use crate::control::protocol::{
+    self, LogPosition, Request, RequestCmd, RequestId, utf8_incomplete_tail,
+};
 use crate::control::render;
 use crate::control::server::{Access, ConnId, ControlError, Incoming, Limits, PeerCred, Server};
 use crate::control::time::WallClock;
@@ -156,8 +158,12 @@ enum Job {
         at_line_start: bool,
         stamps: bool,
     },
-    /// `events -f`.
-    FollowEvents { id: RequestId, last_seq: u64 },
+    /// `events -f` (of one pod's events, with `pod`).
+    FollowEvents {
+        id: RequestId,
+        last_seq: u64,
+        pod: Option<String>,
+    },
 }
 
 /// Decodes `bytes` after `carry` as UTF-8 (invalid bytes replaced), keeping a character cut
@@ -567,7 +573,11 @@ impl Control {
                         jump += i as u64 + 1;
                     }
                     carry.clear();
-                    let line = protocol::reply_log_skipped(id, jump - *offset, *at_line_start);
+                    let at = protocol::LogPosition {
+                        ring: buf.id(),
+                        next: jump,
+                    };
+                    let line = protocol::reply_log_skipped(id, jump - *offset, *at_line_start, at);
                     *offset = jump;
                     *at_line_start = true;
                     self.server.push(registry, conn, line.as_bytes());
@@ -585,11 +595,16 @@ impl Control {
                 *at_line_start = r.bytes.last() == Some(&b'\n');
                 *offset = r.next;
                 let more = *offset < buf.total_written();
-                let line = protocol::reply_log(id, text.as_bytes());
+                // Bytes of a character cut at the chunk's end wait in `carry`: not sent yet.
+                let at = protocol::LogPosition {
+                    ring: buf.id(),
+                    next: *offset - carry.len() as u64,
+                };
+                let line = protocol::reply_log(id, text.as_bytes(), at);
                 self.server.push(registry, conn, line.as_bytes());
                 if more { Feed::More } else { Feed::Idle }
             }
-            Job::FollowEvents { id, last_seq } => {
+            Job::FollowEvents { id, last_seq, pod } => {
                 let events = view.core.events_since(*last_seq);
                 if events.is_empty() {
                     return Feed::Idle;
@@ -597,9 +612,19 @@ impl Control {
                 let mut out = String::new();
                 for e in events.iter().take(EVENTS_PER_CHUNK) {
                     *last_seq = (*last_seq).max(e.seq);
+                    if !about_pod(e, pod.as_deref()) {
+                        continue;
+                    }
                     if let Some(line) = event_line(id, e, &self.clock) {
                         out.push_str(&line);
                     }
+                }
+                if out.is_empty() {
+                    return if events.len() > EVENTS_PER_CHUNK {
+                        Feed::More
+                    } else {
+                        Feed::Idle
+                    };
                 }
                 self.server.push(registry, conn, out.as_bytes());
                 if events.len() > EVENTS_PER_CHUNK {
@@ -734,7 +759,7 @@ impl Control {
                 let (pods, observed) = snapshot(view, now, pod.as_deref());
                 match pod {
                     Some(name) if !pods.iter().any(|p| p.name == name) => {
-                        Err((ErrorKind::NotFound, format!("no pod named \"{name}\"")))
+                        Err((ErrorKind::NotFound, no_pod(view, &name)))
                     }
                     _ => {
                         // Serialised without a `Value` tree between (for a full status of
@@ -780,21 +805,42 @@ impl Control {
                         &self.clock,
                         secrets,
                     )),
-                    None => Err((ErrorKind::NotFound, format!("no pod named \"{pod}\""))),
+                    None => Err((ErrorKind::NotFound, no_pod(view, &pod))),
                 }
             }
-            RequestCmd::Events { follow } => {
+            RequestCmd::Events {
+                follow,
+                pod,
+                after,
+                history,
+            } => {
+                if let Some(name) = &pod
+                    && view.core.pod(name, now).is_none()
+                {
+                    return Answer::Reply(Err((ErrorKind::NotFound, no_pod(view, name))));
+                }
+                let (after, resumed) = events_resume(view.core, after, history.as_deref());
                 if follow {
-                    // The history, then new events, pushed as the client takes them.
+                    // Its history's id, then the events, then new ones, pushed as the client
+                    // takes them.
                     self.server.start_stream(conn, None);
+                    let first = protocol::reply_event_stream(
+                        id,
+                        view.core.event_history(),
+                        resumed.as_ref(),
+                    );
+                    self.server.push(&self.registry, conn, first.as_bytes());
                     let job = Job::FollowEvents {
                         id: id.clone(),
-                        last_seq: 0,
+                        last_seq: after,
+                        pod,
                     };
                     self.jobs.insert(conn, job);
                     return Answer::Sent;
                 }
-                wire_json(&render::events(&view.core.events_since(0), &self.clock))
+                let mut events = view.core.events_since(after);
+                events.retain(|e| about_pod(e, pod.as_deref()));
+                wire_json(&render::events(&events, &self.clock))
             }
             RequestCmd::Logs {
                 pod,
@@ -805,6 +851,8 @@ impl Control {
                 timestamps,
                 since_seconds,
                 since_time,
+                ring,
+                offset,
             } => match find_slot(view, &pod, container.as_deref()) {
                 Err(e) => Err((ErrorKind::NotFound, e)),
                 Ok(key) => {
@@ -829,17 +877,29 @@ impl Control {
                         (None, Some(t)) => RequestCmd::since_time_nanos(t).map(LogsSince::Time),
                         (None, None) => None,
                     };
+                    let resume = match (ring.and_then(|r| r.parse().ok()), offset) {
+                        (Some(ring), Some(offset)) => Some(LogPosition { ring, next: offset }),
+                        _ => None,
+                    };
                     let want = LogsWanted {
                         tail,
                         previous,
                         follow,
                         timestamps,
                         since,
+                        resume,
                     };
                     self.start_logs(conn, id, key, slot, &want);
                     return Answer::Sent;
                 }
             },
+            RequestCmd::Start { pod, .. }
+            | RequestCmd::Stop { pod, .. }
+            | RequestCmd::Restart { pod, .. }
+                if view.core.pod(&pod, now).is_none() =>
+            {
+                Err((ErrorKind::NotFound, no_pod(view, &pod)))
+            }
             RequestCmd::Start {
                 pod,
                 container: None,
@@ -902,6 +962,7 @@ impl Control {
             follow,
             timestamps,
             since,
+            resume,
         } = *want;
         let buffer = &slot.log.buffer;
         let (mut start, end) = buffer.tail_range(tail, previous);
@@ -917,12 +978,29 @@ impl Control {
             };
             start = start.max(buffer.since_offset(from, previous));
         }
+        let mut at_line_start = true;
+        if let Some(at) = resume.filter(|_| follow) {
+            // A follower back after its connection ended (an upgrade, a restart of vigil):
+            // exactly where it was in the same ring; from the oldest byte held in another (a
+            // vigil that started afresh, or a container created again, has a new ring).
+            start = if at.ring == buffer.id() {
+                at.next.min(buffer.total_written())
+            } else {
+                buffer.read_range(0, 0).skipped
+            };
+            at_line_start = !buffer.mid_line_at(start);
+        }
         let registry = &*self.registry;
         if follow {
             self.server.start_stream(conn, None);
-            if start == end {
-                // The stream's first line, so the client knows it is on.
-                let line = protocol::reply_log(id, b"");
+            if start == buffer.total_written() {
+                // The stream's first line when there is nothing to send yet, so the client
+                // knows it is on and where it stands.
+                let at = LogPosition {
+                    ring: buffer.id(),
+                    next: start,
+                };
+                let line = protocol::reply_log(id, b"", at);
                 self.server.push(registry, conn, line.as_bytes());
             }
             let job = Job::FollowLogs {
@@ -930,7 +1008,7 @@ impl Control {
                 key,
                 offset: start,
                 carry: Vec::new(),
-                at_line_start: true,
+                at_line_start,
                 stamps: timestamps,
             };
             self.jobs.insert(conn, job);
@@ -980,6 +1058,8 @@ struct LogsWanted {
     follow: bool,
     timestamps: bool,
     since: Option<LogsSince>,
+    /// Resume a follow at this position (`ring`, `offset`).
+    resume: Option<LogPosition>,
 }
 
 /// A reply's value, or its error kind and message.
@@ -1024,7 +1104,7 @@ fn journal_request(peer: &PeerCred, cmd: &RequestCmd) {
 fn find_slot(view: &View, pod: &str, container: Option<&str>) -> Result<ContainerKey, String> {
     let pods = view.core.pods(Instant::now());
     let Some(p) = pods.iter().find(|p| p.name == pod) else {
-        return Err(format!("no pod named \"{pod}\""));
+        return Err(no_pod(view, pod));
     };
     let all: Vec<_> = p
         .init_containers
@@ -1083,6 +1163,60 @@ pub(super) fn snapshot(
 /// A reply value as JSON; a value that cannot be serialized (a bug) is an `internal` error.
 fn wire_json<T: serde::Serialize>(v: &T) -> Reply {
     wire::to_json(v).map_err(|e| (ErrorKind::Internal, format!("cannot encode the reply: {e}")))
+}
+
+/// Whether event `e` is about pod `pod` (its own or one of its containers'); every event is
+/// without a pod.
+fn about_pod(e: &CoreEvent, pod: Option<&str>) -> bool {
+    match pod {
+        None => true,
+        Some(p) => {
+            e.object == p
+                || e.object
+                    .strip_prefix(p)
+                    .is_some_and(|rest| rest.starts_with('/'))
+        }
+    }
+}
+
+/// Where an `events` request begins (events with a `seq` after it) and, for a follower
+/// resuming a history ([`crate::core::EventResume`]), what its stream's first line says of it.
+fn events_resume(
+    core: &Supervisor,
+    after: Option<u64>,
+    history: Option<&str>,
+) -> (u64, Option<serde_json::Value>) {
+    use crate::core::EventResume;
+    use serde_json::json;
+    let Some(after) = after else {
+        return (0, None);
+    };
+    let Some(history) = history.and_then(|h| h.parse::<u64>().ok()) else {
+        return (after, None);
+    };
+    match core.resume_events(history, after) {
+        EventResume::After(seq) => (seq, None),
+        EventResume::Lost { kept, seen } => (
+            kept,
+            Some(json!({"lost": {"after": kept, "through": seen}})),
+        ),
+        EventResume::Unknown => (0, Some(json!({"new_history": true}))),
+    }
+}
+
+/// The `not_found` message for a pod name that names none, with the closest name when one is
+/// near (as the config checker suggests).
+fn no_pod(view: &View, name: &str) -> String {
+    let names: Vec<String> = view
+        .core
+        .pods(Instant::now())
+        .into_iter()
+        .map(|p| p.name)
+        .collect();
+    match crate::config::values::closest_name(name, names.iter().map(String::as_str)) {
+        Some(near) => format!("no pod named \"{name}\" (did you mean \"{near}\"?)"),
+        None => format!("no pod named \"{name}\""),
+    }
 }
 
 /// One followed event's reply line; `None` (logged) if it cannot be encoded (a bug).

@@ -355,6 +355,10 @@ impl Shell {
             fault: super::fault::Fault::from_env(now),
         };
         if fresh {
+            // A name for this vigil's event history that no earlier start used (followers
+            // resume by it: src/core/events.rs); taken before the leftovers' record is.
+            let history = u64::try_from(crate::logs::unix_nanos_now()).unwrap_or(0);
+            shell.core.begin_event_history(history);
             shell.take_over_leftovers(now);
         }
         Ok(shell)
