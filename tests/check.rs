@@ -776,3 +776,28 @@ fn check_passes_allow_missing_controllers_with_a_warning_as_run_starts() {
     );
     assert!(text(&out.stdout).contains(": ok (2 pods, 2 containers)"));
 }
+
+/// As root, the `.env` the config's variables come from is a config file too: one owned by
+/// another user is refused, naming it; owned by root it is read.
+#[test]
+#[ignore = "needs root (the trust checks are a root vigil's)"]
+fn check_as_root_refuses_a_dot_env_owned_by_another_user() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = write(
+        dir.path(),
+        "vigil.toml",
+        "[[pods.web.containers]]\nname = \"app\"\ncommand = [\"/bin/${APP}\"]\n",
+    );
+    let env = write(dir.path(), ".env", "APP=sleep\n");
+    let out = vigil_check_args(&f, &["--no-host"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    std::os::unix::fs::chown(&env, Some(65534), Some(65534)).expect("chown");
+    let out = vigil_check_args(&f, &["--no-host"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.starts_with(&format!("{}: .env: variable file", env.display()))
+            && err.contains("owned by a user other than root"),
+        "{err}"
+    );
+}

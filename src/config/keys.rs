@@ -159,6 +159,7 @@ tables! {
         on_restart: Str,
         on_output_lost: Str,
         metrics_address: Str,
+        env_files: StrArray,
     }
 
     /// `[pods.NAME]`.

@@ -28,6 +28,11 @@ use super::error::{ConfigError, ConfigErrors, Problem, line_col};
 pub(crate) struct SourceFile {
     pub path: PathBuf,
     pub text: String,
+    /// Whether its string values take variables (files read from disk, the bundled default;
+    /// not a text handed over in memory, such as a converted manifest).
+    pub expand: bool,
+    /// The directory its relative paths are resolved against (`None`: left as written).
+    pub dir: Option<PathBuf>,
     base: usize,
 }
 
@@ -39,11 +44,46 @@ pub(crate) struct SourceMap {
 }
 
 impl SourceMap {
-    /// Add a file; returns its base offset.
-    pub fn push(&mut self, path: PathBuf, text: String) -> usize {
-        let base = self.files.last().map_or(0, |f| f.base + f.text.len() + 1);
-        self.files.push(SourceFile { path, text, base });
-        base
+    /// Add a text that is taken literally (no variables, paths as written).
+    pub fn push_literal(&mut self, path: PathBuf, text: String) {
+        self.push(SourceFile {
+            path,
+            text,
+            expand: false,
+            dir: None,
+            base: 0,
+        });
+    }
+
+    /// Add a file read from `path`: variables expanded, relative paths resolved against its
+    /// directory (made absolute from vigil's working directory).
+    pub fn push_file(&mut self, path: PathBuf, text: String) {
+        let dir = std::path::absolute(&path)
+            .ok()
+            .and_then(|p| p.parent().map(Path::to_path_buf));
+        self.push(SourceFile {
+            path,
+            text,
+            expand: true,
+            dir,
+            base: 0,
+        });
+    }
+
+    /// The bundled default: variables expanded, no directory.
+    pub fn push_bundled(&mut self, path: PathBuf, text: String) {
+        self.push(SourceFile {
+            path,
+            text,
+            expand: true,
+            dir: None,
+            base: 0,
+        });
+    }
+
+    fn push(&mut self, mut file: SourceFile) {
+        file.base = self.files.last().map_or(0, |f| f.base + f.text.len() + 1);
+        self.files.push(file);
     }
 
     pub fn files(&self) -> &[SourceFile] {

@@ -35,8 +35,10 @@
 //!    docs/bad-input.md if a value can be refused, a use in `tests::KITCHEN_SINK` (the test
 //!    `every_key_deserializes` fails otherwise), and a test of each refusal's message.
 
+pub mod envfile;
 mod error;
 pub mod intern;
+mod interpolate;
 mod keys;
 mod layers;
 mod locate;
@@ -132,7 +134,11 @@ pub fn load_source(source: &ConfigSource) -> Result<Config, ConfigErrors> {
     match source {
         ConfigSource::File(p) => load(p),
         ConfigSource::Layers(ps) => load_files(ps),
-        ConfigSource::Bundled => load_str(BUNDLED_DEFAULT, Path::new(BUNDLED_NAME)),
+        ConfigSource::Bundled => {
+            let mut map = SourceMap::default();
+            map.push_bundled(PathBuf::from(BUNDLED_NAME), BUNDLED_DEFAULT.to_string());
+            check(&map)
+        }
         ConfigSource::Manifest { manifest, .. } => Err(ConfigErrors::unlocated(
             manifest,
             "a Kubernetes manifest is read by convert::load_source, not config::load_source"
@@ -161,16 +167,17 @@ fn read_files(mains: &[PathBuf]) -> Result<SourceMap, ConfigErrors> {
     for main in mains {
         for (i, path) in layers::with_drop_ins(main)?.into_iter().enumerate() {
             let text = layers::read_file(&path, "config drop-in", i > 0)?;
-            map.push(path, text);
+            map.push_file(path, text);
         }
     }
     Ok(map)
 }
 
-/// Validate config text; `source` is used for messages and `Config::source`.
+/// Validate config text; `source` is used for messages and `Config::source`. The text is taken
+/// literally: no variables, no drop-ins, paths as written (a converted manifest, tests).
 pub fn load_str(text: &str, source: &Path) -> Result<Config, ConfigErrors> {
     let mut map = SourceMap::default();
-    map.push(source.to_path_buf(), text.to_string());
+    map.push_literal(source.to_path_buf(), text.to_string());
     check(&map)
 }
 
@@ -198,13 +205,25 @@ fn compose(map: &SourceMap) -> Result<(DeTable<'_>, Vec<Problem>), ConfigErrors>
     Ok((merged.unwrap_or_default(), problems))
 }
 
-/// The whole pipeline on the files of `map`: compose, schema walk, serde, validate.
+/// The merged tree of `map` with variables expanded and relative paths resolved, and the
+/// problems found so far (`override` keys, variables).
+fn resolved(map: &SourceMap) -> Result<(DeTable<'_>, Vec<Problem>), ConfigErrors> {
+    let (mut doc, mut problems) = compose(map)?;
+    let vars = interpolate::vars(&doc, map, &mut problems)?;
+    interpolate::resolve_tree(&mut doc, map, &vars, &mut problems);
+    Ok((doc, problems))
+}
+
+/// The whole pipeline on the files of `map`: compose, variables and paths, schema walk, serde,
+/// validate.
 fn check(map: &SourceMap) -> Result<Config, ConfigErrors> {
     let source = map
         .files()
         .first()
         .map_or_else(PathBuf::new, |f| f.path.clone());
-    let (doc, mut problems) = compose(map)?;
+    let (doc, mut problems) = resolved(map)?;
+    // A value whose variables did not resolve is reported once, not again by `validate`.
+    let unresolved: Vec<String> = problems.iter().map(|p| p.field.clone()).collect();
     let mut doc = toml::Spanned::new(0..0, doc);
     let walk = schema::check_document(doc.get_mut());
     problems.extend(walk.problems.iter().cloned());
@@ -222,7 +241,11 @@ fn check(map: &SourceMap) -> Result<Config, ConfigErrors> {
     let mut checked = Vec::new();
     let config = validate::validate(&raw, &source, &mut checked);
     // A value the walk removed shows up again as "missing"; it has been reported already.
-    problems.extend(checked.into_iter().filter(|p| !walk.explains(&p.field)));
+    problems.extend(
+        checked
+            .into_iter()
+            .filter(|p| !walk.explains(&p.field) && !unresolved.contains(&p.field)),
+    );
     match config {
         Some(config) if problems.is_empty() => Ok(config),
         _ => Err(map.errors(problems)),

@@ -1306,6 +1306,7 @@ client_fd_percent = 40
 on_restart = "replace"
 on_output_lost = "keep"
 metrics_address = "[::1]:9469"
+env_files = ["/etc/vigil/vars.env"]
 
 [pods.db]
 restart_policy = "Always"
@@ -1809,4 +1810,143 @@ fn config_files_given_more_than_once_merge_in_order_each_with_its_drop_ins() {
     assert_eq!(c.supervisor.log_max_files, 6);
     assert_eq!(c.supervisor.shutdown_timeout, Duration::from_secs(3));
     assert_eq!(c.pods.len(), 2);
+}
+
+// ---- variables and relative paths (docs/interface.md §4.1) --------------------------------
+
+#[test]
+fn variables_come_from_the_environment_then_dot_env_and_relative_paths_from_the_writers_dir() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join(".env"),
+        "# beside vigil.toml\nDATA_DIR=/srv/data\nPATH=/not/the/environment\nPORT=8080\n",
+    )
+    .expect("write .env");
+    let file = layered(
+        dir.path(),
+        "[[pods.db.containers]]\nname = \"db\"\n\
+         command = [\"/bin/db\", \"--data\", \"${DATA_DIR}/db\", \"${PATH}\", \"$${LITERAL}\", \"${NOPE:-dflt}\"]\n\
+         working_dir = \"run\"\nenv = { PORT = \"${PORT}\", socket = \"rel\" }\n",
+        &[(
+            "10-env.toml",
+            "[[pods.db.containers]]\nname = \"db\"\nenv_file = \"db.env\"\n",
+        )],
+    );
+    let c = load(&file).expect("valid");
+    let db = &c.pods[0].containers[0];
+    let path = std::env::var("PATH").expect("PATH is set");
+    assert_eq!(
+        db.command,
+        [
+            "/bin/db",
+            "--data",
+            "/srv/data/db",
+            path.as_str(),
+            "${LITERAL}",
+            "dflt"
+        ]
+    );
+    assert_eq!(
+        db.working_dir.as_deref(),
+        Some(dir.path().join("run").as_path())
+    );
+    assert_eq!(
+        db.env_file.as_deref(),
+        Some(dir.path().join("vigil.toml.d/db.env").as_path())
+    );
+    // A variable's name that looks like a path key is not a path.
+    assert!(
+        db.env.contains(&("socket".to_string(), "rel".to_string())),
+        "{:?}",
+        db.env
+    );
+    assert!(db.env.contains(&("PORT".to_string(), "8080".to_string())));
+}
+
+#[test]
+fn an_unset_variable_is_located_at_its_value() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = layered(
+        dir.path(),
+        "[[pods.db.containers]]\nname = \"db\"\n\
+         command = [\"/bin/db\", \"--data\", \"${VIGIL_TEST_SURELY_UNSET_DIR}\"]\n\
+         working_dir = \"${VIGIL_TEST_SURELY_UNSET_DIR:?where db runs}\"\n",
+        &[],
+    );
+    let e = load(&file).expect_err("invalid");
+    let got: Vec<String> = e.iter().map(|e| e.to_string()).collect();
+    assert_eq!(
+        got,
+        [
+            format!(
+                "{}:3:33: pods.db.containers[0].command[2]: ${{VIGIL_TEST_SURELY_UNSET_DIR}} is not set",
+                file.display()
+            ),
+            format!(
+                "{}:4:15: pods.db.containers[0].working_dir: ${{VIGIL_TEST_SURELY_UNSET_DIR}} is not set: where db runs",
+                file.display()
+            ),
+        ]
+    );
+}
+
+#[test]
+fn env_files_replace_dot_env_are_relative_to_their_file_and_a_missing_one_is_located() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join(".env"), "WHO=dot-env\n").expect("write");
+    std::fs::write(dir.path().join("a.vars"), "WHO=a\nWHAT=a\n").expect("write");
+    std::fs::write(dir.path().join("b.vars"), "WHO=b\n").expect("write");
+    let pod = "[[pods.p.containers]]\nname = \"c\"\ncommand = [\"/bin/${WHO}-${WHAT}\"]\n";
+    let file = layered(
+        dir.path(),
+        &format!(
+            "[supervisor]\nenv_files = [\"a.vars\", \"{}/b.vars\"]\n{pod}",
+            dir.path().display()
+        ),
+        &[],
+    );
+    let c = load(&file).expect("valid");
+    assert_eq!(c.pods[0].containers[0].command, ["/bin/b-a"]);
+    std::fs::write(
+        &file,
+        format!("[supervisor]\nenv_files = [\"a.vars\", \"gone.vars\"]\n{pod}"),
+    )
+    .expect("write");
+    let e = load(&file).expect_err("invalid");
+    let got = e.to_string();
+    // (As root the trust check is first to find it missing.)
+    assert!(
+        got.starts_with(&format!(
+            "{}:2:24: supervisor.env_files[1]: ",
+            file.display()
+        )) && got.contains(&format!("{}: ", dir.path().join("gone.vars").display()))
+            && got.contains("No such file"),
+        "{got}"
+    );
+}
+
+#[test]
+fn a_malformed_dot_env_is_refused_naming_it_and_the_line_without_the_value() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join(".env"), "A=1\nsecret-value\n").expect("write");
+    let file = layered(dir.path(), POD, &[]);
+    let got = load(&file).expect_err("invalid").to_string();
+    let env = dir.path().join(".env");
+    assert_eq!(
+        got,
+        format!(
+            "{}: .env: {}:2: expected KEY=VALUE (no '=' on this line)",
+            env.display(),
+            env.display()
+        )
+    );
+}
+
+#[test]
+fn text_given_in_memory_is_taken_literally() {
+    let c = ok(&format!("{POD}working_dir = \"/x/${{HOME}}$$\"\n"));
+    assert_eq!(
+        container(&c).working_dir.as_deref(),
+        Some(Path::new("/x/${HOME}$$"))
+    );
 }

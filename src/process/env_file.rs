@@ -40,47 +40,8 @@ pub enum EnvFileError {
     },
 }
 
-/// What is wrong with one line (without repeating it: it may hold a secret).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum LineProblem {
-    #[error("expected KEY=VALUE (no '=' on this line)")]
-    NoEquals,
-    #[error("empty variable name before '='")]
-    EmptyKey,
-    #[error("variable name {0:?} contains a blank")]
-    BlankInKey(String),
-    #[error("not valid UTF-8")]
-    NotUtf8,
-    #[error("contains a NUL byte")]
-    Nul,
-}
-
-/// Parses the text of an env file. Pure; `(line number, problem)` on the first bad line.
-pub fn parse(bytes: &[u8]) -> Result<Vec<(String, String)>, (usize, LineProblem)> {
-    let mut out: Vec<(String, String)> = Vec::new();
-    for (i, raw) in bytes.split(|b| *b == b'\n').enumerate() {
-        let n = i + 1;
-        if raw.contains(&0) {
-            return Err((n, LineProblem::Nul));
-        }
-        let line = std::str::from_utf8(raw).map_err(|_| (n, LineProblem::NotUtf8))?;
-        let line = line.strip_suffix('\r').unwrap_or(line);
-        let trimmed = line.trim_start();
-        if trimmed.is_empty() || trimmed.starts_with('#') {
-            continue;
-        }
-        let (key, value) = trimmed.split_once('=').ok_or((n, LineProblem::NoEquals))?;
-        if key.is_empty() {
-            return Err((n, LineProblem::EmptyKey));
-        }
-        if key.chars().any(char::is_whitespace) {
-            return Err((n, LineProblem::BlankInKey(key.to_string())));
-        }
-        out.retain(|(k, _)| k != key);
-        out.push((key.to_string(), value.to_string()));
-    }
-    Ok(out)
-}
+/// The format is shared with the config's variable files (`.env`, `env_files`).
+pub use crate::config::envfile::{LineProblem, parse};
 
 /// Reads and parses `path`, checking it first when vigil runs as root.
 pub fn read(path: &Path) -> Result<Vec<(String, String)>, EnvFileError> {

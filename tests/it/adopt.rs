@@ -474,7 +474,7 @@ fn a_chatty_container_keeps_its_pipe_across_the_crash_and_its_adopted_run_is_cap
     let site = Site::new();
     site.write(
         "",
-        "[pods.chatty]\nbackoff = { initial_seconds = 0.1, max_seconds = 0.2 }\n[[pods.chatty.containers]]\nname = \"c\"\ncommand = [\"sh\", \"-c\", \"while :; do echo tick $$; sleep 0.1; done\"]\n",
+        "[pods.chatty]\nbackoff = { initial_seconds = 0.1, max_seconds = 0.2 }\n[[pods.chatty.containers]]\nname = \"c\"\ncommand = [\"sh\", \"-c\", \"while :; do echo tick $$$$; sleep 0.1; done\"]\n",
     );
     let mut a = site.start();
     a.wait_for(T, "chatty running", |v| running(v, "chatty"));

@@ -246,7 +246,7 @@ fn env_file_values_reach_the_container_but_never_status_or_describe() {
         "",
         &env_file_pod(
             &envf,
-            "echo pw-length=${#DB_PASSWORD} mode=$MODE; exec sleep 60",
+            "echo pw-length=$${#DB_PASSWORD} mode=$MODE; exec sleep 60",
         ),
     );
     wait_web_running(&v);

@@ -412,7 +412,7 @@ fn timed_out_exec_probe_vigil(cgroup_root: &str) -> Vigil {
 name = "c"
 command = ["sleep", "300"]
 [pods.hang.containers.readiness_probe]
-exec = {{ command = ["sh", "-c", "sleep 4242 & echo $$ $! >> {}; wait"] }}
+exec = {{ command = ["sh", "-c", "sleep 4242 & echo $$$$ $! >> {}; wait"] }}
 period_seconds = 0.4
 timeout_seconds = 0.3
 failure_threshold = 1

@@ -709,7 +709,7 @@ fn a_pre_stop_hook_carried_over_is_still_cut_off_at_the_grace_period_set_before_
         r#"["/bin/sh", "-c", "trap '' TERM; while :; do sleep 0.05; done"]"#,
         "pre_stop",
         &format!(
-            "echo $$ > {p}; echo pre-stop >> {m}; exec sleep 1000",
+            "echo $$$$ > {p}; echo pre-stop >> {m}; exec sleep 1000",
             m = m.display(),
             p = hook_pid.display()
         ),

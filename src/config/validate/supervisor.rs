@@ -16,6 +16,11 @@ impl Checker<'_> {
         if let Some(v) = &s.socket {
             spec.socket = self.abs_path(v, &join(p, "socket"));
         }
+        // Read (and refused when unusable) before validation, by `interpolate`: only checked
+        // to be paths here.
+        for (i, v) in s.env_files.iter().flatten().enumerate() {
+            self.abs_path(v, &format!("{}[{i}]", join(p, "env_files")));
+        }
         if let Some(v) = &s.socket_mode {
             let field = join(p, "socket_mode");
             let mode =
