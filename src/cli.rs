@@ -157,7 +157,10 @@ pub enum Cmd {
     },
     /// List pods like `kubectl get pods`.
     Status {
+        /// Only this pod.
         pod: Option<String>,
+        /// table (NAME READY STATUS RESTARTS AGE), wide (adds PID MEMORY CPU), or json (the
+        /// status reply).
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
         #[command(flatten)]
@@ -165,7 +168,9 @@ pub enum Cmd {
     },
     /// Show one pod in detail like `kubectl describe pod`.
     Describe {
+        /// The pod.
         pod: String,
+        /// table (kubectl describe's text; wide is the same), or json (the describe reply).
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
         #[command(flatten)]
@@ -203,7 +208,7 @@ pub enum Cmd {
         #[arg(short, long)]
         follow: bool,
         /// Only the last N lines (of each container).
-        #[arg(long)]
+        #[arg(long, value_name = "N")]
         tail: Option<usize>,
         /// The previous run's output.
         #[arg(short, long)]
@@ -235,6 +240,7 @@ pub enum Cmd {
     },
     /// Stop a pod or container (reason Stopped; not restarted).
     Stop {
+        /// POD or POD/CONTAINER.
         target: String,
         #[command(flatten)]
         wait: WaitOpts,
@@ -243,6 +249,7 @@ pub enum Cmd {
     },
     /// Restart a pod or container.
     Restart {
+        /// POD or POD/CONTAINER.
         target: String,
         #[command(flatten)]
         wait: WaitOpts,
@@ -293,6 +300,7 @@ pub enum Cmd {
     },
     /// Print shell completions.
     Completions {
+        /// The shell to complete for.
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
@@ -671,6 +679,25 @@ pub fn client_command(cmd: Cmd) -> Result<ClientCommand, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_argument_and_option_of_every_command_has_help_text() {
+        use clap::CommandFactory as _;
+        let top = Cli::command();
+        let mut missing = Vec::new();
+        for cmd in top.get_subcommands() {
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                if arg.is_hide_set() || id == "help" || id == "version" {
+                    continue;
+                }
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{} {id}", cmd.get_name()));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "without help text: {missing:?}");
+    }
 
     #[test]
     fn targets_parse_pod_and_container() {
