@@ -653,8 +653,9 @@ impl World {
                     oom_group_kill_delta: u64::from(kind >> 2 & 1),
                     memory_max: (kind & 8 == 8).then_some(1 << 20),
                     memory_peak: None,
-                    termination_message: (kind & 2 == 2).then(|| "done".to_string()),
+                    termination_message: (kind & 2 == 2).then(|| "done\n".to_string()),
                     status_unknown: false,
+                    left_behind: u32::from(kind >> 5 & 3),
                 };
                 self.exit_run(run, exit);
             }

@@ -72,6 +72,10 @@ pub struct ExitInfo {
     /// The process was not vigil's child (a run adopted from an earlier vigil): `code` and
     /// `signal` are unknown, and the run ends as `ContainerStatusUnknown`.
     pub status_unknown: bool,
+    /// Processes still in the container's cgroup when a main process that exited 0 was reaped
+    /// (read from `cgroup.procs` before they are killed; 0 without cgroups): a service that
+    /// daemonized, whose `Completed` is not what its author meant.
+    pub left_behind: u32,
 }
 
 /// Outcome of one probe attempt. Target failures are outcomes, not errors.

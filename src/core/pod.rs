@@ -271,6 +271,28 @@ fn stopped(message: &str, now: Time) -> Terminated {
     }
 }
 
+/// What a main process that exited 0 left in its cgroup, and the likely cause: a service that
+/// daemonized (forked into the background and let its first process exit), which a
+/// supervisor must run in the foreground instead. `None` when it left nothing.
+fn left_behind(n: u32) -> Option<String> {
+    (n > 0).then(|| {
+        format!(
+            "left {n} process{} in its cgroup (did it daemonize? run it in the foreground: \
+             daemon off;, --daemonize no)",
+            if n == 1 { "" } else { "es" }
+        )
+    })
+}
+
+/// A termination message as one line of an event: trailing line breaks dropped, inner ones
+/// written `\n` (a message file usually ends in a newline; vigil's log is one line per event).
+fn one_line(message: &str) -> String {
+    message
+        .trim_end_matches(['\n', '\r'])
+        .replace('\r', "\\r")
+        .replace('\n', "\\n")
+}
+
 /// Why the main process ended (docs/behaviour.md §3), given what vigil was doing to it.
 fn termination(
     exit: &ExitInfo,
@@ -317,7 +339,10 @@ fn termination(
             };
             (TerminationReason::OomKilled, message)
         }
-        None if exit.code == Some(0) => (TerminationReason::Completed, String::new()),
+        None if exit.code == Some(0) => (
+            TerminationReason::Completed,
+            left_behind(exit.left_behind).unwrap_or_default(),
+        ),
         None => (
             TerminationReason::Error,
             match exit.signal {
@@ -1055,7 +1080,10 @@ impl Slot {
         }
         self.oom_kills += extra;
         self.run_oom_seen += extra;
-        self.conclude(term, cause, pod, out);
+        let left = (term.reason == TerminationReason::Completed)
+            .then(|| left_behind(exit.left_behind))
+            .flatten();
+        self.conclude_with(term, cause, left, pod, out);
     }
 
     pub(super) fn on_oom_kills(
@@ -1086,6 +1114,18 @@ impl Slot {
 
     /// A run ended: decide between terminated, back-off and an immediate restart.
     fn conclude(&mut self, term: Terminated, cause: Option<StopCause>, pod: &str, out: &mut Out) {
+        self.conclude_with(term, cause, None, pod, out);
+    }
+
+    /// [`Slot::conclude`], with what a `Completed` run left behind for its event.
+    fn conclude_with(
+        &mut self,
+        term: Terminated,
+        cause: Option<StopCause>,
+        left: Option<String>,
+        pod: &str,
+        out: &mut Out,
+    ) {
         self.hold_probes(out);
         self.cancel_hook(out);
         self.started = false;
@@ -1094,18 +1134,23 @@ impl Slot {
             // One event per run that ended, before any restart's `Started` (docs/behaviour.md
             // §5.4): Normal for a clean exit or a stop vigil asked for, Warning otherwise.
             let kind = match term.reason {
+                _ if left.is_some() => EventType::Warning,
                 TerminationReason::Completed | TerminationReason::Stopped => EventType::Normal,
                 _ => EventType::Warning,
             };
-            let mut message = format!(
-                "Container {name} exited: {}, {}",
-                term.reason.as_str(),
-                exit_desc(term.exit_code, term.signal)
-            );
+            let mut message = match &left {
+                Some(left) => format!("Container {name} exited: Completed, but {left}"),
+                None => format!(
+                    "Container {name} exited: {}, {}",
+                    term.reason.as_str(),
+                    exit_desc(term.exit_code, term.signal)
+                ),
+            };
             let plain = term.message.starts_with("exited with code ")
                 || term.message.starts_with("killed by signal ");
-            if !term.message.is_empty() && !plain && term.message.len() <= 200 {
-                message.push_str(&format!(" ({})", term.message));
+            let shown = one_line(&term.message);
+            if left.is_none() && !shown.is_empty() && !plain && shown.len() <= 200 {
+                message.push_str(&format!(" ({shown})"));
             }
             out.event(kind, "Exited", pod, &name, message);
         }

@@ -112,6 +112,45 @@ fn fork_loop_is_stopped_with_nothing_left_in_its_cgroup() {
     assert_eq!(v.shutdown(), 0);
 }
 
+/// A service that daemonizes: its first process exits 0 and three processes stay in the
+/// cgroup (killed with it). The `Exited` event asks whether it daemonized and how to keep it
+/// in the foreground, instead of a plain `Completed`.
+#[test]
+#[ignore = "needs root and cgroup v2"]
+fn a_main_process_that_exits_0_leaving_processes_behind_is_asked_whether_it_daemonized() {
+    let cg = ScratchCgroup::new();
+    let arg = unique_sleep(6);
+    let v = start_with_cgroup_root(
+        &cg,
+        &format!(
+            "[pods.web]\nrestart_policy = \"Never\"\n[[pods.web.containers]]\nname = \"c\"\n\
+             command = [\"sh\", \"-c\", \"for i in 1 2 3; do sleep {arg} & done; exit 0\"]\n"
+        ),
+    );
+    v.wait_for(T, "Completed", |v| {
+        v.container("web", "c")["state"]["terminated"]["reason"] == "Completed"
+    });
+    let c = v.container("web", "c");
+    assert_eq!(
+        c["state"]["terminated"]["message"],
+        "left 3 processes in its cgroup (did it daemonize? run it in the foreground: daemon \
+         off;, --daemonize no)",
+        "{c}"
+    );
+    let events = v.request(r#"{"cmd":"events"}"#).to_string();
+    assert!(
+        events.contains(
+            "Container c exited: Completed, but left 3 processes in its cgroup (did it \
+             daemonize? run it in the foreground: daemon off;, --daemonize no)"
+        ),
+        "{events}"
+    );
+    v.wait_for(T, "what it left is killed", |_| {
+        pids_of_sleep(&arg).is_empty()
+    });
+    assert_eq!(v.shutdown(), 0);
+}
+
 #[test]
 #[ignore = "needs root and cgroup v2"]
 fn frozen_cgroup_is_still_stopped() {

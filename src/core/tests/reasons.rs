@@ -25,6 +25,62 @@ fn exit_zero_is_completed() {
     assert_eq!(t.finished_at, h.t0 + secs(2.0));
 }
 
+/// A service that daemonized exits 0 from its first process and leaves its real work in the
+/// cgroup, which vigil then kills: `Completed` is not what happened, so the event says so.
+#[test]
+fn exit_zero_that_left_processes_in_the_cgroup_asks_whether_it_daemonized() {
+    let mut h = never("nginx");
+    h.exit_info(
+        "web",
+        "nginx",
+        ExitInfo {
+            code: Some(0),
+            left_behind: 3,
+            ..ExitInfo::default()
+        },
+    );
+    let t = h.terminated("web", "nginx").unwrap();
+    assert_eq!(t.reason, TerminationReason::Completed);
+    assert_eq!(
+        t.message,
+        "left 3 processes in its cgroup (did it daemonize? run it in the foreground: daemon \
+         off;, --daemonize no)"
+    );
+    let ev = h.event("Exited").unwrap();
+    assert_eq!(ev.kind, EventType::Warning);
+    assert_eq!(
+        ev.message,
+        "Container nginx exited: Completed, but left 3 processes in its cgroup (did it \
+         daemonize? run it in the foreground: daemon off;, --daemonize no)"
+    );
+}
+
+/// A termination message file usually ends in a newline, and may hold several lines: the
+/// `Exited` event stays one line (vigil's log writes one event a line); the message itself is
+/// kept as written.
+#[test]
+fn a_termination_message_with_newlines_is_one_line_in_the_exited_event() {
+    let mut h = never("app");
+    h.exit_info(
+        "web",
+        "app",
+        ExitInfo {
+            code: Some(1),
+            termination_message: Some("config missing\nsee /etc/app\n".to_string()),
+            ..ExitInfo::default()
+        },
+    );
+    assert_eq!(
+        h.terminated("web", "app").unwrap().message,
+        "config missing\nsee /etc/app\n"
+    );
+    let ev = h.event("Exited").unwrap();
+    assert_eq!(
+        ev.message,
+        "Container app exited: Error, exit code 1 (config missing\\nsee /etc/app)"
+    );
+}
+
 #[test]
 fn nonzero_exit_and_foreign_signal_are_error() {
     let mut h = never("app");

@@ -480,6 +480,11 @@ impl Shell {
                 }
                 exit.memory_max = cg.memory_max();
                 exit.memory_peak = cg.figures().memory_peak;
+                if exit.code == Some(0) {
+                    // What a clean exit left behind (a daemon that forked away), before the
+                    // janitor kills it: said in the `Exited` event.
+                    exit.left_behind = cg.pids().map_or(0, |p| p.len() as u32);
+                }
                 leftover_cgroup = Some(cg);
             }
         }
