@@ -844,6 +844,8 @@ enum Fake {
     ExitsZeroAfterTheExec,
     /// ... or hangs for good (holding the socket and every descriptor handed over).
     HangsAfterTheExec,
+    /// Sleeps 4 s before answering `--handoff-version` (then answers as the real vigil does).
+    SlowToAnswerItsVersion,
 }
 
 /// Compiles a fake new vigil into `dir` (scripts are refused as upgrade binaries, so it is
@@ -857,6 +859,9 @@ fn fake_vigil(dir: &Path, name: &str, fake: Fake, marker: &Path) -> PathBuf {
         Fake::HangsTakingOver => r#"if (getenv("VIGIL_HANDOFF_FD")) for (;;) pause();"#,
         Fake::AbortsAfterTheExec => r#"if (getenv("VIGIL_HANDOFF_FD") && !checking) abort();"#,
         Fake::ExitsZeroAfterTheExec => r#"if (getenv("VIGIL_HANDOFF_FD") && !checking) return 0;"#,
+        Fake::SlowToAnswerItsVersion => {
+            r#"if (argc > 1 && strcmp(argv[1], "--handoff-version") == 0) sleep(4);"#
+        }
         Fake::HangsAfterTheExec => {
             r#"if (getenv("VIGIL_HANDOFF_FD") && !checking) for (;;) pause();"#
         }
@@ -1083,6 +1088,64 @@ fn a_new_binary_that_fails_or_hangs_taking_the_state_over_is_refused_before_the_
     let (_keep, next) = copy_of_vigil();
     let text = upgrade_to(&v, &next);
     assert!(text.contains("1 containers kept"), "{text}");
+}
+
+#[test]
+fn the_loop_goes_on_while_a_new_binary_takes_its_time_to_say_its_handoff_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let bin = fake_vigil(dir.path(), "slow", Fake::SlowToAnswerItsVersion, &marker);
+    let v = Vigil::start(
+        "[pods.flaky]\nbackoff = { initial_seconds = 0.2, max_seconds = 0.4 }\n\
+         [[pods.flaky.containers]]\nname = \"c\"\n\
+         command = [\"/bin/sh\", \"-c\", \"sleep 0.3; exit 3\"]\n",
+    );
+    v.wait_for(T, "flaky/c restarted once", |v| {
+        restarts(v, "flaky", "c") >= 1
+    });
+    let asked = {
+        let socket = v.socket.clone();
+        let bin = bin.clone();
+        std::thread::spawn(move || {
+            std::process::Command::new(BIN)
+                .args([
+                    "upgrade",
+                    "--check",
+                    "--binary",
+                    bin.to_str().unwrap(),
+                    "--socket",
+                ])
+                .arg(&socket)
+                .output()
+                .unwrap()
+        })
+    };
+    // The binary is asleep in `--handoff-version` (it marks before it sleeps).
+    v.wait_for(T, "the binary to be asked its version", |_| {
+        std::fs::read_to_string(&marker).is_ok_and(|m| m.contains("--handoff-version"))
+    });
+    let asked_at = std::time::Instant::now();
+    let before = restarts(&v, "flaky", "c");
+    let r = v.request(r#"{"cmd":"version"}"#);
+    assert_eq!(r["ok"], true, "{r}");
+    assert!(
+        asked_at.elapsed() < Duration::from_secs(2),
+        "the socket took {:?} to answer two requests while the binary was being asked",
+        asked_at.elapsed()
+    );
+    v.wait_for(
+        Duration::from_secs(3),
+        "the crash-looping bystander restarted twice while the binary slept",
+        |v| restarts(v, "flaky", "c") >= before + 2,
+    );
+    assert!(
+        asked_at.elapsed() < Duration::from_secs(4),
+        "the binary had answered already: the check proves nothing"
+    );
+    let out = asked.join().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}\n{}", v.log());
+    assert!(text.contains("would keep every container"), "{text}");
 }
 
 /// The restart count of `pod/c`.

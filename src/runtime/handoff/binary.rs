@@ -6,15 +6,15 @@
 //! asked with `--handoff-version` — reading the state format this vigil writes.
 //!
 //! Must not: execute the binary for anything but `--handoff-version` (stdin closed, no
-//! handoff descriptors, bounded in time), execute it by path (only from the descriptor that
+//! handoff descriptors; a child the caller reaps and bounds in time) and the pre-flight,
+//! execute it by path (only from the descriptor that
 //! was checked, [`Checked`]), or change anything.
 
-use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::{ERROR_ENV, EXE_FD_ENV, FD_ENV, FORMAT_VERSION, VersionInfo};
 
@@ -237,10 +237,12 @@ pub fn check_elf(path: &Path, head: &[u8]) -> Result<(), BinaryError> {
     Ok(())
 }
 
-/// Runs the checked binary with `--handoff-version` (at most [`VERSION_TIMEOUT`]), from its
-/// descriptor, and checks it reads the format this vigil writes. Blocks the caller for as long
-/// as the binary takes to answer: only `upgrade` uses it, which stops the loop anyway.
-pub fn ask_version(binary: &Checked) -> Result<VersionInfo, BinaryError> {
+/// Starts the checked binary as `BINARY --handoff-version`, from its descriptor (stdin
+/// closed, no handoff descriptor, its stdout a pipe: the returned read end, non-blocking; its
+/// stderr discarded). Returns at once: the caller reaps it, enforces [`VERSION_TIMEOUT`] and
+/// reads its answer once it has exited ([`version_answer`]).
+pub fn start_version(binary: &Checked) -> Result<(u32, OwnedFd), BinaryError> {
+    use nix::fcntl::{FcntlArg, OFlag, fcntl};
     use std::os::unix::process::CommandExt;
     let path = binary.path.as_path();
     let failed = |reason: String| BinaryError::NoVersion {
@@ -259,57 +261,40 @@ pub fn ask_version(binary: &Checked) -> Result<VersionInfo, BinaryError> {
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| failed(format!("cannot run it: {e}")))?;
-    let deadline = Instant::now() + VERSION_TIMEOUT;
-    let give_up = |mut child: std::process::Child| {
-        let _ = child.kill();
-        let _ = child.wait();
-        Err(failed(format!(
-            "no answer within {}s",
-            VERSION_TIMEOUT.as_secs()
-        )))
+    let pid = child.id();
+    let Some(out) = child.stdout.take().map(OwnedFd::from) else {
+        return Err(failed("no pipe for its answer".to_string()));
     };
-    // The answer is read as it comes (poll(2) on the pipe, no sleeping between looks) until
-    // the binary closes its stdout, normally by exiting.
-    let mut out = Vec::new();
-    if let Some(mut stdout) = child.stdout.take() {
-        use std::os::fd::AsFd;
-        let mut buf = [0u8; 512];
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let ms = u16::try_from(left.as_millis().max(1)).unwrap_or(u16::MAX);
-            let mut fds = [nix::poll::PollFd::new(
-                stdout.as_fd(),
-                nix::poll::PollFlags::POLLIN,
-            )];
-            match nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms)) {
-                Ok(0) if left.is_zero() => return give_up(child),
-                Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
-                Ok(_) => {}
-                Err(e) => return Err(failed(format!("waiting for its answer: {e}"))),
-            }
-            match stdout.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) if out.len() < 4096 => out.extend_from_slice(&buf[..n]),
-                Ok(_) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(failed(format!("reading its answer: {e}"))),
-            }
-        }
-    }
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_micros(100)),
-            Ok(None) => return give_up(child),
-            Err(e) => return Err(failed(e.to_string())),
-        }
+    // `child` is dropped without waiting: the caller's reaper collects it.
+    fcntl(&out, FcntlArg::F_SETFL(OFlag::O_NONBLOCK))
+        .map_err(|e| failed(format!("its answer's pipe: {e}")))?;
+    Ok((pid, out))
+}
+
+/// The outcome of [`start_version`]'s run, once it has exited with `code` or by `signal`:
+/// its answer (read from `out`, at most 4 KiB) must be a version line naming the format this
+/// vigil writes.
+pub fn version_answer(
+    path: &Path,
+    out: &OwnedFd,
+    code: Option<i32>,
+    signal: Option<i32>,
+) -> Result<VersionInfo, BinaryError> {
+    let failed = |reason: String| BinaryError::NoVersion {
+        path: path.to_path_buf(),
+        reason,
     };
-    let out = String::from_utf8_lossy(&out).into_owned();
-    if !status.success() {
-        return Err(failed(format!(
-            "it exited with {status} (not a vigil that can take over?)"
-        )));
+    match (code, signal) {
+        (Some(0), _) => {}
+        (Some(c), _) => {
+            return Err(failed(format!(
+                "it exited with code {c} (not a vigil that can take over?)"
+            )));
+        }
+        (_, Some(s)) => return Err(failed(format!("it was killed by signal {s}"))),
+        _ => return Err(failed("it ended without a status".to_string())),
     }
+    let out = String::from_utf8_lossy(&read_all(out)).into_owned();
     let info: VersionInfo = serde_json::from_str(out.trim()).map_err(|e| {
         failed(format!(
             "unreadable answer {:?}: {e}",
@@ -324,6 +309,22 @@ pub fn ask_version(binary: &Checked) -> Result<VersionInfo, BinaryError> {
         });
     }
     Ok(info)
+}
+
+/// What an exited child left in its non-blocking answer pipe, at most 4 KiB.
+fn read_all(out: &OwnedFd) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    let mut buf = [0u8; 1024];
+    while bytes.len() < 4096 {
+        match nix::unistd::read(out, &mut buf) {
+            Ok(0) => break,
+            Ok(n) => bytes.extend_from_slice(&buf[..n]),
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(_) => break,
+        }
+    }
+    bytes.truncate(4096);
+    bytes
 }
 
 /// Starts the checked binary as `BINARY --handoff-check`, a child with `state` (the real
@@ -371,16 +372,7 @@ pub fn start_check(binary: &Checked, state: &OwnedFd) -> Result<(u32, OwnedFd), 
 /// What the pre-flight printed (read once it has exited; at most 4 KiB): its version line,
 /// which must name the format this vigil writes; else why not.
 pub fn read_answer(out: &OwnedFd) -> Result<VersionInfo, String> {
-    let mut bytes = Vec::new();
-    let mut buf = [0u8; 1024];
-    while bytes.len() < 4096 {
-        match nix::unistd::read(out, &mut buf) {
-            Ok(0) => break,
-            Ok(n) => bytes.extend_from_slice(&buf[..n]),
-            Err(nix::errno::Errno::EINTR) => {}
-            Err(_) => break,
-        }
-    }
+    let bytes = read_all(out);
     let text = String::from_utf8_lossy(&bytes);
     let info: VersionInfo = serde_json::from_str(text.trim()).map_err(|e| {
         format!(

@@ -6,8 +6,8 @@
 //! Owns the order of an upgrade: refusals first (shutting down, an `http_get` lifecycle hook
 //! in flight — nothing changed; exec hooks and spawns waiting for a cgroup are handed over);
 //! then the binary is opened, checked and asked for its handoff version; then its pre-flight
-//! ([`Preflight`]: the binary reads the real state in a child while the loop goes on, its
-//! exit reaped, its deadline the poll timeout); then, once it exited 0, the state is written
+//! (both [`Preflight`]: a child while the loop goes on, its exit reaped, its deadline the poll
+//! timeout; in the pre-flight the binary reads the real state); then, once it exited 0, the state is written
 //! again; systemd hears `RELOADING=1`; exec. A failed
 //! exec leaves every component as it was (nothing was taken out of them: the state is a
 //! copy, the descriptors are only marked inheritable for the call) and the caller gets the
@@ -79,13 +79,25 @@ pub struct Asker<'a> {
 /// How long the new binary may take to read the handoff and say it can take over.
 pub const CHECK_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// An upgrade waiting for its new binary's pre-flight: the binary runs as a child, as
-/// `BINARY --handoff-check` with the real handoff state (written now) on `VIGIL_HANDOFF_FD`
-/// and nothing else handed over; it reads the state as its takeover would and exits 0,
-/// printing its `--handoff-version` line. The loop goes on meanwhile: the child's exit comes
-/// through the reaper ([`PidOwner::UpgradeCheck`]) and its deadline through the poll timeout.
+/// Which run of the new binary an upgrade waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// `BINARY --handoff-version`: which formats it reads (at most
+    /// [`binary::VERSION_TIMEOUT`]).
+    Version,
+    /// The pre-flight, `BINARY --handoff-check` (at most [`CHECK_TIMEOUT`]).
+    Check,
+}
+
+/// An upgrade waiting for its new binary: first `BINARY --handoff-version` (its answer names
+/// the formats it reads), then the pre-flight, `BINARY --handoff-check` with the real handoff
+/// state (written then) on `VIGIL_HANDOFF_FD` and nothing else handed over; it reads the state
+/// as its takeover would and exits 0, printing its `--handoff-version` line. Each is a child;
+/// the loop goes on meanwhile: its exit comes through the reaper ([`PidOwner::UpgradeCheck`])
+/// and its deadline through the poll timeout.
 pub(super) struct Preflight {
     seq: u64,
+    stage: Stage,
     pid: u32,
     binary: binary::Checked,
     check: bool,
@@ -148,7 +160,62 @@ impl Shell {
         };
         // Opened once; asked and executed from that descriptor.
         let binary = binary::open(&binary)?;
-        let info = binary::ask_version(&binary)?;
+        let (pid, out) = binary::start_version(&binary)?;
+        info!(
+            "upgrade: asking {} which handoff formats it reads (pid {pid})",
+            binary.path.display()
+        );
+        self.wait_for_binary(
+            Stage::Version,
+            pid,
+            out,
+            binary,
+            check,
+            asker.take(),
+            now + binary::VERSION_TIMEOUT,
+        );
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn wait_for_binary(
+        &mut self,
+        stage: Stage,
+        pid: u32,
+        out: OwnedFd,
+        binary: binary::Checked,
+        check: bool,
+        asker: Option<Pending>,
+        deadline: Instant,
+    ) {
+        self.preflight_seq += 1;
+        let seq = self.preflight_seq;
+        self.reaper.track(pid, PidOwner::UpgradeCheck { seq });
+        self.preflight = Some(Preflight {
+            seq,
+            stage,
+            pid,
+            binary,
+            check,
+            asker,
+            out,
+            deadline,
+        });
+    }
+
+    /// The binary said which formats it reads (`info`): the pre-flight starts, with the state
+    /// as it is now (the exec writes it again).
+    fn start_preflight(
+        &mut self,
+        binary: binary::Checked,
+        info: handoff::VersionInfo,
+        check: bool,
+        asker: &mut Option<Pending>,
+        now: Instant,
+    ) -> Result<(), UpgradeError> {
+        if self.core.is_shutting_down() {
+            return Err(UpgradeError::ShuttingDown);
+        }
         if !info.check || !info.guarded {
             let lacks = if info.check {
                 "cannot say when its takeover is done (for the upgrade's guardian)"
@@ -164,27 +231,23 @@ impl Shell {
                 ),
             }));
         }
-        // The state as it is now; the exec writes it again.
         let (state, blobs, _) = self.handoff_state(&binary.path, None, &[], now);
         let memfd = handoff::write(&state, blobs).map_err(UpgradeError::State)?;
         let (pid, out) = binary::start_check(&binary, &memfd)?;
-        self.preflight_seq += 1;
-        let seq = self.preflight_seq;
-        self.reaper.track(pid, PidOwner::UpgradeCheck { seq });
         info!(
             "upgrade: {} (vigil {}) is checking the handoff (pid {pid})",
             binary.path.display(),
             info.vigil
         );
-        self.preflight = Some(Preflight {
-            seq,
+        self.wait_for_binary(
+            Stage::Check,
             pid,
+            out,
             binary,
             check,
-            asker: asker.take(),
-            out,
-            deadline: now + CHECK_TIMEOUT,
-        });
+            asker.take(),
+            now + CHECK_TIMEOUT,
+        );
         Ok(())
     }
 
@@ -203,6 +266,16 @@ impl Shell {
         let Some(p) = self.preflight.take() else {
             return;
         };
+        if p.stage == Stage::Version {
+            let mut asker = p.asker;
+            let outcome = binary::version_answer(&p.binary.path, &p.out, code, signal)
+                .map_err(UpgradeError::from)
+                .and_then(|info| self.start_preflight(p.binary, info, p.check, &mut asker, now));
+            if let Err(e) = outcome {
+                self.answer_upgrade(asker, Err(e));
+            }
+            return;
+        }
         let answer = binary::read_answer(&p.out);
         let outcome = match (code, signal) {
             (Some(0), _) => match answer {
@@ -246,9 +319,19 @@ impl Shell {
             nix::unistd::Pid::from_raw(p.pid as i32),
             nix::sys::signal::Signal::SIGKILL,
         );
-        let e = UpgradeError::Binary(binary::BinaryError::CannotTakeOver {
-            path: p.binary.path.clone(),
-            reason: format!("no answer within {} s (killed)", CHECK_TIMEOUT.as_secs()),
+        let path = p.binary.path.clone();
+        let e = UpgradeError::Binary(match p.stage {
+            Stage::Version => binary::BinaryError::NoVersion {
+                path,
+                reason: format!(
+                    "no answer within {} s (killed)",
+                    binary::VERSION_TIMEOUT.as_secs()
+                ),
+            },
+            Stage::Check => binary::BinaryError::CannotTakeOver {
+                path,
+                reason: format!("no answer within {} s (killed)", CHECK_TIMEOUT.as_secs()),
+            },
         });
         self.answer_upgrade(p.asker, Err(e));
     }
