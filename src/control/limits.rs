@@ -8,6 +8,8 @@
 //!   containers × [`FDS_PER_CONTAINER`], probes and hooks × [`FDS_PER_PROBE`], plus
 //!   [`FDS_BASE`]); what is left of `RLIMIT_NOFILE` is split between the metrics listener and
 //!   the control socket, and both shares shrink as the config grows (recomputed on reload).
+//! - [`TurnBudget`]: what one loop turn may take of a listener's clients (requests, reply
+//!   bytes); the rest waits for the next turn.
 //! - [`PeerCounts`]: connections per peer (a uid on the socket, a source address for metrics)
 //!   against a cap.
 //! - [`MemoryBudget`]: bytes of client buffers and replies, checked before any request is
@@ -120,6 +122,51 @@ pub fn fd_shares(nofile: u64, needs: FdNeeds, control_percent: u32, metrics: boo
         reserved,
         control,
         metrics,
+    }
+}
+
+/// One loop turn's allowance for a listener: requests taken and reply bytes written across all
+/// its connections. Checked before each request or write, so one reply may overshoot the output
+/// once; renewed at the start of every turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TurnBudget {
+    requests: usize,
+    output: usize,
+    per_turn: (usize, usize),
+}
+
+impl TurnBudget {
+    pub fn new(requests: usize, output: usize) -> TurnBudget {
+        TurnBudget {
+            requests,
+            output,
+            per_turn: (requests, output),
+        }
+    }
+
+    /// A new turn: the whole allowance again.
+    pub fn renew(&mut self) {
+        (self.requests, self.output) = self.per_turn;
+    }
+
+    /// Whether a further request may be taken this turn.
+    pub fn can_take(&self) -> bool {
+        self.requests > 0 && self.output > 0
+    }
+
+    /// One request taken.
+    pub fn take_request(&mut self) {
+        self.requests = self.requests.saturating_sub(1);
+    }
+
+    /// `bytes` of replies written (or queued).
+    pub fn spend(&mut self, bytes: usize) {
+        self.output = self.output.saturating_sub(bytes);
+    }
+
+    /// Reply bytes left this turn.
+    pub fn output_left(&self) -> usize {
+        self.output
     }
 }
 
@@ -406,6 +453,25 @@ mod tests {
         );
         p.add(7);
         assert_eq!(p.of(7), 3);
+    }
+
+    #[test]
+    fn a_turn_takes_no_request_past_either_allowance_and_a_new_turn_renews_both() {
+        let mut t = TurnBudget::new(2, 100);
+        assert!(t.can_take());
+        t.take_request();
+        t.take_request();
+        assert!(!t.can_take(), "two requests a turn");
+        t.renew();
+        t.spend(150);
+        assert_eq!(t.output_left(), 0);
+        assert!(
+            !t.can_take(),
+            "the output is spent (one reply may overshoot it)"
+        );
+        t.renew();
+        assert!(t.can_take());
+        assert_eq!(t.output_left(), 100);
     }
 
     #[test]

@@ -75,13 +75,12 @@ use mio::event::Event;
 use mio::net::UnixListener;
 use mio::{Interest, Registry, Token};
 
-use super::limits::{AcceptRetry, MemoryBudget, PeerCounts, Reserve};
+use super::limits::{AcceptRetry, MemoryBudget, PeerCounts, Reserve, TurnBudget};
 use super::protocol::{ProtoError, Request};
 use super::watch::SocketWatch;
 use admission::Refusals;
 use conn::Conn;
 use socket_file::{bind_listener, file_id, set_mode_and_group};
-use turn::Budget;
 
 /// Requests taken across all connections in one loop turn.
 pub const TURN_REQUESTS: usize = 64;
@@ -277,7 +276,10 @@ pub struct Server {
     accept_retry: AcceptRetry,
     /// Opened at bind, closed to accept-and-refuse at `EMFILE`.
     reserve: Reserve,
-    budget: Budget,
+    /// This turn's requests and reply bytes.
+    budget: TurnBudget,
+    /// Requests of hung-up peers that may still be dropped unanswered this turn.
+    skips: usize,
     next_sweep: Instant,
     refusals: Refusals,
     /// Tests: judge every peer a non-admin (the tests run as the server's own uid).
@@ -365,11 +367,8 @@ impl Server {
             accept_pending: false,
             accept_retry: AcceptRetry::default(),
             reserve: Reserve::open(),
-            budget: Budget {
-                requests: TURN_REQUESTS,
-                output: TURN_OUTPUT,
-                skips: TURN_SKIPS,
-            },
+            budget: TurnBudget::new(TURN_REQUESTS, TURN_OUTPUT),
+            skips: TURN_SKIPS,
             next_sweep: now + SWEEP_EVERY,
             refusals: Refusals::default(),
             #[cfg(test)]
@@ -508,11 +507,8 @@ impl Server {
     /// connections that waited for memory, and (every [`SWEEP_EVERY`]) closes idle and stalled
     /// connections and checks the socket file.
     pub fn begin_turn(&mut self, registry: &Registry, now: Instant) {
-        self.budget = Budget {
-            requests: TURN_REQUESTS,
-            output: TURN_OUTPUT,
-            skips: TURN_SKIPS,
-        };
+        self.budget.renew();
+        self.skips = TURN_SKIPS;
         let retry_due = self.accept_retry.deadline().is_some() && !self.accept_retry.waiting(now);
         if self.accept_pending || retry_due {
             self.accept_some(registry, now);

@@ -86,7 +86,7 @@ impl Server {
     /// Streams that have room for another chunk, rotating so that each gets its turn when the
     /// output budget is short. Empty once the turn's output budget is spent.
     pub fn hungry_streams(&mut self) -> Vec<ConnId> {
-        if self.streams == 0 || self.budget.output == 0 {
+        if self.streams == 0 || self.budget.output_left() == 0 {
             return Vec::new();
         }
         // Over the client memory budget only admins' streams are fed (as only admins' requests
@@ -111,7 +111,7 @@ impl Server {
 
     /// What is left of this turn's output budget.
     pub fn output_budget(&self) -> usize {
-        self.budget.output
+        self.budget.output_left()
     }
 
     pub(super) fn write(&mut self, registry: &Registry, conn: ConnId, bytes: &[u8]) -> bool {
@@ -139,7 +139,7 @@ impl Server {
                 return false;
             }
         };
-        self.budget.output = self.budget.output.saturating_sub(total);
+        self.budget.spend(total);
         self.settle(registry, conn)
     }
 }

@@ -1319,3 +1319,54 @@ fn stalled_behind_a_big_reply(h: &mut Harness) -> (StdStream, ConnId) {
     }
     (slow, conn.unwrap())
 }
+
+#[test]
+fn client_memory_is_checked_before_every_pipelined_request_so_all_clients_stay_within_the_budget_and_one_reply()
+ {
+    let mut h = Harness::new();
+    const BUDGET: usize = 2 * 1024 * 1024;
+    const REPLY: usize = 32 * 1024;
+    h.server.set_limits(Limits {
+        memory_budget: BUDGET,
+        max_per_uid: 1000,
+        ..Limits::default()
+    });
+    h.server.strangers = true;
+    // 64 clients, each pipelining 300 requests in one write (one read holds hundreds of them),
+    // never reading its replies: without a check before each request each would hold 64 KiB
+    // plus a reply unread, three times the budget together.
+    let batch = b"{\"cmd\":\"version\"}\n".repeat(300);
+    let clients: Vec<StdStream> = (0..64)
+        .map(|_| {
+            let mut s = connect(&h.path);
+            s.write_all(&batch).unwrap();
+            s
+        })
+        .collect();
+    let big = "z".repeat(REPLY);
+    let most = std::cell::Cell::new(0);
+    let taken = std::cell::Cell::new(0);
+    for _ in 0..300 {
+        h.turn(&mut |server, registry, inc| {
+            let r = inc.request.unwrap();
+            server.send(registry, inc.conn, &protocol::reply_ok(&r.id, json!(big)));
+            taken.set(taken.get() + 1);
+            most.set(most.get().max(server.memory()));
+        });
+    }
+    assert!(taken.get() > 64, "only {} requests taken", taken.get());
+    assert!(
+        most.get() >= BUDGET,
+        "the budget was reached: {}",
+        most.get()
+    );
+    // A reply's line is the reply and its envelope; input is read a chunk at a time.
+    assert!(
+        most.get() <= BUDGET + 2 * REPLY + READ_CHUNK,
+        "client buffers reached {} with a budget of {BUDGET}",
+        most.get()
+    );
+    drop(clients);
+    h.run_until(|s| s.connection_count() == 0, &mut echo);
+    assert_eq!(h.server.memory(), 0, "released when the clients leave");
+}

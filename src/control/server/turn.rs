@@ -13,21 +13,12 @@ use mio::{Registry, Token};
 use super::conn::Stream;
 use super::{ConnId, Incoming, Server};
 
-/// Turn budgets, reset by [`Server::begin_turn`].
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Budget {
-    pub(super) requests: usize,
-    pub(super) output: usize,
-    /// Requests of hung-up peers that may still be dropped unanswered.
-    pub(super) skips: usize,
-}
-
 impl Server {
     /// The next request to answer, round-robin over connections, within the turn's budget.
     /// Answer it (exactly one [`send`](Server::send) or [`start_stream`](Server::start_stream))
     /// before asking for the next.
     pub fn next_request(&mut self, registry: &Registry, now: Instant) -> Option<Incoming> {
-        while self.budget.requests > 0 && self.budget.output > 0 {
+        while self.budget.can_take() {
             let index = match self.ready_admin.pop_front() {
                 Some(i) => i,
                 None => self.ready.pop_front()?,
@@ -66,11 +57,11 @@ impl Server {
                 }
             }
             if conn.hung_up {
-                let dropped = conn.drop_read_only_lines(self.budget.skips);
-                self.budget.skips -= dropped;
-                if !conn.has_line() || self.budget.skips == 0 {
+                let dropped = conn.drop_read_only_lines(self.skips);
+                self.skips -= dropped;
+                if !conn.has_line() || self.skips == 0 {
                     self.settle(registry, id);
-                    if self.budget.skips == 0 {
+                    if self.skips == 0 {
                         return None;
                     }
                     continue;
@@ -85,9 +76,9 @@ impl Server {
                 // The peer is gone: a request that only reads (or a malformed one) would be
                 // answered to nobody. Dropping it costs a parse; a turn drops at most
                 // TURN_SKIPS, so a dead client's backlog is worked off in bounded slices.
-                self.budget.skips = self.budget.skips.saturating_sub(1);
+                self.skips = self.skips.saturating_sub(1);
                 self.settle(registry, id);
-                if self.budget.skips == 0 {
+                if self.skips == 0 {
                     return None;
                 }
                 continue;
@@ -95,7 +86,7 @@ impl Server {
             if let Some(request) = taken {
                 conn.in_flight = true;
                 conn.last_active = now;
-                self.budget.requests -= 1;
+                self.budget.take_request();
                 let inc = Incoming {
                     conn: id,
                     peer: conn.peer,

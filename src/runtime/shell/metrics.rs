@@ -60,7 +60,7 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Interest, Registry, Token};
 
 use super::tokens::{Owner, TokenSpace};
-use crate::control::limits::{AcceptRetry, PeerCounts, Quiet};
+use crate::control::limits::{AcceptRetry, PeerCounts, Quiet, TurnBudget};
 use crate::metrics::http::{self, MAX_REQUEST, Parsed, Status};
 use crate::metrics::{Exposition, Format};
 
@@ -322,7 +322,7 @@ impl MetricsListener {
                 *peer_writers.entry(c.peer).or_default() += 1;
             }
         }
-        let mut budget = TURN_OUTPUT;
+        let mut budget = TurnBudget::new(usize::MAX, TURN_OUTPUT);
         let mut gone = Vec::new();
         let mut waiting = false;
         let mut freed = false;
@@ -409,7 +409,7 @@ impl MetricsListener {
                 }
             }
             if conn.reply.is_some() && conn.writable {
-                if budget == 0 {
+                if budget.output_left() == 0 {
                     self.more = true;
                     continue;
                 }
@@ -643,21 +643,21 @@ fn discard_input(conn: &mut Conn) {
 }
 
 /// Writes the reply within `budget`; `Ok(true)` once it is all written.
-fn write_some(conn: &mut Conn, budget: &mut usize, now: Instant) -> io::Result<bool> {
+fn write_some(conn: &mut Conn, budget: &mut TurnBudget, now: Instant) -> io::Result<bool> {
     let Some(reply) = conn.reply.as_mut() else {
         return Ok(true);
     };
     while reply.pos < reply.len() {
-        if *budget == 0 {
+        if budget.output_left() == 0 {
             return Ok(false);
         }
         let chunk = reply.next();
-        let chunk = &chunk[..chunk.len().min(*budget)];
+        let chunk = &chunk[..chunk.len().min(budget.output_left())];
         match conn.stream.write(chunk) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
             Ok(n) => {
                 reply.pos += n;
-                *budget -= n;
+                budget.spend(n);
                 conn.since = now;
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
