@@ -805,8 +805,9 @@ mod reference {
              `VIGIL_UPDATE_WIRE_REFERENCE=1 cargo test --lib wire_reference` and commit the \
              result. The rules (ids, limits, who may do what) are in docs/interface.md, §2.\n\n\
              Every reply is one line: `{\"id\": …, \"ok\": true, \"result\": {…}}`, a followed \
-             event `{\"id\": …, \"ok\": true, \"event\": {…}}`, a chunk of followed output \
-             `{\"id\": …, \"ok\": true, \"log\": \"…\"}`, or an error \
+             event `{\"id\": …, \"ok\": true, \"event\": {…}}` (after the stream's first line \
+             `{\"id\": …, \"ok\": true, \"history\": \"…\"}`), a chunk of followed output \
+             `{\"id\": …, \"ok\": true, \"log\": \"…\", \"ring\": \"…\", \"next\": N}`, or an error \
              `{\"id\": …, \"ok\": false, \"error\": {\"kind\": …, \"message\": …}}`. Times are \
              RFC 3339 UTC with milliseconds. A field typed `… or null` is always present; the \
              client refuses a reply missing any field listed here. `state` holds exactly one of \
@@ -906,9 +907,9 @@ mod reference {
             RequestCmd::Describe { pod: pod() },
             RequestCmd::Events {
                 follow: true,
-                pod: None,
-                after: None,
-                history: None,
+                pod: Some(pod()),
+                after: Some(812),
+                history: Some("1795840966112396766".to_string()),
             },
             RequestCmd::Logs {
                 pod: pod(),
@@ -919,8 +920,8 @@ mod reference {
                 timestamps: true,
                 since_seconds: Some(300),
                 since_time: None,
-                ring: None,
-                offset: None,
+                ring: Some("1795840966112396801".to_string()),
+                offset: Some(40960),
             },
             RequestCmd::Start {
                 pod: pod(),
@@ -956,6 +957,14 @@ mod reference {
         "not with `ignore_dependencies`, which starts the whole pod",
     )];
 
+    /// Fields that go with another: a sample without the first is not a request the server
+    /// takes unless the second goes too (command, field, the field that goes with it).
+    const GO_WITH: &[(&str, &str, &str)] = &[
+        ("events", "after", "history"),
+        ("logs", "ring", "offset"),
+        ("logs", "offset", "ring"),
+    ];
+
     /// The request table: each command's fields, whether the server needs them (found by
     /// leaving each out of the sample and asking the parser), and the sample line.
     fn requests(out: &mut String) {
@@ -981,6 +990,12 @@ mod reference {
             for (name, value) in fields.iter().filter(|(k, _)| *k != "cmd") {
                 let mut without = fields.clone();
                 without.remove(name);
+                for (_, _, with) in GO_WITH
+                    .iter()
+                    .filter(|(c, f, _)| *c == cmd.name() && f == name)
+                {
+                    without.remove(*with);
+                }
                 let needed = RequestCmd::from_fields(without).is_err();
                 args.push(format!(
                     "`{name}` ({}{})",
