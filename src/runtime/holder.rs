@@ -9,15 +9,22 @@
 //! next to the control socket and its state file). It never reads a pipe: vigil does. Messages
 //! from vigil: `ADD NAME` with one descriptor (`SCM_RIGHTS`, unix(7)), NAME being
 //! `POD/CONTAINER PID out|err`; `BYE` (vigil is exiting cleanly: the holder exits). A pipe
-//! whose writers are all gone (`POLLHUP`) is closed — after a crash only if nothing is left
-//! to read in it (`FIONREAD`), else it is kept for the next vigil. When vigil's end closes
-//! without `BYE` (it crashed, or exec'd for `vigil upgrade`), the holder waits for the next
-//! vigil: a connection at its path from a process of its own uid (`SO_PEERCRED`) gets every
-//! pipe, one message each (`NAME` and the descriptor), then `END`; the holder unlinks its path
-//! before sending and exits after. It exits too when it holds nothing any more.
+//! whose writers are all gone (`POLLHUP`: its container ended) is closed: the next vigil
+//! adopts only running containers, and closes the pipes of any other run unread. When vigil's
+//! end closes without `BYE` (it crashed, or exec'd for `vigil upgrade`), the holder waits for
+//! the next vigil: a connection at its path from a process of its own uid (`SO_PEERCRED`) gets
+//! every pipe, one message each (`NAME` and the descriptor), then `END`; the holder unlinks
+//! its path before sending and exits after.
+//!
+//! Its lifetime, so that it never outlives what it is for: it exits on `BYE`; after handing
+//! over; once vigil is gone and it holds nothing (every container it held a pipe of has
+//! ended, or there was none); and on SIGTERM, unless it serves a running vigil and holds
+//! pipes (then a SIGTERM sent to the whole unit or group is not its to act on: vigil's clean
+//! exit ends it). SIGINT and SIGHUP, a terminal's, are ignored. The signals are read from a
+//! signalfd(2) in its poll, never from a handler.
 //!
 //! Must not: read or write a pipe; take a connection from another uid; outlive a clean exit of
-//! vigil.
+//! vigil, or the last container it holds a pipe of once vigil is gone.
 
 #![allow(unsafe_code)]
 
@@ -273,14 +280,14 @@ pub fn entry() -> Option<i32> {
 
 /// The holder's loop (see the module docs).
 fn hold(link: OwnedFd, path: &Path) -> i32 {
-    // Signals meant for vigil's group or terminal are not for the holder: it ends with vigil's
-    // BYE, or after handing over.
+    // A terminal's signals are not for the holder; SIGTERM is read from a signalfd (see the
+    // module docs for when it ends the holder).
     // SAFETY: signal(2) with SIG_IGN installs no handler code; one thread.
     unsafe {
         libc::signal(libc::SIGINT, libc::SIG_IGN);
         libc::signal(libc::SIGHUP, libc::SIG_IGN);
-        libc::signal(libc::SIGTERM, libc::SIG_IGN);
     }
+    let mut term = sigterm_fd();
     let listener = match listen(path) {
         Ok(l) => Some(l),
         Err(e) => {
@@ -292,14 +299,14 @@ fn hold(link: OwnedFd, path: &Path) -> i32 {
         }
     };
     let mut link = Some(link);
-    // (name, fd, still watched for POLLHUP)
-    let mut held: Vec<(String, OwnedFd, bool)> = Vec::new();
+    // (name, fd)
+    let mut held: Vec<(String, OwnedFd)> = Vec::new();
     loop {
         let orphan = link.is_none();
         if orphan && (held.is_empty() || listener.is_none()) {
             break;
         }
-        let mut fds: Vec<libc::pollfd> = Vec::with_capacity(held.len() + 2);
+        let mut fds: Vec<libc::pollfd> = Vec::with_capacity(held.len() + 3);
         fds.push(libc::pollfd {
             fd: link.as_ref().map_or(-1, AsRawFd::as_raw_fd),
             events: libc::POLLIN,
@@ -313,9 +320,14 @@ fn hold(link: OwnedFd, path: &Path) -> i32 {
             events: libc::POLLIN,
             revents: 0,
         });
-        for (_, fd, watched) in &held {
+        fds.push(libc::pollfd {
+            fd: term.as_ref().map_or(-1, AsRawFd::as_raw_fd),
+            events: libc::POLLIN,
+            revents: 0,
+        });
+        for (_, fd) in &held {
             fds.push(libc::pollfd {
-                fd: if *watched { fd.as_raw_fd() } else { -1 },
+                fd: fd.as_raw_fd(),
                 events: 0,
                 revents: 0,
             });
@@ -335,7 +347,7 @@ fn hold(link: OwnedFd, path: &Path) -> i32 {
                 Ok((text, _)) if text == "BYE" => break,
                 Ok((text, Some(fd))) if held.len() < MAX_HELD => {
                     if let Some(name) = text.strip_prefix("ADD ") {
-                        held.push((name.to_string(), fd, true));
+                        held.push((name.to_string(), fd));
                     }
                 }
                 Ok((text, None)) if text.is_empty() => link = None,
@@ -350,33 +362,43 @@ fn hold(link: OwnedFd, path: &Path) -> i32 {
         {
             return 0;
         }
-        // Pipes whose writers have all gone.
+        let mut terminated = false;
+        if fds[2].revents != 0
+            && let Some(t) = &mut term
+        {
+            // At most one SIGTERM is pending (standard signals do not queue).
+            terminated = matches!(t.read_signal(), Ok(Some(_)));
+        }
+        // Pipes whose writers have all gone (their containers ended).
         let hung: Vec<usize> = fds
             .iter()
-            .skip(2)
+            .skip(3)
             .enumerate()
             .filter(|(_, p)| p.revents & (libc::POLLHUP | libc::POLLERR) != 0)
             .map(|(i, _)| i)
             .collect();
         for i in hung.into_iter().rev() {
-            if link.is_some() || unread(held[i].1.as_fd()) == 0 {
-                held.swap_remove(i);
-            } else {
-                // Output left for the next vigil: kept, no longer watched.
-                held[i].2 = false;
-            }
+            held.swap_remove(i);
+        }
+        // Serving a running vigil with pipes held, a SIGTERM is not acted on (module docs).
+        if terminated && (link.is_none() || held.is_empty()) {
+            break;
         }
     }
     let _ = std::fs::remove_file(path);
     0
 }
 
-/// Bytes waiting in a pipe (ioctl(2) `FIONREAD`, pipe(7)).
-fn unread(fd: BorrowedFd<'_>) -> i32 {
-    let mut n: libc::c_int = 0;
-    // SAFETY: FIONREAD writes one int to the pointer given.
-    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), libc::FIONREAD, &mut n) };
-    if rc < 0 { 0 } else { n }
+/// SIGTERM blocked and readable from a signalfd(2) (none, and SIGTERM left as it is, if one
+/// cannot be made: the holder then ends by the default action of SIGTERM).
+fn sigterm_fd() -> Option<nix::sys::signalfd::SignalFd> {
+    use nix::sys::signal::{SigSet, Signal};
+    use nix::sys::signalfd::{SfdFlags, SignalFd};
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGTERM);
+    let fd = SignalFd::with_flags(&set, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK).ok()?;
+    set.thread_block().ok()?;
+    Some(fd)
 }
 
 /// Binds the holder's socket at `path` with mode 0600 (umask around bind). A socket left
@@ -408,7 +430,7 @@ fn listen(path: &Path) -> std::io::Result<OwnedFd> {
 
 /// A connection at the holder's socket: from this uid, it gets every pipe, then `END`.
 /// Returns whether the pipes were handed over (the holder then exits).
-fn hand_over(listener: &OwnedFd, path: &Path, held: &[(String, OwnedFd, bool)]) -> bool {
+fn hand_over(listener: &OwnedFd, path: &Path, held: &[(String, OwnedFd)]) -> bool {
     let Ok(raw) = socket::accept(listener.as_raw_fd()) else {
         return false;
     };
@@ -421,7 +443,7 @@ fn hand_over(listener: &OwnedFd, path: &Path, held: &[(String, OwnedFd, bool)]) 
     }
     // Unlinked first: the next holder binds this path once the taker has seen `END`.
     let _ = std::fs::remove_file(path);
-    for (name, fd, _) in held {
+    for (name, fd) in held {
         let fds = [fd.as_raw_fd()];
         let cmsg = [ControlMessage::ScmRights(&fds)];
         if socket::sendmsg::<()>(

@@ -595,3 +595,86 @@ fn with_on_output_lost_keep_a_run_whose_output_was_lost_runs_on_marked_in_status
     assert_eq!(c["restart_count"], 0, "{c}");
     assert_eq!(b.shutdown(), 0);
 }
+
+fn signal(pid: i32, sig: nix::sys::signal::Signal) {
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig);
+}
+
+/// A vigil running `command` as `web/c` (without cgroups: its own process group), and its
+/// output holder's pid.
+fn with_holder(command: &str) -> (Site, Vigil, u32, u64) {
+    let site = Site::new(
+        "",
+        &format!("[pods.web]\n[[pods.web.containers]]\nname = \"c\"\ncommand = {command}\n"),
+    );
+    let v = site.start();
+    v.wait_for(T, "running", |v| {
+        state_reason(&v.container("web", "c")) == "Running"
+    });
+    let pid = v.container("web", "c")["pid"].as_u64().unwrap();
+    let holder = holder_of(&v).expect("vigil runs an output holder");
+    (site, v, holder, pid)
+}
+
+#[test]
+fn an_orphaned_output_holder_exits_once_the_containers_it_held_pipes_of_have_ended() {
+    // Outcome (issue 36.2): vigil dies and no vigil comes back. The holder keeps the pipes
+    // while the container lives (its writes do not fail), then, once the container has ended,
+    // exits — even though the pipe still holds lines nobody read.
+    let (_site, mut v, holder, pid) =
+        with_holder(r#"["sh", "-c", "while :; do echo tick; sleep 0.1; done"]"#);
+    kill_9(&mut v);
+    std::thread::sleep(Duration::from_millis(700));
+    assert!(alive(u64::from(holder)), "it holds the pipes meanwhile");
+    assert!(alive(pid), "the container's writes did not fail");
+    signal(-(pid as i32), nix::sys::signal::Signal::SIGKILL);
+    let deadline = std::time::Instant::now() + T;
+    while alive(u64::from(holder)) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!alive(u64::from(holder)), "the holder exited");
+}
+
+#[test]
+fn an_orphaned_output_holder_still_holding_pipes_exits_on_sigterm() {
+    let secs = unique(12);
+    let (_site, mut v, holder, pid) = with_holder(&format!(r#"["sleep", "{secs}"]"#));
+    kill_9(&mut v);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(alive(u64::from(holder)), "it waits for the next vigil");
+    signal(holder as i32, nix::sys::signal::Signal::SIGTERM);
+    let deadline = std::time::Instant::now() + T;
+    while alive(u64::from(holder)) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let gone = !alive(u64::from(holder));
+    signal(-(pid as i32), nix::sys::signal::Signal::SIGKILL);
+    assert!(gone, "the holder exited on SIGTERM");
+}
+
+#[test]
+fn a_holder_serving_vigil_ignores_sigterm_while_it_holds_pipes_and_exits_on_it_once_it_holds_none()
+{
+    let secs = unique(13);
+    let (_site, v, holder, _pid) = with_holder(&format!(r#"["sleep", "{secs}"]"#));
+    signal(holder as i32, nix::sys::signal::Signal::SIGTERM);
+    std::thread::sleep(Duration::from_millis(700));
+    assert!(
+        alive(u64::from(holder)),
+        "a SIGTERM for the whole group is not the holder's while it serves"
+    );
+    let r = v.request(r#"{"cmd":"stop","pod":"web"}"#);
+    assert_eq!(r["ok"], true, "{r}");
+    v.wait_for(T, "stopped", |v| {
+        state_reason(&v.container("web", "c")) == "Stopped"
+    });
+    // Its pipes hung up when the container ended: it holds none now.
+    std::thread::sleep(Duration::from_millis(300));
+    signal(holder as i32, nix::sys::signal::Signal::SIGTERM);
+    let deadline = std::time::Instant::now() + T;
+    while alive(u64::from(holder)) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!alive(u64::from(holder)), "the holder exited on SIGTERM");
+    assert_eq!(v.shutdown(), 0, "vigil does without it");
+}
