@@ -494,7 +494,8 @@ fn metric(v: &Vigil, name: &str) -> f64 {
         .unwrap_or_else(|| panic!("no {name} in\n{text}"))
 }
 
-/// One container that says which process it is, then sleeps; `supervisor` goes into
+/// One container that says which process it is (`$$$$`: a shell's `$$` in the config), then
+/// sleeps; `supervisor` goes into
 /// `[supervisor]`. Started, recorded, then vigil and its output holder are both killed with
 /// SIGKILL: its output pipes are gone for good. Returns the site, the old pid and the next
 /// vigil.
@@ -504,7 +505,7 @@ fn crash_losing_output(supervisor: &str, offset: u32) -> (Site, u64, Vigil) {
         supervisor,
         &format!(
             "[pods.web]\n[[pods.web.containers]]\nname = \"c\"\n\
-             command = [\"sh\", \"-c\", \"echo run $$; exec sleep {secs}\"]\n"
+             command = [\"sh\", \"-c\", \"echo run $$$$; exec sleep {secs}\"]\n"
         ),
     );
     let mut a = site.start();
