@@ -776,3 +776,61 @@ fn a_pod_waiting_on_a_failed_job_says_so_and_start_ignore_dependencies_runs_it()
     );
     assert_eq!(v.shutdown(), 0);
 }
+
+/// A shutdown that waits for a container that ignores its stop signal says which one and when
+/// the SIGKILL comes, instead of nothing until it does.
+#[test]
+fn a_shutdown_says_which_container_it_waits_for_and_when_sigkill_comes() {
+    let mut v = Vigil::start(
+        "[pods.worker]\ntermination_grace_period_seconds = 3\n[[pods.worker.containers]]\n\
+         name = \"loop\"\ncommand = [\"sh\", \"-c\", \"trap '' TERM; while :; do sleep 1; done\"]\n",
+    );
+    v.wait_for(T, "running", |v| {
+        state_reason(&v.container("worker", "loop")) == "Running"
+    });
+    let _ = v.try_request(r#"{"cmd":"shutdown"}"#);
+    assert_eq!(v.wait_exit(Duration::from_secs(20)), 0);
+    let log = v.log();
+    assert!(
+        log.contains("shutdown: waiting for worker/loop: SIGKILL in 3s"),
+        "{log}"
+    );
+}
+
+/// `vigil run` of the bundled demo stopped with Ctrl-C (SIGINT) ends at once: its containers
+/// handle their stop signals, none waits out a grace period.
+#[test]
+fn the_bundled_demo_stops_at_once_on_ctrl_c() {
+    let demo = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/default.toml"),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("vigil.sock");
+    let config = dir.path().join("vigil.toml");
+    // The demo as shipped, with this test's socket and without cgroups (any host).
+    let text = demo
+        .replacen(
+            "[supervisor]\n",
+            &format!("[supervisor]\nsocket = \"{}\"\n", socket.display()),
+            1,
+        )
+        .replacen("cgroup_root = \"auto\"", "cgroup_root = \"none\"", 1);
+    std::fs::write(&config, text).unwrap();
+    let mut v = Vigil::start_with(dir, socket, config);
+    v.wait_for(T, "worker/loop running", |v| {
+        state_reason(&v.container("worker", "loop")) == "Running"
+    });
+    let pid = v.child.as_ref().unwrap().id();
+    let asked = std::time::Instant::now();
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    assert_eq!(v.wait_exit(Duration::from_secs(20)), 0);
+    let took = asked.elapsed();
+    // The demo's grace is 5 s: well under it means nothing waited for its SIGKILL.
+    assert!(took < Duration::from_secs(3), "took {took:?}\n{}", v.log());
+    assert!(!v.log().contains("sending SIGKILL"), "{}", v.log());
+}

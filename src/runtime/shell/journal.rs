@@ -77,35 +77,80 @@ impl Journal {
         }
     }
 
-    /// `shutdown: waiting for 2 containers: web/app, db/pg` each time that set changes, then
-    /// `shutdown: every container has stopped`.
+    /// `shutdown: waiting for worker/loop: SIGKILL in 5s` (or `… for 2 containers: web/app
+    /// (SIGKILL in 30s), db/pg`) each time the set of running containers, or which of them have
+    /// been signalled or killed, changes; then `shutdown: every container has stopped`. A
+    /// container not signalled yet (it waits for the pods that depend on it) has no note.
     fn shutdown_progress(&mut self, core: &Supervisor, now: Instant) {
-        let running: Vec<String> = core
-            .pods(now)
-            .iter()
-            .flat_map(|p| {
-                p.init_containers
-                    .iter()
-                    .chain(p.containers.iter())
-                    .filter(|c| c.pid.is_some())
-                    .map(move |c| format!("{}/{}", p.name, c.name))
-            })
-            .collect();
+        let mut running: Vec<String> = Vec::new();
+        let mut notes: Vec<Option<String>> = Vec::new();
+        for p in core.pods(now).iter() {
+            for c in p.init_containers.iter().chain(p.containers.iter()) {
+                if c.pid.is_none() {
+                    continue;
+                }
+                let note = match &c.state {
+                    ContainerState::Running {
+                        terminating: Some(t),
+                        ..
+                    } => Some(match t.since.checked_add(t.grace) {
+                        _ if t.killed => "SIGKILL sent".to_string(),
+                        Some(at) => {
+                            format!("SIGKILL in {}", seconds(at.saturating_duration_since(now)))
+                        }
+                        None => "stopping".to_string(),
+                    }),
+                    _ => None,
+                };
+                running.push(format!(
+                    "{}/{}{}",
+                    p.name,
+                    c.name,
+                    match &note {
+                        Some(_) => " (stopping)",
+                        None => "",
+                    }
+                ));
+                notes.push(note.map(|n| format!("{}/{}: {n}", p.name, c.name)));
+            }
+        }
+        // Only a change of who is running or being stopped is news, not the passing seconds.
         if self.shutdown_waiting.as_ref() == Some(&running) {
             return;
         }
         if running.is_empty() {
             info!("shutdown: every container has stopped");
         } else {
-            info!(
-                "shutdown: waiting for {} container{}: {}",
-                running.len(),
-                if running.len() == 1 { "" } else { "s" },
-                running.join(", ")
-            );
+            let names: Vec<String> = running
+                .iter()
+                .map(|r| r.trim_end_matches(" (stopping)").to_string())
+                .collect();
+            let shown: Vec<String> = names
+                .iter()
+                .zip(&notes)
+                .map(|(name, note)| match note {
+                    Some(n) => n.clone(),
+                    None => name.clone(),
+                })
+                .collect();
+            if shown.len() == 1 {
+                info!("shutdown: waiting for {}", shown[0]);
+            } else {
+                info!(
+                    "shutdown: waiting for {} containers: {}",
+                    shown.len(),
+                    shown.join(", ")
+                );
+            }
         }
         self.shutdown_waiting = Some(running);
     }
+}
+
+/// Whole seconds, rounded up (`5s`; `0s` once the deadline has passed).
+fn seconds(d: std::time::Duration) -> String {
+    let s = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+    format!("{s}s")
 }
 
 enum Detail {
