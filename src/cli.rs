@@ -142,6 +142,10 @@ pub enum Cmd {
         /// those pods and start the others (as [supervisor] allow_missing_controllers = true).
         #[arg(long)]
         allow_missing_controllers: bool,
+        /// When pod POD ends (Succeeded or Failed), stop everything in the usual order and
+        /// exit with its exit code (as the pod key shutdown_on = "ended"; for CI and PID 1).
+        #[arg(long, value_name = "POD")]
+        exit_with: Option<String>,
     },
     /// Convert between a vigil config and Kubernetes manifests.
     Convert(crate::convert::ConvertArgs),
@@ -327,7 +331,7 @@ pub fn main() -> i32 {
             a.starts_with('-') || Cli::command().find_subcommand(a).is_some()
         });
         if !known {
-            return crate::runtime::run_main(Vec::new(), false);
+            return crate::runtime::run_main(Vec::new(), false, None);
         }
     }
     // The command monitoring runs in a loop, without building the whole clap tree first.
@@ -361,18 +365,21 @@ pub fn main() -> i32 {
             config,
             file: Some(manifest),
             allow_missing_controllers,
+            exit_with,
         } => crate::runtime::run_source(
             crate::config::ConfigSource::Manifest {
                 manifest,
                 config: config.into_iter().next(),
             },
             allow_missing_controllers,
+            exit_with,
         ),
         Cmd::Run {
             config,
             file: None,
             allow_missing_controllers,
-        } => crate::runtime::run_main(config, allow_missing_controllers),
+            exit_with,
+        } => crate::runtime::run_main(config, allow_missing_controllers, exit_with),
         Cmd::Convert(args) => crate::convert::main(args),
         Cmd::Check { config, no_host } => crate::host::check_main(config, !no_host),
         Cmd::Completions { shell } => {

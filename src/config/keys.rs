@@ -169,6 +169,7 @@ tables! {
         backoff: Table(RawBackoff),
         max_restarts: Int,
         depends_on: StrMap,
+        shutdown_on: Str,
         init_containers: Tables(RawContainer),
         containers: Tables(RawContainer),
     }
@@ -206,6 +207,7 @@ tables! {
         lifecycle: Table(RawLifecycle),
         termination_message_path: Str,
         termination_message_policy: Str,
+        success_exit_codes: IntArray,
     }
 
     /// A container's `resources` (cgroup v2 limits).

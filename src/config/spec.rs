@@ -231,6 +231,31 @@ pub enum DependencyCondition {
     Completed,
 }
 
+/// `shutdown_on`: which end of this pod makes vigil stop everything, in its usual order, and
+/// exit with the pod's exit code (`vigil run --exit-with POD` is `"ended"`).
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShutdownOn {
+    /// The pod Succeeded.
+    Completed,
+    /// The pod Failed.
+    Failed,
+    /// The pod Succeeded or Failed.
+    Ended,
+    /// The pod can never start: a dependency was refused or failed for good.
+    DependencyFailed,
+}
+
+impl ShutdownOn {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ShutdownOn::Completed => "completed",
+            ShutdownOn::Failed => "failed",
+            ShutdownOn::Ended => "ended",
+            ShutdownOn::DependencyFailed => "dependency_failed",
+        }
+    }
+}
+
 #[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
 pub struct Dependency {
     pub pod: String,
@@ -255,6 +280,9 @@ pub struct PodSpec {
     /// `termination_grace_period_seconds` when written, else the longest grace of its
     /// containers (so an unwritten pod key, only the containers' default, cuts no one short).
     pub termination_grace: Duration,
+    /// `shutdown_on` (or `run --exit-with`): the end of this pod that ends vigil.
+    #[serde(default)]
+    pub shutdown_on: Option<ShutdownOn>,
 }
 
 /// One container, with the pod-level defaults already folded in.
@@ -302,6 +330,10 @@ pub struct ContainerSpec {
     /// `[...containers.lifecycle]`: `post_start` and `pre_stop` hooks.
     pub lifecycle: Lifecycle,
     pub termination_message_policy: TerminationMessagePolicy,
+    /// `success_exit_codes`: exit codes besides 0 that end a run as `Completed` (systemd's
+    /// `SuccessExitStatus=`); the restart policy and the pod's phase count them as success.
+    #[serde(default)]
+    pub success_exit_codes: Vec<i32>,
 }
 
 impl ContainerSpec {
@@ -336,6 +368,7 @@ impl ContainerSpec {
             termination_message_path: None,
             lifecycle: Lifecycle::default(),
             termination_message_policy: TerminationMessagePolicy::default(),
+            success_exit_codes: Vec::new(),
         }
     }
 }

@@ -467,6 +467,35 @@ fn termination_message_path_must_be_absolute_and_policy_known() {
 }
 
 #[test]
+fn shutdown_on_and_success_exit_codes_are_checked_and_located() {
+    let text = "[pods.web]\nshutdown_on = \"done\"\n\
+                [[pods.web.containers]]\nname = \"app\"\ncommand = [\"x\"]\n\
+                success_exit_codes = [3, 256, -1]\n";
+    let errs = errors(text);
+    assert_eq!(errs.len(), 3, "{errs:#?}");
+    assert_has(
+        &errs[0],
+        "2:15: pods.web.shutdown_on: ",
+        "expected completed, failed, ended or dependency_failed",
+    );
+    assert_has(
+        &errs[1],
+        "6:26: pods.web.containers[0].success_exit_codes[1]: ",
+        "invalid exit code 256; an exit code is 0 to 255",
+    );
+    assert_has(
+        &errs[2],
+        "6:31: pods.web.containers[0].success_exit_codes[2]: ",
+        "invalid exit code -1",
+    );
+    let cfg = ok(&text
+        .replace("\"done\"", "\"dependency_failed\"")
+        .replace(", 256, -1", ""));
+    assert_eq!(cfg.pods[0].shutdown_on, Some(ShutdownOn::DependencyFailed));
+    assert_eq!(cfg.pods[0].containers[0].success_exit_codes, [3]);
+}
+
+#[test]
 fn lifecycle_hooks_take_exactly_one_action() {
     let text = "[[pods.web.containers]]\nname = \"app\"\ncommand = [\"x\"]\n\
                 [pods.web.containers.lifecycle]\n\
@@ -1317,6 +1346,7 @@ readiness_probe = { grpc = { host = "db.internal", port = 9090, service = "db" }
 termination_message_path = "/run/db/termination-log"
 lifecycle = { post_start = { exec = { command = ["/usr/bin/db", "--warm"] } }, pre_stop = { sleep = { seconds = 2 } } }
 termination_message_policy = "FallbackToLogsOnError"
+success_exit_codes = [0, 3]
 
 [pods.web]
 restart_policy = "Always"
@@ -1324,6 +1354,7 @@ termination_grace_period_seconds = 30
 backoff = { initial_seconds = 10, max_seconds = 300, reset_after_seconds = 600 }
 max_restarts = 100
 depends_on = { db = "ready" }
+shutdown_on = "failed"
 
 [[pods.web.init_containers]]
 name = "migrate"

@@ -650,6 +650,7 @@ const ANNOTATED: &[(&str, bool)] = &[
     ("termination_grace_period_seconds", true),
     ("backoff", true),
     ("max_restarts", true),
+    ("success_exit_codes", true),
     ("rlimits", true),
     ("memory_high", false),
     ("swap_max", false),

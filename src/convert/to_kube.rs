@@ -315,6 +315,16 @@ fn pod_spec(
         ));
         annotations.insert(DEPENDS_ON_ANNOTATION.to_string(), value.join(","));
     }
+    if let Some(on) = pod.shutdown_on {
+        warnings.push(Warning::new(
+            join(path, "shutdown_on"),
+            format!(
+                "Kubernetes has no pod whose end stops the others; shutdown_on = \"{}\" is \
+                 dropped (a Job's pod ends by itself)",
+                on.as_str()
+            ),
+        ));
+    }
     // One grace period per pod: the budget vigil itself gives a whole-pod stop (the pod's key
     // when written, else the longest container grace), so both stop the pod alike.
     let first_warning = warnings.len();
@@ -486,6 +496,14 @@ fn container(
             "max_restarts",
             n.to_string(),
             "Kubernetes restarts without a limit",
+        );
+    }
+    if !c.success_exit_codes.is_empty() {
+        let codes: Vec<String> = c.success_exit_codes.iter().map(i32::to_string).collect();
+        a.keep(
+            "success_exit_codes",
+            format!("[{}]", codes.join(", ")),
+            "Kubernetes counts only exit code 0 as a success",
         );
     }
     if !c.rlimits.is_empty() {

@@ -297,6 +297,7 @@ fn one_line(message: &str) -> String {
 fn termination(
     exit: &ExitInfo,
     cause: Option<&StopCause>,
+    success_codes: &[i32],
     started_at: Option<Time>,
     now: Time,
 ) -> Terminated {
@@ -342,6 +343,12 @@ fn termination(
         None if exit.code == Some(0) => (
             TerminationReason::Completed,
             left_behind(exit.left_behind).unwrap_or_default(),
+        ),
+        // `success_exit_codes` (systemd's SuccessExitStatus=): a success the program spells
+        // otherwise.
+        None if exit.code.is_some_and(|c| success_codes.contains(&c)) => (
+            TerminationReason::Completed,
+            format!("exited with code {exit_code}, a success (success_exit_codes)"),
         ),
         None => (
             TerminationReason::Error,
@@ -1072,7 +1079,13 @@ impl Slot {
             SlotState::Creating { pending, .. } => (None, pending.take()),
             _ => return,
         };
-        let term = termination(exit, cause.as_ref(), started_at, out.now);
+        let term = termination(
+            exit,
+            cause.as_ref(),
+            &self.spec.success_exit_codes,
+            started_at,
+            out.now,
+        );
         // The reap-time counter covers the whole run; count only what `OomKills` did not.
         let mut extra = exit.oom_kill_delta.saturating_sub(self.run_oom_seen);
         if term.reason == TerminationReason::OomKilled && self.run_oom_seen + extra == 0 {
@@ -1822,6 +1835,31 @@ impl Pod {
 
     pub(super) fn name(&self) -> &str {
         &self.spec.name
+    }
+
+    /// What `shutdown_on` exits with: the exit code of the first container, init containers
+    /// first, whose last run failed (128+signal for a signal; 1 for a failure that carries
+    /// no code), else 0.
+    pub(super) fn exit_code(&self) -> i32 {
+        self.slots()
+            .find_map(|s| match &s.state {
+                SlotState::Done(t) if Slot::phase_failure(t.reason) => {
+                    Some(if (1..=255).contains(&t.exit_code) {
+                        t.exit_code
+                    } else {
+                        1
+                    })
+                }
+                _ => None,
+            })
+            .unwrap_or(0)
+    }
+
+    /// Some container's last run was ended by vigil on request or at shutdown (`Stopped`).
+    pub(super) fn stopped_by_request(&self) -> bool {
+        self.slots().any(
+            |s| matches!(&s.state, SlotState::Done(t) if t.reason == TerminationReason::Stopped),
+        )
     }
 
     pub(super) fn slots(&self) -> impl Iterator<Item = &Slot> {

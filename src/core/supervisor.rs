@@ -21,7 +21,7 @@ use super::pod::{
 use super::probes::PhaseSpread;
 use super::timers::Timers;
 use super::*;
-use crate::config::spec::{Config, ContainerSpec, DependencyCondition, PodSpec};
+use crate::config::spec::{Config, ContainerSpec, DependencyCondition, PodSpec, ShutdownOn};
 
 #[derive(serde::Serialize, serde::Deserialize, Debug)]
 struct Shutdown {
@@ -45,6 +45,9 @@ pub struct Supervisor {
     probe_seq: u64,
     shutdown_timeout: Duration,
     shutdown: Option<Shutdown>,
+    /// A pod's `shutdown_on` began the shutdown: vigil exits with this code (the pod's).
+    #[serde(default)]
+    exit_with: Option<i32>,
     exit_emitted: bool,
     /// Target for `Out::unclean` while not shutting down (ignored).
     scratch_unclean: bool,
@@ -122,6 +125,7 @@ impl Supervisor {
             probe_seq: 0,
             shutdown_timeout: config.supervisor.shutdown_timeout,
             shutdown: None,
+            exit_with: None,
             exit_emitted: false,
             scratch_unclean: false,
             timers: Timers::default(),
@@ -1040,7 +1044,7 @@ impl Supervisor {
             }
         }
         let moved = if self.shutdown.is_none() {
-            self.start_ready_pods(now)
+            self.start_ready_pods(now) | self.check_shutdown_on(now)
         } else {
             self.drive_shutdown(now);
             true
@@ -1165,6 +1169,70 @@ impl Supervisor {
         true
     }
 
+    /// `shutdown_on` (docs/behaviour.md §6.4): the first pod, in config order, that has come
+    /// to the end its key names begins the usual shutdown, and vigil will exit with the pod's
+    /// exit code; an event says so. An end the operator caused (`vigil stop`) does not count,
+    /// nor does a pod a reload is replacing. Returns whether the shutdown began.
+    fn check_shutdown_on(&mut self, now: Time) -> bool {
+        if self.shutdown.is_some() {
+            return false;
+        }
+        let hit = self.pods.iter().find_map(|p| {
+            let on = p.spec.shutdown_on?;
+            if p.next != Next::Keep {
+                return None;
+            }
+            let phase = p.phase();
+            let by_operator = p.stopped_by_request();
+            let (ended, what) = match on {
+                ShutdownOn::Completed => (phase == Phase::Succeeded && !by_operator, "completed"),
+                ShutdownOn::Failed => (phase == Phase::Failed, "failed"),
+                ShutdownOn::Ended => (
+                    !by_operator && matches!(phase, Phase::Succeeded | Phase::Failed),
+                    if phase == Phase::Failed {
+                        "failed"
+                    } else {
+                        "completed"
+                    },
+                ),
+                ShutdownOn::DependencyFailed => (p.blocked.is_some(), "cannot start"),
+            };
+            if !ended {
+                return None;
+            }
+            // A pod that never ran because of a dependency ends vigil with 1.
+            let code = match on {
+                ShutdownOn::DependencyFailed => 1,
+                _ => p.exit_code(),
+            };
+            let why = match (on, &p.blocked) {
+                (ShutdownOn::DependencyFailed, Some(b)) => format!(" ({b})"),
+                _ => String::new(),
+            };
+            let kind = if code == 0 {
+                EventType::Normal
+            } else {
+                EventType::Warning
+            };
+            let message = format!(
+                "pod {} {what}{why}, exit code {code}: stopping everything (shutdown_on = \"{}\")",
+                p.name(),
+                on.as_str()
+            );
+            Some((p.name().to_string(), code, kind, message))
+        });
+        let Some((pod, code, kind, message)) = hit else {
+            return false;
+        };
+        self.events
+            .record(now, kind, "ShutdownOn", pod, message.clone());
+        log::info!("{message}");
+        self.exit_with = Some(code);
+        self.begin_shutdown(now, false);
+        self.drive_shutdown(now);
+        true
+    }
+
     /// Stop pods whose dependents have all stopped; emit `Exit` when nothing is left.
     fn drive_shutdown(&mut self, now: Time) {
         loop {
@@ -1196,8 +1264,10 @@ impl Supervisor {
         }
         if !self.exit_emitted && !self.pods.iter().any(Pod::any_active) {
             self.exit_emitted = true;
-            let code = match &self.shutdown {
-                Some(s) if s.unclean => 1,
+            let code = match (&self.shutdown, self.exit_with) {
+                // The pod's result is what `shutdown_on` asked for, however the rest stopped.
+                (_, Some(code)) => code,
+                (Some(s), None) if s.unclean => 1,
                 _ => 0,
             };
             self.actions.push_back(Action::Exit { code });

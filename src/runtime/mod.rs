@@ -30,16 +30,56 @@ use log::error;
 pub use pid1::is_pid1;
 
 /// `vigil run`: load the config, supervise until shutdown, return the exit code.
-/// `allow_missing_controllers` is `--allow-missing-controllers` (it turns the config key on).
-pub fn run_main(config: Vec<PathBuf>, allow_missing_controllers: bool) -> i32 {
+/// `allow_missing_controllers` is `--allow-missing-controllers` (it turns the config key on),
+/// `exit_with` is `--exit-with POD` ([`apply_exit_with`]).
+pub fn run_main(
+    config: Vec<PathBuf>,
+    allow_missing_controllers: bool,
+    exit_with: Option<String>,
+) -> i32 {
     run_source(
         crate::config::resolve_paths(config),
         allow_missing_controllers,
+        exit_with,
     )
 }
 
+/// `run --exit-with POD`: that pod's `shutdown_on` becomes `"ended"`, whatever the file says
+/// (at start and at every reload: the flag travels in vigil's argv, across an upgrade too).
+/// An unknown pod is an error naming the pods there are.
+pub fn apply_exit_with(config: &mut crate::config::spec::Config, pod: &str) -> Result<(), String> {
+    match config.pods.iter_mut().find(|p| p.name == pod) {
+        Some(p) => {
+            p.shutdown_on = Some(crate::config::spec::ShutdownOn::Ended);
+            Ok(())
+        }
+        None => {
+            let names: Vec<&str> = config.pods.iter().map(|p| p.name.as_str()).collect();
+            Err(format!(
+                "run --exit-with {pod}: no pod {pod:?} in the config (its pods: {})",
+                names.join(", ")
+            ))
+        }
+    }
+}
+
+/// The POD of `--exit-with POD` (or `--exit-with=POD`) in vigil's own argv.
+pub fn exit_with_flag(argv: &[String]) -> Option<&str> {
+    argv.iter().enumerate().find_map(|(i, a)| {
+        if a == "--exit-with" {
+            argv.get(i + 1).map(String::as_str)
+        } else {
+            a.strip_prefix("--exit-with=")
+        }
+    })
+}
+
 /// `vigil run` on a resolved config source (`run -f MANIFEST` passes a manifest source).
-pub fn run_source(source: crate::config::ConfigSource, allow_missing_controllers: bool) -> i32 {
+pub fn run_source(
+    source: crate::config::ConfigSource,
+    allow_missing_controllers: bool,
+    exit_with: Option<String>,
+) -> i32 {
     init_logger();
     let pid1 = pid1::is_pid1();
     if pid1 {
@@ -55,6 +95,12 @@ pub fn run_source(source: crate::config::ConfigSource, allow_missing_controllers
         }
         Ok(mut config) => {
             config.supervisor.allow_missing_controllers |= allow_missing_controllers;
+            if let Some(pod) = &exit_with
+                && let Err(e) = apply_exit_with(&mut config, pod)
+            {
+                error!("{e}");
+                return 1;
+            }
             match shell::Shell::new(config, source) {
                 Ok(shell) => shell.run(),
                 Err(e) => {

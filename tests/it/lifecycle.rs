@@ -834,3 +834,69 @@ fn the_bundled_demo_stops_at_once_on_ctrl_c() {
     assert!(took < Duration::from_secs(3), "took {took:?}\n{}", v.log());
     assert!(!v.log().contains("sending SIGKILL"), "{}", v.log());
 }
+
+/// `run --exit-with POD`, as a CI job or a container's PID 1 uses it: when the job ends,
+/// the web pod is stopped in the usual order and vigil's exit code is the job's.
+#[test]
+fn run_exit_with_a_job_stops_everything_and_exits_with_the_jobs_code() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let socket = dir.path().join("vigil.sock");
+    let marker = dir.path().join("web-stopped");
+    let config = crate::common::write_config(
+        dir.path(),
+        &socket,
+        "",
+        &format!(
+            r#"
+[pods.web]
+[[pods.web.containers]]
+name = "app"
+command = ["sh", "-c", "trap 'touch {}; exit 0' TERM; while :; do sleep 0.1; done"]
+
+[pods.tests]
+restart_policy = "Never"
+[[pods.tests.containers]]
+name = "run"
+command = ["sh", "-c", "sleep 1; exit 3"]
+"#,
+            marker.display()
+        ),
+    );
+    let mut v = Vigil::start_with_args(
+        dir,
+        socket,
+        config,
+        &["--exit-with".as_ref(), "tests".as_ref()],
+    );
+    assert_eq!(v.wait_exit(T), 3, "the job's exit code\n{}", v.log());
+    assert!(marker.exists(), "web was stopped with its signal first");
+    let log = v.log();
+    assert!(
+        log.contains("pod tests failed, exit code 3: stopping everything"),
+        "{log}"
+    );
+}
+
+#[test]
+fn run_exit_with_an_unknown_pod_is_refused_naming_the_pods() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let socket = dir.path().join("vigil.sock");
+    let config = crate::common::write_config(
+        dir.path(),
+        &socket,
+        "",
+        "[pods.web]\n[[pods.web.containers]]\nname = \"app\"\ncommand = [\"sleep\", \"100\"]\n",
+    );
+    let out = std::process::Command::new(crate::common::BIN)
+        .args(["run", "-c"])
+        .arg(&config)
+        .args(["--exit-with", "wbe"])
+        .output()
+        .expect("run vigil");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(r#"run --exit-with wbe: no pod "wbe" in the config (its pods: web)"#),
+        "{err}"
+    );
+}

@@ -15,7 +15,7 @@ use crate::config::raw::{NumOrStr, RawRlimit, StrOrInt};
 use crate::config::schema::join;
 use crate::config::spec::{
     Backoff, ContainerSpec, Lifecycle, PodSpec, ProbeKind, Resources, RestartPolicy, Rlimit,
-    TerminationMessagePolicy,
+    ShutdownOn, TerminationMessagePolicy,
 };
 use crate::config::values;
 
@@ -137,6 +137,25 @@ impl Checker<'_> {
                 .max()
                 .unwrap_or(defaults.grace),
         };
+        let shutdown_on = raw.shutdown_on.as_ref().and_then(|v| {
+            let on = match v.get_ref().as_str() {
+                "completed" => ShutdownOn::Completed,
+                "failed" => ShutdownOn::Failed,
+                "ended" => ShutdownOn::Ended,
+                "dependency_failed" => ShutdownOn::DependencyFailed,
+                other => {
+                    self.err(
+                        span(v),
+                        &join(&path, "shutdown_on"),
+                        format!(
+                            "invalid shutdown_on {other:?}; expected completed, failed, ended or dependency_failed"
+                        ),
+                    );
+                    return None;
+                }
+            };
+            Some(on)
+        });
         PodSpec {
             name: pod_name,
             restart_policy,
@@ -144,6 +163,7 @@ impl Checker<'_> {
             init_containers,
             containers,
             termination_grace,
+            shutdown_on,
         }
     }
 
@@ -335,7 +355,22 @@ impl Checker<'_> {
                 }
             },
         };
+        let mut success_exit_codes = Vec::new();
+        for (i, v) in raw.success_exit_codes.iter().flatten().enumerate() {
+            match i32::try_from(*v.get_ref()) {
+                Ok(code @ 0..=255) => success_exit_codes.push(code),
+                _ => self.err(
+                    span(v),
+                    &format!("{}[{i}]", join(path, "success_exit_codes")),
+                    format!(
+                        "invalid exit code {}; an exit code is 0 to 255 (a signal is not an exit code)",
+                        v.get_ref()
+                    ),
+                ),
+            }
+        }
         ContainerSpec {
+            success_exit_codes,
             name,
             command,
             image,

@@ -55,6 +55,7 @@ pub fn pod(name: &str, containers: Vec<ContainerSpec>) -> PodSpec {
             .max()
             .unwrap_or_default(),
         containers: shared(containers),
+        shutdown_on: None,
     }
 }
 

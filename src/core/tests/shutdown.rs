@@ -156,3 +156,118 @@ fn commands_other_than_stop_are_refused_while_shutting_down() {
         .unwrap_err();
     assert_eq!(e.kind, CommandErrorKind::ShuttingDown);
 }
+
+/// A job pod with `shutdown_on` and a long-running web pod.
+fn job_and_web(on: ShutdownOn, job: ContainerSpec) -> Harness {
+    let mut p = pod("job", vec![with_policy(job, RestartPolicy::Never)]);
+    p.shutdown_on = Some(on);
+    let mut h = Harness::new(config(vec![p, pod("web", vec![container("app")])]));
+    h.ack_spawns();
+    h.take();
+    h
+}
+
+#[test]
+fn shutdown_on_failed_stops_everything_and_exits_with_the_pods_code() {
+    let mut h = job_and_web(ShutdownOn::Failed, container("run"));
+    let web = h.key("web", "app");
+    h.exit("job", "run", 3);
+    let acts = h.take();
+    assert!(has_signal(&acts, web), "the usual shutdown: web is stopped");
+    assert!(h.sup.is_shutting_down());
+    let ev = h.event("ShutdownOn").expect("an event says why");
+    assert_eq!(ev.kind, EventType::Warning);
+    assert!(
+        ev.message.contains("pod job failed, exit code 3"),
+        "{}",
+        ev.message
+    );
+    h.killed_by("web", "app", 15);
+    assert_eq!(exit_code(&h.take()), Some(3), "the pod's code, not 0");
+}
+
+#[test]
+fn shutdown_on_completed_ignores_a_failure_and_ended_takes_both() {
+    let mut h = job_and_web(ShutdownOn::Completed, container("run"));
+    h.exit("job", "run", 1);
+    assert!(!h.sup.is_shutting_down(), "failed is not completed");
+
+    let mut h = job_and_web(ShutdownOn::Ended, container("run"));
+    h.exit("job", "run", 0);
+    assert!(h.sup.is_shutting_down());
+    h.killed_by("web", "app", 15);
+    assert_eq!(exit_code(&h.take()), Some(0));
+
+    let mut h = job_and_web(ShutdownOn::Ended, container("run"));
+    h.killed_by("job", "run", 9);
+    h.killed_by("web", "app", 15);
+    assert_eq!(exit_code(&h.take()), Some(137), "128 + the signal");
+}
+
+#[test]
+fn success_exit_codes_complete_the_run_and_the_pod() {
+    let mut run = container("run");
+    run.success_exit_codes = vec![3];
+    let mut h = job_and_web(ShutdownOn::Completed, run);
+    h.exit("job", "run", 3);
+    let t = h.terminated("job", "run").unwrap();
+    assert_eq!(t.reason, TerminationReason::Completed);
+    assert_eq!(t.exit_code, 3);
+    assert!(t.message.contains("success_exit_codes"), "{}", t.message);
+    assert_eq!(h.phase("job"), Phase::Succeeded);
+    assert!(h.sup.is_shutting_down());
+    h.killed_by("web", "app", 15);
+    assert_eq!(exit_code(&h.take()), Some(0), "a success exits 0");
+}
+
+#[test]
+fn success_exit_codes_are_no_failure_for_on_failure_restarts() {
+    let mut c = with_policy(container("run"), RestartPolicy::OnFailure);
+    c.success_exit_codes = vec![3];
+    let mut h = Harness::new(config(vec![pod("job", vec![c])]));
+    h.ack_spawns();
+    let key = h.key("job", "run");
+    h.exit("job", "run", 3);
+    assert!(!has_spawn(&h.take(), key), "a success is not restarted");
+    assert_eq!(h.phase("job"), Phase::Succeeded);
+}
+
+#[test]
+fn a_pod_the_operator_stops_does_not_trigger_shutdown_on() {
+    let mut h = job_and_web(ShutdownOn::Ended, container("run"));
+    h.cmd(Command::Stop {
+        pod: "job".to_string(),
+        container: None,
+    })
+    .unwrap();
+    h.advance_to(1.0);
+    h.killed_by("job", "run", 15);
+    h.advance_to(2.0);
+    assert!(
+        !h.sup.is_shutting_down(),
+        "vigil stop is not the pod ending"
+    );
+}
+
+#[test]
+fn shutdown_on_dependency_failed_exits_1_when_the_dependency_fails_for_good() {
+    // `migrate` must complete before `app` starts; it fails under Never.
+    let db = with_policy(container("pg"), RestartPolicy::Never);
+    let mut app = pod("app", vec![container("srv")]);
+    app.depends_on = vec![Dependency {
+        pod: "db".to_string(),
+        condition: DependencyCondition::Completed,
+    }];
+    app.shutdown_on = Some(ShutdownOn::DependencyFailed);
+    let mut h = Harness::new(config(vec![pod("db", vec![db]), app]));
+    h.ack_spawns();
+    h.exit("db", "pg", 2);
+    assert!(h.sup.is_shutting_down());
+    let ev = h.event("ShutdownOn").unwrap();
+    assert!(
+        ev.message.contains("pod app cannot start"),
+        "{}",
+        ev.message
+    );
+    assert_eq!(exit_code(&h.take()), Some(1));
+}

@@ -782,6 +782,12 @@ impl Shell {
                 new.supervisor.allow_missing_controllers |= self.allow_missing_flag();
                 new
             })
+            .and_then(|mut new| match super::exit_with_flag(&self.argv) {
+                Some(pod) => super::apply_exit_with(&mut new, pod)
+                    .map(|()| new)
+                    .map_err(ReloadError::InvalidConfig),
+                None => Ok(new),
+            })
             .and_then(|new| {
                 super::harden::check_config_paths(&new)
                     .map(|()| new)
