@@ -42,6 +42,13 @@ impl From<Output> for client::Output {
     }
 }
 
+/// Output format of `vigil config`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ConfigFormat {
+    Toml,
+    Json,
+}
+
 /// Options every client command shares.
 #[derive(Debug, Clone, Default, Args)]
 pub struct ClientOpts {
@@ -158,6 +165,18 @@ pub enum Cmd {
         /// file trust, cgroups, env_file, tls.ca_file, probe host names.
         #[arg(long)]
         no_host: bool,
+    },
+    /// Print the merged, resolved config: drop-ins and -c layers merged, variables expanded,
+    /// relative paths resolved (as `docker compose config`).
+    Config {
+        /// Config file, read with its drop-ins FILE.d/*.toml; more than once: merged in order.
+        #[arg(short, long, env = "VIGIL_CONFIG")]
+        config: Vec<PathBuf>,
+        /// One line per key with the file, line and column that set it.
+        #[arg(long)]
+        origin: bool,
+        #[arg(short, long, value_enum, default_value_t = ConfigFormat::Toml)]
+        output: ConfigFormat,
     },
     /// List pods like `kubectl get pods`.
     Status {
@@ -382,6 +401,26 @@ pub fn main() -> i32 {
         } => crate::runtime::run_main(config, allow_missing_controllers, exit_with),
         Cmd::Convert(args) => crate::convert::main(args),
         Cmd::Check { config, no_host } => crate::host::check_main(config, !no_host),
+        Cmd::Config {
+            config,
+            origin,
+            output,
+        } => {
+            let opts = crate::config::ShowOptions {
+                json: output == ConfigFormat::Json,
+                origin,
+            };
+            match crate::config::show(&crate::config::resolve_paths(config), opts) {
+                Ok(text) => {
+                    print!("{text}");
+                    0
+                }
+                Err(errors) => {
+                    eprintln!("{errors}");
+                    1
+                }
+            }
+        }
         Cmd::Completions { shell } => {
             use clap::CommandFactory;
             let mut cmd = Cli::command();
@@ -668,6 +707,7 @@ pub fn client_command(cmd: Cmd) -> Result<ClientCommand, String> {
         ),
         Cmd::Run { .. }
         | Cmd::Check { .. }
+        | Cmd::Config { .. }
         | Cmd::Convert(_)
         | Cmd::Top { .. }
         | Cmd::Completions { .. } => {

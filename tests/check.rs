@@ -801,3 +801,112 @@ fn check_as_root_refuses_a_dot_env_owned_by_another_user() {
         "{err}"
     );
 }
+
+fn vigil_config(config: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_vigil"))
+        .arg("config")
+        .arg("-c")
+        .arg(config)
+        .args(args)
+        .env_remove("VIGIL_CONFIG")
+        .env_remove("VIGIL_TEST_NOT_SET")
+        .output()
+        .expect("run vigil config")
+}
+
+/// A base file, two drop-ins and a `.env`: `vigil config` prints the one config they make
+/// (merged, variables expanded, relative paths resolved), `--origin` says which file set each
+/// key, and `-o json` is the same tree.
+#[test]
+fn config_prints_the_merged_resolved_config_and_where_each_key_was_set() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(dir.path(), ".env", "DATA_DIR=/srv/data\nWORKERS=4\n");
+    let f = with_drop_ins(
+        dir.path(),
+        "[supervisor]\nlog_max_files = 3\nshutdown_timeout_seconds = 20\n\
+         [[pods.db.containers]]\nname = \"db\"\ncommand = [\"/bin/db\", \"${DATA_DIR}/db\"]\n\
+         env = { A = \"1\", W = \"${WORKERS}\" }\n",
+        &[
+            (
+                "10-a.toml",
+                "[[pods.db.containers]]\nname = \"db\"\nenv = { A = \"one\" }\nworking_dir = \"run\"\n",
+            ),
+            (
+                "20-b.toml",
+                "[supervisor]\nlog_max_files = 5\n[pods.web]\n[[pods.web.containers]]\nname = \"app\"\n\
+                 command = [\"/bin/app\", \"${VIGIL_TEST_NOT_SET:-8080}\", \"$$HOME\"]\n",
+            ),
+        ],
+    );
+    let out = vigil_config(&f, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let printed: toml::Table =
+        toml::from_str(&text(&out.stdout)).expect("vigil config prints TOML");
+    let expected: toml::Table = toml::from_str(&format!(
+        "[supervisor]\nlog_max_files = 5\nshutdown_timeout_seconds = 20\n\
+         [[pods.db.containers]]\nname = \"db\"\ncommand = [\"/bin/db\", \"/srv/data/db\"]\n\
+         env = {{ A = \"one\", W = \"4\" }}\nworking_dir = \"{}\"\n\
+         [[pods.web.containers]]\nname = \"app\"\ncommand = [\"/bin/app\", \"8080\", \"$HOME\"]\n",
+        dir.path().join("vigil.toml.d/run").display()
+    ))
+    .expect("expected");
+    assert_eq!(printed, expected);
+
+    let out = vigil_config(&f, &["-o", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(json, serde_json::to_value(&expected).expect("to json"));
+
+    let out = vigil_config(&f, &["--origin"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let origin = text(&out.stdout);
+    let d = dir.path().join("vigil.toml.d");
+    for line in [
+        format!(
+            "pods.db.containers[0].command = [\"/bin/db\", \"/srv/data/db\"]  # {}:6:11",
+            f.display()
+        ),
+        format!(
+            "pods.db.containers[0].env.A = \"one\"  # {}:3:13",
+            d.join("10-a.toml").display()
+        ),
+        format!(
+            "pods.db.containers[0].env.W = \"4\"  # {}:7:22",
+            f.display()
+        ),
+        format!(
+            "supervisor.log_max_files = 5  # {}:2:17",
+            d.join("20-b.toml").display()
+        ),
+        format!(
+            "supervisor.shutdown_timeout_seconds = 20  # {}:3:28",
+            f.display()
+        ),
+    ] {
+        assert!(
+            origin.lines().any(|l| l == line),
+            "no line {line:?} in:\n{origin}"
+        );
+    }
+    assert_eq!(origin.lines().count(), 9, "{origin}");
+}
+
+#[test]
+fn config_refuses_an_unset_variable_located_and_prints_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = write(
+        dir.path(),
+        "vigil.toml",
+        "[[pods.db.containers]]\nname = \"db\"\ncommand = [\"/bin/db\", \"-D\", \"${VIGIL_TEST_NOT_SET}\"]\n",
+    );
+    let out = vigil_config(&f, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "{}:3:29: pods.db.containers[0].command[2]: ${{VIGIL_TEST_NOT_SET}} is not set\n",
+            f.display()
+        )
+    );
+}

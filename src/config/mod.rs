@@ -44,6 +44,7 @@ mod layers;
 mod locate;
 mod raw;
 mod schema;
+mod show;
 pub mod spec;
 mod validate;
 pub mod values;
@@ -53,6 +54,7 @@ pub use locate::{locate_field, locate_in_source};
 /// `parent.key` with TOML quoting, as config paths are written in messages.
 #[cfg(feature = "kubernetes")]
 pub(crate) use schema::join as schema_join;
+pub use show::{ShowOptions, show};
 
 use std::path::{Path, PathBuf};
 
