@@ -189,3 +189,54 @@ fn reload_that_only_changes_a_probe_restarts_that_pod_with_the_new_probe() {
         "new probe in effect: {text}"
     );
 }
+
+/// A reload reads the drop-ins and the `.env` again: one that breaks a key is refused, named
+/// and located in the drop-in, and changes nothing; once fixed, the pod it adds starts with
+/// the variable the new `.env` gives.
+#[test]
+fn reload_reads_drop_ins_and_dot_env_again_and_locates_a_broken_drop_in() {
+    let v = Vigil::start(&pod("keep", "exec sleep 60"));
+    v.wait_for(T, "running", |v| {
+        state_reason(&v.container("keep", "c")) == "Running"
+    });
+    let pid = v.container("keep", "c")["pid"].clone();
+    let mut d = v.config.clone().into_os_string();
+    d.push(".d");
+    let d = std::path::PathBuf::from(d);
+    std::fs::create_dir_all(&d).expect("mkdir .d");
+    let env = v.config.parent().expect("dir").join(".env");
+    std::fs::write(&env, "NAP=61\n").expect("write .env");
+    let drop_in = d.join("10-added.toml");
+    std::fs::write(
+        &drop_in,
+        format!(
+            "{}restart_policy = \"Sometimes\"\n",
+            pod("added", "exec sleep ${NAP}")
+        ),
+    )
+    .expect("write drop-in");
+    let r = v.request(r#"{"id":1,"cmd":"reload"}"#);
+    assert_eq!(r["error"]["kind"], "invalid_config", "{r}");
+    let msg = r["error"]["message"].as_str().unwrap_or("");
+    assert!(
+        msg.contains(&format!(
+            "{}:6:18: pods.added.containers[0].restart_policy",
+            drop_in.display()
+        )),
+        "{msg}"
+    );
+    assert!(v.pod("added").is_null());
+    std::fs::write(&drop_in, pod("added", "exec sleep ${NAP}")).expect("rewrite drop-in");
+    let r = v.request(r#"{"id":2,"cmd":"reload"}"#);
+    assert_eq!(r["ok"], true, "{r}");
+    v.wait_for(T, "added running", |v| {
+        state_reason(&v.container("added", "c")) == "Running"
+    });
+    let describe = String::from_utf8_lossy(&v.cli(&["describe", "added"]).stdout).into_owned();
+    assert!(describe.contains("exec sleep 61"), "{describe}");
+    assert_eq!(
+        v.container("keep", "c")["pid"],
+        pid,
+        "unchanged pod untouched"
+    );
+}
