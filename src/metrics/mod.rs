@@ -59,6 +59,8 @@ pub const FAMILIES: &[&str] = &[
     "vigil_adopted_runs_total",
     "vigil_output_lost_runs_total",
     "vigil_log_lines_dropped_total",
+    "vigil_config_last_reload_successful",
+    "vigil_config_last_reload_success_timestamp_seconds",
     "process_resident_memory_bytes",
     "process_virtual_memory_bytes",
     "process_cpu_seconds_total",
@@ -78,6 +80,11 @@ pub struct Counters {
     /// Lines of vigil's own log dropped because its stderr did not take them
     /// (`runtime::stderr_log`).
     pub log_lines_dropped: u64,
+    /// The last reload succeeded (true before any: the config vigil started with loaded).
+    pub last_reload_successful: bool,
+    /// When the config was last loaded successfully (start or reload), in milliseconds since
+    /// the Unix epoch.
+    pub last_reload_success_unix_ms: u64,
 }
 
 /// What one exposition is built from, all at once (tests, and [`render`]).
@@ -480,6 +487,27 @@ impl Exposition {
         ] {
             w.family(name, Kind::Counter, help);
             w.sample(name, &[], v as f64);
+        }
+        // Prometheus' own prometheus_config_last_reload_successful and
+        // …_success_timestamp_seconds, for the same alert.
+        for (name, help, v) in [
+            (
+                "vigil_config_last_reload_successful",
+                "Whether the last reload succeeded (1) or was refused (0); 1 before any reload.",
+                if counters.last_reload_successful {
+                    1.0
+                } else {
+                    0.0
+                },
+            ),
+            (
+                "vigil_config_last_reload_success_timestamp_seconds",
+                "When the config was last loaded successfully (start or reload), Unix seconds.",
+                counters.last_reload_success_unix_ms as f64 / 1000.0,
+            ),
+        ] {
+            w.family(name, Kind::Gauge, help);
+            w.sample(name, &[], v);
         }
         let mut process = |name: &str, kind: Kind, help: &str, v: Option<f64>| {
             if let Some(v) = v {

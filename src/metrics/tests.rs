@@ -28,6 +28,8 @@ fn exposition(format: Format, pods: &[PodStatus], probes: &ProbeStats, now: Inst
                 adopted_runs: 3,
                 output_lost_runs: 1,
                 log_lines_dropped: 42,
+                last_reload_successful: false,
+                last_reload_success_unix_ms: 1_700_000_000_500,
             },
             now,
         },
@@ -97,7 +99,21 @@ fn vigils_own_counters_are_counters_with_the_values_given_in_both_formats() {
         assert_eq!(value(&text, "vigil_adopted_runs_total"), 3.0);
         assert_eq!(value(&text, "vigil_output_lost_runs_total"), 1.0);
         assert_eq!(value(&text, "vigil_log_lines_dropped_total"), 42.0);
+        assert_eq!(value(&text, "vigil_config_last_reload_successful"), 0.0);
+        assert_eq!(
+            value(&text, "vigil_config_last_reload_success_timestamp_seconds"),
+            1_700_000_000.5
+        );
         let t = types(&text);
+        for gauge in [
+            "vigil_config_last_reload_successful",
+            "vigil_config_last_reload_success_timestamp_seconds",
+        ] {
+            assert!(
+                t.iter().any(|(n, k)| *n == gauge && k == "gauge"),
+                "{gauge} is a gauge\n{text}"
+            );
+        }
         for family in [
             "vigil_adopted_runs",
             "vigil_output_lost_runs",

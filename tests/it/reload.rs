@@ -79,6 +79,37 @@ fn invalid_reload_changes_nothing_and_reports_the_error() {
         "names the file: {msg}"
     );
     assert_eq!(v.container("keep", "c")["pid"], pid);
+    // The alert's figures: the refusal shows, the last good load is the start.
+    assert_eq!(metric(&v, "vigil_config_last_reload_successful"), 0.0);
+    let loaded = metric(&v, "vigil_config_last_reload_success_timestamp_seconds");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!(loaded > now - 600.0 && loaded <= now, "{loaded} vs {now}");
+    std::fs::write(
+        &v.config,
+        format!(
+            "{}{}",
+            supervisor_header(&v.socket),
+            pod("keep", "exec sleep 60")
+        ),
+    )
+    .expect("rewrite");
+    let r = v.request(r#"{"id":2,"cmd":"reload"}"#);
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(metric(&v, "vigil_config_last_reload_successful"), 1.0);
+    assert!(metric(&v, "vigil_config_last_reload_success_timestamp_seconds") >= loaded);
+}
+
+/// A value of the `metrics` reply on the control socket.
+fn metric(v: &Vigil, name: &str) -> f64 {
+    let reply = v.request(r#"{"cmd":"metrics"}"#);
+    let text = reply["result"]["text"].as_str().unwrap_or_default();
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|x| x.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in\n{text}"))
 }
 
 /// The back-off delay in a CrashLoopBackOff message (`back-off 800ms restarting failed

@@ -99,6 +99,8 @@ pub(super) struct View<'a> {
     /// Probe counters and vigil's start (wall clock), for `metrics`.
     pub(super) probe_stats: &'a crate::metrics::probes::ProbeStats,
     pub(super) started_wall: std::time::SystemTime,
+    /// The last reload's outcome, for `metrics` ([`crate::metrics::Counters`]).
+    pub(super) last_reload: super::LastReload,
 }
 
 /// A request that changes state, authorised and journalled, whose reply waits for the router

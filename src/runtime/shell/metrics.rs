@@ -819,6 +819,12 @@ impl Scrapes {
                     adopted_runs,
                     output_lost_runs,
                     log_lines_dropped: crate::runtime::stderr_log::dropped_total(),
+                    last_reload_successful: view.last_reload.successful,
+                    last_reload_success_unix_ms: view
+                        .last_reload
+                        .success_at
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
                 };
                 done.push(Built {
                     format: build.format,
@@ -846,6 +852,7 @@ impl super::Shell {
                 slots: &self.slots,
                 probe_stats: &self.probe_stats,
                 started_wall: self.started_wall,
+                last_reload: self.last_reload,
             };
             let control = &self.control;
             let built = self.scrapes.step(&view, now, &|conn| control.is_open(conn));

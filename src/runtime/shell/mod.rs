@@ -104,6 +104,15 @@ pub enum StartError {
     UnknownSocketGroup(String),
 }
 
+/// The last reload's outcome, as the metrics show it (`vigil_config_last_reload_*`): the
+/// config vigil started with counts as a successful load. Not carried across an upgrade (the
+/// new vigil loads the config itself).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct LastReload {
+    pub(super) successful: bool,
+    pub(super) success_at: SystemTime,
+}
+
 pub struct Shell {
     poll: Poll,
     /// A handle on `poll`'s registry for the components' registrations (one dup of the epoll
@@ -141,6 +150,8 @@ pub struct Shell {
     scrapes: metrics::Scrapes,
     /// When vigil started, by the wall clock (`process_start_time_seconds`).
     started_wall: SystemTime,
+    /// The last reload's outcome (metrics).
+    last_reload: LastReload,
     /// The state file of what vigil runs (`statefile`): main processes for adoption after a
     /// crash and, without cgroups, every process to kill.
     tracker: super::statefile::Tracker,
@@ -333,6 +344,10 @@ impl Shell {
             probe_stats: Default::default(),
             scrapes: Default::default(),
             started_wall: SystemTime::now(),
+            last_reload: LastReload {
+                successful: true,
+                success_at: SystemTime::now(),
+            },
             registry,
             tracker,
             holder,
@@ -714,6 +729,7 @@ impl Shell {
                 slots: &self.slots,
                 probe_stats: &self.probe_stats,
                 started_wall: self.started_wall,
+                last_reload: self.last_reload,
             };
             let Some((pending, mutation)) = self.control.next_change(now, &view) else {
                 break;
@@ -752,6 +768,7 @@ impl Shell {
             slots: &self.slots,
             probe_stats: &self.probe_stats,
             started_wall: self.started_wall,
+            last_reload: self.last_reload,
         };
         self.control.feed_streams(&view);
     }
@@ -826,6 +843,10 @@ impl Shell {
             }
         };
         self.notifier.reloaded();
+        self.last_reload.successful = result.is_ok();
+        if result.is_ok() {
+            self.last_reload.success_at = SystemTime::now();
+        }
         self.drain_actions(now);
         match &result {
             Ok(msg) => info!("{origin}: reload: {msg}"),
