@@ -161,6 +161,14 @@ pub fn load_files(mains: &[PathBuf]) -> Result<Config, ConfigErrors> {
     check(&read_files(mains)?)
 }
 
+/// [`load_files`], then `text` (a converted manifest, shown as `path`) merged last and taken
+/// literally: `vigil run -f MANIFEST -c CONFIG`.
+pub fn load_files_then(mains: &[PathBuf], path: &Path, text: &str) -> Result<Config, ConfigErrors> {
+    let mut map = read_files(mains)?;
+    map.push_literal(path.to_path_buf(), text.to_string());
+    check(&map)
+}
+
 /// Read every file of a config: each of `mains` (checked by the caller before it asked, as
 /// the config file always was) then its drop-ins (checked here like the config file when
 /// vigil runs as root).

@@ -1981,3 +1981,30 @@ fn text_given_in_memory_is_taken_literally() {
         Some(Path::new("/x/${HOME}$$"))
     );
 }
+
+#[test]
+fn a_manifest_run_over_a_config_gets_its_drop_ins_and_variables_and_stays_literal_itself() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join(".env"), "N=7\n").expect("write");
+    let file = layered(
+        dir.path(),
+        "[supervisor]\nlog_max_files = 4\n",
+        &[(
+            "a.toml",
+            "[supervisor]\nlog_max_files = 7\nsocket = \"/run/v${N}.sock\"\n",
+        )],
+    );
+    let c = load_files_then(
+        std::slice::from_ref(&file),
+        Path::new("m.yaml"),
+        "[[pods.m.containers]]\nname = \"c\"\ncommand = [\"/bin/${X}$$\"]\n",
+    )
+    .expect("valid");
+    assert_eq!(c.source, file);
+    assert_eq!(c.supervisor.log_max_files, 7);
+    assert_eq!(
+        c.supervisor.socket.as_deref(),
+        Some(Path::new("/run/v7.sock"))
+    );
+    assert_eq!(c.pods[0].containers[0].command, ["/bin/${X}$$"]);
+}

@@ -402,8 +402,10 @@ pub fn load_manifest(manifest: &Path, config: Option<&Path>) -> Result<Config, C
             )));
         }
     }
-    let base_text = std::fs::read_to_string(config_path).map_err(|e| {
-        ConfigErrors::unlocated(config_path, format!("cannot read config file: {e}"))
-    })?;
-    crate::config::load_str(&format!("{base_text}\n{}", out.toml), config_path)
+    // The config with its drop-ins and variables, then the manifest's pods taken literally.
+    crate::config::load_files_then(
+        std::slice::from_ref(&config_path.to_path_buf()),
+        manifest,
+        &out.toml,
+    )
 }
