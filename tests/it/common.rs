@@ -522,3 +522,13 @@ pub fn kernel_has_custom_slices() -> bool {
         .filter_map(|p| p.parse::<u32>().ok());
     (parts.next().unwrap_or(0), parts.next().unwrap_or(0)) >= (6, 12)
 }
+
+/// A value of the `metrics` reply on the control socket.
+pub fn metric(v: &Vigil, name: &str) -> f64 {
+    let reply = v.request(r#"{"cmd":"metrics"}"#);
+    let text = reply["result"]["text"].as_str().unwrap_or_default();
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|x| x.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in\n{text}"))
+}

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::common::{Vigil, alive, state_reason, write_config};
+use crate::common::{Vigil, alive, metric, state_reason, write_config};
 
 const T: Duration = Duration::from_secs(30);
 
@@ -482,16 +482,6 @@ fn holder_of(v: &Vigil) -> Option<u32> {
                 .unwrap_or_default()
                 .starts_with(b"vigil-output-holder\0")
         })
-}
-
-/// A value of the `metrics` reply on the control socket.
-fn metric(v: &Vigil, name: &str) -> f64 {
-    let reply = v.request(r#"{"cmd":"metrics"}"#);
-    let text = reply["result"]["text"].as_str().unwrap_or_default();
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
-        .and_then(|x| x.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in\n{text}"))
 }
 
 /// One container that says which process it is (`$$$$`: a shell's `$$` in the config), then

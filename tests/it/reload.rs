@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::common::{Vigil, state_reason, supervisor_header};
+use crate::common::{Vigil, metric, state_reason, supervisor_header};
 
 const T: Duration = Duration::from_secs(15);
 
@@ -100,16 +100,6 @@ fn invalid_reload_changes_nothing_and_reports_the_error() {
     assert_eq!(r["ok"], true, "{r}");
     assert_eq!(metric(&v, "vigil_config_last_reload_successful"), 1.0);
     assert!(metric(&v, "vigil_config_last_reload_success_timestamp_seconds") >= loaded);
-}
-
-/// A value of the `metrics` reply on the control socket.
-fn metric(v: &Vigil, name: &str) -> f64 {
-    let reply = v.request(r#"{"cmd":"metrics"}"#);
-    let text = reply["result"]["text"].as_str().unwrap_or_default();
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
-        .and_then(|x| x.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in\n{text}"))
 }
 
 /// The back-off delay in a CrashLoopBackOff message (`back-off 800ms restarting failed
