@@ -910,3 +910,28 @@ fn config_refuses_an_unset_variable_located_and_prints_nothing() {
         )
     );
 }
+
+/// `run_as_non_root = true` (Kubernetes `runAsNonRoot`): a container that would run as uid 0
+/// is refused at start, as the kubelet refuses it; `check` says so at `user`.
+#[test]
+fn check_refuses_run_as_non_root_for_a_container_that_would_run_as_root() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = write(
+        dir.path(),
+        "nonroot.toml",
+        "[[pods.web.containers]]\nname = \"app\"\ncommand = [\"/bin/sh\"]\nuser = \"0\"\n\
+         run_as_non_root = true\n[[pods.web.containers]]\nname = \"ok\"\ncommand = [\"/bin/sh\"]\n\
+         user = \"65534\"\nrun_as_non_root = true\n",
+    );
+    let out = vigil_check_args(&f, &[]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(
+        err,
+        format!(
+            "{}:4:8: pods.web.containers[0].user: on this host: run_as_non_root is set but the \
+             container would run as root (uid 0, its user); set user to a non-root user or uid\n",
+            f.display()
+        )
+    );
+}

@@ -199,6 +199,7 @@ tables! {
         max_restarts: Int,
         capabilities: StrArray,
         no_new_privs: Bool,
+        run_as_non_root: Bool,
         rlimits: Rlimits,
         resources: Table(RawResources),
         startup_probe: Table(RawProbe),

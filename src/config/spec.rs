@@ -319,6 +319,10 @@ pub struct ContainerSpec {
     /// Capabilities kept in the bounding set (e.g. `CAP_NET_BIND_SERVICE`).
     pub capabilities: Vec<String>,
     pub no_new_privs: bool,
+    /// `run_as_non_root = true` (Kubernetes `runAsNonRoot`): the container is refused at
+    /// start, as the kubelet's verifyRunAsNonRoot refuses it, when it would run as uid 0.
+    #[serde(default)]
+    pub run_as_non_root: bool,
     pub rlimits: Vec<Rlimit>,
     pub resources: Resources,
     pub startup_probe: Option<ProbeSpec>,
@@ -360,6 +364,7 @@ impl ContainerSpec {
             max_restarts: None,
             capabilities: Vec::new(),
             no_new_privs: false,
+            run_as_non_root: false,
             rlimits: Vec::new(),
             resources: Resources::default(),
             startup_probe: None,

@@ -1376,6 +1376,7 @@ backoff = { initial_seconds = 1, max_seconds = 30, reset_after_seconds = 60 }
 max_restarts = 5
 capabilities = ["CAP_NET_BIND_SERVICE"]
 no_new_privs = true
+run_as_non_root = true
 rlimits = { nofile = { soft = 1024, hard = 4096 }, core = 0 }
 
 [pods.web.containers.resources]
@@ -1410,6 +1411,9 @@ period_seconds = 2
 fn every_key_deserializes() {
     let c = ok(KITCHEN_SINK);
     assert_eq!(c.pods.len(), 2);
+    let web = c.pods.iter().find(|p| p.name == "web").expect("web");
+    assert!(web.containers[0].run_as_non_root);
+    assert!(!web.init_containers[0].run_as_non_root);
     fn keys(fields: &[schema::Field], out: &mut Vec<&'static str>) {
         for f in fields {
             out.push(f.name);

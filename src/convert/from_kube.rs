@@ -914,8 +914,10 @@ fn security(
                     .to_string(),
             )),
         };
-        if let Some((p, m)) = problem {
-            ctx.error(&p, m);
+        match problem {
+            Some((p, m)) => ctx.error(&p, m),
+            // Checked again at every start (a user name resolves then).
+            None => out.keys.push(("run_as_non_root".into(), "true".into())),
         }
     }
     if let Some(u) = user {

@@ -706,3 +706,23 @@ fn the_kubernetes_default_termination_log_is_left_out_with_a_warning() {
         out.toml
     );
 }
+
+/// `run_as_non_root` is Kubernetes' `runAsNonRoot` both ways.
+#[test]
+fn run_as_non_root_maps_to_run_as_non_root_and_back() {
+    let config = crate::config::load_str(
+        "[pods.web]\n[[pods.web.containers]]\nname = \"app\"\ncommand = [\"/bin/true\"]\n\
+         user = \"1000\"\nrun_as_non_root = true\n",
+        Path::new("n.toml"),
+    )
+    .expect("config");
+    let mut warnings = Vec::new();
+    let m = to_kube::convert(&config, &opts(Kind::Pod), &mut warnings).expect("convert");
+    let v = m[0].to_value().expect("json");
+    assert_eq!(
+        v["spec"]["containers"][0]["securityContext"]["runAsNonRoot"],
+        true
+    );
+    let (back, _) = round_trip(&config, Kind::Pod);
+    assert!(back.pods[0].containers[0].run_as_non_root);
+}

@@ -442,6 +442,7 @@ fn container(
     // Identity and privileges.
     let mut sc = SecurityContext {
         allow_privilege_escalation: Some(!c.no_new_privs),
+        run_as_non_root: c.run_as_non_root.then_some(true),
         ..SecurityContext::default()
     };
     for (field, value, numeric) in [

@@ -67,6 +67,13 @@ pub enum SpawnError {
     LookupGroup { name: String, source: Errno },
     #[error("look up supplementary groups of {name:?}: {source}")]
     GroupList { name: String, source: Errno },
+    /// `run_as_non_root` and the container would run as uid 0 (kubelet verifyRunAsNonRoot).
+    #[error(
+        "run_as_non_root is set but the container would run as root (uid 0{}); set user to a \
+         non-root user or uid",
+        if *configured { ", its user" } else { ", vigil's own user: no user is set" }
+    )]
+    RunAsRoot { configured: bool },
     #[error("unknown capability {name:?}")]
     UnknownCapability { name: String },
     #[error("create pipe: {source}")]

@@ -180,7 +180,8 @@ impl StartProblem {
             StartProblem::Prepare(e) => match e {
                 SpawnError::UnknownUser { .. }
                 | SpawnError::LookupUser { .. }
-                | SpawnError::GroupList { .. } => "user",
+                | SpawnError::GroupList { .. }
+                | SpawnError::RunAsRoot { .. } => "user",
                 SpawnError::UnknownGroup { .. } | SpawnError::LookupGroup { .. } => "group",
                 SpawnError::EnvFile(_) => "env_file",
                 SpawnError::UnknownCapability { .. } => "capabilities",
@@ -484,6 +485,11 @@ pub fn prepare(argv: &[String], spec: &ContainerSpec) -> Result<Prepared, SpawnE
     // name its own user (setgroups would fail with EPERM).
     let creds = creds.filter(|c| !(euid != 0 && c.uid.unwrap_or(euid) == euid && c.gid == egid));
     let target_uid = user.as_ref().map(|u| u.uid).unwrap_or(euid);
+    if spec.run_as_non_root && target_uid == 0 {
+        return Err(SpawnError::RunAsRoot {
+            configured: user.is_some(),
+        });
+    }
 
     // Environment.
     let (home, user_name) = match &user {

@@ -900,3 +900,23 @@ fn run_exit_with_an_unknown_pod_is_refused_naming_the_pods() {
         "{err}"
     );
 }
+
+/// `run_as_non_root = true` with a user that is root: the start is refused as the kubelet's
+/// verifyRunAsNonRoot refuses it (`StartError`), nothing runs as root.
+#[test]
+fn run_as_non_root_refuses_to_start_a_container_as_root() {
+    let v = Vigil::start(
+        "[pods.p]\nrestart_policy = \"Never\"\n[[pods.p.containers]]\nname = \"c\"\n\
+         command = [\"sh\", \"-c\", \"exit 0\"]\nuser = \"root\"\nrun_as_non_root = true\n",
+    );
+    v.wait_for(T, "StartError recorded", |v| {
+        v.container("p", "c")["state"]["terminated"]["reason"] == "StartError"
+    });
+    let c = v.container("p", "c");
+    assert_eq!(
+        c["state"]["terminated"]["message"],
+        "run_as_non_root is set but the container would run as root (uid 0, its user); set user \
+         to a non-root user or uid",
+        "{c}"
+    );
+}

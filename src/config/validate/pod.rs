@@ -295,6 +295,7 @@ impl Checker<'_> {
             }
         }
         let no_new_privs = raw.no_new_privs.as_ref().is_none_or(|v| *v.get_ref());
+        let run_as_non_root = raw.run_as_non_root.as_ref().is_some_and(|v| *v.get_ref());
         let rlimits = self.rlimits(raw.rlimits.as_ref(), path);
         let resources = match &raw.resources {
             Some(r) => self.resources(r.get_ref(), &join(path, "resources")),
@@ -387,6 +388,7 @@ impl Checker<'_> {
             max_restarts,
             capabilities,
             no_new_privs,
+            run_as_non_root,
             rlimits,
             resources,
             startup_probe,
