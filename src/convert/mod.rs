@@ -364,7 +364,11 @@ pub fn from_kube_main(file: &Path) -> i32 {
             for w in &out.warnings {
                 eprintln!("{}: {w}", file.display());
             }
-            print!("{}", out.toml);
+            // The printed config is read back from a file, where `${…}` and `$$` in string
+            // values are config variables (docs/interface.md §4.1): every `$` is doubled so a
+            // manifest's `$$`, `${VAR}` and `$(VAR)` reach the container as written. Only
+            // string values hold a `$` here (pod, container and variable names cannot).
+            print!("{}", out.toml.replace('$', "$$"));
             0
         }
         Err(errors) => {

@@ -433,3 +433,48 @@ fn strings_yaml_would_read_as_booleans_dates_or_numbers_stay_strings_for_kuberne
         assert_eq!(value, *want, "{}", text(&out.stdout));
     }
 }
+
+/// A manifest's shell `$$`, `${VAR}` and `$(VAR)` survive `convert --from` into a file that
+/// vigil reads with config variables: `vigil config` shows the command as the manifest wrote it.
+#[test]
+fn dollars_in_a_converted_manifest_reach_the_container_as_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("pod.yaml");
+    let command = r#"echo pid $$ home ${HOME} arg $(ARG) cost $5"#;
+    std::fs::write(
+        &manifest,
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  \
+             - name: app\n    image: x\n    command: [\"sh\", \"-c\", {:?}]\n",
+            command
+        ),
+    )
+    .unwrap();
+    let out = vigil(&[
+        "convert".as_ref(),
+        "--from".as_ref(),
+        "kubernetes".as_ref(),
+        manifest.as_os_str(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let config = dir.path().join("vigil.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[supervisor]\ncgroup_root = \"none\"\n{}",
+            text(&out.stdout)
+        ),
+    )
+    .unwrap();
+    let shown = vigil(&[
+        "config".as_ref(),
+        "-c".as_ref(),
+        config.as_os_str(),
+        "-o".as_ref(),
+        "json".as_ref(),
+    ]);
+    assert!(shown.status.success(), "{}", text(&shown.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    let argv = json["pods"]["web"]["containers"][0]["command"].clone();
+    assert_eq!(argv, serde_json::json!(["sh", "-c", command]), "{json}");
+}
