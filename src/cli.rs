@@ -175,6 +175,7 @@ pub enum Cmd {
         /// One line per key with the file, line and column that set it.
         #[arg(long)]
         origin: bool,
+        /// toml (the merged config as a file vigil reads), or json.
         #[arg(short, long, value_enum, default_value_t = ConfigFormat::Toml)]
         output: ConfigFormat,
     },
