@@ -99,6 +99,23 @@ struct Loc {
     index: usize,
 }
 
+impl Loc {
+    /// The slot this location names in its pod (`pod` is `pods[self.pod]`).
+    fn slot(self, pod: &Pod) -> &Slot {
+        let list = if self.init { &pod.init } else { &pod.main };
+        &list[self.index]
+    }
+
+    fn slot_mut(self, pod: &mut Pod) -> &mut Slot {
+        let list = if self.init {
+            &mut pod.init
+        } else {
+            &mut pod.main
+        };
+        &mut list[self.index]
+    }
+}
+
 #[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
 enum Op {
     Start,
@@ -292,11 +309,7 @@ impl Supervisor {
         let (pods, mut out) = self.split(now);
         let pod = &mut pods[loc.pod];
         let name = pod.spec.name.clone();
-        let slot = if loc.init {
-            &mut pod.init[loc.index]
-        } else {
-            &mut pod.main[loc.index]
-        };
+        let slot = loc.slot_mut(pod);
         if slot.generation != generation {
             return;
         }
@@ -486,11 +499,7 @@ impl Supervisor {
     pub fn container_name(&self, key: ContainerKey) -> Option<(String, String)> {
         let loc = self.locate(key)?;
         let pod = &self.pods[loc.pod];
-        let slot = if loc.init {
-            &pod.init[loc.index]
-        } else {
-            &pod.main[loc.index]
-        };
+        let slot = loc.slot(pod);
         Some((pod.name().to_string(), slot.name().to_string()))
     }
 
@@ -509,11 +518,7 @@ impl Supervisor {
     pub fn restart_count(&self, key: ContainerKey) -> Option<u32> {
         let loc = self.locate(key)?;
         let pod = &self.pods[loc.pod];
-        let slot = if loc.init {
-            &pod.init[loc.index]
-        } else {
-            &pod.main[loc.index]
-        };
+        let slot = loc.slot(pod);
         Some(slot.restart_count)
     }
 
@@ -544,11 +549,7 @@ impl Supervisor {
         let pod = &mut pods[loc.pod];
         let name = pod.spec.name.clone();
         let mut dropped = pod.skip_to_main_for_adoption(&mut out)?;
-        let slot = if loc.init {
-            &mut pod.init[loc.index]
-        } else {
-            &mut pod.main[loc.index]
-        };
+        let slot = loc.slot_mut(pod);
         let adopted = slot.adopt(pid, started_at, restart_count, &name, &mut out);
         let generation = match adopted {
             Some(g) => {
@@ -586,11 +587,7 @@ impl Supervisor {
         let (pods, mut out) = self.split(now);
         let pod = &mut pods[loc.pod];
         let name = pod.spec.name.clone();
-        let slot = if loc.init {
-            &mut pod.init[loc.index]
-        } else {
-            &mut pod.main[loc.index]
-        };
+        let slot = loc.slot_mut(pod);
         if !slot.output_lost(generation, restart, &name, &mut out) {
             return false;
         }
