@@ -18,7 +18,7 @@
 //! With `tls.ca_file`, the server's certificate is accepted when it is one of the file's
 //! certificates byte for byte (a pinned certificate, typically the server's own self-signed
 //! one from `openssl req -x509`, which is CA:TRUE and which webpki alone refuses as an end
-//! entity); otherwise webpki checks the chain up to a certificate of the file, the dates and
+//! entity) and its validity dates hold now; otherwise webpki checks the chain up to a certificate of the file, the dates and
 //! the name, as `curl --cacert` does. The file is opened at every attempt ([`super::cafile`])
 //! and read and parsed only when its (device, inode, mtime, size) changed: what it gave is
 //! kept per path, for at most [`MAX_CACHED`] paths.
@@ -178,16 +178,25 @@ fn config_trusting(pem: &[u8]) -> Built {
 
 /// A certificate refusal of vigil's own, worded for the user (carried in
 /// `CertificateError::Other`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 enum Refusal {
     #[error("self-signed certificate that ca_file does not hold (put this very certificate in it)")]
     SelfSignedNotPinned,
     #[error("certificate is a CA's (basicConstraints CA:TRUE) that ca_file does not hold")]
     CaAsServer,
+    /// A pinned certificate past its `notAfter` (the date, RFC 3339).
+    #[error("pinned certificate expired (not valid after {0})")]
+    PinExpired(String),
+    /// A pinned certificate before its `notBefore` (the date, RFC 3339).
+    #[error("pinned certificate not yet valid (not valid before {0})")]
+    PinNotYetValid(String),
+    #[error("pinned certificate has validity dates vigil cannot read")]
+    PinDatesUnreadable,
 }
 
 /// `tls.ca_file`'s verifier: the presented certificate is accepted when it is byte for byte
-/// one of the file's (a pin: its chain, name and dates are what the file's owner chose);
+/// one of the file's and valid now (a pin: its chain, name and basic constraints are what the
+/// file's owner chose; its dates are checked as webpki checks a chain's, RFC 5280 §4.1.2.5);
 /// otherwise webpki decides, name included.
 #[derive(Debug)]
 struct PinnedOrWebPki {
@@ -205,7 +214,13 @@ impl ServerCertVerifier for PinnedOrWebPki {
         now: UnixTime,
     ) -> Result<ServerCertVerified, Error> {
         if self.pins.iter().any(|p| p.as_ref() == end_entity.as_ref()) {
-            return Ok(ServerCertVerified::assertion());
+            return pin_valid_at(end_entity.as_ref(), now)
+                .map(|()| ServerCertVerified::assertion())
+                .map_err(|refusal| {
+                    Error::InvalidCertificate(CertificateError::Other(OtherError(Arc::new(
+                        refusal,
+                    ))))
+                });
         }
         self.webpki
             .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
@@ -258,7 +273,22 @@ fn refine(err: Error, end_entity: &CertificateDer<'_>) -> Error {
     Error::InvalidCertificate(CertificateError::Other(OtherError(Arc::new(refusal))))
 }
 
-/// Just enough DER (X.690) to read a certificate's issuer and subject (RFC 5280 §4.1).
+/// Whether a pinned certificate is valid at `now`: `notBefore <= now <= notAfter`, both
+/// inclusive as RFC 5280 §4.1.2.5 says.
+fn pin_valid_at(cert: &[u8], now: UnixTime) -> Result<(), Refusal> {
+    let (not_before, not_after) = der::validity(cert).ok_or(Refusal::PinDatesUnreadable)?;
+    let now = i64::try_from(now.as_secs()).unwrap_or(i64::MAX);
+    if now < not_before.unix {
+        return Err(Refusal::PinNotYetValid(not_before.text));
+    }
+    if now > not_after.unix {
+        return Err(Refusal::PinExpired(not_after.text));
+    }
+    Ok(())
+}
+
+/// Just enough DER (X.690) to read a certificate's issuer, subject and validity (RFC 5280
+/// §4.1).
 mod der {
     /// One TLV at the front of `input`: (tag, contents, the rest). `None` if malformed.
     fn tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
@@ -289,6 +319,82 @@ mod der {
 
     /// `tbsCertificate`'s issuer and subject `Name`s, as DER.
     fn issuer_and_subject(cert: &[u8]) -> Option<(&[u8], &[u8])> {
+        let (issuer, _, subject) = fields(cert)?;
+        Some((issuer, subject))
+    }
+
+    /// A certificate date: seconds since the Unix epoch and the date as RFC 3339 text.
+    #[derive(Debug, PartialEq, Eq)]
+    pub struct Date {
+        pub unix: i64,
+        pub text: String,
+    }
+
+    /// `tbsCertificate`'s validity: (notBefore, notAfter).
+    pub fn validity(cert: &[u8]) -> Option<(Date, Date)> {
+        let (_, validity, _) = fields(cert)?;
+        let (before_tag, before, rest) = tlv(validity)?;
+        let (after_tag, after, _) = tlv(rest)?;
+        Some((time(before_tag, before)?, time(after_tag, after)?))
+    }
+
+    /// A `Time` (RFC 5280 §4.1.2.5): UTCTime `YYMMDDHHMMSSZ` (years 50–99 are 19xx) or
+    /// GeneralizedTime `YYYYMMDDHHMMSSZ`, the only forms the RFC allows.
+    fn time(tag: u8, value: &[u8]) -> Option<Date> {
+        const UTC_TIME: u8 = 0x17;
+        const GENERALIZED_TIME: u8 = 0x18;
+        let digits = value.strip_suffix(b"Z")?;
+        if !digits.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        let num = |d: &[u8]| d.iter().fold(0i64, |n, c| n * 10 + i64::from(c - b'0'));
+        let (year, rest) = match (tag, digits.len()) {
+            (UTC_TIME, 12) => {
+                let yy = num(&digits[..2]);
+                (if yy >= 50 { 1900 + yy } else { 2000 + yy }, &digits[2..])
+            }
+            (GENERALIZED_TIME, 14) => (num(&digits[..4]), &digits[4..]),
+            _ => return None,
+        };
+        let [month, day, hour, minute, second] = [0, 2, 4, 6, 8].map(|i| num(&rest[i..i + 2]));
+        let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+        let month_days = [
+            31,
+            if leap { 29 } else { 28 },
+            31,
+            30,
+            31,
+            30,
+            31,
+            31,
+            30,
+            31,
+            30,
+            31,
+        ];
+        let days_in_month = *month_days.get(usize::try_from(month - 1).ok()?)?;
+        if !(1..=days_in_month).contains(&day) || hour > 23 || minute > 59 || second > 59 {
+            return None;
+        }
+        let unix = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second;
+        let text = format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}Z");
+        Some(Date { unix, text })
+    }
+
+    /// Days from 1970-01-01 to a date of the proleptic Gregorian calendar (Howard Hinnant's
+    /// `days_from_civil`, public domain).
+    fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+        let y = if month <= 2 { year - 1 } else { year };
+        let era = y.div_euclid(400);
+        let yoe = y - era * 400;
+        let mp = (month + 9) % 12;
+        let doy = (153 * mp + 2) / 5 + day - 1;
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+        era * 146_097 + doe - 719_468
+    }
+
+    /// `tbsCertificate`'s issuer `Name`, `Validity` and subject `Name`, as DER contents.
+    fn fields(cert: &[u8]) -> Option<(&[u8], &[u8], &[u8])> {
         const SEQUENCE: u8 = 0x30;
         let (SEQUENCE, cert, _) = tlv(cert)? else {
             return None;
@@ -304,11 +410,13 @@ mod der {
         let (SEQUENCE, issuer, rest) = tlv(rest)? else {
             return None;
         };
-        let (_validity, rest) = tlv(rest).map(|(_, v, r)| (v, r))?;
+        let (SEQUENCE, validity, rest) = tlv(rest)? else {
+            return None;
+        };
         let (SEQUENCE, subject, _) = tlv(rest)? else {
             return None;
         };
-        Some((issuer, subject))
+        Some((issuer, validity, subject))
     }
 }
 
@@ -577,6 +685,50 @@ mod tests {
         assert_eq!(
             verified_config(&path).unwrap_err().to_string(),
             format!("tls: ca_file {}: no certificates in file", path.display())
+        );
+    }
+
+    /// A self-signed certificate valid from `from` to `to`, as DER.
+    fn dated(from: (i32, u8, u8), to: (i32, u8, u8)) -> Vec<u8> {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+        params.not_before = rcgen::date_time_ymd(from.0, from.1, from.2);
+        params.not_after = rcgen::date_time_ymd(to.0, to.1, to.2);
+        params.self_signed(&key).unwrap().der().to_vec()
+    }
+
+    #[test]
+    fn certificate_dates_are_read_from_utc_time_and_generalized_time() {
+        // rcgen writes UTCTime up to 2049 and GeneralizedTime from 2050, as RFC 5280 asks.
+        let (before, after) = der::validity(&dated((2019, 1, 1), (2051, 2, 28))).unwrap();
+        assert_eq!(before.text, "2019-01-01T00:00:00Z");
+        assert_eq!(before.unix, 1_546_300_800);
+        assert_eq!(after.text, "2051-02-28T00:00:00Z");
+        assert_eq!(after.unix, 2_561_155_200);
+        assert!(der::validity(b"\x30\x03\x02\x01\x01").is_none());
+    }
+
+    #[test]
+    fn a_pinned_certificate_outside_its_dates_is_refused_naming_the_date() {
+        let at = |secs: u64| UnixTime::since_unix_epoch(std::time::Duration::from_secs(secs));
+        let cert = dated((2019, 1, 1), (2020, 1, 1));
+        assert_eq!(pin_valid_at(&cert, at(1_546_300_800)), Ok(()));
+        assert_eq!(pin_valid_at(&cert, at(1_577_836_800)), Ok(()));
+        assert_eq!(
+            pin_valid_at(&cert, at(1_577_836_801)),
+            Err(Refusal::PinExpired("2020-01-01T00:00:00Z".to_string()))
+        );
+        assert_eq!(
+            pin_valid_at(&cert, at(1_546_300_799)),
+            Err(Refusal::PinNotYetValid("2019-01-01T00:00:00Z".to_string()))
+        );
+        assert_eq!(
+            describe(&Error::InvalidCertificate(CertificateError::Other(
+                OtherError(Arc::new(Refusal::PinExpired(
+                    "2020-01-01T00:00:00Z".to_string()
+                )))
+            ))),
+            "pinned certificate expired (not valid after 2020-01-01T00:00:00Z)"
         );
     }
 

@@ -1381,6 +1381,71 @@ period_seconds = 0.2
     );
 }
 
+/// A self-signed X.509 v3 certificate for CN=localhost, CA:TRUE as `openssl req -x509` makes
+/// it, valid from `start` to `end` (`YYYYMMDDHHMMSSZ`), made by `openssl ca -selfsign` (the
+/// 3.0 CLI's way to set both dates), and its key.
+fn dated_self_signed(dir: &Path, start: &str, end: &str) -> (PathBuf, PathBuf) {
+    let run = |what: &mut Command| {
+        let made = what
+            .current_dir(dir)
+            .output()
+            .expect("the openssl CLI is needed (tests/run-all.sh installs it)");
+        assert!(made.status.success(), "{made:?}");
+    };
+    let write = |name: &str, text: &str| std::fs::write(dir.join(name), text).expect(name);
+    write(
+        "ca.cnf",
+        "[ca]\ndefault_ca = own\n[own]\ndatabase = index.txt\nnew_certs_dir = .\n\
+         serial = serial\ndefault_md = sha256\npolicy = any\nx509_extensions = ext\n\
+         [any]\ncommonName = supplied\n[ext]\nbasicConstraints = critical,CA:TRUE\n",
+    );
+    write("index.txt", "");
+    write("serial", "01\n");
+    run(Command::new("openssl")
+        .args(["req", "-new", "-newkey", "ec", "-pkeyopt"])
+        .args([
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-subj",
+            "/CN=localhost",
+        ])
+        .args(["-keyout", "key.pem", "-out", "req.csr"]));
+    run(Command::new("openssl")
+        .args(["ca", "-batch", "-config", "ca.cnf", "-selfsign"])
+        .args(["-keyfile", "key.pem", "-in", "req.csr", "-notext"])
+        .args(["-startdate", start, "-enddate", end, "-out", "cert.pem"]));
+    (dir.join("cert.pem"), dir.join("key.pem"))
+}
+
+#[test]
+fn https_probe_pinning_an_expired_or_not_yet_valid_certificate_fails_naming_the_date() {
+    // Issue 43: a pinned certificate's dates were never looked at.
+    for (start, end, message) in [
+        (
+            "20190101000000Z",
+            "20200101000000Z",
+            "tls: pinned certificate expired (not valid after 2020-01-01T00:00:00Z)",
+        ),
+        (
+            "20990101000000Z",
+            "21000101000000Z",
+            "tls: pinned certificate not yet valid (not valid before 2099-01-01T00:00:00Z)",
+        ),
+    ] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (cert, key) = dated_self_signed(dir.path(), start, end);
+        let server = TlsServer::start(&cert, &key, "ok");
+        let v = Vigil::start(&hostile_probe_pods(&format!(
+            "http_get = {{ port = {}, scheme = \"HTTPS\", tls = {{ ca_file = \"{}\" }} }}",
+            server.port,
+            cert.display()
+        )));
+        let result = first_hostile_result(&v);
+        assert_failed_naming(&result, message);
+        assert_eq!(v.container("hostile", "c")["ready"], false);
+    }
+}
+
 #[test]
 fn https_probe_whose_ca_file_becomes_a_fifo_or_a_link_to_dev_zero_fails_at_once() {
     let dir = tempfile::tempdir().expect("tempdir");
