@@ -738,6 +738,48 @@ impl Tracker {
             .retain(|o| read_stat(o.pid).is_some_and(|s| s.start == o.start));
     }
 
+    /// Without cgroups: the members of session `sid` (an exec hook's, which has just been
+    /// reaped) and their descendants are `key`'s: they die with its main process
+    /// ([`Tracker::ended`]), or now if it has ended already. A process that left the session
+    /// first escapes, as a container's own double-forking daemon does (module docs).
+    pub fn attribute_session(&mut self, key: ContainerKey, sid: u32) {
+        if !self.scans {
+            return;
+        }
+        let procs = scan();
+        let mut members: Vec<(u32, u64)> = procs
+            .iter()
+            .filter(|(p, s)| s.session == sid && *p != sid)
+            .map(|(p, s)| (*p, s.start))
+            .collect();
+        for (pid, _) in members.clone() {
+            for found in tree_of(pid, &procs) {
+                if !members.contains(&found) {
+                    members.push(found);
+                }
+            }
+        }
+        let Some(main) = self.mains.get(&key) else {
+            for (pid, start) in members {
+                kill_verified(pid, start);
+            }
+            return;
+        };
+        let label = main.label.clone();
+        let seen = self.seen.entry(key).or_default();
+        for (pid, start) in members {
+            if !seen.iter().any(|e| e.pid == pid && e.start == start) {
+                seen.push(Entry {
+                    pid,
+                    start,
+                    label: label.clone(),
+                    main: None,
+                });
+                self.dirty = true;
+            }
+        }
+    }
+
     /// When the next scan is due (`None`: nothing to scan).
     pub fn deadline(&self) -> Option<Instant> {
         let scan = if self.mains.is_empty() || !self.scans {

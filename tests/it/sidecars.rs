@@ -193,3 +193,89 @@ command = ["sleep", "300"]
         .collect();
     assert_eq!(&row[1..4], ["2/2", "Running", "1"], "{text}");
 }
+
+/// A pod `hooked` whose container runs as `nobody` with a `post_start` exec hook that starts
+/// `sleep 300` in the background and writes its pid to `dir/daemon` (world-writable `dir`);
+/// `supervisor` lines as in [`Vigil::start_in`]. Returns vigil and the daemon's pid once the
+/// container counts as started.
+fn hook_daemon_pod(supervisor: &str) -> (Vigil, u64) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).expect("mkdir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let pidfile = shared.join("daemon");
+    let v = Vigil::start_in(
+        dir,
+        supervisor,
+        &format!(
+            r#"
+[pods.hooked]
+restart_policy = "Never"
+[[pods.hooked.containers]]
+name = "app"
+command = ["sleep", "300"]
+user = 65534
+termination_grace_period_seconds = 2
+[pods.hooked.containers.lifecycle]
+post_start = {{ exec = {{ command = ["sh", "-c", "sleep 300 >/dev/null 2>&1 & echo $! > {p}"] }} }}
+"#,
+            p = pidfile.display()
+        ),
+    );
+    v.wait_for(T, "started after post_start", |v| {
+        v.container("hooked", "app")["started"] == true
+    });
+    let pid: u64 = std::fs::read_to_string(&pidfile)
+        .expect("the hook wrote its daemon's pid")
+        .trim()
+        .parse()
+        .expect("a pid");
+    (v, pid)
+}
+
+/// The kubelet runs an exec hook inside its container (pkg/kubelet/lifecycle/handlers.go,
+/// `HandlerRunner.Run` → `ExecSync`): what it leaves running lives until the container stops,
+/// and dies then.
+fn check_hook_daemon_lives_until_the_container_stops(v: &Vigil, daemon: u64) {
+    // The hook has returned (the container counts as started): its daemon goes on.
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        crate::common::alive(daemon),
+        "the post_start hook's daemon {daemon} died when the hook ended"
+    );
+    let reply = v.request(r#"{"cmd":"stop","pod":"hooked"}"#);
+    assert_eq!(reply["ok"], true, "{reply}");
+    v.wait_for(T, "the stop", |v| {
+        v.container("hooked", "app")["state"]["terminated"].is_object()
+    });
+    let deadline = std::time::Instant::now() + T;
+    while crate::common::alive(daemon) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        !crate::common::alive(daemon),
+        "the post_start hook's daemon {daemon} outlived its container"
+    );
+}
+
+#[test]
+#[ignore = "needs root (a container running as nobody)"]
+fn a_post_start_hooks_daemon_lives_until_its_container_stops_without_cgroups() {
+    crate::common::require_root("to run a container as nobody");
+    let (v, daemon) = hook_daemon_pod("");
+    check_hook_daemon_lives_until_the_container_stops(&v, daemon);
+}
+
+#[test]
+#[ignore = "needs root and cgroup v2"]
+fn a_post_start_hooks_daemon_lives_until_its_container_stops_in_its_cgroup() {
+    let cg = crate::common::ScratchCgroup::new();
+    let (v, daemon) = hook_daemon_pod(&cg.root_line());
+    check_hook_daemon_lives_until_the_container_stops(&v, daemon);
+    // Its cgroup went with the container's.
+    v.wait_for(T, "the container's cgroups removed", |_| {
+        cg.container_dirs().is_empty()
+    });
+}

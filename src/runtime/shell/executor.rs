@@ -417,10 +417,13 @@ impl Shell {
             }
             PidOwner::UpgradeCheck { seq } => self.on_upgrade_check_exit(seq, code, signal, now),
             PidOwner::ExecProbe { key, kind, seq } => {
-                if let Some(input) =
+                let input =
                     self.probes
-                        .on_exit(key, kind, seq, code, signal, now, &mut self.janitor)
-                {
+                        .on_exit(key, kind, seq, code, signal, now, &mut self.janitor);
+                for (key, session) in self.probes.take_hook_sessions() {
+                    self.tracker.attribute_session(key, session);
+                }
+                if let Some(input) = input {
                     self.feed(now, input);
                 }
             }

@@ -15,6 +15,15 @@
 //! pkg/kubelet/prober `runProbe`), is SIGKILLed, and is reaped whenever it dies (a frozen task
 //! dies of SIGKILL at once, cgroup v2 docs "cgroup.freeze"; one in D state when it leaves it).
 //!
+//! A process an exec lifecycle hook leaves running (a daemon it started in the background)
+//! lives until its container stops, as in the kubelet, which runs exec hooks inside the
+//! container (pkg/kubelet/lifecycle/handlers.go `HandlerRunner.Run` → the runtime's
+//! `ExecSync` in the container): with cgroups, the hook's cgroup (`probe-hook-<seq>`, below
+//! the container's) is left in place when the hook ends populated, and dies with the
+//! container's (`cgroup.kill` takes the descendants, the janitor removes the tree); without,
+//! the hook's session is handed to the state file's tracker
+//! ([`ProbeRunner::take_hook_sessions`]), which kills its members with the container.
+//!
 //! Must not: schedule or count results (the core owns schedules, thresholds and timeouts; a
 //! timeout reaches here as a cancel), wait for a child (its exec or its exit), or reap (the
 //! reaper reports an exec probe's exit through [`ProbeRunner::on_exit`]).
@@ -106,6 +115,9 @@ pub struct ProbeRunner {
     /// Children of cancelled attempts killed before their exec was confirmed: kept (with the
     /// memory a `CLONE_VM` child may still use) until the reaper has them.
     abandoned: HashMap<AttemptId, PendingExec>,
+    /// Without cgroups: (container, session id) of exec hooks that ended, whose session
+    /// members (what the hook left running) are to die with the container.
+    hook_sessions: Vec<(ContainerKey, u32)>,
 }
 
 impl ProbeRunner {
@@ -115,6 +127,7 @@ impl ProbeRunner {
             attempts: HashMap::new(),
             next_expiry: None,
             abandoned: HashMap::new(),
+            hook_sessions: Vec::new(),
         }
     }
 
@@ -152,8 +165,14 @@ impl ProbeRunner {
         let token = tokens::probe_token(key, kind, seq);
         let how = match &probe.action {
             ProbeAction::Exec { command } => {
+                // A hook's cgroup may outlive its hook (the module docs): one name per attempt,
+                // so the next hook of the same run never meets the last one's.
+                let name = match kind {
+                    ProbeKind::Hook => format!("probe-hook-{seq}"),
+                    _ => format!("probe-{}", kind.as_str()),
+                };
                 let cgroup = match cgroup {
-                    Some(cg) => match cg.create_child(&format!("probe-{}", kind.as_str())) {
+                    Some(cg) => match cg.create_child(&name) {
                         Ok(c) => Some(c),
                         Err(e) => {
                             return result(ProbeOutcome::Failure(format!(
@@ -405,6 +424,7 @@ impl ProbeRunner {
         // Collect the last output before deciding.
         read_exec_output(&mut attempt);
         let How::Exec {
+            pid,
             pipe,
             output,
             cgroup,
@@ -414,9 +434,20 @@ impl ProbeRunner {
             return None;
         };
         drop(pipe);
-        if let Some(cg) = cgroup {
-            kill_tree(Some(&cg), None);
-            janitor.remove_or_watch(cg);
+        match cgroup {
+            // What a hook left running stays, in its cgroup, until the container stops.
+            Some(cg) if kind == ProbeKind::Hook && cg.populated().unwrap_or(false) => {
+                log::debug!(
+                    "{key:?}: the hook left processes in {}; they live until the container stops",
+                    cg.path().display()
+                );
+            }
+            Some(cg) => {
+                kill_tree(Some(&cg), None);
+                janitor.remove_or_watch(cg);
+            }
+            None if kind == ProbeKind::Hook => self.hook_sessions.push((key, pid)),
+            None => {}
         }
         let message = crate::probe::exec_message(&output);
         let outcome = match (code, signal) {
@@ -439,6 +470,12 @@ impl ProbeRunner {
             outcome,
             duration: now.saturating_duration_since(attempt.started),
         })
+    }
+
+    /// Without cgroups: the (container, session id) of each exec hook that ended since the
+    /// last call, for the tracker to kill its session's members with the container.
+    pub fn take_hook_sessions(&mut self) -> Vec<(ContainerKey, u32)> {
+        std::mem::take(&mut self.hook_sessions)
     }
 
     /// The core's cancel (a timeout, or the run ended): only if it is still that attempt.
