@@ -170,6 +170,7 @@ tables! {
         max_restarts: Int,
         depends_on: StrMap,
         shutdown_on: Str,
+        active_deadline_seconds: Num,
         init_containers: Tables(RawContainer),
         containers: Tables(RawContainer),
     }

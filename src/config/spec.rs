@@ -283,6 +283,11 @@ pub struct PodSpec {
     /// `shutdown_on` (or `run --exit-with`): the end of this pod that ends vigil.
     #[serde(default)]
     pub shutdown_on: Option<ShutdownOn>,
+    /// `active_deadline_seconds` (Kubernetes `activeDeadlineSeconds`): how long a run of the
+    /// pod may be active, from its start (init containers included), before vigil stops it and
+    /// it fails with reason `DeadlineExceeded`.
+    #[serde(default)]
+    pub active_deadline: Option<Duration>,
 }
 
 /// One container, with the pod-level defaults already folded in.

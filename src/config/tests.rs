@@ -496,6 +496,28 @@ fn shutdown_on_and_success_exit_codes_are_checked_and_located() {
 }
 
 #[test]
+fn active_deadline_seconds_is_checked_and_located() {
+    let text = "[pods.job]\nactive_deadline_seconds = 0\n\
+                [[pods.job.containers]]\nname = \"run\"\ncommand = [\"x\"]\n";
+    let errs = errors(text);
+    assert_eq!(errs.len(), 1, "{errs:#?}");
+    assert_has(
+        &errs[0],
+        "2:27: pods.job.active_deadline_seconds: ",
+        "must be > 0 seconds",
+    );
+    let cfg = ok(&text.replace("= 0", "= 90"));
+    assert_eq!(
+        cfg.pods[0].active_deadline,
+        Some(std::time::Duration::from_secs(90))
+    );
+    assert_eq!(
+        ok(&text.replace("active_deadline_seconds = 0\n", "")).pods[0].active_deadline,
+        None
+    );
+}
+
+#[test]
 fn lifecycle_hooks_take_exactly_one_action() {
     let text = "[[pods.web.containers]]\nname = \"app\"\ncommand = [\"x\"]\n\
                 [pods.web.containers.lifecycle]\n\
@@ -1355,6 +1377,7 @@ backoff = { initial_seconds = 10, max_seconds = 300, reset_after_seconds = 600 }
 max_restarts = 100
 depends_on = { db = "ready" }
 shutdown_on = "failed"
+active_deadline_seconds = 3600
 
 [[pods.web.init_containers]]
 name = "migrate"

@@ -190,6 +190,7 @@ wire_names!(TerminationReason {
     RestartLimitExceeded => "RestartLimitExceeded",
     FailedPostStartHook => "FailedPostStartHook",
     ContainerStatusUnknown => "ContainerStatusUnknown",
+    DeadlineExceeded => "DeadlineExceeded",
 });
 wire_names!(ProbeKind {
     Startup => "startup",

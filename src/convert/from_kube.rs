@@ -523,6 +523,7 @@ fn pod(
                 "initContainers",
                 "restartPolicy",
                 "terminationGracePeriodSeconds",
+                "activeDeadlineSeconds",
                 "securityContext",
             ],
             &ctx.at(""),
@@ -541,6 +542,10 @@ fn pod(
         let g = seconds(g, &ctx.at("terminationGracePeriodSeconds"), ctx);
         out.keys
             .push(("termination_grace_period_seconds".into(), g));
+    }
+    if let Some(d) = spec.active_deadline_seconds {
+        let d = seconds(d, &ctx.at("activeDeadlineSeconds"), ctx);
+        out.keys.push(("active_deadline_seconds".into(), d));
     }
     // Pod-level identity is every container's default.
     let mut pod_ids = PodIds::default();

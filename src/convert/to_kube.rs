@@ -399,6 +399,9 @@ fn pod_spec(
     KubePodSpec {
         restart_policy: Some(pod.restart_policy.as_str().to_string()),
         termination_grace_period_seconds: Some(grace_secs),
+        active_deadline_seconds: pod
+            .active_deadline
+            .map(|d| whole_seconds(d, &join(path, "active_deadline_seconds"), warnings).max(1)),
         init_containers: (!init_containers.is_empty()).then_some(init_containers),
         containers,
         ..KubePodSpec::default()

@@ -73,6 +73,10 @@ pub enum TerminationReason {
     /// `TerminatePod`: "because we do not know whether the container was successful, always
     /// report an error"), exit code 137 and a failure for the restart policy.
     ContainerStatusUnknown,
+    /// Stopped because its pod's `active_deadline_seconds` ran out (the pod reason the
+    /// kubelet's `active_deadline.go` gives, carried by each container vigil stopped for it):
+    /// a failure, never restarted.
+    DeadlineExceeded,
 }
 
 impl TerminationReason {
@@ -88,6 +92,7 @@ impl TerminationReason {
             TerminationReason::RestartLimitExceeded => "RestartLimitExceeded",
             TerminationReason::FailedPostStartHook => "FailedPostStartHook",
             TerminationReason::ContainerStatusUnknown => "ContainerStatusUnknown",
+            TerminationReason::DeadlineExceeded => "DeadlineExceeded",
         }
     }
 }

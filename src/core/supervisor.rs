@@ -58,6 +58,11 @@ pub struct Supervisor {
     /// Where each container key lives in `pods` (rebuilt when `pods` changes shape).
     #[serde(skip)]
     where_is: HashMap<ContainerKey, Loc>,
+    /// The pods with a deadline of their own (`active_deadline_seconds`), by index into
+    /// `pods` (rebuilt with `where_is`): only these are asked for one, so a config without
+    /// such pods costs nothing per loop turn.
+    #[serde(skip)]
+    timed: Vec<usize>,
     /// Containers whose probes began within the last millisecond or so (transient).
     #[serde(skip)]
     phase_spread: PhaseSpread,
@@ -147,6 +152,7 @@ impl Supervisor {
             scratch_unclean: false,
             timers: Timers::default(),
             where_is: HashMap::new(),
+            timed: Vec::new(),
             phase_spread: PhaseSpread::default(),
             adopted_runs: 0,
             output_lost_runs: 0,
@@ -229,6 +235,17 @@ impl Supervisor {
         }
         let where_is = &self.where_is;
         self.timers.retain(|k| where_is.contains_key(&k));
+        self.timed = (self.pods.iter().enumerate())
+            .filter(|(_, p)| p.spec.active_deadline.is_some())
+            .map(|(i, _)| i)
+            .collect();
+    }
+
+    /// The earliest deadline of a pod's own (`active_deadline_seconds`), if any.
+    fn next_pod_deadline(&self) -> Option<Time> {
+        (self.timed.iter())
+            .filter_map(|&p| self.pods.get(p)?.active_deadline())
+            .min()
     }
 
     /// Re-reads the deadlines of the slots of `pods` (`None`: of every pod) into the index.
@@ -372,14 +389,25 @@ impl Supervisor {
             }
         }
         let all = self.shutdown.as_ref().is_some_and(|sd| sd.deadline <= now);
+        // Pods whose `active_deadline_seconds` ran out (a shutdown stops them anyway).
+        let expired: Vec<usize> = match self.shutdown {
+            Some(_) => Vec::new(),
+            None => (self.timed.iter().copied())
+                .filter(|&p| self.pods[p].active_deadline().is_some_and(|t| t <= now))
+                .collect(),
+        };
         // The pods with a slot due, in config order (the order a scan would fire them in).
         let mut touched: Vec<usize> = (self.timers.pop_due(now).into_iter())
             .filter_map(|k| self.locate(k).map(|l| l.pod))
+            .chain(expired.iter().copied())
             .collect();
         touched.sort_unstable();
         touched.dedup();
         let (pods, mut out) = self.split(now);
-        let mut changed = false;
+        let mut changed = !expired.is_empty();
+        for &p in &expired {
+            pods[p].exceed_deadline(&mut out);
+        }
         for &p in &touched {
             let pod = &mut pods[p];
             let due = |s: &Slot| s.next_deadline().is_some_and(|t| t <= now);
@@ -415,7 +443,10 @@ impl Supervisor {
             .as_ref()
             .filter(|s| !s.deadline_fired && !self.exit_emitted)
             .map(|s| s.deadline);
-        self.timers.next().into_iter().chain(shutdown).min()
+        (self.timers.next().into_iter())
+            .chain(shutdown)
+            .chain(self.next_pod_deadline())
+            .min()
     }
 
     /// Next action to execute.

@@ -156,6 +156,10 @@ impl Checker<'_> {
             };
             Some(on)
         });
+        let active_deadline = raw
+            .active_deadline_seconds
+            .as_ref()
+            .and_then(|v| self.seconds(v, &join(&path, "active_deadline_seconds"), true));
         PodSpec {
             name: pod_name,
             restart_policy,
@@ -164,6 +168,7 @@ impl Checker<'_> {
             containers,
             termination_grace,
             shutdown_on,
+            active_deadline,
         }
     }
 

@@ -26,6 +26,15 @@ pub(super) fn stopped(message: &str, now: Time) -> Terminated {
     }
 }
 
+/// A slot not running (backing off, not started) when its pod's `active_deadline_seconds`
+/// ran out: it ends `DeadlineExceeded` without a run.
+pub(super) fn deadline_exceeded(message: &str, now: Time) -> Terminated {
+    Terminated {
+        reason: TerminationReason::DeadlineExceeded,
+        ..stopped(message, now)
+    }
+}
+
 /// What a main process that exited 0 left in its cgroup, and the likely cause: a service that
 /// daemonized (forked into the background and let its first process exit), which a
 /// supervisor must run in the foreground instead. `None` when it left nothing.
@@ -75,6 +84,9 @@ pub(super) fn termination(
         Some(StopCause::Shutdown) => (TerminationReason::Stopped, MSG_SHUTDOWN.to_string()),
         Some(StopCause::PostStartHook { message }) => {
             (TerminationReason::FailedPostStartHook, message.clone())
+        }
+        Some(StopCause::Deadline { message }) => {
+            (TerminationReason::DeadlineExceeded, message.clone())
         }
         None if exit.status_unknown => (
             TerminationReason::ContainerStatusUnknown,

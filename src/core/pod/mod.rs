@@ -35,7 +35,7 @@ mod status;
 mod stop;
 
 // The helpers more than one concern uses.
-use exit::{exit_desc, one_line, stopped};
+use exit::{deadline_exceeded, exit_desc, one_line, stopped};
 use stop::effective_grace;
 
 use std::collections::VecDeque;
@@ -115,6 +115,9 @@ pub(super) enum StopCause {
     Shutdown,
     /// The `post_start` hook failed (kubelet: `FailedPostStartHook`, the container is killed).
     PostStartHook { message: String },
+    /// The pod's `active_deadline_seconds` ran out (kubelet `active_deadline.go`): the run
+    /// ends `DeadlineExceeded` and is not restarted.
+    Deadline { message: String },
 }
 
 /// A lifecycle hook in progress (kubelet `lifecycle/handlers.go`; at most one at a time).
@@ -264,6 +267,14 @@ pub(super) struct Pod {
     /// ([`Pod::stop_budget`]).
     #[serde(with = "crate::monotime::opt")]
     pub stop_deadline: Option<Time>,
+    /// When the pod's current run began (it began, or an operator or a trigger started the
+    /// whole pod): `active_deadline_seconds` counts from here, init containers included
+    /// (kubelet `active_deadline.go` pastActiveDeadline: from `pod.Status.StartTime`).
+    #[serde(default, with = "crate::monotime::opt")]
+    pub active_since: Option<Time>,
+    /// `active_deadline_seconds` ran out in this run: it is being stopped, or has failed.
+    #[serde(default)]
+    pub deadline_exceeded: bool,
 }
 
 fn condition(kind: ConditionType, now: Time) -> Condition {

@@ -66,7 +66,7 @@ impl Slot {
                 self.spawn(pod, out);
                 return;
             }
-            Some(StopCause::Request { .. }) | Some(StopCause::Shutdown) => {
+            Some(StopCause::Request { .. } | StopCause::Shutdown | StopCause::Deadline { .. }) => {
                 self.state = SlotState::Done(term);
                 return;
             }

@@ -71,7 +71,7 @@ impl Slot {
             SlotState::Running { stopping, .. } => stopping.is_some(),
             SlotState::Creating { pending, .. } => matches!(
                 pending,
-                Some(StopCause::Request { .. } | StopCause::Shutdown)
+                Some(StopCause::Request { .. } | StopCause::Shutdown | StopCause::Deadline { .. })
             ),
             _ => false,
         }

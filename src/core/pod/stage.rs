@@ -55,6 +55,8 @@ impl Pod {
             shutdown_initiated: false,
             sidecar_stop: None,
             stop_deadline: None,
+            active_since: None,
+            deadline_exceeded: false,
             conditions: vec![
                 condition(ConditionType::Initialized, now),
                 condition(ConditionType::ContainersReady, now),
@@ -173,6 +175,8 @@ impl Pod {
     /// sidecars it runs beside (back-off history and restart budget reset).
     pub(in crate::core) fn resume(&mut self, out: &mut Out) {
         self.awaiting = false;
+        self.active_since = Some(out.now);
+        self.deadline_exceeded = false;
         let name = self.spec.name.clone();
         match self.stage {
             Stage::Waiting => self.begin(out),
@@ -199,6 +203,8 @@ impl Pod {
         self.held = false;
         self.sidecar_stop = None;
         self.stop_deadline = None;
+        self.active_since = None;
+        self.deadline_exceeded = false;
         self.stage = Stage::Waiting;
         for s in self.init.iter_mut().chain(self.main.iter_mut()) {
             s.await_start(WaitingReason::PodInitializing, String::new());

@@ -17,6 +17,7 @@ impl Stopping {
             StopCause::Request { message, .. } => message.clone(),
             StopCause::Shutdown => MSG_SHUTDOWN.to_string(),
             StopCause::PostStartHook { message } => format!("post_start hook failed: {message}"),
+            StopCause::Deadline { message } => message.clone(),
         };
         Terminating {
             since: self.kill_at.checked_sub(self.grace).unwrap_or(self.kill_at),
@@ -49,6 +50,9 @@ impl Stopping {
                 message: format!("{message}; {killed}"),
             },
             StopCause::PostStartHook { message } => StopCause::PostStartHook {
+                message: format!("{message}; {killed}"),
+            },
+            StopCause::Deadline { message } => StopCause::Deadline {
                 message: format!("{message}; {killed}"),
             },
             StopCause::Shutdown => StopCause::Request {
@@ -156,6 +160,9 @@ impl Slot {
                     StopCause::PostStartHook { .. } => {
                         format!("FailedPostStartHook: stopping container {name}")
                     }
+                    StopCause::Deadline { message } => {
+                        format!("Stopping container {name}: {message}")
+                    }
                 };
                 let grace = pod_capped_grace(effective_grace(grace), deadline, out.now);
                 *stopping = Some(Stopping {
@@ -184,24 +191,32 @@ impl Slot {
             SlotState::Creating { pending, .. } => {
                 if !matches!(
                     pending,
-                    Some(StopCause::Request { .. } | StopCause::Shutdown)
+                    Some(
+                        StopCause::Request { .. }
+                            | StopCause::Shutdown
+                            | StopCause::Deadline { .. }
+                    )
                 ) {
                     *pending = Some(cause);
                 }
             }
             SlotState::BackOff { .. } => {
-                let message = match &cause {
-                    StopCause::Request { message, .. } => message.clone(),
-                    StopCause::Shutdown => MSG_SHUTDOWN.to_string(),
+                self.state = SlotState::Done(match &cause {
+                    StopCause::Request { message, .. } => stopped(message, out.now),
+                    StopCause::Shutdown => stopped(MSG_SHUTDOWN, out.now),
+                    StopCause::Deadline { message } => deadline_exceeded(message, out.now),
                     StopCause::Probe { .. } | StopCause::PostStartHook { .. } => return,
-                };
-                self.state = SlotState::Done(stopped(&message, out.now));
+                });
             }
-            SlotState::NotStarted { .. } => {
-                if let StopCause::Request { message, .. } = &cause {
+            SlotState::NotStarted { .. } => match &cause {
+                StopCause::Request { message, .. } => {
                     self.state = SlotState::Done(stopped(message, out.now));
                 }
-            }
+                StopCause::Deadline { message } => {
+                    self.state = SlotState::Done(deadline_exceeded(message, out.now));
+                }
+                _ => {}
+            },
             SlotState::Done(_) => {}
         }
     }
@@ -305,6 +320,49 @@ impl Pod {
             self.sidecar_stop = Some(cause);
         }
         self.drive_sidecars(out);
+    }
+
+    /// When this run's `active_deadline_seconds` runs out, while that is still to come: the
+    /// pod has begun, has not ended (kubelet: the deadline applies to a pod not yet in a
+    /// terminal phase) and has not been stopped for it already.
+    pub(in crate::core) fn active_deadline(&self) -> Option<Time> {
+        let limit = self.spec.active_deadline?;
+        let since = self.active_since?;
+        if self.deadline_exceeded
+            || self.stage == Stage::Waiting
+            || self.at_rest()
+            || matches!(self.phase(), Phase::Succeeded | Phase::Failed)
+        {
+            return None;
+        }
+        Some(later(since, limit))
+    }
+
+    /// `active_deadline_seconds` ran out (kubelet `active_deadline.go`: the pod fails with
+    /// reason `DeadlineExceeded`, "Pod was active on the node longer than the specified
+    /// deadline"): a Warning event, and the whole pod is stopped as an operator stop would
+    /// stop it, each container ending `DeadlineExceeded` and none restarted.
+    pub(in crate::core) fn exceed_deadline(&mut self, out: &mut Out) {
+        let Some(limit) = self.spec.active_deadline else {
+            return;
+        };
+        self.deadline_exceeded = true;
+        let message = format!(
+            "the pod was active longer than its active_deadline_seconds ({})",
+            go_duration(limit)
+        );
+        let name = self.spec.name.clone();
+        out.events.record(
+            out.now,
+            EventType::Warning,
+            "DeadlineExceeded",
+            name.clone(),
+            format!(
+                "Pod {name} was active longer than the specified deadline ({}); stopping it",
+                go_duration(limit)
+            ),
+        );
+        self.stop_all(StopCause::Deadline { message }, false, out);
     }
 
     /// The grace of a whole-pod stop (kubelet: `pod.Spec.TerminationGracePeriodSeconds`): the

@@ -56,6 +56,7 @@ pub fn pod(name: &str, containers: Vec<ContainerSpec>) -> PodSpec {
             .unwrap_or_default(),
         containers: shared(containers),
         shutdown_on: None,
+        active_deadline: None,
     }
 }
 

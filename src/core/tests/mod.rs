@@ -7,6 +7,7 @@ mod dependencies;
 mod grace;
 mod harness;
 mod hooks;
+mod jobs;
 mod kubelet;
 mod lifecycle;
 mod operator;
