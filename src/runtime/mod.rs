@@ -11,6 +11,7 @@
 //! make lifecycle decisions (restart, back-off, reasons): those are the core's.
 
 mod fault;
+mod fdstore;
 pub(crate) mod handoff;
 pub(crate) mod harden;
 pub(crate) mod holder;
@@ -81,6 +82,9 @@ pub fn run_source(
     exit_with: Option<String>,
 ) -> i32 {
     init_logger();
+    // The output pipes a service manager kept for an earlier vigil (before any thread or
+    // process is started: the LISTEN_* variables are removed from the environment here).
+    let stored = fdstore::take_listen_fds();
     let pid1 = pid1::is_pid1();
     if pid1 {
         pid1::mount_api_filesystems();
@@ -101,7 +105,7 @@ pub fn run_source(
                 error!("{e}");
                 return 1;
             }
-            match shell::Shell::new(config, source) {
+            match shell::Shell::new(config, source, stored) {
                 Ok(shell) => shell.run(),
                 Err(e) => {
                     error!("cannot start: {e}");

@@ -669,3 +669,352 @@ fn a_holder_serving_vigil_ignores_sigterm_while_it_holds_pipes_and_exits_on_it_o
     assert!(!alive(u64::from(holder)), "the holder exited on SIGTERM");
     assert_eq!(v.shutdown(), 0, "vigil does without it");
 }
+
+// ---- under systemd: the service manager's file-descriptor store ------------------------------
+
+/// A fake service manager: a datagram socket of the test's as `NOTIFY_SOCKET`, which keeps
+/// every message vigil sends with the descriptors it carries (`SCM_RIGHTS`), as systemd's
+/// store does with `FDSTORE=1` (sd_notify(3)).
+struct Manager {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+    sock: std::os::unix::net::UnixDatagram,
+    /// Every message so far, each with its descriptors.
+    got: Vec<(String, Vec<std::os::fd::OwnedFd>)>,
+}
+
+impl Manager {
+    fn new() -> Manager {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notify");
+        let sock = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+        sock.set_nonblocking(true).unwrap();
+        Manager {
+            _dir: dir,
+            path,
+            sock,
+            got: Vec::new(),
+        }
+    }
+
+    /// Takes what has arrived.
+    #[allow(unsafe_code)]
+    fn receive(&mut self) {
+        use std::os::fd::{AsRawFd, FromRawFd};
+        loop {
+            let mut buf = [0u8; 4096];
+            let mut cmsg = nix::cmsg_space!([std::os::fd::RawFd; 8]);
+            let mut iov = [std::io::IoSliceMut::new(&mut buf)];
+            let Ok(msg) = nix::sys::socket::recvmsg::<()>(
+                self.sock.as_raw_fd(),
+                &mut iov,
+                Some(&mut cmsg),
+                nix::sys::socket::MsgFlags::MSG_CMSG_CLOEXEC,
+            ) else {
+                return;
+            };
+            let mut fds = Vec::new();
+            for c in msg.cmsgs().unwrap() {
+                if let nix::sys::socket::ControlMessageOwned::ScmRights(raw) = c {
+                    // SAFETY: SCM_RIGHTS installed these descriptors in this process.
+                    fds.extend(
+                        raw.into_iter()
+                            .map(|r| unsafe { std::os::fd::OwnedFd::from_raw_fd(r) }),
+                    );
+                }
+            }
+            let n = msg.bytes;
+            self.got
+                .push((String::from_utf8_lossy(&buf[..n]).into_owned(), fds));
+        }
+    }
+
+    /// Waits until a message has every one of `lines`.
+    fn wait_for(&mut self, lines: &[&str]) {
+        let deadline = std::time::Instant::now() + crate::common::patient(T);
+        loop {
+            self.receive();
+            if self
+                .got
+                .iter()
+                .any(|(m, _)| lines.iter().all(|l| m.lines().any(|x| x == *l)))
+            {
+                return;
+            }
+            let texts: Vec<&str> = self.got.iter().map(|(m, _)| m.as_str()).collect();
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no message with {lines:?}; got {texts:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The descriptor stored under `name` (taken out of the message that carried it).
+    fn stored(&mut self, name: &str) -> std::os::fd::OwnedFd {
+        let line = format!("FDNAME={name}");
+        self.got
+            .iter_mut()
+            .find(|(m, f)| {
+                m.lines().any(|l| l == "FDSTORE=1") && m.contains(&line) && !f.is_empty()
+            })
+            .map(|(_, f)| f.remove(0))
+            .unwrap_or_else(|| panic!("{name} was not stored"))
+    }
+}
+
+/// `vigil run` on `site` with `NOTIFY_SOCKET`, and — as systemd starts a unit again — the
+/// descriptors `fds` at 3, 4, … with `LISTEN_FDS`, `LISTEN_FDNAMES` and `LISTEN_PID` (the pid
+/// is vigil's own: a shell sets it to `$$` and executes vigil).
+#[allow(unsafe_code)]
+fn start_as_systemd_would(
+    site: &Site,
+    manager: &Manager,
+    fds: &[(&str, std::os::fd::OwnedFd)],
+) -> Vigil {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "LISTEN_PID=$$ exec \"$0\" \"$@\""])
+        .arg(crate::common::BIN)
+        .args(["run", "-c"])
+        .arg(&site.config)
+        .env("VIGIL_LOG", "debug")
+        .env("NOTIFY_SOCKET", &manager.path)
+        .env_remove("LISTEN_PID")
+        .stdin(std::process::Stdio::null());
+    if !fds.is_empty() {
+        let names: Vec<&str> = fds.iter().map(|(n, _)| *n).collect();
+        cmd.env("LISTEN_FDS", fds.len().to_string())
+            .env("LISTEN_FDNAMES", names.join(":"));
+        let raw: Vec<i32> = fds.iter().map(|(_, f)| f.as_raw_fd()).collect();
+        // SAFETY: only fcntl(2), dup2(2) and close(2) between fork and exec, on numbers this
+        // process owns: each source is first moved above 100 (a source may sit at 3…), then
+        // placed at 3 + i without close-on-exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                let mut high = [0i32; 16];
+                for (i, fd) in raw.iter().enumerate() {
+                    high[i] = libc::fcntl(*fd, libc::F_DUPFD_CLOEXEC, 100);
+                    if high[i] < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                for (i, fd) in high.iter().take(raw.len()).enumerate() {
+                    if libc::dup2(*fd, 3 + i as i32) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    libc::close(*fd);
+                }
+                Ok(())
+            });
+        }
+    }
+    Vigil::launch(
+        cmd,
+        tempfile::tempdir().unwrap(),
+        site.socket.clone(),
+        site.config.clone(),
+    )
+}
+
+#[test]
+fn under_systemd_a_kill_9_loses_no_output_of_an_adopted_run_through_the_fd_store_alone() {
+    // Outcome (issue 36.2, under systemd): vigil keeps each pipe's read end in the service
+    // manager's file-descriptor store (FDSTORE=1, FDNAME=vigil.out|err.PID.P.POD.C.NAME). Its
+    // output holder is killed, then vigil (kill -9): only the store has the pipes. The next
+    // vigil, given them back as LISTEN_FDS, adopts the run and reads on — every line the
+    // container wrote before, during and after the crash is in log_dir, those after it in
+    // `vigil logs`, and none of its writes failed; it removes from the store the pipes of a
+    // run it did not adopt (FDSTOREREMOVE=1), closes a descriptor that is not a pipe of its
+    // own, keeps LISTEN_* from what it starts, and removes a run's entries when its pipes
+    // close.
+    let mut manager = Manager::new();
+    let dir = tempfile::tempdir().unwrap();
+    let failed = dir.path().join("failed");
+    let logs = dir.path().join("logs");
+    // Writes that fail leave a mark (SIGPIPE ignored: a failed write is EPIPE, not death).
+    let script = format!(
+        "trap '' PIPE; i=0; while :; do i=$$((i+1)); echo tick $$i || echo $$i >> {f}; \
+         echo etick $$i >&2 || echo e$$i >> {f}; sleep 0.05; done",
+        f = failed.display()
+    );
+    let site = Site::new(
+        &format!("log_dir = \"{}\"", logs.display()),
+        &format!(
+            "[pods.web]\n[[pods.web.containers]]\nname = \"c\"\ncommand = [\"sh\", \"-c\", \"{script}\"]\n\
+             [[pods.web.containers]]\nname = \"env\"\ncommand = [\"sh\", \"-c\", \"env; exec sleep {}\"]\n",
+            unique(12)
+        ),
+    );
+    let mut a = start_as_systemd_would(&site, &manager, &[]);
+    a.wait_for(T, "running", |v| {
+        state_reason(&v.container("web", "c")) == "Running"
+    });
+    let pid = a.container("web", "c")["pid"].as_u64().unwrap();
+    let out = format!("vigil.out.{pid}.P.web.C.c");
+    let err = format!("vigil.err.{pid}.P.web.C.c");
+    manager.wait_for(&["FDSTORE=1", &format!("FDNAME={out}")]);
+    manager.wait_for(&["FDSTORE=1", &format!("FDNAME={err}")]);
+    a.wait_for(T, "its main process recorded", |_| {
+        site.state_file()
+            .lines()
+            .any(|l| l.starts_with(&format!("{pid} ")))
+    });
+    a.wait_for(T, "some output read", |v| {
+        v.request(r#"{"cmd":"logs","pod":"web","container":"c"}"#)["result"]["log"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("tick 5\n")
+    });
+    let holder = holder_of(&a).expect("vigil runs an output holder");
+    signal(holder as i32, nix::sys::signal::Signal::SIGKILL);
+    kill_9(&mut a);
+    // The container writes on while no vigil runs: its lines wait in the pipe.
+    std::thread::sleep(Duration::from_secs(1));
+    let (gone_r, gone_w) = nix::unistd::pipe().unwrap();
+    let gone = "vigil.out.999999.P.web.C.gone";
+    let not_a_pipe: std::os::fd::OwnedFd = std::fs::File::open("/dev/null").unwrap().into();
+    let stored_out = manager.stored(&out);
+    let stored_err = manager.stored(&err);
+    let b = start_as_systemd_would(
+        &site,
+        &manager,
+        &[
+            (out.as_str(), stored_out),
+            (err.as_str(), stored_err),
+            (gone, gone_r),
+            ("junk", not_a_pipe),
+        ],
+    );
+    b.wait_for(T, "the run adopted", |v| {
+        v.container("web", "c")["pid"] == pid
+    });
+    let c = b.container("web", "c");
+    assert_eq!(c["output_lost"], false, "{c}\n{}", b.log());
+    assert_eq!(c["restart_count"], 0, "{c}");
+    // After the crash: more lines than the old vigil could have read, in `vigil logs`.
+    let logged = |v: &Vigil| {
+        v.request(r#"{"cmd":"logs","pod":"web","container":"c"}"#)["result"]["log"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let first_after = logged(&b)
+        .lines()
+        .find_map(|l| l.strip_prefix("tick ")?.parse::<u64>().ok())
+        .unwrap_or(u64::MAX);
+    b.wait_for(T, "output written after the crash in vigil logs", |v| {
+        logged(v).contains(&format!("tick {}\n", first_after.saturating_add(20)))
+    });
+    // Every line, before, during and after the crash, once in the log file, none failed.
+    let file = logs.join("web").join("c.log");
+    let text = std::fs::read_to_string(&file).unwrap_or_default();
+    let ticks: Vec<u64> = text
+        .lines()
+        .filter_map(|l| l.rsplit_once("tick ").filter(|(p, _)| !p.ends_with('e')))
+        .filter_map(|(_, n)| n.parse().ok())
+        .collect();
+    let last = ticks.iter().copied().max().unwrap_or(0);
+    assert!(last > first_after, "{text}");
+    for i in 1..=last {
+        assert!(
+            ticks.contains(&i),
+            "tick {i} missing from {}:\n{text}",
+            file.display()
+        );
+    }
+    assert!(
+        !failed.exists(),
+        "writes failed: {}",
+        std::fs::read_to_string(&failed).unwrap_or_default()
+    );
+    // The run not adopted leaves the store; the descriptor that was no pipe of vigil's is
+    // said and closed; nothing vigil starts sees LISTEN_*.
+    manager.wait_for(&["FDSTOREREMOVE=1", &format!("FDNAME={gone}")]);
+    drop(gone_w);
+    assert!(b.log().contains("junk (fd 6)"), "{}", b.log());
+    let new_holder = holder_of(&b).expect("the new vigil runs an output holder");
+    let environ = std::fs::read(format!("/proc/{new_holder}/environ")).unwrap_or_default();
+    assert!(
+        !String::from_utf8_lossy(&environ).contains("LISTEN_"),
+        "LISTEN_* reached the holder"
+    );
+    b.wait_for(T, "the env container's output", |v| {
+        v.request(r#"{"cmd":"logs","pod":"web","container":"env"}"#)["result"]["log"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("PATH=")
+    });
+    let env = b
+        .request(r#"{"cmd":"logs","pod":"web","container":"env"}"#)
+        .to_string();
+    assert!(!env.contains("LISTEN_"), "{env}");
+    // A restart: the old run's entries leave the store once its pipes close, the new run's
+    // are stored.
+    let out = b.cli(&["restart", "web/c"]);
+    assert!(out.status.success(), "{out:?}");
+    b.wait_for(T, "a new run", |v| {
+        let c = v.container("web", "c");
+        state_reason(&c) == "Running" && c["pid"].as_u64().is_some_and(|p| p != pid)
+    });
+    let new = b.container("web", "c")["pid"].as_u64().unwrap();
+    manager.wait_for(&[
+        "FDSTOREREMOVE=1",
+        &format!("FDNAME=vigil.out.{pid}.P.web.C.c"),
+    ]);
+    manager.wait_for(&[
+        "FDSTOREREMOVE=1",
+        &format!("FDNAME=vigil.err.{pid}.P.web.C.c"),
+    ]);
+    manager.wait_for(&["FDSTORE=1", &format!("FDNAME=vigil.out.{new}.P.web.C.c")]);
+    assert_eq!(b.shutdown(), 0);
+}
+
+#[test]
+fn under_systemd_an_upgrade_stores_no_pipe_twice_and_the_new_instance_removes_what_closes() {
+    // Outcome (issue 36.2): `vigil upgrade` keeps the process, so systemd's store keeps every
+    // pipe under its name; the new instance sends none of them again (no duplicates) and, when
+    // a run's pipes close after the upgrade, removes their entries (FDSTOREREMOVE=1).
+    let mut manager = Manager::new();
+    let site = Site::new(
+        "",
+        &format!(
+            "[pods.web]\n[[pods.web.containers]]\nname = \"c\"\ncommand = [\"sleep\", \"{}\"]\n",
+            unique(13)
+        ),
+    );
+    let v = start_as_systemd_would(&site, &manager, &[]);
+    v.wait_for(T, "running", |v| {
+        state_reason(&v.container("web", "c")) == "Running"
+    });
+    let pid = v.container("web", "c")["pid"].as_u64().unwrap();
+    let out_name = format!("FDNAME=vigil.out.{pid}.P.web.C.c");
+    let err_name = format!("FDNAME=vigil.err.{pid}.P.web.C.c");
+    manager.wait_for(&["FDSTORE=1", &out_name]);
+    manager.wait_for(&["FDSTORE=1", &err_name]);
+    let up = v.cli(&["upgrade"]);
+    assert!(up.status.success(), "{up:?}\n{}", v.log());
+    v.wait_for(T, "the same run after the upgrade", |v| {
+        v.container("web", "c")["pid"] == pid
+    });
+    let out = v.cli(&["restart", "web/c"]);
+    assert!(out.status.success(), "{out:?}");
+    v.wait_for(T, "a new run", |v| {
+        let c = v.container("web", "c");
+        state_reason(&c) == "Running" && c["pid"].as_u64().is_some_and(|p| p != pid)
+    });
+    let new = v.container("web", "c")["pid"].as_u64().unwrap();
+    manager.wait_for(&["FDSTOREREMOVE=1", &out_name]);
+    manager.wait_for(&["FDSTOREREMOVE=1", &err_name]);
+    manager.wait_for(&["FDSTORE=1", &format!("FDNAME=vigil.out.{new}.P.web.C.c")]);
+    for name in [&out_name, &err_name] {
+        let stored = manager
+            .got
+            .iter()
+            .filter(|(m, _)| m.lines().any(|l| l == "FDSTORE=1") && m.lines().any(|l| l == name))
+            .count();
+        assert_eq!(stored, 1, "{name} stored {stored} times");
+    }
+    assert_eq!(v.shutdown(), 0);
+}

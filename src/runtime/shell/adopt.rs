@@ -42,6 +42,7 @@ use crate::config::spec::{ContainerSpec, OnOutputLost, OnRestart};
 use crate::core::KeptEnd;
 use crate::core::recall::{Recalled, Recollection};
 use crate::core::{ContainerKey, Generation};
+use crate::runtime::fdstore::PipeName;
 use crate::runtime::holder;
 use crate::runtime::slots::Run;
 use crate::runtime::statefile::{self, Ended, Entry, MainInfo};
@@ -240,10 +241,12 @@ impl Shell {
             );
             self.held.clear();
         }
+        self.fdstore.drop_unclaimed();
     }
 
-    /// An adopted run's output: its pipes as the earlier vigil's holder kept them, read again
-    /// and given to this vigil's holder. Returns false when one or both were not kept (no
+    /// An adopted run's output: its pipes as the service manager's store or the earlier
+    /// vigil's holder kept them, read again and given to this vigil's holder (and kept in the
+    /// store). Returns false when one or both were not kept (no
     /// holder then, it died, or it did not have them): that output is lost.
     fn adopt_output(
         &mut self,
@@ -260,6 +263,8 @@ impl Shell {
             };
             found += 1;
             self.holder.keep(&name, fd.as_fd());
+            self.fdstore
+                .keep(&PipeName::new(label, pid, stderr), fd.as_fd());
             let stream = if stderr {
                 crate::logs::Stream::Stderr
             } else {
@@ -295,7 +300,8 @@ impl Shell {
         }
     }
 
-    /// Every pipe read now, given to the holder (after an upgrade: a new holder).
+    /// Every pipe read now, given to the holder (after an upgrade: a new holder); the service
+    /// manager's store has them already (the old instance stored them under the same names).
     pub(super) fn hold_all_output(&mut self) {
         for (key, stream, run, fd) in self.capture.pipes() {
             let Some(slot) = self.slots.get(&key) else {
@@ -312,15 +318,22 @@ impl Shell {
             let label = format!("{}/{}", slot.pod, slot.name);
             let stderr = stream == crate::logs::Stream::Stderr;
             self.holder.keep(&holder::name(&label, pid, stderr), fd);
+            self.fdstore
+                .kept_before(&PipeName::new(&label, pid, stderr));
         }
     }
 
-    /// A new run's pipes, given to the holder.
+    /// A new run's pipes, given to the holder and, under systemd, to the service manager's
+    /// file-descriptor store.
     pub(super) fn hold_output(&mut self, label: &str, pid: u32, out: &OwnedFd, err: &OwnedFd) {
         self.holder
             .keep(&holder::name(label, pid, false), out.as_fd());
         self.holder
             .keep(&holder::name(label, pid, true), err.as_fd());
+        self.fdstore
+            .keep(&PipeName::new(label, pid, false), out.as_fd());
+        self.fdstore
+            .keep(&PipeName::new(label, pid, true), err.as_fd());
     }
 
     /// Takes back the core's record an earlier vigil left (after adoption: see

@@ -75,6 +75,8 @@ impl Logs for HashMap<ContainerKey, ContainerRuntime> {
 
 struct Pipe {
     key: ContainerKey,
+    /// The main pid of the run it is the output of (its name in the service manager's store).
+    pid: u32,
     stream: Stream,
     run: Option<Generation>,
     fd: Watched<OwnedFd>,
@@ -170,6 +172,8 @@ pub struct Capture {
     grown: usize,
     /// Half the kernel's `pipe-user-pages-soft` when it was read (`None`: no limit, 0).
     pipe_pages_budget: Option<usize>,
+    /// Pipes closed since [`Capture::take_closed`] was last called: main pid and stream.
+    closed: Vec<(u32, Stream)>,
 }
 
 impl Capture {
@@ -188,6 +192,7 @@ impl Capture {
             pipe_pages_budget: pipe_pages_budget(
                 std::fs::read_to_string(PIPE_USER_PAGES_SOFT).ok(),
             ),
+            closed: Vec::new(),
         }
     }
 
@@ -241,6 +246,7 @@ impl Capture {
                     token,
                     Pipe {
                         key,
+                        pid,
                         stream,
                         run,
                         fd,
@@ -492,11 +498,18 @@ impl Capture {
 
     fn close(&mut self, token: Token) {
         self.unqueue(token);
-        if let Some(pipe) = self.pipes.remove(&token)
-            && pipe.sized == Sizing::Grown
-        {
-            self.grown -= 1;
+        if let Some(pipe) = self.pipes.remove(&token) {
+            if pipe.sized == Sizing::Grown {
+                self.grown -= 1;
+            }
+            self.closed.push((pipe.pid, pipe.stream));
         }
+    }
+
+    /// The pipes closed since the last call, by their run's main pid and stream (their
+    /// entries leave the service manager's store: `runtime::fdstore`).
+    pub fn take_closed(&mut self) -> Vec<(u32, Stream)> {
+        std::mem::take(&mut self.closed)
     }
 
     /// Pipes grown to [`GROWN_PIPE_BYTES`] now.

@@ -50,6 +50,7 @@ use mio::{Events, Interest, Poll, Registry};
 use signal_hook::consts::signal::{SIGCHLD, SIGHUP, SIGINT, SIGTERM, SIGUSR2};
 use signal_hook_mio::v1_0::Signals;
 
+use super::fdstore::{FdStore, PipeName};
 use super::harden::HostCheck;
 use super::slots::ContainerRuntime;
 use crate::cgroup::{Controllers, Manager};
@@ -158,6 +159,9 @@ pub struct Shell {
     /// The output holder: keeps the pipes' read ends across a crash of vigil
     /// (`runtime::holder`).
     holder: super::holder::Holder,
+    /// The service manager's file-descriptor store of the pipes' read ends, under systemd
+    /// (`runtime::fdstore`).
+    fdstore: FdStore,
     /// Pipes an earlier vigil's holder handed over at start, by name, until their runs are
     /// adopted (the rest are closed once start-up has adopted what it could).
     held: HashMap<String, std::os::fd::OwnedFd>,
@@ -211,8 +215,13 @@ const REPEATED_STOP_WINDOW: Duration = Duration::from_millis(250);
 impl Shell {
     /// Start-up, in order: host checks, the loop and its signals, vigil's own process
     /// attributes, cgroups, the control socket, log forwarding; then the core.
-    pub fn new(config: Config, source: ConfigSource) -> Result<Shell, StartError> {
-        Self::start(config, source, None)
+    /// `stored`: the output pipes the service manager handed back (`runtime::fdstore`).
+    pub fn new(
+        config: Config,
+        source: ConfigSource,
+        stored: Vec<(PipeName, std::os::fd::OwnedFd)>,
+    ) -> Result<Shell, StartError> {
+        Self::start(config, source, None, stored)
     }
 
     /// The new instance of `vigil upgrade`: the same start-up as [`Shell::new`] on the
@@ -237,7 +246,12 @@ impl Shell {
         core.after_handoff();
         let t1 = Instant::now();
         let resumed = Resumed { listener, core };
-        let mut shell = Self::start(state.config.clone(), state.source.clone(), Some(resumed))?;
+        let mut shell = Self::start(
+            state.config.clone(),
+            state.source.clone(),
+            Some(resumed),
+            Vec::new(),
+        )?;
         debug!(
             "upgrade: core indexed in {:.1} ms, components started in {:.1} ms",
             (t1 - t0).as_secs_f64() * 1e3,
@@ -256,6 +270,7 @@ impl Shell {
         config: Config,
         source: ConfigSource,
         resumed: Option<Resumed>,
+        stored: Vec<(PipeName, std::os::fd::OwnedFd)>,
     ) -> Result<Shell, StartError> {
         let socket_path = socket_path(&config);
         let host = super::harden::check_startup(&source, &config)?;
@@ -307,7 +322,14 @@ impl Shell {
         let tracker = super::statefile::Tracker::new(&socket_path, cgroups.is_none());
         // The pipes an earlier vigil's holder kept (a crash, or the exec of an upgrade), then
         // this vigil's own holder.
-        let held = super::holder::take_previous(&socket_path);
+        let mut held = super::holder::take_previous(&socket_path);
+        // The service manager's copies are preferred: the holder's duplicates of the same
+        // pipes are closed as they are replaced.
+        let mut fdstore = FdStore::from_env();
+        fdstore.handed_back(stored.iter().map(|(p, _)| p));
+        for (p, fd) in stored {
+            held.insert(super::holder::name(&p.label, p.pid, p.stderr), fd);
+        }
         // As PID 1 a crash of vigil ends every process of the system or namespace: nothing
         // to hold for.
         let holder = if super::is_pid1() {
@@ -352,6 +374,7 @@ impl Shell {
             tracker,
             holder,
             held,
+            fdstore,
             refused_at_start: refused.iter().map(|(p, _)| p.clone()).collect(),
             stop_signals: 0,
             first_stop_at: None,
@@ -595,6 +618,10 @@ impl Shell {
         // of this turn are answered: under a log flood a request waits behind at most the
         // rest of the turn it came in, not one more turn's share of output as well.
         self.capture.read_more(&mut self.slots);
+        for (pid, stream) in self.capture.take_closed() {
+            self.fdstore
+                .release(pid, stream == crate::logs::Stream::Stderr);
+        }
         self.watch.mark(Phase::Chore(Chore::Capture));
         self.journal
             .drain(&self.core, now, self.capture.journal_mut());
@@ -937,6 +964,7 @@ impl Shell {
         }
         // The output holder lives in vigil's cgroup: gone before it is removed.
         self.holder.bye();
+        self.fdstore.release_all();
         if let Some(m) = &self.cgroups
             && let Err(e) = m.teardown()
         {
