@@ -1,22 +1,21 @@
-//! The musl build's allocator: dlmalloc for the supervisor, musl's own `malloc` for every other
-//! command (docs/performance.md; BENCHMARKS.md, tenth and eleventh passes). src/main.rs
-//! installs [`Chosen`] and, for `vigil run`, PID 1 and an upgrade's new instance, calls
-//! [`choose_dlmalloc`] before the first allocation; the idle trim calls [`trim`]. A glibc
-//! build has none of this: glibc's `malloc` serves both roles well.
+//! The musl build's allocator: dlmalloc, or musl's own `malloc` when `VIGIL_PLAIN` names
+//! `dlmalloc` (src/tricks.rs; docs/performance.md; BENCHMARKS.md, tenth and eleventh passes).
+//! src/main.rs installs [`Chosen`]; the first allocation fixes the choice for the process's
+//! life; the idle trim calls [`trim`]. A glibc build has none of this: glibc's `malloc` serves
+//! well.
 //!
-//! Why two: musl's `malloc` (mallocng) has nothing to set up, which suits the CLI — a `vigil
-//! status` allocates a few kilobytes and exits — but it unmaps a group of objects of one size
-//! class as soon as the group is empty, so a supervisor building and dropping thousands of
-//! small values per `status` mapped and unmapped the same groups at every request (26 `mmap`
-//! and 26 `munmap` calls per full status of 100 pods). dlmalloc (Doug Lea's allocator, the design
-//! glibc's descends from; the `dlmalloc` crate std itself uses on wasm: pure Rust, set up on
-//! its first allocation) keeps freed chunks for reuse. C allocators that keep memory as well
-//! (mimalloc, jemalloc) were measured and not taken: their constructors run in every process,
-//! the CLI's included (mimalloc: +0.14 ms of CPU and 16 page faults per `vigil status`).
+//! Why: musl's `malloc` (mallocng) unmaps a group of objects of one size class as soon as the
+//! group is empty, so a supervisor building and dropping thousands of small values per
+//! `status` mapped and unmapped the same groups at every request (26 `mmap` and 26 `munmap`
+//! calls per full status of 100 pods). dlmalloc (Doug Lea's allocator, the design glibc's
+//! descends from; the `dlmalloc` crate std itself uses on wasm: pure Rust, set up on its first
+//! allocation, no constructor) keeps freed chunks for reuse. C allocators that keep memory as
+//! well (mimalloc, jemalloc) were measured and not taken: their constructors cost every CLI
+//! call (mimalloc: +0.14 ms of CPU and 16 page faults per `vigil status`).
 //!
-//! Owns: the choice, the supervisor's dlmalloc heap and the lock around it. Must not: change
-//! the choice once anything was allocated (a block is always freed by the allocator that gave
-//! it), or allocate from inside the allocator.
+//! Owns: the choice, the dlmalloc heap and the lock around it. Must not: change the choice once
+//! anything was allocated (a block is always freed by the allocator that gave it), or allocate
+//! from inside the allocator (the choice reads the environment with `getenv`, which does not).
 #![allow(unsafe_code)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -31,7 +30,7 @@ const DLMALLOC: u8 = 2;
 /// Which allocator serves this process; fixed by the first allocation at the latest.
 static CHOICE: AtomicU8 = AtomicU8::new(UNDECIDED);
 
-/// The supervisor's heap, touched only with [`LOCK`] held. (The loop has one thread; the
+/// The dlmalloc heap, touched only with [`LOCK`] held. (The loop has one thread; the
 /// resolver thread of probes that name hosts allocates too.)
 static HEAP: Heap = Heap(UnsafeCell::new(dlmalloc::Dlmalloc::new()));
 static LOCK: Mutex<()> = Mutex::new(());
@@ -41,18 +40,13 @@ struct Heap(UnsafeCell<dlmalloc::Dlmalloc>);
 // SAFETY: the heap is only reached through `with_heap`, which holds `LOCK` for the whole access.
 unsafe impl Sync for Heap {}
 
-/// Runs `f` on the supervisor's heap with the lock held. std's `Mutex` does not allocate; a
+/// Runs `f` on the dlmalloc heap with the lock held. std's `Mutex` does not allocate; a
 /// poisoned lock (a panic cannot happen inside dlmalloc's calls in a release build) is taken
 /// as it is.
 fn with_heap<R>(f: impl FnOnce(&mut dlmalloc::Dlmalloc) -> R) -> R {
     let _held = LOCK.lock().unwrap_or_else(PoisonError::into_inner);
     // SAFETY: `LOCK` is held until `f` returns, so this is the only reference to the heap.
     f(unsafe { &mut *HEAP.0.get() })
-}
-
-/// Makes dlmalloc the process's allocator, if nothing has been allocated yet.
-pub fn choose_dlmalloc() {
-    let _ = CHOICE.compare_exchange(UNDECIDED, DLMALLOC, Relaxed, Relaxed);
 }
 
 /// Whether dlmalloc serves this process. The first call fixes the choice.
@@ -62,7 +56,13 @@ fn dlmalloc() -> bool {
         DLMALLOC => true,
         SYSTEM => false,
         _ => {
-            let _ = CHOICE.compare_exchange(UNDECIDED, SYSTEM, Relaxed, Relaxed);
+            let first = if crate::tricks::plain_from_env_unallocated(crate::tricks::Trick::Dlmalloc)
+            {
+                SYSTEM
+            } else {
+                DLMALLOC
+            };
+            let _ = CHOICE.compare_exchange(UNDECIDED, first, Relaxed, Relaxed);
             CHOICE.load(Relaxed) == DLMALLOC
         }
     }

@@ -343,7 +343,7 @@ pub fn main() -> i32 {
     // Started by the kernel as init (`/sbin/init`, `rdinit=`), vigil gets no subcommand — and
     // possibly stray kernel command-line words as arguments: behave as `vigil run`.
     if crate::runtime::is_pid1() {
-        let first = crate::args::args_os()
+        let first = std::env::args_os()
             .nth(1)
             .and_then(|a| a.into_string().ok());
         let known = first.as_deref().is_some_and(|a| {
@@ -354,18 +354,8 @@ pub fn main() -> i32 {
             return crate::runtime::run_main(Vec::new(), false, None);
         }
     }
-    // The command monitoring runs in a loop, without building the whole clap tree first.
-    if let Some(cmd) = quick_status(crate::args::args_os().skip(1), env_option) {
-        return match client_command(cmd) {
-            Ok(cmd) => client::main(cmd),
-            Err(message) => {
-                eprintln!("error: {message}");
-                1
-            }
-        };
-    }
     // docs/interface.md §1.3: bad usage exits 1 (2 means "cannot reach the supervisor").
-    let cli = match parse(crate::args::args_os()) {
+    let cli = match parse(std::env::args_os()) {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
@@ -451,11 +441,6 @@ pub fn main() -> i32 {
 /// or an env file is written to clear it.
 const OPTION_VARIABLES: [&str; 2] = ["VIGIL_CONFIG", "VIGIL_SOCKET"];
 
-/// `$name` if it is set and not empty.
-fn env_option(name: &str) -> Option<std::ffi::OsString> {
-    std::env::var_os(name).filter(|v| !v.is_empty())
-}
-
 /// argv through clap, the options of [`OPTION_VARIABLES`] that are set but empty left unset
 /// (clap itself would take the empty value and refuse it: "a value is required").
 fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Cli, clap::Error> {
@@ -483,62 +468,6 @@ fn without_env(cmd: clap::Command, names: &[&str]) -> clap::Command {
     };
     cmd.mut_args(strip)
         .mut_subcommands(|sub| sub.mut_args(strip))
-}
-
-/// `vigil status [POD] [-o|--output table|wide|json] [--socket PATH]` (any order, each at most
-/// once) as clap would parse it, without building the command tree of every subcommand:
-/// that costs the CLI page faults and heap on every call (issue 20). `$VIGIL_SOCKET` and
-/// `$VIGIL_CONFIG` are read through `env` as clap reads them (`--socket` first; the config,
-/// if any, is read later for its `socket =`). Anything else — another form of the same
-/// options, `-c`, help, a value starting with `-`, non-UTF-8 — returns `None` and goes
-/// through clap, so usage and errors are clap's. A test checks the two parsers agree.
-fn quick_status(
-    mut args: impl Iterator<Item = std::ffi::OsString>,
-    env: impl Fn(&str) -> Option<std::ffi::OsString>,
-) -> Option<Cmd> {
-    if args.next()? != "status" {
-        return None;
-    }
-    let (mut pod, mut output, mut socket) = (None, None, None);
-    while let Some(arg) = args.next() {
-        let arg = arg.into_string().ok()?;
-        match arg.as_str() {
-            "-o" | "--output" => {
-                let value = match args.next()?.to_str()? {
-                    "table" => Output::Table,
-                    "wide" => Output::Wide,
-                    "json" => Output::Json,
-                    _ => return None,
-                };
-                if output.replace(value).is_some() {
-                    return None;
-                }
-            }
-            "--socket" => {
-                let value = args.next()?;
-                if value.is_empty() || value.as_encoded_bytes().starts_with(b"-") {
-                    return None;
-                }
-                if socket.replace(PathBuf::from(value)).is_some() {
-                    return None;
-                }
-            }
-            _ if arg.is_empty() || arg.starts_with('-') => return None,
-            _ => {
-                if pod.replace(arg).is_some() {
-                    return None;
-                }
-            }
-        }
-    }
-    Some(Cmd::Status {
-        pod,
-        output: output.unwrap_or_default(),
-        client: ClientOpts {
-            socket: socket.or_else(|| env("VIGIL_SOCKET").map(PathBuf::from)),
-            config: env("VIGIL_CONFIG").map(PathBuf::from),
-        },
-    })
 }
 
 /// `POD` or `POD/CONTAINER`.
@@ -775,88 +704,6 @@ mod tests {
             w(false, Some(Duration::from_secs(5))),
             Some(Duration::from_secs(5))
         );
-    }
-
-    #[test]
-    fn the_quick_status_parser_agrees_with_clap_or_steps_aside() {
-        // Clap reads the real environment: the test process must have neither variable set.
-        if OPTION_VARIABLES
-            .iter()
-            .any(|v| std::env::var_os(v).is_some())
-        {
-            panic!("unset VIGIL_SOCKET and VIGIL_CONFIG to run this test");
-        }
-        let taken = [
-            "status",
-            "status web",
-            "status web --socket /run/v.sock",
-            "status --socket /run/v.sock web -o json",
-            "status -o wide",
-            "status --output table web",
-            "status --socket relative.sock",
-        ];
-        let declined = [
-            "describe web",
-            "status --socket=/x.sock",
-            "status -ojson",
-            "status -o JSON",
-            "status -o yaml",
-            "status -o",
-            "status --socket",
-            "status --socket -x",
-            "status a b",
-            "status -o json -o wide",
-            "status --socket /a --socket /b",
-            "status -c vigil.toml",
-            "status --config vigil.toml",
-            "status --help",
-            "status -h",
-            "status --",
-            "status -- web",
-            "status ''",
-            "--socket /x.sock status",
-        ];
-        let split = |line: &str| -> Vec<std::ffi::OsString> {
-            line.split(' ')
-                .map(|w| if w == "''" { "" } else { w }.into())
-                .collect()
-        };
-        for line in taken {
-            let quick = quick_status(split(line).into_iter(), |_| None)
-                .unwrap_or_else(|| panic!("{line}: not taken"));
-            let clap = Cli::try_parse_from(std::iter::once("vigil".into()).chain(split(line)))
-                .unwrap_or_else(|e| panic!("{line}: {e}"))
-                .command;
-            assert_eq!(format!("{quick:?}"), format!("{clap:?}"), "{line}");
-        }
-        for line in declined {
-            assert!(
-                quick_status(split(line).into_iter(), |_| None).is_none(),
-                "{line}"
-            );
-        }
-        // Not UTF-8: clap's error, not ours.
-        use std::os::unix::ffi::OsStringExt as _;
-        let bad = vec!["status".into(), std::ffi::OsString::from_vec(vec![0xff])];
-        assert!(quick_status(bad.into_iter(), |_| None).is_none());
-    }
-
-    #[test]
-    fn the_quick_status_parser_reads_the_socket_and_config_variables_after_the_flag() {
-        let env = |name: &str| match name {
-            "VIGIL_SOCKET" => Some("/env.sock".into()),
-            "VIGIL_CONFIG" => Some("/etc/env.toml".into()),
-            _ => None,
-        };
-        let client = |args: &[&str]| match quick_status(args.iter().map(Into::into), env) {
-            Some(Cmd::Status { client, .. }) => client,
-            other => panic!("{args:?}: {other:?}"),
-        };
-        let c = client(&["status"]);
-        assert_eq!(c.socket, Some(PathBuf::from("/env.sock")));
-        assert_eq!(c.config, Some(PathBuf::from("/etc/env.toml")));
-        let c = client(&["status", "web", "--socket", "/flag.sock"]);
-        assert_eq!(c.socket, Some(PathBuf::from("/flag.sock")));
     }
 
     #[test]

@@ -11,7 +11,6 @@
 
 #[cfg(target_env = "musl")]
 pub mod alloc;
-pub mod args;
 pub mod cgroup;
 pub mod cli;
 pub mod config;
@@ -30,4 +29,5 @@ pub mod runtime;
 #[cfg(test)]
 mod testutil;
 pub mod top;
+pub mod tricks;
 pub mod trust;

@@ -13,6 +13,8 @@ use std::path::Path;
 /// surface, and the shell (`runtime`) and command line (`cli`) on top.
 const ALLOWED: &[(&str, &[&str])] = &[
     // Leaves: name nothing of vigil's ([`LEAVES`]).
+    // The musl build's allocator reads the tricks' switch (`VIGIL_PLAIN=dlmalloc`).
+    ("alloc", &["tricks"]),
     // The configuration: its schema, validation and definitions; nothing above it.
     ("config", &[]),
     // The pure lifecycle core: decisions on values; its serde helpers are the leaf monotime.
@@ -38,8 +40,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "runtime",
         &[
-            "cgroup", "config", "control", "convert", "core", "host", "logs", "metrics", "probe",
-            "process",
+            "alloc", "cgroup", "config", "control", "convert", "core", "host", "logs", "metrics",
+            "probe", "process",
         ],
     ),
     (
@@ -52,7 +54,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
 
 /// Modules any module may name: they name no other module of vigil's themselves.
 const LEAVES: &[&str] = &[
-    "alloc", "args", "format", "instant", "monotime", "testutil", "trust",
+    "format", "instant", "monotime", "testutil", "tricks", "trust",
 ];
 
 /// The layers `core` and `config` must never name (issue 37: "floors that hold").

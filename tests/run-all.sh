@@ -65,6 +65,10 @@ cargo clippy --all-targets --quiet --features fault-injection -- -D warnings
 
 step "unit and integration tests"
 cargo test --all-targets -- --include-ignored 2>&1 | tee target/test-output.txt
+
+step "plain paths: the lifecycle and spawn tests again with every performance trick off (VIGIL_PLAIN=all)"
+# docs/performance.md: each trick has a switch, and its plain path is tested on every run.
+VIGIL_PLAIN=all cargo test --test it -- --include-ignored lifecycle:: spawn::
 # the quick benchmark budget check (a few seconds; generous bounds, never tight timings)
 if [ "${SKIP_BUDGET:-0}" != 1 ] && [ -x bench/run.sh ]; then
   step "benchmark budget (quick)"
@@ -72,8 +76,8 @@ if [ "${SKIP_BUDGET:-0}" != 1 ] && [ -x bench/run.sh ]; then
 fi
 
 if [ "${SKIP_FUZZ:-0}" != 1 ]; then
-  step "fuzzing, ${FUZZ_SECONDS:-15}s per target (cargo-fuzz, libFuzzer + AddressSanitizer)"
-  fuzz/run.sh "${FUZZ_SECONDS:-15}"
+  step "fuzzing, ${FUZZ_SECONDS:-8}s per target (cargo-fuzz, libFuzzer + AddressSanitizer)"
+  fuzz/run.sh "${FUZZ_SECONDS:-8}"
 fi
 
 if [ "${SKIP_SOAK:-0}" != 1 ]; then

@@ -596,8 +596,13 @@ pub struct LostEvents {
 /// string between escapes): a full status of 100 pods is ~7,400 of them, 88 % of 16 bytes or
 /// fewer. Each short one is copied here by fixed-size moves rather than a `memcpy` call, whose
 /// set-up costs more than such a copy (musl's `memcpy` most: BENCHMARKS.md, eleventh pass).
+/// `VIGIL_PLAIN=json-pieces` writes every piece with `extend_from_slice` (src/tricks.rs).
 pub fn write_json<T: Serialize>(out: &mut Vec<u8>, v: &T) -> Result<(), serde_json::Error> {
-    serde_json::to_writer(Pieces(out), v)
+    if crate::tricks::on(crate::tricks::Trick::JsonPieces) {
+        serde_json::to_writer(Pieces(out), v)
+    } else {
+        serde_json::to_writer(out, v)
+    }
 }
 
 /// Pieces up to this long are copied eight bytes at a time and then byte by byte (fixed-size

@@ -268,7 +268,7 @@ pub(super) fn start(
     // The child inherits vigil's oom_score_adj; it resets a nonzero one, and then must not
     // share vigil's memory (see `own_oom_score_adj`).
     plan.reset_oom = own_oom_score_adj().is_some_and(|v| v != 0);
-    let may_share_memory = !plan.reset_oom;
+    let may_share_memory = !plan.reset_oom && crate::tricks::on(crate::tricks::Trick::CloneVm);
     let changes_creds = plan.creds.is_some() || plan.capset.is_some();
     let fds = ChildFds {
         err: err_w.as_raw_fd(),

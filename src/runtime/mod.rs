@@ -85,6 +85,7 @@ pub fn run_source(
     // The output pipes a service manager kept for an earlier vigil (before any thread or
     // process is started: the LISTEN_* variables are removed from the environment here).
     let stored = fdstore::take_listen_fds();
+    report_plain_paths();
     let pid1 = pid1::is_pid1();
     if pid1 {
         pid1::mount_api_filesystems();
@@ -120,10 +121,31 @@ pub fn run_source(
     code
 }
 
+/// Says at start which performance tricks `VIGIL_PLAIN` turned off, and which of its names
+/// are no trick (src/tricks.rs).
+fn report_plain_paths() {
+    use crate::tricks::{Trick, on, unknown};
+    let off: Vec<&str> = Trick::ALL
+        .iter()
+        .filter(|t| !on(**t))
+        .map(|t| t.name())
+        .collect();
+    if !off.is_empty() {
+        log::info!("VIGIL_PLAIN: plain paths for {}", off.join(", "));
+    }
+    for name in unknown() {
+        let known: Vec<&str> = Trick::ALL.iter().map(|t| t.name()).collect();
+        log::warn!(
+            "VIGIL_PLAIN: {name:?} is no trick, ignored (the tricks: {}, or all)",
+            known.join(", ")
+        );
+    }
+}
+
 /// `vigil --handoff-version`, or this process is the new instance of a `vigil upgrade`
 /// (whatever its arguments): the exit code; `None` for everything else.
 pub fn handoff_entry() -> Option<i32> {
-    if crate::args::args_os()
+    if std::env::args_os()
         .nth(1)
         .is_some_and(|a| a == "--handoff-version")
     {
@@ -131,13 +153,13 @@ pub fn handoff_entry() -> Option<i32> {
         println!("{}", serde_json::to_string(&info).unwrap_or_default());
         return Some(0);
     }
-    if crate::args::args_os()
+    if std::env::args_os()
         .nth(1)
         .is_some_and(|a| a == "--handoff-check")
     {
         return Some(handoff_check());
     }
-    if crate::args::args_os()
+    if std::env::args_os()
         .nth(1)
         .is_some_and(|a| a == handoff::guard::ARG)
     {

@@ -35,8 +35,12 @@
 
 use std::io::BufRead as _;
 
-/// Drop code from the resident set and trim the heap. Best effort.
+/// Drop code from the resident set and trim the heap. Best effort; nothing under
+/// `VIGIL_PLAIN=idle-trim` (src/tricks.rs).
 pub fn give_back() {
+    if !crate::tricks::on(crate::tricks::Trick::IdleTrim) {
+        return;
+    }
     match code_mappings() {
         Ok(ranges) => {
             for (start, end) in ranges {
@@ -81,9 +85,12 @@ pub struct IdleTrim {
 }
 
 impl IdleTrim {
-    /// A request was read or answered at `now`.
+    /// A request was read or answered at `now` (no trim follows under
+    /// `VIGIL_PLAIN=idle-trim`, so no deadline either).
     pub fn activity(&mut self, now: std::time::Instant) {
-        self.last_activity = Some(now);
+        if crate::tricks::on(crate::tricks::Trick::IdleTrim) {
+            self.last_activity = Some(now);
+        }
     }
 
     /// When the next trim is due, if one is.

@@ -345,3 +345,41 @@ fn starting_containers_leaves_vigils_own_oom_score_adj_alone() {
         assert_eq!(v.shutdown(), 0);
     }
 }
+
+/// `VIGIL_PLAIN` (src/tricks.rs) turns the named performance tricks off for that vigil: its
+/// start-up log says which, names a word that is no trick, and the plain paths start and
+/// restart containers in cgroups as the tricks do (CI runs the lifecycle tests this way too).
+#[test]
+#[ignore = "needs root and a cgroup2 mount"]
+fn vigil_plain_takes_the_plain_paths_and_names_what_it_does_not_know() {
+    let cg = ScratchCgroup::new();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let socket = dir.path().join("vigil.sock");
+    let pods = "[pods.loop]\nrestart_policy = \"Always\"\n[pods.loop.backoff]\ninitial_seconds = 0.1\nmax_seconds = 0.1\n\
+                [[pods.loop.containers]]\nname = \"c\"\ncommand = [\"sh\", \"-c\", \"sleep 0.2\"]\n";
+    let config = crate::common::write_config(dir.path(), &socket, &cg.root_line(), pods);
+    let mut cmd = std::process::Command::new(BIN);
+    cmd.args(["run", "-c"])
+        .arg(&config)
+        .env("VIGIL_LOG", "info")
+        .env(
+            "VIGIL_PLAIN",
+            "clone-vm, json-pieces,idle-trim,pipe-growth,dlmalloc,bogus",
+        )
+        .stdin(std::process::Stdio::null());
+    let v = Vigil::launch(cmd, dir, socket, config);
+    v.wait_for(T, "three restarts on the plain paths", |v| {
+        v.container("loop", "c")["restart_count"].as_u64() >= Some(3)
+    });
+    let log = v.log();
+    assert!(
+        log.contains(
+            "VIGIL_PLAIN: plain paths for clone-vm, dlmalloc, json-pieces, idle-trim, pipe-growth"
+        ),
+        "{log}"
+    );
+    assert!(log.contains("\"bogus\" is no trick"), "{log}");
+    // The status reply, written by the plain JSON path, is whole and parses.
+    assert_eq!(v.status()["pods"][0]["name"], "loop");
+    v.shutdown();
+}

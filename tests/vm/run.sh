@@ -8,8 +8,9 @@
 # a KVM guest was seen to hang at boot on the CI kind of machine), VM_MEMORY (MiB, 512),
 # VM_SHIM=1 (boot through a small /init that mounts /proc, /sys, /dev, cgroup2 and then
 # execs `vigil run`, for a vigil without its PID-1 mounts), VIGIL_BIN (use this static vigil
-# instead of building one), VM_PROFILE (cargo profile of the vigil it builds: vm, the default,
-# or dist, as it ships), VM_LOG_LINES (console lines printed for a failure, default 400),
+# instead of building one), VM_JOBS (guests booted at a time, default the host's CPUs),
+# VM_PROFILE (cargo profile of the vigil it builds: vm, the default, or dist, as it ships),
+# VM_LOG_LINES (console lines printed for a failure, default 400),
 # VM_SCENARIOS (the scenario directory, default tests/vm/scenarios; bench/vm.sh points it at
 # tests/vm/bench-scenarios).
 set -euo pipefail
@@ -241,20 +242,47 @@ for n in "${names[@]}"; do
 done
 log "kernel $(basename "$KERNEL"), accel $VM_ACCEL, timeout ${VM_TIMEOUT}s, $((SECONDS - start))s of setup"
 
-passed=0
-failures=()
-for n in "${names[@]}"; do
+# One scenario from packing to verdict, its verdict line in $CACHE/verdicts/<name>.
+scenario() {
+    local n=$1 t0 secs
     t0=$(date +%s.%N)
     pack "$n"
     boot "$n"
     judge "$n"
     secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
     if [[ -z $WHY ]]; then
-        passed=$((passed + 1))
         echo "PASS $n (${secs}s)"
     else
-        failures+=("$n")
         echo "FAIL $n (${secs}s): $WHY"
+    fi >"$CACHE/verdicts/$n"
+    cat "$CACHE/verdicts/$n"
+}
+
+# Each guest is one vCPU under TCG, so one host CPU: VM_JOBS guests boot at a time (default:
+# the host's CPUs), each scenario in a subshell of its own (its work dir, console log and
+# verdict file are its own).
+rm -rf "$CACHE/verdicts"
+mkdir -p "$CACHE/verdicts"
+jobs_max=${VM_JOBS:-$(nproc)}
+running=0
+for n in "${names[@]}"; do
+    if ((running >= jobs_max)); then
+        wait -n || true
+        running=$((running - 1))
+    fi
+    scenario "$n" &
+    running=$((running + 1))
+done
+wait || true
+
+passed=0
+failures=()
+for n in "${names[@]}"; do
+    if grep -q '^PASS ' "$CACHE/verdicts/$n" 2>/dev/null; then
+        passed=$((passed + 1))
+    else
+        [[ -s $CACHE/verdicts/$n ]] || echo "FAIL $n: no verdict (the scenario's runner died)"
+        failures+=("$n")
     fi
 done
 

@@ -135,7 +135,7 @@ pub fn exec(
         let g = guard::start(
             exe,
             state.as_raw_fd(),
-            &crate::args::args_os().collect::<Vec<_>>(),
+            &std::env::args_os().collect::<Vec<_>>(),
         )
         .and_then(|g| {
             set_cloexec(g.ready.as_raw_fd(), false)?;
@@ -182,7 +182,7 @@ pub fn exec(
 /// Returns only on failure.
 pub fn back_to_old(exe: &OwnedFd, state: RawFd, ready: Option<RawFd>, why: &str) -> io::Error {
     let mut args = Vec::new();
-    for a in crate::args::args_os() {
+    for a in std::env::args_os() {
         match cstring(a.as_bytes()) {
             Ok(c) => args.push(c),
             Err(e) => return e,

@@ -131,7 +131,7 @@ enum Outcome {
 /// then exits 0 or executes the old binary; the exit code when it cannot.
 pub fn main() -> i32 {
     super::exec::block_held();
-    let args: Vec<OsString> = crate::args::args_os().skip(2).collect();
+    let args: Vec<OsString> = std::env::args_os().skip(2).collect();
     let number = |i: usize| -> Option<i32> { args.get(i)?.to_str()?.parse().ok() };
     let (Some(vigil), Some(pidfd), Some(ready), Some(state), Some(exe)) =
         (number(0), number(1), number(2), number(3), number(4))

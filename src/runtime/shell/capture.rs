@@ -429,6 +429,9 @@ impl Capture {
     /// ahead of the loop, so the pipe is grown to [`GROWN_PIPE_BYTES`] if the bounds allow
     /// (module docs). One `F_GETPIPE_SZ` and one `F_SETPIPE_SZ` per pipe at most, ever.
     fn grow(&mut self, token: Token) {
+        if !crate::tricks::on(crate::tricks::Trick::PipeGrowth) {
+            return;
+        }
         let pipes = self.pipes.len();
         let grown = self.grown;
         let budget = self.pipe_pages_budget;

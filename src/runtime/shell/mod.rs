@@ -382,7 +382,7 @@ impl Shell {
             panics: 0,
             started_at: now,
             exe_path: std::env::current_exe().unwrap_or_default(),
-            argv: crate::args::args_os()
+            argv: std::env::args_os()
                 .map(|a| a.to_string_lossy().into_owned())
                 .collect(),
             upgrades: 0,
