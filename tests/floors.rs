@@ -2,7 +2,8 @@
 //! `#[serde(with = "…")]` attributes alike) is checked against one table of the edges allowed
 //! between vigil's top-level modules (docs/architecture.md, "Module map"). A new edge fails
 //! here until it is added to the table, and the table never lets `core` or `config` name a
-//! layer above them (`runtime`, `process`, `convert`, `control`, …).
+//! layer above them (`runtime`, `process`, `convert`, `control`, …). It also holds the core to
+//! files of at most 600 lines.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -267,4 +268,24 @@ fn the_scanner_sees_grouped_uses_and_serde_paths_and_skips_comments() {
         got,
         ["cgroup", "config", "core", "logs", "runtime", "trust"]
     );
+}
+
+/// Issue 37: the core stays readable file by file — `core/pod/` and `core/supervisor/` are
+/// split by concern so that no file of `src/core` (its tests included) passes 600 lines.
+#[test]
+fn no_file_in_the_core_passes_600_lines() {
+    const MOST: usize = 600;
+    let core = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/core");
+    let mut files = Vec::new();
+    rust_files(&core, &mut files);
+    assert!(files.len() > 20, "the scan found the core's files");
+    let mut long: Vec<String> = files
+        .iter()
+        .filter_map(|f| {
+            let lines = std::fs::read_to_string(f).unwrap().lines().count();
+            (lines > MOST).then(|| format!("{} ({lines} lines)", f.display()))
+        })
+        .collect();
+    long.sort();
+    assert!(long.is_empty(), "split by concern: {long:?}");
 }

@@ -543,8 +543,7 @@ impl World {
     }
 
     fn check_status(&mut self) {
-        let now = self.now();
-        for pod in self.sup.pods(now) {
+        for pod in self.sup.pods() {
             for c in pod.init_containers.iter().chain(&pod.containers) {
                 let slot = (pod.name.clone(), c.name.clone());
                 let before = self.restart_counts.get(&slot).copied().unwrap_or(0);

@@ -292,7 +292,7 @@ fn a_container_an_operator_stopped_is_listed_and_can_be_kept_stopped_by_the_next
         spawned |= matches!(a, Action::Spawn { key, .. } if key == app);
     }
     assert!(spawned);
-    let st = sup.pod("web", t0).unwrap();
+    let st = sup.pod("web").unwrap();
     assert_eq!(st.containers[0].restart_count, 0);
 }
 
@@ -333,7 +333,7 @@ fn a_completed_job_is_listed_and_kept_completed_by_the_next_vigil() {
         spawned |= matches!(a, Action::Spawn { .. });
     }
     assert!(!spawned, "a completed job does not run again");
-    let p = sup.pod("job", t0).unwrap();
+    let p = sup.pod("job").unwrap();
     assert_eq!(p.phase, Phase::Succeeded);
     assert_eq!(
         sup.kept_ends(),

@@ -318,7 +318,7 @@ impl Harness {
     }
 
     pub fn pod(&self, pod: &str) -> PodStatus {
-        self.sup.pod(pod, self.now).expect("pod")
+        self.sup.pod(pod).expect("pod")
     }
 
     pub fn phase(&self, pod: &str) -> Phase {

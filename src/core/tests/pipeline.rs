@@ -184,7 +184,7 @@ fn a_pod_removed_by_reload_while_its_exec_is_unconfirmed_is_stopped_then_forgott
         pid: 2,
     });
     assert!(h.take().is_empty());
-    let names: Vec<String> = h.sup.pods(h.now).into_iter().map(|p| p.name).collect();
+    let names: Vec<String> = h.sup.pods().into_iter().map(|p| p.name).collect();
     assert_eq!(names, ["a", "c"]);
 }
 

@@ -90,11 +90,11 @@ fn reload_adds_and_removes_pods() {
     assert!(has_spawn(&acts, h.key("new", "app")));
     // The removed pod is visible until it has stopped, then forgotten.
     assert_eq!(h.terminated("old", "app"), None);
-    let t = h.sup.pods(h.now);
+    let t = h.sup.pods();
     assert_eq!(t.len(), 4);
     h.killed_by("old", "app", 15);
     assert!(h.take().contains(&Action::Forget { key: old }));
-    let names: Vec<String> = h.sup.pods(h.now).into_iter().map(|p| p.name).collect();
+    let names: Vec<String> = h.sup.pods().into_iter().map(|p| p.name).collect();
     assert_eq!(names, ["crash", "web", "new"]);
 }
 
@@ -167,6 +167,6 @@ fn reload_removing_pod_in_backoff_forgets_it_at_once() {
     pods.remove(2);
     reload(&mut h, pods);
     assert!(h.take().contains(&Action::Forget { key }));
-    assert!(h.sup.pod("old", h.now).is_none());
+    assert!(h.sup.pod("old").is_none());
     assert_eq!(h.sup.poll_timeout(), None);
 }

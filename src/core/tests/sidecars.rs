@@ -179,7 +179,7 @@ fn kill_pod_stops_regular_containers_then_sidecars_in_reverse_order() {
     h.exit("job", "s2", 0);
     assert!(has_signal(&h.take(), s1));
     h.exit("job", "s1", 0);
-    assert!(!h.sup.pods(h.now).iter().any(|p| {
+    assert!(!h.sup.pods().iter().any(|p| {
         p.init_containers
             .iter()
             .chain(&p.containers)

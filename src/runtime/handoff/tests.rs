@@ -201,7 +201,7 @@ fn assert_is_the_sample(state: State, blobs: &[u8], version: u32) {
     assert_eq!(state.requester.as_ref().map(|r| r.id.as_str()), Some("7"));
     let (mut core, rest) = state.split_core();
     core.after_handoff();
-    let pods = core.pods(Instant::now());
+    let pods = core.pods();
     let crash = &pods.iter().find(|p| p.name == "crash").unwrap().containers[0];
     assert_eq!(crash.restart_count, 1);
     assert!(
@@ -343,7 +343,7 @@ fn a_version_2_state_holds_each_definition_once_and_reads_back_equal() {
     let shell_spec = back.slots[0].spec.clone();
     assert_eq!(*shell_spec, *state.config.pods[1].containers[0]);
     let (core, _) = back.split_core();
-    let pods = core.pods(Instant::now());
+    let pods = core.pods();
     let web = &pods.iter().find(|p| p.name == "web").unwrap().containers[0];
     assert!(Arc::ptr_eq(&web.spec, &shell_spec));
     let crash = &pods.iter().find(|p| p.name == "crash").unwrap().containers[0];
@@ -439,7 +439,7 @@ fn a_probe_attempt_lost_in_the_upgrade_runs_again_and_its_stale_result_counts_fo
     let (_, again) = start_probe(&mut core).expect("the attempt run again at once");
     assert_ne!(again, lost);
     let recent = |core: &Supervisor| {
-        let pods = core.pods(now);
+        let pods = core.pods();
         let c = &pods.iter().find(|p| p.name == "web").unwrap().containers[0];
         c.probes[0].recent.len()
     };

@@ -817,7 +817,7 @@ impl Control {
                 history,
             } => {
                 if let Some(name) = &pod
-                    && view.core.pod(name, now).is_none()
+                    && view.core.pod(name).is_none()
                 {
                     return Answer::Reply(Err((ErrorKind::NotFound, no_pod(view, name))));
                 }
@@ -898,7 +898,7 @@ impl Control {
             RequestCmd::Start { pod, .. }
             | RequestCmd::Stop { pod, .. }
             | RequestCmd::Restart { pod, .. }
-                if view.core.pod(&pod, now).is_none() =>
+                if view.core.pod(&pod).is_none() =>
             {
                 Err((ErrorKind::NotFound, no_pod(view, &pod)))
             }
@@ -1104,7 +1104,7 @@ fn journal_request(peer: &PeerCred, cmd: &RequestCmd) {
 
 /// The container whose logs `pod` (and `container`, else the first app container) names.
 fn find_slot(view: &View, pod: &str, container: Option<&str>) -> Result<ContainerKey, String> {
-    let pods = view.core.pods(Instant::now());
+    let pods = view.core.pods();
     let Some(p) = pods.iter().find(|p| p.name == pod) else {
         return Err(no_pod(view, pod));
     };
@@ -1138,7 +1138,7 @@ pub(super) fn snapshot(
     now: Instant,
     only: Option<&str>,
 ) -> (Vec<PodStatus>, render::Observed) {
-    let mut pods = view.core.pods(now);
+    let mut pods = view.core.pods();
     if let Some(name) = only {
         pods.retain(|p| p.name == name);
     }
@@ -1209,12 +1209,7 @@ fn events_resume(
 /// The `not_found` message for a pod name that names none, with the closest name when one is
 /// near (as the config checker suggests).
 fn no_pod(view: &View, name: &str) -> String {
-    let names: Vec<String> = view
-        .core
-        .pods(Instant::now())
-        .into_iter()
-        .map(|p| p.name)
-        .collect();
+    let names: Vec<String> = view.core.pods().into_iter().map(|p| p.name).collect();
     match crate::config::values::closest_name(name, names.iter().map(String::as_str)) {
         Some(near) => format!("no pod named \"{name}\" (did you mean \"{near}\"?)"),
         None => format!("no pod named \"{name}\""),

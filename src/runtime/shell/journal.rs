@@ -52,8 +52,8 @@ impl Journal {
         for e in core.events_since(self.last_seq) {
             self.last_seq = e.seq;
             let extra = match e.reason.as_str() {
-                "Started" => status_detail(core, &e.object, now, Detail::Pid),
-                "BackOff" => status_detail(core, &e.object, now, Detail::Wait),
+                "Started" => status_detail(core, &e.object, Detail::Pid),
+                "BackOff" => status_detail(core, &e.object, Detail::Wait),
                 _ => None,
             };
             let extra = extra.map(|x| format!(" ({x})")).unwrap_or_default();
@@ -84,7 +84,7 @@ impl Journal {
     fn shutdown_progress(&mut self, core: &Supervisor, now: Instant) {
         let mut running: Vec<String> = Vec::new();
         let mut notes: Vec<Option<String>> = Vec::new();
-        for p in core.pods(now).iter() {
+        for p in core.pods().iter() {
             for c in p.init_containers.iter().chain(p.containers.iter()) {
                 if c.pid.is_none() {
                     continue;
@@ -159,9 +159,9 @@ enum Detail {
 }
 
 /// `pid N` of a container that just started, or `waiting 20s` of one in back-off.
-fn status_detail(core: &Supervisor, object: &str, now: Instant, what: Detail) -> Option<String> {
+fn status_detail(core: &Supervisor, object: &str, what: Detail) -> Option<String> {
     let (pod, container) = object.split_once('/')?;
-    let status = core.pod(pod, now)?;
+    let status = core.pod(pod)?;
     let c = status
         .init_containers
         .iter()

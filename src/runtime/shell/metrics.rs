@@ -795,7 +795,7 @@ impl Scrapes {
                 let index = build.next;
                 build.next += 1;
                 // A pod removed since the build began is left out.
-                let Some(pod) = view.core.pod_at(index, &build.pods[index], now) else {
+                let Some(pod) = view.core.pod_at(index, &build.pods[index]) else {
                     continue;
                 };
                 let containers = pod.init_containers.len() + pod.containers.len();
@@ -881,10 +881,10 @@ impl super::Shell {
     }
 
     /// After a reload: the probe figures of containers that are gone go too.
-    pub(super) fn prune_probe_stats(&mut self, now: Instant) {
+    pub(super) fn prune_probe_stats(&mut self) {
         let live: std::collections::HashSet<_> = self
             .core
-            .pods(now)
+            .pods()
             .iter()
             .flat_map(|p| p.init_containers.iter().chain(p.containers.iter()))
             .map(|c| c.key)

@@ -608,7 +608,7 @@ impl Shell {
         self.watch.mark(Phase::Chore(Chore::Actions));
         let core = &self.core;
         self.gone_pods
-            .retry(self.cgroups.as_ref(), |p| core.pod(p, now).is_some(), now);
+            .retry(self.cgroups.as_ref(), |p| core.pod(p).is_some(), now);
         self.watch.mark(Phase::Chore(Chore::GonePods));
         self.serve_control(now);
         self.watch.mark(Phase::Chore(Chore::Control));
@@ -863,7 +863,7 @@ impl Shell {
                     if r.is_ok() {
                         self.apply_supervisor(&plan, &new);
                         self.config = new;
-                        self.prune_probe_stats(now);
+                        self.prune_probe_stats();
                     }
                     r.map(|msg| msg + &plan.summary())
                 }
@@ -946,7 +946,7 @@ impl Shell {
 
     fn update_status(&mut self, now: Instant) {
         let core = &self.core;
-        self.notifier.update_status(now, || core.pods(now));
+        self.notifier.update_status(now, || core.pods());
     }
 
     fn finish(&mut self) {

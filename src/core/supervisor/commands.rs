@@ -1,0 +1,305 @@
+//! Operator commands (`start`, `stop`, `restart`, `shutdown`, `reload`): checked against the
+//! pods' states, answered with a one-line summary or a typed error, and carried out on the
+//! pods.
+//!
+//! Owns what a command means for the pods. Must not parse or authorise requests (the control
+//! server does) nor wait for their effect (the client's `--wait`).
+
+use super::*;
+
+pub(super) fn not_found(message: String) -> CommandError {
+    CommandError {
+        kind: CommandErrorKind::NotFound,
+        message,
+    }
+}
+
+pub(super) fn invalid(message: String) -> CommandError {
+    CommandError {
+        kind: CommandErrorKind::NotApplicable,
+        message,
+    }
+}
+
+pub(super) fn shutting_down() -> CommandError {
+    CommandError {
+        kind: CommandErrorKind::ShuttingDown,
+        message: "the supervisor is shutting down".to_string(),
+    }
+}
+
+impl Supervisor {
+    /// Apply an operator command; `Ok(message)` is a short human summary.
+    pub fn command(&mut self, now: Time, command: Command) -> Result<String, CommandError> {
+        let result = match command {
+            Command::Start { pod, container } => {
+                self.operate(now, Op::Start, &pod, container, false)
+            }
+            Command::StartIgnoringDependencies { pod } => {
+                self.operate(now, Op::Start, &pod, None, true)
+            }
+            Command::Stop { pod, container } => self.operate(now, Op::Stop, &pod, container, false),
+            Command::Restart { pod, container } => {
+                self.operate(now, Op::Restart, &pod, container, false)
+            }
+            Command::Shutdown { force } => Ok(self.begin_shutdown(now, force)),
+            Command::Reload(config) => self.reload(now, *config),
+        };
+        self.refresh(now);
+        result
+    }
+
+    /// An operator command on a pod or one of its containers; `ignore_deps` (a whole-pod
+    /// start only) starts the pod now whatever its `depends_on` say.
+    pub(super) fn operate(
+        &mut self,
+        now: Time,
+        op: Op,
+        pod_name: &str,
+        container: Option<String>,
+        ignore_deps: bool,
+    ) -> Result<String, CommandError> {
+        if self.shutdown.is_some() && op != Op::Stop {
+            return Err(shutting_down());
+        }
+        let Some(p) = self
+            .pods
+            .iter()
+            .position(|p| p.name() == pod_name && p.next != Next::Remove)
+        else {
+            return Err(not_found(format!("pod {pod_name:?} not found")));
+        };
+        let unmet = self.unmet_dependencies(&self.pods[p]);
+        if op != Op::Stop
+            && let Some(why) = &self.pods[p].refused
+        {
+            return Err(invalid(format!(
+                "pod {pod_name} was refused at start and cannot run: {why}"
+            )));
+        }
+        let (pods, mut out) = self.split(now);
+        let pod = &mut pods[p];
+        let request = |then_start| StopCause::Request {
+            message: MSG_STOP_REQUEST.to_string(),
+            then_start,
+        };
+        let Some(cname) = container else {
+            // The whole pod.
+            let name = pod.spec.name.clone();
+            return Ok(match op {
+                Op::Stop => {
+                    pod.restart_pending = false;
+                    pod.awaiting = false;
+                    if pod.init.iter().chain(pod.main.iter()).all(|s| s.is_done()) {
+                        return Ok(format!("pod {name} is already stopped"));
+                    }
+                    if pod.stage == Stage::Waiting {
+                        pod.held = true;
+                    }
+                    pod.stop_all(request(false), false, &mut out);
+                    format!("stopping pod {name}")
+                }
+                _ if pod.restart_pending => format!("pod {name} is already restarting"),
+                Op::Restart if pod.stage != Stage::Waiting => {
+                    // As a new pod would: everything stops, then the pod waits for its
+                    // dependencies and runs its init containers again (`refresh_touched`).
+                    pod.restart_pending = true;
+                    pod.awaiting = false;
+                    pod.held = false;
+                    if !pod.at_rest() {
+                        pod.stop_all(request(false), false, &mut out);
+                    }
+                    format!("restarting pod {name}")
+                }
+                Op::Start | Op::Restart => {
+                    pod.held = false;
+                    let verb = if op == Op::Start {
+                        "starting"
+                    } else {
+                        "restarting"
+                    };
+                    if ignore_deps {
+                        // Now, as if they were met: a pod not begun begins (init containers
+                        // first), one at rest resumes at its stage.
+                        pod.resume(&mut out);
+                        if unmet.is_empty() {
+                            format!("{verb} pod {name}")
+                        } else {
+                            let what: Vec<&str> = unmet.iter().map(|(w, _)| w.as_str()).collect();
+                            format!("{verb} pod {name} without waiting for {}", what.join(", "))
+                        }
+                    } else if pod.stage == Stage::Waiting || (pod.at_rest() && !unmet.is_empty()) {
+                        // `start_ready_pods` begins or resumes it once its dependencies are met.
+                        pod.await_deps();
+                        if unmet.is_empty() {
+                            format!("{verb} pod {name}")
+                        } else {
+                            format!("{verb} pod {name}: {}", waiting_for(&unmet))
+                        }
+                    } else {
+                        pod.resume(&mut out);
+                        format!("{verb} pod {name}")
+                    }
+                }
+            });
+        };
+        let name = pod.spec.name.clone();
+        let stage = pod.stage;
+        let (init, index) = if let Some(i) = pod.init.iter().position(|s| s.name() == cname) {
+            (true, i)
+        } else if let Some(i) = pod.main.iter().position(|s| s.name() == cname) {
+            (false, i)
+        } else {
+            return Err(not_found(format!(
+                "container {cname:?} not found in pod {pod_name:?}"
+            )));
+        };
+        let sidecar = init && pod.init[index].sidecar();
+        // A sidecar may run from its own step on; a plain init container only at its step.
+        let may_start = if sidecar {
+            matches!(stage, Stage::Init(i) if i >= index) || stage == Stage::Main
+        } else if init {
+            stage == Stage::Init(index)
+        } else {
+            stage == Stage::Main
+        };
+        let starts = op != Op::Stop
+            && may_start
+            && !(if init {
+                &pod.init[index]
+            } else {
+                &pod.main[index]
+            })
+            .is_active();
+        if starts {
+            // What a container runs beside (the sidecars before it) runs again too.
+            pod.revive_sidecars(if init { index } else { pod.init.len() }, &mut out);
+        }
+        let slot = if init {
+            &mut pod.init[index]
+        } else {
+            &mut pod.main[index]
+        };
+        if op == Op::Stop {
+            if slot.is_done() {
+                return Ok(format!("{name}/{cname} is already stopped"));
+            }
+            slot.begin_stop(request(false), &name, &mut out);
+            return Ok(format!("stopping {name}/{cname}"));
+        }
+        if op == Op::Restart && slot.is_active() {
+            slot.begin_stop(request(true), &name, &mut out);
+            return Ok(format!("restarting {name}/{cname}"));
+        }
+        if !may_start {
+            return Err(invalid(if stage == Stage::Waiting {
+                format!(
+                    "{name}/{cname} cannot start before its pod has started (start the pod: \
+                         it waits for its dependencies)"
+                )
+            } else if pod.restart_pending {
+                format!("{name}/{cname} cannot start while its pod is restarting")
+            } else if init && !matches!(stage, Stage::Init(i) if i < index) {
+                format!("init container {name}/{cname} is not the pod's current step")
+            } else {
+                format!(
+                    "{name}/{cname} cannot start before the pod's init containers have completed"
+                )
+            }));
+        }
+        if slot.start_fresh(&name, &mut out) {
+            Ok(format!("starting {name}/{cname}"))
+        } else {
+            Ok(format!("{name}/{cname} is already running"))
+        }
+    }
+
+    pub(super) fn begin_shutdown(&mut self, now: Time, force: bool) -> String {
+        if self.shutdown.is_none() {
+            self.shutdown = Some(Shutdown {
+                deadline: crate::instant::saturating_add(now, self.shutdown_timeout),
+                deadline_fired: false,
+                unclean: false,
+            });
+        }
+        if force {
+            let (pods, mut out) = self.split(now);
+            for pod in pods.iter_mut() {
+                pod.shutdown_initiated = true;
+                let name = &pod.spec.name;
+                for slot in pod.init.iter_mut().chain(pod.main.iter_mut()) {
+                    slot.finish_for_shutdown(&mut out);
+                    slot.kill_now(StopCause::Shutdown, KILL_FORCED, name, &mut out);
+                }
+            }
+            "killing everything".to_string()
+        } else {
+            "shutting down".to_string()
+        }
+    }
+
+    pub(super) fn reload(&mut self, now: Time, config: Config) -> Result<String, CommandError> {
+        if self.shutdown.is_some() {
+            return Err(shutting_down());
+        }
+        self.shutdown_timeout = config.supervisor.shutdown_timeout;
+        let mut old: Vec<Option<Pod>> = std::mem::take(&mut self.pods)
+            .into_iter()
+            .map(Some)
+            .collect();
+        let (mut changed, mut added, mut removed, mut unchanged) = (0, 0, 0, 0);
+        let mut list = Vec::new();
+        for spec in config.pods {
+            let found = old
+                .iter()
+                .position(|p| p.as_ref().is_some_and(|p| p.name() == spec.name));
+            match found.and_then(|i| old[i].take()) {
+                Some(mut pod) => {
+                    let target: Option<&PodSpec> = match &pod.next {
+                        Next::Keep => Some(&pod.spec),
+                        Next::Replace(s) => Some(s),
+                        Next::Remove => None,
+                    };
+                    if target == Some(&spec) {
+                        unchanged += 1;
+                    } else {
+                        if pod.next == Next::Remove {
+                            added += 1;
+                        } else {
+                            changed += 1;
+                        }
+                        pod.next = Next::Replace(Box::new(spec));
+                        self.stop_for_reload(&mut pod, now);
+                    }
+                    list.push(pod);
+                }
+                None => {
+                    added += 1;
+                    list.push(Pod::new(spec, now, &mut self.next_key));
+                }
+            }
+        }
+        for mut pod in old.into_iter().flatten() {
+            if pod.next != Next::Remove {
+                removed += 1;
+            }
+            pod.next = Next::Remove;
+            self.stop_for_reload(&mut pod, now);
+            list.push(pod);
+        }
+        self.pods = list;
+        self.reindex();
+        Ok(format!(
+            "reloaded: {changed} changed, {added} added, {removed} removed, {unchanged} unchanged"
+        ))
+    }
+
+    pub(super) fn stop_for_reload(&mut self, pod: &mut Pod, now: Time) {
+        let (_, mut out) = self.split(now);
+        let cause = StopCause::Request {
+            message: MSG_DEFINITION_CHANGED.to_string(),
+            then_start: false,
+        };
+        pod.stop_all(cause, true, &mut out);
+    }
+}

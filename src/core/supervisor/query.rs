@@ -1,0 +1,93 @@
+//! Read-only views of the supervisor: pod snapshots for status, metrics and the journal, the
+//! event log, and the names and keys of containers.
+//!
+//! Owns answering questions. Must not change anything (every method takes `&self`, except the
+//! event history's id, set once at start).
+
+use super::*;
+
+impl Supervisor {
+    /// Snapshot of every pod, in config order (pods still stopping after a reload removed
+    /// them come last).
+    pub fn pods(&self) -> Vec<PodStatus> {
+        self.pods.iter().map(Pod::status).collect()
+    }
+
+    /// The names of every pod, in [`Supervisor::pods`]' order (a metrics scrape built over
+    /// several turns walks them with [`Supervisor::pod_at`]).
+    pub fn pod_names(&self) -> Vec<String> {
+        self.pods.iter().map(|p| p.name().to_string()).collect()
+    }
+
+    /// Snapshot of the pod at `index` in [`Supervisor::pods`]' order, if it is named `name`
+    /// (pods may come and go between turns: a reload), else of the pod named `name`.
+    pub fn pod_at(&self, index: usize, name: &str) -> Option<PodStatus> {
+        match self.pods.get(index) {
+            Some(p) if p.name() == name => Some(p.status()),
+            _ => self.pod(name),
+        }
+    }
+
+    /// Snapshot of one pod.
+    pub fn pod(&self, name: &str) -> Option<PodStatus> {
+        self.pods.iter().find(|p| p.name() == name).map(Pod::status)
+    }
+
+    /// Events with `seq > after`, oldest first.
+    pub fn events_since(&self, after: u64) -> Vec<Event> {
+        self.events.since(after)
+    }
+
+    /// The newest event `seq` (0 before any event): a follower starts from here.
+    pub fn last_event_seq(&self) -> u64 {
+        self.events.last_seq()
+    }
+
+    /// A fresh vigil's event history begins, named `id` (unique per start of vigil): what
+    /// a follower resumes by, with a `seq` (see `events.rs`). An upgrade's core keeps its own.
+    pub fn begin_event_history(&mut self, id: u64) {
+        self.events.begin_history(id);
+    }
+
+    /// The event history's id (0 when none was begun).
+    pub fn event_history(&self) -> u64 {
+        self.events.history()
+    }
+
+    /// Where a follower that last saw `seq` of history `history` resumes.
+    pub fn resume_events(&self, history: u64, seq: u64) -> crate::core::events::Resume {
+        self.events.resume(history, seq)
+    }
+
+    /// Whether a shutdown has begun (new starts and restarts are refused).
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutdown.is_some()
+    }
+
+    /// `(pod, container)` names of a key, for logs and messages.
+    pub fn container_name(&self, key: ContainerKey) -> Option<(String, String)> {
+        let loc = self.locate(key)?;
+        let pod = &self.pods[loc.pod];
+        let slot = loc.slot(pod);
+        Some((pod.name().to_string(), slot.name().to_string()))
+    }
+
+    /// The key of `pod/container` (init or regular), if it exists.
+    pub fn container_key(&self, pod: &str, container: &str) -> Option<ContainerKey> {
+        self.pods
+            .iter()
+            .find(|p| p.name() == pod)?
+            .slots()
+            .find(|s| s.name() == container)
+            .map(|s| s.key)
+    }
+
+    /// The restart count of `key`'s container (recorded by the runtime so that a vigil
+    /// restarted after a crash can adopt the container with it).
+    pub fn restart_count(&self, key: ContainerKey) -> Option<u32> {
+        let loc = self.locate(key)?;
+        let pod = &self.pods[loc.pod];
+        let slot = loc.slot(pod);
+        Some(slot.restart_count)
+    }
+}
