@@ -20,11 +20,8 @@ use super::wire::{ArgError, ErrorKind};
 /// Longest request line accepted, newline excluded.
 pub const MAX_LINE: usize = 64 * 1024;
 
-/// Every command name, for messages.
-pub const COMMANDS: [&str; 12] = [
-    "status", "describe", "events", "logs", "start", "stop", "restart", "reload", "shutdown",
-    "version", "upgrade", "metrics",
-];
+/// Every command name, for messages (derived from the one table of commands).
+pub use super::wire::commands::COMMANDS;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Request {
@@ -852,6 +849,92 @@ mod tests {
             }
             .is_mutating()
         );
+    }
+
+    #[test]
+    fn each_command_has_one_definition_with_its_access_class() {
+        use crate::control::wire::commands::{Access, DEFS, find};
+        let pod = || "a".to_string();
+        let every = [
+            (RequestCmd::Status { pod: None }, Access::Read),
+            (RequestCmd::Describe { pod: pod() }, Access::Read),
+            (
+                RequestCmd::Events {
+                    follow: true,
+                    pod: None,
+                    after: None,
+                    history: None,
+                },
+                Access::Read,
+            ),
+            (
+                RequestCmd::from_fields(
+                    json!({"cmd": "logs", "pod": "a"})
+                        .as_object()
+                        .unwrap()
+                        .clone(),
+                )
+                .unwrap(),
+                Access::Read,
+            ),
+            (
+                RequestCmd::Start {
+                    pod: pod(),
+                    container: None,
+                    ignore_dependencies: false,
+                },
+                Access::Admin,
+            ),
+            (
+                RequestCmd::Stop {
+                    pod: pod(),
+                    container: None,
+                },
+                Access::Admin,
+            ),
+            (
+                RequestCmd::Restart {
+                    pod: pod(),
+                    container: Some("c".into()),
+                },
+                Access::Admin,
+            ),
+            (RequestCmd::Reload, Access::Admin),
+            (RequestCmd::Shutdown, Access::Admin),
+            (RequestCmd::Version, Access::Read),
+            (
+                RequestCmd::Upgrade {
+                    binary: None,
+                    check: true,
+                },
+                Access::Admin,
+            ),
+            (
+                RequestCmd::Upgrade {
+                    binary: Some("/x".into()),
+                    check: false,
+                },
+                Access::Root,
+            ),
+            (
+                RequestCmd::from_fields(json!({"cmd": "metrics"}).as_object().unwrap().clone())
+                    .unwrap(),
+                Access::Read,
+            ),
+        ];
+        for (cmd, access) in &every {
+            assert!(find(cmd.name()).is_some(), "{} has a row", cmd.name());
+            assert_eq!(cmd.access(), *access, "{cmd:?}");
+            assert_eq!(cmd.is_mutating(), *access != Access::Read, "{cmd:?}");
+        }
+        let mut names: Vec<&str> = DEFS.iter().map(|d| d.name).collect();
+        assert_eq!(names, COMMANDS, "COMMANDS is the table's names, in order");
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), DEFS.len(), "one row per command");
+        let mut named: Vec<&str> = every.iter().map(|(c, _)| c.name()).collect();
+        named.dedup();
+        assert_eq!(named.len(), DEFS.len(), "every row is a command");
     }
 
     #[test]

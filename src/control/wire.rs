@@ -12,6 +12,7 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
+pub mod commands;
 pub mod request;
 pub use request::{ArgError, RequestCmd};
 

@@ -11,12 +11,14 @@
 //! action to a whole pod).
 //!
 //! A new command: a variant here (arguments as fields, each with one of the [`arg`]
-//! functions), its name in `name()` and in `protocol::COMMANDS`, and a sample in the wire
-//! reference's `request_samples`.
+//! functions), its name in `name()`, its row in `commands::DEFS` (name and access class), and
+//! a sample in the wire reference's `request_samples`.
 
 use serde::de::{self, Deserializer, IntoDeserializer, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+
+use super::commands::Access;
 
 /// A request's command and arguments. `null` for an optional field is the same as leaving it
 /// out; an unknown field is refused.
@@ -179,17 +181,22 @@ pub enum RequestCmd {
 }
 
 impl RequestCmd {
+    /// Who may send this request: its command's class in [`super::commands::DEFS`], raised
+    /// to [`Access::Root`] by `upgrade`'s `binary`.
+    pub fn access(&self) -> Access {
+        match self {
+            RequestCmd::Upgrade {
+                binary: Some(_), ..
+            } => Access::Root,
+            // Every variant has its row (a test says so); a missing one would be refused to
+            // all but root rather than let through.
+            _ => super::commands::find(self.name()).map_or(Access::Root, |d| d.access),
+        }
+    }
+
     /// Whether the command changes something (and so needs an admin peer).
     pub fn is_mutating(&self) -> bool {
-        matches!(
-            self,
-            RequestCmd::Start { .. }
-                | RequestCmd::Stop { .. }
-                | RequestCmd::Restart { .. }
-                | RequestCmd::Reload
-                | RequestCmd::Shutdown
-                | RequestCmd::Upgrade { .. }
-        )
+        self.access() >= Access::Admin
     }
 
     /// The wire name (`"status"`).
