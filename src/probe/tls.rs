@@ -357,40 +357,23 @@ mod der {
             _ => return None,
         };
         let [month, day, hour, minute, second] = [0, 2, 4, 6, 8].map(|i| num(&rest[i..i + 2]));
-        let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
-        let month_days = [
-            31,
-            if leap { 29 } else { 28 },
-            31,
-            30,
-            31,
-            30,
-            31,
-            31,
-            30,
-            31,
-            30,
-            31,
-        ];
-        let days_in_month = *month_days.get(usize::try_from(month - 1).ok()?)?;
-        if !(1..=days_in_month).contains(&day) || hour > 23 || minute > 59 || second > 59 {
-            return None;
-        }
-        let unix = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second;
-        let text = format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}Z");
-        Some(Date { unix, text })
-    }
-
-    /// Days from 1970-01-01 to a date of the proleptic Gregorian calendar (Howard Hinnant's
-    /// `days_from_civil`, public domain).
-    fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-        let y = if month <= 2 { year - 1 } else { year };
-        let era = y.div_euclid(400);
-        let yoe = y - era * 400;
-        let mp = (month + 9) % 12;
-        let doy = (153 * mp + 2) / 5 + day - 1;
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-        era * 146_097 + doe - 719_468
+        // jiff checks the calendar (day of month, leap years) and does the arithmetic.
+        let small = |n: i64| i8::try_from(n).ok();
+        let civil = jiff::civil::DateTime::new(
+            i16::try_from(year).ok()?,
+            small(month)?,
+            small(day)?,
+            small(hour)?,
+            small(minute)?,
+            small(second)?,
+            0,
+        )
+        .ok()?;
+        let at = civil.to_zoned(jiff::tz::TimeZone::UTC).ok()?.timestamp();
+        Some(Date {
+            unix: at.as_second(),
+            text: at.to_string(),
+        })
     }
 
     /// `tbsCertificate`'s issuer `Name`, `Validity` and subject `Name`, as DER contents.
@@ -706,6 +689,20 @@ mod tests {
         assert_eq!(after.text, "2051-02-28T00:00:00Z");
         assert_eq!(after.unix, 2_561_155_200);
         assert!(der::validity(b"\x30\x03\x02\x01\x01").is_none());
+        // The calendar is checked: 29 February only in a leap year.
+        let with_not_before = |utc: &[u8; 13]| {
+            let mut cert = dated((2019, 1, 1), (2051, 2, 28));
+            let at = cert
+                .windows(13)
+                .position(|w| w == b"190101000000Z")
+                .unwrap();
+            cert[at..at + 13].copy_from_slice(utc);
+            der::validity(&cert)
+        };
+        assert!(with_not_before(b"190229000000Z").is_none());
+        assert!(with_not_before(b"190431000000Z").is_none());
+        let (leap, _) = with_not_before(b"200229000000Z").unwrap();
+        assert_eq!(leap.text, "2020-02-29T00:00:00Z");
     }
 
     #[test]
