@@ -13,7 +13,9 @@
 //! - [`PeerCounts`]: connections per peer (a uid on the socket, a source address for metrics)
 //!   against a cap.
 //! - [`MemoryBudget`]: bytes of client buffers and replies, checked before any request is
-//!   taken.
+//!   taken. The clients' memory is one budget in two slices, [`CONTROL_MEMORY`] for the
+//!   control socket and [`METRICS_MEMORY`] for the metrics listener, each overshot by at most
+//!   the replies of the requests taken while it was not full: 32 MiB in all.
 //! - [`Quiet`]: how long a connection may make no progress (the idle deadline, and the shorter
 //!   head deadline once a request has begun and is not complete).
 //! - [`AcceptRetry`] and [`out_of_descriptors`]: `EMFILE` and its kin at `accept(2)` are retried
@@ -52,6 +54,15 @@ pub const MIN_METRICS: usize = 4;
 /// Metrics connections at most, answered or told `503` (a scraper needs one; more than this is
 /// a crowd, not a Prometheus).
 pub const MAX_METRICS: usize = 80;
+
+/// The control socket's slice of the clients' memory: buffers and replies of every connection
+/// (`control::server`, `Limits::memory_budget`); overshot by one reply at most.
+pub const CONTROL_MEMORY: usize = 20 * 1024 * 1024;
+/// The metrics listener's slice: request buffers and the replies held for scrapers
+/// (`runtime::shell::metrics`, an exposition shared by several scrapers counted once);
+/// overshot by at most one exposition per format, those of the requests taken while it was
+/// not full.
+pub const METRICS_MEMORY: usize = 4 * 1024 * 1024;
 
 /// What vigil's own work needs descriptors for, counted from the config.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -104,9 +104,9 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default cap on connections (the runtime lowers it to its share of `RLIMIT_NOFILE`).
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
 /// Client buffers at which non-admin connections get no further request, stream chunk or read;
-/// checked before every request, so with one reply's overshoot all clients together stay
-/// within 32 MiB.
-pub const DEFAULT_MEMORY_BUDGET: usize = 24 * 1024 * 1024;
+/// checked before every request, so with one reply's overshoot, and the metrics listener's
+/// slice beside it, all clients together stay within 32 MiB (`control::limits`).
+pub const DEFAULT_MEMORY_BUDGET: usize = super::limits::CONTROL_MEMORY;
 /// How often idle connections and the socket file are checked.
 pub const SWEEP_EVERY: Duration = Duration::from_secs(1);
 /// A connection closing after an error line gets this long to take it.

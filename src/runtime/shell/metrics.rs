@@ -19,6 +19,10 @@
 //!   ([`WRITERS_PER_PEER`] of one source address), so replies held in memory are bounded and
 //!   one address's slow readers cannot take every place; a scrape that waits [`IDLE_TIMEOUT`] for one of those
 //!   places (readers that stall or trickle may hold them all) is told `503` and closed;
+//! - the bytes every connection holds (its request buffer, its reply's head, each exposition
+//!   held for a reply counted once however many share it) are the listener's slice of the
+//!   clients' memory budget (`control::limits::METRICS_MEMORY`): while they fill it, a
+//!   complete scrape waits as for a place (and is told `503` after [`IDLE_TIMEOUT`]);
 //! - every deadline here, once due, makes progress or is moved (an idle connection is closed,
 //!   a waiting scrape refused, an accept retried): the router's poll timeout is never zero
 //!   again and again while nothing can move;
@@ -60,7 +64,9 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Interest, Registry, Token};
 
 use super::tokens::{Owner, TokenSpace};
-use crate::control::limits::{AcceptRetry, PeerCounts, Quiet, TurnBudget};
+use crate::control::limits::{
+    AcceptRetry, METRICS_MEMORY, MemoryBudget, PeerCounts, Quiet, TurnBudget,
+};
 use crate::metrics::http::{self, MAX_REQUEST, Parsed, Status};
 use crate::metrics::{Exposition, Format};
 
@@ -230,6 +236,9 @@ pub(super) struct MetricsListener {
     more: bool,
     /// Connections that went while awaiting an exposition, for [`Scrapes::forget`].
     left: Vec<Token>,
+    /// What the connections hold ([`MetricsListener::held`]) against the listener's slice of
+    /// the clients' memory, as of the end of the last turn or delivery.
+    memory: MemoryBudget,
 }
 
 impl MetricsListener {
@@ -259,6 +268,7 @@ impl MetricsListener {
             accept_retry: AcceptRetry::default(),
             more: true,
             left: Vec::new(),
+            memory: MemoryBudget::new(METRICS_MEMORY),
         })
     }
 
@@ -373,7 +383,8 @@ impl MetricsListener {
                     Parsed::Scrape(_)
                         if writers >= WRITERS
                             || peer_writers.get(&conn.peer).copied().unwrap_or(0)
-                                >= WRITERS_PER_PEER =>
+                                >= WRITERS_PER_PEER
+                            || self.memory.full() =>
                     {
                         // Its request is complete (progress: the clock starts then), but every
                         // place is taken. Picked up when a reply finishes or a connection goes,
@@ -390,11 +401,12 @@ impl MetricsListener {
                             continue;
                         }
                         debug!("metrics: a scrape waited {IDLE_TIMEOUT:?} for a place; 503");
-                        conn.refuse(
-                            Status::Unavailable,
-                            "every reply place is taken by slow readers; try again",
-                            now,
-                        );
+                        let why = if self.memory.full() {
+                            "replies held for slow readers fill the metrics memory; try again"
+                        } else {
+                            "every reply place is taken by slow readers; try again"
+                        };
+                        conn.refuse(Status::Unavailable, why, now);
                         writers += 1;
                     }
                     Parsed::Scrape(s) => {
@@ -477,6 +489,32 @@ impl MetricsListener {
         if self.accept_pending && self.accept_retry.deadline().is_none() {
             self.more = true;
         }
+        self.account();
+    }
+
+    /// Bytes the connections hold: request buffers, reply heads, and each exposition held
+    /// for a reply once (a build's body is one `Rc` shared by its scrapers).
+    pub fn held(&self) -> usize {
+        let mut bodies: Vec<*const u8> = Vec::new();
+        let mut held = 0usize;
+        for conn in self.conns.values() {
+            held = held.saturating_add(conn.input.capacity());
+            if let Some(reply) = &conn.reply {
+                held = held.saturating_add(reply.head.capacity());
+                let body = reply.body.as_ptr();
+                if !reply.body.is_empty() && !bodies.contains(&body) {
+                    bodies.push(body);
+                    held = held.saturating_add(reply.body.len());
+                }
+            }
+        }
+        held
+    }
+
+    /// Brings the memory budget up to date with what the connections hold.
+    fn account(&mut self) {
+        let held = self.held();
+        self.memory.resize(self.memory.used(), held);
     }
 
     /// Answers the scrape `token` awaits with `body` (a connection gone meanwhile is skipped).
@@ -500,6 +538,7 @@ impl MetricsListener {
         conn.writable = true;
         conn.since = now;
         self.more = true;
+        self.account();
     }
 
     /// Connections that went while awaiting an exposition since the last call.
@@ -1191,6 +1230,60 @@ mod tests {
             rig.listener.has_work(),
             "the rest is left for the next turn"
         );
+    }
+
+    #[test]
+    fn replies_held_for_scrapers_that_never_read_count_against_the_memory_slice() {
+        let mut rig = Rig::new();
+        let t0 = Instant::now();
+        // Two scrapers in one build share its exposition: counted once.
+        let big: Rc<[u8]> = Rc::from(vec![b'x'; 2 * METRICS_MEMORY]);
+        let mut sharing = Vec::new();
+        let mut tokens = Vec::new();
+        for _ in 0..2 {
+            let mut s = rig.connect();
+            s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+            tokens.push(rig.ask(t0));
+            sharing.push(s);
+        }
+        for token in tokens {
+            rig.listener.deliver(token, big.clone(), t0);
+        }
+        rig.turn(t0);
+        let held = rig.listener.held();
+        assert!(
+            (big.len()..big.len() + 64 * 1024).contains(&held),
+            "{held} bytes held for one shared exposition"
+        );
+        // Over the slice: a further scrape waits, then is told why.
+        let mut s = rig.connect();
+        s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+        for _ in 0..5 {
+            assert!(
+                rig.turn(t0).is_empty(),
+                "no scrape taken over the memory slice"
+            );
+        }
+        let late = t0 + IDLE_TIMEOUT;
+        let mut out = Vec::new();
+        for _ in 0..50 {
+            rig.turn(late);
+        }
+        s.read_to_end(&mut out).expect("refused, then closed");
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.starts_with("HTTP/1.1 503 ") && text.contains("fill the metrics memory"),
+            "{text}"
+        );
+        // Once the readers that never read go, the memory is free and scrapes are taken.
+        for s in &sharing {
+            s.shutdown(Shutdown::Both).unwrap();
+        }
+        drop(sharing);
+        let mut s = rig.connect();
+        s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+        rig.ask(late);
+        assert!(rig.listener.held() < 64 * 1024, "{}", rig.listener.held());
     }
 
     #[test]
