@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # vigil under a real systemd: boot a minimal Debian root filesystem (systemd as PID 1) in QEMU
 # with vigil installed as systemd/vigil.service (Delegate=yes), and let a checker unit verify
-# the cgroup layout, `systemctl reload vigil` and `systemctl stop vigil`. See systemd/README.md.
+# the cgroup layout, `systemctl reload vigil`, `systemctl stop vigil`, and that a second instance
+# (vigil-crash.service) killed with SIGKILL is restarted by systemd and reads its adopted container's
+# output on from systemd's file-descriptor store. See systemd/README.md.
 #
 #   tests/vm/systemd/run.sh [-k]
 #
@@ -111,7 +113,10 @@ pack_overlay() {
     cp -a "$HERE/files/." "$root/"
     install -m 755 "$VIGIL" "$root/usr/local/bin/vigil"
     install -m 644 "$REPO/systemd/vigil.service" "$root/etc/systemd/system/vigil.service"
-    chmod 644 "$root/etc/vigil/vigil.toml" "$root/etc/systemd/system/vigil-check.service"
+    # The same unit again, for the kill -9 check (its drop-in: files/…/vigil-crash.service.d).
+    install -m 644 "$REPO/systemd/vigil.service" "$root/etc/systemd/system/vigil-crash.service"
+    chmod 644 "$root/etc/vigil/vigil.toml" "$root/etc/vigil/crash.toml" "$root/etc/systemd/system/vigil-check.service" \
+        "$root/etc/systemd/system/vigil-crash.service.d/crash.conf"
     chmod 755 "$root/usr/local/sbin/vigil-check"
     ln -s ../vigil.service "$root/etc/systemd/system/multi-user.target.wants/vigil.service"
     ln -s ../vigil-check.service "$root/etc/systemd/system/multi-user.target.wants/vigil-check.service"
