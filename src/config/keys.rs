@@ -171,8 +171,18 @@ tables! {
         depends_on: StrMap,
         shutdown_on: Str,
         active_deadline_seconds: Num,
+        schedule: Table(RawSchedule),
         init_containers: Tables(RawContainer),
         containers: Tables(RawContainer),
+    }
+
+    /// `schedule`, of a pod.
+    RawSchedule {
+        cron: Str,
+        time_zone: Str,
+        concurrency: Str,
+        starting_deadline_seconds: Num,
+        suspend: Bool,
     }
 
     /// `backoff`, of a pod or a container.

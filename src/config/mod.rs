@@ -43,6 +43,7 @@ mod keys;
 mod layers;
 mod locate;
 mod raw;
+pub mod schedule;
 mod schema;
 mod show;
 pub mod spec;

@@ -288,6 +288,43 @@ pub struct PodSpec {
     /// it fails with reason `DeadlineExceeded`.
     #[serde(default)]
     pub active_deadline: Option<Duration>,
+    /// `schedule`: the pod runs at the times of a cron pattern, each time anew.
+    #[serde(default)]
+    pub schedule: Option<ScheduleSpec>,
+}
+
+/// `schedule.concurrency` (Kubernetes `CronJob.spec.concurrencyPolicy`). `"Allow"` is refused
+/// by validation: two runs of one pod at once would share its containers' cgroups, logs and
+/// status.
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Concurrency {
+    /// A trigger while a run is active waits for it to end (and is skipped past its starting
+    /// deadline).
+    Forbid,
+    /// A trigger while a run is active stops it and starts a new one.
+    Replace,
+}
+
+impl Concurrency {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Concurrency::Forbid => "Forbid",
+            Concurrency::Replace => "Replace",
+        }
+    }
+}
+
+/// `schedule = { cron = "0 2 * * *", … }` of a pod (Kubernetes `CronJob`).
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
+pub struct ScheduleSpec {
+    pub cron: super::schedule::CronPattern,
+    /// `time_zone`; unwritten, the host's local zone.
+    pub time_zone: super::schedule::Zone,
+    pub concurrency: Concurrency,
+    /// `starting_deadline_seconds`: a trigger later than this is skipped.
+    pub starting_deadline: Option<Duration>,
+    /// `suspend`: the schedule starts suspended (`vigil start POD` resumes it).
+    pub suspend: bool,
 }
 
 /// One container, with the pod-level defaults already folded in.

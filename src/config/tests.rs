@@ -518,6 +518,43 @@ fn active_deadline_seconds_is_checked_and_located() {
 }
 
 #[test]
+fn a_schedule_is_checked_and_located() {
+    let text = "[pods.job]\nschedule = { cron = \"0 25 * * *\", time_zone = \"Mars/Olympus\", \
+                concurrency = \"Allow\", starting_deadline_seconds = -1 }\n\
+                [[pods.job.containers]]\nname = \"run\"\ncommand = [\"x\"]\n";
+    let errs = errors(text);
+    let all = errs.join("\n");
+    assert_eq!(errs.len(), 5, "{all}");
+    assert!(
+        all.contains("pods.job.schedule: a scheduled pod runs to completion"),
+        "{all}"
+    );
+    assert!(
+        all.contains("pods.job.schedule.cron: invalid cron pattern \"0 25 * * *\""),
+        "{all}"
+    );
+    assert!(
+        all.contains("pods.job.schedule.time_zone: unknown time zone \"Mars/Olympus\""),
+        "{all}"
+    );
+    assert!(
+        all.contains("pods.job.schedule.concurrency: concurrency = \"Allow\" would run two runs"),
+        "{all}"
+    );
+    assert!(
+        all.contains("pods.job.schedule.starting_deadline_seconds: must be > 0"),
+        "{all}"
+    );
+    let good = "[pods.job]\nrestart_policy = \"Never\"\nschedule = { cron = \"@daily\" }\n\
+                [[pods.job.containers]]\nname = \"run\"\ncommand = [\"x\"]\n";
+    let s = ok(good).pods[0].schedule.clone().expect("a schedule");
+    assert_eq!(s.cron.as_str(), "@daily");
+    assert_eq!(s.concurrency, Concurrency::Forbid, "the default");
+    assert_eq!(s.time_zone.name(), None, "the host's zone");
+    assert!(!s.suspend);
+}
+
+#[test]
 fn lifecycle_hooks_take_exactly_one_action() {
     let text = "[[pods.web.containers]]\nname = \"app\"\ncommand = [\"x\"]\n\
                 [pods.web.containers.lifecycle]\n\
@@ -1428,12 +1465,20 @@ termination_grace_period_seconds = 2
 [pods.web.containers.readiness_probe]
 tcp_socket = { host = "localhost", port = 8080 }
 period_seconds = 2
+
+[pods.nightly]
+restart_policy = "OnFailure"
+schedule = { cron = "0 2 * * *", time_zone = "Europe/Berlin", concurrency = "Replace", starting_deadline_seconds = 600, suspend = true }
+
+[[pods.nightly.containers]]
+name = "import"
+command = ["/usr/bin/import"]
 "#;
 
 #[test]
 fn every_key_deserializes() {
     let c = ok(KITCHEN_SINK);
-    assert_eq!(c.pods.len(), 2);
+    assert_eq!(c.pods.len(), 3);
     let web = c.pods.iter().find(|p| p.name == "web").expect("web");
     assert!(web.containers[0].run_as_non_root);
     assert!(!web.init_containers[0].run_as_non_root);
@@ -1528,6 +1573,7 @@ fn every_config_key_is_documented_in_interface_md() {
         ("### `[supervisor]`", keys::RawSupervisor::FIELDS),
         ("### `[pods.NAME]`", keys::RawPod::FIELDS),
         ("### `backoff`", keys::RawBackoff::FIELDS),
+        ("### `schedule`", keys::RawSchedule::FIELDS),
         ("### `[[pods.NAME.containers]]`", keys::RawContainer::FIELDS),
         ("### `resources`", keys::RawResources::FIELDS),
         ("### Probes", keys::RawProbe::FIELDS),

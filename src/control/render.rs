@@ -73,6 +73,15 @@ pub fn pod(pod: &PodStatus, observed: &Observed, clock: &WallClock, secrets: Sec
         conditions: pod.conditions.iter().map(|c| condition(c, clock)).collect(),
         init_containers: containers(&pod.init_containers),
         containers: containers(&pod.containers),
+        schedule: pod.schedule.as_ref().map(|s| wire::Schedule {
+            cron: s.cron.clone(),
+            time_zone: s.time_zone.clone(),
+            concurrency: s.concurrency.as_str().to_string(),
+            suspended: s.suspended,
+            last_schedule: s.last_schedule.map(Timestamp),
+            next_run: s.next_run.map(Timestamp),
+            active: s.active,
+        }),
     }
 }
 
@@ -444,6 +453,7 @@ pub(crate) mod fixtures {
             init_containers: vec![],
             containers: vec![app, sidecar],
             created_at: ago(3600),
+            schedule: None,
         }
     }
     pub fn sample_event(mono: Instant) -> Event {

@@ -646,6 +646,7 @@ mod tests {
             phase: Phase::Pending,
             restart_policy: crate::config::spec::RestartPolicy::Always,
             created_at: at,
+            schedule: None,
             conditions: vec![wire::Condition {
                 kind: ConditionType::Initialized,
                 status: initialized,
@@ -824,6 +825,7 @@ mod tests {
             phase,
             restart_policy: RestartPolicy::Always,
             created_at: ago(3600),
+            schedule: None,
             conditions: [
                 (ConditionType::Initialized, initialized),
                 (ConditionType::Ready, ready),

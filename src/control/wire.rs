@@ -278,6 +278,26 @@ pub struct Pod {
     pub conditions: Vec<Condition>,
     pub init_containers: Vec<Container>,
     pub containers: Vec<Container>,
+    /// A scheduled pod's schedule (docs/behaviour.md §6.6); absent for other pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<Schedule>,
+}
+
+/// `schedule` of a pod in a status reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Schedule {
+    pub cron: String,
+    /// The IANA zone as configured; null for the host's local zone.
+    pub time_zone: Option<String>,
+    /// `Forbid` or `Replace`.
+    pub concurrency: String,
+    pub suspended: bool,
+    /// The trigger of the last run the schedule started; null before the first.
+    pub last_schedule: Option<Timestamp>,
+    /// The next trigger; null while suspended or when the pattern never matches again.
+    pub next_run: Option<Timestamp>,
+    /// A run of the pod is under way.
+    pub active: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -16,6 +16,7 @@ pub use events::Resume as EventResume;
 mod pod;
 mod probes;
 pub mod recall;
+mod schedule;
 pub mod status;
 mod supervisor;
 #[cfg(test)]
@@ -157,6 +158,9 @@ pub enum Command {
         pod: String,
         container: Option<String>,
     },
+    /// `trigger POD`: a new run of a pod at rest now, as a trigger of its schedule would start
+    /// it (`kubectl create job --from=cronjob/…`); it does not count as a trigger.
+    Trigger { pod: String },
     /// Graceful shutdown; `force` kills everything at once (second SIGTERM).
     Shutdown { force: bool },
     /// Apply a new, already validated config.

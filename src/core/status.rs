@@ -212,6 +212,26 @@ pub struct PodStatus {
     /// When the pod (this definition of it) was created.
     #[serde(with = "crate::monotime")]
     pub created_at: Time,
+    /// A scheduled pod's schedule (`schedule`), else `None`.
+    #[serde(default)]
+    pub schedule: Option<ScheduleStatus>,
+}
+
+/// What status shows of a pod's `schedule` (docs/behaviour.md §6.6).
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
+pub struct ScheduleStatus {
+    pub cron: String,
+    /// The IANA zone as written; `None`: the host's local zone.
+    pub time_zone: Option<String>,
+    pub concurrency: crate::config::spec::Concurrency,
+    /// Suspended (`suspend = true`, or `vigil stop`): no trigger starts a run.
+    pub suspended: bool,
+    /// The trigger of the last run the schedule started (`LAST SCHEDULE`).
+    pub last_schedule: Option<std::time::SystemTime>,
+    /// The next trigger (none while suspended, or when the pattern never matches again).
+    pub next_run: Option<std::time::SystemTime>,
+    /// A run of the pod is under way.
+    pub active: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,13 +9,14 @@ use toml::Spanned;
 
 use super::{Checker, DEFAULT_GRACE, PodDefaults, has_nul, span};
 use crate::config::keys::{
-    RawBackoff, RawContainer, RawPod, RawProbe, RawResources, RawRlimitPair,
+    RawBackoff, RawContainer, RawPod, RawProbe, RawResources, RawRlimitPair, RawSchedule,
 };
 use crate::config::raw::{NumOrStr, RawRlimit, StrOrInt};
+use crate::config::schedule::{CronPattern, Zone};
 use crate::config::schema::join;
 use crate::config::spec::{
-    Backoff, ContainerSpec, Lifecycle, PodSpec, ProbeKind, Resources, RestartPolicy, Rlimit,
-    ShutdownOn, TerminationMessagePolicy,
+    Backoff, Concurrency, ContainerSpec, Lifecycle, PodSpec, ProbeKind, Resources, RestartPolicy,
+    Rlimit, ScheduleSpec, ShutdownOn, TerminationMessagePolicy,
 };
 use crate::config::values;
 
@@ -160,6 +161,10 @@ impl Checker<'_> {
             .active_deadline_seconds
             .as_ref()
             .and_then(|v| self.seconds(v, &join(&path, "active_deadline_seconds"), true));
+        let schedule = raw
+            .schedule
+            .as_ref()
+            .and_then(|s| self.schedule(s, &join(&path, "schedule"), restart_policy));
         PodSpec {
             name: pod_name,
             restart_policy,
@@ -169,7 +174,100 @@ impl Checker<'_> {
             termination_grace,
             shutdown_on,
             active_deadline,
+            schedule,
         }
+    }
+
+    /// `schedule = { … }`: a cron pattern, its zone and the CronJob's policies. Only for a pod
+    /// that runs to completion: a trigger starts a run, and an `Always` pod's run never ends.
+    fn schedule(
+        &mut self,
+        raw_s: &Spanned<RawSchedule>,
+        path: &str,
+        policy: RestartPolicy,
+    ) -> Option<ScheduleSpec> {
+        let raw = raw_s.get_ref();
+        if policy == RestartPolicy::Always {
+            self.err(
+                span(raw_s),
+                path,
+                "a scheduled pod runs to completion: set the pod's restart_policy to \"OnFailure\" \
+                 or \"Never\" (with \"Always\" its run would never end)",
+            );
+        }
+        let cron = match &raw.cron {
+            Some(c) => match CronPattern::parse(c.get_ref()) {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    self.err(
+                        span(c),
+                        &join(path, "cron"),
+                        format!(
+                            "invalid cron pattern {:?}: {e}; expected five fields (minute hour \
+                             day-of-month month day-of-week, as in crontab(5)) or @hourly, \
+                             @daily, @weekly, @monthly, @yearly",
+                            c.get_ref()
+                        ),
+                    );
+                    None
+                }
+            },
+            None => {
+                self.err(
+                    span(raw_s),
+                    &join(path, "cron"),
+                    "a schedule needs its cron pattern (cron = \"0 2 * * *\")",
+                );
+                None
+            }
+        };
+        let zone = match &raw.time_zone {
+            Some(z) => match Zone::get(Some(z.get_ref())) {
+                Ok(z) => Some(z),
+                Err(e) => {
+                    self.err(span(z), &join(path, "time_zone"), e);
+                    None
+                }
+            },
+            None => Zone::get(None).ok(),
+        };
+        let concurrency = match raw.concurrency.as_ref() {
+            None => Some(Concurrency::Forbid),
+            Some(v) => match v.get_ref().as_str() {
+                "Forbid" => Some(Concurrency::Forbid),
+                "Replace" => Some(Concurrency::Replace),
+                "Allow" => {
+                    self.err(
+                        span(v),
+                        &join(path, "concurrency"),
+                        "concurrency = \"Allow\" would run two runs of one pod at once, and a \
+                         vigil pod has one set of containers (one cgroup, log and status each); \
+                         use \"Forbid\" (a trigger waits while a run is active) or \"Replace\" \
+                         (it stops the active run)",
+                    );
+                    None
+                }
+                other => {
+                    self.err(
+                        span(v),
+                        &join(path, "concurrency"),
+                        format!("invalid concurrency {other:?}; expected Forbid or Replace"),
+                    );
+                    None
+                }
+            },
+        };
+        let starting_deadline = raw
+            .starting_deadline_seconds
+            .as_ref()
+            .and_then(|v| self.seconds(v, &join(path, "starting_deadline_seconds"), true));
+        Some(ScheduleSpec {
+            cron: cron?,
+            time_zone: zone?,
+            concurrency: concurrency?,
+            starting_deadline,
+            suspend: raw.suspend.as_ref().is_some_and(|v| *v.get_ref()),
+        })
     }
 
     pub(super) fn container(

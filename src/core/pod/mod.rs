@@ -79,6 +79,8 @@ impl Out<'_> {
     }
 }
 
+/// The waiting message of a scheduled pod's containers before its first run.
+pub(in crate::core) const MSG_AWAITING_SCHEDULE: &str = "waiting for its schedule";
 pub(super) const MSG_STOP_REQUEST: &str = "stopped by request";
 /// A container an operator had stopped when an earlier vigil died, kept stopped at start.
 pub(super) const MSG_KEPT_STOPPED: &str =
@@ -275,6 +277,9 @@ pub(super) struct Pod {
     /// `active_deadline_seconds` ran out in this run: it is being stopped, or has failed.
     #[serde(default)]
     pub deadline_exceeded: bool,
+    /// A scheduled pod's schedule (`core::schedule`), from the first wall-clock reading on.
+    #[serde(default)]
+    pub schedule: Option<super::schedule::ScheduleState>,
 }
 
 fn condition(kind: ConditionType, now: Time) -> Condition {

@@ -27,6 +27,12 @@ impl Pod {
                 )
             })
             .collect();
+        // A scheduled pod waits for its first trigger (`core::schedule`).
+        let scheduled = spec.schedule.is_some();
+        let waits = || match scheduled {
+            true => MSG_AWAITING_SCHEDULE.to_string(),
+            false => String::new(),
+        };
         let main = spec
             .containers
             .iter()
@@ -36,7 +42,7 @@ impl Pod {
                     c.clone(),
                     false,
                     WaitingReason::PodInitializing,
-                    String::new(),
+                    waits(),
                 )
             })
             .collect();
@@ -46,7 +52,7 @@ impl Pod {
             init,
             main,
             stage: Stage::Waiting,
-            held: false,
+            held: scheduled,
             awaiting: false,
             restart_pending: false,
             refused: None,
@@ -57,6 +63,7 @@ impl Pod {
             stop_deadline: None,
             active_since: None,
             deadline_exceeded: false,
+            schedule: None,
             conditions: vec![
                 condition(ConditionType::Initialized, now),
                 condition(ConditionType::ContainersReady, now),

@@ -243,6 +243,7 @@ impl Pod {
             init_containers: self.init.iter().map(|s| s.status(name)).collect(),
             containers: self.main.iter().map(|s| s.status(name)).collect(),
             created_at: self.created_at,
+            schedule: None,
         }
     }
 }

@@ -42,6 +42,7 @@ impl Supervisor {
             Command::Restart { pod, container } => {
                 self.operate(now, Op::Restart, &pod, container, false)
             }
+            Command::Trigger { pod } => self.trigger(now, &pod),
             Command::Shutdown { force } => Ok(self.begin_shutdown(now, force)),
             Command::Reload(config) => self.reload(now, *config),
         };
@@ -86,7 +87,26 @@ impl Supervisor {
         let Some(cname) = container else {
             // The whole pod.
             let name = pod.spec.name.clone();
+            // A scheduled pod: `stop` also suspends its schedule, `start` resumes it (and
+            // starts no run: a trigger does, or `trigger`).
+            if let Some(state) = &mut pod.schedule {
+                match op {
+                    Op::Stop => state.suspended = true,
+                    Op::Start if !ignore_deps => {
+                        let was = std::mem::replace(&mut state.suspended, false);
+                        return Ok(if was {
+                            format!("resumed the schedule of pod {name}")
+                        } else {
+                            format!("the schedule of pod {name} is not suspended")
+                        });
+                    }
+                    _ => {}
+                }
+            }
             return Ok(match op {
+                Op::Stop if pod.schedule.is_some() && pod.at_rest() => {
+                    format!("suspended the schedule of pod {name}")
+                }
                 Op::Stop => {
                     pod.restart_pending = false;
                     pod.awaiting = false;

@@ -96,7 +96,11 @@ impl Supervisor {
                 }
             }
         }
-        let all = self.shutdown.as_ref().is_some_and(|sd| sd.deadline <= now);
+        let mut all = self.shutdown.as_ref().is_some_and(|sd| sd.deadline <= now);
+        // A schedule's look is due: `refresh_touched` takes it (and may start any pod).
+        if self.schedule_wake.is_some_and(|t| t <= now) {
+            all = true;
+        }
         // Pods whose `active_deadline_seconds` ran out (a shutdown stops them anyway).
         let expired: Vec<usize> = match self.shutdown {
             Some(_) => Vec::new(),
@@ -154,6 +158,7 @@ impl Supervisor {
         (self.timers.next().into_iter())
             .chain(shutdown)
             .chain(self.next_pod_deadline())
+            .chain(self.schedule_wake)
             .min()
     }
 

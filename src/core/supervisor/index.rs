@@ -57,7 +57,7 @@ impl Supervisor {
         let where_is = &self.where_is;
         self.timers.retain(|k| where_is.contains_key(&k));
         self.timed = (self.pods.iter().enumerate())
-            .filter(|(_, p)| p.spec.active_deadline.is_some())
+            .filter(|(_, p)| p.spec.active_deadline.is_some() || p.spec.schedule.is_some())
             .map(|(i, _)| i)
             .collect();
     }

@@ -19,6 +19,7 @@ mod drive;
 mod index;
 mod query;
 mod refresh;
+mod schedules;
 
 use refresh::waiting_for;
 
@@ -31,6 +32,7 @@ use super::pod::{
     Slot, Stage, StopCause,
 };
 use super::probes::PhaseSpread;
+use super::schedule::{self, WallClock};
 use super::timers::Timers;
 use super::*;
 use crate::config::spec::{Config, ContainerSpec, DependencyCondition, PodSpec, ShutdownOn};
@@ -102,11 +104,19 @@ pub struct Supervisor {
     /// Where each container key lives in `pods` (rebuilt when `pods` changes shape).
     #[serde(skip)]
     where_is: HashMap<ContainerKey, Loc>,
-    /// The pods with a deadline of their own (`active_deadline_seconds`), by index into
-    /// `pods` (rebuilt with `where_is`): only these are asked for one, so a config without
-    /// such pods costs nothing per loop turn.
+    /// The pods with a deadline of their own (`active_deadline_seconds`, `schedule`), by
+    /// index into `pods` (rebuilt with `where_is`): only these are asked for one, so a config
+    /// without such pods costs nothing per loop turn.
     #[serde(skip)]
     timed: Vec<usize>,
+    /// The wall clock, as the shell last read it ([`Supervisor::set_wall_clock`]).
+    #[serde(skip)]
+    wall: WallClock,
+    /// When the schedules want a look next (`core::schedule`): the earliest trigger or
+    /// held-back deadline, and at least once a minute while a schedule runs, so a wall clock
+    /// set forward is seen.
+    #[serde(skip)]
+    schedule_wake: Option<Time>,
     /// Containers whose probes began within the last millisecond or so (transient).
     #[serde(skip)]
     phase_spread: PhaseSpread,
@@ -176,6 +186,8 @@ impl Supervisor {
             timers: Timers::default(),
             where_is: HashMap::new(),
             timed: Vec::new(),
+            wall: WallClock::default(),
+            schedule_wake: None,
             phase_spread: PhaseSpread::default(),
             adopted_runs: 0,
             output_lost_runs: 0,

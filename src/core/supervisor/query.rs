@@ -10,7 +10,7 @@ impl Supervisor {
     /// Snapshot of every pod, in config order (pods still stopping after a reload removed
     /// them come last).
     pub fn pods(&self) -> Vec<PodStatus> {
-        self.pods.iter().map(Pod::status).collect()
+        self.pods.iter().map(|p| self.status_of(p)).collect()
     }
 
     /// The names of every pod, in [`Supervisor::pods`]' order (a metrics scrape built over
@@ -23,14 +23,16 @@ impl Supervisor {
     /// (pods may come and go between turns: a reload), else of the pod named `name`.
     pub fn pod_at(&self, index: usize, name: &str) -> Option<PodStatus> {
         match self.pods.get(index) {
-            Some(p) if p.name() == name => Some(p.status()),
+            Some(p) if p.name() == name => Some(self.status_of(p)),
             _ => self.pod(name),
         }
     }
 
     /// Snapshot of one pod.
     pub fn pod(&self, name: &str) -> Option<PodStatus> {
-        self.pods.iter().find(|p| p.name() == name).map(Pod::status)
+        (self.pods.iter())
+            .find(|p| p.name() == name)
+            .map(|p| self.status_of(p))
     }
 
     /// Events with `seq > after`, oldest first.

@@ -50,6 +50,12 @@ impl Supervisor {
             self.reindex();
         }
 
+        // Schedules: a trigger due starts a run (or stops the active one first), one held
+        // back starts once the run it waited for has ended.
+        if self.drive_schedules(now) {
+            all = true;
+        }
+
         // A whole-pod restart starts over once nothing of the pod runs.
         if self.shutdown.is_none() {
             for pod in &mut self.pods {

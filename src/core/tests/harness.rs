@@ -57,6 +57,7 @@ pub fn pod(name: &str, containers: Vec<ContainerSpec>) -> PodSpec {
         containers: shared(containers),
         shutdown_on: None,
         active_deadline: None,
+        schedule: None,
     }
 }
 
@@ -168,6 +169,13 @@ impl Harness {
         };
         h.drain();
         (h, done)
+    }
+
+    /// Sets the wall clock to `rfc3339` at the harness's `now`, as the shell does each turn.
+    pub fn wall(&mut self, rfc3339: &str) {
+        let wall: jiff::Timestamp = rfc3339.parse().expect("an RFC 3339 time");
+        self.sup.set_wall_clock(self.now, wall);
+        self.drain();
     }
 
     /// Seconds since t0.

@@ -16,5 +16,7 @@ mod probes;
 mod reasons;
 mod recall;
 mod reload;
+mod schedules;
 mod shutdown;
 mod sidecars;
+mod triggers;

@@ -406,6 +406,8 @@ impl Shell {
     pub fn run(mut self) -> i32 {
         let mut events = Events::with_capacity(256);
         let now = Instant::now();
+        // The wall clock enters the core once per turn, beside `now` (schedules compute in it).
+        self.core.set_wall_clock(now, jiff::Timestamp::now());
         self.drain_actions(now);
         self.tracker.flush();
         self.update_status(now);
@@ -428,6 +430,7 @@ impl Shell {
                 }
             }
             let now = Instant::now();
+            self.core.set_wall_clock(now, jiff::Timestamp::now());
             // A panic must not take the supervisor (or, as PID 1, the system) down without
             // stopping the pods: the hook has logged it; stop everything in an orderly way.
             let turn = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
