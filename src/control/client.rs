@@ -4,11 +4,9 @@
 //! and choosing how to show each reply. It takes a [`ClientCommand`] the CLI built (it knows
 //! nothing of argv or clap) and reads every reply into the [`wire`] types, so a reply missing a
 //! field or carrying an unknown kind fails loudly as an unreadable reply instead of printing
-//! blanks. It makes no lifecycle decision; tables and `describe` come from [`text`]. One
-//! exception today: the `--wait` predicate (`start`/`stop`/`restart --wait`) is decided here,
-//! from the pod's status (stopped, running and ready, or failed: back-off, `DependencyFailed`,
-//! a terminated error); issue 37 asks for it to move beside the core's status types or into
-//! the server. Exit codes (docs/interface.md §1.3): 0 success, 1 error reported by the
+//! blanks. It makes no lifecycle decision; tables and `describe` come from [`text`], and the
+//! `--wait` predicate (`start`/`stop`/`restart --wait`) from [`wire::wait`], beside the status
+//! types: the client only polls the status and prints the verdict. Exit codes (docs/interface.md §1.3): 0 success, 1 error reported by the
 //! supervisor or bad usage, 2 supervisor unreachable.
 
 use std::io::{self, BufRead, BufReader, Write};
@@ -24,6 +22,7 @@ use super::follow;
 use super::protocol::RequestCmd;
 use super::text;
 use super::wire;
+use super::wire::wait::{Progress, reached};
 use crate::format;
 
 /// How long a one-shot request may wait for its answer.
@@ -178,100 +177,6 @@ enum Outcome {
     Refused(wire::ErrorBody),
     /// `--wait` ended without the state asked for (timed out, or the target failed).
     Failed(String),
-}
-
-/// Where a `--wait` stands after one look at the pod.
-#[derive(Debug, PartialEq, Eq)]
-enum Progress {
-    Reached,
-    Pending(String),
-    Failed(String),
-}
-
-/// Whether the containers `request` targets in `pod` have reached what it asked for:
-/// `stop`: none runs or is being created (each terminated, or never started); `start`: each
-/// runs and is ready, or has completed; `restart`: the same, with a run that started after the
-/// request was `sent`. A container in back-off or terminated with an error after the request
-/// fails the wait at once.
-fn reached(request: &RequestCmd, pod: &wire::Pod, sent: SystemTime) -> Progress {
-    use crate::core::{TerminationReason, WaitingReason};
-    use wire::State;
-    let (container, stop, restart) = match request {
-        RequestCmd::Stop { container, .. } => (container, true, false),
-        RequestCmd::Start { container, .. } => (container, false, false),
-        RequestCmd::Restart { container, .. } => (container, false, true),
-        _ => return Progress::Reached,
-    };
-    let targets: Vec<&wire::Container> = match container {
-        Some(name) => pod
-            .init_containers
-            .iter()
-            .chain(&pod.containers)
-            .filter(|c| &c.name == name)
-            .collect(),
-        None if stop => pod.init_containers.iter().chain(&pod.containers).collect(),
-        None => pod.containers.iter().collect(),
-    };
-    // A run that ended before the request cannot be this request's outcome (ms precision).
-    let since = sent.checked_sub(Duration::from_millis(1)).unwrap_or(sent);
-    for c in targets {
-        let name = format!("{}/{}", pod.name, c.name);
-        match &c.state {
-            State::Terminated(_) if stop => {}
-            State::Waiting(w)
-                if stop
-                    && matches!(
-                        w.reason,
-                        WaitingReason::PodInitializing
-                            | WaitingReason::WaitingForDependencies
-                            | WaitingReason::DependencyFailed
-                    ) => {}
-            _ if stop => {
-                return Progress::Pending(format!("for {name} to stop (it is still running)"));
-            }
-            State::Running(r) if c.ready && (!restart || r.started_at.0 >= since) => {}
-            State::Terminated(t)
-                if t.reason == TerminationReason::Completed && t.finished_at.0 >= since => {}
-            // A pod restart stops every container before the pod starts over.
-            State::Terminated(t) if restart && t.reason == TerminationReason::Stopped => {
-                return Progress::Pending(format!(
-                    "for {name} to start again (its pod is restarting)"
-                ));
-            }
-            State::Terminated(t) if t.finished_at.0 >= since => {
-                return Progress::Failed(format!(
-                    "{name} terminated: {} {}",
-                    t.reason.as_str(),
-                    format::cell(&t.message)
-                ));
-            }
-            // Neither gets there without something else changing first (behaviour.md §2.2, §8).
-            State::Waiting(w)
-                if matches!(
-                    w.reason,
-                    WaitingReason::CrashLoopBackOff | WaitingReason::DependencyFailed
-                ) =>
-            {
-                return Progress::Failed(format!(
-                    "{name} is in {}: {}",
-                    w.reason,
-                    format::cell(&w.message)
-                ));
-            }
-            State::Running(r) if restart && r.started_at.0 < since => {
-                return Progress::Pending(format!(
-                    "for {name} to restart (its run from before the request is still running)"
-                ));
-            }
-            State::Running(_) => {
-                return Progress::Pending(format!(
-                    "for {name} to be ready (it runs; its readiness probe has not passed yet)"
-                ));
-            }
-            _ => return Progress::Pending(format!("for {name} to start (it has not started yet)")),
-        }
-    }
-    Progress::Reached
 }
 
 /// Polls `status` for the request's pod until [`reached`] says so, or `timeout` passes.

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod commands;
 pub mod request;
+pub mod wait;
 pub use request::{ArgError, RequestCmd};
 
 use super::time;
