@@ -7,8 +7,9 @@
 //! container output pipes, cgroup event files, probe sockets) and the pid → owner table of the
 //! reaper. Each loop turn: poll with the timeout the core asks for → read the clock once →
 //! turn ready sources into [`Input`]s → `core.handle(now, …)` / `handle_timeout(now)` → drain
-//! `poll_action()` into the executor, whose outcomes go straight back in as inputs. It must not
-//! make lifecycle decisions (restart, back-off, reasons): those are the core's.
+//! `poll_action()` into the runs component (`shell::runs`), whose outcomes go straight back in
+//! as inputs. It must not make lifecycle decisions (restart, back-off, reasons): those are the
+//! core's.
 
 mod fault;
 mod fdstore;

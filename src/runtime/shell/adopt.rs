@@ -11,7 +11,7 @@
 //! left, or the state file's processes) and starts afresh. Then the core takes back the
 //! earlier vigil's record from the state file ([`crate::core::recall`]: restart counts, last
 //! states, back-off, ended containers, events, ages); this vigil keeps its own record there
-//! ([`Shell::remember`]).
+//! ([`Runs::remember`]).
 //!
 //! Owns: the pidfd of each adopted run (pidfd_open(2)), registered with the poll: an adopted
 //! process is not vigil's child, so it cannot be reaped, and its exit status cannot be known;
@@ -35,13 +35,15 @@ use std::time::Instant;
 use log::{debug, info, warn};
 use mio::{Interest, Registry, Token};
 
-use super::Shell;
 use super::capture::PipeFrom;
+use super::component::Link;
+use super::runs::Runs;
 use super::tokens::{self, Watched};
+use crate::config::spec::Config;
 use crate::config::spec::{ContainerSpec, OnOutputLost, OnRestart};
 use crate::core::KeptEnd;
 use crate::core::recall::{Recalled, Recollection};
-use crate::core::{ContainerKey, Generation};
+use crate::core::{ContainerKey, Generation, Supervisor};
 use crate::runtime::fdstore::PipeName;
 use crate::runtime::holder;
 use crate::runtime::slots::Run;
@@ -171,21 +173,24 @@ impl Adopted {
     }
 }
 
-impl Shell {
+impl Runs {
     /// Start-up, after the core is built and before its first actions run: finds what an
-    /// earlier vigil left (see the module docs), adopts what it can, kills the rest.
-    pub(super) fn take_over_leftovers(&mut self, now: Instant) {
+    /// earlier vigil left (see the module docs), adopts what it can, kills the rest. Returns
+    /// the journal's sequence number to go on from when the earlier vigil's events were taken
+    /// back.
+    pub(super) fn take_over_leftovers(&mut self, now: Instant, link: &mut Link<'_>) -> Option<u64> {
         let statefile::Previous {
             entries: previous,
             ended,
             record,
         } = self.tracker.previous();
-        let adopt = self.config.supervisor.on_restart == OnRestart::Adopt;
+        let adopt = link.config.supervisor.on_restart == OnRestart::Adopt;
         let mut memory = record.filter(|_| adopt).and_then(|json| {
             serde_json::from_str::<Recollection>(&json)
                 .map_err(|e| warn!("the state file's record does not parse: {e}; not taken back"))
                 .ok()
         });
+        let mut journal_seq = None;
         if let Some(m) = memory.as_mut() {
             for e in &ended {
                 if let Some((pod, name)) = e.label.split_once('/') {
@@ -193,8 +198,7 @@ impl Shell {
                 }
             }
             // The earlier vigil's events come first (it logged them).
-            let seq = self.core.recall_events(m);
-            self.journal = super::journal::Journal::resume_after(seq);
+            journal_seq = Some(link.core.recall_events(m));
         }
         let found = match &self.cgroups {
             Some(m) => in_cgroups(m.populated_containers(), &previous),
@@ -204,7 +208,7 @@ impl Shell {
         let mut kept_dirs = Vec::new();
         let mut lost = Vec::new();
         for l in found {
-            match self.adopt_one(&l, now, &mut lost) {
+            match self.adopt_one(&l, now, &mut lost, link) {
                 Ok(()) => {
                     kept_labels.insert(l.label.clone(), l.pid);
                     kept_dirs.extend(l.cgroup.clone());
@@ -216,11 +220,11 @@ impl Shell {
             }
         }
         match memory {
-            Some(m) => self.recall(&m, now),
-            None if adopt => self.keep_ended(&ended, &kept_labels, now),
+            Some(m) => self.recall(&m, now, link),
+            None if adopt => self.keep_ended(&ended, &kept_labels, now, link),
             None => {}
         }
-        self.output_lost(lost, now);
+        output_lost(lost, now, link);
         match &self.cgroups {
             Some(m) => {
                 for stale in m.sweep_stale_except(&kept_dirs) {
@@ -232,7 +236,7 @@ impl Shell {
             }
             None => self.tracker.kill_leftovers(&previous, &kept_labels),
         }
-        self.remember(now);
+        self.remember(now, link.core, link.config);
         self.tracker.flush();
         if !self.held.is_empty() {
             debug!(
@@ -242,6 +246,7 @@ impl Shell {
             self.held.clear();
         }
         self.fdstore.drop_unclaimed();
+        journal_seq
     }
 
     /// An adopted run's output: its pipes as the service manager's store or the earlier
@@ -274,30 +279,6 @@ impl Shell {
                 .add_output(key, pid, fd, stream, Some(generation), PipeFrom::Handoff);
         }
         found == 2
-    }
-
-    /// Adopted runs whose output pipes were not kept (`on_output_lost`): each is told to the
-    /// core (an `OutputLost` event, its status mark, a restart by default) and said at warn.
-    /// After the record is taken back, so that a restart counts on top of the recorded count.
-    fn output_lost(&mut self, lost: Vec<LostOutput>, now: Instant) {
-        let policy = self.config.supervisor.on_output_lost;
-        for l in lost {
-            let restart = policy == OnOutputLost::Restart;
-            if !self.core.output_lost(now, l.key, l.generation, restart) {
-                continue;
-            }
-            let then = if restart {
-                "restarting it (on_output_lost = \"restart\")"
-            } else {
-                "kept running as configured (on_output_lost = \"keep\"): its writes to stdout \
-                 and stderr fail"
-            };
-            warn!(
-                "{}: the output pipes of pid {} were not kept across the crash of vigil (no \
-                 output holder had them): its output is lost; {then}",
-                l.label, l.pid
-            );
-        }
     }
 
     /// Every pipe read now, given to the holder (after an upgrade: a new holder); the service
@@ -338,9 +319,9 @@ impl Shell {
 
     /// Takes back the core's record an earlier vigil left (after adoption: see
     /// [`crate::core::recall`]), and logs what became of each container.
-    fn recall(&mut self, memory: &Recollection, now: Instant) {
+    fn recall(&mut self, memory: &Recollection, now: Instant, link: &mut Link<'_>) {
         let spec_of = |_: ContainerKey, spec: &ContainerSpec| statefile::spec_hash(spec);
-        let done = self.core.recall(now, memory, &spec_of);
+        let done = link.core.recall(now, memory, &spec_of);
         for (label, how) in done {
             match how {
                 Recalled::History => {
@@ -349,7 +330,7 @@ impl Shell {
                 _ => info!("{label}: {} (before vigil restarted)", how.describe()),
             }
         }
-        let now_ended = self.kept_ends();
+        let now_ended = self.kept_ends(link.core, link.config);
         self.tracker.set_ended(now_ended);
     }
 
@@ -357,11 +338,11 @@ impl Shell {
     /// (a new event: every change of a container's state records one), at most once per
     /// [`statefile::RECORD_INTERVAL`]; with `on_restart = "adopt"` only (nothing else reads
     /// it).
-    pub(super) fn remember(&mut self, now: Instant) {
-        if self.config.supervisor.on_restart != OnRestart::Adopt {
+    pub(super) fn remember(&mut self, now: Instant, core: &Supervisor, config: &Config) {
+        if config.supervisor.on_restart != OnRestart::Adopt {
             return;
         }
-        let seq = self.core.last_event_seq();
+        let seq = core.last_event_seq();
         if !self.tracker.record_wanted(seq, now) {
             return;
         }
@@ -372,7 +353,7 @@ impl Shell {
                 .map(|s| s.spec_hash)
                 .unwrap_or_else(|| statefile::spec_hash(spec))
         };
-        match serde_json::to_string(&self.core.recollection(&spec_of)) {
+        match serde_json::to_string(&core.recollection(&spec_of)) {
             Ok(json) => self.tracker.set_record(seq, &json, now),
             Err(e) => warn!("cannot record the core's state for a restart after a crash: {e}"),
         }
@@ -383,16 +364,17 @@ impl Shell {
         l: &Leftover,
         now: Instant,
         lost: &mut Vec<LostOutput>,
+        link: &mut Link<'_>,
     ) -> Result<(), Replaced> {
-        if self.config.supervisor.on_restart == OnRestart::Replace {
+        if link.config.supervisor.on_restart == OnRestart::Replace {
             return Err(Replaced::Configured);
         }
         let (pod, name) = l.label.split_once('/').ok_or(Replaced::NotInConfig)?;
-        let key = self
+        let key = link
             .core
             .container_key(pod, name)
             .ok_or(Replaced::NotInConfig)?;
-        let spec = self
+        let spec = link
             .config
             .pods
             .iter()
@@ -419,14 +401,14 @@ impl Shell {
         let started_at = statefile::age_of(l.start)
             .and_then(|age| now.checked_sub(age))
             .unwrap_or(now);
-        let generation = self
+        let generation = link
             .core
             .adopt(now, key, l.pid, started_at, main.restarts)
             .ok_or(Replaced::NotAdoptable)?;
         // From here on the core has it: a failure to watch it is the core's to hear as an exit.
         let watched = self.adopted.watch(key, generation, pidfd);
         let spec = spec.clone();
-        self.ensure_slot(key, pod, &spec);
+        self.ensure_slot(key, pod, &spec, &link.config.supervisor);
         let oom_seen = cgroup
             .as_ref()
             .map(|c| c.oom_baseline())
@@ -459,7 +441,7 @@ impl Shell {
         if !watched {
             // Without a watch its exit would go unnoticed: end the run now (it is killed).
             self.kill_run(key, Some(generation));
-            self.on_adopted_exit(key, generation, now);
+            self.on_adopted_exit(key, generation, now, link);
         }
         Ok(())
     }
@@ -467,47 +449,42 @@ impl Shell {
     /// Containers that had ended for good under the earlier vigil stay so (unless one was
     /// found running and adopted meanwhile): stopped by an operator, or completed (while its
     /// definition is the same).
-    fn keep_ended(&mut self, ended: &[Ended], adopted: &HashMap<String, u32>, now: Instant) {
+    fn keep_ended(
+        &mut self,
+        ended: &[Ended],
+        adopted: &HashMap<String, u32>,
+        now: Instant,
+        link: &mut Link<'_>,
+    ) {
         for e in ended.iter().filter(|e| !adopted.contains_key(&e.label)) {
             let Some((pod, name)) = e.label.split_once('/') else {
                 continue;
             };
-            let Some(key) = self.core.container_key(pod, name) else {
+            let Some(key) = link.core.container_key(pod, name) else {
                 continue;
             };
-            if e.end == KeptEnd::Completed && Some(e.spec) != self.config_spec_hash(pod, name) {
+            if e.end == KeptEnd::Completed
+                && Some(e.spec) != config_spec_hash(link.config, pod, name)
+            {
                 continue;
             }
             let how = match e.end {
                 KeptEnd::Stopped => "stopped, as an operator left it",
                 KeptEnd::Completed => "completed, as it was",
             };
-            if self.core.keep_ended(now, key, e.end) {
+            if link.core.keep_ended(now, key, e.end) {
                 info!("{}: kept {how} before vigil restarted", e.label);
             } else {
                 info!("{}: was {how}, but starts again with its pod", e.label);
             }
         }
-        let now_ended = self.kept_ends();
+        let now_ended = self.kept_ends(link.core, link.config);
         self.tracker.set_ended(now_ended);
     }
 
-    /// [`statefile::spec_hash`] of `pod/container` in the config.
-    fn config_spec_hash(&self, pod: &str, name: &str) -> Option<u64> {
-        self.config
-            .pods
-            .iter()
-            .find(|p| p.name == pod)?
-            .containers
-            .iter()
-            .find(|c| c.name == name)
-            .map(|c| statefile::spec_hash(c))
-    }
-
     /// The containers that have ended for good now, for the state file.
-    pub(super) fn kept_ends(&self) -> Vec<Ended> {
-        self.core
-            .kept_ends()
+    pub(super) fn kept_ends(&self, core: &Supervisor, config: &Config) -> Vec<Ended> {
+        core.kept_ends()
             .into_iter()
             .map(|(key, pod, name, end)| Ended {
                 label: format!("{pod}/{name}"),
@@ -516,18 +493,54 @@ impl Shell {
                     .slots
                     .get(&key)
                     .map(|s| s.spec_hash)
-                    .or_else(|| self.config_spec_hash(pod, name))
+                    .or_else(|| config_spec_hash(config, pod, name))
                     .unwrap_or(0),
             })
             .collect()
     }
 
     /// An adopted run's pidfd is readable: its process exited, status unknown.
-    pub(super) fn on_adopted(&mut self, token: Token, now: Instant) {
+    pub(super) fn on_adopted(&mut self, token: Token, now: Instant, link: &mut Link<'_>) {
         if let Some((key, generation)) = self.adopted.on_event(token) {
-            self.on_adopted_exit(key, generation, now);
+            self.on_adopted_exit(key, generation, now, link);
         }
     }
+}
+
+/// Adopted runs whose output pipes were not kept (`on_output_lost`): each is told to the
+/// core (an `OutputLost` event, its status mark, a restart by default) and said at warn.
+/// After the record is taken back, so that a restart counts on top of the recorded count.
+fn output_lost(lost: Vec<LostOutput>, now: Instant, link: &mut Link<'_>) {
+    let policy = link.config.supervisor.on_output_lost;
+    for l in lost {
+        let restart = policy == OnOutputLost::Restart;
+        if !link.core.output_lost(now, l.key, l.generation, restart) {
+            continue;
+        }
+        let then = if restart {
+            "restarting it (on_output_lost = \"restart\")"
+        } else {
+            "kept running as configured (on_output_lost = \"keep\"): its writes to stdout \
+             and stderr fail"
+        };
+        warn!(
+            "{}: the output pipes of pid {} were not kept across the crash of vigil (no \
+             output holder had them): its output is lost; {then}",
+            l.label, l.pid
+        );
+    }
+}
+
+/// [`statefile::spec_hash`] of `pod/container` in the config.
+fn config_spec_hash(config: &Config, pod: &str, name: &str) -> Option<u64> {
+    config
+        .pods
+        .iter()
+        .find(|p| p.name == pod)?
+        .containers
+        .iter()
+        .find(|c| c.name == name)
+        .map(|c| statefile::spec_hash(c))
 }
 
 /// With cgroups: the populated container cgroups, each with the recorded main process found in

@@ -4,13 +4,13 @@
 //! Why: waiting for each child's exec before cloning the next one serialises every start on
 //! the child's setup and execve (milliseconds each under load); with the pipe watched, the loop
 //! clones the next container while this one's child execs on the other core. Meanwhile the core
-//! keeps the container in `Creating` (status: waiting, `ContainerCreating`) until the executor
-//! feeds `Spawned` (EOF after the child's "alive" byte: it exec'd) or `SpawnFailed` (its
-//! report of the failed step and errno, the same error text as a synchronous spawn gives).
+//! keeps the container in `Creating` (status: waiting, `ContainerCreating`) until `runs` feeds
+//! `Spawned` (EOF after the child's "alive" byte: it exec'd) or `SpawnFailed` (its report of
+//! the failed step and errno, the same error text as a synchronous spawn gives).
 //!
 //! Owns: the pending pipes, one per container at most (a new run starts only after the previous
-//! one ended, and an ending run is settled first, see the executor's `on_main_exit`). Must not:
-//! feed the core or touch a run (the executor does, with what [`PendingExecs`] returns), or
+//! one ended, and an ending run is settled first, see `runs`' `on_main_exit`). Must not:
+//! feed the core or touch a run (`runs` does, with what [`PendingExecs`] returns), or
 //! block except in [`PendingExecs::settle`] (a child known to have exited: its report is
 //! complete) and [`PendingExecs::settle_all`] (before an upgrade's handoff, until a deadline).
 

@@ -888,7 +888,7 @@ impl super::Shell {
         if self.scrapes.has_work() {
             let view = super::control::View {
                 core: &self.core,
-                slots: &self.slots,
+                slots: &self.runs.slots,
                 probe_stats: &self.probe_stats,
                 started_wall: self.started_wall,
                 last_reload: self.last_reload,
@@ -930,26 +930,29 @@ impl super::Shell {
             .collect();
         self.probe_stats.retain(|k| live.contains(&k));
     }
+}
 
-    /// Counts a probe result on its way to the core (hooks are not probes).
-    pub(super) fn count_probe(&mut self, input: &crate::core::Input) {
-        use crate::core::{Input, ProbeOutcome};
-        use crate::metrics::probes::ProbeResult;
-        if let Input::ProbeResult {
-            key,
-            kind,
-            outcome,
-            duration,
-            ..
-        } = input
-            && *kind != crate::config::spec::ProbeKind::Hook
-        {
-            let result = match outcome {
-                ProbeOutcome::Success(_) | ProbeOutcome::Warning(_) => ProbeResult::Success,
-                ProbeOutcome::Failure(_) => ProbeResult::Failure,
-            };
-            self.probe_stats.record(*key, *kind, result, *duration);
-        }
+/// Counts a probe result on its way to the core (hooks are not probes).
+pub(super) fn count_probe(
+    probe_stats: &mut crate::metrics::probes::ProbeStats,
+    input: &crate::core::Input,
+) {
+    use crate::core::{Input, ProbeOutcome};
+    use crate::metrics::probes::ProbeResult;
+    if let Input::ProbeResult {
+        key,
+        kind,
+        outcome,
+        duration,
+        ..
+    } = input
+        && *kind != crate::config::spec::ProbeKind::Hook
+    {
+        let result = match outcome {
+            ProbeOutcome::Success(_) | ProbeOutcome::Warning(_) => ProbeResult::Success,
+            ProbeOutcome::Failure(_) => ProbeResult::Failure,
+        };
+        probe_stats.record(*key, *kind, result, *duration);
     }
 }
 

@@ -2,32 +2,36 @@
 //! ready event to the component that owns its token; components turn events into inputs for
 //! the core, and the core's actions go back out through them.
 //!
-//! Each loop turn: poll with the earliest deadline anyone has → read the clock once → dispatch
-//! each event to its owner ([`tokens::Owner::of`]) → feed the inputs that come back to the core →
-//! run the core's actions (`executor`) → the turn's bounded chores (pipes left with data,
-//! deferred spawns, dying cgroups, followers, forwarding, notifications).
+//! Each loop turn: poll with the earliest deadline anyone has (every [`Component`]'s and the
+//! core's) → read the clock once → dispatch each event to its owner ([`tokens::Owner::of`],
+//! then one [`Component::process`] call) → feed the inputs that come back to the core → run the
+//! core's actions (`runs`) → the turn's bounded chores (pipes left with data, deferred spawns,
+//! dying cgroups, followers, forwarding, notifications).
 //!
 //! Components, each owning its descriptors, tokens and clean-up (no component reaches into
-//! another's state; the router passes what one needs from another as arguments):
+//! another's state; what one needs of the core comes through a [`component::Link`]):
+//! - `component`: the trait every descriptor owner implements, and the link to the core;
 //! - `tokens`: the token space and RAII registrations; `kill`: the one process-tree kill;
-//! - `reaper`: pid → owner, the only `waitpid`;
-//! - `janitor`: finished runs' cgroups until removed, and spawns waiting for them;
-//! - `capture`: container output pipes and forwarding to stdout or the journal;
-//! - `probes`: probe attempts in flight;
+//! - `runs`: the container slots' runs and what starts, watches and ends them — the core's
+//!   actions are carried out there: `reaper` (pid → owner, the only `waitpid`), `execs` (exec
+//!   reports), `janitor` (finished runs' cgroups until removed, and spawns waiting for them),
+//!   `capture` (container output pipes and forwarding to stdout or the journal), `probes`
+//!   (probe attempts in flight), the state file's tracker and `adopt` (runs taken over after a
+//!   crash of vigil);
 //! - `notifier`: sd_notify READY/RELOADING/STOPPING, watchdog and STATUS;
 //! - `control`: the control socket server and the streams on it; answers what only reads from
 //!   a view of the core and the slots, hands what changes state back to the router;
 //! - `metrics`: the `metrics_address` listener and its scrapers;
-//! - `executor`: the core's actions, and the container slots' runs.
+//! - `upgrade`: `vigil upgrade`'s pre-flight and handoff.
 //!
 //! Must not: make lifecycle decisions (restart, back-off, reasons: the core's), block (every
 //! wait is the poll timeout), or treat an event for an unknown token as more than a debug line.
 
 mod adopt;
 mod capture;
+mod component;
 mod control;
 mod execs;
-mod executor;
 mod janitor;
 mod journal;
 mod kill;
@@ -35,40 +39,36 @@ mod metrics;
 mod notifier;
 mod probes;
 mod reaper;
+mod runs;
 mod tokens;
 mod turnwatch;
 mod upgrade;
 
-use std::collections::HashMap;
 use std::io;
 use std::rc::Rc;
 use std::time::{Duration, Instant, SystemTime};
 
 use libc::SIGPWR;
 use log::{debug, error, info, warn};
-use mio::{Events, Interest, Poll, Registry};
+use mio::{Events, Interest, Poll};
 use signal_hook::consts::signal::{SIGCHLD, SIGHUP, SIGINT, SIGTERM, SIGUSR2};
 use signal_hook_mio::v1_0::Signals;
 
 use super::fdstore::{FdStore, PipeName};
 use super::harden::HostCheck;
-use super::slots::ContainerRuntime;
 use crate::cgroup::{Controllers, Manager};
 use crate::config::ConfigSource;
 use crate::config::spec::Config;
 use crate::control::wire::ErrorKind;
-use crate::core::{Command, ContainerKey, ReloadError, Supervisor};
+use crate::core::{Action, Command, ReloadError, Supervisor};
 use crate::logs;
 use crate::process;
-use adopt::Adopted;
 use capture::Capture;
+use component::{Component, Link, StderrLog};
 use control::{Control, Mutation};
-use execs::PendingExecs;
-use janitor::{GonePods, Janitor};
 use journal::Journal;
 use notifier::Notifier;
-use probes::ProbeRunner;
-use reaper::Reaper;
+use runs::Runs;
 use tokens::Owner;
 pub use tokens::{CONN_TOKEN_BASE, Watched};
 use turnwatch::{Chore, Phase, TurnWatch};
@@ -116,31 +116,18 @@ pub(super) struct LastReload {
 
 pub struct Shell {
     poll: Poll,
-    /// A handle on `poll`'s registry for the components' registrations (one dup of the epoll
-    /// descriptor, shared).
-    registry: Rc<Registry>,
     signals: Signals,
     core: Supervisor,
     config: Config,
     source: ConfigSource,
     control: Control,
-    cgroups: Option<Manager>,
-    slots: HashMap<ContainerKey, ContainerRuntime>,
-    reaper: Reaper,
-    /// Main processes cloned whose exec is not confirmed yet.
-    execs: PendingExecs,
-    /// Spawns this loop turn may still start (see `executor::SPAWNS_PER_TURN`).
-    spawn_budget: u32,
+    /// The runs and the components that start, watch and end them (`runs`).
+    runs: Runs,
     /// The initial starts are still under way (queued, or their exec not confirmed): `READY=1`
     /// and the start-up trim wait for them ([`Shell::settle_startup`]).
     starting: bool,
     /// The trim after a burst of requests (src/runtime/trim.rs).
     idle_trim: super::trim::IdleTrim,
-    janitor: Janitor,
-    /// Cgroup directories of pods removed by reload, until removed.
-    gone_pods: GonePods,
-    capture: Capture,
-    probes: ProbeRunner,
     notifier: Notifier,
     journal: Journal,
     /// The metrics endpoint (`metrics_address`), when configured.
@@ -153,22 +140,8 @@ pub struct Shell {
     started_wall: SystemTime,
     /// The last reload's outcome (metrics).
     last_reload: LastReload,
-    /// The state file of what vigil runs (`statefile`): main processes for adoption after a
-    /// crash and, without cgroups, every process to kill.
-    tracker: super::statefile::Tracker,
-    /// The output holder: keeps the pipes' read ends across a crash of vigil
-    /// (`runtime::holder`).
-    holder: super::holder::Holder,
-    /// The service manager's file-descriptor store of the pipes' read ends, under systemd
-    /// (`runtime::fdstore`).
-    fdstore: FdStore,
-    /// Pipes an earlier vigil's holder handed over at start, by name, until their runs are
-    /// adopted (the rest are closed once start-up has adopted what it could).
-    held: HashMap<String, std::os::fd::OwnedFd>,
     /// Pods refused at start for limits this host cannot give (`allow_missing_controllers`).
     refused_at_start: Vec<String>,
-    /// Runs adopted from an earlier vigil (`adopt`): their pidfds.
-    adopted: Adopted,
     stop_signals: u32,
     /// When the first stop signal came (this vigil's clock; not handed over by an upgrade).
     first_stop_at: Option<Instant>,
@@ -206,6 +179,9 @@ const POLL_ERROR_LOG_EVERY: u32 = 100;
 
 /// The exit code after a loop turn panicked (EX_SOFTWARE from sysexits.h).
 const EXIT_PANIC: i32 = 70;
+
+/// How long an upgrade waits for the exec of containers just started before handing over.
+const HANDOFF_SETTLE: Duration = Duration::from_millis(250);
 
 /// A stop signal this soon after the one that began the shutdown is that request again, not an
 /// operator asking to force it: timeout(1) signals both its child and the child's process group
@@ -261,8 +237,8 @@ impl Shell {
         shell.take_over(state, blobs, error);
         // The old instance's holder handed its duplicates over at start (dropped: the pipes
         // came with the handoff); this instance's holder gets every pipe it reads.
-        shell.held.clear();
-        shell.hold_all_output();
+        shell.runs.held.clear();
+        shell.runs.hold_all_output();
         Ok(shell)
     }
 
@@ -348,20 +324,19 @@ impl Shell {
             config,
             source,
             control,
-            cgroups,
-            slots: HashMap::new(),
-            reaper: Reaper::default(),
-            execs: PendingExecs::new(Rc::clone(&registry)),
-            spawn_budget: executor::SPAWNS_PER_TURN,
+            runs: Runs::new(
+                Rc::clone(&registry),
+                cgroups,
+                Capture::new(Rc::clone(&registry), forward),
+                tracker,
+                holder,
+                held,
+                fdstore,
+            ),
             starting: true,
             idle_trim: Default::default(),
-            janitor: Janitor::new(Rc::clone(&registry)),
-            gone_pods: GonePods::default(),
-            capture: Capture::new(Rc::clone(&registry), forward),
-            probes: ProbeRunner::new(Rc::clone(&registry)),
             notifier: Notifier::new(now),
             journal: Journal::default(),
-            adopted: Adopted::new(Rc::clone(&registry)),
             metrics,
             probe_stats: Default::default(),
             scrapes: Default::default(),
@@ -370,11 +345,6 @@ impl Shell {
                 successful: true,
                 success_at: SystemTime::now(),
             },
-            registry,
-            tracker,
-            holder,
-            held,
-            fdstore,
             refused_at_start: refused.iter().map(|(p, _)| p.clone()).collect(),
             stop_signals: 0,
             first_stop_at: None,
@@ -397,7 +367,11 @@ impl Shell {
             // resume by it: src/core/events.rs); taken before the leftovers' record is.
             let history = u64::try_from(crate::logs::unix_nanos_now()).unwrap_or(0);
             shell.core.begin_event_history(history);
-            shell.take_over_leftovers(now);
+            let (runs, mut link) = shell.runs_and_link();
+            if let Some(seq) = runs.take_over_leftovers(now, &mut link) {
+                // The earlier vigil's events come first (it logged them).
+                shell.journal = Journal::resume_after(seq);
+            }
         }
         Ok(shell)
     }
@@ -409,7 +383,7 @@ impl Shell {
         // The wall clock enters the core once per turn, beside `now` (schedules compute in it).
         self.core.set_wall_clock(now, jiff::Timestamp::now());
         self.drain_actions(now);
-        self.tracker.flush();
+        self.runs.tracker.flush();
         self.update_status(now);
         self.settle_startup(now);
         let mut poll_errors: u32 = 0;
@@ -471,7 +445,7 @@ impl Shell {
     fn one_turn(&mut self, events: &Events, now: Instant) -> Option<i32> {
         #[cfg(feature = "fault-injection")]
         self.fault.check(now);
-        self.spawn_budget = executor::SPAWNS_PER_TURN;
+        self.runs.spawn_budget = runs::SPAWNS_PER_TURN;
         self.watch.begin(now);
         for event in events.iter() {
             self.dispatch(event, now);
@@ -498,18 +472,18 @@ impl Shell {
     }
 
     /// Once the initial starts are done — nothing queued, every exec confirmed or failed (the
-    /// starts are pipelined over several turns, `executor::SPAWNS_PER_TURN` each) — tells
+    /// starts are pipelined over several turns, `runs::SPAWNS_PER_TURN` each) — tells
     /// systemd `READY=1` ("the initial pods were started", docs/interface.md) and drops what
     /// only start-up needed from the resident set (src/runtime/trim.rs). Once; and once more
     /// [`super::trim::IDLE_TRIM_AFTER`] later (the idle trim's deadline), because the turns
     /// right after the last start (state file, first exits and probes, the first status
     /// writes) fault code back in that idle running does not need.
     fn settle_startup(&mut self, now: Instant) {
-        if !self.starting || self.core.has_actions() || !self.execs.is_empty() {
+        if !self.starting || self.core.has_actions() || !self.runs.execs.is_empty() {
             return;
         }
         self.starting = false;
-        if let Some(m) = self.cgroups.as_mut() {
+        if let Some(m) = self.runs.cgroups.as_mut() {
             m.finish_move();
         }
         self.notifier.ready(now);
@@ -538,37 +512,128 @@ impl Shell {
         Some(EXIT_PANIC)
     }
 
-    /// Sends one ready event to the component that owns its token.
+    /// Sends one ready event to the component that owns its token (the signals are the
+    /// router's own: they are commands to the whole supervisor).
     fn dispatch(&mut self, event: &mio::event::Event, now: Instant) {
         let token = event.token();
-        match Owner::of(token) {
-            Some(Owner::Signals) => self.on_signals(now),
-            Some(Owner::Control) => {
-                self.idle_trim.activity(now);
-                self.control.on_event(event, now);
+        let Some(owner) = Owner::of(token) else {
+            debug!("event for unknown token {token:?}");
+            return;
+        };
+        if owner == Owner::Signals {
+            self.on_signals(now);
+            return;
+        }
+        if matches!(owner, Owner::Control | Owner::Metrics) {
+            self.idle_trim.activity(now);
+        }
+        let mut link = Link {
+            core: &mut self.core,
+            notifier: &mut self.notifier,
+            probe_stats: &mut self.probe_stats,
+            config: &self.config,
+        };
+        let component: &mut dyn Component = match owner {
+            Owner::Control => &mut self.control,
+            Owner::Metrics => &mut self.metrics,
+            Owner::Stderr => &mut StderrLog,
+            Owner::Signals
+            | Owner::Stdout
+            | Owner::Capture
+            | Owner::Oom
+            | Owner::Janitor
+            | Owner::Adopted
+            | Owner::Exec
+            | Owner::Probes => &mut self.runs,
+        };
+        component.process(event, now, &mut link);
+    }
+
+    /// The runs, and the link through which they feed the core.
+    fn runs_and_link(&mut self) -> (&mut Runs, Link<'_>) {
+        (
+            &mut self.runs,
+            Link {
+                core: &mut self.core,
+                notifier: &mut self.notifier,
+                probe_stats: &mut self.probe_stats,
+                config: &self.config,
+            },
+        )
+    }
+
+    /// An adopted run's process is gone (its status unknown).
+    fn adopted_exit(&mut self, key: crate::core::ContainerKey, generation: u64, now: Instant) {
+        let (runs, mut link) = self.runs_and_link();
+        runs.on_adopted_exit(key, generation, now, &mut link);
+    }
+
+    /// Hands `input` to the core.
+    fn feed(&mut self, now: Instant, input: crate::core::Input) {
+        self.runs_and_link().1.feed(now, input);
+    }
+
+    /// Runs the actions the core has queued (including those its inputs from here queue), up to
+    /// this turn's spawn budget: the queue stops before a `Spawn` beyond it.
+    fn drain_actions(&mut self, now: Instant) {
+        loop {
+            let spawn = matches!(self.core.peek_action(), Some(Action::Spawn { .. }));
+            if spawn && self.runs.spawn_budget == 0 {
+                break;
             }
-            Some(Owner::Stdout) => self.capture.flush(),
-            Some(Owner::Stderr) => super::stderr_log::flush(),
-            Some(Owner::Capture) => self.capture.on_readable(token, &mut self.slots),
-            Some(Owner::Oom) => self.on_memory_events(token, now),
-            Some(Owner::Janitor) => self.janitor.retry(),
-            Some(Owner::Adopted) => self.on_adopted(token, now),
-            Some(Owner::Exec) => self.on_exec_report(token),
-            Some(Owner::Metrics) => {
-                self.idle_trim.activity(now);
-                if let Some(m) = &mut self.metrics {
-                    m.on_event(event);
+            let Some(action) = self.core.poll_action() else {
+                break;
+            };
+            if spawn {
+                self.runs.spawn_budget -= 1;
+            }
+            let (kind, key) = turnwatch::ActionKind::of(&action);
+            match action {
+                Action::Exit { code } => self.exit_code = Some(code),
+                Action::Forget { key } => {
+                    let (runs, mut link) = self.runs_and_link();
+                    runs.execute(action, now, &mut link);
+                    self.control.end_log_streams(key);
+                }
+                action => {
+                    let (runs, mut link) = self.runs_and_link();
+                    runs.execute(action, now, &mut link);
                 }
             }
-            Some(Owner::Probes) => {
-                if let Some(input) =
-                    self.probes
-                        .on_event(token, event, now, &mut self.reaper, &mut self.janitor)
-                {
-                    self.feed(now, input);
-                }
+            self.watch.mark(Phase::Action(kind, key));
+        }
+    }
+
+    /// Before a handoff (`vigil upgrade`): every queued action done and every pending exec
+    /// settled, since the next instance knows runs only by pid, not by error pipe. False when a
+    /// start is still unconfirmed after a few rounds (a start failing and restarting at once).
+    fn settle_for_handoff(&mut self, now: Instant) -> bool {
+        // A child's setup and exec take milliseconds; one that has not exec'd by then (its
+        // cgroup frozen) refuses the upgrade rather than holding the loop.
+        let deadline = Instant::now() + HANDOFF_SETTLE;
+        for _ in 0..4 {
+            self.runs.spawn_budget = u32::MAX;
+            self.drain_actions(now);
+            if self.runs.execs.is_empty() {
+                return true;
             }
-            None => debug!("event for unknown token {token:?}"),
+            let (runs, mut link) = self.runs_and_link();
+            for settled in runs.execs.settle_all(deadline) {
+                runs.exec_settled(settled, &mut link);
+            }
+        }
+        self.drain_actions(now);
+        self.runs.execs.is_empty()
+    }
+
+    /// Everything the reaper collects goes to its owner.
+    fn reap(&mut self, now: Instant) {
+        let (runs, mut link) = self.runs_and_link();
+        runs.reap(now, &mut link);
+        // Pre-flights of an upgrade (rare): after the runs' ends of the same reap are fed.
+        while !self.runs.checks_ended.is_empty() {
+            let (seq, code, signal) = self.runs.checks_ended.remove(0);
+            self.on_upgrade_check_exit(seq, code, signal, now);
         }
     }
 
@@ -579,7 +644,8 @@ impl Shell {
         };
         let what = slowest.map_or_else(String::new, |(took, phase)| {
             let name = turnwatch::describe(phase, |key| {
-                self.slots
+                self.runs
+                    .slots
                     .get(&key)
                     .map(|s| format!("{}/{}", s.pod, s.name))
             });
@@ -594,8 +660,9 @@ impl Shell {
     /// Everything after the ready sources of one turn have been handled.
     fn turn(&mut self, now: Instant) {
         self.expire_upgrade_check(now);
-        for input in self.probes.expire(now, &mut self.janitor) {
-            self.feed(now, input);
+        let (runs, mut link) = self.runs_and_link();
+        for input in runs.probes.expire(now, &mut runs.janitor) {
+            link.feed(now, input);
         }
         self.watch.mark(Phase::Chore(Chore::ProbeExpiry));
         if self.core.poll_timeout().is_some_and(|t| t <= now) {
@@ -603,15 +670,17 @@ impl Shell {
         }
         self.core.handle_timeout(now);
         self.watch.mark(Phase::Chore(Chore::CoreTimeouts));
-        self.retry_deferred(now);
+        let (runs, mut link) = self.runs_and_link();
+        runs.retry_deferred(now, &mut link);
         self.watch.mark(Phase::Chore(Chore::DeferredStarts));
-        self.janitor.retry();
+        self.runs.janitor.retry();
         self.watch.mark(Phase::Chore(Chore::Janitor));
         self.drain_actions(now);
         self.watch.mark(Phase::Chore(Chore::Actions));
         let core = &self.core;
-        self.gone_pods
-            .retry(self.cgroups.as_ref(), |p| core.pod(p).is_some(), now);
+        self.runs
+            .gone_pods
+            .retry(self.runs.cgroups.as_ref(), |p| core.pod(p).is_some(), now);
         self.watch.mark(Phase::Chore(Chore::GonePods));
         self.serve_control(now);
         self.watch.mark(Phase::Chore(Chore::Control));
@@ -620,18 +689,19 @@ impl Shell {
         // Container output with a backlog (queued by the capture) is read after the requests
         // of this turn are answered: under a log flood a request waits behind at most the
         // rest of the turn it came in, not one more turn's share of output as well.
-        self.capture.read_more(&mut self.slots);
-        for (pid, stream) in self.capture.take_closed() {
-            self.fdstore
+        self.runs.capture.read_more(&mut self.runs.slots);
+        for (pid, stream) in self.runs.capture.take_closed() {
+            self.runs
+                .fdstore
                 .release(pid, stream == crate::logs::Stream::Stderr);
         }
         self.watch.mark(Phase::Chore(Chore::Capture));
         self.journal
-            .drain(&self.core, now, self.capture.journal_mut());
-        self.capture.flush();
+            .drain(&self.core, now, self.runs.capture.journal_mut());
+        self.runs.capture.flush();
         self.watch.mark(Phase::Chore(Chore::Journal));
         self.notifier.tick_watchdog(now);
-        self.remember(now);
+        self.runs.remember(now, &self.core, &self.config);
         let dropped = super::stderr_log::take_dropped_report();
         if dropped > 0 {
             warn!(
@@ -640,12 +710,12 @@ impl Shell {
                 super::stderr_log::QUEUE_BYTES / 1024
             );
         }
-        self.tracker.scan_if_due(now);
-        if self.tracker.is_dirty() {
-            let ended = self.kept_ends();
-            self.tracker.set_ended(ended);
+        self.runs.tracker.scan_if_due(now);
+        if self.runs.tracker.is_dirty() {
+            let ended = self.runs.kept_ends(&self.core, &self.config);
+            self.runs.tracker.set_ended(ended);
         }
-        self.tracker.flush();
+        self.runs.tracker.flush();
         self.watch.mark(Phase::Chore(Chore::StateFile));
         if self.notifier.status_due(now) {
             self.update_status(now);
@@ -653,34 +723,35 @@ impl Shell {
         self.watch.mark(Phase::Chore(Chore::Status));
     }
 
+    /// The poll timeout: the earliest deadline of the core and of every component, `now` when
+    /// one has bounded work left over.
     fn next_timeout(&self, now: Instant) -> Option<Duration> {
-        let mut deadline = self.core.poll_timeout();
-        let mut consider = |t: Option<Instant>| {
-            if let Some(t) = t {
-                deadline = Some(deadline.map_or(t, |d| d.min(t)));
-            }
-        };
-        #[cfg(feature = "fault-injection")]
-        consider(self.fault.deadline());
-        consider(self.notifier.deadline());
-        consider(self.janitor.deadline(now));
-        consider(self.tracker.deadline());
-        consider(self.idle_trim.deadline());
-        consider(self.preflight.as_ref().map(upgrade::Preflight::deadline));
-        if self.capture.has_more() || self.control.has_backlog() || self.core.has_actions() {
-            consider(Some(now));
-        }
-        consider(self.control.next_deadline());
-        if self.scrapes.has_work() {
-            consider(Some(now));
-        }
-        if let Some(m) = &self.metrics {
-            if m.has_work() {
-                consider(Some(now));
-            }
-            consider(m.next_deadline());
-        }
+        let components: [&dyn Component; 7] = [
+            &self.runs,
+            &self.control,
+            &self.metrics,
+            &self.scrapes,
+            &self.notifier,
+            &self.idle_trim,
+            &self.preflight,
+        ];
+        let deadline =
+            component::earliest(components.into_iter().map(|c| c.deadline(now)).chain([
+                self.core.poll_timeout(),
+                self.core.has_actions().then_some(now),
+                self.fault_deadline(),
+            ]));
         deadline.map(|d| wake_early_for_slack(d.saturating_duration_since(now)))
+    }
+
+    #[cfg(feature = "fault-injection")]
+    fn fault_deadline(&self) -> Option<Instant> {
+        self.fault.deadline()
+    }
+
+    #[cfg(not(feature = "fault-injection"))]
+    fn fault_deadline(&self) -> Option<Instant> {
+        None
     }
 
     fn on_signals(&mut self, now: Instant) {
@@ -741,13 +812,6 @@ impl Shell {
         self.reap(now);
     }
 
-    /// Everything the reaper collects goes to its owner.
-    fn reap(&mut self, now: Instant) {
-        for ended in self.reaper.reap() {
-            self.on_ended(ended, now);
-        }
-    }
-
     /// Once per turn: the control requests within the turn's budget (a request that changes
     /// state is carried out here, then its reply sent), then a chunk for every stream with
     /// room.
@@ -756,7 +820,7 @@ impl Shell {
         loop {
             let view = control::View {
                 core: &self.core,
-                slots: &self.slots,
+                slots: &self.runs.slots,
                 probe_stats: &self.probe_stats,
                 started_wall: self.started_wall,
                 last_reload: self.last_reload,
@@ -770,7 +834,7 @@ impl Shell {
                         self.notifier.stopping();
                     }
                     // A stop or start changes what the state file keeps ended.
-                    self.tracker.touch();
+                    self.runs.tracker.touch();
                     self.notifier.changed();
                     self.core
                         .command(now, command)
@@ -795,7 +859,7 @@ impl Shell {
         }
         let view = control::View {
             core: &self.core,
-            slots: &self.slots,
+            slots: &self.runs.slots,
             probe_stats: &self.probe_stats,
             started_wall: self.started_wall,
             last_reload: self.last_reload,
@@ -850,7 +914,7 @@ impl Shell {
                     // An unknown socket_group must refuse the reload before anything changed,
                     // not fail in apply_supervisor after the pods were reloaded.
                     Err(ReloadError::InvalidConfig(e.to_string()))
-                } else if let Some(m) = &self.cgroups
+                } else if let Some(m) = &self.runs.cgroups
                     && let Err(e) = m.check_controllers(self.reload_needs(&new))
                 {
                     Err(ReloadError::InvalidConfig(e.to_string()))
@@ -893,7 +957,7 @@ impl Shell {
 
     /// Without cgroups, the limits `new` sets (which could not be enforced), as a refusal.
     fn limits_without_cgroups(&self, new: &Config) -> Option<String> {
-        if self.cgroups.is_some() {
+        if self.runs.cgroups.is_some() {
             return None;
         }
         let set = crate::host::containers_with_limits(new);
@@ -915,13 +979,13 @@ impl Shell {
             || plan.changes("log_max_file_bytes")
             || plan.changes("log_max_files")
         {
-            for slot in self.slots.values_mut() {
+            for slot in self.runs.slots.values_mut() {
                 slot.log.set_limits(sup);
             }
         }
         if plan.changes("log_forward") || plan.changes("log_forward_to") {
-            self.capture.flush();
-            self.capture.set_forwarding(forward_destination(new));
+            self.runs.capture.flush();
+            self.runs.capture.set_forwarding(forward_destination(new));
         }
         if plan.changes("oom_score_adj")
             && let Some(adj) = sup.oom_score_adj
@@ -954,11 +1018,11 @@ impl Shell {
 
     fn finish(&mut self) {
         // Kill anything a probe left, then remove every cgroup we made.
-        self.probes.cancel_all(&mut self.janitor);
+        self.runs.probes.cancel_all(&mut self.runs.janitor);
         let deadline = Instant::now() + Duration::from_secs(2);
-        while self.janitor.has_dying() && Instant::now() < deadline {
-            self.janitor.retry();
-            if self.janitor.has_dying() {
+        while self.runs.janitor.has_dying() && Instant::now() < deadline {
+            self.runs.janitor.retry();
+            if self.runs.janitor.has_dying() {
                 // Shutdown path only: the loop has ended, a brief wait for the kernel to
                 // empty the last cgroups is all that is left to do.
                 std::thread::sleep(Duration::from_millis(5));
@@ -966,17 +1030,17 @@ impl Shell {
             }
         }
         // The output holder lives in vigil's cgroup: gone before it is removed.
-        self.holder.bye();
-        self.fdstore.release_all();
-        if let Some(m) = &self.cgroups
+        self.runs.holder.bye();
+        self.runs.fdstore.release_all();
+        if let Some(m) = &self.runs.cgroups
             && let Err(e) = m.teardown()
         {
             warn!("{e}");
         }
-        self.tracker.finish();
+        self.runs.tracker.finish();
         self.journal
-            .drain(&self.core, Instant::now(), self.capture.journal_mut());
-        self.capture.flush();
+            .drain(&self.core, Instant::now(), self.runs.capture.journal_mut());
+        self.runs.capture.flush();
         // The server (and with it the socket file) goes when the shell is dropped.
         let uptime = self.started_at.elapsed();
         info!(

@@ -144,7 +144,7 @@ impl Shell {
         if self.preflight.is_some() {
             return Err(UpgradeError::Busy("another upgrade is checking its binary"));
         }
-        if self.probes.net_hook_running() {
+        if self.runs.probes.net_hook_running() {
             return Err(UpgradeError::Busy(
                 "an http_get lifecycle hook is in flight",
             ));
@@ -190,7 +190,7 @@ impl Shell {
     ) {
         self.preflight_seq += 1;
         let seq = self.preflight_seq;
-        self.reaper.track(pid, PidOwner::UpgradeCheck { seq });
+        self.runs.reaper.track(pid, PidOwner::UpgradeCheck { seq });
         self.preflight = Some(Preflight {
             seq,
             stage,
@@ -393,15 +393,15 @@ impl Shell {
         }
         // Exec hooks and starts waiting for a cgroup's removal are handed over; an HTTP hook's
         // request in flight is not (its socket and parser state stay with this process).
-        if self.probes.net_hook_running() {
+        if self.runs.probes.net_hook_running() {
             return Err(UpgradeError::Busy(
                 "an http_get lifecycle hook is in flight",
             ));
         }
         // What is queued for vigil's stdout and the journal goes out with this process.
-        self.capture.flush();
+        self.runs.capture.flush();
         self.journal
-            .drain(&self.core, now, self.capture.journal_mut());
+            .drain(&self.core, now, self.runs.capture.journal_mut());
         // Connections mid-line get one try at finishing it; those still mid-line are not
         // handed over (closed by the exec), so no notice follows half a reply line.
         let conns = self.control.conn_fds_at_line_end();
@@ -455,9 +455,9 @@ impl Shell {
         Vec<RawFd>,
     ) {
         let mut blobs = Blobs::default();
-        let mut slots: Vec<SlotState> = Vec::with_capacity(self.slots.len());
+        let mut slots: Vec<SlotState> = Vec::with_capacity(self.runs.slots.len());
         let mut cgroup_fds = Vec::new();
-        for (key, slot) in &self.slots {
+        for (key, slot) in &self.runs.slots {
             let (mut ring, (a, b), previous) = slot.log.buffer.parts();
             let current = blobs.push(&[a, b]);
             let previous = blobs.push(&[previous]);
@@ -496,7 +496,7 @@ impl Shell {
                     exited: r.exited,
                     message_stamp: r.message_stamp,
                     cgroup_fds: run_fds,
-                    proc_start: r.pid.and_then(|pid| self.tracker.start_of(*key, pid)),
+                    proc_start: r.pid.and_then(|pid| self.runs.tracker.start_of(*key, pid)),
                 }),
             });
         }
@@ -504,6 +504,7 @@ impl Shell {
         let mut fds = vec![self.control.listener_fd()];
         fds.extend(cgroup_fds);
         let pipes: Vec<PipeState> = self
+            .runs
             .capture
             .pipe_fds()
             .into_iter()
@@ -512,6 +513,7 @@ impl Shell {
                 stderr: stream == crate::logs::Stream::Stderr,
                 run,
                 pid: self
+                    .runs
                     .slots
                     .get(&key)
                     .and_then(|s| s.run.as_ref())
@@ -522,6 +524,7 @@ impl Shell {
             .collect();
         fds.extend(pipes.iter().map(|p| p.fd));
         let mains: Vec<MainPid> = self
+            .runs
             .reaper
             .tracked()
             .filter_map(|(pid, owner)| match owner {
@@ -534,6 +537,7 @@ impl Shell {
             })
             .collect();
         let adopted: Vec<AdoptedRun> = self
+            .runs
             .adopted
             .fds()
             .into_iter()
@@ -545,13 +549,14 @@ impl Shell {
             .collect();
         fds.extend(adopted.iter().map(|a| a.pidfd));
         let probe_pids = self
+            .runs
             .probes
             .exec_attempts()
             .into_iter()
             .map(|(pid, cgroup)| ProbePid { pid, cgroup })
             .collect();
         let mut hooks = Vec::new();
-        for h in self.probes.exec_hooks() {
+        for h in self.runs.probes.exec_hooks() {
             let output = blobs.push(&[h.output]);
             let cgroup_fds = h.cgroup.map(|c| c.raw_fds());
             if let Some(c) = cgroup_fds {
@@ -572,6 +577,7 @@ impl Shell {
             });
         }
         let deferred_spawns = self
+            .runs
             .janitor
             .deferred()
             .filter_map(|(at, action)| match action {
@@ -624,8 +630,8 @@ impl Shell {
             mains,
             adopted,
             probe_pids,
-            dying_cgroups: self.janitor.dying_paths(),
-            gone_pods: self.gone_pods.names(),
+            dying_cgroups: self.runs.janitor.dying_paths(),
+            gone_pods: self.runs.gone_pods.names(),
             listener_fd: self.control.listener_fd(),
             requester,
             clients,
@@ -633,7 +639,7 @@ impl Shell {
             stop_signals: self.stop_signals,
             started_at: self.started_at,
             upgrades: self.upgrades + 1,
-            statefile_text: self.tracker.written().map(str::to_string),
+            statefile_text: self.runs.tracker.written().map(str::to_string),
             hooks,
             deferred_spawns,
             probe_stats: self
@@ -650,7 +656,7 @@ impl Shell {
                 })
                 .collect(),
             pid: Some(std::process::id()),
-            cgroup_subtree: self.cgroups.as_ref().map(|m| m.ownership()),
+            cgroup_subtree: self.runs.cgroups.as_ref().map(|m| m.ownership()),
         };
         (state, blobs, fds)
     }
@@ -666,7 +672,7 @@ impl Shell {
         // died or hung): no container is this process's child.
         let orphaned = state.pid.filter(|p| *p != std::process::id());
         let sup = self.config.supervisor.clone();
-        if let (Some(m), Some(o)) = (self.cgroups.as_mut(), state.cgroup_subtree) {
+        if let (Some(m), Some(o)) = (self.runs.cgroups.as_mut(), state.cgroup_subtree) {
             m.inherit(o);
         }
         let mut starts = std::collections::HashMap::new();
@@ -706,7 +712,7 @@ impl Shell {
                         None => ContainerCgroup::reopen(&p, r.oom_baseline),
                     };
                     match cg {
-                        Ok(cg) => Some(self.watch_memory_events(s.key, cg)),
+                        Ok(cg) => Some(self.runs.watch_memory_events(s.key, cg)),
                         Err(e) => {
                             warn!("{}/{}: {e}", s.pod, s.name);
                             None
@@ -722,7 +728,7 @@ impl Shell {
                     message_stamp: r.message_stamp,
                 }
             });
-            self.slots.insert(
+            self.runs.slots.insert(
                 s.key,
                 ContainerRuntime {
                     pod: s.pod,
@@ -742,8 +748,14 @@ impl Shell {
                     } else {
                         crate::logs::Stream::Stdout
                     };
-                    self.capture
-                        .add_output(p.key, p.pid, fd, stream, p.run, PipeFrom::Handoff);
+                    self.runs.capture.add_output(
+                        p.key,
+                        p.pid,
+                        fd,
+                        stream,
+                        p.run,
+                        PipeFrom::Handoff,
+                    );
                 }
                 None => warn!(
                     "the output pipe of pid {} (fd {}) was not handed over",
@@ -752,7 +764,7 @@ impl Shell {
             }
         }
         for m in state.mains.iter().filter(|_| orphaned.is_none()) {
-            self.reaper.track(
+            self.runs.reaper.track(
                 m.pid,
                 PidOwner::Main {
                     key: m.key,
@@ -762,7 +774,7 @@ impl Shell {
         }
         // The state file lists what runs now (children and adopted runs alike), for an
         // adoption after a crash of this instance.
-        for (key, slot) in &self.slots {
+        for (key, slot) in &self.runs.slots {
             if let Some(pid) = slot.run.as_ref().filter(|r| !r.exited).and_then(|r| r.pid) {
                 let main = crate::runtime::statefile::MainInfo {
                     spec: slot.spec_hash,
@@ -770,23 +782,24 @@ impl Shell {
                 };
                 let label = format!("{}/{}", slot.pod, slot.name);
                 match starts.get(key) {
-                    Some((p, start)) if *p == pid => {
-                        self.tracker.started_known(*key, &label, pid, *start, main)
-                    }
-                    _ => self.tracker.started(*key, &label, pid, main),
+                    Some((p, start)) if *p == pid => self
+                        .runs
+                        .tracker
+                        .started_known(*key, &label, pid, *start, main),
+                    _ => self.runs.tracker.started(*key, &label, pid, main),
                 }
             }
         }
-        self.tracker.resume_written(state.statefile_text);
+        self.runs.tracker.resume_written(state.statefile_text);
         for a in state.adopted {
             match handoff::own_fd(a.pidfd) {
                 Some(fd) => {
-                    if !self.adopted.watch(a.key, a.generation, fd) {
-                        self.kill_run(a.key, Some(a.generation));
-                        self.on_adopted_exit(a.key, a.generation, now);
+                    if !self.runs.adopted.watch(a.key, a.generation, fd) {
+                        self.runs.kill_run(a.key, Some(a.generation));
+                        self.adopted_exit(a.key, a.generation, now);
                     }
                 }
-                None => self.on_adopted_exit(a.key, a.generation, now),
+                None => self.adopted_exit(a.key, a.generation, now),
             }
         }
         // Not our children after a guardian's fallback: watched through pidfds, as runs
@@ -799,12 +812,12 @@ impl Shell {
             };
             match start.and_then(|s| crate::runtime::statefile::pidfd_verified(m.pid, s)) {
                 Some(fd) => {
-                    if !self.adopted.watch(m.key, m.generation, fd) {
-                        self.kill_run(m.key, Some(m.generation));
-                        self.on_adopted_exit(m.key, m.generation, now);
+                    if !self.runs.adopted.watch(m.key, m.generation, fd) {
+                        self.runs.kill_run(m.key, Some(m.generation));
+                        self.adopted_exit(m.key, m.generation, now);
                     }
                 }
-                None => self.on_adopted_exit(m.key, m.generation, now),
+                None => self.adopted_exit(m.key, m.generation, now),
             }
         }
         // Exec probes of the old process: their results would have nowhere to go; the core
@@ -815,7 +828,7 @@ impl Shell {
                 .and_then(|path| ContainerCgroup::reopen(&path, Default::default()).ok());
             kill_tree(cg.as_ref(), Some(p.pid));
             if let Some(cg) = cg {
-                self.janitor.remove_or_watch(cg);
+                self.runs.janitor.remove_or_watch(cg);
             }
         }
         // Exec hooks go on: their processes are still vigil's children; the result goes to
@@ -829,7 +842,7 @@ impl Shell {
                     .or_else(|| ContainerCgroup::reopen(&p, Default::default()).ok())
             });
             if orphaned.is_none() {
-                self.reaper.track(
+                self.runs.reaper.track(
                     h.pid,
                     PidOwner::ExecProbe {
                         key: h.key,
@@ -844,7 +857,7 @@ impl Shell {
                 kill_tree(cgroup.as_ref(), Some(h.pid));
                 (h.key, h.seq)
             });
-            self.probes.resume_exec_hook(
+            self.runs.probes.resume_exec_hook(
                 h.key,
                 h.generation,
                 h.seq,
@@ -856,14 +869,14 @@ impl Shell {
             );
             if let Some((key, seq)) = lost {
                 let kind = crate::config::spec::ProbeKind::Hook;
-                if let Some(input) = self.probes.on_exit(
+                if let Some(input) = self.runs.probes.on_exit(
                     key,
                     kind,
                     seq,
                     None,
                     Some(libc::SIGKILL),
                     now,
-                    &mut self.janitor,
+                    &mut self.runs.janitor,
                 ) {
                     self.feed(now, input);
                 }
@@ -901,7 +914,7 @@ impl Shell {
             }
         }
         for d in state.deferred_spawns {
-            self.janitor.defer(
+            self.runs.janitor.defer(
                 d.at,
                 crate::core::Action::Spawn {
                     key: d.key,
@@ -914,11 +927,11 @@ impl Shell {
         }
         for path in state.dying_cgroups {
             if let Ok(cg) = ContainerCgroup::reopen(&path, Default::default()) {
-                self.janitor.remove_or_watch(cg);
+                self.runs.janitor.remove_or_watch(cg);
             }
         }
         for pod in state.gone_pods {
-            self.gone_pods.forget(&pod, now);
+            self.runs.gone_pods.forget(&pod, now);
         }
         self.journal = Journal::resume_after(state.journal_seq);
         self.stop_signals = state.stop_signals;

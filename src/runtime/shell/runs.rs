@@ -1,34 +1,42 @@
-//! The router's second half: running the core's actions through the components — a spawn into
-//! a fresh cgroup with its pipes handed to log capture and its pid to the reaper, signals and
-//! tree kills, probe starts and cancels — and turning a run's end (its main process reaped, its
-//! `memory.events`) into inputs.
+//! The runs: every container slot's live run and what it takes to start, watch and end one —
+//! the slots (`runtime::slots`), the reaper, the exec reports (`execs`), the janitor and the
+//! pods removed by reload, output capture and its holder, the probe runner, the state file's
+//! tracker and the runs adopted from an earlier vigil (`adopt`). The router hands it the
+//! core's actions ([`Runs::execute`]) and the events of its tokens ([`Component::process`]);
+//! what happened goes straight back to the core as inputs, through the [`Link`].
 //!
-//! Owns: the container slots' runs (pid, cgroup and its `memory.events` watch). Must not
-//! decide what runs (every outcome goes straight back to the core as an input), or keep a
-//! descriptor outside a component or a run.
+//! Owns: those components and the runs' descriptors (pid, cgroup and its `memory.events`
+//! watch). Must not decide what runs (every outcome goes straight back to the core as an
+//! input), or keep a descriptor outside a component or a run.
 
+use std::collections::HashMap;
 use std::os::fd::{BorrowedFd, OwnedFd};
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
 use log::{debug, warn};
-use mio::{Interest, Token};
+use mio::event::Event;
+use mio::{Interest, Registry, Token};
 
-use super::Shell;
-use super::capture::PipeFrom;
-use super::execs::Settled;
-use super::janitor::DEFER;
+use super::adopt::Adopted;
+use super::capture::{Capture, PipeFrom};
+use super::component::{Component, Link, earliest};
+use super::execs::{PendingExecs, Settled};
+use super::janitor::{DEFER, GonePods, Janitor};
 use super::kill::kill_tree;
-use super::probes::ProbeRequest;
-use super::reaper::{Ended, PidOwner};
-use super::tokens::{self, Watched};
-use crate::cgroup::ContainerCgroup;
-use crate::config::spec::{ContainerSpec, TerminationMessagePolicy};
+use super::probes::{ProbeRequest, ProbeRunner};
+use super::reaper::{Ended, PidOwner, Reaper};
+use super::tokens::{self, Owner, Watched};
+use crate::cgroup::{ContainerCgroup, Manager};
+use crate::config::spec::{ContainerSpec, SupervisorSpec, TerminationMessagePolicy};
 use crate::core::{Action, ContainerKey, ExitInfo, Generation, Input};
 use crate::logs::{self, ContainerLog};
 use crate::process::{self, Stdio};
+use crate::runtime::fdstore::FdStore;
+use crate::runtime::holder::Holder;
 use crate::runtime::slots::{ContainerRuntime, Run};
-use crate::runtime::statefile::{MainInfo, spec_hash};
+use crate::runtime::statefile::{MainInfo, Tracker, spec_hash};
 
 /// Containers one loop turn starts at most; the rest of the core's queue (in order) waits for
 /// the next turn, which polls without waiting. Keeps a turn — and with it the control socket's
@@ -36,68 +44,114 @@ use crate::runtime::statefile::{MainInfo, spec_hash};
 /// and lets the exec reports of the first ones (see `execs`) come in between.
 pub(super) const SPAWNS_PER_TURN: u32 = 64;
 
-/// How long an upgrade waits for the exec of containers just started before handing over.
-const HANDOFF_SETTLE: std::time::Duration = std::time::Duration::from_millis(250);
+/// The runs and the components that start, watch and end them (see the module doc).
+pub(super) struct Runs {
+    /// A handle on the poll's registry (shared with the other components).
+    pub(super) registry: Rc<Registry>,
+    /// vigil's cgroup subtree, or none.
+    pub(super) cgroups: Option<Manager>,
+    pub(super) slots: HashMap<ContainerKey, ContainerRuntime>,
+    pub(super) reaper: Reaper,
+    /// Main processes cloned whose exec is not confirmed yet.
+    pub(super) execs: PendingExecs,
+    /// Spawns this loop turn may still start (see [`SPAWNS_PER_TURN`]).
+    pub(super) spawn_budget: u32,
+    pub(super) janitor: Janitor,
+    /// Cgroup directories of pods removed by reload, until removed.
+    pub(super) gone_pods: GonePods,
+    pub(super) capture: Capture,
+    pub(super) probes: ProbeRunner,
+    /// The state file of what vigil runs (`statefile`): main processes for adoption after a
+    /// crash and, without cgroups, every process to kill.
+    pub(super) tracker: Tracker,
+    /// The output holder: keeps the pipes' read ends across a crash of vigil
+    /// (`runtime::holder`).
+    pub(super) holder: Holder,
+    /// The service manager's file-descriptor store of the pipes' read ends, under systemd
+    /// (`runtime::fdstore`).
+    pub(super) fdstore: FdStore,
+    /// Pipes an earlier vigil's holder handed over at start, by name, until their runs are
+    /// adopted (the rest are closed once start-up has adopted what it could).
+    pub(super) held: HashMap<String, OwnedFd>,
+    /// Runs adopted from an earlier vigil (`adopt`): their pidfds.
+    pub(super) adopted: Adopted,
+    /// Pre-flights of `vigil upgrade` reaped and not yet told to the router: (attempt, exit
+    /// code, signal).
+    pub(super) checks_ended: Vec<(u64, Option<i32>, Option<i32>)>,
+}
 
-impl Shell {
-    pub(super) fn feed(&mut self, now: Instant, input: Input) {
-        self.count_probe(&input);
-        self.notifier.changed();
-        self.core.handle(now, input);
-    }
-
-    /// Runs the actions the core has queued (including those its inputs from here queue), up to
-    /// this turn's spawn budget: the queue stops before a `Spawn` beyond it.
-    pub(super) fn drain_actions(&mut self, now: Instant) {
-        loop {
-            let spawn = matches!(self.core.peek_action(), Some(Action::Spawn { .. }));
-            if spawn && self.spawn_budget == 0 {
-                break;
+impl Component for Runs {
+    fn process(&mut self, event: &Event, now: Instant, link: &mut Link<'_>) {
+        let token = event.token();
+        match Owner::of(token) {
+            Some(Owner::Capture) => self.capture.on_readable(token, &mut self.slots),
+            Some(Owner::Stdout) => self.capture.flush(),
+            Some(Owner::Oom) => self.on_memory_events(token, now, link),
+            Some(Owner::Janitor) => self.janitor.retry(),
+            Some(Owner::Adopted) => self.on_adopted(token, now, link),
+            Some(Owner::Exec) => self.on_exec_report(token, link),
+            Some(Owner::Probes) => {
+                if let Some(input) =
+                    self.probes
+                        .on_event(token, event, now, &mut self.reaper, &mut self.janitor)
+                {
+                    link.feed(now, input);
+                }
             }
-            let Some(action) = self.core.poll_action() else {
-                break;
-            };
-            if spawn {
-                self.spawn_budget -= 1;
-            }
-            let (kind, key) = super::turnwatch::ActionKind::of(&action);
-            self.execute(action, now);
-            self.watch.mark(super::turnwatch::Phase::Action(kind, key));
+            _ => debug!("runs: event for another component's token {token:?}"),
         }
     }
 
-    /// Before a handoff (`vigil upgrade`): every queued action done and every pending exec
-    /// settled, since the next instance knows runs only by pid, not by error pipe. False when a
-    /// start is still unconfirmed after a few rounds (a start failing and restarting at once).
-    pub(super) fn settle_for_handoff(&mut self, now: Instant) -> bool {
-        // A child's setup and exec take milliseconds; one that has not exec'd by then (its
-        // cgroup frozen) refuses the upgrade rather than holding the loop.
-        let deadline = Instant::now() + HANDOFF_SETTLE;
-        for _ in 0..4 {
-            self.spawn_budget = u32::MAX;
-            self.drain_actions(now);
-            if self.execs.is_empty() {
-                return true;
-            }
-            for settled in self.execs.settle_all(deadline) {
-                self.exec_settled(settled);
-            }
+    fn deadline(&self, now: Instant) -> Option<Instant> {
+        earliest([
+            self.janitor.deadline(now),
+            self.tracker.deadline(),
+            self.capture.has_more().then_some(now),
+        ])
+    }
+}
+
+impl Runs {
+    pub(super) fn new(
+        registry: Rc<Registry>,
+        cgroups: Option<Manager>,
+        capture: Capture,
+        tracker: Tracker,
+        holder: Holder,
+        held: HashMap<String, OwnedFd>,
+        fdstore: FdStore,
+    ) -> Runs {
+        Runs {
+            cgroups,
+            slots: HashMap::new(),
+            reaper: Reaper::default(),
+            execs: PendingExecs::new(Rc::clone(&registry)),
+            spawn_budget: SPAWNS_PER_TURN,
+            janitor: Janitor::new(Rc::clone(&registry)),
+            gone_pods: GonePods::default(),
+            capture,
+            probes: ProbeRunner::new(Rc::clone(&registry)),
+            tracker,
+            holder,
+            held,
+            fdstore,
+            adopted: Adopted::new(Rc::clone(&registry)),
+            checks_ended: Vec::new(),
+            registry,
         }
-        self.drain_actions(now);
-        self.execs.is_empty()
     }
 
     /// A pending exec's report pipe is readable.
-    pub(super) fn on_exec_report(&mut self, token: mio::Token) {
+    fn on_exec_report(&mut self, token: mio::Token, link: &mut Link<'_>) {
         if let Some(settled) = self.execs.on_readable(token) {
-            self.exec_settled(settled);
+            self.exec_settled(settled, link);
         }
     }
 
     /// Feeds the outcome of a pending exec: `Spawned` (the run starts now, when its program
     /// does), or `SpawnFailed` with the error — the child is already reaped, so the run ends
     /// here: the reaper forgets it, its cgroup goes to the janitor.
-    fn exec_settled(&mut self, settled: Settled) {
+    pub(super) fn exec_settled(&mut self, settled: Settled, link: &mut Link<'_>) {
         let Settled {
             key,
             generation,
@@ -131,18 +185,20 @@ impl Shell {
                 }
             }
         };
-        self.feed(Instant::now(), input);
+        link.feed(Instant::now(), input);
     }
 
-    fn execute(&mut self, action: Action, now: Instant) {
+    /// Carries out one of the core's actions on the runs (the router keeps `Exit`, and tells
+    /// the control server of a `Forget`).
+    pub(super) fn execute(&mut self, action: Action, now: Instant, link: &mut Link<'_>) {
         match action {
             Action::Spawn { .. } => {
-                if let Some(input) = self.spawn(&action, now) {
+                if let Some(input) = self.spawn(&action, now, link) {
                     // The run starts when its process does, not when the turn began: a turn
                     // spawning hundreds of containers lasts a second, and `started_at` — the
                     // base of the probe schedule — must not predate the process by that much
                     // (nor put every probe of the batch on the same instant).
-                    self.feed(Instant::now(), input);
+                    link.feed(Instant::now(), input);
                 }
             }
             Action::Signal {
@@ -187,7 +243,7 @@ impl Shell {
                     self.probes
                         .start(req, cgroup, now, &mut self.reaper, &mut self.janitor)
                 {
-                    self.feed(now, input);
+                    link.feed(now, input);
                 }
             }
             Action::CancelProbe {
@@ -210,9 +266,8 @@ impl Shell {
                     }
                     self.gone_pods.forget(&slot.pod, now);
                 }
-                self.control.end_log_streams(key);
             }
-            Action::Exit { code } => self.exit_code = Some(code),
+            Action::Exit { .. } => {}
         }
     }
 
@@ -236,7 +291,7 @@ impl Shell {
     }
 
     /// Executes a Spawn action; returns the input to feed back, or `None` when deferred.
-    fn spawn(&mut self, action: &Action, now: Instant) -> Option<Input> {
+    fn spawn(&mut self, action: &Action, now: Instant, link: &mut Link<'_>) -> Option<Input> {
         let Action::Spawn {
             key,
             generation,
@@ -248,7 +303,7 @@ impl Shell {
             return None;
         };
         let (key, generation) = (*key, *generation);
-        self.ensure_slot(key, pod, container);
+        self.ensure_slot(key, pod, container, &link.config.supervisor);
         let failed = |message: String| {
             Some(Input::SpawnFailed {
                 key,
@@ -297,7 +352,7 @@ impl Shell {
         self.reaper.track(pid, PidOwner::Main { key, generation });
         let main = MainInfo {
             spec: self.slots.get(&key).map_or(0, |s| s.spec_hash),
-            restarts: self.core.restart_count(key).unwrap_or(0),
+            restarts: link.core.restart_count(key).unwrap_or(0),
         };
         self.tracker
             .started(key, &format!("{pod}/{}", container.name), pid, main);
@@ -335,7 +390,7 @@ impl Shell {
         };
         // Its exec is confirmed later (`on_exec_report`); the core keeps it `Creating`.
         let settled = self.execs.add(key, generation, exec)?;
-        self.exec_settled(settled);
+        self.exec_settled(settled, link);
         None
     }
 
@@ -344,8 +399,8 @@ impl Shell {
         key: ContainerKey,
         pod: &str,
         container: &Arc<ContainerSpec>,
+        sup: &SupervisorSpec,
     ) {
-        let sup = &self.config.supervisor;
         let slot = self.slots.entry(key).or_insert_with(|| {
             let (log, err) = ContainerLog::new(pod, &container.name, sup);
             if let Some(e) = err {
@@ -391,16 +446,24 @@ impl Shell {
     }
 
     /// Spawns that waited for a dying cgroup, once due.
-    pub(super) fn retry_deferred(&mut self, now: Instant) {
+    pub(super) fn retry_deferred(&mut self, now: Instant, link: &mut Link<'_>) {
         for action in self.janitor.take_due(now) {
-            if let Some(input) = self.spawn(&action, now) {
-                self.feed(now, input);
+            if let Some(input) = self.spawn(&action, now, link) {
+                link.feed(now, input);
             }
         }
     }
 
+    /// Everything the reaper collects goes to its owner (an upgrade's pre-flight to
+    /// [`Runs::checks_ended`], for the router).
+    pub(super) fn reap(&mut self, now: Instant, link: &mut Link<'_>) {
+        for ended in self.reaper.reap() {
+            self.on_ended(ended, now, link);
+        }
+    }
+
     /// A child the reaper collected: a main process's exit or an exec probe's result.
-    pub(super) fn on_ended(&mut self, ended: Ended, now: Instant) {
+    fn on_ended(&mut self, ended: Ended, now: Instant, link: &mut Link<'_>) {
         let Ended {
             owner,
             code,
@@ -413,9 +476,9 @@ impl Shell {
                     signal,
                     ..ExitInfo::default()
                 };
-                self.on_main_exit(key, generation, exit, now)
+                self.on_main_exit(key, generation, exit, now, link)
             }
-            PidOwner::UpgradeCheck { seq } => self.on_upgrade_check_exit(seq, code, signal, now),
+            PidOwner::UpgradeCheck { seq } => self.checks_ended.push((seq, code, signal)),
             PidOwner::ExecProbe { key, kind, seq } => {
                 let input =
                     self.probes
@@ -424,7 +487,7 @@ impl Shell {
                     self.tracker.attribute_session(key, session);
                 }
                 if let Some(input) = input {
-                    self.feed(now, input);
+                    link.feed(now, input);
                 }
             }
         }
@@ -436,12 +499,13 @@ impl Shell {
         key: ContainerKey,
         generation: Generation,
         now: Instant,
+        link: &mut Link<'_>,
     ) {
         let exit = ExitInfo {
             status_unknown: true,
             ..ExitInfo::default()
         };
-        self.on_main_exit(key, generation, exit, now);
+        self.on_main_exit(key, generation, exit, now, link);
     }
 
     fn on_main_exit(
@@ -450,12 +514,13 @@ impl Shell {
         generation: Generation,
         mut exit: ExitInfo,
         now: Instant,
+        link: &mut Link<'_>,
     ) {
         // Reaped before its exec report was read: the report is complete now (the child is
         // gone); whether it exec'd decides between `Spawned` then `Exited`, and `SpawnFailed`.
         if let Some(settled) = self.execs.settle(key, generation) {
             let failed = settled.outcome.is_err();
-            self.exec_settled(settled);
+            self.exec_settled(settled, link);
             if failed {
                 return;
             }
@@ -507,7 +572,7 @@ impl Shell {
             self.tracker.ended(key);
         }
         exit.termination_message = self.termination_message(key, generation, &exit, not_before);
-        self.feed(
+        link.feed(
             now,
             Input::Exited {
                 key,
@@ -563,7 +628,7 @@ impl Shell {
     }
 
     /// A running container's `memory.events` changed: report new OOM kills.
-    pub(super) fn on_memory_events(&mut self, token: Token, now: Instant) {
+    fn on_memory_events(&mut self, token: Token, now: Instant, link: &mut Link<'_>) {
         let key = tokens::oom_key(token);
         let Some(run) = self.slots.get_mut(&key).and_then(|s| s.run.as_mut()) else {
             return;
@@ -583,7 +648,7 @@ impl Shell {
         run.oom_seen = now_counters;
         if delta > 0 {
             let memory_max = cg.memory_max();
-            self.feed(
+            link.feed(
                 now,
                 Input::OomKills {
                     key,
