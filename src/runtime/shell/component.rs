@@ -14,9 +14,9 @@ use std::time::Instant;
 use mio::event::Event;
 
 use super::notifier::Notifier;
-use crate::config::spec::Config;
-use crate::core::{Input, Supervisor};
-use crate::metrics::probes::ProbeStats;
+use crate::config::spec::{Config, ProbeKind};
+use crate::core::{Input, ProbeOutcome, Supervisor};
+use crate::metrics::probes::{ProbeResult, ProbeStats};
 
 /// An owner of descriptors on the loop (its tokens: [`super::tokens::Owner`]).
 pub(super) trait Component {
@@ -41,10 +41,24 @@ pub(super) struct Link<'a> {
 }
 
 impl Link<'_> {
-    /// Hands `input` to the core (counted for the metrics when it is a probe result; the
-    /// status line is due again).
+    /// Hands `input` to the core (counted for the metrics when it is a probe result, hooks
+    /// are not probes; the status line is due again).
     pub fn feed(&mut self, now: Instant, input: Input) {
-        super::metrics::count_probe(self.probe_stats, &input);
+        if let Input::ProbeResult {
+            key,
+            kind,
+            outcome,
+            duration,
+            ..
+        } = &input
+            && *kind != ProbeKind::Hook
+        {
+            let result = match outcome {
+                ProbeOutcome::Success(_) | ProbeOutcome::Warning(_) => ProbeResult::Success,
+                ProbeOutcome::Failure(_) => ProbeResult::Failure,
+            };
+            self.probe_stats.record(*key, *kind, result, *duration);
+        }
         self.notifier.changed();
         self.core.handle(now, input);
     }

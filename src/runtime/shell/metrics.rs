@@ -932,30 +932,6 @@ impl super::Shell {
     }
 }
 
-/// Counts a probe result on its way to the core (hooks are not probes).
-pub(super) fn count_probe(
-    probe_stats: &mut crate::metrics::probes::ProbeStats,
-    input: &crate::core::Input,
-) {
-    use crate::core::{Input, ProbeOutcome};
-    use crate::metrics::probes::ProbeResult;
-    if let Input::ProbeResult {
-        key,
-        kind,
-        outcome,
-        duration,
-        ..
-    } = input
-        && *kind != crate::config::spec::ProbeKind::Hook
-    {
-        let result = match outcome {
-            ProbeOutcome::Success(_) | ProbeOutcome::Warning(_) => ProbeResult::Success,
-            ProbeOutcome::Failure(_) => ProbeResult::Failure,
-        };
-        probe_stats.record(*key, *kind, result, *duration);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

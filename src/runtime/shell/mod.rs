@@ -22,7 +22,8 @@
 //! - `control`: the control socket server and the streams on it; answers what only reads from
 //!   a view of the core and the slots, hands what changes state back to the router;
 //! - `metrics`: the `metrics_address` listener and its scrapers;
-//! - `upgrade`: `vigil upgrade`'s pre-flight and handoff.
+//! - `upgrade`: `vigil upgrade`'s pre-flight and handoff;
+//! - `startup`, `reload`: the steps before the components exist, and what a reload loads.
 //!
 //! Must not: make lifecycle decisions (restart, back-off, reasons: the core's), block (every
 //! wait is the poll timeout), or treat an event for an unknown token as more than a debug line.
@@ -39,7 +40,9 @@ mod metrics;
 mod notifier;
 mod probes;
 mod reaper;
+mod reload;
 mod runs;
+mod startup;
 mod tokens;
 mod turnwatch;
 mod upgrade;
@@ -50,60 +53,28 @@ use std::time::{Duration, Instant, SystemTime};
 
 use libc::SIGPWR;
 use log::{debug, error, info, warn};
-use mio::{Events, Interest, Poll};
+use mio::{Events, Poll};
 use signal_hook::consts::signal::{SIGCHLD, SIGHUP, SIGINT, SIGTERM, SIGUSR2};
 use signal_hook_mio::v1_0::Signals;
 
 use super::fdstore::{FdStore, PipeName};
-use super::harden::HostCheck;
-use crate::cgroup::{Controllers, Manager};
 use crate::config::ConfigSource;
 use crate::config::spec::Config;
 use crate::control::wire::ErrorKind;
 use crate::core::{Action, Command, ReloadError, Supervisor};
-use crate::logs;
-use crate::process;
 use capture::Capture;
 use component::{Component, Link, StderrLog};
 use control::{Control, Mutation};
 use journal::Journal;
 use notifier::Notifier;
 use runs::Runs;
+pub use startup::StartError;
+use startup::{
+    forward_destination, open_loop, protect_self, resolve_group, setup_cgroups, socket_path,
+};
 use tokens::Owner;
 pub use tokens::{CONN_TOKEN_BASE, Watched};
 use turnwatch::{Chore, Phase, TurnWatch};
-
-/// Errors that stop vigil from starting.
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    #[error("creating the event loop: {0}")]
-    Poll(io::Error),
-    #[error("installing signal handlers: {0}")]
-    Signals(io::Error),
-    #[error(transparent)]
-    Cgroup(#[from] crate::cgroup::CgroupError),
-    #[error(transparent)]
-    Control(#[from] crate::control::server::ControlError),
-    #[error(transparent)]
-    Metrics(#[from] metrics::MetricsError),
-    #[error(transparent)]
-    Harden(#[from] super::harden::HardenError),
-    #[error("containers set resource limits but vigil runs without cgroups")]
-    NoCgroupsForLimits,
-    /// A limit needs a controller this host's cgroup2 lacks (issue 14.10).
-    #[error(
-        "{pods}: {source}; no pod was started (remove those limits, or `vigil run \
-         --allow-missing-controllers` or [supervisor] allow_missing_controllers = true to refuse \
-         only those pods and start the others)"
-    )]
-    ControllersMissing {
-        /// `pod big needs memory`, for each pod concerned.
-        pods: String,
-        source: crate::cgroup::CgroupError,
-    },
-    #[error("socket_group \"{0}\" is not a known group name or gid")]
-    UnknownSocketGroup(String),
-}
 
 /// The last reload's outcome, as the metrics show it (`vigil_config_last_reload_*`): the
 /// config vigil started with counts as a successful load. Not carried across an upgrade (the
@@ -876,66 +847,31 @@ impl Shell {
     /// nothing changed:` and the problems.
     fn reload_from(&mut self, origin: &str, now: Instant) -> Result<String, ReloadError> {
         self.notifier.reloading();
-        let loaded = reread_refusal(&self.source)
-            .map_or(Ok(()), |e| Err(ReloadError::InvalidConfig(e)))
-            .and_then(|()| {
-                super::harden::check_config_source(&self.source)
-                    .map_err(|e| ReloadError::InvalidConfig(e.to_string()))
-            })
-            .map_err(|e| ReloadError::InvalidConfig(e.to_string()))
-            .and_then(|()| {
-                crate::convert::load_source(&self.source)
-                    .map_err(|errors| ReloadError::InvalidConfig(errors.to_string()))
-            })
-            .map(|mut new| {
-                // `run --allow-missing-controllers` turns the key on whatever the file says
-                // (interface.md §1): a file without it is not a change of it.
-                new.supervisor.allow_missing_controllers |= self.allow_missing_flag();
-                new
-            })
-            .and_then(|mut new| match super::exit_with_flag(&self.argv) {
-                Some(pod) => super::apply_exit_with(&mut new, pod)
-                    .map(|()| new)
-                    .map_err(ReloadError::InvalidConfig),
-                None => Ok(new),
-            })
-            .and_then(|new| {
-                super::harden::check_config_paths(&new)
-                    .map(|()| new)
-                    .map_err(|e| ReloadError::InvalidConfig(e.to_string()))
-            });
-        let result = match loaded {
-            Err(e) => Err(e),
-            Ok(new) => {
-                let plan = super::supervisor_reload::plan(&self.config.supervisor, &new.supervisor);
-                if let Err(e) = plan {
-                    Err(ReloadError::InvalidConfig(e.to_string()))
-                } else if let Err(e) = control::access_of(&new) {
-                    // An unknown socket_group must refuse the reload before anything changed,
-                    // not fail in apply_supervisor after the pods were reloaded.
-                    Err(ReloadError::InvalidConfig(e.to_string()))
-                } else if let Some(m) = &self.runs.cgroups
-                    && let Err(e) = m.check_controllers(self.reload_needs(&new))
-                {
-                    Err(ReloadError::InvalidConfig(e.to_string()))
-                } else if let Some(e) = self.limits_without_cgroups(&new) {
-                    // At start such a config is refused; a reload must not let it in unenforced.
-                    Err(ReloadError::InvalidConfig(e))
-                } else {
-                    let plan = plan.unwrap_or_default();
-                    let r = self
-                        .core
-                        .command(now, Command::Reload(Box::new(new.clone())))
-                        .map_err(ReloadError::Refused);
-                    if r.is_ok() {
-                        self.apply_supervisor(&plan, &new);
-                        self.config = new;
-                        self.prune_probe_stats();
-                    }
-                    r.map(|msg| msg + &plan.summary())
-                }
-            }
+        let current = reload::Current {
+            config: &self.config,
+            source: &self.source,
+            argv: &self.argv,
+            cgroups: self.runs.cgroups.as_ref(),
+            refused_at_start: &self.refused_at_start,
         };
+        let result = reload::load(&current).and_then(|(new, plan)| {
+            let r = self
+                .core
+                .command(now, Command::Reload(Box::new(new.clone())))
+                .map_err(ReloadError::Refused);
+            if r.is_ok() {
+                reload::apply_supervisor(
+                    &plan,
+                    &new,
+                    &mut self.runs,
+                    &mut self.control,
+                    &mut self.metrics,
+                );
+                self.config = new;
+                self.prune_probe_stats();
+            }
+            r.map(|msg| msg + &plan.summary())
+        });
         self.notifier.reloaded();
         self.last_reload.successful = result.is_ok();
         if result.is_ok() {
@@ -947,68 +883,6 @@ impl Shell {
             Err(e) => error!("{origin}: reload failed, nothing changed:\n{e}"),
         }
         result
-    }
-
-    /// Whether vigil was started with `run --allow-missing-controllers` (its argv travels
-    /// across an upgrade, so this holds after one too).
-    fn allow_missing_flag(&self) -> bool {
-        self.argv.iter().any(|a| a == "--allow-missing-controllers")
-    }
-
-    /// Without cgroups, the limits `new` sets (which could not be enforced), as a refusal.
-    fn limits_without_cgroups(&self, new: &Config) -> Option<String> {
-        if self.runs.cgroups.is_some() {
-            return None;
-        }
-        let set = crate::host::containers_with_limits(new);
-        (!set.is_empty()).then(|| {
-            format!(
-                "vigil runs without cgroups, so resource limits cannot be enforced: {}; remove \
-                 those keys, or restart vigil with cgroups (cgroup_root)",
-                set.join("; ")
-            )
-        })
-    }
-
-    /// Applies the live `[supervisor]` changes of an accepted reload (see `supervisor_reload`;
-    /// the admin lists and the shutdown timeout need nothing here: they are read from the
-    /// config and the core when used).
-    fn apply_supervisor(&mut self, plan: &super::supervisor_reload::Plan, new: &Config) {
-        let sup = &new.supervisor;
-        if plan.changes("log_buffer_bytes")
-            || plan.changes("log_max_file_bytes")
-            || plan.changes("log_max_files")
-        {
-            for slot in self.runs.slots.values_mut() {
-                slot.log.set_limits(sup);
-            }
-        }
-        if plan.changes("log_forward") || plan.changes("log_forward_to") {
-            self.runs.capture.flush();
-            self.runs.capture.set_forwarding(forward_destination(new));
-        }
-        if plan.changes("oom_score_adj")
-            && let Some(adj) = sup.oom_score_adj
-        {
-            set_oom_score_adj(adj);
-        }
-        if plan.changes("sched_slice_microseconds")
-            && let Some(micros) = sup.sched_slice_micros
-        {
-            set_sched_slice(micros);
-        }
-        // Socket mode/group, admin lists and client limits: to the socket file and the open
-        // connections at once.
-        if let Err(e) = self.control.apply_settings(new) {
-            error!("reload: control socket settings not applied: {e}");
-        }
-        // The clients' descriptor shares follow the config's containers and probes.
-        if let Some(m) = &mut self.metrics {
-            m.set_share(self.control.metrics_share());
-        }
-        if !plan.keys.is_empty() {
-            info!("reload: [supervisor] {} applied", plan.keys.join(", "));
-        }
     }
 
     fn update_status(&mut self, now: Instant) {
@@ -1048,242 +922,6 @@ impl Shell {
             uptime.as_secs_f64(),
             self.exit_code.unwrap_or(0)
         );
-    }
-}
-
-// ---- start-up steps -------------------------------------------------------------------------
-
-fn socket_path(config: &Config) -> std::path::PathBuf {
-    config
-        .supervisor
-        .socket
-        .clone()
-        .unwrap_or_else(crate::control::default_socket_path)
-}
-
-/// The poll and the signals it wakes up for (read from a self-pipe).
-fn open_loop() -> Result<(Poll, Signals), StartError> {
-    let poll = Poll::new().map_err(StartError::Poll)?;
-    let mut signals = Signals::new([SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGPWR, SIGUSR2])
-        .map_err(StartError::Signals)?;
-    poll.registry()
-        .register(&mut signals, tokens::SIGNAL, Interest::READABLE)
-        .map_err(StartError::Signals)?;
-    // vigil's log lines stderr did not take are written when it can take more. The descriptor
-    // is the logger's, open for vigil's lifetime: registered once, never deregistered.
-    if let Some(fd) = super::stderr_log::pollable_fd()
-        && let Err(e) = poll.registry().register(
-            &mut mio::unix::SourceFd(&fd),
-            tokens::STDERR,
-            Interest::WRITABLE,
-        )
-    {
-        debug!("cannot watch stderr for writability: {e}; queued log lines wait for the next");
-    }
-    Ok((poll, signals))
-}
-
-/// vigil's own process attributes: child subreaper (unless PID 1, which reaps anyway), its
-/// OOM score and its CPU time slice.
-fn protect_self(config: &Config) {
-    if !super::pid1::is_pid1() {
-        // Orphans of our containers are re-parented to us, so nothing escapes reaping.
-        if let Err(e) = process::set_child_subreaper() {
-            warn!("cannot become a child subreaper: {e}");
-        }
-    }
-    if let Some(adj) = config.supervisor.oom_score_adj {
-        set_oom_score_adj(adj);
-    }
-    if let Some(micros) = config.supervisor.sched_slice_micros {
-        set_sched_slice(micros);
-    }
-}
-
-/// vigil's cgroup subtree, or none (then limits are refused: they could not be enforced); and
-/// the pods refused for limits this host cannot give, each with why, when
-/// `allow_missing_controllers` lets the others start.
-fn setup_cgroups(config: &Config, host: &HostCheck) -> Result<CgroupSetup, StartError> {
-    let needs = needed_controllers(config);
-    let mut refused = Vec::new();
-    let cgroups = Manager::setup(
-        &(&config.supervisor.cgroup_root).into(),
-        &config.supervisor.cgroup_name,
-        needs,
-    )?;
-    host.after_cgroup_setup(config, cgroups.is_some());
-    if let Some(m) = &cgroups {
-        // A limit whose controller is missing is an error at start, naming the controller,
-        // the hierarchy path and what is available.
-        if let Err(e) = m.check_controllers(needs) {
-            let lacking: Vec<(String, crate::cgroup::CgroupError)> = config
-                .pods
-                .iter()
-                .filter_map(|p| {
-                    let e = m.check_controllers(crate::host::pod_controllers(p)).err()?;
-                    Some((p.name.clone(), e))
-                })
-                .collect();
-            if config.supervisor.allow_missing_controllers {
-                for (pod, why) in &lacking {
-                    warn!("{pod}: refused, the others start (allow_missing_controllers): {why}");
-                    refused.push((pod.clone(), why.to_string()));
-                }
-            } else {
-                // Leave nothing behind: undo the delegation dance before refusing to start.
-                if let Err(t) = m.teardown() {
-                    warn!("{t}");
-                }
-                let pods = lacking
-                    .iter()
-                    .map(|(p, _)| format!("pod {p}"))
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                return Err(StartError::ControllersMissing { pods, source: e });
-            }
-        }
-        info!("cgroups: containers go under {}", m.root().display());
-        let usable = Controllers::MEMORY | Controllers::CPU | Controllers::PIDS;
-        let available = std::fs::read_to_string(m.root().join("cgroup.controllers"))
-            .map(|t| Controllers::from_names(t.split_whitespace()));
-        if available.is_ok_and(|on| on.intersection(usable).is_empty()) {
-            // A hybrid host (cgroup v1 holds the controllers): vigil still kills by cgroup,
-            // but cannot limit or measure (issue 14.10).
-            warn!(
-                "no memory/cpu/pids controllers on this cgroup2 mount: limits and usage figures unavailable"
-            );
-        }
-    } else if !needs.is_empty() {
-        // Limits cannot be enforced without cgroups: refuse rather than run unconfined.
-        return Err(crate::host::preflight(config)
-            .err()
-            .map(StartError::from)
-            .unwrap_or(StartError::NoCgroupsForLimits));
-    } else if config.supervisor.cgroup_root != crate::config::spec::CgroupRoot::None {
-        warn!("running without cgroups: containers are tracked by process group only");
-    }
-    Ok((cgroups, refused))
-}
-
-/// Why a reload cannot read `source` again, if so: `run -f -` read its manifest from
-/// standard input, once, at start.
-fn reread_refusal(source: &ConfigSource) -> Option<String> {
-    match source {
-        ConfigSource::Manifest { manifest, .. } if manifest.as_os_str() == "-" => Some(
-            "the pods came from standard input (`vigil run -f -`), which cannot be read again: \
-             nothing changed; to change them, restart vigil, or run it with -f FILE to reload"
-                .to_string(),
-        ),
-        _ => None,
-    }
-}
-
-/// What [`setup_cgroups`] gives: the subtree, and the pods refused with why.
-type CgroupSetup = (Option<Manager>, Vec<(String, String)>);
-
-/// Where container output (`log_forward`) and, with the journal, vigil's events go: the journal
-/// when `log_forward_to` says so ([`logs::journal::journal_wanted`]) and its socket takes a
-/// connection, else vigil's stdout, non-blocking, when output is forwarded at all.
-fn forward_destination(config: &Config) -> Option<capture::Destination> {
-    let sup = &config.supervisor;
-    let path = std::path::Path::new(logs::journal::JOURNAL_SOCKET);
-    if logs::journal::journal_wanted(sup.log_forward_to, path) {
-        match logs::JournalSink::connect(path) {
-            Ok(sink) => {
-                return Some(capture::Destination::Journal {
-                    sink,
-                    output: sup.log_forward,
-                });
-            }
-            Err(e) => warn!("not forwarding to the journal, stdout instead: {e}"),
-        }
-    }
-    if !sup.log_forward {
-        return None;
-    }
-    match logs::nonblocking_stdout() {
-        Ok(fd) => Some(capture::Destination::Stdout(fd)),
-        Err(e) => {
-            warn!("not forwarding container output: {e}");
-            None
-        }
-    }
-}
-
-impl Shell {
-    /// The controllers a reload to `new` needs: every pod's, except (with
-    /// `allow_missing_controllers`) those of pods refused at start that the reload leaves
-    /// unchanged — they stay refused. A new or changed pod whose limits need a missing
-    /// controller still refuses the reload.
-    fn reload_needs(&self, new: &Config) -> Controllers {
-        if !self.config.supervisor.allow_missing_controllers {
-            return needed_controllers(new);
-        }
-        new.pods
-            .iter()
-            .filter(|p| {
-                let kept = self.refused_at_start.contains(&p.name)
-                    && self.config.pods.iter().any(|old| old == *p);
-                !kept
-            })
-            .fold(Controllers::NONE, |acc, p| {
-                acc | crate::host::pod_controllers(p)
-            })
-    }
-}
-
-fn needed_controllers(config: &Config) -> Controllers {
-    crate::host::needed_controllers(config)
-}
-
-fn resolve_group(name: &str) -> Result<u32, StartError> {
-    if let Ok(gid) = name.parse::<u32>() {
-        return Ok(gid);
-    }
-    match nix::unistd::Group::from_name(name) {
-        Ok(Some(g)) => Ok(g.gid.as_raw()),
-        _ => Err(StartError::UnknownSocketGroup(name.to_string())),
-    }
-}
-
-/// vigil protects itself from the kernel's global OOM killer (proc(5): oom_score_adj).
-fn set_oom_score_adj(adj: i32) {
-    let path = "/proc/self/oom_score_adj";
-    if let Err(e) = std::fs::write(path, adj.to_string()) {
-        // As root this is a real loss of protection (no CAP_SYS_RESOURCE?); unprivileged it is
-        // expected for a negative value.
-        if nix::unistd::Uid::effective().is_root() {
-            warn!("cannot write {adj} to {path}: {e}");
-        } else {
-            debug!("cannot write {adj} to {path}: {e}");
-        }
-    }
-}
-
-/// vigil asks for a short CPU time slice, so that it is scheduled soon after it wakes on a busy
-/// machine (`process::sched`). Best effort: vigil runs as started when the kernel cannot.
-fn set_sched_slice(micros: u32) {
-    use process::sched::{Applied, Decision};
-    match process::sched::apply(micros) {
-        Ok(Applied::Slice { runtime_ns }) => {
-            debug!(
-                "CPU time slice {} µs (children start with the default)",
-                runtime_ns / 1_000
-            );
-        }
-        Ok(Applied::Left(Decision::AlreadySet | Decision::Set { .. })) => {}
-        Ok(Applied::Left(Decision::OtherPolicy(policy))) => info!(
-            "sched_slice_microseconds: not set, vigil runs under scheduling policy {policy} \
-             as started (it applies to SCHED_OTHER)"
-        ),
-        Ok(Applied::Left(Decision::NegativeNice(nice))) => info!(
-            "sched_slice_microseconds: not set, vigil runs at nice {nice}, which its containers \
-             inherit and would lose with it"
-        ),
-        Ok(Applied::Unsupported) => debug!(
-            "sched_slice_microseconds: this kernel has no per-task time slices (Linux 6.12+)"
-        ),
-        Err(e) => warn!("sched_slice_microseconds: {e}"),
     }
 }
 

@@ -1,0 +1,183 @@
+//! A reload of the config (SIGHUP, `vigil reload`): what it would load, checked as a start
+//! checks a config, and the live `[supervisor]` changes of one the core accepted.
+//!
+//! Owns nothing. Must not: change anything before the new config passed every check (a
+//! refused reload changes nothing), or decide what the pods do with it (the core's
+//! `Command::Reload`).
+
+use log::{error, info};
+
+use super::control::{self, Control};
+use super::metrics::MetricsListener;
+use super::runs::Runs;
+use super::startup::{forward_destination, needed_controllers, set_oom_score_adj, set_sched_slice};
+use crate::cgroup::{Controllers, Manager};
+use crate::config::ConfigSource;
+use crate::config::spec::Config;
+use crate::core::ReloadError;
+use crate::runtime::supervisor_reload::{self, Plan};
+
+/// What a reload is checked against: what runs now.
+pub(super) struct Current<'a> {
+    pub config: &'a Config,
+    pub source: &'a ConfigSource,
+    /// vigil's argv (`--allow-missing-controllers`, `--exit-with`).
+    pub argv: &'a [String],
+    pub cgroups: Option<&'a Manager>,
+    /// Pods refused at start for limits this host cannot give.
+    pub refused_at_start: &'a [String],
+}
+
+/// The config a reload reads from the source vigil started with, checked as a start checks
+/// it, and its `[supervisor]` changes; or why it is refused (nothing changed).
+pub(super) fn load(current: &Current<'_>) -> Result<(Config, Plan), ReloadError> {
+    let source = current.source;
+    let new = reread_refusal(source)
+        .map_or(Ok(()), |e| Err(ReloadError::InvalidConfig(e)))
+        .and_then(|()| {
+            crate::runtime::harden::check_config_source(source)
+                .map_err(|e| ReloadError::InvalidConfig(e.to_string()))
+        })
+        .map_err(|e| ReloadError::InvalidConfig(e.to_string()))
+        .and_then(|()| {
+            crate::convert::load_source(source)
+                .map_err(|errors| ReloadError::InvalidConfig(errors.to_string()))
+        })
+        .map(|mut new| {
+            // `run --allow-missing-controllers` turns the key on whatever the file says
+            // (interface.md §1): a file without it is not a change of it.
+            new.supervisor.allow_missing_controllers |= allow_missing_flag(current.argv);
+            new
+        })
+        .and_then(
+            |mut new| match crate::runtime::exit_with_flag(current.argv) {
+                Some(pod) => crate::runtime::apply_exit_with(&mut new, pod)
+                    .map(|()| new)
+                    .map_err(ReloadError::InvalidConfig),
+                None => Ok(new),
+            },
+        )
+        .and_then(|new| {
+            crate::runtime::harden::check_config_paths(&new)
+                .map(|()| new)
+                .map_err(|e| ReloadError::InvalidConfig(e.to_string()))
+        })?;
+    let plan = supervisor_reload::plan(&current.config.supervisor, &new.supervisor)
+        .map_err(|e| ReloadError::InvalidConfig(e.to_string()))?;
+    if let Err(e) = control::access_of(&new) {
+        // An unknown socket_group must refuse the reload before anything changed, not fail
+        // in apply_supervisor after the pods were reloaded.
+        return Err(ReloadError::InvalidConfig(e.to_string()));
+    }
+    if let Some(m) = current.cgroups
+        && let Err(e) = m.check_controllers(reload_needs(current, &new))
+    {
+        return Err(ReloadError::InvalidConfig(e.to_string()));
+    }
+    if let Some(e) = limits_without_cgroups(current.cgroups.is_some(), &new) {
+        // At start such a config is refused; a reload must not let it in unenforced.
+        return Err(ReloadError::InvalidConfig(e));
+    }
+    Ok((new, plan))
+}
+
+/// Applies the live `[supervisor]` changes of an accepted reload (see `supervisor_reload`;
+/// the admin lists and the shutdown timeout need nothing here: they are read from the config
+/// and the core when used).
+pub(super) fn apply_supervisor(
+    plan: &Plan,
+    new: &Config,
+    runs: &mut Runs,
+    control: &mut Control,
+    metrics: &mut Option<MetricsListener>,
+) {
+    let sup = &new.supervisor;
+    if plan.changes("log_buffer_bytes")
+        || plan.changes("log_max_file_bytes")
+        || plan.changes("log_max_files")
+    {
+        for slot in runs.slots.values_mut() {
+            slot.log.set_limits(sup);
+        }
+    }
+    if plan.changes("log_forward") || plan.changes("log_forward_to") {
+        runs.capture.flush();
+        runs.capture.set_forwarding(forward_destination(new));
+    }
+    if plan.changes("oom_score_adj")
+        && let Some(adj) = sup.oom_score_adj
+    {
+        set_oom_score_adj(adj);
+    }
+    if plan.changes("sched_slice_microseconds")
+        && let Some(micros) = sup.sched_slice_micros
+    {
+        set_sched_slice(micros);
+    }
+    // Socket mode/group, admin lists and client limits: to the socket file and the open
+    // connections at once.
+    if let Err(e) = control.apply_settings(new) {
+        error!("reload: control socket settings not applied: {e}");
+    }
+    // The clients' descriptor shares follow the config's containers and probes.
+    if let Some(m) = metrics {
+        m.set_share(control.metrics_share());
+    }
+    if !plan.keys.is_empty() {
+        info!("reload: [supervisor] {} applied", plan.keys.join(", "));
+    }
+}
+
+/// Why a reload cannot read `source` again, if so: `run -f -` read its manifest from
+/// standard input, once, at start.
+fn reread_refusal(source: &ConfigSource) -> Option<String> {
+    match source {
+        ConfigSource::Manifest { manifest, .. } if manifest.as_os_str() == "-" => Some(
+            "the pods came from standard input (`vigil run -f -`), which cannot be read again: \
+             nothing changed; to change them, restart vigil, or run it with -f FILE to reload"
+                .to_string(),
+        ),
+        _ => None,
+    }
+}
+
+/// Whether vigil was started with `run --allow-missing-controllers` (its argv travels across
+/// an upgrade, so this holds after one too).
+fn allow_missing_flag(argv: &[String]) -> bool {
+    argv.iter().any(|a| a == "--allow-missing-controllers")
+}
+
+/// Without cgroups, the limits `new` sets (which could not be enforced), as a refusal.
+fn limits_without_cgroups(cgroups: bool, new: &Config) -> Option<String> {
+    if cgroups {
+        return None;
+    }
+    let set = crate::host::containers_with_limits(new);
+    (!set.is_empty()).then(|| {
+        format!(
+            "vigil runs without cgroups, so resource limits cannot be enforced: {}; remove \
+             those keys, or restart vigil with cgroups (cgroup_root)",
+            set.join("; ")
+        )
+    })
+}
+
+/// The controllers a reload to `new` needs: every pod's, except (with
+/// `allow_missing_controllers`) those of pods refused at start that the reload leaves
+/// unchanged — they stay refused. A new or changed pod whose limits need a missing controller
+/// still refuses the reload.
+fn reload_needs(current: &Current<'_>, new: &Config) -> Controllers {
+    if !current.config.supervisor.allow_missing_controllers {
+        return needed_controllers(new);
+    }
+    new.pods
+        .iter()
+        .filter(|p| {
+            let kept = current.refused_at_start.contains(&p.name)
+                && current.config.pods.iter().any(|old| old == *p);
+            !kept
+        })
+        .fold(Controllers::NONE, |acc, p| {
+            acc | crate::host::pod_controllers(p)
+        })
+}
