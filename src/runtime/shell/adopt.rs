@@ -281,42 +281,6 @@ impl Runs {
         found == 2
     }
 
-    /// Every pipe read now, given to the holder (after an upgrade: a new holder); the service
-    /// manager's store has them already (the old instance stored them under the same names).
-    pub(super) fn hold_all_output(&mut self) {
-        for (key, stream, run, fd) in self.capture.pipes() {
-            let Some(slot) = self.slots.get(&key) else {
-                continue;
-            };
-            let Some(pid) = slot
-                .run
-                .as_ref()
-                .filter(|r| Some(r.generation) == run)
-                .and_then(|r| r.pid)
-            else {
-                continue;
-            };
-            let label = format!("{}/{}", slot.pod, slot.name);
-            let stderr = stream == crate::logs::Stream::Stderr;
-            self.holder.keep(&holder::name(&label, pid, stderr), fd);
-            self.fdstore
-                .kept_before(&PipeName::new(&label, pid, stderr));
-        }
-    }
-
-    /// A new run's pipes, given to the holder and, under systemd, to the service manager's
-    /// file-descriptor store.
-    pub(super) fn hold_output(&mut self, label: &str, pid: u32, out: &OwnedFd, err: &OwnedFd) {
-        self.holder
-            .keep(&holder::name(label, pid, false), out.as_fd());
-        self.holder
-            .keep(&holder::name(label, pid, true), err.as_fd());
-        self.fdstore
-            .keep(&PipeName::new(label, pid, false), out.as_fd());
-        self.fdstore
-            .keep(&PipeName::new(label, pid, true), err.as_fd());
-    }
-
     /// Takes back the core's record an earlier vigil left (after adoption: see
     /// [`crate::core::recall`]), and logs what became of each container.
     fn recall(&mut self, memory: &Recollection, now: Instant, link: &mut Link<'_>) {

@@ -2,8 +2,8 @@
 //! manner of rust-vmm event-manager's `MutEventSubscriber` (`init` is the component's
 //! constructor, which registers its sources with the shared registry; `process` takes a ready
 //! event for one of its tokens). Beside its events a component tells the router when it next
-//! needs a turn ([`Component::deadline`]): the router's poll timeout is the earliest of them
-//! and the core's.
+//! needs a turn ([`Component::deadline`]: the router's poll timeout is the earliest of them
+//! and the core's), and does its share of the turn's chores ([`Component::chore`]).
 //!
 //! Owns: the trait, and [`Link`], what a component reaches of the rest while it works (the
 //! core, to which every input goes at once, in the order things happened; the config). Must
@@ -14,6 +14,7 @@ use std::time::Instant;
 use mio::event::Event;
 
 use super::notifier::Notifier;
+use super::turnwatch::Chore;
 use crate::config::spec::{Config, ProbeKind};
 use crate::core::{Input, ProbeOutcome, Supervisor};
 use crate::metrics::probes::{ProbeResult, ProbeStats};
@@ -30,6 +31,12 @@ pub(super) trait Component {
     /// When this component next needs a turn without an event: its earliest deadline, or
     /// `now` while it has bounded work left over from this turn. `None`: only events.
     fn deadline(&self, now: Instant) -> Option<Instant>;
+
+    /// Its bounded share of `chore`, a part of the turn after the events (the router runs
+    /// them in [`Chore::TURN`] order). Nothing by default.
+    fn chore(&mut self, chore: Chore, now: Instant, link: &mut Link<'_>) {
+        let _ = (chore, now, link);
+    }
 }
 
 /// What a component reaches of the rest while it handles an event or carries out an action.

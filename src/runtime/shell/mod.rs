@@ -628,70 +628,47 @@ impl Shell {
         );
     }
 
-    /// Everything after the ready sources of one turn have been handled.
+    /// Everything after the ready sources of one turn have been handled: each chore in its
+    /// order, by its owner (the core's timeouts and actions, the requests and expositions,
+    /// which need a view of the core and the runs, and the status line are the router's).
     fn turn(&mut self, now: Instant) {
         self.expire_upgrade_check(now);
+        for chore in Chore::TURN {
+            match chore {
+                Chore::CoreTimeouts => {
+                    if self.core.poll_timeout().is_some_and(|t| t <= now) {
+                        self.notifier.changed();
+                    }
+                    self.core.handle_timeout(now);
+                }
+                Chore::Actions => self.drain_actions(now),
+                Chore::Control => self.serve_control(now),
+                Chore::Metrics => self.serve_metrics(now),
+                Chore::Journal => {
+                    self.journal
+                        .drain(&self.core, now, self.runs.capture.journal_mut());
+                    self.runs_chore(chore, now);
+                }
+                Chore::StateFile => {
+                    self.notifier.tick_watchdog(now);
+                    report_dropped_log_lines();
+                    self.runs_chore(chore, now);
+                }
+                Chore::Status => {
+                    if self.notifier.status_due(now) {
+                        self.update_status(now);
+                    }
+                }
+                _ => self.runs_chore(chore, now),
+            }
+            self.watch.mark(Phase::Chore(chore));
+        }
+    }
+
+    /// The runs' share of `chore`.
+    fn runs_chore(&mut self, chore: Chore, now: Instant) {
         let (runs, mut link) = self.runs_and_link();
-        for input in runs.probes.expire(now, &mut runs.janitor) {
-            link.feed(now, input);
-        }
-        self.watch.mark(Phase::Chore(Chore::ProbeExpiry));
-        if self.core.poll_timeout().is_some_and(|t| t <= now) {
-            self.notifier.changed();
-        }
-        self.core.handle_timeout(now);
-        self.watch.mark(Phase::Chore(Chore::CoreTimeouts));
-        let (runs, mut link) = self.runs_and_link();
-        runs.retry_deferred(now, &mut link);
-        self.watch.mark(Phase::Chore(Chore::DeferredStarts));
-        self.runs.janitor.retry();
-        self.watch.mark(Phase::Chore(Chore::Janitor));
-        self.drain_actions(now);
-        self.watch.mark(Phase::Chore(Chore::Actions));
-        let core = &self.core;
-        self.runs
-            .gone_pods
-            .retry(self.runs.cgroups.as_ref(), |p| core.pod(p).is_some(), now);
-        self.watch.mark(Phase::Chore(Chore::GonePods));
-        self.serve_control(now);
-        self.watch.mark(Phase::Chore(Chore::Control));
-        self.serve_metrics(now);
-        self.watch.mark(Phase::Chore(Chore::Metrics));
-        // Container output with a backlog (queued by the capture) is read after the requests
-        // of this turn are answered: under a log flood a request waits behind at most the
-        // rest of the turn it came in, not one more turn's share of output as well.
-        self.runs.capture.read_more(&mut self.runs.slots);
-        for (pid, stream) in self.runs.capture.take_closed() {
-            self.runs
-                .fdstore
-                .release(pid, stream == crate::logs::Stream::Stderr);
-        }
-        self.watch.mark(Phase::Chore(Chore::Capture));
-        self.journal
-            .drain(&self.core, now, self.runs.capture.journal_mut());
-        self.runs.capture.flush();
-        self.watch.mark(Phase::Chore(Chore::Journal));
-        self.notifier.tick_watchdog(now);
-        self.runs.remember(now, &self.core, &self.config);
-        let dropped = super::stderr_log::take_dropped_report();
-        if dropped > 0 {
-            warn!(
-                "{dropped} lines of vigil's log dropped: its stderr was not read (at most {} KiB \
-                 are kept)",
-                super::stderr_log::QUEUE_BYTES / 1024
-            );
-        }
-        self.runs.tracker.scan_if_due(now);
-        if self.runs.tracker.is_dirty() {
-            let ended = self.runs.kept_ends(&self.core, &self.config);
-            self.runs.tracker.set_ended(ended);
-        }
-        self.runs.tracker.flush();
-        self.watch.mark(Phase::Chore(Chore::StateFile));
-        if self.notifier.status_due(now) {
-            self.update_status(now);
-        }
-        self.watch.mark(Phase::Chore(Chore::Status));
+        runs.chore(chore, now, &mut link);
     }
 
     /// The poll timeout: the earliest deadline of the core and of every component, `now` when
@@ -921,6 +898,18 @@ impl Shell {
             "vigil stopped after {:.1}s (exit code {})",
             uptime.as_secs_f64(),
             self.exit_code.unwrap_or(0)
+        );
+    }
+}
+
+/// vigil's log lines its stderr did not take since the last turn, said once.
+fn report_dropped_log_lines() {
+    let dropped = super::stderr_log::take_dropped_report();
+    if dropped > 0 {
+        warn!(
+            "{dropped} lines of vigil's log dropped: its stderr was not read (at most {} KiB \
+             are kept)",
+            super::stderr_log::QUEUE_BYTES / 1024
         );
     }
 }

@@ -10,7 +10,7 @@
 //! input), or keep a descriptor outside a component or a run.
 
 use std::collections::HashMap;
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
@@ -28,13 +28,14 @@ use super::kill::kill_tree;
 use super::probes::{ProbeRequest, ProbeRunner};
 use super::reaper::{Ended, PidOwner, Reaper};
 use super::tokens::{self, Owner, Watched};
+use super::turnwatch::Chore;
 use crate::cgroup::{ContainerCgroup, Manager};
 use crate::config::spec::{ContainerSpec, SupervisorSpec, TerminationMessagePolicy};
 use crate::core::{Action, ContainerKey, ExitInfo, Generation, Input};
 use crate::logs::{self, ContainerLog};
 use crate::process::{self, Stdio};
-use crate::runtime::fdstore::FdStore;
-use crate::runtime::holder::Holder;
+use crate::runtime::fdstore::{FdStore, PipeName};
+use crate::runtime::holder::{self, Holder};
 use crate::runtime::slots::{ContainerRuntime, Run};
 use crate::runtime::statefile::{MainInfo, Tracker, spec_hash};
 
@@ -109,6 +110,49 @@ impl Component for Runs {
             self.capture.has_more().then_some(now),
         ])
     }
+
+    fn chore(&mut self, chore: Chore, now: Instant, link: &mut Link<'_>) {
+        match chore {
+            Chore::ProbeExpiry => {
+                for input in self.probes.expire(now, &mut self.janitor) {
+                    link.feed(now, input);
+                }
+            }
+            Chore::DeferredStarts => self.retry_deferred(now, link),
+            Chore::Janitor => self.janitor.retry(),
+            Chore::GonePods => {
+                let core = &*link.core;
+                self.gone_pods
+                    .retry(self.cgroups.as_ref(), |p| core.pod(p).is_some(), now);
+            }
+            // Container output with a backlog (queued by the capture) is read after the
+            // requests of this turn are answered: under a log flood a request waits behind at
+            // most the rest of the turn it came in, not one more turn's share of output too.
+            Chore::Capture => {
+                self.capture.read_more(&mut self.slots);
+                for (pid, stream) in self.capture.take_closed() {
+                    self.fdstore.release(pid, stream == logs::Stream::Stderr);
+                }
+            }
+            // After the router drained vigil's events into the journal sink.
+            Chore::Journal => self.capture.flush(),
+            Chore::StateFile => {
+                self.remember(now, link.core, link.config);
+                self.tracker.scan_if_due(now);
+                if self.tracker.is_dirty() {
+                    let ended = self.kept_ends(link.core, link.config);
+                    self.tracker.set_ended(ended);
+                }
+                self.tracker.flush();
+            }
+            Chore::CoreTimeouts
+            | Chore::Actions
+            | Chore::Control
+            | Chore::Metrics
+            | Chore::Status
+            | Chore::Startup => {}
+        }
+    }
 }
 
 impl Runs {
@@ -139,6 +183,42 @@ impl Runs {
             checks_ended: Vec::new(),
             registry,
         }
+    }
+
+    /// Every pipe read now, given to the holder (after an upgrade: a new holder); the service
+    /// manager's store has them already (the old instance stored them under the same names).
+    pub(super) fn hold_all_output(&mut self) {
+        for (key, stream, run, fd) in self.capture.pipes() {
+            let Some(slot) = self.slots.get(&key) else {
+                continue;
+            };
+            let Some(pid) = slot
+                .run
+                .as_ref()
+                .filter(|r| Some(r.generation) == run)
+                .and_then(|r| r.pid)
+            else {
+                continue;
+            };
+            let label = format!("{}/{}", slot.pod, slot.name);
+            let stderr = stream == logs::Stream::Stderr;
+            self.holder.keep(&holder::name(&label, pid, stderr), fd);
+            self.fdstore
+                .kept_before(&PipeName::new(&label, pid, stderr));
+        }
+    }
+
+    /// A new run's pipes, given to the holder and, under systemd, to the service manager's
+    /// file-descriptor store.
+    fn hold_output(&mut self, label: &str, pid: u32, out: &OwnedFd, err: &OwnedFd) {
+        self.holder
+            .keep(&holder::name(label, pid, false), out.as_fd());
+        self.holder
+            .keep(&holder::name(label, pid, true), err.as_fd());
+        self.fdstore
+            .keep(&PipeName::new(label, pid, false), out.as_fd());
+        self.fdstore
+            .keep(&PipeName::new(label, pid, true), err.as_fd());
     }
 
     /// A pending exec's report pipe is readable.

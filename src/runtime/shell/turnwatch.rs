@@ -56,7 +56,7 @@ impl ActionKind {
     }
 }
 
-/// The turn's chores, in the order the router runs them.
+/// The turn's chores, in the order the router runs them ([`Chore::TURN`], then `Startup`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Chore {
     ProbeExpiry,
@@ -75,6 +75,22 @@ pub enum Chore {
 }
 
 impl Chore {
+    /// The chores of a turn after its events, in order (`Startup` comes after them).
+    pub const TURN: [Chore; 12] = [
+        Chore::ProbeExpiry,
+        Chore::CoreTimeouts,
+        Chore::DeferredStarts,
+        Chore::Janitor,
+        Chore::Actions,
+        Chore::GonePods,
+        Chore::Control,
+        Chore::Metrics,
+        Chore::Capture,
+        Chore::Journal,
+        Chore::StateFile,
+        Chore::Status,
+    ];
+
     fn name(self) -> &'static str {
         match self {
             Chore::ProbeExpiry => "probes: expiring attempts",
