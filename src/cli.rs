@@ -62,6 +62,52 @@ pub struct ClientOpts {
     pub config: Option<PathBuf>,
 }
 
+/// Which pods start (`run` and `check`): docs/interface.md §4.2.
+#[derive(Debug, Clone, Default, Args)]
+pub struct SelectOpts {
+    /// Start only these pods and the pods they depend on (naming a pod starts it whatever
+    /// its autostart and profiles say); the others wait for `vigil start`.
+    #[arg(value_name = "POD")]
+    pub pods: Vec<String>,
+    /// Activate a profile: pods listing it in `profiles` start too. Repeatable; without it,
+    /// $VIGIL_PROFILES (comma-separated).
+    #[arg(
+        long = "profile",
+        value_name = "PROFILE",
+        env = "VIGIL_PROFILES",
+        value_delimiter = ','
+    )]
+    pub profiles: Vec<String>,
+    /// Do not start the pods the chosen ones depend on; the chosen ones start without
+    /// waiting for them.
+    #[arg(long)]
+    pub no_deps: bool,
+}
+
+impl SelectOpts {
+    /// The selection these options ask for (profiles trimmed, blanks dropped).
+    pub fn selection(self) -> crate::config::select::Selection {
+        crate::config::select::Selection {
+            profiles: self
+                .profiles
+                .iter()
+                .flat_map(|p| crate::config::select::split_profiles(p))
+                .collect(),
+            pods: self.pods,
+            no_deps: self.no_deps,
+        }
+    }
+
+    /// As PID 1 without a subcommand: `$VIGIL_PROFILES` only.
+    fn from_env() -> crate::config::select::Selection {
+        let profiles = std::env::var("VIGIL_PROFILES").unwrap_or_default();
+        crate::config::select::Selection {
+            profiles: crate::config::select::split_profiles(&profiles),
+            ..Default::default()
+        }
+    }
+}
+
 /// `--wait [--timeout]` of `start`, `stop` and `restart`.
 #[derive(Debug, Clone, Default, Args)]
 pub struct WaitOpts {
@@ -153,6 +199,8 @@ pub enum Cmd {
         /// exit with its exit code (as the pod key shutdown_on = "ended"; for CI and PID 1).
         #[arg(long, value_name = "POD")]
         exit_with: Option<String>,
+        #[command(flatten)]
+        select: SelectOpts,
     },
     /// Convert between a vigil config and Kubernetes manifests.
     Convert(crate::convert::ConvertArgs),
@@ -165,6 +213,9 @@ pub enum Cmd {
         /// file trust, cgroups, env_file, tls.ca_file, probe host names.
         #[arg(long)]
         no_host: bool,
+        /// The pods `run` with these options would start, and why the others would not.
+        #[command(flatten)]
+        select: SelectOpts,
     },
     /// Print the merged, resolved config: drop-ins and -c layers merged, variables expanded,
     /// relative paths resolved (as `docker compose config`).
@@ -351,7 +402,7 @@ pub fn main() -> i32 {
             a.starts_with('-') || Cli::command().find_subcommand(a).is_some()
         });
         if !known {
-            return crate::runtime::run_main(Vec::new(), false, None);
+            return crate::runtime::run_main(Vec::new(), false, None, SelectOpts::from_env());
         }
     }
     // docs/interface.md §1.3: bad usage exits 1 (2 means "cannot reach the supervisor").
@@ -376,6 +427,7 @@ pub fn main() -> i32 {
             file: Some(manifest),
             allow_missing_controllers,
             exit_with,
+            select,
         } => crate::runtime::run_source(
             crate::config::ConfigSource::Manifest {
                 manifest,
@@ -383,15 +435,26 @@ pub fn main() -> i32 {
             },
             allow_missing_controllers,
             exit_with,
+            select.selection(),
         ),
         Cmd::Run {
             config,
             file: None,
             allow_missing_controllers,
             exit_with,
-        } => crate::runtime::run_main(config, allow_missing_controllers, exit_with),
+            select,
+        } => crate::runtime::run_main(
+            config,
+            allow_missing_controllers,
+            exit_with,
+            select.selection(),
+        ),
         Cmd::Convert(args) => crate::convert::main(args),
-        Cmd::Check { config, no_host } => crate::host::check_main(config, !no_host),
+        Cmd::Check {
+            config,
+            no_host,
+            select,
+        } => crate::host::check_main(config, !no_host, &select.selection()),
         Cmd::Config {
             config,
             origin,

@@ -376,12 +376,31 @@ pub fn metrics_exposure(addr: std::net::SocketAddr) -> Option<String> {
 /// each `FILE:LINE:COL: field: on this host: message` — all of them, not just the first —
 /// and warnings (`… warning: …`) that do not change the exit code; `--no-host` checks the
 /// file alone, for another machine.
-pub fn check_main(paths: Vec<PathBuf>, host: bool) -> i32 {
+pub fn check_main(
+    paths: Vec<PathBuf>,
+    host: bool,
+    selection: &crate::config::select::Selection,
+) -> i32 {
     let source = resolve_paths(paths);
     let shown = source.display_path();
     match load_source(&source) {
         Ok(config) => {
+            let decision = match crate::config::select::decide(&config, selection) {
+                Ok(d) => d,
+                Err(e) => {
+                    eprintln!("{}: {e}", shown.display());
+                    return 1;
+                }
+            };
             let mut problems = Vec::new();
+            for p in &decision.unused_profiles {
+                problems.push(HostProblem {
+                    field: String::new(),
+                    message: format!("profile {p:?} is active but no pod lists it"),
+                    warning: true,
+                    host: false,
+                });
+            }
             if config.supervisor.cgroup_root == CgroupRoot::None
                 && let Some(conflict) = limits_without_cgroups(&config)
             {
@@ -435,6 +454,14 @@ pub fn check_main(paths: Vec<PathBuf>, host: bool) -> i32 {
                 plural(config.pods.len(), "pod"),
                 plural(containers, "container")
             );
+            // Which pods `run` would start (with the same POD…, --profile, --no-deps).
+            if decision.choices.iter().any(|c| !c.is_default()) {
+                println!("starts: {}", decision.list(true));
+                let waiting = decision.list(false);
+                if !waiting.is_empty() {
+                    println!("not started: {waiting}");
+                }
+            }
             0
         }
         Err(errors) => {

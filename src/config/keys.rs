@@ -172,6 +172,8 @@ tables! {
         shutdown_on: Str,
         active_deadline_seconds: Num,
         schedule: Table(RawSchedule),
+        autostart: Bool,
+        profiles: StrArray,
         init_containers: Tables(RawContainer),
         containers: Tables(RawContainer),
     }

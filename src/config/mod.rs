@@ -45,6 +45,7 @@ mod locate;
 mod raw;
 pub mod schedule;
 mod schema;
+pub mod select;
 mod show;
 pub mod spec;
 mod validate;

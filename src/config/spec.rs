@@ -291,6 +291,15 @@ pub struct PodSpec {
     /// `schedule`: the pod runs at the times of a cron pattern, each time anew.
     #[serde(default)]
     pub schedule: Option<ScheduleSpec>,
+    /// Whether the pod starts when vigil starts (or a reload adds it). The file's `autostart`,
+    /// then decided for this run by the selection (`config::select::apply`: `run POD…`,
+    /// `--profile`, `$VIGIL_PROFILES`); a pod that does not start shows `Pending`
+    /// (`NotStarted`) until `vigil start`.
+    #[serde(default = "default_true")]
+    pub autostart: bool,
+    /// `profiles`: the pod starts only when one of them is active (empty: always).
+    #[serde(default)]
+    pub profiles: Vec<String>,
 }
 
 /// `schedule.concurrency` (Kubernetes `CronJob.spec.concurrencyPolicy`). `"Allow"` is refused
@@ -325,6 +334,20 @@ pub struct ScheduleSpec {
     pub starting_deadline: Option<Duration>,
     /// `suspend`: the schedule starts suspended (`vigil start POD` resumes it).
     pub suspend: bool,
+}
+
+impl PodSpec {
+    /// Whether `self` and `other` define the same pod to run: equal but for `autostart` and
+    /// `profiles`, which only say whether it starts (a reload that changes only them neither
+    /// stops nor restarts it).
+    pub fn same_definition(&self, other: &PodSpec) -> bool {
+        let strip = |p: &PodSpec| PodSpec {
+            autostart: true,
+            profiles: Vec::new(),
+            ..p.clone()
+        };
+        self == other || strip(self) == strip(other)
+    }
 }
 
 /// One container, with the pod-level defaults already folded in.

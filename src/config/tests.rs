@@ -555,6 +555,32 @@ fn a_schedule_is_checked_and_located() {
 }
 
 #[test]
+fn profiles_are_checked_and_located_and_autostart_defaults_to_true() {
+    let text = "[pods.web]\nprofiles = [\"debug\", \"-x\", \"debug\"]\n\
+                [[pods.web.containers]]\nname = \"app\"\ncommand = [\"x\"]\n";
+    let errs = errors(text);
+    assert_eq!(errs.len(), 2, "{errs:#?}");
+    assert_has(
+        &errs[0],
+        "2:22: pods.web.profiles[1]: ",
+        "invalid profile name \"-x\"",
+    );
+    assert_has(
+        &errs[1],
+        "2:28: pods.web.profiles[2]: ",
+        "profile \"debug\" is listed twice",
+    );
+    let cfg = ok(&text.replace(", \"-x\", \"debug\"", ""));
+    assert!(cfg.pods[0].autostart);
+    assert_eq!(cfg.pods[0].profiles, ["debug"]);
+    let cfg = ok(&text.replace(
+        "profiles = [\"debug\", \"-x\", \"debug\"]",
+        "autostart = false",
+    ));
+    assert!(!cfg.pods[0].autostart);
+}
+
+#[test]
 fn lifecycle_hooks_take_exactly_one_action() {
     let text = "[[pods.web.containers]]\nname = \"app\"\ncommand = [\"x\"]\n\
                 [pods.web.containers.lifecycle]\n\
@@ -1415,6 +1441,8 @@ max_restarts = 100
 depends_on = { db = "ready" }
 shutdown_on = "failed"
 active_deadline_seconds = 3600
+autostart = true
+profiles = ["prod", "debug"]
 
 [[pods.web.init_containers]]
 name = "migrate"
@@ -1482,6 +1510,7 @@ fn every_key_deserializes() {
     let web = c.pods.iter().find(|p| p.name == "web").expect("web");
     assert!(web.containers[0].run_as_non_root);
     assert!(!web.init_containers[0].run_as_non_root);
+    assert_eq!(web.profiles, ["prod", "debug"]);
     fn keys(fields: &[schema::Field], out: &mut Vec<&'static str>) {
         for f in fields {
             out.push(f.name);

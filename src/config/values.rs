@@ -239,6 +239,19 @@ pub fn check_name(text: &str, what: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A profile name (`profiles = [...]`, `run --profile`, `$VIGIL_PROFILES`): compose's rule,
+/// `[a-zA-Z0-9][a-zA-Z0-9_.-]*`, so that a comma-separated list of them reads one way.
+pub fn check_profile(text: &str) -> Result<(), String> {
+    let mut chars = text.chars();
+    let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphanumeric());
+    if first_ok && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) {
+        return Ok(());
+    }
+    Err(format!(
+        "invalid profile name {text:?}: use letters, digits, '-', '_' and '.', starting with a letter or digit"
+    ))
+}
+
 /// Levenshtein distance, for "did you mean" hints on unknown keys.
 pub fn edit_distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();

@@ -180,6 +180,7 @@ wire_names!(WaitingReason {
     CrashLoopBackOff => "CrashLoopBackOff",
     WaitingForDependencies => "WaitingForDependencies",
     DependencyFailed => "DependencyFailed",
+    NotStarted => "NotStarted",
 });
 wire_names!(TerminationReason {
     Completed => "Completed",

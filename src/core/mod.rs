@@ -215,6 +215,9 @@ pub enum WaitingReason {
     /// waits, and starts once an operator `start` or a reload brings the dependency back
     /// (docs/behaviour.md, "Dependencies").
     DependencyFailed,
+    /// The pod is not started in this run: `autostart = false`, a profile not active, or not
+    /// named on `vigil run POD…` (`config::select`). An operator `start` starts it.
+    NotStarted,
 }
 
 impl WaitingReason {
@@ -225,6 +228,7 @@ impl WaitingReason {
             WaitingReason::CrashLoopBackOff => "CrashLoopBackOff",
             WaitingReason::WaitingForDependencies => "WaitingForDependencies",
             WaitingReason::DependencyFailed => "DependencyFailed",
+            WaitingReason::NotStarted => "NotStarted",
         }
     }
 }

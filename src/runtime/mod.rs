@@ -29,21 +29,47 @@ use std::path::PathBuf;
 
 use log::error;
 
+use crate::config::select::Selection;
+
 pub use pid1::is_pid1;
 
 /// `vigil run`: load the config, supervise until shutdown, return the exit code.
 /// `allow_missing_controllers` is `--allow-missing-controllers` (it turns the config key on),
-/// `exit_with` is `--exit-with POD` ([`apply_exit_with`]).
+/// `exit_with` is `--exit-with POD` ([`apply_exit_with`]), `selection` the pods named,
+/// `--profile` and `--no-deps` ([`apply_selection`]).
 pub fn run_main(
     config: Vec<PathBuf>,
     allow_missing_controllers: bool,
     exit_with: Option<String>,
+    selection: Selection,
 ) -> i32 {
     run_source(
         crate::config::resolve_paths(config),
         allow_missing_controllers,
         exit_with,
+        selection,
     )
+}
+
+/// The selection of this run (`run POD…`, `--profile`, `$VIGIL_PROFILES`, `--no-deps`) written
+/// into `config`'s pods (`config::select`), at start and at every reload; `verbose` (at start)
+/// logs which pods wait and the active profiles no pod lists.
+pub fn apply_selection(
+    config: &mut crate::config::spec::Config,
+    selection: &Selection,
+    verbose: bool,
+) -> Result<(), String> {
+    let decision = crate::config::select::apply(config, selection)?;
+    if verbose {
+        let waiting = decision.list(false);
+        if !waiting.is_empty() {
+            log::info!("not started (vigil start POD starts one): {waiting}");
+        }
+        for p in &decision.unused_profiles {
+            log::warn!("profile {p:?} is active but no pod lists it");
+        }
+    }
+    Ok(())
 }
 
 /// `run --exit-with POD`: that pod's `shutdown_on` becomes `"ended"`, whatever the file says
@@ -81,6 +107,7 @@ pub fn run_source(
     source: crate::config::ConfigSource,
     allow_missing_controllers: bool,
     exit_with: Option<String>,
+    selection: Selection,
 ) -> i32 {
     init_logger();
     // The output pipes a service manager kept for an earlier vigil (before any thread or
@@ -107,7 +134,11 @@ pub fn run_source(
                 error!("{e}");
                 return 1;
             }
-            match shell::Shell::new(config, source, stored) {
+            if let Err(e) = apply_selection(&mut config, &selection, true) {
+                error!("run: {e}");
+                return 1;
+            }
+            match shell::Shell::new(config, source, stored, selection) {
                 Ok(shell) => shell.run(),
                 Err(e) => {
                     error!("cannot start: {e}");

@@ -22,6 +22,7 @@ mod outside_input;
 mod paths;
 mod pid1;
 mod probes;
+mod profiles;
 mod reload;
 mod sidecars;
 mod spawn;

@@ -175,6 +175,8 @@ impl Checker<'_> {
             shutdown_on,
             active_deadline,
             schedule,
+            autostart: raw.autostart.as_ref().is_none_or(|v| *v.get_ref()),
+            profiles: self.profiles(raw.profiles.as_deref(), &path),
         }
     }
 
@@ -268,6 +270,24 @@ impl Checker<'_> {
             starting_deadline,
             suspend: raw.suspend.as_ref().is_some_and(|v| *v.get_ref()),
         })
+    }
+
+    /// `profiles`: names as pods are named (they are typed on command lines and in
+    /// `$VIGIL_PROFILES`, comma-separated), each once.
+    fn profiles(&mut self, raw: Option<&[Spanned<String>]>, path: &str) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for (i, p) in raw.unwrap_or_default().iter().enumerate() {
+            let field = format!("{}[{i}]", join(path, "profiles"));
+            let name = p.get_ref();
+            if let Err(m) = values::check_profile(name) {
+                self.err(span(p), &field, m);
+            } else if out.contains(name) {
+                self.err(span(p), &field, format!("profile {name:?} is listed twice"));
+            } else {
+                out.push(name.clone());
+            }
+        }
+        out
     }
 
     pub(super) fn container(

@@ -62,6 +62,7 @@ pub fn reached(request: &RequestCmd, pod: &wire::Pod, sent: SystemTime) -> Progr
                         WaitingReason::PodInitializing
                             | WaitingReason::WaitingForDependencies
                             | WaitingReason::DependencyFailed
+                            | WaitingReason::NotStarted
                     ) => {}
             _ if stop => {
                 return Progress::Pending(format!("for {name} to stop (it is still running)"));

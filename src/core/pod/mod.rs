@@ -86,6 +86,9 @@ pub(super) const MSG_STOP_REQUEST: &str = "stopped by request";
 pub(super) const MSG_KEPT_STOPPED: &str =
     "stopped by request, kept stopped across a restart of vigil";
 pub(super) const MSG_DEFINITION_CHANGED: &str = "definition changed";
+/// Why a pod the selection left out waits (`WaitingReason::NotStarted`).
+pub(super) const MSG_NOT_STARTED: &str =
+    "not started in this run (autostart, profiles or the pods named at run): vigil start starts it";
 pub(super) const MSG_SHUTDOWN: &str = "supervisor shutting down";
 pub(super) const MSG_MAIN_FINISHED: &str = "the pod's containers have finished";
 /// Why `kill_now` SIGKILLs: a second stop signal, or the supervisor's shutdown timeout.

@@ -70,8 +70,35 @@ impl Pod {
                 condition(ConditionType::Ready, now),
             ],
         };
+        if !pod.spec.autostart {
+            pod.leave_unstarted();
+        }
         pod.update_conditions(now);
         pod
+    }
+
+    /// The selection leaves this pod out (`autostart` false after `config::select`): it is
+    /// held before it begins, its containers `NotStarted` until an operator `start`.
+    fn leave_unstarted(&mut self) {
+        self.held = true;
+        for s in self.init.iter_mut().chain(self.main.iter_mut()) {
+            s.set_waiting(WaitingReason::NotStarted, MSG_NOT_STARTED.to_string());
+        }
+    }
+
+    /// Left out by the selection and not started since (see [`Pod::leave_unstarted`]).
+    pub(in crate::core) fn unstarted(&self) -> bool {
+        self.held
+            && self.stage == Stage::Waiting
+            && self.slots().all(|s| {
+                matches!(
+                    s.state,
+                    SlotState::NotStarted {
+                        reason: WaitingReason::NotStarted,
+                        ..
+                    }
+                )
+            })
     }
 
     pub(in crate::core) fn name(&self) -> &str {

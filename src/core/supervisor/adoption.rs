@@ -36,6 +36,9 @@ impl Supervisor {
         let pod = &mut pods[loc.pod];
         let name = pod.spec.name.clone();
         let mut dropped = pod.skip_to_main_for_adoption(&mut out)?;
+        // A pod this run's selection leaves out that ran under the earlier vigil (an operator
+        // started it) runs on.
+        pod.held &= !pod.unstarted();
         let slot = loc.slot_mut(pod);
         let adopted = slot.adopt(pid, started_at, restart_count, &name, &mut out);
         let generation = match adopted {
@@ -142,6 +145,10 @@ impl Supervisor {
             let Some(m) = memory.pods.iter().find(|m| m.name == pod.name()) else {
                 continue;
             };
+            if pod.unstarted() && m.stage != Stage::Waiting {
+                // Left out by this run's selection, but an operator had started it.
+                pod.held = false;
+            }
             let name = pod.name().to_string();
             for (container, r) in pod.recall(m, spec_of, &mut out) {
                 done.push((format!("{name}/{container}"), r));

@@ -70,6 +70,13 @@ impl Supervisor {
         else {
             return Err(not_found(format!("pod {pod_name:?} not found")));
         };
+        // A whole-pod start also starts the pods it depends on that this run left out, as
+        // `vigil run POD` would.
+        let pulled = if op == Op::Start && container.is_none() && !ignore_deps {
+            self.start_unstarted_dependencies(p)
+        } else {
+            Vec::new()
+        };
         let unmet = self.unmet_dependencies(&self.pods[p]);
         if op != Op::Stop
             && let Some(why) = &self.pods[p].refused
@@ -103,6 +110,11 @@ impl Supervisor {
                     _ => {}
                 }
             }
+            let also = if pulled.is_empty() {
+                String::new()
+            } else {
+                format!(" (and pod {}, which it depends on)", pulled.join(", pod "))
+            };
             return Ok(match op {
                 Op::Stop if pod.schedule.is_some() && pod.at_rest() => {
                     format!("suspended the schedule of pod {name}")
@@ -110,6 +122,9 @@ impl Supervisor {
                 Op::Stop => {
                     pod.restart_pending = false;
                     pod.awaiting = false;
+                    if pod.unstarted() {
+                        return Ok(format!("pod {name} is not started"));
+                    }
                     if pod.init.iter().chain(pod.main.iter()).all(|s| s.is_done()) {
                         return Ok(format!("pod {name} is already stopped"));
                     }
@@ -143,7 +158,7 @@ impl Supervisor {
                         // first), one at rest resumes at its stage.
                         pod.resume(&mut out);
                         if unmet.is_empty() {
-                            format!("{verb} pod {name}")
+                            format!("{verb} pod {name}{also}")
                         } else {
                             let what: Vec<&str> = unmet.iter().map(|(w, _)| w.as_str()).collect();
                             format!("{verb} pod {name} without waiting for {}", what.join(", "))
@@ -152,13 +167,13 @@ impl Supervisor {
                         // `start_ready_pods` begins or resumes it once its dependencies are met.
                         pod.await_deps();
                         if unmet.is_empty() {
-                            format!("{verb} pod {name}")
+                            format!("{verb} pod {name}{also}")
                         } else {
-                            format!("{verb} pod {name}: {}", waiting_for(&unmet))
+                            format!("{verb} pod {name}{also}: {}", waiting_for(&unmet))
                         }
                     } else {
                         pod.resume(&mut out);
-                        format!("{verb} pod {name}")
+                        format!("{verb} pod {name}{also}")
                     }
                 }
             });
@@ -234,6 +249,37 @@ impl Supervisor {
         }
     }
 
+    /// The pods pod `p` depends on, transitively, that this run's selection left out and that
+    /// have not started since: they are started (their hold lifted; the dependency gate
+    /// starts each when its own dependencies are met). Their names, in config order.
+    fn start_unstarted_dependencies(&mut self, p: usize) -> Vec<String> {
+        let mut wanted: Vec<usize> = vec![p];
+        let mut i = 0;
+        while let Some(&at) = wanted.get(i) {
+            for d in &self.pods[at].spec.depends_on {
+                if let Some(q) = self
+                    .pods
+                    .iter()
+                    .position(|x| x.name() == d.pod && x.next != Next::Remove)
+                    && !wanted.contains(&q)
+                {
+                    wanted.push(q);
+                }
+            }
+            i += 1;
+        }
+        wanted.sort_unstable();
+        let mut names = Vec::new();
+        for q in wanted {
+            let pod = &mut self.pods[q];
+            if q != p && pod.unstarted() {
+                pod.held = false;
+                names.push(pod.name().to_string());
+            }
+        }
+        names
+    }
+
     pub(super) fn begin_shutdown(&mut self, now: Time, force: bool) -> String {
         if self.shutdown.is_none() {
             self.shutdown = Some(Shutdown {
@@ -280,14 +326,29 @@ impl Supervisor {
                         Next::Replace(s) => Some(s),
                         Next::Remove => None,
                     };
-                    if target == Some(&spec) {
+                    if let Some(target) = target
+                        && target.same_definition(&spec)
+                    {
                         unchanged += 1;
+                        // Only whether it starts may have changed: a pod left out that the
+                        // selection now starts begins; one that runs runs on.
+                        if spec.autostart && pod.unstarted() {
+                            pod.held = false;
+                        }
+                        match &mut pod.next {
+                            Next::Replace(s) => **s = spec,
+                            _ => pod.spec = spec,
+                        }
                     } else {
                         if pod.next == Next::Remove {
                             added += 1;
                         } else {
                             changed += 1;
                         }
+                        let mut spec = spec;
+                        // A pod that has started (by the selection or an operator) is
+                        // replaced by one that starts.
+                        spec.autostart |= !pod.unstarted();
                         pod.next = Next::Replace(Box::new(spec));
                         self.stop_for_reload(&mut pod, now);
                     }

@@ -58,6 +58,8 @@ pub fn pod(name: &str, containers: Vec<ContainerSpec>) -> PodSpec {
         shutdown_on: None,
         active_deadline: None,
         schedule: None,
+        autostart: true,
+        profiles: Vec::new(),
     }
 }
 

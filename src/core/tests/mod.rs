@@ -17,6 +17,7 @@ mod reasons;
 mod recall;
 mod reload;
 mod schedules;
+mod selection;
 mod shutdown;
 mod sidecars;
 mod triggers;

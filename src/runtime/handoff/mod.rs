@@ -190,6 +190,10 @@ pub struct State<Core = Supervisor, Cfg = Config> {
     /// state without it leaves the subtree in place at shutdown, as before).
     #[serde(default)]
     pub cgroup_subtree: Option<crate::cgroup::Ownership>,
+    /// Which pods the run started (`run POD…`, `--profile`, `--no-deps`), for its reloads
+    /// (added to format 2 later: a state without it had no selection, all pods started).
+    #[serde(default)]
+    pub selection: crate::config::select::Selection,
 }
 
 /// One (container, probe)'s metrics figures (`crate::metrics::probes::ProbeCounters`).
@@ -274,6 +278,7 @@ impl<Core, Cfg> State<Core, Cfg> {
             probe_stats,
             pid,
             cgroup_subtree,
+            selection,
         } = self;
         let rest = State {
             version,
@@ -305,6 +310,7 @@ impl<Core, Cfg> State<Core, Cfg> {
             probe_stats,
             pid,
             cgroup_subtree,
+            selection,
         };
         (core, rest)
     }

@@ -181,6 +181,7 @@ fn sample(now: Instant) -> (State, Blobs) {
         probe_stats: Vec::new(),
         pid: Some(4242),
         cgroup_subtree: None,
+        selection: Default::default(),
     };
     (state, blobs)
 }

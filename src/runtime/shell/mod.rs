@@ -59,6 +59,7 @@ use signal_hook_mio::v1_0::Signals;
 
 use super::fdstore::{FdStore, PipeName};
 use crate::config::ConfigSource;
+use crate::config::select::Selection;
 use crate::config::spec::Config;
 use crate::control::wire::ErrorKind;
 use crate::core::{Action, Command, ReloadError, Supervisor};
@@ -91,6 +92,9 @@ pub struct Shell {
     core: Supervisor,
     config: Config,
     source: ConfigSource,
+    /// Which pods this run starts (`run POD…`, `--profile`, `--no-deps`): applied to the
+    /// config at every reload, carried across an upgrade.
+    selection: Selection,
     control: Control,
     /// The runs and the components that start, watch and end them (`runs`).
     runs: Runs,
@@ -167,8 +171,9 @@ impl Shell {
         config: Config,
         source: ConfigSource,
         stored: Vec<(PipeName, std::os::fd::OwnedFd)>,
+        selection: Selection,
     ) -> Result<Shell, StartError> {
-        Self::start(config, source, None, stored)
+        Self::start(config, source, selection, None, stored)
     }
 
     /// The new instance of `vigil upgrade`: the same start-up as [`Shell::new`] on the
@@ -196,6 +201,7 @@ impl Shell {
         let mut shell = Self::start(
             state.config.clone(),
             state.source.clone(),
+            state.selection.clone(),
             Some(resumed),
             Vec::new(),
         )?;
@@ -216,6 +222,7 @@ impl Shell {
     fn start(
         config: Config,
         source: ConfigSource,
+        selection: Selection,
         resumed: Option<Resumed>,
         stored: Vec<(PipeName, std::os::fd::OwnedFd)>,
     ) -> Result<Shell, StartError> {
@@ -294,6 +301,7 @@ impl Shell {
             core,
             config,
             source,
+            selection,
             control,
             runs: Runs::new(
                 Rc::clone(&registry),
@@ -830,6 +838,7 @@ impl Shell {
             argv: &self.argv,
             cgroups: self.runs.cgroups.as_ref(),
             refused_at_start: &self.refused_at_start,
+            selection: &self.selection,
         };
         let result = reload::load(&current).and_then(|(new, plan)| {
             let r = self

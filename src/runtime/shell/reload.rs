@@ -26,6 +26,8 @@ pub(super) struct Current<'a> {
     pub cgroups: Option<&'a Manager>,
     /// Pods refused at start for limits this host cannot give.
     pub refused_at_start: &'a [String],
+    /// Which pods this run starts (`run POD…`, `--profile`, `--no-deps`).
+    pub selection: &'a crate::config::select::Selection,
 }
 
 /// The config a reload reads from the source vigil started with, checked as a start checks
@@ -57,6 +59,12 @@ pub(super) fn load(current: &Current<'_>) -> Result<(Config, Plan), ReloadError>
                 None => Ok(new),
             },
         )
+        .and_then(|mut new| {
+            // The selection of this run holds for the pods a reload adds or changes.
+            crate::runtime::apply_selection(&mut new, current.selection, false)
+                .map(|()| new)
+                .map_err(ReloadError::InvalidConfig)
+        })
         .and_then(|new| {
             crate::runtime::harden::check_config_paths(&new)
                 .map(|()| new)

@@ -657,6 +657,7 @@ impl Shell {
                 .collect(),
             pid: Some(std::process::id()),
             cgroup_subtree: self.runs.cgroups.as_ref().map(|m| m.ownership()),
+            selection: self.selection.clone(),
         };
         (state, blobs, fds)
     }
