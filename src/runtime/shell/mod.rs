@@ -880,7 +880,7 @@ impl Shell {
         // Followers are told vigil is gone for good (they would wait for it to come back).
         let view = control::View {
             core: &self.core,
-            slots: &self.slots,
+            slots: &self.runs.slots,
             probe_stats: &self.probe_stats,
             started_wall: self.started_wall,
             last_reload: self.last_reload,
