@@ -156,9 +156,7 @@ pub struct State<Core = Supervisor, Cfg = Config> {
     pub listener_fd: RawFd,
     /// The connection that asked for the upgrade: the new instance answers it.
     pub requester: Option<Requester>,
-    /// Other control connections. A vigil that reads `conns` (below) takes those listed there
-    /// over and ignores them here; an earlier vigil tells each that vigil re-executed, then
-    /// closes it.
+    /// Other control connections: told that vigil re-executed, then closed.
     pub clients: Vec<RawFd>,
     /// The journal's last reported event.
     pub journal_seq: u64,
@@ -196,27 +194,6 @@ pub struct State<Core = Supervisor, Cfg = Config> {
     /// (added to format 2 later: a state without it had no selection, all pods started).
     #[serde(default)]
     pub selection: crate::config::select::Selection,
-    /// Control connections open at the exec (added to format 2 later; each also in
-    /// `clients`, for a vigil that reads only those): the new instance's server takes them
-    /// over and answers them.
-    #[serde(default)]
-    pub conns: Vec<ConnState>,
-}
-
-/// One control connection handed over: its descriptor and what the old instance held of it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ConnState {
-    pub fd: RawFd,
-    /// Received and not answered yet (the next requests).
-    pub input: Blob,
-    /// Not sent yet (the rest of a reply; a streamed reply's end and the upgrade's notice).
-    pub output: Blob,
-    /// What was sent ends inside a line.
-    pub sent_open: bool,
-    /// Close once `output` is sent.
-    pub closing: bool,
-    /// The peer closed its writing side.
-    pub eof: bool,
 }
 
 /// One (container, probe)'s metrics figures (`crate::metrics::probes::ProbeCounters`).
@@ -269,35 +246,6 @@ pub struct DeferredSpawn {
 }
 
 impl<Core, Cfg> State<Core, Cfg> {
-    /// Every descriptor number the state hands over besides the state file and the old
-    /// binary (the new instance marks them close-on-exec at once, so nothing it starts
-    /// inherits them, and clears the mark again only to go back to the old binary).
-    pub fn handed_fds(&self) -> Vec<RawFd> {
-        let cgroup = |c: &CgroupFds| {
-            [c.dir, c.procs, c.events]
-                .into_iter()
-                .chain(c.memory_events)
-                .collect::<Vec<_>>()
-        };
-        let mut fds = vec![self.listener_fd];
-        fds.extend(self.pipes.iter().map(|p| p.fd));
-        fds.extend(self.adopted.iter().map(|a| a.pidfd));
-        fds.extend(
-            self.slots
-                .iter()
-                .filter_map(|s| s.run.as_ref()?.cgroup_fds.as_ref())
-                .flat_map(cgroup),
-        );
-        for h in &self.hooks {
-            fds.extend(h.pipe_fd);
-            fds.extend(h.cgroup_fds.as_ref().map(cgroup).unwrap_or_default());
-        }
-        fds.extend(self.requester.as_ref().map(|r| r.fd));
-        fds.extend(&self.clients);
-        fds.extend(self.conns.iter().map(|c| c.fd));
-        fds
-    }
-
     /// The core, and the rest.
     pub fn split_core(self) -> (Core, State<(), Cfg>) {
         let State {
@@ -331,7 +279,6 @@ impl<Core, Cfg> State<Core, Cfg> {
             pid,
             cgroup_subtree,
             selection,
-            conns,
         } = self;
         let rest = State {
             version,
@@ -364,7 +311,6 @@ impl<Core, Cfg> State<Core, Cfg> {
             pid,
             cgroup_subtree,
             selection,
-            conns,
         };
         (core, rest)
     }
