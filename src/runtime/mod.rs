@@ -248,9 +248,10 @@ fn resume_main(inh: handoff::Inherited) -> i32 {
     let code = match handoff::read(&inh.state) {
         _ if fault::refuse_handoff(inh.error.is_some()) => fall_back(
             &inh,
+            &[],
             "fault injection: VIGIL_FAULT_HANDOFF_REFUSE_FILE was there",
         ),
-        Err(e) => fall_back(&inh, &e.to_string()),
+        Err(e) => fall_back(&inh, &[], &e.to_string()),
         Ok((state, blobs)) => {
             log::debug!(
                 "upgrade: state read in {:.1} ms ({} bytes of logs), {:.1} ms after the old loop left",
@@ -258,7 +259,11 @@ fn resume_main(inh: handoff::Inherited) -> i32 {
                 blobs.len(),
                 (handoff::mono::raw_now() - i128::from(state.loop_left_at)) as f64 / 1e6
             );
-            resume(inh, state, &blobs)
+            // Nothing started before the components take them (the output holder) may
+            // inherit what was handed over.
+            let handed = state.handed_fds();
+            handoff::exec::mark_handed(&handed, true);
+            resume(inh, state, &blobs, &handed)
         }
     };
     if pid1 {
@@ -267,7 +272,12 @@ fn resume_main(inh: handoff::Inherited) -> i32 {
     code
 }
 
-fn resume(mut inh: handoff::Inherited, state: handoff::State, blobs: &[u8]) -> i32 {
+fn resume(
+    mut inh: handoff::Inherited,
+    state: handoff::State,
+    blobs: &[u8],
+    handed: &[std::os::fd::RawFd],
+) -> i32 {
     match shell::Shell::resume(state, blobs, inh.error.as_deref()) {
         Ok(shell) => {
             // Everything is taken over: the upgrade's guardian may go.
@@ -277,12 +287,12 @@ fn resume(mut inh: handoff::Inherited, state: handoff::State, blobs: &[u8]) -> i
             drop(inh);
             shell.run()
         }
-        Err(e) => fall_back(&inh, &format!("cannot start: {e}")),
+        Err(e) => fall_back(&inh, handed, &format!("cannot start: {e}")),
     }
 }
 
 /// Back to the binary that wrote the state. Returns only if that is impossible.
-fn fall_back(inh: &handoff::Inherited, why: &str) -> i32 {
+fn fall_back(inh: &handoff::Inherited, handed: &[std::os::fd::RawFd], why: &str) -> i32 {
     error!("upgrade: this vigil cannot take over: {why}; going back to the previous binary");
     if inh.error.is_some() {
         error!(
@@ -293,7 +303,7 @@ fn fall_back(inh: &handoff::Inherited, why: &str) -> i32 {
     match &inh.exe {
         Some(exe) => {
             let ready = inh.ready.as_ref().map(AsRawFd::as_raw_fd);
-            let e = handoff::exec::back_to_old(exe, inh.state.as_raw_fd(), ready, why);
+            let e = handoff::exec::back_to_old(exe, inh.state.as_raw_fd(), ready, handed, why);
             error!("upgrade: cannot execute the previous binary again: {e}");
         }
         None => error!("upgrade: the previous binary was not handed over"),

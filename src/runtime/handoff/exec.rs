@@ -176,11 +176,29 @@ pub fn exec(
     err
 }
 
+/// The new instance marks every descriptor handed over close-on-exec as soon as it has read
+/// the state (`on`), so that nothing it starts before taking them over (the output holder, a
+/// container) inherits them; the way back to the old binary clears the mark again. Numbers
+/// that are not open are skipped.
+pub fn mark_handed(fds: &[RawFd], on: bool) {
+    for &fd in fds {
+        if fd > 2 {
+            let _ = set_cloexec(fd, on);
+        }
+    }
+}
+
 /// The new instance cannot take over: go back to the old binary (`exe`, opened from
 /// `/proc/self/exe` before the exec, so even a deleted or replaced file works) with the same
 /// handoff and `why` in its environment, and the guardian's pipe (`ready`) when there is one.
 /// Returns only on failure.
-pub fn back_to_old(exe: &OwnedFd, state: RawFd, ready: Option<RawFd>, why: &str) -> io::Error {
+pub fn back_to_old(
+    exe: &OwnedFd,
+    state: RawFd,
+    ready: Option<RawFd>,
+    handed: &[RawFd],
+    why: &str,
+) -> io::Error {
     let mut args = Vec::new();
     for a in std::env::args_os() {
         match cstring(a.as_bytes()) {
@@ -218,6 +236,9 @@ pub fn back_to_old(exe: &OwnedFd, state: RawFd, ready: Option<RawFd>, why: &str)
             return e;
         }
     }
+    // Handed over again as they came (marked close-on-exec at the takeover's start); one
+    // closed meanwhile is the old binary's to miss, as at any takeover.
+    mark_handed(handed, false);
     match nix::unistd::fexecve(exe, &args, &env) {
         Err(e) => io::Error::from(e),
         Ok(never) => match never {},

@@ -246,6 +246,35 @@ pub struct DeferredSpawn {
 }
 
 impl<Core, Cfg> State<Core, Cfg> {
+    /// Every descriptor number the state hands over besides the state file and the old
+    /// binary (the new instance marks them close-on-exec at once, so nothing it starts
+    /// inherits them, and clears the mark again only to go back to the old binary).
+    pub fn handed_fds(&self) -> Vec<RawFd> {
+        let cgroup = |c: &CgroupFds| {
+            [c.dir, c.procs, c.events]
+                .into_iter()
+                .chain(c.memory_events)
+                .collect::<Vec<_>>()
+        };
+        let mut fds = vec![self.listener_fd];
+        fds.extend(self.pipes.iter().map(|p| p.fd));
+        fds.extend(self.adopted.iter().map(|a| a.pidfd));
+        fds.extend(
+            self.slots
+                .iter()
+                .filter_map(|s| s.run.as_ref()?.cgroup_fds.as_ref())
+                .flat_map(cgroup),
+        );
+        for h in &self.hooks {
+            fds.extend(h.pipe_fd);
+            fds.extend(h.cgroup_fds.as_ref().map(cgroup).unwrap_or_default());
+        }
+        fds.extend(self.requester.as_ref().map(|r| r.fd));
+        fds.extend(&self.clients);
+        fds.extend(self.conns.iter().map(|c| c.fd));
+        fds
+    }
+
     /// The core, and the rest.
     pub fn split_core(self) -> (Core, State<(), Cfg>) {
         let State {
