@@ -271,7 +271,6 @@ impl<Core, Cfg> State<Core, Cfg> {
         }
         fds.extend(self.requester.as_ref().map(|r| r.fd));
         fds.extend(&self.clients);
-        fds.extend(self.conns.iter().map(|c| c.fd));
         fds
     }
 
