@@ -4,9 +4,9 @@
 //! and choosing how to show each reply. It takes a [`ClientCommand`] the CLI built (it knows
 //! nothing of argv or clap) and reads every reply into the [`wire`] types, so a reply missing a
 //! field or carrying an unknown kind fails loudly as an unreadable reply instead of printing
-//! blanks. It makes no lifecycle decision; tables and `describe` come from [`text`], and the
-//! `--wait` predicate (`start`/`stop`/`restart --wait`) from [`wire::wait`], beside the status
-//! types: the client only polls the status and prints the verdict. Exit codes (docs/interface.md §1.3): 0 success, 1 error reported by the
+//! blanks. It makes no lifecycle decision; tables and `describe` come from [`text`], and
+//! `start`/`stop`/`restart --wait` is decided by the server (the request's `wait_ms`, judged
+//! by [`wire::wait`] beside the status types): the client prints the verdict. Exit codes (docs/interface.md §1.3): 0 success, 1 error reported by the
 //! supervisor or bad usage, 2 supervisor unreachable.
 
 use std::io::{self, BufRead, BufReader, Write};
@@ -22,7 +22,6 @@ use super::follow;
 use super::protocol::RequestCmd;
 use super::text;
 use super::wire;
-use super::wire::wait::{Progress, reached};
 use crate::format;
 
 /// How long a one-shot request may wait for its answer.
@@ -97,8 +96,8 @@ pub struct ClientCommand {
     pub socket: PathBuf,
     pub request: RequestCmd,
     pub output: Output,
-    /// For `start`/`stop`/`restart`: after the request is accepted, wait up to this long for
-    /// the target to reach the state asked for (see [`reached`]).
+    /// For `start`/`stop`/`restart`: the reply waits up to this long for the target to reach
+    /// the state asked for (sent as `wait_ms`; the server decides, see [`wire::wait`]).
     pub wait: Option<Duration>,
     /// For `logs`: the pods whose every container is shown, each line prefixed (`request`
     /// is then the template: its `pod` and `container` are replaced for each).
@@ -111,9 +110,6 @@ pub enum Several {
     All,
     Pods(Vec<String>),
 }
-
-/// How often `--wait` asks for the pod's status.
-const WAIT_POLL: Duration = Duration::from_millis(100);
 
 /// Runs one client command against stdout/stderr; returns the exit code.
 pub fn main(cmd: ClientCommand) -> i32 {
@@ -138,18 +134,13 @@ pub fn run(
     if cmd.request == RequestCmd::Version {
         let _ = writeln!(out, "Client Version: {}", env!("CARGO_PKG_VERSION"));
     }
-    let sent = SystemTime::now();
     if let Some(several) = &cmd.several {
         return report(logs_of_several(cmd, several, terminal, out, err), err);
     }
     if following(&cmd.request) {
         return report(follow_one(cmd, terminal, out, err), err);
     }
-    let mut result = exchange(cmd, terminal, out);
-    if let (Ok(Outcome::Done), Some(timeout)) = (&result, cmd.wait) {
-        result = wait_until_reached(cmd, sent, timeout, out);
-    }
-    report(result, err)
+    report(exchange(cmd, terminal, out), err)
 }
 
 /// The exit code of an outcome, with its message on `err`.
@@ -179,56 +170,6 @@ enum Outcome {
     Failed(String),
 }
 
-/// Polls `status` for the request's pod until [`reached`] says so, or `timeout` passes.
-fn wait_until_reached(
-    cmd: &ClientCommand,
-    sent: SystemTime,
-    timeout: Duration,
-    out: &mut dyn Write,
-) -> Result<Outcome, ClientError> {
-    let pod = match &cmd.request {
-        RequestCmd::Start { pod, .. }
-        | RequestCmd::Stop { pod, .. }
-        | RequestCmd::Restart { pod, .. } => pod.clone(),
-        _ => return Ok(Outcome::Done),
-    };
-    let path = cmd.socket.as_path();
-    let deadline = crate::instant::saturating_add(std::time::Instant::now(), timeout);
-    loop {
-        let status = ClientCommand {
-            socket: cmd.socket.clone(),
-            request: RequestCmd::Status {
-                pod: Some(pod.clone()),
-            },
-            output: Output::Json,
-            wait: None,
-            several: None,
-        };
-        let reply = match one_result(&status)? {
-            Ok(v) => typed::<wire::StatusReply>(path, &v)?,
-            Err(e) => return Ok(Outcome::Refused(e)),
-        };
-        let Some(p) = reply.pods.iter().find(|p| p.name == pod) else {
-            return Ok(Outcome::Failed(format!("pod {pod:?} is gone")));
-        };
-        let why = match reached(&cmd.request, p, sent) {
-            Progress::Reached => {
-                let _ = writeln!(out, "{}: done", cmd.request.name());
-                return Ok(Outcome::Done);
-            }
-            Progress::Failed(why) => return Ok(Outcome::Failed(why)),
-            Progress::Pending(why) => why,
-        };
-        if std::time::Instant::now() >= deadline {
-            return Ok(Outcome::Failed(format!(
-                "timed out after {} waiting {why}",
-                format::go_duration(timeout)
-            )));
-        }
-        std::thread::sleep(WAIT_POLL);
-    }
-}
-
 /// Sends `cmd.request` and reads the one reply: its `result`, or the refusal.
 pub(crate) fn one_result(
     cmd: &ClientCommand,
@@ -255,7 +196,10 @@ fn one_result_raw(
         source,
     })?;
     stream.set_read_timeout(Some(timeout)).map_err(io_err)?;
-    send_request(&stream, &cmd.request, false).map_err(io_err)?;
+    (&stream)
+        .write_all(request_line(&cmd.request, cmd.wait).as_bytes())
+        .map_err(io_err)?;
+    let _ = stream.shutdown(std::net::Shutdown::Write);
     let mut buf = String::new();
     let n = BufReader::new(&stream)
         .read_line(&mut buf)
@@ -554,22 +498,29 @@ pub(super) fn send_request(
     request: &RequestCmd,
     follow: bool,
 ) -> io::Result<()> {
-    stream.write_all(request_line(request).as_bytes())?;
+    stream.write_all(request_line(request, None).as_bytes())?;
     if !follow {
         let _ = stream.shutdown(std::net::Shutdown::Write);
     }
     Ok(())
 }
 
-/// The request line: `id` 1 and the request's fields, serialized straight to text.
-fn request_line(request: &RequestCmd) -> String {
+/// The request line: `id` 1, the request's fields and `wait_ms`, serialized straight to text.
+fn request_line(request: &RequestCmd, wait: Option<Duration>) -> String {
     #[derive(serde::Serialize)]
     struct Line<'a> {
         id: u32,
         #[serde(flatten)]
         request: &'a RequestCmd,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        wait_ms: Option<u64>,
     }
-    match serde_json::to_string(&Line { id: 1, request }) {
+    let wait_ms = wait.map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX));
+    match serde_json::to_string(&Line {
+        id: 1,
+        request,
+        wait_ms,
+    }) {
         Ok(mut line) => {
             line.push('\n');
             line
@@ -598,13 +549,31 @@ fn exchange(
     out: &mut dyn Write,
 ) -> Result<Outcome, ClientError> {
     let path = cmd.socket.as_path();
-    let result = match one_result_raw(cmd, REPLY_TIMEOUT)? {
+    // With `wait_ms` the server answers once the wait is over.
+    let timeout = REPLY_TIMEOUT.saturating_add(cmd.wait.unwrap_or_default());
+    let result = match one_result_raw(cmd, timeout)? {
         Ok(result) => result,
         Err(e) => return Ok(Outcome::Refused(e)),
     };
     let mut sink = Sink { out, closed: false };
     show_result(&mut sink, path, cmd, terminal, &result, SystemTime::now())?;
-    Ok(Outcome::Done)
+    if cmd.wait.is_none() || wire::wait::Target::of(&cmd.request).is_none() {
+        return Ok(Outcome::Done);
+    }
+    // The server decided the wait (control/wire/wait.rs); this prints its verdict.
+    let reply: wire::MessageReply = read_json(path, result.get())?;
+    match reply.wait {
+        Some(wire::WaitOutcome::Reached) => {
+            sink.put(&format!("{}: done\n", cmd.request.name()));
+            Ok(Outcome::Done)
+        }
+        Some(wire::WaitOutcome::Failed { why } | wire::WaitOutcome::TimedOut { why }) => Ok(
+            Outcome::Failed(format::escape_controls(&why, "").into_owned()),
+        ),
+        None => Ok(Outcome::Failed(
+            "vigil answered without waiting for the state asked for".to_string(),
+        )),
+    }
 }
 
 /// Shows a `result`: it is read into the reply type the request expects first, so `-o json`
@@ -704,6 +673,7 @@ mod tests {
     use serde_json::json;
 
     use crate::control::render::{self, Secrets, fixtures::*};
+    use crate::control::wire::wait::{Progress, reached};
 
     /// A one-connection fake supervisor: records the request, sends `replies`, then closes.
     fn fake(path: &Path, replies: Vec<Value>) -> JoinHandle<Value> {

@@ -28,6 +28,9 @@ pub struct Request {
     /// Echoed back exactly: a number, a string or null.
     pub id: RequestId,
     pub cmd: RequestCmd,
+    /// `wait_ms` (the commands whose definition says `waits`): answer once the target is in
+    /// the state asked for, or this long has passed (docs/interface.md §2).
+    pub wait: Option<std::time::Duration>,
 }
 
 /// A request's `id` as JSON text (null, a number or a string), echoed in every reply. A number
@@ -203,6 +206,7 @@ pub fn parse_request(line: &[u8]) -> Result<Request, ProtoError> {
             ));
         }
     };
+    let wait = obj.remove(WAIT_FIELD);
     let parsed = RequestCmd::from_fields(obj).map_err(|e| {
         let (kind, message) = match e {
             ArgError::UnknownCommand(other) => (
@@ -225,8 +229,39 @@ pub fn parse_request(line: &[u8]) -> Result<Request, ProtoError> {
         };
         ProtoError::new(&id, kind, message)
     })?;
-    Ok(Request { id, cmd: parsed })
+    let wait = match wait {
+        None | Some(Value::Null) => None,
+        Some(_) if !super::wire::commands::find(parsed.name()).is_some_and(|d| d.waits) => {
+            return Err(ProtoError::new(
+                &id,
+                ErrorKind::BadArgument,
+                format!("unknown field \"{WAIT_FIELD}\" for command \"{cmd}\""),
+            ));
+        }
+        Some(v) => match v.as_u64() {
+            Some(ms) => Some(std::time::Duration::from_millis(ms)),
+            None => {
+                let got = match &v {
+                    Value::Number(n) => n.to_string(),
+                    other => type_name(other).to_string(),
+                };
+                return Err(ProtoError::new(
+                    &id,
+                    ErrorKind::BadArgument,
+                    format!("field \"{WAIT_FIELD}\" must be a non-negative integer, got {got}"),
+                ));
+            }
+        },
+    };
+    Ok(Request {
+        id,
+        cmd: parsed,
+        wait,
+    })
 }
+
+/// The request field that asks for the reply to wait for the target's state (in milliseconds).
+pub const WAIT_FIELD: &str = "wait_ms";
 
 /// serde_json's message ends with " at line L column C"; the column is reported separately.
 fn strip_position(e: &serde_json::Error) -> String {
@@ -723,6 +758,48 @@ mod tests {
         }
         let e = err(r#"{"cmd":"version","pod":null}"#);
         assert_eq!(e.message, "unknown field \"pod\" for command \"version\"");
+    }
+
+    #[test]
+    fn wait_ms_is_read_for_start_stop_and_restart_and_refused_for_every_other_command() {
+        for cmd in ["start", "stop", "restart"] {
+            let r = parse(&format!(r#"{{"cmd":"{cmd}","pod":"web","wait_ms":1500}}"#)).expect(cmd);
+            assert_eq!(
+                r.wait,
+                Some(std::time::Duration::from_millis(1500)),
+                "{cmd}"
+            );
+            let r = parse(&format!(r#"{{"cmd":"{cmd}","pod":"web","wait_ms":null}}"#)).expect(cmd);
+            assert_eq!(r.wait, None, "{cmd}");
+            let e = err(&format!(r#"{{"cmd":"{cmd}","pod":"web","wait_ms":-1}}"#));
+            assert_eq!(
+                (e.kind, e.message.as_str()),
+                (
+                    ErrorKind::BadArgument,
+                    "field \"wait_ms\" must be a non-negative integer, got -1"
+                )
+            );
+            let e = err(&format!(r#"{{"cmd":"{cmd}","pod":"web","wait_ms":"30s"}}"#));
+            assert_eq!(
+                e.message,
+                "field \"wait_ms\" must be a non-negative integer, got a string"
+            );
+        }
+        for cmd in ["status", "reload", "version"] {
+            let e = err(&format!(r#"{{"cmd":"{cmd}","wait_ms":1000}}"#));
+            assert_eq!(
+                (e.kind, e.message),
+                (
+                    ErrorKind::BadArgument,
+                    format!("unknown field \"wait_ms\" for command \"{cmd}\"")
+                )
+            );
+        }
+        // An unknown command is still that, whatever else the request carries.
+        assert_eq!(
+            err(r#"{"cmd":"wiat","wait_ms":1}"#).kind,
+            ErrorKind::UnknownCommand
+        );
     }
 
     #[test]

@@ -564,6 +564,22 @@ pub struct MetricsReply {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MessageReply {
     pub message: String,
+    /// With `wait_ms` (`start`, `stop`, `restart`): how the wait ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<WaitOutcome>,
+}
+
+/// How a request's `wait_ms` ended (the server decides it: control/wire/wait.rs).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case", deny_unknown_fields)]
+pub enum WaitOutcome {
+    /// Every target is in the state asked for.
+    Reached,
+    /// A target will not get there on its own (back-off, `DependencyFailed`, terminated with
+    /// an error), or its pod is gone: why.
+    Failed { why: String },
+    /// `wait_ms` passed first: `timed out after 30s waiting for …`.
+    TimedOut { why: String },
 }
 
 /// The `error` of a refused request.
@@ -914,6 +930,23 @@ mod reference {
             "What was done, in one sentence.",
             &j(&MessageReply {
                 message: "stopping web/app".into(),
+                wait: None,
+            }),
+            true,
+        );
+        section(
+            &mut out,
+            "`start`, `stop`, `restart` with `wait_ms`",
+            "Sent once the target is in the state asked for (`\"outcome\": \"reached\"`), \
+             will not get there on its own (`\"failed\"`), or `wait_ms` passed \
+             (`\"timed_out\"`); `why` says what happened or what it was still waiting for.",
+            &j(&MessageReply {
+                message: "restarting web/app".into(),
+                wait: Some(WaitOutcome::TimedOut {
+                    why: "timed out after 30s waiting for web/app to be ready (it runs; its \
+                          readiness probe has not passed yet)"
+                        .into(),
+                }),
             }),
             true,
         );

@@ -158,3 +158,71 @@ command = ["/nonexistent/vigil-test-binary"]
         "{err}"
     );
 }
+
+/// A request with `wait_ms` (what `--wait` sends) is answered by vigil once the state holds:
+/// the reply carries the outcome, and meanwhile the loop answers everyone else.
+#[test]
+fn a_waiting_restart_is_answered_when_the_target_is_ready_and_other_requests_go_on_meanwhile() {
+    use std::io::{BufRead as _, BufReader, ErrorKind, Write as _};
+    use std::os::unix::net::UnixStream;
+
+    let flags = tempfile::tempdir().expect("tempdir");
+    let ready = flags.path().join("ready");
+    let v = Vigil::start(&format!(
+        r#"
+[pods.db]
+[[pods.db.containers]]
+name = "postgres"
+command = ["sleep", "600"]
+readiness_probe = {{ exec = {{ command = ["test", "-e", "{}"] }}, period_seconds = 1 }}
+"#,
+        ready.display()
+    ));
+    v.wait_for(T, "db running", |v| {
+        state_reason(&v.container("db", "postgres")) == "Running"
+    });
+    let mut waiting = UnixStream::connect(&v.socket).expect("connect");
+    waiting
+        .write_all(b"{\"id\":7,\"cmd\":\"restart\",\"pod\":\"db\",\"wait_ms\":60000}\n")
+        .expect("send");
+    let mut reader = BufReader::new(waiting.try_clone().expect("clone"));
+    // Not ready, so no reply yet; other requests are answered meanwhile.
+    waiting
+        .set_read_timeout(Some(Duration::from_millis(1500)))
+        .expect("timeout");
+    let mut line = String::new();
+    let early = reader.read_line(&mut line);
+    assert!(
+        matches!(&early, Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut)),
+        "{early:?} {line}"
+    );
+    v.wait_for(T, "the new run", |v| {
+        state_reason(&v.container("db", "postgres")) == "Running"
+    });
+    assert_eq!(v.container("db", "postgres")["ready"], false);
+    std::fs::write(&ready, "").expect("ready file");
+    waiting
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    reader.read_line(&mut line).expect("the reply");
+    let reply: Value = serde_json::from_str(&line).expect("a JSON reply");
+    assert_eq!(reply["id"], 7, "{reply}");
+    assert_eq!(
+        reply["result"]["wait"],
+        serde_json::json!({"outcome": "reached"}),
+        "{reply}"
+    );
+    assert!(reply["result"]["message"].is_string(), "{reply}");
+    // Answered only once it held.
+    assert_eq!(v.container("db", "postgres")["ready"], true);
+
+    // The same request with too short a wait: the reply says what it was still waiting for.
+    std::fs::remove_file(&ready).expect("unready");
+    let r = v.request(r#"{"cmd":"restart","pod":"db","wait_ms":1500}"#);
+    assert_eq!(r["result"]["wait"]["outcome"], "timed_out", "{r}");
+    let why = r["result"]["wait"]["why"].as_str().unwrap_or_default();
+    assert!(
+        why.starts_with("timed out after 1.5s waiting for db/postgres to "),
+        "{why}"
+    );
+}

@@ -31,10 +31,25 @@ pub struct CommandDef {
     /// Who may send it (an argument may ask for more: `upgrade`'s `binary` needs
     /// [`Access::Root`]).
     pub access: Access,
+    /// Whether it takes `wait_ms`: its reply then waits, on the server, until the target is in
+    /// the state asked for (control/waiters.rs) or that long has passed.
+    pub waits: bool,
 }
 
 const fn def(name: &'static str, access: Access) -> CommandDef {
-    CommandDef { name, access }
+    CommandDef {
+        name,
+        access,
+        waits: false,
+    }
+}
+
+const fn waiting(name: &'static str, access: Access) -> CommandDef {
+    CommandDef {
+        name,
+        access,
+        waits: true,
+    }
 }
 
 /// Every command, in the order the wire reference and the unknown-command error list them.
@@ -43,9 +58,9 @@ pub const DEFS: &[CommandDef] = &[
     def("describe", Access::Read),
     def("events", Access::Read),
     def("logs", Access::Read),
-    def("start", Access::Admin),
-    def("stop", Access::Admin),
-    def("restart", Access::Admin),
+    waiting("start", Access::Admin),
+    waiting("stop", Access::Admin),
+    waiting("restart", Access::Admin),
     def("reload", Access::Admin),
     def("shutdown", Access::Admin),
     def("version", Access::Read),

@@ -4,9 +4,9 @@
 //! began after the request — or can no longer get there on its own (back-off,
 //! `DependencyFailed`, a terminated error).
 //!
-//! Owns that decision, beside the status types it reads, so the client only asks for the
-//! status and prints the verdict. Must not do I/O or read the clock: the caller passes when
-//! the request was sent.
+//! Owns that decision, beside the status types it reads; the server asks it at every turn for
+//! each request that waits (runtime/shell/waiters.rs) and the client only prints the verdict.
+//! Must not do I/O or read the clock: the caller passes when the request was taken.
 
 use std::time::{Duration, SystemTime};
 
@@ -25,20 +25,63 @@ pub enum Progress {
     Failed(String),
 }
 
-/// Whether the containers `request` targets in `pod` have reached what it asked for:
-/// `stop`: none runs or is being created (each terminated, or never started); `start`: each
-/// runs and is ready, or has completed; `restart`: the same, with a run that started after the
-/// request was `sent`. A container in back-off or terminated with an error after the request
-/// fails the wait at once.
+/// What a wait is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Goal {
+    /// `stop`: none of the targets runs or is being created.
+    Stopped,
+    /// `start`: each target runs and is ready, or has completed.
+    Started,
+    /// `restart`: as `Started`, with a run begun after the request.
+    Restarted,
+}
+
+/// The containers a wait is about, and what for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub pod: String,
+    /// One container, else the pod's (for [`Goal::Stopped`] its init containers too).
+    pub container: Option<String>,
+    pub goal: Goal,
+}
+
+impl Target {
+    /// What `request` waits for, when it is a command that can wait.
+    pub fn of(request: &RequestCmd) -> Option<Target> {
+        let (pod, container, goal) = match request {
+            RequestCmd::Stop { pod, container } => (pod, container, Goal::Stopped),
+            RequestCmd::Start { pod, container, .. } => (pod, container, Goal::Started),
+            RequestCmd::Restart { pod, container } => (pod, container, Goal::Restarted),
+            _ => return None,
+        };
+        Some(Target {
+            pod: pod.clone(),
+            container: container.clone(),
+            goal,
+        })
+    }
+}
+
+/// Whether the containers `request` targets in `pod` have reached what it asked for
+/// ([`progress`] of its [`Target`]); a request that cannot wait has nothing to reach.
 pub fn reached(request: &RequestCmd, pod: &wire::Pod, sent: SystemTime) -> Progress {
+    match Target::of(request) {
+        Some(target) => progress(&target, pod, sent),
+        None => Progress::Reached,
+    }
+}
+
+/// Whether the containers `target` names in `pod` have reached its goal: `Stopped`: none runs
+/// or is being created (each terminated, or never started); `Started`: each runs and is
+/// ready, or has completed; `Restarted`: the same, with a run that started after the request
+/// was `sent`. A container in back-off or terminated with an error after the request fails
+/// the wait at once.
+pub fn progress(target: &Target, pod: &wire::Pod, sent: SystemTime) -> Progress {
     use crate::core::{TerminationReason, WaitingReason};
     use wire::State;
-    let (container, stop, restart) = match request {
-        RequestCmd::Stop { container, .. } => (container, true, false),
-        RequestCmd::Start { container, .. } => (container, false, false),
-        RequestCmd::Restart { container, .. } => (container, false, true),
-        _ => return Progress::Reached,
-    };
+    let container = &target.container;
+    let stop = target.goal == Goal::Stopped;
+    let restart = target.goal == Goal::Restarted;
     let targets: Vec<&wire::Container> = match container {
         Some(name) => pod
             .init_containers

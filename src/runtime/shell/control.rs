@@ -31,6 +31,7 @@ use log::{error, info, warn};
 use mio::Registry;
 use mio::event::Event;
 
+use super::waiters::Waiters;
 use super::{CONN_TOKEN_BASE, StartError, resolve_group, tokens};
 use crate::config::spec::Config;
 use crate::control::limits::{FdNeeds, FdShares, fd_shares};
@@ -40,6 +41,7 @@ use crate::control::protocol::{
 use crate::control::render;
 use crate::control::server::{Access, ConnId, ControlError, Incoming, Limits, PeerCred, Server};
 use crate::control::time::WallClock;
+use crate::control::wire::wait::Target;
 use crate::control::wire::{self, ErrorKind};
 use crate::core::{Command, ContainerKey, Event as CoreEvent, PodStatus, Supervisor};
 use crate::logs;
@@ -76,6 +78,8 @@ pub(super) struct Control {
     /// The clients' descriptor shares (control and metrics) from the config and
     /// `RLIMIT_NOFILE`, recomputed on reload.
     shares: FdShares,
+    /// Requests carried out whose reply waits for their target's state (`wait_ms`).
+    waiters: Waiters,
 }
 
 /// One rendered `status` result (the JSON after `"result":`), reused for the same request
@@ -108,6 +112,9 @@ pub(super) struct View<'a> {
 pub(super) struct Pending {
     conn: ConnId,
     id: RequestId,
+    /// `wait_ms`: once carried out, the reply waits for this target, at most this long
+    /// ([`Waiters`]).
+    wait: Option<(Target, std::time::Duration)>,
 }
 
 /// What a state-changing request asks the router for.
@@ -288,6 +295,7 @@ impl Control {
             status_spare: String::new(),
             full_status_bytes: 0,
             shares,
+            waiters: Waiters::default(),
         })
     }
 
@@ -315,6 +323,7 @@ impl Control {
             status_spare: String::new(),
             full_status_bytes: 0,
             shares,
+            waiters: Waiters::default(),
         })
     }
 
@@ -370,8 +379,44 @@ impl Control {
 
     /// Sends the reply to a request whose [`Mutation`] the router carried out.
     pub(super) fn finish(&mut self, pending: Pending, outcome: Outcome) {
-        let reply = outcome.and_then(|message| wire_json(&wire::MessageReply { message }));
+        let reply = outcome.and_then(|message| {
+            wire_json(&wire::MessageReply {
+                message,
+                wait: None,
+            })
+        });
         self.send_reply(pending.conn, &pending.id, reply);
+    }
+
+    /// [`Control::finish`] for a command carried out at `now`: with `wait_ms`, its reply
+    /// waits for the target's state first ([`Control::settle_waiters`]).
+    pub(super) fn finish_command(&mut self, mut pending: Pending, outcome: Outcome, now: Instant) {
+        match (outcome, pending.wait.take()) {
+            (Ok(message), Some((target, timeout))) => {
+                self.waiters
+                    .park(pending, message, target, timeout, now, &self.clock);
+            }
+            (outcome, _) => self.finish(pending, outcome),
+        }
+    }
+
+    /// Answers every waiting request whose wait is over (once per turn, after the turn's
+    /// changes to the core).
+    pub(super) fn settle_waiters(&mut self, now: Instant, view: &View) {
+        if self.waiters.is_empty() {
+            return;
+        }
+        let server = &self.server;
+        let done = self
+            .waiters
+            .settle(now, view.core, &self.clock, |conn| server.is_open(conn));
+        for (w, outcome) in done {
+            let reply = wire_json(&wire::MessageReply {
+                message: w.message,
+                wait: Some(outcome),
+            });
+            self.send_reply(w.pending.conn, &w.pending.id, reply);
+        }
     }
 
     /// Answers a `metrics` request ([`Mutation::Metrics`]) with its exposition.
@@ -398,9 +443,9 @@ impl Control {
         self.server.has_backlog() || self.more
     }
 
-    /// The latest time the loop must wake for the socket.
+    /// The latest time the loop must wake for the socket or a waiting request.
     pub(super) fn next_deadline(&self) -> Option<Instant> {
-        self.server.next_deadline()
+        super::component::earliest([self.server.next_deadline(), self.waiters.deadline()])
     }
 
     /// Binds the socket file again if it was deleted or replaced (SIGHUP).
@@ -705,6 +750,9 @@ impl Control {
             return None;
         }
         journal_request(&peer, &request.cmd);
+        let wait = request
+            .wait
+            .and_then(|timeout| Some((Target::of(&request.cmd)?, timeout)));
         let secrets = if admin {
             render::Secrets::Shown
         } else {
@@ -729,7 +777,7 @@ impl Control {
                 None
             }
             Answer::Sent => None,
-            Answer::Change(what) => Some((Pending { conn, id }, what)),
+            Answer::Change(what) => Some((Pending { conn, id, wait }, what)),
         }
     }
 

@@ -46,6 +46,7 @@ mod startup;
 mod tokens;
 mod turnwatch;
 mod upgrade;
+mod waiters;
 
 use std::io;
 use std::rc::Rc;
@@ -810,7 +811,7 @@ impl Shell {
                     continue;
                 }
             };
-            self.control.finish(pending, outcome);
+            self.control.finish_command(pending, outcome, now);
             self.drain_actions(now);
         }
         let view = control::View {
@@ -820,6 +821,7 @@ impl Shell {
             started_wall: self.started_wall,
             last_reload: self.last_reload,
         };
+        self.control.settle_waiters(now, &view);
         self.control.feed_streams(&view);
     }
 
