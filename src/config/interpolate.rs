@@ -58,8 +58,25 @@ impl Vars {
     }
 }
 
-/// Expand one string. `Err` is the message: `${X} is not set`, or what is malformed.
+/// How deep `${A:-${B:-…}}` may nest: a bound on the recursion whatever a file holds.
+const MAX_NESTING: usize = 8;
+
+/// Expand one string. `Err` is the message: `${X} is not set`, or what is malformed. A default
+/// or message is itself expanded, so `${DATA:-${HOME}/data}` nests as compose's does.
 pub(crate) fn expand(s: &str, vars: impl Fn(&str) -> Option<String>) -> Result<String, String> {
+    expand_at(s, &vars, 0)
+}
+
+fn expand_at(
+    s: &str,
+    vars: &impl Fn(&str) -> Option<String>,
+    depth: usize,
+) -> Result<String, String> {
+    if depth > MAX_NESTING {
+        return Err(format!(
+            "${{…}} nested more than {MAX_NESTING} deep (write $$ for a literal $)"
+        ));
+    }
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
     while let Some(i) = rest.find('$') {
@@ -75,18 +92,47 @@ pub(crate) fn expand(s: &str, vars: impl Fn(&str) -> Option<String>) -> Result<S
             rest = after;
             continue;
         };
-        let Some(end) = body.find('}') else {
+        let Some(end) = closing_brace(body) else {
             return Err("unterminated ${ (write $$ for a literal $)".to_string());
         };
-        out.push_str(&reference(&body[..end], &vars)?);
+        out.push_str(&reference(&body[..end], vars, depth)?);
         rest = &body[end + 1..];
     }
     out.push_str(rest);
     Ok(out)
 }
 
-/// The value of one `${…}` (its inside given).
-fn reference(inner: &str, vars: &impl Fn(&str) -> Option<String>) -> Result<String, String> {
+/// Where the `}` closing a `${` is in `body` (the text after the `${`): the first one not
+/// closing a nested `${`, skipping `$$`.
+fn closing_brace(body: &str) -> Option<usize> {
+    let bytes = body.as_bytes();
+    let mut open = 0usize;
+    let mut i = 0;
+    while i < bytes.len() {
+        match (bytes[i], bytes.get(i + 1)) {
+            (b'$', Some(b'$')) => i += 2,
+            (b'$', Some(b'{')) => {
+                open += 1;
+                i += 2;
+            }
+            (b'}', _) if open == 0 => return Some(i),
+            (b'}', _) => {
+                open -= 1;
+                i += 1;
+            }
+            _ => i += 1,
+        }
+    }
+    None
+}
+
+/// The value of one `${…}` (its inside given); a default or message used is expanded in turn.
+fn reference(
+    inner: &str,
+    vars: &impl Fn(&str) -> Option<String>,
+    depth: usize,
+) -> Result<String, String> {
+    let nested = |text: &str| expand_at(text, vars, depth + 1);
     let name_len = inner
         .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
         .unwrap_or(inner.len());
@@ -103,23 +149,29 @@ fn reference(inner: &str, vars: &impl Fn(&str) -> Option<String>) -> Result<Stri
     }
     let value = vars(name);
     let set_nonempty = value.as_deref().is_some_and(|v| !v.is_empty());
-    let unset = |message: &str| {
+    let unset = |message: &str| -> String {
         if message.is_empty() {
-            format!("${{{name}}} is not set")
-        } else {
-            format!("${{{name}}} is not set: {message}")
+            return format!("${{{name}}} is not set");
+        }
+        match nested(message) {
+            Ok(message) => format!("${{{name}}} is not set: {message}"),
+            Err(problem) => problem,
         }
     };
     if op.is_empty() {
         return value.ok_or_else(|| unset(""));
     }
     if let Some(default) = op.strip_prefix(":-") {
-        return Ok(value
-            .filter(|_| set_nonempty)
-            .unwrap_or_else(|| default.to_string()));
+        return match value.filter(|_| set_nonempty) {
+            Some(v) => Ok(v),
+            None => nested(default),
+        };
     }
     if let Some(default) = op.strip_prefix('-') {
-        return Ok(value.unwrap_or_else(|| default.to_string()));
+        return match value {
+            Some(v) => Ok(v),
+            None => nested(default),
+        };
     }
     if let Some(message) = op.strip_prefix(":?") {
         return value.filter(|_| set_nonempty).ok_or_else(|| unset(message));
@@ -320,6 +372,37 @@ mod tests {
         assert_eq!(expand("${NOPE-/d}", env).unwrap(), "/d");
         assert_eq!(expand("${EMPTY}", env).unwrap(), "");
         assert_eq!(expand("${DIR:?set it}", env).unwrap(), "/srv");
+    }
+
+    #[test]
+    fn a_default_or_message_is_expanded_in_turn_and_may_nest() {
+        assert_eq!(expand("${NOPE:-${DIR}/d}", env).unwrap(), "/srv/d");
+        assert_eq!(expand("${NOPE:-${ALSO:-${DIR}}}x", env).unwrap(), "/srvx");
+        assert_eq!(expand("${DIR:-${NOPE}}", env).unwrap(), "/srv");
+        assert_eq!(expand("${NOPE-a $$b}", env).unwrap(), "a $b");
+        // The first `}` not closing a nested `${` closes: a default holds no literal `}`.
+        assert_eq!(expand("${NOPE-a $${b} c}", env).unwrap(), "a ${b c}");
+        assert_eq!(expand("${NOPE:-}}", env).unwrap(), "}");
+        assert_eq!(
+            expand("${NOPE:?under ${DIR}}", env).unwrap_err(),
+            "${NOPE} is not set: under /srv"
+        );
+        assert_eq!(
+            expand("${NOPE:-${GONE}}", env).unwrap_err(),
+            "${GONE} is not set"
+        );
+        assert_eq!(
+            expand("${NOPE:-${DIR}", env).unwrap_err(),
+            "unterminated ${ (write $$ for a literal $)"
+        );
+        let deep = format!("{}x{}", "${NOPE:-".repeat(20), "}".repeat(20));
+        assert!(
+            expand(&deep, env)
+                .unwrap_err()
+                .contains("nested more than 8 deep")
+        );
+        let hostile = format!("{}x", "${NOPE:-".repeat(100_000));
+        assert!(expand(&hostile, env).is_err());
     }
 
     #[test]
