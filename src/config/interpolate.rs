@@ -64,38 +64,86 @@ const MAX_NESTING: usize = 8;
 /// Expand one string. `Err` is the message: `${X} is not set`, or what is malformed. A default
 /// or message is itself expanded, so `${DATA:-${HOME}/data}` nests as compose's does.
 pub(crate) fn expand(s: &str, vars: impl Fn(&str) -> Option<String>) -> Result<String, String> {
-    expand_at(s, &vars, 0)
+    expand_at(s, &vars, 0, Replica::Variable)
+}
+
+/// What `${replica}` is where a string is expanded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Replica {
+    /// Outside the pods: a variable like any other.
+    Variable,
+    /// In a pod without `replicas`: refused.
+    Refused,
+    /// In a pod with `replicas`: kept for each replica's own expansion
+    /// (`config::replicas`), so the result is itself a template — a literal `$` is written
+    /// `$$` again, and only `${replica}` is left to expand.
+    Kept,
+}
+
+/// The variable every string of a pod with `replicas` may name: the replica's index.
+pub(crate) const REPLICA_VAR: &str = "replica";
+
+/// [`expand`], with `${replica}` as `replica` says.
+pub(crate) fn expand_with(
+    s: &str,
+    vars: impl Fn(&str) -> Option<String>,
+    replica: Replica,
+) -> Result<String, String> {
+    expand_at(s, &vars, 0, replica)
 }
 
 fn expand_at(
     s: &str,
     vars: &impl Fn(&str) -> Option<String>,
     depth: usize,
+    replica: Replica,
 ) -> Result<String, String> {
     if depth > MAX_NESTING {
         return Err(format!(
             "${{…}} nested more than {MAX_NESTING} deep (write $$ for a literal $)"
         ));
     }
+    // A literal `$` of the result: `$$` again in a template.
+    let dollar = if replica == Replica::Kept { "$$" } else { "$" };
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
     while let Some(i) = rest.find('$') {
         out.push_str(&rest[..i]);
         let after = &rest[i + 1..];
         if let Some(r) = after.strip_prefix('$') {
-            out.push('$');
+            out.push_str(dollar);
             rest = r;
             continue;
         }
         let Some(body) = after.strip_prefix('{') else {
-            out.push('$');
+            out.push_str(dollar);
             rest = after;
             continue;
         };
         let Some(end) = closing_brace(body) else {
             return Err("unterminated ${ (write $$ for a literal $)".to_string());
         };
-        out.push_str(&reference(&body[..end], vars, depth)?);
+        let inner = &body[..end];
+        let names_replica = inner
+            .strip_prefix(REPLICA_VAR)
+            .is_some_and(|op| !op.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_'));
+        match replica {
+            Replica::Kept if names_replica => {
+                if inner != REPLICA_VAR {
+                    return Err(format!(
+                        "${{{inner}}}: the replica's index is always set: write ${{{REPLICA_VAR}}}"
+                    ));
+                }
+                out.push_str("${replica}");
+            }
+            Replica::Refused if names_replica => {
+                return Err(format!(
+                    "${{{inner}}}: ${{{REPLICA_VAR}}} is the index of a replica, set only in a \
+                     pod with `replicas` (write $$ for a literal $)"
+                ));
+            }
+            _ => out.push_str(&reference(inner, vars, depth, replica)?),
+        }
         rest = &body[end + 1..];
     }
     out.push_str(rest);
@@ -127,12 +175,21 @@ fn closing_brace(body: &str) -> Option<usize> {
 }
 
 /// The value of one `${…}` (its inside given); a default or message used is expanded in turn.
+/// In a template (`Replica::Kept`) the value is one too: a variable's `$` is written `$$`.
 fn reference(
     inner: &str,
     vars: &impl Fn(&str) -> Option<String>,
     depth: usize,
+    replica: Replica,
 ) -> Result<String, String> {
-    let nested = |text: &str| expand_at(text, vars, depth + 1);
+    let nested = |text: &str| expand_at(text, vars, depth + 1, replica);
+    let vars = |name: &str| {
+        let value = vars(name);
+        match replica {
+            Replica::Kept => value.map(|v| v.replace('$', "$$")),
+            _ => value,
+        }
+    };
     let name_len = inner
         .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
         .unwrap_or(inner.len());
@@ -277,15 +334,28 @@ pub(crate) fn resolve_tree(
     vars: &Vars,
     problems: &mut Vec<Problem>,
 ) {
-    walk_table(doc, "", false, map, vars, problems);
+    let walk = Walk {
+        map,
+        vars,
+        replica: Replica::Variable,
+    };
+    walk_table(doc, "", false, &walk, problems);
+}
+
+/// What a walk carries down the tree.
+struct Walk<'w> {
+    map: &'w SourceMap,
+    vars: &'w Vars,
+    /// What `${replica}` is below here: a variable outside the pods, kept in a pod with
+    /// `replicas`, refused in other pods.
+    replica: Replica,
 }
 
 fn walk_table(
     table: &mut DeTable<'_>,
     path: &str,
     free: bool,
-    map: &SourceMap,
-    vars: &Vars,
+    walk: &Walk<'_>,
     problems: &mut Vec<Problem>,
 ) {
     for (key, value) in table.iter_mut() {
@@ -293,7 +363,22 @@ fn walk_table(
         let field = join(path, name);
         let is_path = !free && PATH_KEYS.contains(&name);
         let free_below = !free && FREE_KEYS.contains(&name);
-        walk_value(value, &field, is_path, free_below, map, vars, problems);
+        if path == "pods" {
+            // A pod's strings: templates when it has replicas.
+            let replicated =
+                matches!(value.get_ref(), DeValue::Table(t) if t.get("replicas").is_some());
+            let below = Walk {
+                replica: if replicated {
+                    Replica::Kept
+                } else {
+                    Replica::Refused
+                },
+                ..*walk
+            };
+            walk_value(value, &field, is_path, free_below, &below, problems);
+        } else {
+            walk_value(value, &field, is_path, free_below, walk, problems);
+        }
     }
 }
 
@@ -302,32 +387,40 @@ fn walk_value(
     field: &str,
     is_path: bool,
     free: bool,
-    map: &SourceMap,
-    vars: &Vars,
+    walk: &Walk<'_>,
     problems: &mut Vec<Problem>,
 ) {
     let span = value.span();
+    let template = walk.replica == Replica::Kept;
     match value.get_mut() {
         DeValue::String(s) => {
-            let Some(file) = map.file_of(span.start) else {
+            let Some(file) = walk.map.file_of(span.start) else {
                 return;
             };
             // env_files is read before expansion: it takes no variables.
             let expanded = if file.expand && !field.starts_with("supervisor.env_files") {
-                match expand(s, |n| vars.get(n)) {
+                match expand_with(s, |n| walk.vars.get(n), walk.replica) {
                     Ok(v) => v,
                     Err(message) => {
                         problems.push(Problem::new(span, field, message));
                         return;
                     }
                 }
+            } else if template {
+                // Taken literally: every `$` stays one, `${replica}` too.
+                s.replace('$', "$$")
             } else {
                 s.to_string()
             };
             let keyword =
                 field == "supervisor.cgroup_root" && matches!(&*expanded, "auto" | "none");
             let resolved = if is_path && !keyword {
-                resolve(&expanded, file.dir.as_deref())
+                let dir = match (template, file.dir.as_deref()) {
+                    // The directory is literal text in a template too.
+                    (true, Some(d)) => Some(PathBuf::from(d.to_string_lossy().replace('$', "$$"))),
+                    (_, d) => d.map(Path::to_path_buf),
+                };
+                resolve(&expanded, dir.as_deref())
                     .into_os_string()
                     .into_string()
                     .unwrap_or(expanded)
@@ -341,10 +434,10 @@ fn walk_value(
         DeValue::Array(items) => {
             for (i, item) in items.iter_mut().enumerate() {
                 let item_field = format!("{field}[{i}]");
-                walk_value(item, &item_field, is_path, free, map, vars, problems);
+                walk_value(item, &item_field, is_path, free, walk, problems);
             }
         }
-        DeValue::Table(t) => walk_table(t, field, free, map, vars, problems),
+        DeValue::Table(t) => walk_table(t, field, free, walk, problems),
         _ => {}
     }
 }

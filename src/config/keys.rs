@@ -174,6 +174,8 @@ tables! {
         schedule: Table(RawSchedule),
         autostart: Bool,
         profiles: StrArray,
+        replicas: Int,
+        min_ready: Int,
         init_containers: Tables(RawContainer),
         containers: Tables(RawContainer),
     }

@@ -43,6 +43,7 @@ mod keys;
 mod layers;
 mod locate;
 mod raw;
+pub mod replicas;
 pub mod schedule;
 mod schema;
 pub mod select;

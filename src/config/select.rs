@@ -120,9 +120,16 @@ pub fn decide(config: &Config, selection: &Selection) -> Result<Decision, String
     for p in &selection.profiles {
         values::check_profile(p).map_err(|m| format!("--profile / $VIGIL_PROFILES: {m}"))?;
     }
-    let names: Vec<&str> = config.pods.iter().map(|p| p.name.as_str()).collect();
+    // A pod with replicas is named by its own name (all its replicas) or a replica's.
+    let names: Vec<&str> = config
+        .pods
+        .iter()
+        .filter(|p| p.replica.is_none())
+        .map(|p| p.name.as_str())
+        .chain(config.replica_sets.iter().map(|s| s.name.as_str()))
+        .collect();
     for named in &selection.pods {
-        if !names.contains(&named.as_str()) {
+        if !names.contains(&named.as_str()) && !config.pods.iter().any(|p| p.name == *named) {
             let hint = values::closest_name(named, names.iter().copied())
                 .map(|n| format!("did you mean {n:?}? "))
                 .unwrap_or_default();
@@ -138,7 +145,7 @@ pub fn decide(config: &Config, selection: &Selection) -> Result<Decision, String
         .iter()
         .map(|pod| {
             let (starts, reason) = if !selection.pods.is_empty() {
-                if selection.pods.contains(&pod.name) {
+                if selection.pods.iter().any(|n| pod.answers_to(n)) {
                     (true, Reason::Named)
                 } else {
                     (false, Reason::NotNamed)
@@ -169,10 +176,12 @@ pub fn decide(config: &Config, selection: &Selection) -> Result<Decision, String
                     continue;
                 }
                 for dep in &pod.depends_on {
-                    if let Some(c) = choices.iter_mut().find(|c| c.pod == dep.pod && !c.starts) {
-                        c.starts = true;
-                        c.reason = Reason::NeededBy(pod.name.clone());
-                        added = true;
+                    for (c, target) in choices.iter_mut().zip(&config.pods) {
+                        if target.answers_to(&dep.pod) && !c.starts {
+                            c.starts = true;
+                            c.reason = Reason::NeededBy(pod.name.clone());
+                            added = true;
+                        }
                     }
                 }
             }
@@ -205,10 +214,27 @@ pub fn apply(config: &mut Config, selection: &Selection) -> Result<Decision, Str
         .filter(|c| c.starts)
         .map(|c| c.pod.clone())
         .collect();
+    let starts = |dep: &str, pods: &[super::spec::PodSpec]| {
+        pods.iter()
+            .any(|p| p.answers_to(dep) && starting.contains(&p.name))
+    };
+    let pods = config.pods.clone();
     for pod in &mut config.pods {
         pod.autostart = starting.contains(&pod.name);
         if selection.no_deps && pod.autostart {
-            pod.depends_on.retain(|d| starting.contains(&d.pod));
+            pod.depends_on.retain(|d| starts(&d.pod, &pods));
+        }
+    }
+    // A replica `vigil scale` adds later starts as the set's first one does.
+    for set in &mut config.replica_sets {
+        let first = pods
+            .iter()
+            .find(|p| p.replica.as_ref().is_some_and(|r| r.set == set.name));
+        if let Some(first) = first {
+            set.template.autostart = starting.contains(&first.name);
+            if selection.no_deps && set.template.autostart {
+                set.template.depends_on.retain(|d| starts(&d.pod, &pods));
+            }
         }
     }
     Ok(decision)

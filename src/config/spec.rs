@@ -14,8 +14,101 @@ pub struct Config {
     /// Where it was read from (for messages and reload).
     pub source: PathBuf,
     pub supervisor: SupervisorSpec,
-    /// Pods in file order of their names (sorted by name; TOML tables are unordered).
+    /// Pods in file order of their names (sorted by name; TOML tables are unordered). A pod
+    /// with `replicas` is here as its replicas, `NAME-0` … `NAME-{N-1}`.
     pub pods: Vec<PodSpec>,
+    /// The pods with `replicas`, by name: the template their replicas are made from and how
+    /// many there are (`vigil scale` changes the count). (`default`: a handoff or state from
+    /// a vigil without replicas.)
+    #[serde(default)]
+    pub replica_sets: Vec<ReplicaSetSpec>,
+}
+
+/// The most replicas one pod may have (`replicas`, `vigil scale`): each is a pod with its own
+/// cgroups, pipes and status.
+pub const MAX_REPLICAS: u32 = 1000;
+
+/// A pod with `replicas = N` (StatefulSet-style names: its replicas are the pods `NAME-0` …
+/// `NAME-{N-1}`, each made from `template` by [`ReplicaSetSpec::replica`]).
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
+pub struct ReplicaSetSpec {
+    /// The pod's name as written (`web`).
+    pub name: String,
+    /// How many replicas run now.
+    pub replicas: u32,
+    /// What the file said at the last load: a reload applies the file's count only when it
+    /// changed from this, so a `vigil scale` survives a reload that did not touch the key.
+    pub file_replicas: u32,
+    /// The pod as written, its strings still templates: `${replica}` not expanded yet and a
+    /// literal `$` written `$$` (`config::interpolate`); `name` is the set's.
+    pub template: PodSpec,
+}
+
+/// `update`: how a reload applies a changed definition to a pod's replicas.
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UpdateStrategy {
+    /// Every replica is stopped and replaced at once (what a reload does to any pod).
+    #[default]
+    Recreate,
+    /// A batch at a time, each after the previous one is Ready (a Deployment's RollingUpdate).
+    Rolling,
+}
+
+impl UpdateStrategy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UpdateStrategy::Recreate => "Recreate",
+            UpdateStrategy::Rolling => "Rolling",
+        }
+    }
+}
+
+/// A replica's place in its set, and the set's keys that are not part of a replica's
+/// definition (a change of them alone replaces no replica).
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
+pub struct Replica {
+    /// The set's name (`web` for `web-2`).
+    pub set: String,
+    /// The replica's index (`2` for `web-2`).
+    pub index: u32,
+    /// `min_ready`: how many replicas meet a `depends_on` condition on the set (unset: all).
+    #[serde(default)]
+    pub min_ready: Option<u32>,
+    /// `update`.
+    #[serde(default)]
+    pub update: UpdateStrategy,
+    /// `max_unavailable`: replicas a rolling update or restart takes down at once.
+    #[serde(default = "default_one")]
+    pub max_unavailable: u32,
+    /// `progress_deadline_seconds`: how long a batch of a rollout may take to be Ready.
+    #[serde(default = "default_progress_deadline")]
+    pub progress_deadline: Duration,
+}
+
+fn default_one() -> u32 {
+    1
+}
+
+/// A Deployment's `progressDeadlineSeconds` default.
+pub const DEFAULT_PROGRESS_DEADLINE: Duration = Duration::from_secs(600);
+
+fn default_progress_deadline() -> Duration {
+    DEFAULT_PROGRESS_DEADLINE
+}
+
+impl Replica {
+    /// This replica's keys with the set-level ones at their defaults: what a replica's
+    /// definition is compared by.
+    fn definition(&self) -> Replica {
+        Replica {
+            set: self.set.clone(),
+            index: self.index,
+            min_ready: None,
+            update: UpdateStrategy::default(),
+            max_unavailable: 1,
+            progress_deadline: DEFAULT_PROGRESS_DEADLINE,
+        }
+    }
 }
 
 /// The kernel's bounds for a custom fair slice, in microseconds (kernel/sched/syscalls.c,
@@ -300,6 +393,9 @@ pub struct PodSpec {
     /// `profiles`: the pod starts only when one of them is active (empty: always).
     #[serde(default)]
     pub profiles: Vec<String>,
+    /// A replica of a pod with `replicas` (its set, its index), else `None`.
+    #[serde(default)]
+    pub replica: Option<Replica>,
 }
 
 /// `schedule.concurrency` (Kubernetes `CronJob.spec.concurrencyPolicy`). `"Allow"` is refused
@@ -344,9 +440,16 @@ impl PodSpec {
         let strip = |p: &PodSpec| PodSpec {
             autostart: true,
             profiles: Vec::new(),
+            replica: p.replica.as_ref().map(Replica::definition),
             ..p.clone()
         };
         self == other || strip(self) == strip(other)
+    }
+
+    /// Whether a `depends_on`, an operator command or `vigil run` naming `name` means this
+    /// pod: its own name, or the name of the set it is a replica of.
+    pub fn answers_to(&self, name: &str) -> bool {
+        self.name == name || self.replica.as_ref().is_some_and(|r| r.set == name)
     }
 }
 

@@ -1494,6 +1494,13 @@ termination_grace_period_seconds = 2
 tcp_socket = { host = "localhost", port = 8080 }
 period_seconds = 2
 
+[pods.api]
+replicas = 2
+min_ready = 1
+[[pods.api.containers]]
+name = "api"
+command = ["/usr/bin/api", "--port=900${replica}"]
+
 [pods.nightly]
 restart_policy = "OnFailure"
 schedule = { cron = "0 2 * * *", time_zone = "Europe/Berlin", concurrency = "Replace", starting_deadline_seconds = 600, suspend = true }
@@ -1506,7 +1513,7 @@ command = ["/usr/bin/import"]
 #[test]
 fn every_key_deserializes() {
     let c = ok(KITCHEN_SINK);
-    assert_eq!(c.pods.len(), 3);
+    assert_eq!(c.pods.len(), 5);
     let web = c.pods.iter().find(|p| p.name == "web").expect("web");
     assert!(web.containers[0].run_as_non_root);
     assert!(!web.init_containers[0].run_as_non_root);
@@ -2109,4 +2116,153 @@ fn a_manifest_run_over_a_config_gets_its_drop_ins_and_variables_and_stays_litera
         Some(Path::new("/run/v7.sock"))
     );
     assert_eq!(c.pods[0].containers[0].command, ["/bin/${X}$$"]);
+}
+
+// ---- replicas ------------------------------------------------------------------------------
+
+const REPLICATED: &str = r#"
+[pods.web]
+replicas = 3
+[[pods.web.containers]]
+name = "app"
+command = ["/bin/app", "--port=80${replica}", "--price=$$5", "--home=${VIGIL_TEST_REPLICA_HOME:-/srv/${replica}}"]
+working_dir = "data-${replica}"
+env = { WHO = "${replica}", VIGIL_REPLICA = "mine" }
+[pods.web.containers.readiness_probe]
+exec = { command = ["/bin/check", "${replica}"] }
+
+[pods.front]
+depends_on = { web = "ready" }
+[[pods.front.containers]]
+name = "app"
+command = ["/bin/front"]
+"#;
+
+#[test]
+fn replicas_are_pods_named_after_their_index_with_replica_expanded_in_each() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = layered(dir.path(), REPLICATED, &[]);
+    let c = load(&file).expect("valid");
+    let names: Vec<&str> = c.pods.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["front", "web-0", "web-1", "web-2"]);
+    let web1 = &c.pods[2];
+    let app = &web1.containers[0];
+    assert_eq!(
+        app.command,
+        ["/bin/app", "--port=801", "--price=$5", "--home=/srv/1"]
+    );
+    assert_eq!(app.working_dir, Some(dir.path().join("data-1")));
+    let env: Vec<(&str, &str)> = app
+        .env
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    // The file's own VIGIL_REPLICA wins; VIGIL_POD_NAME is added.
+    assert_eq!(
+        env,
+        [
+            ("VIGIL_POD_NAME", "web-1"),
+            ("VIGIL_REPLICA", "mine"),
+            ("WHO", "1")
+        ]
+    );
+    let probe = app.readiness_probe.as_ref().expect("probe");
+    assert_eq!(
+        probe.action,
+        ProbeAction::Exec {
+            command: vec!["/bin/check".into(), "1".into()]
+        }
+    );
+    let replica = web1.replica.as_ref().expect("a replica");
+    assert_eq!((replica.set.as_str(), replica.index), ("web", 1));
+    let set = c.replica_set("web").expect("the set");
+    assert_eq!((set.replicas, set.file_replicas), (3, 3));
+    // The dependent names the set: every replica.
+    assert_eq!(c.pods[0].depends_on[0].pod, "web");
+    assert!(c.pods[1].answers_to("web") && !c.pods[0].answers_to("web"));
+}
+
+#[test]
+fn a_replica_gets_its_pod_name_and_index_in_its_environment() {
+    let c =
+        ok("[pods.w]\nreplicas = 2\n[[pods.w.containers]]\nname = \"a\"\ncommand = [\"/bin/a\"]\n");
+    let env = &c.pods[1].containers[0].env;
+    assert!(env.contains(&("VIGIL_POD_NAME".to_string(), "w-1".to_string())));
+    assert!(env.contains(&("VIGIL_REPLICA".to_string(), "1".to_string())));
+}
+
+#[test]
+fn replica_outside_a_replicated_pod_is_refused_at_its_value() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = layered(
+        dir.path(),
+        "[[pods.db.containers]]\nname = \"db\"\ncommand = [\"/bin/db\", \"${replica}\"]\n",
+        &[],
+    );
+    let e = load(&file).expect_err("invalid").to_string();
+    assert!(
+        e.contains(":3:23: pods.db.containers[0].command[1]: ${replica}: ${replica} is the index of a replica, set only in a pod with `replicas`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn replica_counts_out_of_range_are_refused_where_written() {
+    let pod = |extra: &str| {
+        format!(
+            "[pods.web]\n{extra}\n[[pods.web.containers]]\nname = \"a\"\ncommand = [\"/bin/a\"]\n"
+        )
+    };
+    one(
+        &pod("replicas = 0"),
+        "2:12: pods.web.replicas: ",
+        "must be between 1 and 1000, got 0",
+    );
+    one(
+        &pod("replicas = 1001"),
+        "2:12: pods.web.replicas: ",
+        "must be between 1 and 1000, got 1001",
+    );
+    one(
+        &pod("replicas = 2\nmin_ready = 3"),
+        "3:13: pods.web.min_ready: ",
+        "min_ready (3) is more than replicas (2)",
+    );
+    one(
+        &pod("min_ready = 1"),
+        "2:13: pods.web.min_ready: ",
+        "min_ready applies to a pod with replicas; add `replicas = N`",
+    );
+}
+
+#[test]
+fn a_pod_named_like_a_replica_is_refused_at_its_name() {
+    let text = "[pods.web]\nreplicas = 2\n[[pods.web.containers]]\nname = \"a\"\ncommand = [\"/bin/a\"]\n\
+                [pods.web-7]\n[[pods.web-7.containers]]\nname = \"a\"\ncommand = [\"/bin/a\"]\n";
+    one(
+        text,
+        "6:7: pods.web-7: ",
+        "pod name \"web-7\" is taken by the replicas of pod \"web\"",
+    );
+}
+
+#[test]
+fn scaling_a_set_adds_or_removes_the_highest_replicas_and_keeps_the_rest() {
+    let c = ok(
+        "[pods.w]\nreplicas = 2\n[[pods.w.containers]]\nname = \"a\"\ncommand = [\"/bin/a\"]\n\
+                [pods.x]\n[[pods.x.containers]]\nname = \"a\"\ncommand = [\"/bin/a\"]\n",
+    );
+    let up = c.scaled("w", 4).expect("scaled");
+    let names: Vec<&str> = up.pods.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["w-0", "w-1", "w-2", "w-3", "x"]);
+    assert_eq!(up.pods[0], c.pods[0]);
+    assert_eq!(
+        up.replica_set("w").map(|s| (s.replicas, s.file_replicas)),
+        Some((4, 2))
+    );
+    let down = up.scaled("w", 1).expect("scaled");
+    let names: Vec<&str> = down.pods.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["w-0", "x"]);
+    assert!(c.scaled("x", 2).unwrap_err().contains("has no replicas"));
+    assert!(c.scaled("w", 0).unwrap_err().contains("between 1 and 1000"));
 }

@@ -24,6 +24,7 @@ mod pid1;
 mod probes;
 mod profiles;
 mod reload;
+mod replicas;
 mod sidecars;
 mod spawn;
 mod stall;

@@ -19,6 +19,7 @@
 mod deps;
 mod pod;
 mod probe;
+mod replicas;
 mod scalar;
 mod supervisor;
 
@@ -46,10 +47,20 @@ pub(crate) fn validate(raw: &RawConfig, source: &Path, out: &mut Vec<Problem>) -
         None => SupervisorSpec::default(),
     };
     let mut pods = Vec::new();
+    let mut counts = Vec::new();
+    let mut spans = Vec::new();
     for (name, pod) in &raw.pods {
-        pods.push(v.pod(name, pod));
+        let mut spec = v.pod(name, pod);
+        counts.push(v.replica_keys(name, pod.get_ref(), &mut spec));
+        spans.push(span(pod));
+        pods.push(spec);
     }
+    v.replica_names(&raw.pods);
     v.dependencies(&raw.pods, &mut pods);
+    if v.out.len() > before {
+        return None;
+    }
+    let (mut pods, replica_sets) = v.split_replicas(pods, &counts, &spans);
     if v.out.len() > before {
         return None;
     }
@@ -58,6 +69,7 @@ pub(crate) fn validate(raw: &RawConfig, source: &Path, out: &mut Vec<Problem>) -
         source: source.to_path_buf(),
         supervisor,
         pods,
+        replica_sets,
     })
 }
 

@@ -177,6 +177,7 @@ impl Checker<'_> {
             schedule,
             autostart: raw.autostart.as_ref().is_none_or(|v| *v.get_ref()),
             profiles: self.profiles(raw.profiles.as_deref(), &path),
+            replica: None,
         }
     }
 

@@ -257,13 +257,11 @@ impl Supervisor {
         let mut i = 0;
         while let Some(&at) = wanted.get(i) {
             for d in &self.pods[at].spec.depends_on {
-                if let Some(q) = self
-                    .pods
-                    .iter()
-                    .position(|x| x.name() == d.pod && x.next != Next::Remove)
-                    && !wanted.contains(&q)
-                {
-                    wanted.push(q);
+                // The pod named, or every replica of a pod with replicas.
+                for (q, x) in self.pods.iter().enumerate() {
+                    if x.spec.answers_to(&d.pod) && x.next != Next::Remove && !wanted.contains(&q) {
+                        wanted.push(q);
+                    }
                 }
             }
             i += 1;

@@ -103,13 +103,25 @@ impl Supervisor {
             .depends_on
             .iter()
             .filter_map(|d| {
-                let on = self.pods.iter().find(|p| p.name() == d.pod);
-                let met = on.is_some_and(|p| match d.condition {
+                // The pod named, or every replica of a pod with replicas (not those a
+                // reload or a scale is removing).
+                let on: Vec<&Pod> = self
+                    .pods
+                    .iter()
+                    .filter(|p| p.spec.answers_to(&d.pod) && p.next != Next::Remove)
+                    .collect();
+                let meets = |p: &Pod| match d.condition {
                     DependencyCondition::Started => p.all_started(),
                     DependencyCondition::Ready => p.ready(),
                     DependencyCondition::Completed => p.phase() == Phase::Succeeded,
-                });
-                if met {
+                };
+                // `min_ready` relaxes a condition on a set to that many of its replicas.
+                let needed = on
+                    .iter()
+                    .find_map(|p| p.spec.replica.as_ref().and_then(|r| r.min_ready))
+                    .map_or(on.len(), |k| (k as usize).min(on.len()));
+                let meeting = on.iter().filter(|p| meets(p)).count();
+                if !on.is_empty() && meeting >= needed {
                     return None;
                 }
                 let what = match d.condition {
@@ -117,14 +129,28 @@ impl Supervisor {
                     DependencyCondition::Ready => "ready",
                     DependencyCondition::Completed => "completed",
                 };
-                let blocked = on.and_then(|p| {
-                    p.cannot_recover().or_else(|| {
-                        p.blocked.as_ref().map(|_| {
-                            format!("pod {} waits on a dependency that cannot start", p.name())
+                // Blocked when too few of them can still get there on their own.
+                let stuck: Vec<String> = on
+                    .iter()
+                    .filter(|p| !meets(p))
+                    .filter_map(|p| {
+                        p.cannot_recover().or_else(|| {
+                            p.blocked.as_ref().map(|_| {
+                                format!("pod {} waits on a dependency that cannot start", p.name())
+                            })
                         })
                     })
-                });
-                Some((format!("pod {} to be {what}", d.pod), blocked))
+                    .collect();
+                let blocked = (!stuck.is_empty() && on.len() - stuck.len() < needed)
+                    .then(|| stuck.join("; "));
+                let subject = match on.first().and_then(|p| p.spec.replica.as_ref()) {
+                    Some(_) if needed < on.len() => {
+                        format!("{needed} of the {} replicas of pod {}", on.len(), d.pod)
+                    }
+                    Some(_) => format!("every replica of pod {} ({meeting}/{})", d.pod, on.len()),
+                    None => format!("pod {}", d.pod),
+                };
+                Some((format!("{subject} to be {what}"), blocked))
             })
             .collect()
     }
@@ -276,9 +302,9 @@ impl Supervisor {
                 if self.pods[i].shutdown_initiated {
                     continue;
                 }
-                let name = self.pods[i].name().to_string();
+                let target = &self.pods[i].spec;
                 let dependents_stopped = self.pods.iter().all(|p| {
-                    !p.spec.depends_on.iter().any(|d| d.pod == name)
+                    !p.spec.depends_on.iter().any(|d| target.answers_to(&d.pod))
                         || (p.shutdown_initiated && !p.any_active())
                 });
                 if !dependents_stopped {

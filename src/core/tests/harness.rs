@@ -60,6 +60,7 @@ pub fn pod(name: &str, containers: Vec<ContainerSpec>) -> PodSpec {
         schedule: None,
         autostart: true,
         profiles: Vec::new(),
+        replica: None,
     }
 }
 
@@ -68,6 +69,7 @@ pub fn config(pods: Vec<PodSpec>) -> Config {
         source: PathBuf::from("vigil.toml"),
         supervisor: SupervisorSpec::default(),
         pods,
+        replica_sets: Vec::new(),
     }
 }
 

@@ -16,6 +16,7 @@ mod probes;
 mod reasons;
 mod recall;
 mod reload;
+mod replicas;
 mod schedules;
 mod selection;
 mod shutdown;

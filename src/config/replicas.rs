@@ -1,0 +1,161 @@
+//! Replicas: a pod with `replicas = N` runs as the pods `NAME-0` … `NAME-{N-1}`
+//! (StatefulSet-style names, Kubernetes `pkg/controller/statefulset` `getPodName`), each made
+//! from the pod as written.
+//!
+//! Owns turning a [`ReplicaSetSpec`]'s template into one replica's [`PodSpec`]: `${replica}`
+//! expanded in every string (the template's strings are `config::interpolate`'s output in its
+//! `Kept` mode: a literal `$` is `$$` there), the replica's name, and `VIGIL_POD_NAME` and
+//! `VIGIL_REPLICA` added to every container's environment. Pure: no I/O.
+
+use std::sync::Arc;
+
+use super::interpolate::{REPLICA_VAR, expand};
+use super::spec::{Config, ContainerSpec, PodSpec, Replica, ReplicaSetSpec};
+
+/// The environment variable holding a replica's pod name (`web-2`).
+pub const ENV_POD_NAME: &str = "VIGIL_POD_NAME";
+/// The environment variable holding a replica's index (`2`).
+pub const ENV_REPLICA: &str = "VIGIL_REPLICA";
+
+/// `web-2`: the name of replica `index` of the set `set`.
+pub fn replica_name(set: &str, index: u32) -> String {
+    format!("{set}-{index}")
+}
+
+/// Whether `pod` is a name a replica of `set` would have (`web-0`, `web-17`): a pod of its
+/// own by that name would collide with one, now or after a `vigil scale`.
+pub fn collides(set: &str, pod: &str) -> bool {
+    pod.strip_prefix(set)
+        .and_then(|r| r.strip_prefix('-'))
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+impl ReplicaSetSpec {
+    /// Replica `index`: the template with `${replica}` expanded, named `NAME-index`, with the
+    /// two variables in each container's environment (unless its `env` sets them itself).
+    /// `Err` says what could not be expanded (nothing the validator let through).
+    pub fn replica(&self, index: u32) -> Result<PodSpec, String> {
+        let name = replica_name(&self.name, index);
+        let number = index.to_string();
+        let mut value =
+            serde_json::to_value(&self.template).map_err(|e| format!("pod {}: {e}", self.name))?;
+        // The set's own keys are not templates (`name`, `replica` are set below).
+        expand_strings(&mut value, &number)?;
+        let mut pod: PodSpec = serde_json::from_value(value)
+            .map_err(|e| format!("replica {name} of pod {}: {e}", self.name))?;
+        let own = |c: &Arc<ContainerSpec>| {
+            let mut c = ContainerSpec::clone(c);
+            for (key, value) in [(ENV_POD_NAME, &name), (ENV_REPLICA, &number)] {
+                if let Err(at) = c.env.binary_search_by(|(k, _)| k.as_str().cmp(key)) {
+                    c.env.insert(at, (key.to_string(), value.clone()));
+                }
+            }
+            Arc::new(c)
+        };
+        pod.init_containers = pod.init_containers.iter().map(own).collect();
+        pod.containers = pod.containers.iter().map(own).collect();
+        pod.name = name;
+        pod.replica = Some(Replica {
+            set: self.name.clone(),
+            index,
+            ..self.keys()
+        });
+        Ok(pod)
+    }
+
+    /// The replicas `0..self.replicas`.
+    pub fn replicas(&self) -> Result<Vec<PodSpec>, String> {
+        (0..self.replicas).map(|i| self.replica(i)).collect()
+    }
+
+    /// The set's keys each replica carries (`min_ready`, `update`, …), from the template.
+    fn keys(&self) -> Replica {
+        self.template.replica.clone().unwrap_or(Replica {
+            set: self.name.clone(),
+            index: 0,
+            min_ready: None,
+            update: Default::default(),
+            max_unavailable: 1,
+            progress_deadline: super::spec::DEFAULT_PROGRESS_DEADLINE,
+        })
+    }
+}
+
+/// Every string in `value` expanded for replica `number`.
+fn expand_strings(value: &mut serde_json::Value, number: &str) -> Result<(), String> {
+    use serde_json::Value;
+    match value {
+        Value::String(s) if s.contains('$') => {
+            *s = expand(s, |n| (n == REPLICA_VAR).then(|| number.to_string()))?;
+        }
+        Value::Array(items) => {
+            for item in items {
+                expand_strings(item, number)?;
+            }
+        }
+        Value::Object(map) => {
+            for (key, item) in map.iter_mut() {
+                if key != "name" && key != "replica" {
+                    expand_strings(item, number)?;
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+impl Config {
+    /// The set named `name`, if the config has one.
+    pub fn replica_set(&self, name: &str) -> Option<&ReplicaSetSpec> {
+        self.replica_sets.iter().find(|s| s.name == name)
+    }
+
+    /// The config with the set `name` at `count` replicas: its pods `NAME-0` … in place of
+    /// the ones it had, the others untouched. `Err` names what is wrong (no such set, a count
+    /// out of range).
+    pub fn scaled(&self, name: &str, count: u32) -> Result<Config, String> {
+        let max = super::spec::MAX_REPLICAS;
+        if !(1..=max).contains(&count) {
+            return Err(format!(
+                "replicas must be between 1 and {max}, got {count} (to stop every replica, \
+                 `vigil stop` each)"
+            ));
+        }
+        let Some(at) = self.replica_sets.iter().position(|s| s.name == name) else {
+            return Err(format!("pod {name:?} has no replicas"));
+        };
+        let mut config = self.clone();
+        config.replica_sets[at].replicas = count;
+        let set = &config.replica_sets[at];
+        let mut fresh = set.replicas()?;
+        // Replicas kept are the very definitions they were (an upgrade's interned `Arc`s).
+        for pod in &mut fresh {
+            if let Some(old) = self.pods.iter().find(|p| p.name == pod.name) {
+                pod.clone_from(old);
+            }
+        }
+        config
+            .pods
+            .retain(|p| p.replica.as_ref().is_none_or(|r| r.set != name));
+        config.pods.extend(fresh);
+        config.pods.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_with_a_number_after_the_sets_name_collides_with_a_replica() {
+        assert!(collides("web", "web-0"));
+        assert!(collides("web", "web-12"));
+        assert!(!collides("web", "web-"));
+        assert!(!collides("web", "web-a"));
+        assert!(!collides("web", "web0"));
+        assert!(!collides("web", "webs-0"));
+        assert!(!collides("web", "web"));
+    }
+}
