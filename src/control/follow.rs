@@ -6,7 +6,8 @@
 //! noticing that vigil went away (the connection ended, or the `busy` notice an upgrade sends
 //! to open connections), reconnecting with bounded back-off for a bounded time while saying so
 //! on stderr, and asking again from where it stood, so that what is printed across an upgrade
-//! or a restart of vigil has no gap and no duplicate. Several containers (`logs -f --all`,
+//! or a restart of vigil has no gap and no duplicate; and ending at once, exit 0, on the line a
+//! clean shutdown sends its streams (`shutting_down`). Several containers (`logs -f --all`,
 //! `logs -f web db`) are one stream each, on a thread each, whose lines the caller's thread
 //! prints with a `pod/container` prefix ([`Prefixer`]).
 //!
@@ -251,6 +252,13 @@ fn stream_once(
                 // `vigil upgrade` closes open connections with this notice; a connection limit
                 // answers a new one with it: both pass.
                 Some(e) if e.kind == ErrorKind::Busy => Away::Gone(format::cell(&e.message)),
+                // A clean shutdown's last line to every stream ("vigil shut down"): nothing
+                // will come back to reconnect to; said on stderr, and the follow is over
+                // (exit 0, docs/interface.md §1.5).
+                Some(e) if e.kind == ErrorKind::ShuttingDown => {
+                    emit(Item::Note(format::cell(&e.message)));
+                    Away::Over(End::Done)
+                }
                 Some(e) => Away::Over(End::Refused(e)),
                 None => Away::Gone("an error line without an error".to_string()),
             };

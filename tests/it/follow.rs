@@ -405,3 +405,48 @@ fn logs_and_events_followers_go_on_across_a_kill_9_and_a_new_vigil() {
     }
     drop(b);
 }
+
+#[test]
+fn followers_end_at_once_with_a_notice_and_exit_0_when_vigil_shuts_down_cleanly() {
+    let mut v = Vigil::start(BUSY);
+    let mut logs = Cli::spawn(&v.socket, &["logs", "-f", "count/c"]);
+    let mut events = Cli::spawn(&v.socket, &["events", "-f"]);
+    logs.wait_out("the first lines", |o| numbers(o).len() >= 3);
+    events.wait_out("the first events", |o| o.lines().count() >= 3);
+    let out = v.cli(&["shutdown"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(v.wait_exit(patient(T)), 0, "{}", v.log());
+    // A clean shutdown is not an upgrade: nothing comes back, so the followers do not wait
+    // the 60 s they would give a vigil that went away (a generous margin for a loaded host).
+    let deadline = Instant::now() + patient(Duration::from_secs(10));
+    for (name, cli) in [("logs -f", &mut logs), ("events -f", &mut events)] {
+        let code = loop {
+            if let Some(status) = cli.child.try_wait().unwrap() {
+                break status.code();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{name} still waits after vigil shut down; stderr:\n{}",
+                cli.err()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        // Give the collecting threads a moment to read the last bytes.
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(code, Some(0), "{name}; stderr:\n{}", cli.err());
+        assert!(
+            cli.err().contains("vigil: vigil shut down"),
+            "{name}; stderr:\n{}",
+            cli.err()
+        );
+        assert!(
+            !cli.err().contains("reconnecting"),
+            "{name}; stderr:\n{}",
+            cli.err()
+        );
+    }
+}

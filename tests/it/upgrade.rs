@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::common::{BIN, Vigil, alive, state_reason};
+use crate::common::{BIN, Vigil, alive, patient, state_reason};
 use crate::faults::{ScratchCgroup, start_with_cgroup_root};
 
 const T: Duration = Duration::from_secs(20);
@@ -1356,4 +1356,89 @@ readiness_probe = {{ exec = {{ command = ["true"] }}, period_seconds = 0.2 }}
         after >= before,
         "vigil_probe_results_total went {before} -> {after} across the upgrade"
     );
+}
+
+/// Clients asking `status` in a loop (`upgrade_clients.py`), as `uid`: their result line.
+fn status_clients(
+    v: &Vigil,
+    uid: u32,
+    threads: usize,
+    fresh: bool,
+    stop: &Path,
+) -> std::process::Child {
+    let script = v.dir.path().join("upgrade_clients.py");
+    if !script.exists() {
+        std::fs::write(&script, include_str!("upgrade_clients.py")).unwrap();
+    }
+    let id = uid.to_string();
+    std::process::Command::new("setpriv")
+        .args(["--reuid", &id, "--regid", &id, "--clear-groups", "python3"])
+        // The system's python3, which every uid may run (not a per-user shim).
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .arg(&script)
+        .arg(&v.socket)
+        .arg(threads.to_string())
+        .arg(if fresh { "1" } else { "0" })
+        .arg(stop)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 under setpriv")
+}
+
+#[test]
+#[ignore = "needs root (acts as another uid)"]
+fn clients_asking_in_a_loop_across_several_upgrades_never_see_busy_or_an_error_and_get_one_answer_each()
+ {
+    crate::common::require_root("to act as another uid");
+    crate::common::require_program("setpriv", "--version", "util-linux");
+    crate::common::require_program("python3", "--version", "python3");
+    let (_keep, next) = copy_of_vigil();
+    let (_keep_too, other) = copy_of_vigil();
+    let pods: String = (0..5)
+        .map(|i| {
+            format!("[pods.p{i}]\n[[pods.p{i}.containers]]\nname = \"c\"\ncommand = {SLEEPING}\n")
+        })
+        .collect();
+    let v = Vigil::start_shared("", &pods);
+    wait_running(&v, "p4", "c");
+    let stop = v.dir.path().join("stop");
+    // 176 of root's (an admin: one connection each, pipelined, or a fresh one per request)
+    // and 24 of an unprivileged uid's (within its 32 connections).
+    let clients = [
+        status_clients(&v, 0, 176, true, &stop),
+        status_clients(&v, 65534, 24, false, &stop),
+    ];
+    std::thread::sleep(patient(Duration::from_secs(2)));
+    for round in 0..4 {
+        upgrade_to(&v, if round % 2 == 0 { &next } else { &other });
+        std::thread::sleep(patient(Duration::from_millis(700)));
+    }
+    std::fs::write(&stop, "").unwrap();
+    for (who, client) in ["root", "uid 65534"].into_iter().zip(clients) {
+        let out = client.wait_with_output().unwrap();
+        let result: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{who}: {e}: {}", String::from_utf8_lossy(&out.stdout)));
+        assert_eq!(
+            result["errors"],
+            serde_json::json!([]),
+            "{who}\n{}",
+            v.log()
+        );
+        let per_thread = result["threads"].as_array().unwrap();
+        assert!(
+            per_thread.iter().all(|n| n.as_u64() > Some(0)),
+            "{who}: a client got no answer at all: {per_thread:?}"
+        );
+    }
+    // The connections open at each exec were taken over, not closed.
+    let log = v.log();
+    let taken: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("client connection(s) taken over"))
+        .collect();
+    assert_eq!(taken.len(), 4, "{log}");
+    for line in taken {
+        assert!(line.contains(", 0 closed"), "{line}");
+        assert!(!line.contains("upgrade: 0 client"), "{line}");
+    }
 }

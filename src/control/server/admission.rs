@@ -176,25 +176,17 @@ impl Server {
     pub(super) fn admit(
         &mut self,
         registry: &Registry,
-        mut stream: UnixStream,
+        stream: UnixStream,
         now: Instant,
         out_of_fds: bool,
     ) {
-        let peer = match getsockopt(&stream, sockopt::PeerCredentials) {
-            Ok(c) => PeerCred {
-                pid: c.pid(),
-                uid: c.uid(),
-                gid: c.gid(),
-            },
+        let (peer, groups) = match Self::credentials(&stream) {
+            Ok(c) => c,
             Err(e) => {
                 log::warn!("control: SO_PEERCRED failed: {e}; dropping connection");
                 return;
             }
         };
-        let groups = peer_groups(&stream).unwrap_or_else(|e| {
-            log::debug!("control: SO_PEERGROUPS failed for pid {}: {e}", peer.pid);
-            Vec::new()
-        });
         let admin = self.judge(&peer, &groups);
         if !admin {
             let mine = self.per_uid.of(peer.uid);
@@ -252,6 +244,20 @@ impl Server {
                 None => {}
             }
         }
+        self.install(registry, stream, peer, groups, admin, now);
+    }
+
+    /// Puts an admitted connection into the table and registers it (`READABLE`); returns its
+    /// id (`None`: the poller refused it, and it is dropped).
+    pub(super) fn install(
+        &mut self,
+        registry: &Registry,
+        mut stream: UnixStream,
+        peer: PeerCred,
+        groups: Vec<u32>,
+        admin: bool,
+        now: Instant,
+    ) -> Option<ConnId> {
         let index = match self.free.pop() {
             Some(i) => i,
             None => {
@@ -266,7 +272,7 @@ impl Server {
         if let Err(e) = registry.register(&mut stream, token, Interest::READABLE) {
             log::warn!("control: cannot register a connection: {e}");
             self.free.push(index);
-            return;
+            return None;
         }
         log::debug!(
             "control: connection from pid {} uid {} gid {}{}",
@@ -276,8 +282,9 @@ impl Server {
             if admin { " (admin)" } else { "" }
         );
         self.next_seq += 1;
+        let id = ConnId { index, generation };
         let conn = Conn {
-            id: ConnId { index, generation },
+            id,
             seq: self.next_seq,
             stream,
             peer,
@@ -304,6 +311,22 @@ impl Server {
         self.open += 1;
         self.per_uid.add(peer.uid);
         self.account(index);
+        Some(id)
+    }
+
+    /// The peer's credentials and groups at `connect` (`SO_PEERCRED`, `SO_PEERGROUPS`).
+    pub(super) fn credentials(stream: &UnixStream) -> nix::Result<(PeerCred, Vec<u32>)> {
+        let c = getsockopt(stream, sockopt::PeerCredentials)?;
+        let peer = PeerCred {
+            pid: c.pid(),
+            uid: c.uid(),
+            gid: c.gid(),
+        };
+        let groups = peer_groups(stream).unwrap_or_else(|e| {
+            log::debug!("control: SO_PEERGROUPS failed for pid {}: {e}", peer.pid);
+            Vec::new()
+        });
+        Ok((peer, groups))
     }
 
     pub(super) fn judge(&self, peer: &PeerCred, groups: &[u32]) -> bool {

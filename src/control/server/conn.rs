@@ -299,61 +299,58 @@ impl Conn {
         self.eof && self.reply == Stream::None && self.pending_output() == 0 && !self.has_line()
     }
 
-    /// One non-blocking attempt to send the rest of the line being written, and no more
-    /// (nothing is dropped or added: the connection goes on as before if it stays here).
-    /// Returns whether what was sent now ends at a line's end.
-    pub(super) fn finish_line(&mut self) -> bool {
-        while self.sent_open {
-            let unsent = &self.wbuf[self.wpos..];
-            let Some(end) = unsent.iter().position(|&b| b == b'\n') else {
-                return false;
-            };
-            match send(
-                self.stream.as_raw_fd(),
-                &unsent[..=end],
-                MsgFlags::MSG_NOSIGNAL | MsgFlags::MSG_DONTWAIT,
-            ) {
-                Ok(0) | Err(Errno::EAGAIN) => return false,
-                Ok(n) => {
-                    self.wpos += n;
-                    self.sent_open = self.wbuf[self.wpos - 1] != b'\n';
-                }
-                Err(Errno::EINTR) => {}
-                Err(_) => return false,
-            }
-        }
-        true
-    }
-
     /// Stops at the end of the line being written (never half a line), appends `line` and
     /// marks the connection closing. A streamed line left open is closed with its `cut`.
     pub(super) fn cut_with(&mut self, line: &str) {
-        let unsent = &self.wbuf[self.wpos..];
-        let keep = if !self.sent_open {
-            self.wpos
-        } else {
-            match unsent.iter().position(|&b| b == b'\n') {
-                Some(i) => self.wpos + i + 1,
-                None => self.wbuf.len(),
-            }
-        };
-        let open = if keep > self.wpos {
-            self.wbuf[keep - 1] != b'\n'
-        } else {
-            self.sent_open
-        };
+        let keep = self.line_end();
+        let open = self.open_after(keep);
         self.wbuf.truncate(keep);
         if open {
-            match &self.reply {
-                Stream::Active { cut: Some(close) } => {
-                    self.wbuf.extend_from_slice(close.as_bytes())
-                }
-                _ => self.wbuf.push(b'\n'),
-            }
+            self.wbuf.extend_from_slice(self.closer());
         }
         self.wbuf.extend_from_slice(line.as_bytes());
         self.reply = Stream::None;
         self.closing = true;
+    }
+
+    /// What [`Conn::cut_with`] would leave unsent, computed on a copy (the connection is not
+    /// changed): the rest of the line being written, its closer if it stays open, and `line`.
+    pub(super) fn unsent_if_cut_with(&self, line: &str) -> Vec<u8> {
+        let keep = self.line_end();
+        let mut out = self.wbuf[self.wpos..keep].to_vec();
+        if self.open_after(keep) {
+            out.extend_from_slice(self.closer());
+        }
+        out.extend_from_slice(line.as_bytes());
+        out
+    }
+
+    /// Where the output ends if it stops at the end of the line being written.
+    fn line_end(&self) -> usize {
+        if !self.sent_open {
+            return self.wpos;
+        }
+        match self.wbuf[self.wpos..].iter().position(|&b| b == b'\n') {
+            Some(i) => self.wpos + i + 1,
+            None => self.wbuf.len(),
+        }
+    }
+
+    /// Whether the output cut at `keep` ends inside a line.
+    fn open_after(&self, keep: usize) -> bool {
+        if keep > self.wpos {
+            self.wbuf[keep - 1] != b'\n'
+        } else {
+            self.sent_open
+        }
+    }
+
+    /// What closes a line left open: a streamed reply's `cut`, else a line end.
+    fn closer(&self) -> &'static [u8] {
+        match &self.reply {
+            Stream::Active { cut: Some(close) } => close.as_bytes(),
+            _ => b"\n",
+        }
     }
 }
 

@@ -55,12 +55,14 @@
 //! Its parts, each an `impl Server` over the one connection table:
 //! - `conn`: one connection (line framing, buffered output);
 //! - `admission`: accept, peer credentials, caps, eviction, the idle sweep;
+//! - `handover`: open connections across `vigil upgrade` (handed over, taken over);
 //! - `turn`: the turn's budgets, round-robin hand-out of requests, per-connection bookkeeping;
 //! - `reply`: replies and streamed replies within the output budget;
 //! - `socket_file`: binding, mode and group, re-binding a deleted or replaced file.
 
 mod admission;
 mod conn;
+mod handover;
 mod reply;
 mod socket_file;
 mod turn;
@@ -80,6 +82,7 @@ use super::protocol::{ProtoError, Request};
 use super::watch::SocketWatch;
 use admission::Refusals;
 use conn::Conn;
+pub use handover::{Handover, Inherited, TakenOver};
 use socket_file::{bind_listener, file_id, set_mode_and_group};
 
 /// Requests taken across all connections in one loop turn.
@@ -319,19 +322,6 @@ impl Server {
         self.listener.as_raw_fd()
     }
 
-    /// Every open connection's descriptor whose output so far ends at a line's end, after one
-    /// non-blocking attempt each to send the rest of the line being written (`vigil upgrade`:
-    /// the next instance's notice must never follow half a line). A connection left out stays
-    /// as it was; the exec closes it and its client sees the line end early.
-    pub fn conn_fds_at_line_end(&mut self) -> Vec<(ConnId, std::os::fd::RawFd)> {
-        use std::os::fd::AsRawFd;
-        self.conns
-            .iter_mut()
-            .flatten()
-            .filter_map(|c| c.finish_line().then(|| (c.id, c.stream.as_raw_fd())))
-            .collect()
-    }
-
     fn with_listener(
         path: &Path,
         listener: UnixListener,
@@ -523,6 +513,12 @@ impl Server {
             self.sweep(registry, now);
             self.check_socket_file_logged(registry);
         }
+    }
+
+    /// A fresh output budget outside a loop turn: vigil's last words to its streams at a
+    /// clean shutdown ([`crate::control`]'s runtime side), bounded like a turn's.
+    pub fn renew_output_budget(&mut self) {
+        self.budget.renew();
     }
 
     /// The latest time the runtime must wake for the server (accept retry; the sweep while

@@ -4,7 +4,7 @@ use super::admission::{is_admin, peer_groups};
 use super::*;
 use crate::control::protocol::{self, RequestId};
 use mio::net::UnixStream;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::UnixStream as StdStream;
 use std::sync::mpsc;
@@ -1241,12 +1241,34 @@ fn owns_covers_listener_and_connection_tokens_only() {
     assert!(!h.server.owns(Token(0)));
 }
 
+/// What the next instance inherits of `handed`: a duplicate of each descriptor (the exec
+/// keeps the number; here the first server is dropped, closing its own).
+fn inherit(handed: &[Handover]) -> Vec<Inherited> {
+    handed
+        .iter()
+        .map(|h| {
+            // SAFETY: the number is the first server's open connection, borrowed for the dup.
+            #[allow(unsafe_code)]
+            let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(h.fd) };
+            Inherited {
+                fd: fd.try_clone_to_owned().unwrap(),
+                input: h.input.clone(),
+                output: h.output.clone(),
+                sent_open: h.sent_open,
+                closing: h.closing,
+                eof: h.eof,
+            }
+        })
+        .collect()
+}
+
 #[test]
-fn at_an_upgrade_only_connections_at_a_line_end_are_handed_over_and_nothing_is_dropped() {
+fn at_an_upgrade_a_half_sent_reply_is_finished_and_requests_read_but_not_answered_are_answered_by_the_next_server()
+ {
     let mut h = Harness::new();
-    // Far more than a socket buffer holds: a client that does not read stays mid-line.
+    // Far more than a socket buffer holds: a client that does not read stays mid-line, and
+    // the request it pipelined behind is read but not taken (its output is over the mark).
     let big = "q".repeat(4 << 20);
-    let mut conns = Vec::new();
     let mut handler = |server: &mut Server, registry: &Registry, inc: Incoming| {
         let Ok(r) = inc.request else { return };
         let line = if r.id.as_json() == "2" {
@@ -1254,7 +1276,6 @@ fn at_an_upgrade_only_connections_at_a_line_end_are_handed_over_and_nothing_is_d
         } else {
             protocol::reply_ok(&r.id, json!({"status": "small"}))
         };
-        conns.push((r.id.clone(), inc.conn));
         server.send(registry, inc.conn, &line);
     };
     let small = connect(&h.path);
@@ -1263,7 +1284,7 @@ fn at_an_upgrade_only_connections_at_a_line_end_are_handed_over_and_nothing_is_d
         .write_all(b"{\"id\":1,\"cmd\":\"status\"}\n")
         .unwrap();
     big_client
-        .write_all(b"{\"id\":2,\"cmd\":\"status\"}\n")
+        .write_all(b"{\"id\":2,\"cmd\":\"status\"}\n{\"id\":3,\"cmd\":\"version\"}\n")
         .unwrap();
     let mut turns = 0;
     h.run_until(
@@ -1274,22 +1295,62 @@ fn at_an_upgrade_only_connections_at_a_line_end_are_handed_over_and_nothing_is_d
         &mut handler,
     );
     assert_eq!(read_lines(&small, 1)[0]["result"]["status"], "small");
-    let handed: Vec<ConnId> = h
+    let handed = h.server.handover("NOTICE\n", &|_| None);
+    assert_eq!(handed.len(), 2, "{handed:?}");
+    let inherited = inherit(&handed);
+    drop(h);
+    // The next instance: another server takes them over and answers what is left.
+    let mut next = Harness::new();
+    let taken = next
         .server
-        .conn_fds_at_line_end()
-        .into_iter()
-        .map(|(c, _)| c)
-        .collect();
-    let small_conn = conns.iter().find(|(id, _)| id.as_json() == "1");
-    assert_eq!(handed, vec![small_conn.unwrap().1]);
-    // The connection left out is as it was: its whole line still arrives.
+        .take_over(next.poll.registry(), inherited, Instant::now());
+    assert_eq!(taken, TakenOver { kept: 2, closed: 0 });
     let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || tx.send(read_lines(&big_client, 1).remove(0)).unwrap());
-    let got = h.run_until_received(&rx, &mut echo);
+    std::thread::spawn(move || tx.send(read_lines(&big_client, 2)).unwrap());
+    let got = next.run_until_received(&rx, &mut echo);
     assert_eq!(
-        got["result"]["status"].as_str().map(str::len),
-        Some(4 << 20)
+        got[0]["result"]["status"].as_str().map(str::len),
+        Some(4 << 20),
+        "the reply the first server had begun, whole"
     );
+    assert_eq!(got[1]["id"], 3);
+    assert_eq!(got[1]["result"]["cmd"], "version", "{}", got[1]);
+    // The other one is served on as if accepted here.
+    (&small)
+        .write_all(b"{\"id\":4,\"cmd\":\"status\"}\n")
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || tx.send(read_lines(&small, 1)).unwrap());
+    let got = next.run_until_received(&rx, &mut echo);
+    assert_eq!(got[0]["id"], 4);
+}
+
+#[test]
+fn connections_handed_over_past_the_per_uid_cap_are_closed() {
+    let mut h = Harness::new();
+    let clients: Vec<StdStream> = (0..3).map(|_| connect(&h.path)).collect();
+    h.run_until(|s| s.connection_count() == 3, &mut echo);
+    let handed = h.server.handover("NOTICE\n", &|_| None);
+    let inherited = inherit(&handed);
+    drop(h);
+    let mut next = Harness::new();
+    next.server.strangers = true;
+    next.server.set_limits(Limits {
+        max_per_uid: 2,
+        ..Limits::default()
+    });
+    let taken = next
+        .server
+        .take_over(next.poll.registry(), inherited, Instant::now());
+    assert_eq!(taken, TakenOver { kept: 2, closed: 1 });
+    assert_eq!(next.server.connection_count(), 2);
+    // The one closed sees the end of its connection.
+    let ended = clients.iter().filter(|c| {
+        let mut b = [0u8; 1];
+        c.set_nonblocking(true).unwrap();
+        matches!((&**c).read(&mut b), Ok(0))
+    });
+    assert_eq!(ended.count(), 1);
 }
 
 /// With an idle timeout of 1 ms, a client asks for a 4 MiB reply and does not read it:

@@ -156,7 +156,9 @@ pub struct State<Core = Supervisor, Cfg = Config> {
     pub listener_fd: RawFd,
     /// The connection that asked for the upgrade: the new instance answers it.
     pub requester: Option<Requester>,
-    /// Other control connections: told that vigil re-executed, then closed.
+    /// Other control connections. A vigil that reads `conns` (below) takes those listed there
+    /// over and ignores them here; an earlier vigil tells each that vigil re-executed, then
+    /// closes it.
     pub clients: Vec<RawFd>,
     /// The journal's last reported event.
     pub journal_seq: u64,
@@ -194,6 +196,27 @@ pub struct State<Core = Supervisor, Cfg = Config> {
     /// (added to format 2 later: a state without it had no selection, all pods started).
     #[serde(default)]
     pub selection: crate::config::select::Selection,
+    /// Control connections open at the exec (added to format 2 later; each also in
+    /// `clients`, for a vigil that reads only those): the new instance's server takes them
+    /// over and answers them.
+    #[serde(default)]
+    pub conns: Vec<ConnState>,
+}
+
+/// One control connection handed over: its descriptor and what the old instance held of it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ConnState {
+    pub fd: RawFd,
+    /// Received and not answered yet (the next requests).
+    pub input: Blob,
+    /// Not sent yet (the rest of a reply; a streamed reply's end and the upgrade's notice).
+    pub output: Blob,
+    /// What was sent ends inside a line.
+    pub sent_open: bool,
+    /// Close once `output` is sent.
+    pub closing: bool,
+    /// The peer closed its writing side.
+    pub eof: bool,
 }
 
 /// One (container, probe)'s metrics figures (`crate::metrics::probes::ProbeCounters`).
@@ -271,6 +294,7 @@ impl<Core, Cfg> State<Core, Cfg> {
         }
         fds.extend(self.requester.as_ref().map(|r| r.fd));
         fds.extend(&self.clients);
+        fds.extend(self.conns.iter().map(|c| c.fd));
         fds
     }
 
@@ -307,6 +331,7 @@ impl<Core, Cfg> State<Core, Cfg> {
             pid,
             cgroup_subtree,
             selection,
+            conns,
         } = self;
         let rest = State {
             version,
@@ -339,6 +364,7 @@ impl<Core, Cfg> State<Core, Cfg> {
             pid,
             cgroup_subtree,
             selection,
+            conns,
         };
         (core, rest)
     }

@@ -182,6 +182,7 @@ fn sample(now: Instant) -> (State, Blobs) {
         pid: Some(4242),
         cgroup_subtree: None,
         selection: Default::default(),
+        conns: Vec::new(),
     };
     (state, blobs)
 }

@@ -39,7 +39,10 @@ use crate::control::protocol::{
     self, LogPosition, Request, RequestCmd, RequestId, utf8_incomplete_tail,
 };
 use crate::control::render;
-use crate::control::server::{Access, ConnId, ControlError, Incoming, Limits, PeerCred, Server};
+use crate::control::server::{
+    Access, ConnId, ControlError, Handover, Incoming, Inherited, Limits, PeerCred, Server,
+    TakenOver,
+};
 use crate::control::time::WallClock;
 use crate::control::wire::wait::Target;
 use crate::control::wire::{self, ErrorKind};
@@ -51,6 +54,15 @@ use crate::runtime::slots::ContainerRuntime;
 const LOG_CHUNK: usize = 16 * 1024;
 /// A `logs -f` follower that fell behind resumes this close to the newest byte.
 const CATCH_UP: usize = 16 * 1024;
+/// What a streamed reply (`logs`, `logs -f`, `events -f`) open at `vigil upgrade` ends with,
+/// after the line being written (a `busy` line; followers connect again and go on where they
+/// were, interface.md §1.5).
+const UPGRADE_NOTICE: &str =
+    "vigil re-executed itself (upgrade): this stream ends here; connect again";
+/// Turns' worth of output the streams get at a clean shutdown before the final line.
+const FAREWELL_ROUNDS: usize = 8;
+/// The final line's message to every stream at a clean shutdown (interface.md §1.5).
+pub(super) const SHUT_DOWN: &str = "vigil shut down";
 /// Events pushed to one follower per chunk.
 const EVENTS_PER_CHUNK: usize = 64;
 
@@ -332,10 +344,33 @@ impl Control {
         self.server.listener_fd()
     }
 
-    /// Every open connection's descriptor that may be handed over (see
-    /// [`crate::control::server::Server::conn_fds_at_line_end`]).
-    pub(super) fn conn_fds_at_line_end(&mut self) -> Vec<(ConnId, std::os::fd::RawFd)> {
-        self.server.conn_fds_at_line_end()
+    /// Every open connection but `except` (the one that asked for the upgrade) with what this
+    /// instance holds of it, for the handoff; nothing changes (see
+    /// [`crate::control::server::Server::handover`]). `replay`: the request line of a
+    /// connection whose answer takes several turns (a `metrics` exposition being built), put
+    /// back for the next instance to answer.
+    pub(super) fn handover(
+        &self,
+        except: Option<ConnId>,
+        replay: &dyn Fn(ConnId) -> Option<String>,
+    ) -> Vec<Handover> {
+        let notice = protocol::reply_err(&RequestId::null(), ErrorKind::Busy, UPGRADE_NOTICE);
+        let mut all = self.server.handover(&notice, replay);
+        all.retain(|h| Some(h.conn) != except);
+        all
+    }
+
+    /// The descriptor of `conn` if a reply line written to it now comes out whole (nothing
+    /// unsent, nothing sent ends inside a line): the one that asked for an upgrade, answered
+    /// by the next instance.
+    pub(super) fn answerable_fd(&self, conn: ConnId) -> Option<std::os::fd::RawFd> {
+        self.server.quiet_fd(conn)
+    }
+
+    /// The next instance: the connections the previous one handed over, served from now on
+    /// as if accepted here.
+    pub(super) fn take_over(&mut self, handed: Vec<Inherited>, now: Instant) -> TakenOver {
+        self.server.take_over(&self.registry, handed, now)
     }
 
     /// A readiness event on a token the server owns.
@@ -488,6 +523,35 @@ impl Control {
                 );
                 self.server.end_with_error(&self.registry, conn, &line);
             }
+        }
+    }
+
+    /// vigil is ending after a clean shutdown (not an upgrade): every stream gets what is left
+    /// of it within [`FAREWELL_ROUNDS`] turns' output budgets (the shutdown's last events), then
+    /// the final line `shutting_down` "vigil shut down" after the line being written, and one
+    /// non-blocking try at sending it; a follower ends at once instead of waiting for a vigil
+    /// that is not coming back (docs/interface.md §1.5). What a client does not take now is
+    /// lost with the connection when the server is dropped.
+    pub(super) fn farewell(&mut self, view: &View) {
+        for _ in 0..FAREWELL_ROUNDS {
+            if self.jobs.is_empty() {
+                break;
+            }
+            self.server.renew_output_budget();
+            self.feed_streams(view);
+            if !self.more {
+                break;
+            }
+        }
+        let mut conns: Vec<ConnId> = self.jobs.keys().copied().collect();
+        conns.sort();
+        for conn in conns {
+            let id = match self.jobs.remove(&conn) {
+                Some(Job::FollowLogs { id, .. } | Job::FollowEvents { id, .. }) => id,
+                Some(Job::Reply { .. }) | None => RequestId::null(),
+            };
+            let line = protocol::reply_err(&id, ErrorKind::ShuttingDown, SHUT_DOWN);
+            self.server.end_with_error(&self.registry, conn, &line);
         }
     }
 

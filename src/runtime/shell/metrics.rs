@@ -762,6 +762,22 @@ impl Scrapes {
         self.waiting[slot(format)].push(asker);
     }
 
+    /// The control connections waiting for an exposition and the format each asked for
+    /// (`vigil upgrade` hands their requests to the next instance to answer).
+    pub(super) fn control_askers(&self) -> Vec<(&super::control::Pending, Format)> {
+        let mut out = Vec::new();
+        for format in [Format::Prometheus, Format::OpenMetrics] {
+            let i = slot(format);
+            let building = self.building[i].iter().flat_map(|b| &b.askers);
+            for a in self.waiting[i].iter().chain(building) {
+                if let Asker::Control(p) = a {
+                    out.push((p, format));
+                }
+            }
+        }
+        out
+    }
+
     /// Whether a build is under way or asked for: the router polls again without waiting.
     pub(super) fn has_work(&self) -> bool {
         self.waiting.iter().any(|w| !w.is_empty()) || self.building.iter().any(Option::is_some)

@@ -879,6 +879,15 @@ impl Shell {
     }
 
     fn finish(&mut self) {
+        // Followers are told vigil is gone for good (they would wait for it to come back).
+        let view = control::View {
+            core: &self.core,
+            slots: &self.runs.slots,
+            probe_stats: &self.probe_stats,
+            started_wall: self.started_wall,
+            last_reload: self.last_reload,
+        };
+        self.control.farewell(&view);
         // Kill anything a probe left, then remove every cgroup we made.
         self.runs.probes.cancel_all(&mut self.runs.janitor);
         let deadline = Instant::now() + Duration::from_secs(2);

@@ -31,12 +31,12 @@ use super::kill::kill_tree;
 use super::reaper::PidOwner;
 use crate::cgroup::ContainerCgroup;
 use crate::control::protocol::{self, RequestId};
-use crate::control::server::ConnId;
+use crate::control::server::{ConnId, Handover, Inherited};
 use crate::control::wire::ErrorKind;
 use crate::logs::{ContainerLog, LogBuffer};
 use crate::runtime::handoff::{
-    self, AdoptedRun, Blobs, DeferredSpawn, HookAttempt, MainPid, PipeState, ProbePid, Requester,
-    RunState, SlotState, State, binary, mono,
+    self, AdoptedRun, Blobs, ConnState, DeferredSpawn, HookAttempt, MainPid, PipeState, ProbePid,
+    Requester, RunState, SlotState, State, binary, mono,
 };
 use crate::runtime::slots::{ContainerRuntime, Run};
 
@@ -402,9 +402,32 @@ impl Shell {
         self.runs.capture.flush();
         self.journal
             .drain(&self.core, now, self.runs.capture.journal_mut());
-        // Connections mid-line get one try at finishing it; those still mid-line are not
-        // handed over (closed by the exec), so no notice follows half a reply line.
-        let conns = self.control.conn_fds_at_line_end();
+        // Every other open connection is handed over with what is unread and unsent of it;
+        // a `metrics` request whose exposition is being built is given back as its line, for
+        // the next instance to answer.
+        let replays: std::collections::HashMap<ConnId, String> = self
+            .scrapes
+            .control_askers()
+            .into_iter()
+            .map(|(p, format)| {
+                let line = format!(
+                    r#"{{"cmd":"metrics","format":"{}","id":{}}}"#,
+                    format.as_str(),
+                    p.id().as_json()
+                );
+                (p.conn(), line)
+            })
+            .collect();
+        if !replays.is_empty() {
+            debug!(
+                "upgrade: {} metrics request(s) waiting for their exposition handed over to be \
+                 answered again",
+                replays.len()
+            );
+        }
+        let conns = self.control.handover(asker.as_ref().map(|a| a.conn), &|c| {
+            replays.get(&c).cloned()
+        });
         let (state, blobs, fds) = self.handoff_state(&binary.path, asker, &conns, taken);
         let memfd = handoff::write(&state, blobs).map_err(UpgradeError::State)?;
         debug!(
@@ -447,7 +470,7 @@ impl Shell {
         &'a self,
         binary: &std::path::Path,
         asker: Option<Asker<'_>>,
-        conns: &[(ConnId, RawFd)],
+        conns: &[Handover],
         taken: Instant,
     ) -> (
         State<&'a crate::core::Supervisor, &'a crate::config::spec::Config>,
@@ -598,22 +621,27 @@ impl Shell {
                 _ => None,
             })
             .collect();
-        let asker_conn = asker.as_ref().map(|a| a.conn);
         let requester = asker.and_then(|a| {
-            conns
-                .iter()
-                .find(|(c, _)| *c == a.conn)
-                .map(|&(_, fd)| Requester {
-                    fd,
-                    id: a.id.as_json().to_string(),
-                })
+            self.control.answerable_fd(a.conn).map(|fd| Requester {
+                fd,
+                id: a.id.as_json().to_string(),
+            })
         });
         fds.extend(requester.iter().map(|r| r.fd));
-        let clients: Vec<RawFd> = conns
+        let conns: Vec<ConnState> = conns
             .iter()
-            .filter(|(c, _)| Some(*c) != asker_conn)
-            .map(|&(_, fd)| fd)
+            .map(|h| ConnState {
+                fd: h.fd,
+                input: blobs.push(&[&h.input]),
+                output: blobs.push(&[&h.output]),
+                sent_open: h.sent_open,
+                closing: h.closing,
+                eof: h.eof,
+            })
             .collect();
+        // Listed in `clients` too: a previous binary that reads only those (the guardian's
+        // way back to an earlier vigil) tells them and closes them instead of leaking them.
+        let clients: Vec<RawFd> = conns.iter().map(|c| c.fd).collect();
         fds.extend(&clients);
         let state = State {
             version: handoff::FORMAT_VERSION,
@@ -658,6 +686,7 @@ impl Shell {
             pid: Some(std::process::id()),
             cgroup_subtree: self.runs.cgroups.as_ref().map(|m| m.ownership()),
             selection: self.selection.clone(),
+            conns,
         };
         (state, blobs, fds)
     }
@@ -991,12 +1020,35 @@ impl Shell {
             };
             send_and_close(fd, &line);
         }
+        // The other connections: served on by this instance's control server.
+        let handed: std::collections::HashSet<RawFd> = state.conns.iter().map(|c| c.fd).collect();
+        let inherited = state
+            .conns
+            .into_iter()
+            .filter_map(|c| {
+                Some(Inherited {
+                    fd: handoff::own_fd(c.fd)?,
+                    input: handoff::blob(blobs, c.input).unwrap_or_default().to_vec(),
+                    output: handoff::blob(blobs, c.output).unwrap_or_default().to_vec(),
+                    sent_open: c.sent_open,
+                    closing: c.closing,
+                    eof: c.eof,
+                })
+            })
+            .collect();
+        let taken = self.control.take_over(inherited, now);
+        debug!(
+            "upgrade: {} client connection(s) taken over, {} closed",
+            taken.kept, taken.closed
+        );
+        // A state written by a vigil before connections were handed over: those it listed
+        // are told and closed, as it would have.
         let notice = protocol::reply_err(
             &RequestId::null(),
             ErrorKind::Busy,
             "vigil re-executed itself (upgrade): this connection is closed; connect again",
         );
-        for fd in state.clients {
+        for fd in state.clients.into_iter().filter(|fd| !handed.contains(fd)) {
             if let Some(fd) = handoff::own_fd(fd) {
                 send_and_close(fd, &notice);
             }
