@@ -13,8 +13,10 @@
 //!   `StrArray` / `IntArray` → `Option<Vec<Spanned<…>>>`;
 //! - `StrMap` (free keys, string values: env, headers, depends_on); `Rlimits` (free keys,
 //!   [`RawRlimit`] values: a number, a string, or a `RawRlimitPair` table);
-//! - `BareStrOrInt` → `Option<StrOrInt>`, unspanned: only for keys read inside an untagged
-//!   value (`RawRlimitPair`), where serde buffers the value and a span cannot survive;
+//! - `Deps` (free keys, [`RawDependency`] values: a condition or a `RawDependsOn` table);
+//! - `BareStrOrInt` → `Option<StrOrInt>`, `BareStr`, `BareBool`, unspanned: only for keys read
+//!   inside an untagged value (`RawRlimitPair`, `RawDependsOn`), where serde buffers the value
+//!   and a span cannot survive;
 //! - `Table(RawX)` → `Option<Spanned<RawX>>`; `Tables(RawX)` (`[[…]]`) →
 //!   `Option<Vec<Spanned<RawX>>>`; `NamedTables(RawX)` (`[pods.NAME]`) → a map of `RawX`.
 //!
@@ -26,7 +28,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::raw::{NumOrStr, RawRlimit, StrMap, StrOrInt};
+use super::raw::{NumOrStr, RawDependency, RawRlimit, StrMap, StrOrInt};
 use super::schema::{Field, Kind};
 
 /// The raw field type of a key kind (see the module docs).
@@ -37,12 +39,15 @@ macro_rules! raw_type {
     (Bool) => { Option<Spanned<bool>> };
     (StrOrInt) => { Option<Spanned<StrOrInt>> };
     (BareStrOrInt) => { Option<StrOrInt> };
+    (BareStr) => { Option<String> };
+    (BareBool) => { Option<bool> };
     (NumOrStr) => { Option<Spanned<NumOrStr>> };
     (Argv) => { Option<Spanned<Vec<Spanned<String>>>> };
     (StrArray) => { Option<Vec<Spanned<String>>> };
     (IntArray) => { Option<Vec<Spanned<i64>>> };
     (StrMap) => { Option<StrMap> };
     (Rlimits) => { Option<BTreeMap<Spanned<String>, Spanned<RawRlimit>>> };
+    (Deps) => { Option<BTreeMap<Spanned<String>, Spanned<RawDependency>>> };
     (Table($t:ident)) => { Option<Spanned<$t>> };
     (Tables($t:ident)) => { Option<Vec<Spanned<$t>>> };
     (NamedTables($t:ident)) => { BTreeMap<Spanned<String>, Spanned<$t>> };
@@ -68,6 +73,12 @@ macro_rules! schema_kind {
     (BareStrOrInt) => {
         Kind::StrOrInt
     };
+    (BareStr) => {
+        Kind::Str
+    };
+    (BareBool) => {
+        Kind::Bool
+    };
     (NumOrStr) => {
         Kind::NumOrStr
     };
@@ -85,6 +96,9 @@ macro_rules! schema_kind {
     };
     (Rlimits) => {
         Kind::Map(&Kind::Rlimit(RawRlimitPair::FIELDS))
+    };
+    (Deps) => {
+        Kind::Map(&Kind::Dependency(RawDependsOn::FIELDS))
     };
     (Table($t:ident)) => {
         Kind::Table($t::FIELDS)
@@ -168,7 +182,7 @@ tables! {
         termination_grace_period_seconds: Num,
         backoff: Table(RawBackoff),
         max_restarts: Int,
-        depends_on: StrMap,
+        depends_on: Deps,
         shutdown_on: Str,
         active_deadline_seconds: Num,
         schedule: Table(RawSchedule),
@@ -308,5 +322,13 @@ tables! {
     RawRlimitPair {
         soft: BareStrOrInt,
         hard: BareStrOrInt,
+    }
+
+    /// A `depends_on` entry given as a table, `db = { condition = "ready", restart = true }`
+    /// (one arm of the untagged [`RawDependency`], hence unspanned).
+    RawDependsOn {
+        condition: BareStr,
+        restart: BareBool,
+        stop: BareBool,
     }
 }

@@ -35,6 +35,14 @@ pub(crate) enum NumOrStr {
 /// `nofile = 1024`, `core = "unlimited"` or `nofile = { soft = 1024, hard = 4096 }`. The pair
 /// is a table of `keys.rs` like any other ([`RawRlimitPair`]); untagged, so its values are
 /// not spanned (serde buffers the value).
+/// `db = "ready"` or `db = { condition = "ready", restart = true, stop = true }`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum RawDependency {
+    Condition(String),
+    Table(super::keys::RawDependsOn),
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
 pub(crate) enum RawRlimit {

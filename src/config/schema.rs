@@ -38,6 +38,9 @@ pub(crate) enum Kind {
     Map(&'static Kind),
     /// An rlimit: a number, "unlimited", or a table of these keys (`{ soft, hard }`).
     Rlimit(&'static [Field]),
+    /// A `depends_on` entry: a condition, or a table of these keys (`{ condition, restart,
+    /// stop }`).
+    Dependency(&'static [Field]),
 }
 
 #[derive(Debug)]
@@ -89,6 +92,9 @@ fn describe_kind(k: &Kind) -> &'static str {
         Kind::Table(_) | Kind::Map(_) => "a table",
         Kind::TableArray(_) => "an array of tables",
         Kind::Rlimit(_) => "an integer, \"unlimited\" or { soft = N, hard = N }",
+        Kind::Dependency(_) => {
+            "a condition (\"started\", \"ready\", \"completed\") or { condition = …, restart = …, stop = … }"
+        }
     }
 }
 
@@ -182,7 +188,8 @@ fn check_value(value: &mut Spanned<DeValue<'_>>, kind: &Kind, path: &str, walk: 
         | (Kind::Bool, DeValue::Boolean(_))
         | (Kind::StrOrInt, DeValue::String(_) | DeValue::Integer(_))
         | (Kind::NumOrStr, DeValue::String(_) | DeValue::Integer(_) | DeValue::Float(_))
-        | (Kind::Rlimit(_), DeValue::String(_) | DeValue::Integer(_)) => true,
+        | (Kind::Rlimit(_), DeValue::String(_) | DeValue::Integer(_))
+        | (Kind::Dependency(_), DeValue::String(_)) => true,
         (Kind::StrArray, DeValue::Array(items)) => {
             return check_items(items.iter_mut(), &Kind::Str, path, walk);
         }
@@ -210,8 +217,8 @@ fn check_value(value: &mut Spanned<DeValue<'_>>, kind: &Kind, path: &str, walk: 
             }
             true
         }
-        (Kind::Rlimit(pair), DeValue::Table(t)) => {
-            check_table(t, pair, path, walk);
+        (Kind::Rlimit(fields) | Kind::Dependency(fields), DeValue::Table(t)) => {
+            check_table(t, fields, path, walk);
             true
         }
         _ => false,

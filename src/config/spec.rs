@@ -353,6 +353,26 @@ impl ShutdownOn {
 pub struct Dependency {
     pub pod: String,
     pub condition: DependencyCondition,
+    /// `restart = true`: the dependent restarts after the dependency was restarted or
+    /// replaced (compose's `depends_on.restart`).
+    #[serde(default)]
+    pub restart: bool,
+    /// `stop = true`: the dependent stops while the dependency is stopped or has ended, and
+    /// starts again when it is back (systemd's `BindsTo=`).
+    #[serde(default)]
+    pub stop: bool,
+}
+
+impl Dependency {
+    /// `depends_on = { POD = "CONDITION" }`: no propagation.
+    pub fn new(pod: impl Into<String>, condition: DependencyCondition) -> Self {
+        Dependency {
+            pod: pod.into(),
+            condition,
+            restart: false,
+            stop: false,
+        }
+    }
 }
 
 /// One pod.

@@ -696,10 +696,70 @@ fn completed_dependency_on_a_pod_that_always_restarts_is_rejected() {
     let c = ok(&fixed);
     assert_eq!(
         c.pods[1].depends_on,
-        vec![Dependency {
-            pod: "job".into(),
-            condition: DependencyCondition::Completed
-        }]
+        vec![Dependency::new("job", DependencyCondition::Completed)]
+    );
+}
+
+#[test]
+fn a_dependency_written_as_a_table_carries_restart_and_stop() {
+    let text = format!(
+        "{}{}",
+        pod("db", ""),
+        pod(
+            "web",
+            "depends_on = { db = { condition = \"ready\", restart = true, stop = true } }"
+        )
+    );
+    let c = ok(&text);
+    let mut want = Dependency::new("db", DependencyCondition::Ready);
+    want.restart = true;
+    want.stop = true;
+    assert_eq!(c.pods[1].depends_on, vec![want]);
+    let plain = format!(
+        "{}{}",
+        pod("db", ""),
+        pod("web", "depends_on = { db = { condition = \"started\" } }")
+    );
+    assert_eq!(
+        ok(&plain).pods[1].depends_on,
+        vec![Dependency::new("db", DependencyCondition::Started)]
+    );
+}
+
+#[test]
+fn a_dependency_table_without_a_condition_with_an_unknown_key_or_following_a_job_is_refused() {
+    let text = format!(
+        "{}{}{}",
+        pod("db", ""),
+        pod("job", "restart_policy = \"Never\""),
+        pod(
+            "web",
+            "depends_on = { db = { restart = true, restrat = true }, job = { condition = \"completed\", stop = true } }"
+        )
+    );
+    let errs = errors(&text);
+    assert_eq!(errs.len(), 3, "{errs:#?}");
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("pods.web.depends_on.db.restrat: unknown key")),
+        "{errs:#?}"
+    );
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("pods.web.depends_on.db: missing condition")),
+        "{errs:#?}"
+    );
+    assert!(
+        errs.iter()
+            .any(|e| e
+                .contains("pods.web.depends_on.job: restart and stop follow a running dependency")),
+        "{errs:#?}"
+    );
+    let wrong = format!("{}{}", pod("db", ""), pod("web", "depends_on = { db = 1 }"));
+    one(
+        &wrong,
+        "7:21: pods.web.depends_on.db: ",
+        "expected a condition (\"started\", \"ready\", \"completed\") or { condition = …, restart = …, stop = … }, found an integer",
     );
 }
 

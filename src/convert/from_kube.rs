@@ -212,6 +212,23 @@ fn str_array(items: &[String]) -> String {
     format!("[{}]", items.join(", "))
 }
 
+/// A `depends_on` value from the annotation's `condition[+restart][+stop]`: the condition
+/// alone, or the table form when the dependent follows its dependency.
+fn dependency_value(annotated: &str) -> String {
+    let mut parts = annotated.split('+').map(str::trim);
+    let condition = super::to_kube::quote(parts.next().unwrap_or_default());
+    let flags: Vec<&str> = parts.filter(|f| matches!(*f, "restart" | "stop")).collect();
+    if flags.is_empty() {
+        return condition;
+    }
+    let mut out = format!("{{ condition = {condition}");
+    for f in flags {
+        out.push_str(&format!(", {f} = true"));
+    }
+    out.push_str(" }");
+    out
+}
+
 impl PodOut {
     fn render(&self, out: &mut String) {
         let table = format!("pods.{}", key(&self.name));
@@ -223,7 +240,7 @@ impl PodOut {
             let pairs: Vec<(String, String)> = self
                 .depends_on
                 .iter()
-                .map(|(p, c)| (p.clone(), super::to_kube::quote(c)))
+                .map(|(p, c)| (p.clone(), dependency_value(c)))
                 .collect();
             out.push_str(&format!("depends_on = {}\n", inline(&pairs)));
         }

@@ -726,3 +726,28 @@ fn run_as_non_root_maps_to_run_as_non_root_and_back() {
     let (back, _) = round_trip(&config, Kind::Pod);
     assert!(back.pods[0].containers[0].run_as_non_root);
 }
+
+#[test]
+fn a_dependent_that_follows_its_dependency_round_trips_and_is_warned_about() {
+    let text = r#"
+[pods.db]
+containers = [{ name = "db", command = ["/bin/db"] }]
+
+[pods.web]
+depends_on = { db = { condition = "ready", restart = true, stop = true } }
+containers = [{ name = "web", command = ["/bin/web"] }]
+"#;
+    let config = crate::config::load_str(text, Path::new("follow.toml")).expect("valid");
+    let (back, warnings) = round_trip(&config, Kind::Pod);
+    assert_eq!(back.pods[1].depends_on, config.pods[1].depends_on);
+    assert!(back.pods[1].depends_on[0].restart && back.pods[1].depends_on[0].stop);
+    let lost = warnings
+        .iter()
+        .find(|w| w.path == "pods.web.depends_on.db")
+        .unwrap_or_else(|| panic!("no warning about following: {warnings:#?}"));
+    assert!(
+        lost.message.contains("restart`/`stop` are lost"),
+        "{}",
+        lost.message
+    );
+}

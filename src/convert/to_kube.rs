@@ -303,9 +303,20 @@ fn pod_spec(
                     DependencyCondition::Ready => "ready",
                     DependencyCondition::Completed => "completed",
                 };
-                format!("{}={cond}", d.pod)
+                let restart = if d.restart { "+restart" } else { "" };
+                let stop = if d.stop { "+stop" } else { "" };
+                format!("{}={cond}{restart}{stop}", d.pod)
             })
             .collect();
+        for d in pod.depends_on.iter().filter(|d| d.restart || d.stop) {
+            warnings.push(Warning::new(
+                join(&join(path, "depends_on"), &d.pod),
+                "Kubernetes has no pod that follows another: `restart`/`stop` are lost (kept in \
+                 the annotation for the way back); restart the dependent yourself when its \
+                 dependency is replaced"
+                    .to_string(),
+            ));
+        }
         warnings.push(Warning::new(
             join(path, "depends_on"),
             format!(

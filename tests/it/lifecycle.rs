@@ -920,3 +920,73 @@ fn run_as_non_root_refuses_to_start_a_container_as_root() {
         "{c}"
     );
 }
+
+/// Issue 41 point 3 with real processes (behaviour.md §8.2): a crash of `db` restarts `app`,
+/// which follows it (`restart = true`), once db's new run is ready; `logger`, which does not
+/// follow, keeps its process. A `stop` of db stops `bound` (`stop = true`) until db is back.
+#[test]
+fn a_dependent_that_follows_its_dependency_restarts_with_it_and_stops_while_it_is_stopped() {
+    let v = Vigil::start(
+        r#"
+[pods.db]
+termination_grace_period_seconds = 2
+containers = [{ name = "c", command = ["sleep", "600"], backoff = { initial_seconds = 0.1 } }]
+
+[pods.app]
+termination_grace_period_seconds = 2
+depends_on = { db = { condition = "ready", restart = true } }
+containers = [{ name = "c", command = ["sleep", "600"] }]
+
+[pods.bound]
+termination_grace_period_seconds = 2
+depends_on = { db = { condition = "started", stop = true } }
+containers = [{ name = "c", command = ["sleep", "600"] }]
+
+[pods.logger]
+termination_grace_period_seconds = 2
+depends_on = { db = "ready" }
+containers = [{ name = "c", command = ["sleep", "600"] }]
+"#,
+    );
+    let pid = |v: &Vigil, pod: &str| v.container(pod, "c")["pid"].as_u64();
+    v.wait_for(T, "every pod running", |v| {
+        ["db", "app", "bound", "logger"]
+            .iter()
+            .all(|p| state_reason(&v.container(p, "c")) == "Running")
+    });
+    let (db0, app0, logger0) = (
+        pid(&v, "db").expect("db pid"),
+        pid(&v, "app").expect("app pid"),
+        pid(&v, "logger").expect("logger pid"),
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(db0 as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill db");
+    v.wait_for(T, "app restarted beside db's new run", |v| {
+        pid(v, "db").is_some_and(|p| p != db0)
+            && pid(v, "app").is_some_and(|p| p != app0)
+            && state_reason(&v.container("app", "c")) == "Running"
+    });
+    assert_eq!(
+        pid(&v, "logger"),
+        Some(logger0),
+        "logger does not follow db"
+    );
+    let events = v.request(r#"{"cmd":"events"}"#).to_string();
+    assert!(
+        events.contains("Restarting: dependency db was restarted"),
+        "{events}"
+    );
+    let out = v.cli(&["stop", "db", "--wait"]);
+    assert!(out.status.success(), "{out:?}");
+    v.wait_for(T, "bound stopped while db is stopped", |v| {
+        pid(v, "bound").is_none() && state_reason(&v.container("bound", "c")) != "Running"
+    });
+    let out = v.cli(&["start", "db"]);
+    assert!(out.status.success(), "{out:?}");
+    v.wait_for(T, "bound back with db", |v| {
+        state_reason(&v.container("bound", "c")) == "Running"
+    });
+}

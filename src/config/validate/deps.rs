@@ -9,6 +9,7 @@ use toml::Spanned;
 use super::{Checker, span};
 use crate::config::error::Problem;
 use crate::config::keys::RawPod;
+use crate::config::raw::RawDependency;
 use crate::config::schema::join;
 use crate::config::spec::{Dependency, DependencyCondition, PodSpec};
 use crate::config::values;
@@ -28,11 +29,19 @@ impl Checker<'_> {
             for (target, cond) in pod.get_ref().depends_on.iter().flatten() {
                 let t = target.get_ref().as_str();
                 let field = join(&path, t);
-                let condition = match cond.get_ref().as_str() {
-                    "started" => Some(DependencyCondition::Started),
-                    "ready" => Some(DependencyCondition::Ready),
-                    "completed" => Some(DependencyCondition::Completed),
-                    other => {
+                let (text, restart, stop) = match cond.get_ref() {
+                    RawDependency::Condition(c) => (Some(c.as_str()), false, false),
+                    RawDependency::Table(d) => (
+                        d.condition.as_deref(),
+                        d.restart.unwrap_or(false),
+                        d.stop.unwrap_or(false),
+                    ),
+                };
+                let condition = match text {
+                    Some("started") => Some(DependencyCondition::Started),
+                    Some("ready") => Some(DependencyCondition::Ready),
+                    Some("completed") => Some(DependencyCondition::Completed),
+                    Some(other) => {
                         self.err(
                             span(cond),
                             &field,
@@ -42,7 +51,24 @@ impl Checker<'_> {
                         );
                         None
                     }
+                    None => {
+                        self.err(
+                            span(cond),
+                            &field,
+                            "missing condition: write { condition = \"ready\", … } (or \"started\", \"completed\")",
+                        );
+                        None
+                    }
                 };
+                // A job's end is not a state to follow: `completed` happens once per run.
+                if condition == Some(DependencyCondition::Completed) && (restart || stop) {
+                    self.err(
+                        span(cond),
+                        &field,
+                        "restart and stop follow a running dependency: they apply to the \
+                         conditions started and ready, not completed",
+                    );
+                }
                 if t == me {
                     self.err(span(target), &field, "a pod cannot depend on itself");
                     continue;
@@ -68,6 +94,8 @@ impl Checker<'_> {
                 spec.depends_on.push(Dependency {
                     pod: t.to_string(),
                     condition,
+                    restart,
+                    stop,
                 });
             }
         }

@@ -283,6 +283,10 @@ pub(super) struct Pod {
     /// A scheduled pod's schedule (`core::schedule`), from the first wall-clock reading on.
     #[serde(default)]
     pub schedule: Option<super::schedule::ScheduleState>,
+    /// For each `depends_on` entry with `restart = true`: the runs of that dependency this
+    /// pod began beside (`supervisor/follow.rs`); a different one restarts this pod.
+    #[serde(default)]
+    pub followed: std::collections::BTreeMap<String, Vec<(ContainerKey, Generation)>>,
 }
 
 fn condition(kind: ConditionType, now: Time) -> Condition {

@@ -64,6 +64,7 @@ impl Pod {
             active_since: None,
             deadline_exceeded: false,
             schedule: None,
+            followed: Default::default(),
             conditions: vec![
                 condition(ConditionType::Initialized, now),
                 condition(ConditionType::ContainersReady, now),

@@ -16,6 +16,7 @@
 mod adoption;
 mod commands;
 mod drive;
+mod follow;
 mod index;
 mod query;
 mod refresh;

@@ -79,7 +79,8 @@ impl Supervisor {
             }
         }
         let moved = if self.shutdown.is_none() {
-            self.start_ready_pods(now) | self.check_shutdown_on(now)
+            // Following after the gate: a dependency it started is a new run to follow.
+            self.start_ready_pods(now) | self.follow_dependencies(now) | self.check_shutdown_on(now)
         } else {
             self.drive_shutdown(now);
             true

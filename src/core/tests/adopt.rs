@@ -216,10 +216,7 @@ fn an_adopted_container_of_a_pod_waiting_for_its_dependency_is_not_spawned_again
     let mut db = container("pg");
     db.readiness_probe = Some(probe(1.0));
     let mut web = pod("web", vec![container("app")]);
-    web.depends_on = vec![Dependency {
-        pod: "db".into(),
-        condition: DependencyCondition::Ready,
-    }];
+    web.depends_on = vec![Dependency::new("db", DependencyCondition::Ready)];
     let (mut h, ok) = Harness::adopting(
         config(vec![pod("db", vec![db]), web]),
         &[("db", "pg", 10, 5.0, 0), ("web", "app", 11, 5.0, 0)],

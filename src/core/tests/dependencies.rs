@@ -9,10 +9,7 @@ use crate::config::spec::*;
 use crate::core::*;
 
 fn depends(mut p: PodSpec, on: &str, condition: DependencyCondition) -> PodSpec {
-    p.depends_on = vec![Dependency {
-        pod: on.to_string(),
-        condition,
-    }];
+    p.depends_on = vec![Dependency::new(on, condition)];
     p
 }
 

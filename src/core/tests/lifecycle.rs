@@ -152,10 +152,7 @@ fn phases_succeeded_and_failed_when_nothing_restarts() {
 #[test]
 fn dependent_pod_waits_until_dependency_ready() {
     let mut web = pod("web", vec![container("app")]);
-    web.depends_on = vec![Dependency {
-        pod: "db".to_string(),
-        condition: DependencyCondition::Ready,
-    }];
+    web.depends_on = vec![Dependency::new("db", DependencyCondition::Ready)];
     let mut db = container("db");
     db.readiness_probe = Some(probe(1.0));
     let mut h = Harness::new(config(vec![pod("db", vec![db]), web]));
@@ -179,10 +176,7 @@ fn dependent_pod_waits_until_dependency_ready() {
 fn dependency_conditions_started_and_completed() {
     let dep = |n: &str, on: &str, c: DependencyCondition| {
         let mut p = pod(n, vec![container("app")]);
-        p.depends_on = vec![Dependency {
-            pod: on.to_string(),
-            condition: c,
-        }];
+        p.depends_on = vec![Dependency::new(on, c)];
         p
     };
     let mut mig = pod(

@@ -4,6 +4,7 @@
 mod adopt;
 mod backoff;
 mod dependencies;
+mod follow;
 mod grace;
 mod harness;
 mod hooks;

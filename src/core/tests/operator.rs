@@ -35,10 +35,7 @@ fn stack(condition: DependencyCondition) -> Harness {
         container("migrate"),
         RestartPolicy::OnFailure,
     )]);
-    app.depends_on = vec![Dependency {
-        pod: "db".to_string(),
-        condition,
-    }];
+    app.depends_on = vec![Dependency::new("db", condition)];
     Harness::new(config(vec![pod("db", vec![container("db")]), app]))
 }
 
@@ -104,10 +101,7 @@ fn start_of_a_pod_not_begun_no_longer_overrides_its_dependencies() {
     let mut db = container("db");
     db.readiness_probe = Some(probe(1.0));
     let mut app = pod("app", vec![container("web")]);
-    app.depends_on = vec![Dependency {
-        pod: "db".to_string(),
-        condition: DependencyCondition::Ready,
-    }];
+    app.depends_on = vec![Dependency::new("db", DependencyCondition::Ready)];
     let mut h = Harness::new(config(vec![pod("db", vec![db]), app]));
     let web = h.key("app", "web");
     h.take();
@@ -131,10 +125,7 @@ fn start_of_a_pod_not_begun_no_longer_overrides_its_dependencies() {
 #[test]
 fn start_of_a_pod_still_running_in_part_starts_what_is_stopped_at_once() {
     let mut app = pod("app", vec![container("web"), container("worker")]);
-    app.depends_on = vec![Dependency {
-        pod: "db".to_string(),
-        condition: DependencyCondition::Started,
-    }];
+    app.depends_on = vec![Dependency::new("db", DependencyCondition::Started)];
     let mut h = Harness::new(config(vec![pod("db", vec![container("db")]), app]));
     h.ack_spawns();
     h.ack_spawns();
@@ -245,10 +236,7 @@ fn stop_during_a_pod_restart_cancels_the_restart() {
 #[test]
 fn container_start_in_a_pod_not_begun_is_refused_naming_the_pod_start() {
     let mut app = pod("app", vec![container("web")]);
-    app.depends_on = vec![Dependency {
-        pod: "db".to_string(),
-        condition: DependencyCondition::Completed,
-    }];
+    app.depends_on = vec![Dependency::new("db", DependencyCondition::Completed)];
     let mut db = pod(
         "db",
         vec![with_policy(container("db"), RestartPolicy::Never)],
@@ -290,10 +278,7 @@ fn a_pod_refused_at_start_fails_alone_and_cannot_be_started() {
         RestartPolicy::OnFailure,
     )]);
     let mut after = pod("after", vec![container("c")]);
-    after.depends_on = vec![Dependency {
-        pod: "big".to_string(),
-        condition: DependencyCondition::Started,
-    }];
+    after.depends_on = vec![Dependency::new("big", DependencyCondition::Started)];
     let cfg = config(vec![big, pod("small", vec![container("c")]), after]);
     let mut h = Harness::new(cfg.clone());
     let why = "memory controller not available in cgroup2 at /sys/fs/cgroup/unified";

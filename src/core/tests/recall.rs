@@ -9,10 +9,7 @@ use crate::core::recall::Recalled;
 use crate::core::*;
 
 fn depends(mut p: PodSpec, on: &str) -> PodSpec {
-    p.depends_on = vec![Dependency {
-        pod: on.to_string(),
-        condition: DependencyCondition::Started,
-    }];
+    p.depends_on = vec![Dependency::new(on, DependencyCondition::Started)];
     p
 }
 

@@ -14,10 +14,7 @@ fn off(mut p: PodSpec) -> PodSpec {
 }
 
 fn depends(mut p: PodSpec, on: &str) -> PodSpec {
-    p.depends_on = vec![Dependency {
-        pod: on.to_string(),
-        condition: DependencyCondition::Started,
-    }];
+    p.depends_on = vec![Dependency::new(on, DependencyCondition::Started)];
     p
 }
 

@@ -65,10 +65,7 @@ fn shutdown_with_kill_after_grace_is_still_clean() {
 #[test]
 fn shutdown_stops_dependents_before_their_dependencies() {
     let mut api = pod("api", vec![container("app")]);
-    api.depends_on = vec![Dependency {
-        pod: "db".to_string(),
-        condition: DependencyCondition::Started,
-    }];
+    api.depends_on = vec![Dependency::new("db", DependencyCondition::Started)];
     let mut h = Harness::new(config(vec![api, pod("db", vec![container("db")])]));
     h.ack_spawns(); // db
     h.ack_spawns(); // api (started once db was)
@@ -254,10 +251,7 @@ fn shutdown_on_dependency_failed_exits_1_when_the_dependency_fails_for_good() {
     // `migrate` must complete before `app` starts; it fails under Never.
     let db = with_policy(container("pg"), RestartPolicy::Never);
     let mut app = pod("app", vec![container("srv")]);
-    app.depends_on = vec![Dependency {
-        pod: "db".to_string(),
-        condition: DependencyCondition::Completed,
-    }];
+    app.depends_on = vec![Dependency::new("db", DependencyCondition::Completed)];
     app.shutdown_on = Some(ShutdownOn::DependencyFailed);
     let mut h = Harness::new(config(vec![pod("db", vec![db]), app]));
     h.ack_spawns();
