@@ -21,8 +21,11 @@ pub(in crate::core) type RunSignature = Vec<(ContainerKey, Generation)>;
 /// The event of a dependent restarted because of its dependency (interface.md §7).
 const REASON: &str = "DependencyChanged";
 
-fn signature(pod: &Pod) -> RunSignature {
-    pod.main.iter().map(|s| (s.key, s.generation)).collect()
+/// The runs of a dependency: of the pod named, or of every replica of a pod with replicas.
+fn signature(on: &[&Pod]) -> RunSignature {
+    on.iter()
+        .flat_map(|p| p.main.iter().map(|s| (s.key, s.generation)))
+        .collect()
 }
 
 /// Why a dependency makes its dependent restart now, if it does.
@@ -53,32 +56,39 @@ impl Supervisor {
                 continue;
             }
             for d in pod.spec.depends_on.iter().filter(|d| d.restart || d.stop) {
-                let Some(on) = self.pods.iter().find(|p| p.name() == d.pod) else {
+                // The pod named, or every replica of a pod with replicas (§14).
+                let on: Vec<&Pod> = (self.pods.iter())
+                    .filter(|p| p.spec.answers_to(&d.pod) && p.next != Next::Remove)
+                    .collect();
+                if on.is_empty() {
                     continue;
-                };
-                let now_sig = signature(on);
-                let cause =
-                    if d.stop && on.next == Next::Keep && !on.restart_pending && on.at_rest() {
-                        Some(Cause::Down)
-                    } else if d.restart {
-                        match pod.followed.get(&d.pod) {
-                            None => {
-                                records.push((i, d.pod.clone(), now_sig));
-                                None
-                            }
-                            Some(seen) if *seen != now_sig => Some(Cause::Restarted),
-                            Some(_) => None,
+                }
+                let now_sig = signature(&on);
+                // Down: every one of them at rest, none about to start over.
+                let down = on
+                    .iter()
+                    .all(|p| p.next == Next::Keep && !p.restart_pending && p.at_rest());
+                let cause = if d.stop && down {
+                    Some(Cause::Down)
+                } else if d.restart {
+                    match pod.followed.get(&d.pod) {
+                        None => {
+                            records.push((i, d.pod.clone(), now_sig));
+                            None
                         }
-                    } else {
-                        None
-                    };
+                        Some(seen) if *seen != now_sig => Some(Cause::Restarted),
+                        Some(_) => None,
+                    }
+                } else {
+                    None
+                };
                 if let Some(cause) = cause {
                     let message = match cause {
                         Cause::Restarted => format!("dependency {} was restarted", d.pod),
                         Cause::Down => format!(
                             "dependency {} {}",
                             d.pod,
-                            if on.stopped_by_request() {
+                            if on.iter().any(|p| p.stopped_by_request()) {
                                 "was stopped"
                             } else {
                                 "has ended"

@@ -202,3 +202,35 @@ fn a_chain_of_followers_restarts_down_the_chain_once_each() {
     let objects: Vec<String> = changed_events(&h).into_iter().map(|e| e.object).collect();
     assert_eq!(objects, ["api", "web"]);
 }
+
+#[test]
+fn a_dependent_follows_every_replica_of_a_dependency_with_replicas() {
+    let mut cfg = super::replicas::web_and_front(2, None);
+    cfg.pods[0].depends_on[0].restart = true;
+    cfg.pods[0].depends_on[0].stop = true;
+    let mut h = Harness::new(cfg);
+    h.spawned("web-0", "app");
+    h.spawned("web-1", "app");
+    h.spawned("front", "app");
+    h.take();
+    let front = h.key("front", "app");
+    // A new run of one replica is a new run of the dependency.
+    h.cmd(cmd("web-1", "restart")).unwrap();
+    h.killed_by("web-1", "app", 15);
+    assert!(has_signal(&h.take(), front));
+    h.killed_by("front", "app", 15);
+    h.spawned("web-1", "app");
+    assert!(has_spawn(&h.take(), front));
+    h.spawned("front", "app");
+    // One replica stopped is not the dependency down; all of them are.
+    h.cmd(cmd("web-0", "stop")).unwrap();
+    h.killed_by("web-0", "app", 15);
+    assert!(!has_signal(&h.take(), front));
+    h.cmd(cmd("web-1", "stop")).unwrap();
+    h.killed_by("web-1", "app", 15);
+    assert!(has_signal(&h.take(), front));
+    assert_eq!(
+        changed_events(&h).last().map(|e| e.message.clone()),
+        Some("Restarting: dependency web was stopped".to_string())
+    );
+}

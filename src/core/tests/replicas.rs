@@ -7,7 +7,7 @@ use crate::config::spec::*;
 use crate::core::*;
 
 /// `web` with `n` replicas (`min_ready` as given) and `front`, which needs `web` ready.
-fn web_and_front(n: u32, min_ready: Option<u32>) -> Config {
+pub(super) fn web_and_front(n: u32, min_ready: Option<u32>) -> Config {
     let mut template = pod("web", vec![container("app")]);
     template.replica = Some(Replica {
         set: "web".to_string(),
@@ -24,10 +24,7 @@ fn web_and_front(n: u32, min_ready: Option<u32>) -> Config {
         template,
     };
     let mut front = pod("front", vec![container("app")]);
-    front.depends_on = vec![Dependency {
-        pod: "web".to_string(),
-        condition: DependencyCondition::Ready,
-    }];
+    front.depends_on = vec![Dependency::new("web", DependencyCondition::Ready)];
     let mut pods = vec![front];
     pods.extend(set.replicas().expect("replicas"));
     let mut cfg = config(pods);
