@@ -331,6 +331,15 @@ pub enum Cmd {
         #[command(flatten)]
         client: ClientOpts,
     },
+    /// Run N replicas of a pod with `replicas`: new ones start, the highest-numbered stop.
+    Scale {
+        /// The pod with replicas (as named in the config: web, not web-0).
+        pod: String,
+        /// How many replicas, 1 to 1000.
+        replicas: u32,
+        #[command(flatten)]
+        client: ClientOpts,
+    },
     /// Re-read the config file (like SIGHUP).
     Reload {
         #[command(flatten)]
@@ -665,6 +674,11 @@ pub fn client_command(cmd: Cmd) -> Result<ClientCommand, String> {
             )
         }
         Cmd::Reload { client } => (RequestCmd::Reload, client, Output::Table),
+        Cmd::Scale {
+            pod,
+            replicas,
+            client,
+        } => (RequestCmd::Scale { pod, replicas }, client, Output::Table),
         Cmd::Shutdown { client } => (RequestCmd::Shutdown, client, Output::Table),
         Cmd::Version { client } => (RequestCmd::Version, client, Output::Table),
         Cmd::Upgrade {

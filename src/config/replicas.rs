@@ -144,6 +144,27 @@ impl Config {
     }
 }
 
+impl Config {
+    /// This config (just loaded by a reload) with each set kept at the count the running
+    /// config has, where `vigil scale` changed it and the file's `replicas` has not changed
+    /// since: a reload applies a new count written in the file, and leaves a scale alone
+    /// otherwise.
+    pub fn keeping_scale_of(mut self, running: &Config) -> Config {
+        for old in &running.replica_sets {
+            let Some(new) = self.replica_set(&old.name) else {
+                continue;
+            };
+            if new.file_replicas == old.file_replicas
+                && new.replicas != old.replicas
+                && let Ok(scaled) = self.scaled(&old.name, old.replicas)
+            {
+                self = scaled;
+            }
+        }
+        self
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,5 +178,33 @@ mod tests {
         assert!(!collides("web", "web0"));
         assert!(!collides("web", "webs-0"));
         assert!(!collides("web", "web"));
+    }
+
+    fn with_count(n: u32) -> Config {
+        let text = format!(
+            "[pods.w]\nreplicas = {n}\n[[pods.w.containers]]\nname = \"a\"\ncommand = [\"/bin/a\"]\n"
+        );
+        match crate::config::load_str(&text, std::path::Path::new("t.toml")) {
+            Ok(c) => c,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    #[test]
+    fn a_reload_keeps_a_scale_unless_the_files_count_changed() {
+        let running = with_count(2).scaled("w", 5).expect("scaled");
+        // The file still says 2: the scale stays.
+        let kept = with_count(2).keeping_scale_of(&running);
+        assert_eq!(kept.pods.len(), 5);
+        assert_eq!(kept.replica_set("w").map(|s| s.replicas), Some(5));
+        // The file now says 3: the file wins.
+        let changed = with_count(3).keeping_scale_of(&running);
+        assert_eq!(changed.pods.len(), 3);
+        assert_eq!(
+            changed
+                .replica_set("w")
+                .map(|s| (s.replicas, s.file_replicas)),
+            Some((3, 3))
+        );
     }
 }

@@ -651,6 +651,7 @@ fn show_result(
         | RequestCmd::Stop { .. }
         | RequestCmd::Restart { .. }
         | RequestCmd::Reload
+        | RequestCmd::Scale { .. }
         | RequestCmd::Shutdown
         | RequestCmd::Upgrade { .. } => {
             let reply: wire::MessageReply = read_json(path, result.get())?;

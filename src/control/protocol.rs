@@ -977,6 +977,13 @@ mod tests {
                 Access::Admin,
             ),
             (RequestCmd::Reload, Access::Admin),
+            (
+                RequestCmd::Scale {
+                    pod: pod(),
+                    replicas: 3,
+                },
+                Access::Admin,
+            ),
             (RequestCmd::Shutdown, Access::Admin),
             (RequestCmd::Version, Access::Read),
             (
@@ -1012,6 +1019,27 @@ mod tests {
         let mut named: Vec<&str> = every.iter().map(|(c, _)| c.name()).collect();
         named.dedup();
         assert_eq!(named.len(), DEFS.len(), "every row is a command");
+    }
+
+    #[test]
+    fn scale_takes_a_pod_and_a_count_and_refuses_anything_else() {
+        let parse = |v: Value| RequestCmd::from_fields(v.as_object().unwrap().clone());
+        assert_eq!(
+            parse(json!({"cmd": "scale", "pod": "web", "replicas": 5})),
+            Ok(RequestCmd::Scale {
+                pod: "web".into(),
+                replicas: 5
+            })
+        );
+        for bad in [
+            json!({"cmd": "scale", "pod": "web"}),
+            json!({"cmd": "scale", "replicas": 2}),
+            json!({"cmd": "scale", "pod": "web", "replicas": -1}),
+            json!({"cmd": "scale", "pod": "web", "replicas": "3"}),
+            json!({"cmd": "scale", "pod": "web", "replicas": 5_000_000_000u64}),
+        ] {
+            assert!(parse(bad.clone()).is_err(), "{bad}");
+        }
     }
 
     #[test]

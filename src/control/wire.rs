@@ -999,6 +999,10 @@ mod reference {
                 container: container(),
             },
             RequestCmd::Reload,
+            RequestCmd::Scale {
+                pod: pod(),
+                replicas: 5,
+            },
             RequestCmd::Shutdown,
             RequestCmd::Version,
             RequestCmd::Upgrade {

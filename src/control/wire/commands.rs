@@ -62,6 +62,7 @@ pub const DEFS: &[CommandDef] = &[
     waiting("stop", Access::Admin),
     waiting("restart", Access::Admin),
     def("reload", Access::Admin),
+    def("scale", Access::Admin),
     def("shutdown", Access::Admin),
     def("version", Access::Read),
     def("upgrade", Access::Admin),

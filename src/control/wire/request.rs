@@ -159,6 +159,14 @@ pub enum RequestCmd {
         container: Option<String>,
     },
     Reload,
+    /// `vigil scale POD N`: the pod with replicas runs `replicas` of them from now on (new
+    /// ones start, the highest-numbered stop; the others are left alone).
+    Scale {
+        #[serde(deserialize_with = "arg::pod")]
+        pod: String,
+        #[serde(deserialize_with = "arg::replicas")]
+        replicas: u32,
+    },
     Shutdown,
     Version,
     /// Re-execute vigil in place (`binary`, else the path it runs from), keeping every
@@ -210,6 +218,7 @@ impl RequestCmd {
             RequestCmd::Stop { .. } => "stop",
             RequestCmd::Restart { .. } => "restart",
             RequestCmd::Reload => "reload",
+            RequestCmd::Scale { .. } => "scale",
             RequestCmd::Shutdown => "shutdown",
             RequestCmd::Version => "version",
             RequestCmd::Upgrade { .. } => "upgrade",
@@ -453,6 +462,18 @@ mod arg {
 
     pub fn timestamps<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
         flag(d, "timestamps")
+    }
+
+    /// `scale`'s count: required, and within what a `u32` holds (the range is the config's
+    /// rule, checked where it is applied).
+    pub fn replicas<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+        let n = count(d, "replicas")?.ok_or_else(|| D::Error::missing_field("replicas"))?;
+        u32::try_from(n).map_err(|_| {
+            D::Error::custom(format!(
+                "field \"replicas\" must be at most {}, got {n}",
+                u32::MAX
+            ))
+        })
     }
 
     /// An id the supervisor handed out as a string of decimal digits (a `history`, a `ring`).

@@ -135,6 +135,8 @@ pub(super) enum Mutation {
     Command(Command),
     /// Reload the config.
     Reload,
+    /// `vigil scale`: the pod with replicas runs this many.
+    Scale { pod: String, replicas: u32 },
     /// Re-execute vigil (`vigil upgrade`).
     Upgrade {
         binary: Option<std::path::PathBuf>,
@@ -1049,6 +1051,9 @@ impl Control {
                 return Answer::Change(Mutation::Command(Command::Shutdown { force: false }));
             }
             RequestCmd::Reload => return Answer::Change(Mutation::Reload),
+            RequestCmd::Scale { pod, replicas } => {
+                return Answer::Change(Mutation::Scale { pod, replicas });
+            }
             RequestCmd::Upgrade { binary, check } => {
                 return Answer::Change(Mutation::Upgrade {
                     binary: binary.map(Into::into),
@@ -1200,6 +1205,14 @@ fn journal_request(peer: &PeerCred, cmd: &RequestCmd) {
         RequestCmd::Restart { pod, container } => ("restart", Some((pod, container))),
         RequestCmd::Shutdown => ("shutdown", None),
         RequestCmd::Reload => ("reload", None),
+        RequestCmd::Scale { pod, replicas } => {
+            info!(
+                "{pod}: scale to {replicas} replicas requested over the control socket by uid {} \
+                 (pid {})",
+                peer.uid, peer.pid
+            );
+            return;
+        }
         RequestCmd::Upgrade { check: false, .. } => ("upgrade", None),
         _ => return,
     };

@@ -800,6 +800,11 @@ impl Shell {
                 Mutation::Reload => self
                     .reload(now)
                     .map_err(|e| (ErrorKind::from(&e), e.to_string())),
+                Mutation::Scale { pod, replicas } => {
+                    self.runs.tracker.touch();
+                    self.notifier.changed();
+                    self.scale(now, &pod, replicas)
+                }
                 Mutation::Metrics(format) => {
                     // Answered when its exposition is built (serve_metrics, later turns).
                     self.scrapes.ask(format, metrics::Asker::Control(pending));
@@ -871,6 +876,54 @@ impl Shell {
             Err(e) => error!("{origin}: reload failed, nothing changed:\n{e}"),
         }
         result
+    }
+
+    /// `vigil scale POD N` (docs/behaviour.md §14): the running config with the set at `N`
+    /// replicas, applied as a reload applies a config — the replicas kept are unchanged
+    /// definitions, the new ones are added, the highest-numbered removed.
+    fn scale(
+        &mut self,
+        now: Instant,
+        pod: &str,
+        replicas: u32,
+    ) -> Result<String, (ErrorKind, String)> {
+        let Some(before) = self.config.replica_set(pod).map(|s| s.replicas) else {
+            let kind = if self.config.pods.iter().any(|p| p.name == pod) {
+                ErrorKind::BadArgument
+            } else {
+                ErrorKind::NotFound
+            };
+            return Err((kind, format!("pod {pod:?} has no replicas to scale")));
+        };
+        let new = self
+            .config
+            .scaled(pod, replicas)
+            .map_err(|e| (ErrorKind::BadArgument, e))?;
+        self.core
+            .command(now, Command::Reload(Box::new(new.clone())))
+            .map_err(|e| (e.kind.into(), e.message))?;
+        self.config = new;
+        self.prune_probe_stats();
+        self.drain_actions(now);
+        let names = |range: std::ops::Range<u32>| {
+            range
+                .map(|i| crate::config::replicas::replica_name(pod, i))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let message = match replicas.cmp(&before) {
+            std::cmp::Ordering::Equal => format!("pod {pod} already has {replicas} replicas"),
+            std::cmp::Ordering::Greater => format!(
+                "scaled pod {pod} from {before} to {replicas} replicas: starting {}",
+                names(before..replicas)
+            ),
+            std::cmp::Ordering::Less => format!(
+                "scaled pod {pod} from {before} to {replicas} replicas: stopping {}",
+                names(replicas..before)
+            ),
+        };
+        info!("control socket: scale: {message}");
+        Ok(message)
     }
 
     fn update_status(&mut self, now: Instant) {

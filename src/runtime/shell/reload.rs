@@ -65,6 +65,8 @@ pub(super) fn load(current: &Current<'_>) -> Result<(Config, Plan), ReloadError>
                 .map(|()| new)
                 .map_err(ReloadError::InvalidConfig)
         })
+        // A `vigil scale` holds until the file's own count changes (behaviour.md §14).
+        .map(|new| new.keeping_scale_of(current.config))
         .and_then(|new| {
             crate::runtime::harden::check_config_paths(&new)
                 .map(|()| new)
