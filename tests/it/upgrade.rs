@@ -1442,3 +1442,73 @@ fn clients_asking_in_a_loop_across_several_upgrades_never_see_busy_or_an_error_a
         assert!(!line.contains("upgrade: 0 client"), "{line}");
     }
 }
+
+/// A `restart --wait` still waiting for its pod's readiness when vigil upgrades itself is
+/// waited on and answered by the new vigil once the pod is ready (`restart: done`, exit 0; no
+/// `busy`), and a request whose `wait_ms` runs out after the exec is answered `timed_out`.
+#[test]
+fn a_restart_waiting_for_readiness_at_an_upgrade_is_answered_by_the_new_vigil() {
+    let flags = tempfile::tempdir().expect("tempdir");
+    let ready = flags.path().join("ready");
+    let v = Vigil::start(&format!(
+        r#"
+[pods.db]
+[[pods.db.containers]]
+name = "postgres"
+command = {SLEEPING}
+readiness_probe = {{ exec = {{ command = ["test", "-e", "{}"] }}, period_seconds = 1 }}
+
+[pods.web]
+[[pods.web.containers]]
+name = "app"
+command = {SLEEPING}
+readiness_probe = {{ exec = {{ command = ["false"] }}, period_seconds = 1 }}
+"#,
+        ready.display()
+    ));
+    let first = wait_running(&v, "db", "postgres");
+    wait_running(&v, "web", "app");
+    let waiting = std::process::Command::new(BIN)
+        .args(["restart", "db", "--wait", "--timeout", "90s", "--socket"])
+        .arg(&v.socket)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("vigil restart --wait");
+    let mut timing_out = UnixStream::connect(&v.socket).expect("connect");
+    timing_out
+        .write_all(b"{\"id\":9,\"cmd\":\"restart\",\"pod\":\"web\",\"wait_ms\":8000}\n")
+        .unwrap();
+    v.wait_for(T, "db's new run", |v| {
+        pid_of(&v.container("db", "postgres")).is_some_and(|p| p != first)
+    });
+    let (ok, text) = upgrade(&v, &[]);
+    assert!(ok, "{text}\n{}", v.log());
+    // The wait for web runs out after the exec, at the deadline set before it.
+    timing_out.set_read_timeout(Some(patient(T))).unwrap();
+    let mut line = String::new();
+    BufReader::new(&timing_out)
+        .read_line(&mut line)
+        .expect("web's reply");
+    let reply: Value = serde_json::from_str(&line).expect("JSON");
+    assert_eq!(reply["id"], 9, "{reply}");
+    assert_eq!(reply["result"]["wait"]["outcome"], "timed_out", "{reply}");
+    assert!(
+        reply["result"]["wait"]["why"]
+            .as_str()
+            .is_some_and(|w| w.starts_with("timed out after 8s waiting for web/app")),
+        "{reply}"
+    );
+    // db is still not ready: the CLI still waits, then is answered once it is.
+    assert_eq!(v.container("db", "postgres")["ready"], false);
+    std::fs::write(&ready, "").unwrap();
+    let out = waiting.wait_with_output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}{stderr}\n{}", v.log());
+    assert!(stdout.contains("restart: done"), "{stdout}");
+    assert!(!stderr.contains("re-executed"), "{stderr}");
+    assert_eq!(v.container("db", "postgres")["ready"], true);
+}

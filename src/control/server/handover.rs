@@ -17,6 +17,20 @@ use super::conn::Stream;
 use super::{ADMIN_EXTRA, ConnId, READ_CHUNK, Server};
 use crate::control::protocol::MAX_LINE;
 
+/// What becomes of a request handed out and not answered yet (in flight) when its connection
+/// is handed over; the runtime knows what the request was.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resume {
+    /// Put back in front of the input as this line, for the next instance to answer (a
+    /// `metrics` request whose exposition was being built).
+    Replay(String),
+    /// Its answer is handed over beside the connection and the next instance sends it (a
+    /// request waiting for its target's state): the connection stays in flight.
+    Owed,
+    /// Neither: the connection ends with the notice after the line being written.
+    Cut,
+}
+
 /// One open connection as this instance hands it to the next (its descriptor stays open
 /// across the exec).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +50,9 @@ pub struct Handover {
     pub closing: bool,
     /// The peer closed its writing side.
     pub eof: bool,
+    /// A request of it stays in flight: its answer comes from what the runtime hands over
+    /// ([`Resume::Owed`]).
+    pub in_flight: bool,
 }
 
 /// A handed-over connection, as the next instance receives it.
@@ -47,31 +64,40 @@ pub struct Inherited {
     pub sent_open: bool,
     pub closing: bool,
     pub eof: bool,
+    /// A request of it is still owed an answer, which the runtime sends ([`Resume::Owed`]).
+    pub in_flight: bool,
 }
 
 /// How many handed-over connections were taken over, and how many closed over the limits.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TakenOver {
     pub kept: usize,
     pub closed: usize,
+    /// Each handed-over connection's id here, in the order given (`None`: closed).
+    pub ids: Vec<Option<ConnId>>,
 }
 
 impl Server {
     /// Every open connection with what this instance holds of it, for `vigil upgrade`; nothing
-    /// is changed. A request handed out and not answered yet (in flight) is put back in front
-    /// of the input as `replay` gives it (the runtime knows what it was); one it cannot give,
-    /// and every streamed reply, is ended with `notice` after the line being written.
-    pub fn handover(
-        &self,
-        notice: &str,
-        replay: &dyn Fn(ConnId) -> Option<String>,
-    ) -> Vec<Handover> {
+    /// is changed. A request handed out and not answered yet (in flight) becomes what `resume`
+    /// says (the runtime knows what it was): put back in front of the input, still owed, or
+    /// cut — ended with `notice` after the line being written, as every streamed reply is.
+    pub fn handover(&self, notice: &str, resume: &dyn Fn(ConnId) -> Resume) -> Vec<Handover> {
         self.conns
             .iter()
             .flatten()
             .map(|c| {
-                let again = c.in_flight.then(|| replay(c.id)).flatten();
-                let cut = c.reply != Stream::None || (c.in_flight && again.is_none());
+                let how = if c.in_flight {
+                    resume(c.id)
+                } else {
+                    Resume::Cut
+                };
+                let owed = c.in_flight && how == Resume::Owed;
+                let again = match how {
+                    Resume::Replay(line) if c.in_flight => Some(line),
+                    _ => None,
+                };
+                let cut = c.reply != Stream::None || (c.in_flight && again.is_none() && !owed);
                 let mut input = Vec::new();
                 if let Some(line) = again {
                     input.extend_from_slice(line.trim_end().as_bytes());
@@ -90,6 +116,7 @@ impl Server {
                     sent_open: c.sent_open,
                     closing: c.closing || cut,
                     eof: c.eof,
+                    in_flight: owed && !cut,
                     output,
                 }
             })
@@ -139,16 +166,19 @@ impl Server {
             })();
             let Some((peer, groups, admin, size)) = admitted else {
                 counts.closed += 1;
+                counts.ids.push(None);
                 continue;
             };
             // O_NONBLOCK is the open file's and survives the exec; set again all the same.
             if let Err(e) = stream_nonblocking(&stream) {
                 log::debug!("control: a handed-over connection: {e}");
                 counts.closed += 1;
+                counts.ids.push(None);
                 continue;
             }
             let Some(id) = self.install(registry, stream, peer, groups, admin, now) else {
                 counts.closed += 1;
+                counts.ids.push(None);
                 continue;
             };
             bytes += size;
@@ -160,15 +190,18 @@ impl Server {
                 c.sent_open = h.sent_open;
                 c.closing = h.closing;
                 c.eof = h.eof;
+                c.in_flight = h.in_flight;
                 // What is in the kernel's buffer was not read yet: look, without an event.
                 c.more_input = !h.eof;
                 if let Err(e) = c.flush() {
                     log::debug!("control: write to pid {} failed: {e}", c.peer.pid);
                     self.close(registry, id);
+                    counts.ids.push(None);
                     continue;
                 }
             }
             self.settle(registry, id);
+            counts.ids.push(Some(id));
         }
         if counts.closed > 0 {
             log::warn!(

@@ -82,7 +82,7 @@ use super::protocol::{ProtoError, Request};
 use super::watch::SocketWatch;
 use admission::Refusals;
 use conn::Conn;
-pub use handover::{Handover, Inherited, TakenOver};
+pub use handover::{Handover, Inherited, Resume, TakenOver};
 use socket_file::{bind_listener, file_id, set_mode_and_group};
 
 /// Requests taken across all connections in one loop turn.

@@ -10,6 +10,8 @@
 
 use std::time::{Duration, SystemTime};
 
+use serde::{Deserialize, Serialize};
+
 use super::RequestCmd;
 use crate::control::wire;
 use crate::format;
@@ -25,8 +27,8 @@ pub enum Progress {
     Failed(String),
 }
 
-/// What a wait is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a wait is for (carried across `vigil upgrade` with the request that waits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Goal {
     /// `stop`: none of the targets runs or is being created.
     Stopped,
@@ -37,7 +39,7 @@ pub enum Goal {
 }
 
 /// The containers a wait is about, and what for.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Target {
     pub pod: String,
     /// One container, else the pod's (for [`Goal::Stopped`] its init containers too).

@@ -217,6 +217,28 @@ pub struct ConnState {
     pub closing: bool,
     /// The peer closed its writing side.
     pub eof: bool,
+    /// A `start`/`stop`/`restart` the old instance carried out whose reply waits for its
+    /// target's state (`wait_ms`): the new instance waits on and answers it (added to format 2
+    /// later: a state without it had none, such a connection was cut with the notice).
+    #[serde(default)]
+    pub wait: Option<WaitState>,
+}
+
+/// A request waiting for its target's state, handed over with its connection.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WaitState {
+    /// The request's id, as JSON text.
+    pub id: String,
+    /// The command's own reply message (`restarting pod web`), sent with the outcome.
+    pub message: String,
+    pub target: crate::control::wire::wait::Target,
+    /// When the command was carried out (a run begun before it is not its outcome).
+    #[serde(with = "mono")]
+    pub taken: std::time::Instant,
+    /// The `wait_ms` asked for (the timed-out message names it).
+    pub timeout: std::time::Duration,
+    #[serde(with = "mono")]
+    pub deadline: std::time::Instant,
 }
 
 /// One (container, probe)'s metrics figures (`crate::metrics::probes::ProbeCounters`).

@@ -40,7 +40,7 @@ use crate::control::protocol::{
 };
 use crate::control::render;
 use crate::control::server::{
-    Access, ConnId, ControlError, Handover, Incoming, Inherited, Limits, PeerCred, Server,
+    Access, ConnId, ControlError, Handover, Incoming, Inherited, Limits, PeerCred, Resume, Server,
     TakenOver,
 };
 use crate::control::time::WallClock;
@@ -357,9 +357,25 @@ impl Control {
         replay: &dyn Fn(ConnId) -> Option<String>,
     ) -> Vec<Handover> {
         let notice = protocol::reply_err(&RequestId::null(), ErrorKind::Busy, UPGRADE_NOTICE);
-        let mut all = self.server.handover(&notice, replay);
+        let waiting: std::collections::HashSet<ConnId> = self
+            .waiters
+            .handover()
+            .into_iter()
+            .map(|(c, _)| c)
+            .collect();
+        let resume = |c: ConnId| match replay(c) {
+            Some(line) => Resume::Replay(line),
+            None if waiting.contains(&c) => Resume::Owed,
+            None => Resume::Cut,
+        };
+        let mut all = self.server.handover(&notice, &resume);
         all.retain(|h| Some(h.conn) != except);
         all
+    }
+
+    /// The requests waiting for their target's state, by connection, for the handoff.
+    pub(super) fn waits(&self) -> Vec<(ConnId, crate::runtime::handoff::WaitState)> {
+        self.waiters.handover()
     }
 
     /// The descriptor of `conn` if a reply line written to it now comes out whole (nothing
@@ -371,8 +387,30 @@ impl Control {
 
     /// The next instance: the connections the previous one handed over, served from now on
     /// as if accepted here.
-    pub(super) fn take_over(&mut self, handed: Vec<Inherited>, now: Instant) -> TakenOver {
-        self.server.take_over(&self.registry, handed, now)
+    /// `waits`: beside each, the request the previous instance had waiting on it for its
+    /// target's state, which waits on here.
+    pub(super) fn take_over(
+        &mut self,
+        handed: Vec<Inherited>,
+        waits: Vec<Option<crate::runtime::handoff::WaitState>>,
+        now: Instant,
+    ) -> TakenOver {
+        let taken = self.server.take_over(&self.registry, handed, now);
+        for (conn, wait) in taken.ids.iter().zip(waits) {
+            if let (Some(conn), Some(w)) = (conn, wait) {
+                let id = RequestId::from(
+                    serde_json::from_str::<serde_json::Value>(&w.id)
+                        .unwrap_or(serde_json::Value::Null),
+                );
+                let pending = Pending {
+                    conn: *conn,
+                    id,
+                    wait: None,
+                };
+                self.waiters.resume(pending, w, &self.clock);
+            }
+        }
+        taken
     }
 
     /// A readiness event on a token the server owns.

@@ -628,6 +628,8 @@ impl Shell {
             })
         });
         fds.extend(requester.iter().map(|r| r.fd));
+        let mut waits: std::collections::HashMap<ConnId, handoff::WaitState> =
+            self.control.waits().into_iter().collect();
         let conns: Vec<ConnState> = conns
             .iter()
             .map(|h| ConnState {
@@ -637,6 +639,11 @@ impl Shell {
                 sent_open: h.sent_open,
                 closing: h.closing,
                 eof: h.eof,
+                wait: if h.in_flight {
+                    waits.remove(&h.conn)
+                } else {
+                    None
+                },
             })
             .collect();
         // Listed in `clients` too: a previous binary that reads only those (the guardian's
@@ -1022,21 +1029,23 @@ impl Shell {
         }
         // The other connections: served on by this instance's control server.
         let handed: std::collections::HashSet<RawFd> = state.conns.iter().map(|c| c.fd).collect();
-        let inherited = state
+        let (inherited, waits): (Vec<Inherited>, Vec<Option<handoff::WaitState>>) = state
             .conns
             .into_iter()
             .filter_map(|c| {
-                Some(Inherited {
+                let inherited = Inherited {
                     fd: handoff::own_fd(c.fd)?,
                     input: handoff::blob(blobs, c.input).unwrap_or_default().to_vec(),
                     output: handoff::blob(blobs, c.output).unwrap_or_default().to_vec(),
                     sent_open: c.sent_open,
                     closing: c.closing,
                     eof: c.eof,
-                })
+                    in_flight: c.wait.is_some(),
+                };
+                Some((inherited, c.wait))
             })
-            .collect();
-        let taken = self.control.take_over(inherited, now);
+            .unzip();
+        let taken = self.control.take_over(inherited, waits, now);
         debug!(
             "upgrade: {} client connection(s) taken over, {} closed",
             taken.kept, taken.closed

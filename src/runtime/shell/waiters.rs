@@ -35,6 +35,8 @@ pub(super) struct Waiter {
     /// When the request was carried out (a run begun or ended before then is not its
     /// outcome), by the clock the status is rendered with.
     since: SystemTime,
+    /// The same moment on the monotonic clock (handed over at `vigil upgrade`).
+    taken: Instant,
     timeout: Duration,
     deadline: Instant,
 }
@@ -61,9 +63,50 @@ impl Waiters {
             message,
             target,
             since: clock.to_system(now),
+            taken: now,
             timeout,
             deadline: crate::instant::saturating_add(now, timeout),
         });
+    }
+
+    /// Parks a request the previous instance had parked (`vigil upgrade`): it waits on with
+    /// its own start and deadline.
+    pub(super) fn resume(
+        &mut self,
+        pending: Pending,
+        w: crate::runtime::handoff::WaitState,
+        clock: &WallClock,
+    ) {
+        self.list.push(Waiter {
+            pending,
+            message: w.message,
+            target: w.target,
+            since: clock.to_system(w.taken),
+            taken: w.taken,
+            timeout: w.timeout,
+            deadline: w.deadline,
+        });
+    }
+
+    /// Every waiting request as the handoff carries it, by connection (`vigil upgrade`);
+    /// nothing changes.
+    pub(super) fn handover(&self) -> Vec<(ConnId, crate::runtime::handoff::WaitState)> {
+        self.list
+            .iter()
+            .map(|w| {
+                (
+                    w.pending.conn(),
+                    crate::runtime::handoff::WaitState {
+                        id: w.pending.id().as_json().to_string(),
+                        message: w.message.clone(),
+                        target: w.target.clone(),
+                        taken: w.taken,
+                        timeout: w.timeout,
+                        deadline: w.deadline,
+                    },
+                )
+            })
+            .collect()
     }
 
     /// When the earliest wait times out.
