@@ -162,6 +162,18 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(n * scale).map_err(|e| format!("{text:?}: {e}"))
 }
 
+/// `ready`, `completed`, `stopped` (any case), or kubectl's `condition=Ready`.
+fn parse_wait_for(text: &str) -> Result<crate::control::wire::wait::WaitFor, String> {
+    use crate::control::wire::wait::WaitFor;
+    let t = text.trim().to_ascii_lowercase();
+    match t.strip_prefix("condition=").unwrap_or(&t) {
+        "ready" => Ok(WaitFor::Ready),
+        "completed" | "complete" => Ok(WaitFor::Completed),
+        "stopped" => Ok(WaitFor::Stopped),
+        _ => Err(format!("{text:?}: expected ready, completed or stopped")),
+    }
+}
+
 impl ClientOpts {
     /// `--socket`/`$VIGIL_SOCKET`, else the `socket =` of `-c`/`$VIGIL_CONFIG`, else the
     /// default path. A config named but unreadable or invalid is an error (naming it).
@@ -368,6 +380,38 @@ pub enum Cmd {
         /// OpenMetrics 1.0 instead of the Prometheus text format 0.0.4.
         #[arg(long)]
         openmetrics: bool,
+        #[command(flatten)]
+        client: ClientOpts,
+    },
+    /// Exit 0 when every pod named (default: every pod expected to run) is Ready or
+    /// Completed, else 1 with each other pod and why on stderr (for a Docker HEALTHCHECK or
+    /// systemd's ExecStartPost).
+    Health {
+        /// Only these pods (each judged even if not expected to run: left out, stopped).
+        #[arg(value_name = "POD")]
+        pods: Vec<String>,
+        /// table (a summary, or the reasons on stderr), or json (the health reply).
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+        #[command(flatten)]
+        client: ClientOpts,
+    },
+    /// Wait until every pod named is ready, completed or stopped (as kubectl wait): exit 0
+    /// once it is, 1 when the timeout passes first (each pod not there yet on stderr).
+    Wait {
+        /// The pods.
+        #[arg(value_name = "POD", required = true)]
+        pods: Vec<String>,
+        /// ready (its Ready condition), completed (ran to completion), or stopped (nothing of
+        /// it runs, starts or backs off); kubectl's condition=Ready is ready.
+        #[arg(long = "for", value_name = "CONDITION", value_parser = parse_wait_for)]
+        condition: crate::control::wire::wait::WaitFor,
+        /// How long to wait: 30s, 2m, 500ms, or seconds (default 30s); 0 looks once.
+        #[arg(long, value_parser = parse_duration)]
+        timeout: Option<Duration>,
+        /// table (one line a pod), or json (the wait reply).
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
+        output: Output,
         #[command(flatten)]
         client: ClientOpts,
     },
@@ -681,6 +725,27 @@ pub fn client_command(cmd: Cmd) -> Result<ClientCommand, String> {
         } => (RequestCmd::Scale { pod, replicas }, client, Output::Table),
         Cmd::Shutdown { client } => (RequestCmd::Shutdown, client, Output::Table),
         Cmd::Version { client } => (RequestCmd::Version, client, Output::Table),
+        Cmd::Health {
+            pods,
+            output,
+            client,
+        } => (RequestCmd::Health { pods }, client, output),
+        Cmd::Wait {
+            pods,
+            condition,
+            timeout,
+            output,
+            client,
+        } => {
+            let request = RequestCmd::Wait {
+                pods,
+                condition,
+                timeout_seconds: Some(crate::control::protocol::Seconds(
+                    timeout.unwrap_or(DEFAULT_WAIT),
+                )),
+            };
+            (request, client, output)
+        }
         Cmd::Upgrade {
             binary,
             check,

@@ -73,7 +73,7 @@ pub fn manifest(data: &[u8]) {
     }
 }
 
-/// A scrape's request head on the metrics endpoint: a scrape whose length lies within the
+/// A request head on the metrics endpoint: a scrape or a health check whose length lies within the
 /// bytes given and the 8 KiB limit, a refusal that renders as one HTTP reply, or "partial"
 /// only while under the limit; the `Accept` reading takes any text.
 pub fn metrics_request(data: &[u8]) {
@@ -87,6 +87,15 @@ pub fn metrics_request(data: &[u8]) {
                 s.len
             );
             assert!(!s.format.content_type().is_empty());
+        }
+        Parsed::Health(h) => {
+            assert!(
+                h.len <= data.len() && h.len <= MAX_REQUEST,
+                "health check length {}",
+                h.len
+            );
+            assert!(h.query.end <= h.len, "the query lies in the head");
+            let _ = http::health_query(h.query(data));
         }
         Parsed::Refuse(status, why) => {
             let reply = http::refusal(status, why);

@@ -140,6 +140,16 @@ pub fn run(
     if following(&cmd.request) {
         return report(follow_one(cmd, terminal, out, err), err);
     }
+    if matches!(cmd.request, RequestCmd::Health { .. }) {
+        return report(health(cmd, out, err), err);
+    }
+    if let RequestCmd::Wait {
+        timeout_seconds, ..
+    } = &cmd.request
+    {
+        let timeout = timeout_seconds.map_or(Duration::from_secs(30), |t| t.0);
+        return report(wait_for(cmd, timeout, out, err), err);
+    }
     report(exchange(cmd, terminal, out), err)
 }
 
@@ -147,6 +157,7 @@ pub fn run(
 fn report(result: Result<Outcome, ClientError>, err: &mut dyn Write) -> i32 {
     match result {
         Ok(Outcome::Done) => 0,
+        Ok(Outcome::Unhealthy) => 1,
         Ok(Outcome::Failed(message)) => {
             let _ = writeln!(err, "error: {message}");
             1
@@ -165,9 +176,132 @@ fn report(result: Result<Outcome, ClientError>, err: &mut dyn Write) -> i32 {
 
 enum Outcome {
     Done,
+    /// Exit 1, what went wrong already written (`vigil health`: the pods that are not).
+    Unhealthy,
     Refused(wire::ErrorBody),
     /// `--wait` ended without the state asked for (timed out, or the target failed).
     Failed(String),
+}
+
+/// `vigil health`: one small request; exit 0 when every pod judged is Ready or Completed
+/// (a summary on stdout), else 1 with one line per other pod on stderr (`web: CrashLoopBackOff
+/// (web/app): back-off 40s restarting failed container`). With `-o json`, the reply on
+/// stdout, and the same exit code.
+fn health(
+    cmd: &ClientCommand,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<Outcome, ClientError> {
+    let path = cmd.socket.as_path();
+    let raw = match one_result_raw(cmd, REPLY_TIMEOUT)? {
+        Ok(raw) => raw,
+        Err(e) => return Ok(Outcome::Refused(e)),
+    };
+    let reply: wire::HealthReply = read_json(path, raw.get())?;
+    if cmd.output == Output::Json {
+        let text = serde_json::to_string_pretty(&reply).unwrap_or_default();
+        let _ = writeln!(out, "{text}");
+    } else if reply.healthy {
+        let _ = writeln!(
+            out,
+            "healthy: {} ready, {} completed",
+            plural(reply.ready, "pod"),
+            reply.completed
+        );
+    } else {
+        for p in &reply.unhealthy {
+            let about = if p.object == p.pod {
+                String::new()
+            } else {
+                format!(" ({})", format::cell(&p.object))
+            };
+            let _ = writeln!(
+                err,
+                "{}: {}{about}: {}",
+                format::cell(&p.pod),
+                p.state.as_str(),
+                format::cell(&p.message)
+            );
+        }
+        let _ = writeln!(
+            err,
+            "unhealthy: {} of {} not ready or completed",
+            reply.unhealthy.len(),
+            plural(reply.ready + reply.completed + reply.unhealthy.len(), "pod")
+        );
+    }
+    Ok(if reply.healthy {
+        Outcome::Done
+    } else {
+        Outcome::Unhealthy
+    })
+}
+
+/// `vigil wait`: one request the server answers once every pod meets the condition or the
+/// timeout has passed (the reply may take that long: the client waits a minute more). Met:
+/// `pod/web condition met` per pod (kubectl wait's words), exit 0; else exit 1 with what each
+/// pod not there yet is waiting for.
+fn wait_for(
+    cmd: &ClientCommand,
+    timeout: Duration,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<Outcome, ClientError> {
+    let path = cmd.socket.as_path();
+    let raw = match one_result_raw(cmd, timeout.saturating_add(REPLY_TIMEOUT))? {
+        Ok(raw) => raw,
+        Err(e) => return Ok(Outcome::Refused(e)),
+    };
+    let reply: wire::WaitReply = read_json(path, raw.get())?;
+    if cmd.output == Output::Json {
+        let text = serde_json::to_string_pretty(&reply).unwrap_or_default();
+        let _ = writeln!(out, "{text}");
+    } else if reply.met {
+        for p in &reply.pods {
+            let _ = writeln!(out, "pod/{} condition met", format::cell(&p.pod));
+        }
+    } else {
+        let waiting: Vec<&wire::WaitPod> = reply.pods.iter().filter(|p| !p.met).collect();
+        let names: Vec<String> = waiting
+            .iter()
+            .map(|p| format!("pods/{}", format::cell(&p.pod)))
+            .collect();
+        let _ = writeln!(
+            err,
+            "error: timed out after {} waiting for the condition ({}) on {}",
+            format::go_duration(timeout),
+            reply.condition.as_str(),
+            names.join(", ")
+        );
+        for p in waiting {
+            let about = if p.object == p.pod {
+                String::new()
+            } else {
+                format!(" ({})", format::cell(&p.object))
+            };
+            let _ = writeln!(
+                err,
+                "{}: {}{about}: {}",
+                format::cell(&p.pod),
+                p.state.as_str(),
+                format::cell(&p.message)
+            );
+        }
+    }
+    Ok(if reply.met {
+        Outcome::Done
+    } else {
+        Outcome::Unhealthy
+    })
+}
+
+/// `1 pod`, `3 pods`.
+fn plural(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("{n} {what}")
+    } else {
+        format!("{n} {what}s")
+    }
 }
 
 /// Sends `cmd.request` and reads the one reply: its `result`, or the refusal.
@@ -646,6 +780,16 @@ fn show_result(
                 // line feeds are escaped (label values escape line feeds themselves).
                 sink.put(&format::escape_controls(&reply.text, "\n"));
             }
+        }
+        RequestCmd::Wait { .. } => {
+            let reply: wire::WaitReply = read_json(path, result.get())?;
+            let text = serde_json::to_string_pretty(&reply).unwrap_or_default();
+            sink.put(&format!("{text}\n"));
+        }
+        RequestCmd::Health { .. } => {
+            let reply: wire::HealthReply = read_json(path, result.get())?;
+            let text = serde_json::to_string_pretty(&reply).unwrap_or_default();
+            sink.put(&format!("{text}\n"));
         }
         RequestCmd::Start { .. }
         | RequestCmd::Stop { .. }

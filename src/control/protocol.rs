@@ -14,6 +14,7 @@
 use serde_json::{Value, json};
 
 pub use super::wire::RequestCmd;
+pub use super::wire::request::Seconds;
 use super::wire::request::type_name;
 use super::wire::{ArgError, ErrorKind};
 
@@ -649,6 +650,80 @@ mod tests {
     }
 
     #[test]
+    fn wait_names_its_pods_condition_and_timeout() {
+        use crate::control::wire::wait::WaitFor;
+        let req = parse_request(
+            br#"{"cmd":"wait","pods":["web"],"for":"stopped","timeout_seconds":1.5}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            req.cmd,
+            RequestCmd::Wait {
+                pods: vec!["web".into()],
+                condition: WaitFor::Stopped,
+                timeout_seconds: Some(Seconds(std::time::Duration::from_millis(1500))),
+            }
+        );
+        let again = serde_json::Value::Object(req.cmd.to_json()).to_string();
+        assert_eq!(parse_request(again.as_bytes()).unwrap().cmd, req.cmd);
+        for (line, says) in [
+            (r#"{"cmd":"wait","for":"ready"}"#, "needs field \"pods\""),
+            (
+                r#"{"cmd":"wait","pods":[],"for":"ready"}"#,
+                "at least one pod",
+            ),
+            (r#"{"cmd":"wait","pods":["web"]}"#, "\"for\""),
+            (
+                r#"{"cmd":"wait","pods":["web"],"for":"running"}"#,
+                "\"completed\"",
+            ),
+            (
+                r#"{"cmd":"wait","pods":["web"],"for":"ready","timeout_seconds":-1}"#,
+                "timeout_seconds",
+            ),
+            (
+                r#"{"cmd":"wait","pods":["web"],"for":"ready","timeout_seconds":"30s"}"#,
+                "must be a number",
+            ),
+        ] {
+            let e = err(line);
+            assert_eq!(e.kind, ErrorKind::BadArgument, "{line}");
+            assert!(e.message.contains(says), "{line}: {e}");
+        }
+    }
+
+    #[test]
+    fn health_takes_an_optional_list_of_pod_names() {
+        for (line, want) in [
+            (r#"{"cmd":"health"}"#, vec![]),
+            (r#"{"cmd":"health","pods":null}"#, vec![]),
+            (r#"{"cmd":"health","pods":[]}"#, vec![]),
+            (
+                r#"{"cmd":"health","pods":["web","db"]}"#,
+                vec!["web".to_string(), "db".to_string()],
+            ),
+        ] {
+            let req = parse_request(line.as_bytes()).unwrap_or_else(|e| panic!("{line}: {e}"));
+            assert_eq!(req.cmd, RequestCmd::Health { pods: want }, "{line}");
+            assert!(!req.cmd.is_mutating(), "health is read access");
+        }
+        for (line, says) in [
+            (r#"{"cmd":"health","pods":"web"}"#, "an array of strings"),
+            (r#"{"cmd":"health","pods":[""]}"#, "an empty string"),
+            (r#"{"cmd":"health","pods":[1]}"#, "a number"),
+            (r#"{"cmd":"health","pod":"web"}"#, "unknown field"),
+        ] {
+            let e = err(line);
+            assert_eq!(e.kind, ErrorKind::BadArgument, "{line}");
+            assert!(e.message.contains(says), "{line}: {e}");
+        }
+        let many: Vec<String> = (0..=1024).map(|i| format!("\"p{i}\"")).collect();
+        let line = format!(r#"{{"cmd":"health","pods":[{}]}}"#, many.join(","));
+        let e = err(&line);
+        assert!(e.message.contains("at most 1024 names"), "{e}");
+    }
+
+    #[test]
     fn metrics_takes_an_optional_format_and_refuses_others_naming_both() {
         use crate::metrics::Format;
         for (line, want) in [
@@ -1003,6 +1078,17 @@ mod tests {
             (
                 RequestCmd::from_fields(json!({"cmd": "metrics"}).as_object().unwrap().clone())
                     .unwrap(),
+                Access::Read,
+            ),
+            (RequestCmd::Health { pods: vec![] }, Access::Read),
+            (
+                RequestCmd::from_fields(
+                    json!({"cmd": "wait", "pods": ["web"], "for": "ready"})
+                        .as_object()
+                        .unwrap()
+                        .clone(),
+                )
+                .unwrap(),
                 Access::Read,
             ),
         ];

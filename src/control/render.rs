@@ -307,6 +307,50 @@ pub fn describe<'a>(
 
 /// `version`: this build's version.
 /// `version`, for a peer that is (`admin`) or is not an admin.
+/// The `health` reply for the pods judged.
+pub fn health(judged: &[crate::core::PodHealth]) -> wire::HealthReply {
+    use crate::core::HealthState;
+    let count = |st: HealthState| judged.iter().filter(|h| h.state == st).count();
+    let unhealthy: Vec<wire::PodHealth> = judged
+        .iter()
+        .filter(|h| !h.state.healthy())
+        .map(|h| wire::PodHealth {
+            pod: h.name.clone(),
+            state: h.state,
+            object: h.object.clone(),
+            message: h.message.clone(),
+        })
+        .collect();
+    wire::HealthReply {
+        healthy: unhealthy.is_empty(),
+        ready: count(HealthState::Ready),
+        completed: count(HealthState::Completed),
+        unhealthy,
+    }
+}
+
+/// The `wait` reply: each pod as it stands, and whether all meet `condition`.
+pub fn wait(
+    condition: crate::control::wire::wait::WaitFor,
+    judged: &[crate::core::PodHealth],
+) -> wire::WaitReply {
+    let pods: Vec<wire::WaitPod> = judged
+        .iter()
+        .map(|h| wire::WaitPod {
+            pod: h.name.clone(),
+            met: condition.met(h),
+            state: h.state,
+            object: h.object.clone(),
+            message: h.message.clone(),
+        })
+        .collect();
+    wire::WaitReply {
+        met: pods.iter().all(|p| p.met),
+        condition,
+        pods,
+    }
+}
+
 pub fn version(admin: bool) -> wire::VersionReply {
     wire::VersionReply {
         version: env!("CARGO_PKG_VERSION").to_string(),

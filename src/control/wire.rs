@@ -20,7 +20,7 @@ pub use request::{ArgError, RequestCmd};
 use super::time;
 use crate::config::spec::{ProbeKind, RestartPolicy};
 use crate::core::{
-    CommandErrorKind, ConditionType, EventType, Phase, ProbeResultState, ReloadError,
+    CommandErrorKind, ConditionType, EventType, HealthState, Phase, ProbeResultState, ReloadError,
     TerminationReason, WaitingReason,
 };
 
@@ -194,6 +194,24 @@ wire_names!(TerminationReason {
     FailedPostStartHook => "FailedPostStartHook",
     ContainerStatusUnknown => "ContainerStatusUnknown",
     DeadlineExceeded => "DeadlineExceeded",
+});
+wire_names!(HealthState {
+    Ready => "Ready",
+    Completed => "Completed",
+    NotStarted => "NotStarted",
+    Stopped => "Stopped",
+    Suspended => "Suspended",
+    AwaitingSchedule => "AwaitingSchedule",
+    ContainerCreating => "ContainerCreating",
+    PodInitializing => "PodInitializing",
+    CrashLoopBackOff => "CrashLoopBackOff",
+    WaitingForDependencies => "WaitingForDependencies",
+    DependencyFailed => "DependencyFailed",
+    Starting => "Starting",
+    NotReady => "NotReady",
+    Terminating => "Terminating",
+    Terminated => "Terminated",
+    Failed => "Failed",
 });
 wire_names!(ProbeKind {
     Startup => "startup",
@@ -558,6 +576,51 @@ pub struct MetricsReply {
     /// `text/plain; version=0.0.4; charset=utf-8` or the OpenMetrics content type.
     pub content_type: String,
     pub text: String,
+}
+
+/// `health`: whether every pod judged (those named, else every pod expected to run) is Ready
+/// or Completed, and why each other one is not (docs/behaviour.md §5.6).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HealthReply {
+    pub healthy: bool,
+    /// Pods judged Ready.
+    pub ready: usize,
+    /// Pods judged Completed.
+    pub completed: usize,
+    /// The pods judged that are neither, in config order.
+    pub unhealthy: Vec<PodHealth>,
+}
+
+/// One pod that is not Ready or Completed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PodHealth {
+    pub pod: String,
+    pub state: HealthState,
+    /// What the state is about: `pod/container`, or the pod.
+    pub object: String,
+    pub message: String,
+}
+
+/// `wait`: whether every pod named met the condition (`met`), or the timeout passed first;
+/// each pod as it stood then.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WaitReply {
+    pub met: bool,
+    /// `ready`, `completed` or `stopped`.
+    #[serde(rename = "for")]
+    pub condition: wait::WaitFor,
+    pub pods: Vec<WaitPod>,
+}
+
+/// One pod of a `wait` reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WaitPod {
+    pub pod: String,
+    pub met: bool,
+    pub state: HealthState,
+    /// What the state is about: `pod/container`, or the pod.
+    pub object: String,
+    pub message: String,
 }
 
 /// `start`, `stop`, `restart`, `reload`, `shutdown`: what was done.
@@ -926,6 +989,42 @@ mod reference {
         );
         section(
             &mut out,
+            "`health`",
+            "Whether every pod judged — those named in `pods`, else every pod expected to \
+             run — is Ready or Completed; each other one with its state and why.",
+            &j(&HealthReply {
+                healthy: false,
+                ready: 3,
+                completed: 1,
+                unhealthy: vec![PodHealth {
+                    pod: "web".into(),
+                    state: HealthState::CrashLoopBackOff,
+                    object: "web/app".into(),
+                    message: "back-off 40s restarting failed container".into(),
+                }],
+            }),
+            true,
+        );
+        section(
+            &mut out,
+            "`wait`",
+            "Sent once every pod named meets `for` (`met`: true), or once `timeout_seconds` \
+             have passed (`met`: false); each pod as it stood then.",
+            &j(&WaitReply {
+                met: false,
+                condition: wait::WaitFor::Ready,
+                pods: vec![WaitPod {
+                    pod: "web".into(),
+                    met: false,
+                    state: HealthState::NotReady,
+                    object: "web/app".into(),
+                    message: "its readiness probe has not passed".into(),
+                }],
+            }),
+            true,
+        );
+        section(
+            &mut out,
             "`start`, `stop`, `restart`, `reload`, `shutdown`",
             "What was done, in one sentence.",
             &j(&MessageReply {
@@ -1011,6 +1110,14 @@ mod reference {
             },
             RequestCmd::Metrics {
                 format: crate::metrics::Format::OpenMetrics,
+            },
+            RequestCmd::Health {
+                pods: vec![pod(), "db".to_string()],
+            },
+            RequestCmd::Wait {
+                pods: vec![pod()],
+                condition: wait::WaitFor::Ready,
+                timeout_seconds: Some(request::Seconds(Duration::from_secs(30))),
             },
         ]
     }

@@ -13,6 +13,8 @@
 mod backoff;
 mod events;
 pub use events::Resume as EventResume;
+mod health;
+pub use health::{HealthState, PodHealth};
 mod pod;
 mod probes;
 pub mod recall;

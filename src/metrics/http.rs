@@ -1,7 +1,8 @@
 //! The pure side of the metrics endpoint: reading one HTTP/1.x request head from the bytes a
 //! connection has sent so far, and writing a reply head.
 //!
-//! Owns what a scrape may look like: `GET /metrics` (a query string is ignored), at most
+//! Owns what a request may look like: `GET /metrics` (a query string is ignored), or `GET
+//! /readyz`, `/healthz`, `/livez` (health checks, read with their query: [`HealthAsk`]); at most
 //! [`MAX_REQUEST`] bytes and [`MAX_HEADERS`] header lines, no body (a `Content-Length` other than
 //! 0 or any `Transfer-Encoding` is refused, so no body bytes are ever read as a request). The
 //! request line and headers are parsed by `httparse` (RFC 9112); this module only reads the
@@ -23,6 +24,8 @@ pub const MAX_HEADERS: usize = 32;
 pub enum Status {
     Ok,
     BadRequest,
+    /// A health check that failed (the Kubernetes API server answers so).
+    InternalServerError,
     NotFound,
     MethodNotAllowed,
     PayloadTooLarge,
@@ -36,6 +39,7 @@ impl Status {
         match self {
             Status::Ok => 200,
             Status::BadRequest => 400,
+            Status::InternalServerError => 500,
             Status::NotFound => 404,
             Status::MethodNotAllowed => 405,
             Status::PayloadTooLarge => 413,
@@ -49,6 +53,7 @@ impl Status {
         match self {
             Status::Ok => "OK",
             Status::BadRequest => "Bad Request",
+            Status::InternalServerError => "Internal Server Error",
             Status::NotFound => "Not Found",
             Status::MethodNotAllowed => "Method Not Allowed",
             Status::PayloadTooLarge => "Payload Too Large",
@@ -70,12 +75,68 @@ pub struct Scrape {
     pub keep_alive: bool,
 }
 
+/// Which health check (the Kubernetes API server's endpoints).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Check {
+    /// `/readyz`: every pod judged is Ready or Completed.
+    Ready,
+    /// `/healthz` (and `/livez`): no pod judged has failed, crash-loops or waits on a failed
+    /// dependency.
+    Live,
+}
+
+impl Check {
+    pub fn name(self) -> &'static str {
+        match self {
+            Check::Ready => "readyz",
+            Check::Live => "healthz",
+        }
+    }
+}
+
+/// A complete, acceptable health check (`GET /readyz?pod=web&verbose`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthAsk {
+    /// Bytes of the head, to drop from the connection's input.
+    pub len: usize,
+    pub check: Check,
+    /// Where the query string (after `?`) lies in the head: read with [`HealthAsk::query`].
+    pub query: std::ops::Range<usize>,
+    pub keep_alive: bool,
+}
+
+impl HealthAsk {
+    /// The query string, from the head this was parsed from.
+    pub fn query<'a>(&self, head: &'a [u8]) -> &'a str {
+        head.get(self.query.clone())
+            .and_then(|q| std::str::from_utf8(q).ok())
+            .unwrap_or("")
+    }
+}
+
+/// The pods a query names (`pod=web&pod=db`, also `pod=web,db`) and whether it asks for
+/// `verbose` (present with any value, as the API server reads it).
+pub fn health_query(query: &str) -> (Vec<&str>, bool) {
+    let mut pods = Vec::new();
+    let mut verbose = false;
+    for pair in query.split('&') {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        match key {
+            "verbose" => verbose = true,
+            "pod" => pods.extend(value.split(',').filter(|p| !p.is_empty())),
+            _ => {}
+        }
+    }
+    (pods, verbose)
+}
+
 /// What the bytes received so far amount to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Parsed {
     /// The head is not complete yet (and within the limit).
     Partial,
     Scrape(Scrape),
+    Health(HealthAsk),
     /// Answer with this status and a one-line explanation, then close.
     Refuse(Status, &'static str),
 }
@@ -118,11 +179,19 @@ pub fn parse(buf: &[u8]) -> Parsed {
     if req.method != Some("GET") {
         return Parsed::Refuse(Status::MethodNotAllowed, "only GET");
     }
-    let path = req.path.unwrap_or("");
-    let path = path.split_once('?').map_or(path, |(p, _)| p);
-    if path != "/metrics" {
-        return Parsed::Refuse(Status::NotFound, "vigil serves only /metrics");
-    }
+    let target = req.path.unwrap_or("");
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let check = match path {
+        "/metrics" => None,
+        "/readyz" => Some(Check::Ready),
+        "/healthz" | "/livez" => Some(Check::Live),
+        _ => {
+            return Parsed::Refuse(
+                Status::NotFound,
+                "vigil serves only /metrics, /readyz, /healthz and /livez",
+            );
+        }
+    };
     let has = |token: &str| {
         connection.is_some_and(|v| {
             std::str::from_utf8(v)
@@ -135,6 +204,16 @@ pub fn parse(buf: &[u8]) -> Parsed {
         Some(1) => !has("close"),
         _ => has("keep-alive"),
     };
+    if let Some(check) = check {
+        // The query's place in `buf`: `query` is a slice of it.
+        let at = (query.as_ptr() as usize).saturating_sub(buf.as_ptr() as usize);
+        return Parsed::Health(HealthAsk {
+            len,
+            check,
+            query: at..at + query.len(),
+            keep_alive,
+        });
+    }
     Parsed::Scrape(Scrape {
         len,
         format: Format::from_accept(accept),
@@ -213,6 +292,8 @@ mod tests {
             ("POST /metrics HTTP/1.1\r\n\r\n", Status::MethodNotAllowed),
             ("HEAD /metrics HTTP/1.1\r\n\r\n", Status::MethodNotAllowed),
             ("GET / HTTP/1.1\r\n\r\n", Status::NotFound),
+            ("GET /readyzx HTTP/1.1\r\n\r\n", Status::NotFound),
+            ("POST /readyz HTTP/1.1\r\n\r\n", Status::MethodNotAllowed),
             ("GET /metricsx HTTP/1.1\r\n\r\n", Status::NotFound),
             ("GET /metrics HTTP/2.0\r\n\r\n", Status::VersionNotSupported),
             (
@@ -256,5 +337,31 @@ mod tests {
         let (head, body) = r.split_once("\r\n\r\n").unwrap();
         assert!(head.contains(&format!("Content-Length: {}", body.len())));
         assert!(refusal(Status::MethodNotAllowed, "only GET").contains("Allow: GET\r\n"));
+    }
+
+    #[test]
+    fn a_health_check_is_read_with_its_query_pods_and_verbose() {
+        let req = "GET /readyz?pod=web&verbose&pod=db,cache HTTP/1.1\r\nHost: x\r\n\r\n";
+        let Parsed::Health(h) = parse(req.as_bytes()) else {
+            panic!("{req:?}");
+        };
+        assert_eq!(
+            (h.check, h.len, h.keep_alive),
+            (Check::Ready, req.len(), true)
+        );
+        assert_eq!(h.query(req.as_bytes()), "pod=web&verbose&pod=db,cache");
+        assert_eq!(
+            health_query(h.query(req.as_bytes())),
+            (vec!["web", "db", "cache"], true)
+        );
+        for path in ["/healthz", "/livez"] {
+            let req = format!("GET {path} HTTP/1.0\r\n\r\n");
+            let Parsed::Health(h) = parse(req.as_bytes()) else {
+                panic!("{req:?}");
+            };
+            assert_eq!((h.check, h.keep_alive), (Check::Live, false));
+            assert_eq!(health_query(h.query(req.as_bytes())), (vec![], false));
+        }
+        assert_eq!(health_query("verbose=0&x=1&pod="), (vec![], true));
     }
 }

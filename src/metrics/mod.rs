@@ -12,6 +12,7 @@
 //! metrics component does), or read anything per container beyond what `status` reads.
 
 pub mod expo;
+pub mod health;
 pub mod http;
 pub mod probes;
 pub mod process;

@@ -10,6 +10,7 @@ mod convert;
 mod crash;
 mod faults;
 mod follow;
+mod health;
 mod host;
 mod hostile;
 mod journal;

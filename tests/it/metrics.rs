@@ -1152,3 +1152,41 @@ fn a_head_begun_and_not_finished_is_closed_after_five_seconds() {
         started.elapsed()
     );
 }
+
+/// `/readyz` and `/healthz` on the metrics listener, in the Kubernetes API server's words:
+/// `200 ok`, or `500` with the failed checks; `?verbose` lists every check; `?pod=` narrows.
+#[test]
+fn readyz_and_healthz_answer_as_the_kubernetes_api_server_does() {
+    let (v, addr) = start();
+    v.wait_for(T, "web to be ready", |v| {
+        v.container("web", "app")["ready"] == true
+    });
+    let (status, headers, body) = get(addr, "/readyz?pod=web", None);
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert!(
+        headers.contains("Content-Type: text/plain; charset=utf-8"),
+        "{headers}"
+    );
+    assert_eq!(body, "ok");
+    let (status, _, body) = get(addr, "/readyz?pod=web&verbose", None);
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert_eq!(body, "[+]ping ok\n[+]web ok\nreadyz check passed\n");
+    // The crash-looping pod fails readiness, and liveness while it backs off.
+    v.wait_for(T, "healthz to fail for the crash loop", |_| {
+        let (status, _, body) = get(addr, "/healthz", None);
+        status == "HTTP/1.1 500 Internal Server Error"
+            && body == "[-]crash failed: CrashLoopBackOff (crash/c)\nhealthz check failed\n"
+    });
+    let (status, _, body) = get(addr, "/readyz?verbose", None);
+    assert_eq!(status, "HTTP/1.1 500 Internal Server Error", "{body}");
+    assert!(body.starts_with("[+]ping ok\n"), "{body}");
+    assert!(body.contains("[-]crash failed: "), "{body}");
+    assert!(body.contains("[+]web ok\n"), "{body}");
+    assert!(body.ends_with("readyz check failed\n"), "{body}");
+    assert_eq!(get(addr, "/livez?pod=web", None).2, "ok");
+    let (status, _, body) = get(addr, "/readyz?pod=nope", None);
+    assert_eq!(status, "HTTP/1.1 404 Not Found");
+    assert_eq!(body, "no pod named \"nope\"\n");
+    // Scrapes are answered as before.
+    assert!(get(addr, "/metrics", None).2.contains("vigil_build_info"));
+}

@@ -541,6 +541,15 @@ impl Server {
             .is_some_and(|c| c.id == conn)
     }
 
+    /// Whether the peer of an open connection has gone (hung up, reset): a reply would reach
+    /// nobody.
+    pub fn peer_gone(&self, conn: ConnId) -> bool {
+        self.conns
+            .get(conn.index)
+            .and_then(Option::as_ref)
+            .is_some_and(|c| c.id == conn && c.hung_up)
+    }
+
     /// Connections closed since the last call (so the runtime can drop stream state).
     pub fn take_closed(&mut self) -> Vec<ConnId> {
         std::mem::take(&mut self.closed)

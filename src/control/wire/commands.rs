@@ -67,6 +67,8 @@ pub const DEFS: &[CommandDef] = &[
     def("version", Access::Read),
     def("upgrade", Access::Admin),
     def("metrics", Access::Read),
+    def("health", Access::Read),
+    def("wait", Access::Read),
 ];
 
 /// Every command name, in [`DEFS`]' order.

@@ -186,6 +186,50 @@ pub enum RequestCmd {
         #[serde(default, deserialize_with = "arg::format")]
         format: crate::metrics::Format,
     },
+    /// Whether the pods named (default: every pod expected to run) are Ready or Completed
+    /// (docs/behaviour.md §5.6).
+    Health {
+        #[serde(
+            default,
+            skip_serializing_if = "Vec::is_empty",
+            deserialize_with = "arg::pods"
+        )]
+        pods: Vec<String>,
+    },
+    /// Answered once every pod named meets `for` (`vigil wait`, docs/behaviour.md §5.6), or
+    /// once `timeout_seconds` (default 30) have passed; decided by the server at each loop
+    /// turn, never by polling.
+    Wait {
+        #[serde(deserialize_with = "arg::some_pods")]
+        pods: Vec<String>,
+        #[serde(rename = "for", deserialize_with = "arg::wait_for")]
+        condition: super::wait::WaitFor,
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "arg::timeout_seconds"
+        )]
+        timeout_seconds: Option<Seconds>,
+    },
+}
+
+/// A duration on the wire as a number of seconds (fractions allowed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Seconds(pub std::time::Duration);
+
+impl Serialize for Seconds {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(self.0.as_secs_f64())
+    }
+}
+
+impl<'de> Deserialize<'de> for Seconds {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Seconds, D::Error> {
+        let n = f64::deserialize(d)?;
+        std::time::Duration::try_from_secs_f64(n)
+            .map(Seconds)
+            .map_err(de::Error::custom)
+    }
 }
 
 impl RequestCmd {
@@ -223,6 +267,8 @@ impl RequestCmd {
             RequestCmd::Version => "version",
             RequestCmd::Upgrade { .. } => "upgrade",
             RequestCmd::Metrics { .. } => "metrics",
+            RequestCmd::Health { .. } => "health",
+            RequestCmd::Wait { .. } => "wait",
         }
     }
 
@@ -282,6 +328,9 @@ impl RequestCmd {
         )
     }
 }
+
+/// Pod names one request may list (`health`, `wait`): a request line is at most 64 KiB anyway.
+pub const MAX_PODS: usize = 1024;
 
 /// Why a request's fields were refused; `protocol` turns it into the error reply, naming the
 /// command.
@@ -434,6 +483,86 @@ mod arg {
 
     pub fn opt_pod<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
         opt_text(d, "pod")
+    }
+
+    /// [`pods`], at least one.
+    pub fn some_pods<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+        let pods = pods(d)?;
+        if pods.is_empty() {
+            return Err(D::Error::custom(
+                "field \"pods\" must name at least one pod",
+            ));
+        }
+        Ok(pods)
+    }
+
+    /// `"ready"`, `"completed"` or `"stopped"`.
+    pub fn wait_for<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<super::super::wait::WaitFor, D::Error> {
+        use super::super::wait::WaitFor;
+        match text(d, "for")?.as_str() {
+            "ready" => Ok(WaitFor::Ready),
+            "completed" => Ok(WaitFor::Completed),
+            "stopped" => Ok(WaitFor::Stopped),
+            other => Err(D::Error::custom(format!(
+                "field \"for\" must be \"ready\", \"completed\" or \"stopped\", got {}",
+                Value::from(other)
+            ))),
+        }
+    }
+
+    /// A number of seconds ≥ 0, at most ten years (as every duration of the config); `null`
+    /// is none.
+    pub fn timeout_seconds<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<super::Seconds>, D::Error> {
+        const MAX: f64 = 315_360_000.0;
+        match Value::deserialize(d)? {
+            Value::Null => Ok(None),
+            Value::Number(n) => match n.as_f64() {
+                Some(x) if (0.0..=MAX).contains(&x) => {
+                    Ok(Some(super::Seconds(std::time::Duration::from_secs_f64(x))))
+                }
+                _ => Err(D::Error::custom(format!(
+                    "field \"timeout_seconds\" must be a number of seconds from 0 to {MAX}, got {n}"
+                ))),
+            },
+            other => Err(D::Error::custom(format!(
+                "field \"timeout_seconds\" must be a number, got {}",
+                type_name(&other)
+            ))),
+        }
+    }
+
+    /// An array of non-empty pod names, at most [`super::MAX_PODS`]; `null` is none.
+    pub fn pods<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+        let bad = |what: &str| D::Error::custom(format!("field \"pods\" must be {what}"));
+        match Value::deserialize(d)? {
+            Value::Null => Ok(Vec::new()),
+            Value::Array(items) if items.len() > super::MAX_PODS => Err(bad(&format!(
+                "at most {} names, got {}",
+                super::MAX_PODS,
+                items.len()
+            ))),
+            Value::Array(items) => items
+                .into_iter()
+                .map(|v| match v {
+                    Value::String(s) if !s.is_empty() => Ok(s),
+                    other => Err(bad(&format!(
+                        "an array of non-empty strings, got {} in it",
+                        match &other {
+                            Value::String(_) => "an empty string",
+                            v => type_name(v),
+                        }
+                    ))),
+                })
+                .collect(),
+            other => Err(bad(&format!(
+                "an array of strings, got {}",
+                type_name(&other)
+            ))),
+        }
     }
 
     pub fn container<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {

@@ -7,6 +7,9 @@
 //! Owns that decision, beside the status types it reads; the server asks it at every turn for
 //! each request that waits (runtime/shell/waiters.rs) and the client only prints the verdict.
 //! Must not do I/O or read the clock: the caller passes when the request was taken.
+//!
+//! Also here: the conditions of `vigil wait --for=…` ([`WaitFor`]), decided by the server from
+//! each pod's health ([`WaitFor::met`]; docs/behaviour.md §5.6).
 
 use std::time::{Duration, SystemTime};
 
@@ -15,6 +18,39 @@ use serde::{Deserialize, Serialize};
 use super::RequestCmd;
 use crate::control::wire;
 use crate::format;
+
+/// What `vigil wait --for=…` waits for (kubectl wait's `--for=condition=Ready`, and the two a
+/// supervisor adds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WaitFor {
+    /// The pod's `Ready` condition is true.
+    Ready,
+    /// The pod ran to completion (phase `Succeeded`, not by an operator's stop).
+    Completed,
+    /// None of the pod's containers runs, is being created or waits in back-off.
+    Stopped,
+}
+
+impl WaitFor {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WaitFor::Ready => "ready",
+            WaitFor::Completed => "completed",
+            WaitFor::Stopped => "stopped",
+        }
+    }
+
+    /// Whether a pod with this health meets the condition.
+    pub fn met(self, health: &crate::core::PodHealth) -> bool {
+        use crate::core::HealthState;
+        match self {
+            WaitFor::Ready => health.state == HealthState::Ready,
+            WaitFor::Completed => health.state == HealthState::Completed,
+            WaitFor::Stopped => health.at_rest,
+        }
+    }
+}
 
 /// Where a `--wait` stands after one look at the pod.
 #[derive(Debug, PartialEq, Eq)]

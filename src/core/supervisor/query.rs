@@ -35,6 +35,32 @@ impl Supervisor {
             .map(|p| self.status_of(p))
     }
 
+    /// The health of every pod, in [`Supervisor::pods`]' order (docs/behaviour.md §5.6).
+    pub fn health(&self) -> Vec<PodHealth> {
+        self.pods.iter().map(super::super::health::judge).collect()
+    }
+
+    /// The health of the pod named `name`.
+    pub fn pod_health(&self, name: &str) -> Option<PodHealth> {
+        (self.pods.iter())
+            .find(|p| p.name() == name)
+            .map(super::super::health::judge)
+    }
+
+    /// The pods a health check judges (docs/behaviour.md §5.6): those named, in the order
+    /// named (a name that names no pod is the error), else every pod expected to run.
+    pub fn health_of(&self, names: &[String]) -> Result<Vec<PodHealth>, String> {
+        if names.is_empty() {
+            let mut all = self.health();
+            all.retain(|h| h.expected);
+            return Ok(all);
+        }
+        names
+            .iter()
+            .map(|n| self.pod_health(n).ok_or_else(|| n.clone()))
+            .collect()
+    }
+
     /// Events with `seq > after`, oldest first.
     pub fn events_since(&self, after: u64) -> Vec<Event> {
         self.events.since(after)

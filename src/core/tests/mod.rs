@@ -7,6 +7,7 @@ mod dependencies;
 mod follow;
 mod grace;
 mod harness;
+mod health;
 mod hooks;
 mod jobs;
 mod kubelet;

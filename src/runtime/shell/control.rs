@@ -31,7 +31,7 @@ use log::{error, info, warn};
 use mio::Registry;
 use mio::event::Event;
 
-use super::waiters::Waiters;
+use super::waiters::{Awaits, Done, Waiters};
 use super::{CONN_TOKEN_BASE, StartError, resolve_group, tokens};
 use crate::config::spec::Config;
 use crate::control::limits::{FdNeeds, FdShares, fd_shares};
@@ -90,9 +90,13 @@ pub(super) struct Control {
     /// The clients' descriptor shares (control and metrics) from the config and
     /// `RLIMIT_NOFILE`, recomputed on reload.
     shares: FdShares,
-    /// Requests carried out whose reply waits for their target's state (`wait_ms`).
+    /// Requests whose reply waits for a state (`wait_ms`, `wait`).
     waiters: Waiters,
 }
+
+/// `vigil wait` when the server first looks and the pods are not there yet: how long it waits
+/// without `timeout_seconds` (kubectl wait's default).
+const DEFAULT_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// One rendered `status` result (the JSON after `"result":`), reused for the same request
 /// (pod filter, secrets shown or not) until the turn ends or a request changes state: within
@@ -482,14 +486,27 @@ impl Control {
             return;
         }
         let server = &self.server;
-        let done = self
-            .waiters
-            .settle(now, view.core, &self.clock, |conn| server.is_open(conn));
-        for (w, outcome) in done {
-            let reply = wire_json(&wire::MessageReply {
-                message: w.message,
-                wait: Some(outcome),
-            });
+        let done = self.waiters.settle(
+            now,
+            view.core,
+            &self.clock,
+            |conn| server.is_open(conn),
+            |conn| server.peer_gone(conn),
+        );
+        for (w, done) in done {
+            let reply = match done {
+                Done::Command { message, outcome } => wire_json(&wire::MessageReply {
+                    message,
+                    wait: Some(outcome),
+                }),
+                Done::Pods(Ok(reply)) => wire_json(&reply),
+                Done::Pods(Err(pod)) => Err((
+                    ErrorKind::NotFound,
+                    format!("pod {pod:?} was removed while waiting for it"),
+                )),
+                // Its client hung up: the reply goes nowhere, and the connection closes.
+                Done::Gone => Err((ErrorKind::Busy, "the client went away".to_string())),
+            };
             self.send_reply(w.pending.conn, &w.pending.id, reply);
         }
     }
@@ -513,9 +530,10 @@ impl Control {
         self.server.is_open(conn)
     }
 
-    /// Whether the socket or a stream has work that no readiness event will announce.
+    /// Whether the socket, a stream or a waiter has work that no readiness event will
+    /// announce.
     pub(super) fn has_backlog(&self) -> bool {
-        self.server.has_backlog() || self.more
+        self.server.has_backlog() || self.more || self.waiters.has_more()
     }
 
     /// The latest time the loop must wake for the socket or a waiting request.
@@ -902,6 +920,36 @@ impl Control {
                 wire_json(&render::version(matches!(secrets, render::Secrets::Shown)))
             }
             RequestCmd::Metrics { format } => return Answer::Change(Mutation::Metrics(format)),
+            // One look at each pod's phase and `Ready` condition, no status snapshot: the
+            // reply names only what is not Ready or Completed (a Docker HEALTHCHECK's cost).
+            RequestCmd::Health { pods } => match view.core.health_of(&pods) {
+                Ok(judged) => wire_json(&render::health(&judged)),
+                Err(name) => Err((ErrorKind::NotFound, no_pod(view, &name))),
+            },
+            // Answered now when met (or with a zero timeout: kubectl wait's "check once"),
+            // else by `settle_waiters` in a later turn.
+            RequestCmd::Wait {
+                pods,
+                condition,
+                timeout_seconds,
+            } => match view.core.health_of(&pods) {
+                Err(name) => Err((ErrorKind::NotFound, no_pod(view, &name))),
+                Ok(judged) => {
+                    let timeout = timeout_seconds.map_or(DEFAULT_WAIT, |t| t.0);
+                    if timeout.is_zero() || judged.iter().all(|h| condition.met(h)) {
+                        wire_json(&render::wait(condition, &judged))
+                    } else {
+                        let pending = Pending {
+                            conn,
+                            id: id.clone(),
+                            wait: None,
+                        };
+                        let awaits = Awaits::Pods { pods, condition };
+                        self.waiters.park_for(pending, awaits, timeout, now);
+                        return Answer::Sent;
+                    }
+                }
+            },
             RequestCmd::Status { pod } => {
                 let shown = matches!(secrets, render::Secrets::Shown);
                 if let Some(c) = &self.status_cache

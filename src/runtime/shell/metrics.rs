@@ -10,7 +10,10 @@
 //!   source address (the next is told `503`), at most [`ACCEPTS_PER_TURN`] accepted per turn;
 //!   `EMFILE` and the like are retried after `AcceptRetry::AFTER`, never in a busy loop;
 //! - a request head of at most 8 KiB (`metrics::http`), read only while no reply is under way;
-//!   anything but `GET /metrics` without a body gets one status line and is closed;
+//!   anything but `GET /metrics` or a health check (`/readyz`, `/healthz`, `/livez`) without a
+//!   body gets one status line and is closed; a health check takes a reply place as a scrape
+//!   does and is answered in the turn it completes, every check of a turn from one judgement
+//!   of the pods (`metrics::health`);
 //! - an exposition is built by [`Scrapes`] a bounded slice per turn (at most
 //!   [`CONTAINERS_PER_TURN`] containers' readings and series, across every build under way;
 //!   other events are served between slices), at most [`RENDERS_PER_TURN`] builds at once (one
@@ -320,8 +323,14 @@ impl MetricsListener {
     }
 
     /// One turn: accept, read, pass complete scrape requests to `asks` (answered later with
-    /// [`MetricsListener::deliver`]), write, close what is finished or idle.
-    pub fn serve(&mut self, now: Instant, asks: &mut Vec<(Token, Format)>) {
+    /// [`MetricsListener::deliver`]), answer health checks at once with `health` (their status
+    /// and body, from the check and its query string), write, close what is finished or idle.
+    pub fn serve(
+        &mut self,
+        now: Instant,
+        asks: &mut Vec<(Token, Format)>,
+        health: &dyn Fn(http::Check, &str) -> (Status, String),
+    ) {
         self.more = false;
         self.accept(now);
         let mut writers = 0;
@@ -380,7 +389,7 @@ impl MetricsListener {
                         conn.refuse(status, why, now);
                         writers += 1;
                     }
-                    Parsed::Scrape(_)
+                    Parsed::Scrape(_) | Parsed::Health(_)
                         if writers >= WRITERS
                             || peer_writers.get(&conn.peer).copied().unwrap_or(0)
                                 >= WRITERS_PER_PEER
@@ -408,6 +417,30 @@ impl MetricsListener {
                         };
                         conn.refuse(Status::Unavailable, why, now);
                         writers += 1;
+                    }
+                    // Answered now: one judgement of the pods a turn (the router's `health`
+                    // keeps it), a body of a line a pod, a reply place like a scrape's.
+                    Parsed::Health(h) => {
+                        conn.queued = false;
+                        let (status, body) = health(h.check, h.query(&conn.input));
+                        conn.input.drain(..h.len);
+                        let keep_alive = h.keep_alive && !conn.eof;
+                        conn.reply = Some(Reply {
+                            head: http::head(
+                                status,
+                                "text/plain; charset=utf-8",
+                                body.len(),
+                                keep_alive,
+                            )
+                            .into_bytes(),
+                            body: Rc::from(body.into_bytes()),
+                            pos: 0,
+                            close_after: !keep_alive,
+                        });
+                        conn.writable = true;
+                        conn.since = now;
+                        writers += 1;
+                        *peer_writers.entry(conn.peer).or_default() += 1;
                     }
                     Parsed::Scrape(s) => {
                         conn.queued = false;
@@ -928,7 +961,15 @@ impl super::Shell {
         }
         if let Some(listener) = &mut self.metrics {
             let mut asks = Vec::new();
-            listener.serve(now, &mut asks);
+            // Health checks of this turn share one judgement of the pods, made on the first.
+            let judged: std::cell::OnceCell<Vec<crate::core::PodHealth>> = Default::default();
+            let core = &self.core;
+            let health = |check: crate::metrics::http::Check, query: &str| {
+                let (pods, verbose) = crate::metrics::http::health_query(query);
+                let all = judged.get_or_init(|| core.health());
+                crate::metrics::health::answer(check, all, &pods, verbose)
+            };
+            listener.serve(now, &mut asks, &health);
             for (token, format) in asks {
                 self.scrapes.ask(format, Asker::Http(token));
             }
@@ -1020,7 +1061,8 @@ mod tests {
                 self.listener.on_event(e);
             }
             let mut asks = Vec::new();
-            self.listener.serve(now, &mut asks);
+            self.listener
+                .serve(now, &mut asks, &|_, _| (Status::Ok, String::new()));
             // Every test checks this: a turn leaves work for a zero-timeout poll, or a
             // deadline still ahead; never one already due that the next turn would not move.
             assert!(

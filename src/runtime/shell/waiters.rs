@@ -1,42 +1,81 @@
-//! Requests whose reply waits on the server for a state (`start`/`stop`/`restart` with
-//! `wait_ms`, docs/interface.md §2): the list of them, looked at once per turn.
+//! Requests whose reply waits on the server for a state: `start`/`stop`/`restart` with
+//! `wait_ms`, and `wait` (docs/interface.md §2; docs/behaviour.md §5.6): the list of them,
+//! looked at once per turn.
 //!
-//! Each waiter is a request already carried out, its connection, what it waits for
-//! ([`Target`]) and until when. At every turn the control component hands the list a view of
-//! the core: a waiter whose target reached its goal, can no longer reach it on its own, or
-//! whose time is up is taken off the list with its outcome, for the control component to
-//! send; a waiter whose connection closed is dropped. The earliest deadline is the list's
-//! share of the poll timeout, so a timed-out wait is answered when it times out, not at the
-//! next event.
+//! Each waiter is a request (for a command, already carried out), its connection, what it
+//! waits for ([`Awaits`]) and until when. At every turn the control component hands the list a
+//! view of the core: a waiter whose target reached its goal, can no longer reach it on its own,
+//! or whose time is up is taken off the list with its outcome, for the control component to
+//! send; a waiter whose connection closed, or whose client hung up, is dropped. The earliest
+//! deadline is the list's share of the poll timeout, so a timed-out wait is answered when it
+//! times out, not at the next event.
 //!
 //! Owns: the waiting requests. Must not: block or read the clock (it is handed the turn's
 //! `now`), decide what "reached" means (control/wire/wait.rs does, on the status the socket
-//! shows), or look at more than one pod per waiter per turn (the waiters are bounded by the
-//! connection cap).
+//! shows, or on the pods' health for `wait`), or look at more than
+//! [`LOOKS_PER_TURN`] pods per turn across the waiters (the rest are looked at first in the
+//! next turn, which follows at once).
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::control::render;
 use crate::control::server::ConnId;
 use crate::control::time::WallClock;
-use crate::control::wire::WaitOutcome;
-use crate::control::wire::wait::{Progress, Target, progress};
-use crate::core::Supervisor;
+use crate::control::wire::wait::{Progress, Target, WaitFor, progress};
+use crate::control::wire::{WaitOutcome, WaitReply};
+use crate::core::{PodHealth, Supervisor};
 use crate::format;
 
 use super::control::Pending;
 
+/// Pods looked at in one turn across every waiter (a `wait` may name up to 1,024).
+pub(super) const LOOKS_PER_TURN: usize = 4096;
+
+/// What a waiter waits for.
+pub(super) enum Awaits {
+    /// A command carried out at `since` (`wait_ms`): its target's state. `message` is what
+    /// the request's own reply says (`stopping pod web`), sent with the outcome.
+    Command {
+        message: String,
+        target: Target,
+        since: SystemTime,
+        /// The same moment on the monotonic clock (handed over at `vigil upgrade`).
+        taken: Instant,
+    },
+    /// `wait`: every pod in `pods` meets `condition`.
+    Pods {
+        pods: Vec<String>,
+        condition: WaitFor,
+    },
+}
+
+impl Awaits {
+    fn looks(&self) -> usize {
+        match self {
+            Awaits::Command { .. } => 1,
+            Awaits::Pods { pods, .. } => pods.len().max(1),
+        }
+    }
+}
+
+/// How a wait ended.
+pub(super) enum Done {
+    /// A command's: its message and the outcome.
+    Command {
+        message: String,
+        outcome: WaitOutcome,
+    },
+    /// A `wait`'s: the reply (met or timed out), or the name of a pod that was removed.
+    Pods(Result<WaitReply, String>),
+    /// Its client hung up: nobody to answer (the reply is sent only to end the request).
+    Gone,
+}
+
 /// One request waiting for its target's state.
 pub(super) struct Waiter {
     pub(super) pending: Pending,
-    /// What the request's own reply says (`stopping pod web`), sent with the outcome.
-    pub(super) message: String,
-    pub(super) target: Target,
-    /// When the request was carried out (a run begun or ended before then is not its
-    /// outcome), by the clock the status is rendered with.
-    since: SystemTime,
-    /// The same moment on the monotonic clock (handed over at `vigil upgrade`).
-    taken: Instant,
+    pub(super) awaits: Awaits,
     timeout: Duration,
     deadline: Instant,
 }
@@ -45,6 +84,8 @@ pub(super) struct Waiter {
 #[derive(Default)]
 pub(super) struct Waiters {
     list: Vec<Waiter>,
+    /// Waiters were left unlooked this turn: the next turn follows at once.
+    more: bool,
 }
 
 impl Waiters {
@@ -58,15 +99,13 @@ impl Waiters {
         now: Instant,
         clock: &WallClock,
     ) {
-        self.list.push(Waiter {
-            pending,
+        let awaits = Awaits::Command {
             message,
             target,
             since: clock.to_system(now),
             taken: now,
-            timeout,
-            deadline: crate::instant::saturating_add(now, timeout),
-        });
+        };
+        self.park_for(pending, awaits, timeout, now);
     }
 
     /// Parks a request the previous instance had parked (`vigil upgrade`): it waits on with
@@ -79,34 +118,61 @@ impl Waiters {
     ) {
         self.list.push(Waiter {
             pending,
-            message: w.message,
-            target: w.target,
-            since: clock.to_system(w.taken),
-            taken: w.taken,
+            awaits: Awaits::Command {
+                message: w.message,
+                target: w.target,
+                since: clock.to_system(w.taken),
+                taken: w.taken,
+            },
             timeout: w.timeout,
             deadline: w.deadline,
         });
     }
 
-    /// Every waiting request as the handoff carries it, by connection (`vigil upgrade`);
-    /// nothing changes.
+    /// Every command's waiting request as the handoff carries it, by connection (`vigil
+    /// upgrade`); nothing changes. A `wait` is not among them.
     pub(super) fn handover(&self) -> Vec<(ConnId, crate::runtime::handoff::WaitState)> {
         self.list
             .iter()
-            .map(|w| {
-                (
+            .filter_map(|w| {
+                let Awaits::Command {
+                    message,
+                    target,
+                    taken,
+                    ..
+                } = &w.awaits
+                else {
+                    return None;
+                };
+                Some((
                     w.pending.conn(),
                     crate::runtime::handoff::WaitState {
                         id: w.pending.id().as_json().to_string(),
-                        message: w.message.clone(),
-                        target: w.target.clone(),
-                        taken: w.taken,
+                        message: message.clone(),
+                        target: target.clone(),
+                        taken: *taken,
                         timeout: w.timeout,
                         deadline: w.deadline,
                     },
-                )
+                ))
             })
             .collect()
+    }
+
+    /// Parks `pending` until `awaits` holds or `timeout` has passed from `now`.
+    pub(super) fn park_for(
+        &mut self,
+        pending: Pending,
+        awaits: Awaits,
+        timeout: Duration,
+        now: Instant,
+    ) {
+        self.list.push(Waiter {
+            pending,
+            awaits,
+            timeout,
+            deadline: crate::instant::saturating_add(now, timeout),
+        });
     }
 
     /// When the earliest wait times out.
@@ -118,25 +184,68 @@ impl Waiters {
         self.list.is_empty()
     }
 
-    /// Looks at every waiter once: those whose wait is over come back with their outcome;
-    /// those for which `open` says the connection is gone are dropped.
+    /// Waiters were left for the next turn by the turn's looks.
+    pub(super) fn has_more(&self) -> bool {
+        self.more
+    }
+
+    /// Looks at the waiters once, at most [`LOOKS_PER_TURN`] pods: those whose wait is over
+    /// come back with their outcome; those for which `open` says the connection is closed are
+    /// dropped, and those whose client `gone` says hung up come back [`Done::Gone`].
     pub(super) fn settle(
         &mut self,
         now: Instant,
         core: &Supervisor,
         clock: &WallClock,
         open: impl Fn(ConnId) -> bool,
-    ) -> Vec<(Waiter, WaitOutcome)> {
+        gone: impl Fn(ConnId) -> bool,
+    ) -> Vec<(Waiter, Done)> {
+        self.more = false;
+        // One judgement of every pod per turn, for the `wait`s among them.
+        let mut judged: Option<HashMap<String, PodHealth>> = None;
         let mut done = Vec::new();
+        let mut looks = LOOKS_PER_TURN;
         let mut i = 0;
         while i < self.list.len() {
+            if looks == 0 {
+                // The rest first next turn.
+                self.list.rotate_left(i);
+                self.more = true;
+                break;
+            }
             let w = &self.list[i];
+            looks = looks.saturating_sub(w.awaits.looks());
             if !open(w.pending.conn()) {
                 self.list.swap_remove(i);
                 continue;
             }
-            match outcome(w, now, core, clock) {
-                Some(outcome) => done.push((self.list.swap_remove(i), outcome)),
+            if gone(w.pending.conn()) {
+                done.push((self.list.swap_remove(i), Done::Gone));
+                continue;
+            }
+            let ended = match &w.awaits {
+                Awaits::Command {
+                    message,
+                    target,
+                    since,
+                    ..
+                } => command_outcome(target, *since, w, now, core, clock).map(|outcome| {
+                    Done::Command {
+                        message: message.clone(),
+                        outcome,
+                    }
+                }),
+                Awaits::Pods { pods, condition } => {
+                    let judged = judged.get_or_insert_with(|| {
+                        (core.health().into_iter())
+                            .map(|h| (h.name.clone(), h))
+                            .collect()
+                    });
+                    pods_outcome(pods, *condition, judged, now >= w.deadline).map(Done::Pods)
+                }
+            };
+            match ended {
+                Some(d) => done.push((self.list.swap_remove(i), d)),
                 None => i += 1,
             }
         }
@@ -144,11 +253,18 @@ impl Waiters {
     }
 }
 
-/// The outcome of `w` at `now`, or `None` while it still waits.
-fn outcome(w: &Waiter, now: Instant, core: &Supervisor, clock: &WallClock) -> Option<WaitOutcome> {
-    let Some(status) = core.pod(&w.target.pod) else {
+/// The outcome of a command's wait at `now`, or `None` while it still waits.
+fn command_outcome(
+    target: &Target,
+    since: SystemTime,
+    w: &Waiter,
+    now: Instant,
+    core: &Supervisor,
+    clock: &WallClock,
+) -> Option<WaitOutcome> {
+    let Some(status) = core.pod(&target.pod) else {
         return Some(WaitOutcome::Failed {
-            why: format!("pod {:?} is gone", w.target.pod),
+            why: format!("pod {:?} is gone", target.pod),
         });
     };
     // The containers' states only: no cgroup figures, nothing shown of the spec's secrets.
@@ -158,7 +274,7 @@ fn outcome(w: &Waiter, now: Instant, core: &Supervisor, clock: &WallClock) -> Op
         clock,
         render::Secrets::Redacted,
     );
-    match progress(&w.target, &pod, w.since) {
+    match progress(target, &pod, since) {
         Progress::Reached => Some(WaitOutcome::Reached),
         Progress::Failed(why) => Some(WaitOutcome::Failed { why }),
         Progress::Pending(why) if now >= w.deadline => Some(WaitOutcome::TimedOut {
@@ -168,5 +284,27 @@ fn outcome(w: &Waiter, now: Instant, core: &Supervisor, clock: &WallClock) -> Op
             ),
         }),
         Progress::Pending(_) => None,
+    }
+}
+
+/// A `wait`'s reply once every pod meets `condition` or it has `expired`; a pod that is gone
+/// (a reload removed it) ends it with its name; `None` while it still waits.
+fn pods_outcome(
+    pods: &[String],
+    condition: WaitFor,
+    judged: &HashMap<String, PodHealth>,
+    expired: bool,
+) -> Option<Result<WaitReply, String>> {
+    let mut now = Vec::with_capacity(pods.len());
+    for name in pods {
+        match judged.get(name) {
+            Some(h) => now.push(h.clone()),
+            None => return Some(Err(name.clone())),
+        }
+    }
+    if expired || now.iter().all(|h| condition.met(h)) {
+        Some(Ok(render::wait(condition, &now)))
+    } else {
+        None
     }
 }
