@@ -287,3 +287,35 @@ fn wait_for_completed_and_stopped_and_an_unknown_pod() {
     assert_eq!(code, 1);
     assert!(err.contains("no pod named \"wbe\""), "{err}");
 }
+
+#[test]
+fn a_wait_under_way_at_an_upgrade_is_answered_by_the_new_vigil() {
+    let v = start(false);
+    let waiter = std::process::Command::new(BIN)
+        .args([
+            "wait",
+            "--for=ready",
+            "web",
+            "--timeout",
+            "120s",
+            "--socket",
+        ])
+        .arg(&v.socket)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("vigil wait");
+    // Let the request reach the server (were it later, the new vigil would simply take it).
+    std::thread::sleep(Duration::from_millis(500));
+    let up = v.cli(&["upgrade"]);
+    assert!(
+        up.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&up.stderr),
+        v.log()
+    );
+    std::fs::write(v.dir.path().join("ready"), "").expect("ready file");
+    let (code, out, err) = outcome(waiter.wait_with_output().expect("wait"));
+    assert_eq!(code, 0, "{err}\n{}", v.log());
+    assert_eq!(out, "pod/web condition met\n");
+}

@@ -382,6 +382,12 @@ impl Control {
         self.waiters.handover()
     }
 
+    /// The request lines of the `wait`s under way, for `vigil upgrade` to hand over (see
+    /// [`Waiters::replays`]).
+    pub(super) fn wait_replays(&self, now: Instant) -> Vec<(ConnId, String)> {
+        self.waiters.replays(now)
+    }
+
     /// The descriptor of `conn` if a reply line written to it now comes out whole (nothing
     /// unsent, nothing sent ends inside a line): the one that asked for an upgrade, answered
     /// by the next instance.

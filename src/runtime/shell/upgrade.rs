@@ -417,6 +417,8 @@ impl Shell {
                 );
                 (p.conn(), line)
             })
+            // A `wait` under way is asked again, with the time it has left.
+            .chain(self.control.wait_replays(now))
             .collect();
         if !replays.is_empty() {
             debug!(

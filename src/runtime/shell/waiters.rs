@@ -184,6 +184,33 @@ impl Waiters {
         self.list.is_empty()
     }
 
+    /// The request line of every `wait` under way, its timeout what is left of it at `now`:
+    /// what `vigil upgrade` hands over for the next instance to answer (a `wait` changes
+    /// nothing, so asking again is the same request). A command's wait is not replayed (its
+    /// command was carried out: asked again it would be carried out twice).
+    pub(super) fn replays(&self, now: Instant) -> Vec<(ConnId, String)> {
+        use crate::control::protocol::{RequestCmd, Seconds};
+        (self.list.iter())
+            .filter_map(|w| {
+                let Awaits::Pods { pods, condition } = &w.awaits else {
+                    return None;
+                };
+                let request = RequestCmd::Wait {
+                    pods: pods.clone(),
+                    condition: *condition,
+                    timeout_seconds: Some(Seconds(w.deadline.saturating_duration_since(now))),
+                };
+                let mut fields = request.to_json();
+                let id = serde_json::from_str(w.pending.id().as_json()).ok()?;
+                fields.insert("id".to_string(), id);
+                Some((
+                    w.pending.conn(),
+                    serde_json::Value::Object(fields).to_string(),
+                ))
+            })
+            .collect()
+    }
+
     /// Waiters were left for the next turn by the turn's looks.
     pub(super) fn has_more(&self) -> bool {
         self.more
