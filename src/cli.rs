@@ -352,6 +352,14 @@ pub enum Cmd {
         #[command(flatten)]
         client: ClientOpts,
     },
+    /// Start a new run of a scheduled (or any) pod at rest now, as its schedule would (as
+    /// kubectl create job --from=cronjob/…); not counted as a trigger of the schedule.
+    Trigger {
+        /// The pod.
+        pod: String,
+        #[command(flatten)]
+        client: ClientOpts,
+    },
     /// Re-read the config file (like SIGHUP).
     Reload {
         #[command(flatten)]
@@ -717,6 +725,7 @@ pub fn client_command(cmd: Cmd) -> Result<ClientCommand, String> {
                 Output::Table,
             )
         }
+        Cmd::Trigger { pod, client } => (RequestCmd::Trigger { pod }, client, Output::Table),
         Cmd::Reload { client } => (RequestCmd::Reload, client, Output::Table),
         Cmd::Scale {
             pod,

@@ -794,6 +794,7 @@ fn show_result(
         RequestCmd::Start { .. }
         | RequestCmd::Stop { .. }
         | RequestCmd::Restart { .. }
+        | RequestCmd::Trigger { .. }
         | RequestCmd::Reload
         | RequestCmd::Scale { .. }
         | RequestCmd::Shutdown

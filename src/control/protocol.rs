@@ -1082,6 +1082,12 @@ mod tests {
             ),
             (RequestCmd::Health { pods: vec![] }, Access::Read),
             (
+                RequestCmd::Trigger {
+                    pod: "nightly".into(),
+                },
+                Access::Admin,
+            ),
+            (
                 RequestCmd::from_fields(
                     json!({"cmd": "wait", "pods": ["web"], "for": "ready"})
                         .as_object()

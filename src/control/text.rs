@@ -234,7 +234,55 @@ pub fn status_table(reply: &wire::StatusReply, wide: bool, now: SystemTime) -> S
         text.push('\n');
     }
     // kubectl get: min width 6, padding 3.
-    tabwrite(&text, 6, 3)
+    let mut out = tabwrite(&text, 6, 3);
+    out.push_str(&schedules_table(reply, now));
+    out
+}
+
+/// When some pod has a `schedule`: a second table, `kubectl get cronjobs`' columns with the
+/// next run beside them (`NAME SCHEDULE TIMEZONE SUSPEND ACTIVE LAST SCHEDULE NEXT RUN`), after
+/// a blank line; else nothing.
+fn schedules_table(reply: &wire::StatusReply, now: SystemTime) -> String {
+    let scheduled: Vec<(&Pod, &wire::Schedule)> = (reply.pods.iter())
+        .filter_map(|p| Some((p, p.schedule.as_ref()?)))
+        .collect();
+    if scheduled.is_empty() {
+        return String::new();
+    }
+    let mut text =
+        String::from("NAME\tSCHEDULE\tTIMEZONE\tSUSPEND\tACTIVE\tLAST SCHEDULE\tNEXT RUN\n");
+    for (pod, s) in scheduled {
+        let _ = writeln!(
+            text,
+            "{}\t{}\t{}\t{}\t{}\t{}\t{}",
+            cell(&pod.name),
+            cell(&s.cron),
+            s.time_zone
+                .as_deref()
+                .map_or_else(|| "<none>".to_string(), cell),
+            if s.suspended { "True" } else { "False" },
+            u8::from(s.active),
+            last_schedule(s, now),
+            next_run(s, now),
+        );
+    }
+    format!("\n{}", tabwrite(&text, 6, 3))
+}
+
+/// `LAST SCHEDULE` as `kubectl get cronjobs` shows it: how long ago, or `<none>`.
+fn last_schedule(s: &wire::Schedule, now: SystemTime) -> String {
+    s.last_schedule.map_or_else(
+        || "<none>".to_string(),
+        |t| format!("{} ago", format::age(now, t.0)),
+    )
+}
+
+/// The next run: `in 5h`, or `<none>` (suspended, or the pattern never matches again).
+fn next_run(s: &wire::Schedule, now: SystemTime) -> String {
+    s.next_run.map_or_else(
+        || "<none>".to_string(),
+        |t| format!("in {}", format::age(t.0, now)),
+    )
 }
 
 fn event_age(e: &wire::Event, now: SystemTime) -> String {
@@ -510,6 +558,45 @@ pub fn describe_text(reply: &wire::DescribeReply, now: SystemTime) -> String {
     kv(&mut out, 0, "Start Time", rfc1123(pod.created_at));
     kv(&mut out, 0, "Status", pod.phase.as_str());
     kv(&mut out, 0, "Restart Policy", pod.restart_policy.as_str());
+    if let Some(s) = &pod.schedule {
+        // kubectl describe cronjob's lines, and the next run.
+        let zone = s
+            .time_zone
+            .as_deref()
+            .map_or_else(String::new, |z| format!(" ({})", cell(z)));
+        kv(&mut out, 0, "Schedule", format!("{}{zone}", cell(&s.cron)));
+        kv(&mut out, 0, "Concurrency Policy", cell(&s.concurrency));
+        kv(
+            &mut out,
+            0,
+            "Suspend",
+            if s.suspended { "True" } else { "False" },
+        );
+        let when = |t: Option<Timestamp>, what: String| {
+            t.map_or_else(
+                || "<unset>".to_string(),
+                |t| format!("{} ({what})", rfc1123(t)),
+            )
+        };
+        kv(
+            &mut out,
+            0,
+            "Last Schedule Time",
+            when(s.last_schedule, last_schedule(s, now)),
+        );
+        kv(
+            &mut out,
+            0,
+            "Next Schedule Time",
+            when(s.next_run, next_run(s, now)),
+        );
+        kv(
+            &mut out,
+            0,
+            "Active",
+            if s.active { "True" } else { "False" },
+        );
+    }
     if !pod.init_containers.is_empty() {
         plain(&mut out, 0, "Init Containers:");
         for c in &pod.init_containers {

@@ -1119,6 +1119,7 @@ mod reference {
                 condition: wait::WaitFor::Ready,
                 timeout_seconds: Some(request::Seconds(Duration::from_secs(30))),
             },
+            RequestCmd::Trigger { pod: pod() },
         ]
     }
 

@@ -22,6 +22,11 @@
 //!   `restart_policy` is `Never`;
 //! - not started then: it starts as usual.
 //!
+//! A scheduled pod's schedule is taken back whole when its pattern and zone are the same:
+//! the last trigger decided (so a trigger missed while no vigil ran runs late, within its
+//! starting deadline, as after an upgrade), the last one run (`LAST SCHEDULE`), and whether it
+//! is suspended.
+//!
 //! A pod whose containers had begun (its init containers completed, its dependencies met)
 //! goes on from the stage it had reached, as for an adoption ([`super::pod::Pod`]
 //! `skip_to_stage`), without waiting for its dependencies again.
@@ -92,6 +97,19 @@ pub struct PodMemory {
     pub created_at: Time,
     pub(super) stage: Stage,
     pub containers: Vec<SlotMemory>,
+    /// A scheduled pod's schedule: the triggers decided, the last one run, suspended or not
+    /// (absent from a record written before this field, and for a pod without a schedule).
+    #[serde(default)]
+    pub(super) schedule: Option<ScheduleMemory>,
+}
+
+/// A schedule as the next vigil takes it back: its state, and the pattern and zone it is of
+/// (a schedule changed since is taken on afresh).
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone)]
+pub(super) struct ScheduleMemory {
+    pub cron: String,
+    pub time_zone: Option<String>,
+    pub state: super::schedule::ScheduleState,
 }
 
 /// One container.

@@ -26,6 +26,7 @@ mod probes;
 mod profiles;
 mod reload;
 mod replicas;
+mod schedules;
 mod sidecars;
 mod spawn;
 mod stall;

@@ -69,6 +69,7 @@ pub const DEFS: &[CommandDef] = &[
     def("metrics", Access::Read),
     def("health", Access::Read),
     def("wait", Access::Read),
+    def("trigger", Access::Admin),
 ];
 
 /// Every command name, in [`DEFS`]' order.

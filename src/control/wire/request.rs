@@ -196,6 +196,12 @@ pub enum RequestCmd {
         )]
         pods: Vec<String>,
     },
+    /// A new run of a pod at rest now, as a trigger of its schedule would start it (`kubectl
+    /// create job --from=cronjob/…`; docs/behaviour.md §6.6); not a trigger of the schedule.
+    Trigger {
+        #[serde(deserialize_with = "arg::pod")]
+        pod: String,
+    },
     /// Answered once every pod named meets `for` (`vigil wait`, docs/behaviour.md §5.6), or
     /// once `timeout_seconds` (default 30) have passed; decided by the server at each loop
     /// turn, never by polling.
@@ -269,6 +275,7 @@ impl RequestCmd {
             RequestCmd::Metrics { .. } => "metrics",
             RequestCmd::Health { .. } => "health",
             RequestCmd::Wait { .. } => "wait",
+            RequestCmd::Trigger { .. } => "trigger",
         }
     }
 

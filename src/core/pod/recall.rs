@@ -170,6 +170,13 @@ impl Pod {
                 .slots()
                 .map(|s| s.memory(spec_of(s.key, &s.spec)))
                 .collect(),
+            schedule: (self.spec.schedule.as_ref().zip(self.schedule.as_ref())).map(
+                |(spec, state)| crate::core::recall::ScheduleMemory {
+                    cron: spec.cron.as_str().to_string(),
+                    time_zone: spec.time_zone.name().map(str::to_string),
+                    state: state.clone(),
+                },
+            ),
         }
     }
 
@@ -184,6 +191,13 @@ impl Pod {
         out: &mut Out,
     ) -> Vec<(String, crate::core::recall::Recalled)> {
         use crate::core::recall::SlotMemory;
+        // The schedule of a scheduled pod (held until a trigger) whatever its containers.
+        if let (Some(spec), Some(kept)) = (&self.spec.schedule, &memory.schedule)
+            && kept.cron == spec.cron.as_str()
+            && kept.time_zone.as_deref() == spec.time_zone.name()
+        {
+            self.schedule = Some(kept.state.clone());
+        }
         if self.refused.is_some() || self.held {
             return Vec::new();
         }

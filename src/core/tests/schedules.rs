@@ -315,3 +315,70 @@ fn without_a_schedule_nothing_wakes_an_idle_supervisor() {
     h.ack_spawns();
     assert_eq!(h.sup.poll_timeout(), None);
 }
+
+#[test]
+fn after_a_crash_a_trigger_missed_meanwhile_runs_within_its_starting_deadline() {
+    let cfg = config(vec![scheduled(
+        "0 2 * * *",
+        "UTC",
+        Concurrency::Forbid,
+        Some(600.0),
+    )]);
+    let h = harness(cfg.pods[0].clone(), "2026-05-01T00:00:00Z");
+    // vigil died at 00:00 and is back at 02:05: the 02:00 trigger is 5 minutes late.
+    let (mut h2, _) = h.after_crash(&cfg, hours(2.0) + 300.0, &[]);
+    h2.wall("2026-05-01T02:05:00Z");
+    assert_eq!(spawns(&mut h2), 1, "the missed 02:00 trigger runs");
+    assert!(
+        triggered(&h2)[0].contains("2026-05-01T02:00:00+00:00"),
+        "{:?}",
+        triggered(&h2)
+    );
+    // Back at 02:20 instead: past the deadline, skipped with MissSchedule.
+    let (mut h3, _) = h.after_crash(&cfg, hours(2.0) + 1200.0, &[]);
+    h3.wall("2026-05-01T02:20:00Z");
+    assert_eq!(spawns(&mut h3), 0);
+    assert!(h3.event("MissSchedule").is_some());
+}
+
+#[test]
+fn after_a_crash_a_suspended_schedule_stays_suspended_and_its_last_schedule_is_kept() {
+    let cfg = config(vec![scheduled(
+        "0 2 * * *",
+        "UTC",
+        Concurrency::Forbid,
+        None,
+    )]);
+    let mut h = harness(cfg.pods[0].clone(), "2026-05-01T00:00:00Z");
+    h.advance_to(hours(2.0));
+    assert_eq!(spawns(&mut h), 1);
+    h.ack_spawns();
+    h.exit("job", "run", 0);
+    h.cmd(Command::Stop {
+        pod: "job".to_string(),
+        container: None,
+    })
+    .unwrap();
+    let (mut h2, _) = h.after_crash(&cfg, 60.0, &[]);
+    h2.wall("2026-05-01T02:01:00Z");
+    let s = h2.pod("job").schedule.unwrap();
+    assert!(s.suspended, "suspended by the operator before the crash");
+    assert_eq!(
+        s.last_schedule
+            .map(jiff::Timestamp::try_from)
+            .unwrap()
+            .unwrap(),
+        "2026-05-01T02:00:00Z".parse::<jiff::Timestamp>().unwrap()
+    );
+    // A changed pattern is a new schedule: nothing is taken back.
+    let other = config(vec![scheduled(
+        "0 3 * * *",
+        "UTC",
+        Concurrency::Forbid,
+        None,
+    )]);
+    let (mut h3, _) = h.after_crash(&other, 60.0, &[]);
+    h3.wall("2026-05-01T02:01:00Z");
+    let s = h3.pod("job").schedule.unwrap();
+    assert!(!s.suspended && s.last_schedule.is_none());
+}

@@ -1104,6 +1104,7 @@ impl Control {
             RequestCmd::Start { pod, .. }
             | RequestCmd::Stop { pod, .. }
             | RequestCmd::Restart { pod, .. }
+            | RequestCmd::Trigger { pod }
                 if view.core.pod(&pod).is_none() =>
             {
                 Err((ErrorKind::NotFound, no_pod(view, &pod)))
@@ -1138,6 +1139,9 @@ impl Control {
             }
             RequestCmd::Restart { pod, container } => {
                 return Answer::Change(Mutation::Command(Command::Restart { pod, container }));
+            }
+            RequestCmd::Trigger { pod } => {
+                return Answer::Change(Mutation::Command(Command::Trigger { pod }));
             }
             RequestCmd::Shutdown => {
                 return Answer::Change(Mutation::Command(Command::Shutdown { force: false }));
@@ -1295,6 +1299,7 @@ fn journal_request(peer: &PeerCred, cmd: &RequestCmd) {
         RequestCmd::Start { pod, container, .. } => ("start", Some((pod, container))),
         RequestCmd::Stop { pod, container } => ("stop", Some((pod, container))),
         RequestCmd::Restart { pod, container } => ("restart", Some((pod, container))),
+        RequestCmd::Trigger { pod } => ("trigger", Some((pod, &None))),
         RequestCmd::Shutdown => ("shutdown", None),
         RequestCmd::Reload => ("reload", None),
         RequestCmd::Scale { pod, replicas } => {
