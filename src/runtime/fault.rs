@@ -5,7 +5,9 @@
 //! panics) and `VIGIL_FAULT_PANICS` (how many turns panic, default 1: 2 exercises the
 //! "panicked again while shutting down" path), and `VIGIL_FAULT_HANDOFF_REFUSE_FILE` (a path:
 //! when that file exists, the new instance of `vigil upgrade` removes it and refuses the
-//! state, so the way back to the old binary runs). Must not do anything else.
+//! state, so the way back to the old binary runs), and `VIGIL_FAULT_TAKEOVER_ABORT_FILE` (the
+//! same, but the new instance aborts in the middle of its takeover: PID 1's way back). Must
+//! not do anything else.
 
 #[cfg(feature = "fault-injection")]
 use std::time::{Duration, Instant};
@@ -28,6 +30,26 @@ pub fn refuse_handoff(returning: bool) -> bool {
         let _ = returning;
         false
     }
+}
+
+/// The new instance of an upgrade (not the way back: `returning`) aborts in the middle of its
+/// takeover — after the components took the descriptors handed over, before the caller is
+/// answered — when `VIGIL_FAULT_TAKEOVER_ABORT_FILE` names a file that exists (removed first,
+/// so only once). Nothing without the `fault-injection` feature.
+pub fn abort_takeover(returning: bool) {
+    #[cfg(feature = "fault-injection")]
+    if !returning
+        && std::env::var_os("VIGIL_FAULT_TAKEOVER_ABORT_FILE")
+            .is_some_and(|flag| std::fs::remove_file(flag).is_ok())
+    {
+        log::error!(
+            "fault injection: VIGIL_FAULT_TAKEOVER_ABORT_FILE was there: aborting the takeover"
+        );
+        super::stderr_log::flush();
+        std::process::abort();
+    }
+    #[cfg(not(feature = "fault-injection"))]
+    let _ = returning;
 }
 
 #[cfg(feature = "fault-injection")]

@@ -245,6 +245,13 @@ fn resume_main(inh: handoff::Inherited) -> i32 {
     if pid1 {
         install_pid1_panic_hook();
     }
+    // As PID 1 no guardian can rescue a takeover that dies or hangs: the way back is kept
+    // here from the start until the takeover is done (not on the way back itself: nothing to
+    // go back to then).
+    let mut armed = match (&inh.exe, pid1 && inh.error.is_none()) {
+        (Some(exe), true) => handoff::fallback::arm(exe, &inh.state),
+        _ => None,
+    };
     let code = match handoff::read(&inh.state) {
         _ if fault::refuse_handoff(inh.error.is_some()) => fall_back(
             &inh,
@@ -262,10 +269,16 @@ fn resume_main(inh: handoff::Inherited) -> i32 {
             // Nothing started before the components take them (the output holder) may
             // inherit what was handed over.
             let handed = state.handed_fds();
+            if let Some(a) = &mut armed {
+                a.keep(&handed);
+            }
             handoff::exec::mark_handed(&handed, true);
-            resume(inh, state, &blobs, &handed)
+            resume(inh, state, &blobs, &handed, armed.take())
         }
     };
+    // Any way back has failed by now: given up before PID 1's final sweep, so that the exit
+    // after it does not try it again.
+    drop(armed);
     if pid1 {
         finish_as_pid1(code);
     }
@@ -277,17 +290,30 @@ fn resume(
     state: handoff::State,
     blobs: &[u8],
     handed: &[std::os::fd::RawFd],
+    armed: Option<handoff::fallback::Armed>,
 ) -> i32 {
     match shell::Shell::resume(state, blobs, inh.error.as_deref()) {
         Ok(shell) => {
-            // Everything is taken over: the upgrade's guardian may go.
+            // Everything is taken over: the upgrade's guardian may go, and PID 1's own way
+            // back is given up.
             if let Some(ready) = inh.ready.take() {
                 handoff::guard::report_ready(ready);
+            }
+            if let Some(a) = armed {
+                a.disarm();
             }
             drop(inh);
             shell.run()
         }
-        Err(e) => fall_back(&inh, handed, &format!("cannot start: {e}")),
+        Err(e) => {
+            // The descriptors as they were handed over, whatever the start did to them.
+            if let Some(a) = &armed {
+                a.restore();
+            }
+            // Should the exec fail, the way back is given up here (`armed` dropped) before
+            // anything else: an exit must not try it again after PID 1's final sweep.
+            fall_back(&inh, handed, &format!("cannot start: {e}"))
+        }
     }
 }
 
@@ -349,6 +375,8 @@ fn install_pid1_panic_hook() {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         error!("vigil (pid 1) panicked: {info}");
+        // During an upgrade's takeover: back to the previous binary, before unwinding.
+        handoff::fallback::on_panic();
         default(info);
     }));
 }

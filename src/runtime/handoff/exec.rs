@@ -199,12 +199,36 @@ pub fn back_to_old(
     handed: &[RawFd],
     why: &str,
 ) -> io::Error {
+    let (args, env) = match back_args_and_env(exe.as_raw_fd(), state, ready, why) {
+        Ok(both) => both,
+        Err(e) => return e,
+    };
+    for fd in [state, exe.as_raw_fd()].into_iter().chain(ready) {
+        if let Err(e) = set_cloexec(fd, false) {
+            return e;
+        }
+    }
+    // Handed over again as they came (marked close-on-exec at the takeover's start); one
+    // closed meanwhile is the old binary's to miss, as at any takeover.
+    mark_handed(handed, false);
+    match nix::unistd::fexecve(exe, &args, &env) {
+        Err(e) => io::Error::from(e),
+        Ok(never) => match never {},
+    }
+}
+
+/// This process's arguments, and its environment with the handoff's variables for the way
+/// back to the old binary (`exe`): the same `state`, the guardian's pipe `ready` if any, and
+/// `why` the new instance could not take over.
+pub fn back_args_and_env(
+    exe: RawFd,
+    state: RawFd,
+    ready: Option<RawFd>,
+    why: &str,
+) -> io::Result<(Vec<CString>, Vec<CString>)> {
     let mut args = Vec::new();
     for a in std::env::args_os() {
-        match cstring(a.as_bytes()) {
-            Ok(c) => args.push(c),
-            Err(e) => return e,
-        }
+        args.push(cstring(a.as_bytes())?);
     }
     let mut env = Vec::new();
     for (k, v) in std::env::vars_os() {
@@ -221,28 +245,14 @@ pub fn back_to_old(
     let why: String = why.chars().filter(|c| *c != '\0').collect();
     let mut vars = vec![
         format!("{FD_ENV}={state}"),
-        format!("{EXE_FD_ENV}={}", exe.as_raw_fd()),
+        format!("{EXE_FD_ENV}={exe}"),
         format!("{ERROR_ENV}={why}"),
     ];
     vars.extend(ready.map(|fd| format!("{READY_FD_ENV}={fd}")));
     for kv in vars {
-        match cstring(kv.as_bytes()) {
-            Ok(c) => env.push(c),
-            Err(e) => return e,
-        }
+        env.push(cstring(kv.as_bytes())?);
     }
-    for fd in [state, exe.as_raw_fd()].into_iter().chain(ready) {
-        if let Err(e) = set_cloexec(fd, false) {
-            return e;
-        }
-    }
-    // Handed over again as they came (marked close-on-exec at the takeover's start); one
-    // closed meanwhile is the old binary's to miss, as at any takeover.
-    mark_handed(handed, false);
-    match nix::unistd::fexecve(exe, &args, &env) {
-        Err(e) => io::Error::from(e),
-        Ok(never) => match never {},
-    }
+    Ok((args, env))
 }
 
 #[cfg(test)]

@@ -27,6 +27,7 @@
 
 pub mod binary;
 pub mod exec;
+pub mod fallback;
 pub mod guard;
 
 // The serde helpers the core and config state types name, kept below both (issue 37: floors
@@ -78,6 +79,11 @@ pub struct VersionInfo {
     /// Absent from earlier vigils' answers: the guardian would take them for hung.
     #[serde(default)]
     pub guarded: bool,
+    /// As PID 1, it keeps the way back to the old binary itself until its takeover is done
+    /// ([`fallback`]). Absent from earlier vigils' answers: as PID 1 their failed takeover
+    /// would end the system.
+    #[serde(default)]
+    pub pid1_way_back: bool,
 }
 
 impl VersionInfo {
@@ -88,6 +94,7 @@ impl VersionInfo {
             reads: READS.to_vec(),
             check: true,
             guarded: true,
+            pid1_way_back: true,
         }
     }
 }

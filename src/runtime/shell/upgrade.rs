@@ -216,11 +216,14 @@ impl Shell {
         if self.core.is_shutting_down() {
             return Err(UpgradeError::ShuttingDown);
         }
-        if !info.check || !info.guarded {
-            let lacks = if info.check {
+        let pid1 = crate::runtime::is_pid1();
+        if !info.check || !info.guarded || (pid1 && !info.pid1_way_back) {
+            let lacks = if !info.check {
+                "cannot check a handoff before taking it over (no --handoff-check)"
+            } else if !info.guarded {
                 "cannot say when its takeover is done (for the upgrade's guardian)"
             } else {
-                "cannot check a handoff before taking it over (no --handoff-check)"
+                "cannot go back to this binary by itself as PID 1 should its takeover fail"
             };
             return Err(UpgradeError::Binary(binary::BinaryError::NoVersion {
                 path: binary.path.clone(),
@@ -1017,6 +1020,8 @@ impl Shell {
                 Err(m)
             }
         };
+        // The VM suite's takeover that dies half-way (PID 1's way back, `fallback`).
+        crate::runtime::fault::abort_takeover(error.is_some());
         if let Some(r) = state.requester
             && let Some(fd) = handoff::own_fd(r.fd)
         {
