@@ -241,6 +241,24 @@ def main():
         print("ready %d" % tries, flush=True)
         sys.stdin.read()
         return
+    elif mode == "churn":
+        # Hold what gets in, then connect and hang up as fast as it can for SECONDS: every
+        # connection beyond the cap is one accept(2) more for vigil.
+        n, seconds = int(sys.argv[3]), float(sys.argv[4])
+        for _ in range(n):
+            try:
+                held.append(connect(path))
+            except OSError:
+                pass
+        print("ready %d" % len(held), flush=True)
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            try:
+                connect(path).close()
+            except OSError:
+                time.sleep(0.001)
+        sys.stdin.read()
+        return
     elif mode == "manyuids":
         uids, per, base = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
         total = 0

@@ -259,6 +259,10 @@ pub struct Server {
     /// Per slot, the generation the next connection in it gets.
     generations: Vec<u64>,
     free: Vec<usize>,
+    /// Slots closed this turn: free again from the next turn on, so that a late event of this
+    /// turn's batch for the connection closed (a hang-up) never reaches a new connection
+    /// accepted into the same slot (the token is the slot).
+    freed: Vec<usize>,
     open: usize,
     per_uid: PeerCounts<u32>,
     /// Connections that may have a request to take, round-robin.
@@ -344,6 +348,7 @@ impl Server {
             conns: Vec::new(),
             generations: Vec::new(),
             free: Vec::new(),
+            freed: Vec::new(),
             open: 0,
             per_uid: PeerCounts::default(),
             ready: VecDeque::new(),
@@ -499,6 +504,7 @@ impl Server {
     pub fn begin_turn(&mut self, registry: &Registry, now: Instant) {
         self.budget.renew();
         self.skips = TURN_SKIPS;
+        self.free.append(&mut self.freed);
         let retry_due = self.accept_retry.deadline().is_some() && !self.accept_retry.waiting(now);
         if self.accept_pending || retry_due {
             self.accept_some(registry, now);

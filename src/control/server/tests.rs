@@ -768,6 +768,48 @@ fn an_admin_evicts_the_newest_non_admin_when_full() {
     drop(old);
 }
 
+/// The hang-up of the connection an admin evicts comes in the same batch of events as the
+/// admin's connection, after it: the admin's connection takes the freed slot, and the late
+/// hang-up must not be taken for its own (it would be closed, its reply dropped: the CLI saw
+/// `closed the connection without answering` under a connection flood).
+#[test]
+fn a_late_hang_up_of_an_evicted_connection_does_not_close_the_admin_that_took_its_slot() {
+    let mut h = Harness::new();
+    h.server.set_limits(Limits {
+        max_connections: 2,
+        ..Limits::default()
+    });
+    let old = connect(&h.path);
+    let newest = connect(&h.path);
+    h.run_until(|s| s.connection_count() == 2, &mut echo);
+    for c in h.server.conns.iter_mut().flatten() {
+        c.admin = false;
+    }
+    // The admin connects and asks first; then the newest non-admin hangs up: epoll(7) reports
+    // the listener before that hang-up.
+    let mut admin = connect(&h.path);
+    admin
+        .write_all(b"{\"id\":1,\"cmd\":\"version\"}\n")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    drop(newest);
+    std::thread::sleep(Duration::from_millis(20));
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(&admin).read_line(&mut line);
+        tx.send(line).unwrap();
+    });
+    let line = h.run_until_received(&rx, &mut echo);
+    assert!(
+        !line.is_empty(),
+        "the admin's connection was closed without an answer"
+    );
+    let v: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["id"], json!(1), "{line}");
+    drop(old);
+}
+
 #[test]
 fn idle_connections_are_closed_after_the_timeout() {
     let mut h = Harness::new();

@@ -167,7 +167,7 @@ impl Server {
             // Deregistering can only fail if it was never registered; closing the fd below
             // removes it from the epoll set anyway (epoll(7)).
             let _ = registry.deregister(&mut c.stream);
-            self.free.push(id.index);
+            self.freed.push(id.index);
             self.open -= 1;
             self.memory.resize(c.footprint, 0);
             if c.reply != Stream::None {
