@@ -186,6 +186,9 @@ tables! {
         shutdown_on: Str,
         active_deadline_seconds: Num,
         schedule: Table(RawSchedule),
+        /// For `vigil convert --to kubernetes` only: the pod is a StatefulSet (stable name
+        /// and storage); vigil itself never reads it.
+        stable_identity: Bool,
         autostart: Bool,
         profiles: StrArray,
         replicas: Int,
@@ -238,6 +241,15 @@ tables! {
         termination_message_path: Str,
         termination_message_policy: Str,
         success_exit_codes: IntArray,
+        /// The ports the program listens on, by name; for `vigil convert --to kubernetes`
+        /// (container ports and a Service) only: vigil never binds or checks them.
+        ports: Tables(RawPort),
+    }
+
+    /// One of a container's `ports = [{ name = "http", port = 8080 }]`.
+    RawPort {
+        name: Str,
+        port: Int,
     }
 
     /// A container's `resources` (cgroup v2 limits).

@@ -416,6 +416,17 @@ pub struct PodSpec {
     /// A replica of a pod with `replicas` (its set, its index), else `None`.
     #[serde(default)]
     pub replica: Option<Replica>,
+    /// `stable_identity`: read only by `vigil convert --to kubernetes` (a StatefulSet).
+    #[serde(default)]
+    pub stable_identity: bool,
+}
+
+/// One of a container's `ports`: a name (an IANA service name, as a Kubernetes port name) and
+/// a TCP port. Read only by `vigil convert --to kubernetes`.
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct PortSpec {
+    pub name: String,
+    pub port: u16,
 }
 
 /// `schedule.concurrency` (Kubernetes `CronJob.spec.concurrencyPolicy`). `"Allow"` is refused
@@ -526,6 +537,9 @@ pub struct ContainerSpec {
     /// `SuccessExitStatus=`); the restart policy and the pod's phase count them as success.
     #[serde(default)]
     pub success_exit_codes: Vec<i32>,
+    /// `ports`: named ports, only for `vigil convert --to kubernetes`.
+    #[serde(default)]
+    pub ports: Vec<PortSpec>,
 }
 
 impl ContainerSpec {
@@ -562,6 +576,7 @@ impl ContainerSpec {
             lifecycle: Lifecycle::default(),
             termination_message_policy: TerminationMessagePolicy::default(),
             success_exit_codes: Vec::new(),
+            ports: Vec::new(),
         }
     }
 }

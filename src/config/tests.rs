@@ -496,6 +496,36 @@ fn shutdown_on_and_success_exit_codes_are_checked_and_located() {
 }
 
 #[test]
+fn container_ports_are_kubernetes_port_names_each_once_and_located() {
+    let base = "[pods.web]\nstable_identity = true\n[[pods.web.containers]]\nname = \"app\"\n\
+                command = [\"x\"]\n";
+    let cfg = ok(&format!(
+        "{base}ports = [{{ name = \"http\", port = 8080 }}, {{ name = \"metrics-2\", port = 9100 }}]\n"
+    ));
+    let ports = &cfg.pods[0].containers[0].ports;
+    assert_eq!(ports.len(), 2);
+    assert_eq!((ports[1].name.as_str(), ports[1].port), ("metrics-2", 9100));
+    assert!(cfg.pods[0].stable_identity);
+    let errs = errors(&format!(
+        "{base}ports = [{{ name = \"Http\", port = 8080 }}, {{ name = \"a\", port = 0 }}, \
+         {{ name = \"a\", port = 8080 }}, {{ name = \"9100\", port = 9100 }}]\n"
+    ));
+    assert_eq!(errs.len(), 5, "{errs:#?}");
+    for (e, (field, msg)) in errs.iter().zip([
+        ("ports[0].name: ", "invalid port name \"Http\""),
+        ("ports[1].port: ", "invalid port 0"),
+        ("ports[2].name: ", "port name \"a\" is used twice"),
+        ("ports[2].port: ", "port 8080 is named twice"),
+        ("ports[3].name: ", "invalid port name \"9100\""),
+    ]) {
+        assert!(
+            e.contains(&format!("pods.web.containers[0].{field}")) && e.contains(msg),
+            "{field} {msg}: {errs:#?}"
+        );
+    }
+}
+
+#[test]
 fn active_deadline_seconds_is_checked_and_located() {
     let text = "[pods.job]\nactive_deadline_seconds = 0\n\
                 [[pods.job.containers]]\nname = \"run\"\ncommand = [\"x\"]\n";
@@ -1503,6 +1533,7 @@ shutdown_on = "failed"
 active_deadline_seconds = 3600
 autostart = true
 profiles = ["prod", "debug"]
+stable_identity = true
 
 [[pods.web.init_containers]]
 name = "migrate"
@@ -1512,6 +1543,7 @@ command = ["/usr/bin/migrate", "--once"]
 name = "app"
 command = ["/usr/bin/app", "--port", "8080"]
 image = "registry.example/app:1.4"
+ports = [{ name = "http", port = 8080 }]
 env = { RUST_LOG = "info" }
 env_file = "/etc/vigil/web.env"
 working_dir = "/srv/app"
@@ -1671,6 +1703,7 @@ fn every_config_key_is_documented_in_interface_md() {
         ("### `backoff`", keys::RawBackoff::FIELDS),
         ("### `schedule`", keys::RawSchedule::FIELDS),
         ("### `[[pods.NAME.containers]]`", keys::RawContainer::FIELDS),
+        ("### `ports`", keys::RawPort::FIELDS),
         ("### `resources`", keys::RawResources::FIELDS),
         ("### Probes", keys::RawProbe::FIELDS),
         ("### `exec`", keys::RawExec::FIELDS),

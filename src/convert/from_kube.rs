@@ -14,9 +14,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, LifecycleHandler, Pod, PodSpec as KubePodSpec, Probe, SecurityContext,
+    Container, ContainerPort, LifecycleHandler, Pod, PodSpec as KubePodSpec, Probe,
+    SecurityContext, Service,
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::Value;
@@ -68,7 +70,7 @@ pub fn convert(text: &str, source: &Path) -> Result<Converted, Vec<ConvertError>
     if docs.is_empty() {
         return Err(vec![ConvertError::new(
             "",
-            "no Kubernetes object in the input: expected a Pod or a Deployment",
+            format!("no Kubernetes object in the input: expected {KINDS}"),
         )]);
     }
     let multi = docs.len() > 1;
@@ -96,6 +98,12 @@ pub fn convert(text: &str, source: &Path) -> Result<Converted, Vec<ConvertError>
             e.document = multi.then_some(n);
             errors.push(e);
         }
+    }
+    if errors.is_empty() && pods.is_empty() {
+        errors.push(ConvertError::new(
+            "",
+            format!("no pod in the input: expected {KINDS}"),
+        ));
     }
     if !errors.is_empty() {
         return Err(errors);
@@ -362,6 +370,30 @@ where
     }
 }
 
+/// The kinds `--from kubernetes` reads, for messages.
+const KINDS: &str = "Pod, Deployment, StatefulSet, Job, CronJob (or a Service, skipped)";
+
+/// What a workload around the pod template adds to the pod: its copies and its pod keys.
+#[derive(Default)]
+struct Workload {
+    replicas: Option<i32>,
+    keys: Vec<(String, String)>,
+    /// The Job's `activeDeadlineSeconds`, with its path.
+    deadline: Option<(i64, String)>,
+}
+
+/// Check `apiVersion` against the one a kind has.
+fn api_is(api: &str, want: &str, kind: &str, ctx: &mut Ctx<'_>) -> bool {
+    if api == want {
+        return true;
+    }
+    ctx.error(
+        "apiVersion",
+        format!("expected {want:?} for a {kind}, found {api:?}"),
+    );
+    false
+}
+
 fn read_doc(doc: &Value, ctx: &mut Ctx<'_>) -> Option<PodOut> {
     let Some(obj) = doc.as_object() else {
         ctx.error(
@@ -372,69 +404,114 @@ fn read_doc(doc: &Value, ctx: &mut Ctx<'_>) -> Option<PodOut> {
     };
     let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
     let api = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
-    let (want_api, name, annotations, spec, extra) = match kind {
+    let mut work = Workload::default();
+    let (meta, template_annotations, spec) = match kind {
         "Pod" => {
-            if api != "v1" {
-                ctx.error(
-                    "apiVersion",
-                    format!("expected \"v1\" for a Pod, found {api:?}"),
-                );
+            if !api_is(api, "v1", kind, ctx) {
                 return None;
             }
             let pod: Pod = typed(doc, ctx)?;
             ctx.prefix = "spec".to_string();
-            let meta = pod.metadata;
-            warn_namespace(meta.namespace.as_deref(), ctx);
-            (
-                "v1",
-                meta.name.or(meta.generate_name),
-                meta.annotations,
-                pod.spec,
-                None,
-            )
+            let annotations = pod.metadata.annotations.clone();
+            (pod.metadata, annotations, pod.spec)
         }
         "Deployment" => {
-            if api != "apps/v1" {
-                ctx.error(
-                    "apiVersion",
-                    format!("expected \"apps/v1\" for a Deployment, found {api:?}"),
-                );
+            if !api_is(api, "apps/v1", kind, ctx) {
                 return None;
             }
             let d: Deployment = typed(doc, ctx)?;
             ctx.prefix = "spec.template.spec".to_string();
-            warn_namespace(d.metadata.namespace.as_deref(), ctx);
-            let spec = d.spec;
-            let replicas = spec.replicas;
-            let template = spec.template;
-            let annotations = template.metadata.and_then(|m| m.annotations);
-            (
-                "apps/v1",
-                d.metadata.name,
-                annotations,
-                template.spec,
-                replicas,
-            )
+            work.replicas = d.spec.replicas;
+            let t = d.spec.template;
+            (d.metadata, t.metadata.and_then(|m| m.annotations), t.spec)
+        }
+        "StatefulSet" => {
+            if !api_is(api, "apps/v1", kind, ctx) {
+                return None;
+            }
+            let d: StatefulSet = typed(doc, ctx)?;
+            ctx.prefix = "spec.template.spec".to_string();
+            work.replicas = d.spec.replicas;
+            work.keys.push(("stable_identity".into(), "true".into()));
+            if let Ok(v) = serde_json::to_value(&d.spec) {
+                warn_rest(
+                    &v,
+                    &["replicas", "selector", "template", "serviceName"],
+                    "spec",
+                    |_| "a StatefulSet's rollout and storage settings have no meaning on one host; ignored",
+                    ctx,
+                );
+            }
+            let t = d.spec.template;
+            (d.metadata, t.metadata.and_then(|m| m.annotations), t.spec)
+        }
+        "Job" => {
+            if !api_is(api, "batch/v1", kind, ctx) {
+                return None;
+            }
+            let j: Job = typed(doc, ctx)?;
+            ctx.prefix = "spec.template.spec".to_string();
+            let Some(spec) = j.spec else {
+                ctx.error("spec", "missing: the Job needs a spec with a pod template");
+                return None;
+            };
+            job(&spec, "spec", &mut work, ctx);
+            let t = spec.template;
+            (j.metadata, t.metadata.and_then(|m| m.annotations), t.spec)
+        }
+        "CronJob" => {
+            if !api_is(api, "batch/v1", kind, ctx) {
+                return None;
+            }
+            let c: CronJob = typed(doc, ctx)?;
+            ctx.prefix = "spec.jobTemplate.spec.template.spec".to_string();
+            cron_job(&c.spec, &mut work, ctx);
+            let Some(spec) = c.spec.job_template.spec else {
+                ctx.error(
+                    "spec.jobTemplate.spec",
+                    "missing: the CronJob needs a Job spec with a pod template",
+                );
+                return None;
+            };
+            job(&spec, "spec.jobTemplate.spec", &mut work, ctx);
+            let t = spec.template;
+            (c.metadata, t.metadata.and_then(|m| m.annotations), t.spec)
+        }
+        // The Service `--to kubernetes` writes beside a pod: its ports are the containers'
+        // named `ports`, read with them; on the host every port is the host's.
+        "Service" => {
+            if api_is(api, "v1", kind, ctx) {
+                let _: Service = typed(doc, ctx)?;
+            }
+            return None;
         }
         "" => {
-            ctx.error("kind", "missing: expected Pod or Deployment");
+            ctx.error("kind", format!("missing: expected {KINDS}"));
             return None;
         }
         other => {
             ctx.error(
                 "kind",
-                format!("unsupported kind {other:?}: expected Pod or Deployment"),
+                format!("unsupported kind {other:?}: expected {KINDS}"),
             );
             return None;
         }
     };
-    let _ = want_api;
-    if let Some(r) = extra.filter(|r| *r != 1) {
-        ctx.warn(
+    warn_namespace(meta.namespace.as_deref(), ctx);
+    // `replicas = N`: the pods NAME-0 … NAME-{N-1} (behaviour.md §14).
+    match work.replicas {
+        Some(0) => ctx.warn(
             "spec.replicas",
-            format!("vigil runs one copy of a pod on this host, not {r}"),
-        );
+            "0 replicas: vigil runs at least one; converted as one (stop it with `vigil stop`)",
+        ),
+        Some(r) if r > 1 => work.keys.push(("replicas".into(), r.to_string())),
+        _ => {}
     }
+    let name = if kind == "Pod" {
+        meta.name.or(meta.generate_name)
+    } else {
+        meta.name
+    };
     let Some(name) = name.map(|n| n.trim_end_matches('-').to_string()) else {
         ctx.error("metadata.name", "missing: the pod needs a name");
         return None;
@@ -443,7 +520,142 @@ fn read_doc(doc: &Value, ctx: &mut Ctx<'_>) -> Option<PodOut> {
         ctx.error(&ctx.at(""), "missing: the pod needs a spec with containers");
         return None;
     };
-    pod(name, &spec, annotations.unwrap_or_default(), ctx)
+    let mut out = pod(name, &spec, template_annotations.unwrap_or_default(), ctx)?;
+    if let Some((d, path)) = work.deadline {
+        let d = seconds(d, &path, ctx);
+        match out
+            .keys
+            .iter_mut()
+            .find(|(k, _)| k == "active_deadline_seconds")
+        {
+            Some(slot) => {
+                ctx.warn(
+                    &path,
+                    "both the Job and its pod template have activeDeadlineSeconds; the shorter \
+                     is kept",
+                );
+                let shorter = match (slot.1.parse::<u64>(), d.parse::<u64>()) {
+                    (Ok(a), Ok(b)) => a.min(b).to_string(),
+                    _ => d,
+                };
+                slot.1 = shorter;
+            }
+            None => out.keys.push(("active_deadline_seconds".into(), d)),
+        }
+    }
+    out.keys.extend(work.keys);
+    Some(out)
+}
+
+/// A Job's fields (at `path`): `backoffLimit` → the pod's `max_restarts`, for `OnFailure`
+/// (the controller's default, 6, when unwritten; the largest int32, which `--to` writes for
+/// "no limit", is none); for `Never` vigil runs the pod once, so a limit above 0 is a warning.
+/// `activeDeadlineSeconds` → `active_deadline_seconds`.
+fn job(spec: &JobSpec, path: &str, work: &mut Workload, ctx: &mut Ctx<'_>) {
+    let policy = spec
+        .template
+        .spec
+        .as_ref()
+        .and_then(|s| s.restart_policy.as_deref())
+        .unwrap_or("Always");
+    let limit_path = format!("{path}.backoffLimit");
+    match (policy, spec.backoff_limit) {
+        ("Never", Some(0)) => {}
+        ("Never", n) => ctx.warn(
+            &limit_path,
+            format!(
+                "the Job makes up to {} new pods after a failure, and vigil runs a Never pod \
+                 once; for retries set restart_policy = \"OnFailure\" and max_restarts",
+                n.unwrap_or(6)
+            ),
+        ),
+        (_, Some(i32::MAX)) => {}
+        (_, n) => work
+            .keys
+            .push(("max_restarts".into(), n.unwrap_or(6).to_string())),
+    }
+    if let Some(d) = spec.active_deadline_seconds {
+        work.deadline = Some((d, format!("{path}.activeDeadlineSeconds")));
+    }
+    for (field, v) in [
+        ("parallelism", spec.parallelism),
+        ("completions", spec.completions),
+    ] {
+        if let Some(n) = v.filter(|n| *n != 1) {
+            ctx.warn(
+                &format!("{path}.{field}"),
+                format!("vigil runs one copy of a pod at a time, not {n}"),
+            );
+        }
+    }
+    if let Ok(v) = serde_json::to_value(spec) {
+        warn_rest(
+            &v,
+            &[
+                "template",
+                "backoffLimit",
+                "activeDeadlineSeconds",
+                "parallelism",
+                "completions",
+                "selector",
+                "manualSelector",
+            ],
+            path,
+            |_| "a Job setting vigil has no use for on one host; ignored",
+            ctx,
+        );
+    }
+}
+
+/// A CronJob's schedule → the pod's `schedule`. `concurrencyPolicy: Allow` (also the
+/// default) becomes `Forbid`, with a warning: vigil has one set of containers per pod.
+fn cron_job(spec: &CronJobSpec, work: &mut Workload, ctx: &mut Ctx<'_>) {
+    let q = super::to_kube::quote;
+    let mut s = vec![("cron".to_string(), q(&spec.schedule))];
+    if let Some(z) = &spec.time_zone {
+        s.push(("time_zone".into(), q(z)));
+    }
+    let concurrency = match spec.concurrency_policy.as_deref() {
+        Some(c @ ("Forbid" | "Replace")) => c.to_string(),
+        other => {
+            ctx.warn(
+                "spec.concurrencyPolicy",
+                format!(
+                    "{} runs two runs at once, and a vigil pod has one set of containers: \
+                     \"Forbid\" instead (set \"Replace\" to stop the old run)",
+                    other.map_or("unwritten, the default Allow".to_string(), |o| format!(
+                        "{o:?}"
+                    ))
+                ),
+            );
+            "Forbid".to_string()
+        }
+    };
+    s.push(("concurrency".into(), q(&concurrency)));
+    if let Some(d) = spec.starting_deadline_seconds {
+        let d = seconds(d, "spec.startingDeadlineSeconds", ctx);
+        s.push(("starting_deadline_seconds".into(), d));
+    }
+    if spec.suspend == Some(true) {
+        s.push(("suspend".into(), "true".into()));
+    }
+    work.keys.push(("schedule".into(), inline(&s)));
+    if let Ok(v) = serde_json::to_value(spec) {
+        warn_rest(
+            &v,
+            &[
+                "schedule",
+                "timeZone",
+                "concurrencyPolicy",
+                "startingDeadlineSeconds",
+                "suspend",
+                "jobTemplate",
+            ],
+            "spec",
+            |_| "vigil keeps no history of runs; ignored",
+            ctx,
+        );
+    }
 }
 
 /// `metadata.namespace` is not kept (vigil has one flat set of pod names): said, so that two
@@ -588,6 +800,16 @@ fn pod(
         let Some(rest) = k.strip_prefix(ANNOTATION_PREFIX) else {
             continue;
         };
+        if k == super::to_kube::MIN_READY_ANNOTATION {
+            match v.trim().parse::<u32>() {
+                Ok(n) => out.keys.push(("min_ready".into(), n.to_string())),
+                Err(_) => ctx.warn(
+                    &format!("metadata.annotations.{k}"),
+                    format!("{v:?} is not a number of replicas; ignored"),
+                ),
+            }
+            continue;
+        }
         if k == DEPENDS_ON_ANNOTATION {
             for item in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
                 match item.split_once('=') {
@@ -622,6 +844,16 @@ fn pod(
     ] {
         for (i, c) in list.iter().enumerate() {
             let path = ctx.at(&format!("{field}[{i}]"));
+            // The init container `--to kubernetes` adds to wait for a dependency's Service:
+            // `depends_on` is that wait on the host.
+            if init
+                && out
+                    .depends_on
+                    .iter()
+                    .any(|(dep, _)| c.name == super::to_kube::wait_container_name(dep))
+            {
+                continue;
+            }
             names.insert(c.name.clone());
             let extra = per_container.get(&c.name).map(Vec::as_slice).unwrap_or(&[]);
             // A sidecar (Kubernetes 1.29 restartable init container) is one in vigil too:
@@ -726,12 +958,14 @@ fn container(
                 "readinessProbe",
                 "lifecycle",
                 "restartPolicy",
+                "ports",
             ],
             path,
             container_field_note,
             ctx,
         );
     }
+    container_ports(c.ports.as_deref().unwrap_or(&[]), path, &mut out, ctx);
     let Some(command) = c.command.as_ref().filter(|c| !c.is_empty()) else {
         let has_args = c.args.as_ref().is_some_and(|a| !a.is_empty());
         let fix = if has_args {
@@ -891,6 +1125,42 @@ fn container(
         }
     }
     Some(out)
+}
+
+/// Named TCP ports → `ports` (what `--to kubernetes` makes the Service of); a port without a
+/// name, of another protocol, or published on the node (`hostPort`) is a warning.
+fn container_ports(ports: &[ContainerPort], path: &str, out: &mut ContainerOut, ctx: &mut Ctx<'_>) {
+    let mut kept = Vec::new();
+    for (i, p) in ports.iter().enumerate() {
+        let at = format!("{path}.ports[{i}]");
+        let tcp = p.protocol.as_deref().is_none_or(|pr| pr == "TCP");
+        match (&p.name, tcp) {
+            (Some(name), true) => kept.push(format!(
+                "{{ name = {}, port = {} }}",
+                super::to_kube::quote(name),
+                p.container_port
+            )),
+            (None, _) => ctx.warn(
+                &at,
+                "a port without a name is not kept: the process binds on the host directly \
+                 (name it to keep it as `ports`)",
+            ),
+            (Some(_), false) => ctx.warn(
+                &at,
+                "only TCP ports are kept as `ports`; the process binds on the host directly",
+            ),
+        }
+        if p.host_port.is_some() || p.host_ip.is_some() {
+            ctx.warn(
+                &format!("{at}.hostPort"),
+                "ports are not published: the process binds on the host directly",
+            );
+        }
+    }
+    if !kept.is_empty() {
+        out.keys
+            .push(("ports".into(), format!("[{}]", kept.join(", "))));
+    }
 }
 
 fn security(

@@ -83,9 +83,39 @@ pub struct ConvertArgs {
     /// Image for containers that have no `image` key (--to).
     #[arg(long)]
     pub image: Option<String>,
-    /// Kind of object per pod (--to).
-    #[arg(long, value_enum, ignore_case = true, default_value_t = KubeKind::Pod)]
-    pub kind: KubeKind,
+    /// Kind of object (--to): KIND for every pod, or POD=KIND for one (repeatable); KIND is
+    /// Pod, Deployment, StatefulSet, Job or CronJob. Unset, each pod gets the kind that fits
+    /// it (docs/kubernetes.md).
+    #[arg(long, value_name = "[POD=]KIND", value_parser = parse_kind_arg)]
+    pub kind: Vec<KindArg>,
+    /// Image of the init containers that wait for a dependency's Service (--to; it needs `sh`
+    /// and `nc`).
+    #[arg(long, value_name = "IMAGE")]
+    pub wait_image: Option<String>,
+}
+
+/// One `--kind`: for every pod, or for the pod named.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KindArg {
+    pub pod: Option<String>,
+    #[cfg(feature = "kubernetes")]
+    pub kind: to_kube::Kind,
+    #[cfg(not(feature = "kubernetes"))]
+    pub kind: String,
+}
+
+fn parse_kind_arg(text: &str) -> Result<KindArg, String> {
+    let (pod, kind) = match text.split_once('=') {
+        Some((p, k)) => (Some(p.trim().to_string()), k),
+        None => (None, text),
+    };
+    #[cfg(feature = "kubernetes")]
+    let kind = to_kube::Kind::parse(kind).ok_or_else(|| {
+        format!("unknown kind {kind:?}: expected Pod, Deployment, StatefulSet, Job or CronJob")
+    })?;
+    #[cfg(not(feature = "kubernetes"))]
+    let kind = kind.to_string();
+    Ok(KindArg { pod, kind })
 }
 
 /// The systems vigil converts to and from.
@@ -102,13 +132,6 @@ pub enum ManifestFormat {
     Json,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
-pub enum KubeKind {
-    #[default]
-    Pod,
-    Deployment,
-}
-
 /// `vigil convert`: exit 0, or 1 with every error on stderr.
 pub fn main(args: ConvertArgs) -> i32 {
     #[cfg(feature = "kubernetes")]
@@ -117,13 +140,21 @@ pub fn main(args: ConvertArgs) -> i32 {
             let file = args.file.unwrap_or_else(|| PathBuf::from("-"));
             return from_kube_main(&file);
         }
-        let opts = to_kube::Options {
-            kind: match args.kind {
-                KubeKind::Pod => to_kube::Kind::Pod,
-                KubeKind::Deployment => to_kube::Kind::Deployment,
-            },
+        let mut opts = to_kube::Options {
             image: args.image,
+            ..to_kube::Options::default()
         };
+        if let Some(w) = args.wait_image {
+            opts.wait_image = w;
+        }
+        for k in args.kind {
+            match k.pod {
+                Some(pod) => {
+                    opts.kinds.insert(pod, k.kind);
+                }
+                None => opts.kind = Some(k.kind),
+            }
+        }
         to_kube_main(args.config, &opts, args.output == ManifestFormat::Json)
     }
     #[cfg(not(feature = "kubernetes"))]

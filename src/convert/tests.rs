@@ -11,15 +11,27 @@ use crate::config::spec::Config;
 
 fn opts(kind: Kind) -> Options {
     Options {
-        kind,
+        kind: Some(kind),
+        ..auto()
+    }
+}
+
+/// Each pod the kind that fits it.
+fn auto() -> Options {
+    Options {
         image: Some("registry.example/app:1".into()),
+        ..Options::default()
     }
 }
 
 /// vigil → manifests (YAML text) → vigil, with the warnings of both directions.
 fn round_trip(config: &Config, kind: Kind) -> (Config, Vec<Warning>) {
+    round_trip_with(config, &opts(kind))
+}
+
+fn round_trip_with(config: &Config, opts: &Options) -> (Config, Vec<Warning>) {
     let mut warnings = Vec::new();
-    let manifests = to_kube::convert(config, &opts(kind), &mut warnings).expect("to kubernetes");
+    let manifests = to_kube::convert(config, opts, &mut warnings).expect("to kubernetes");
     let yaml = to_kube::to_yaml(&manifests).expect("yaml");
     let back = from_kube::convert(&yaml, Path::new("rt.yaml"))
         .unwrap_or_else(|e| panic!("from kubernetes: {e:?}\n{yaml}"));
@@ -124,7 +136,6 @@ fn a_config_with_every_key_round_trips() {
     );
     let paths: Vec<&str> = warnings.iter().map(|w| w.path.as_str()).collect();
     for expected in [
-        "pods.web.depends_on",
         "pods.web.containers[0].restart_policy",
         "pods.web.containers[0].termination_grace_period_seconds",
         "pods.web.containers[0].group",
@@ -184,13 +195,17 @@ fn a_container_without_image_is_an_error_naming_it_unless_image_is_given() {
 }
 
 #[test]
-fn a_deployment_of_a_pod_that_does_not_always_restart_is_emitted_as_a_pod() {
+fn a_deployment_asked_of_a_pod_that_does_not_always_restart_is_emitted_as_a_job() {
     let text = "[pods.job]\nrestart_policy = \"Never\"\n[[pods.job.containers]]\nname = \"x\"\ncommand = [\"/bin/x\"]\n";
     let config = crate::config::load_str(text, Path::new("d.toml")).expect("valid");
     let mut warnings = Vec::new();
     let m = to_kube::convert(&config, &opts(Kind::Deployment), &mut warnings).expect("ok");
-    assert!(matches!(m[0], to_kube::Manifest::Pod(_)));
+    assert!(matches!(m[0], to_kube::Manifest::Job(_)));
     assert_eq!(warnings[0].path, "pods.job.restart_policy");
+    assert!(
+        warnings[0].message.contains("emitted as a Job"),
+        "{warnings:?}"
+    );
 }
 
 fn from(text: &str) -> Result<from_kube::Converted, Vec<ConvertError>> {
@@ -213,9 +228,14 @@ const POD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  con
 #[test]
 fn bad_manifests_are_rejected_with_the_path_of_the_problem() {
     rejected_at(
-        "apiVersion: v1\nkind: Service\nmetadata:\n  name: s\n",
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\n",
         "kind",
-        "unsupported kind \"Service\"",
+        "unsupported kind \"Secret\"",
+    );
+    rejected_at(
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: s\n",
+        "",
+        "no pod in the input",
     );
     rejected_at("apiVersion: v1\nmetadata:\n  name: s\n", "kind", "missing");
     rejected_at(
@@ -274,7 +294,8 @@ fn errors_in_a_multi_document_file_name_the_document() {
     assert_eq!(errors[0].document, Some(2));
     assert_eq!(
         errors[0].to_string(),
-        "document 2: kind: unsupported kind \"ConfigMap\": expected Pod or Deployment"
+        "document 2: kind: unsupported kind \"ConfigMap\": expected Pod, Deployment, StatefulSet, \
+         Job, CronJob (or a Service, skipped)"
     );
 }
 
@@ -288,7 +309,6 @@ fn host_incompatible_fields_are_warnings_with_their_manifest_paths() {
         "spec.nodeSelector",
         "spec.volumes",
         "spec.containers[0].image",
-        "spec.containers[0].ports",
         "spec.containers[0].volumeMounts",
         "spec.containers[0].env[0].valueFrom",
     ] {
@@ -301,6 +321,14 @@ fn host_incompatible_fields_are_warnings_with_their_manifest_paths() {
         out.toml
     );
     assert!(out.toml.contains("env = { A = \"b\" }"), "{}", out.toml);
+    // A named port is kept as `ports`, not a warning.
+    assert!(
+        out.toml
+            .contains("ports = [{ name = \"http\", port = 80 }]"),
+        "{}",
+        out.toml
+    );
+    assert!(!paths.iter().any(|p| p.contains("ports")), "{paths:#?}");
 }
 
 #[test]
@@ -316,11 +344,10 @@ fn a_deployment_template_and_several_documents_become_one_config() {
     assert_eq!(app.resources.cpu_max, Some(0.5));
     assert_eq!(app.resources.memory_max, Some(64 << 20));
     assert_eq!(app.resources.cpu_weight, Some(39));
-    assert!(
-        out.warnings
-            .iter()
-            .any(|w| w.path == "document 2: spec.replicas")
-    );
+    // replicas: 3 is the pod's `replicas`: web-0, web-1, web-2.
+    assert_eq!(config.replica_set("web").map(|s| s.replicas), Some(3));
+    assert_eq!(web.name, "web-0");
+    assert!(!out.warnings.iter().any(|w| w.path.contains("replicas")));
 }
 
 #[test]
@@ -749,5 +776,282 @@ containers = [{ name = "web", command = ["/bin/web"] }]
         lost.message.contains("restart`/`stop` are lost"),
         "{}",
         lost.message
+    );
+}
+
+const KINDS: &str = include_str!("../../tests/data/kubernetes/kinds.toml");
+
+fn convert_text(text: &str, opts: &Options) -> (Vec<to_kube::Manifest>, Vec<Warning>) {
+    let config = crate::config::load_str(text, Path::new("k.toml")).expect("valid");
+    let mut warnings = Vec::new();
+    let m = to_kube::convert(&config, opts, &mut warnings).expect("converts");
+    (m, warnings)
+}
+
+/// (kind, name) of every object, in order.
+fn kinds_of(m: &[to_kube::Manifest]) -> Vec<(&'static str, String)> {
+    m.iter().map(|m| (m.kind(), m.name().to_string())).collect()
+}
+
+fn value_of(m: &[to_kube::Manifest], kind: &str, name: &str) -> serde_json::Value {
+    m.iter()
+        .find(|m| m.kind() == kind && m.name() == name)
+        .unwrap_or_else(|| panic!("no {kind} {name}"))
+        .to_value()
+        .expect("value")
+}
+
+#[test]
+fn each_pod_becomes_the_kind_that_fits_it_and_every_kind_round_trips() {
+    let (m, _) = convert_text(KINDS, &auto());
+    assert_eq!(
+        kinds_of(&m),
+        [
+            ("Deployment", "api"),
+            ("Service", "api"),
+            ("Deployment", "cache"),
+            ("Service", "cache"),
+            ("StatefulSet", "db"),
+            ("Service", "db"),
+            ("Job", "migrate"),
+            ("CronJob", "nightly"),
+            ("Deployment", "web"),
+            ("Service", "web"),
+        ]
+        .map(|(k, n)| (k, n.to_string()))
+    );
+    let job = value_of(&m, "Job", "migrate");
+    assert_eq!(job["spec"]["backoffLimit"], 3);
+    assert_eq!(job["spec"]["activeDeadlineSeconds"], 600);
+    assert!(job["spec"]["template"]["spec"]["activeDeadlineSeconds"].is_null());
+    let cron = value_of(&m, "CronJob", "nightly");
+    assert_eq!(cron["spec"]["schedule"], "0 2 * * *");
+    assert_eq!(cron["spec"]["timeZone"], "Europe/Berlin");
+    assert_eq!(cron["spec"]["concurrencyPolicy"], "Replace");
+    assert_eq!(cron["spec"]["startingDeadlineSeconds"], 300);
+    assert_eq!(cron["spec"]["suspend"], true);
+    assert_eq!(
+        cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["restartPolicy"],
+        "Never"
+    );
+    assert_eq!(cron["spec"]["jobTemplate"]["spec"]["backoffLimit"], 0);
+    let sts = value_of(&m, "StatefulSet", "db");
+    assert_eq!(sts["spec"]["serviceName"], "db");
+    assert_eq!(value_of(&m, "Deployment", "web")["spec"]["replicas"], 1);
+    let api = value_of(&m, "Deployment", "api");
+    assert_eq!(api["spec"]["replicas"], 3);
+    assert_eq!(
+        api["spec"]["template"]["metadata"]["annotations"][to_kube::MIN_READY_ANNOTATION],
+        "2"
+    );
+    // One object for the set, none per replica, and no replica's own variables.
+    assert!(!kinds_of(&m).iter().any(|(_, n)| n.starts_with("api-")));
+    assert!(
+        api["spec"]["template"]["spec"]["containers"][0]["env"].is_null(),
+        "{api}"
+    );
+    // And back: the same config.
+    let config = crate::config::load_str(KINDS, Path::new("k.toml")).expect("valid");
+    let (back, _) = round_trip_with(&config, &auto());
+    assert_eq!(pods_without_images(&back), pods_without_images(&config));
+}
+
+#[test]
+fn every_shipped_config_round_trips_with_the_kinds_chosen_for_it() {
+    for file in shipped_configs() {
+        let config = crate::config::load(&file).expect("shipped config is valid");
+        let (back, _) = round_trip_with(&config, &auto());
+        assert_eq!(
+            pods_without_images(&back),
+            pods_without_images(&config),
+            "{} did not round-trip",
+            file.display()
+        );
+    }
+}
+
+#[test]
+fn kind_is_overridden_per_pod_and_a_kind_that_cannot_hold_the_pod_is_a_warning() {
+    let mut o = auto();
+    o.kinds.insert("web".into(), Kind::StatefulSet);
+    o.kinds.insert("migrate".into(), Kind::Deployment);
+    o.kinds.insert("nightly".into(), Kind::Pod);
+    let (m, warnings) = convert_text(KINDS, &o);
+    let kinds = kinds_of(&m);
+    assert!(kinds.contains(&("StatefulSet", "web".into())), "{kinds:?}");
+    assert!(kinds.contains(&("Job", "migrate".into())), "{kinds:?}");
+    assert!(kinds.contains(&("Pod", "nightly".into())), "{kinds:?}");
+    let w = warnings
+        .iter()
+        .find(|w| w.path == "pods.migrate.restart_policy")
+        .expect("a warning for the Deployment of a Job's pod");
+    assert!(w.message.contains("emitted as a Job"), "{w:?}");
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.path == "pods.nightly.schedule" && w.message.contains("dropped")),
+        "{warnings:?}"
+    );
+    // A pod the config does not have is an error.
+    let mut o = auto();
+    o.kinds.insert("nope".into(), Kind::Pod);
+    let config = crate::config::load_str(KINDS, Path::new("k.toml")).expect("valid");
+    let errors = to_kube::convert(&config, &o, &mut Vec::new()).expect_err("unknown pod");
+    assert!(errors[0].message.contains("\"nope\""), "{errors:?}");
+}
+
+#[test]
+fn a_job_without_a_restart_limit_gets_the_largest_backoff_limit_and_reads_back_as_none() {
+    let text = "[pods.j]\nrestart_policy = \"OnFailure\"\n[[pods.j.containers]]\nname = \"x\"\ncommand = [\"/bin/x\"]\n";
+    let (m, _) = convert_text(text, &auto());
+    assert_eq!(value_of(&m, "Job", "j")["spec"]["backoffLimit"], i32::MAX);
+    let config = crate::config::load_str(text, Path::new("j.toml")).expect("valid");
+    let (back, _) = round_trip_with(&config, &auto());
+    assert_eq!(back.pods[0].containers[0].max_restarts, None);
+}
+
+#[test]
+fn a_foreign_job_and_cron_job_take_the_kubernetes_defaults_with_warnings() {
+    let job = "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: j\nspec:\n  parallelism: 2\n  template:\n    spec:\n      restartPolicy: OnFailure\n      containers:\n      - name: c\n        command: [\"/bin/true\"]\n";
+    let out = from(job).expect("converts");
+    let config = crate::config::load_str(&out.toml, Path::new("j.toml")).expect("valid");
+    // The Job controller's default backoffLimit.
+    assert_eq!(config.pods[0].containers[0].max_restarts, Some(6));
+    assert!(
+        out.warnings.iter().any(|w| w.path == "spec.parallelism"),
+        "{:?}",
+        out.warnings
+    );
+    let never = job
+        .replace("OnFailure", "Never")
+        .replace("  parallelism: 2\n", "  backoffLimit: 3\n");
+    let out = from(&never).expect("converts");
+    assert!(
+        out.warnings
+            .iter()
+            .any(|w| w.path == "spec.backoffLimit" && w.message.contains("up to 3 new pods")),
+        "{:?}",
+        out.warnings
+    );
+    let cron = "apiVersion: batch/v1\nkind: CronJob\nmetadata:\n  name: n\nspec:\n  schedule: \"@daily\"\n  successfulJobsHistoryLimit: 5\n  jobTemplate:\n    spec:\n      template:\n        spec:\n          restartPolicy: Never\n          containers:\n          - name: c\n            command: [\"/bin/true\"]\n";
+    let out = from(cron).expect("converts");
+    let config = crate::config::load_str(&out.toml, Path::new("n.toml")).expect("valid");
+    let s = config.pods[0].schedule.as_ref().expect("a schedule");
+    assert_eq!(s.cron.as_str(), "@daily");
+    assert_eq!(s.concurrency, crate::config::spec::Concurrency::Forbid);
+    let paths: Vec<&str> = out.warnings.iter().map(|w| w.path.as_str()).collect();
+    for p in [
+        "spec.concurrencyPolicy",
+        "spec.successfulJobsHistoryLimit",
+        "spec.jobTemplate.spec.backoffLimit",
+    ] {
+        assert!(paths.contains(&p), "no warning at {p}: {paths:?}");
+    }
+}
+
+#[test]
+fn named_ports_and_probe_ports_make_a_cluster_ip_service_with_named_ports() {
+    let (m, _) = convert_text(KINDS, &auto());
+    let svc = value_of(&m, "Service", "web");
+    assert_eq!(svc["spec"]["type"], "ClusterIP");
+    assert_eq!(
+        svc["spec"]["selector"],
+        serde_json::json!({ NAME_LABEL: "web" })
+    );
+    let ports: Vec<(String, i64)> = svc["spec"]["ports"]
+        .as_array()
+        .expect("ports")
+        .iter()
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap().to_string(),
+                p["port"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        ports,
+        [("http".to_string(), 8080), ("tcp-9901".to_string(), 9901)]
+    );
+    let app = &value_of(&m, "Deployment", "web")["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(app["ports"][0]["name"], "http");
+    assert_eq!(app["ports"][0]["containerPort"], 8080);
+    // A Job gets no Service.
+    assert!(!kinds_of(&m).contains(&("Service", "migrate".into())));
+}
+
+#[test]
+fn loopback_addresses_of_other_pods_are_reported_with_the_service_name_and_never_rewritten() {
+    let (m, warnings) = convert_text(KINDS, &auto());
+    let find = |path: &str| {
+        warnings
+            .iter()
+            .find(|w| w.path == path)
+            .unwrap_or_else(|| panic!("no warning at {path}: {warnings:#?}"))
+            .message
+            .clone()
+    };
+    let m1 = find("pods.web.containers[0].command[4]");
+    assert!(
+        m1.contains("127.0.0.1:5432") && m1.contains("use db:5432"),
+        "{m1}"
+    );
+    assert!(m1.contains("not rewritten"), "{m1}");
+    let m2 = find("pods.web.containers[0].env.CACHE_URL");
+    assert!(
+        m2.contains("localhost:6379") && m2.contains("use cache:6379"),
+        "{m2}"
+    );
+    find("pods.migrate.containers[0].command[2]");
+    // A pod's own port is not reported.
+    assert!(
+        !warnings
+            .iter()
+            .any(|w| w.path.starts_with("pods.web") && w.message.contains(":8080")),
+        "{warnings:#?}"
+    );
+    let app = &value_of(&m, "Deployment", "web")["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(app["command"][4], "127.0.0.1:5432");
+    assert_eq!(app["env"][0]["value"], "redis://localhost:6379/0");
+}
+
+#[test]
+fn depends_on_waits_in_an_init_container_for_the_dependencys_service_with_a_bound() {
+    let (m, warnings) = convert_text(KINDS, &auto());
+    let init = &value_of(&m, "Deployment", "cache")["spec"]["template"]["spec"]["initContainers"];
+    assert_eq!(init.as_array().map(Vec::len), Some(1), "{init}");
+    assert_eq!(init[0]["name"], "vigil-wait-db");
+    assert_eq!(init[0]["image"], to_kube::DEFAULT_WAIT_IMAGE);
+    let script = init[0]["command"][2].as_str().expect("script");
+    assert!(script.contains("nc -z -w 2 db 5432"), "{script}");
+    assert!(
+        script.contains("waiting up to 300 s for pod db (ready)"),
+        "{script}"
+    );
+    assert!(script.contains("exit 1"), "{script}");
+    // The Job waits too, before its own init containers.
+    let job = value_of(&m, "Job", "migrate");
+    assert_eq!(
+        job["spec"]["template"]["spec"]["initContainers"][0]["name"],
+        "vigil-wait-db"
+    );
+    // "completed" cannot be waited for from inside a pod: said, with what to do.
+    let w = warnings
+        .iter()
+        .find(|w| w.path == "pods.nightly.depends_on.migrate")
+        .expect("a warning for the completed dependency");
+    assert!(
+        w.message
+            .contains("kubectl wait --for=condition=complete job/migrate"),
+        "{w:?}"
+    );
+    // A dependency with no Service: the dependent starts without waiting, said.
+    let text = "[pods.a]\n[[pods.a.containers]]\nname = \"x\"\ncommand = [\"/bin/x\"]\n[pods.b]\ndepends_on = { a = \"ready\" }\n[[pods.b.containers]]\nname = \"y\"\ncommand = [\"/bin/y\"]\n";
+    let (_, warnings) = convert_text(text, &auto());
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.path == "pods.b.depends_on.a" && w.message.contains("no Service")),
+        "{warnings:?}"
     );
 }

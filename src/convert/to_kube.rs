@@ -11,11 +11,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, StatefulSet, StatefulSetSpec};
+use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, Job, JobSpec, JobTemplateSpec};
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, EnvFromSource, EnvVar, ExecAction, GRPCAction, HTTPGetAction,
-    HTTPHeader, Lifecycle, LifecycleHandler, Pod, PodSpec as KubePodSpec, PodTemplateSpec, Probe,
-    ResourceRequirements, SecretEnvSource, SecurityContext, SleepAction, TCPSocketAction,
+    Capabilities, Container, ContainerPort, EnvFromSource, EnvVar, ExecAction, GRPCAction,
+    HTTPGetAction, HTTPHeader, Lifecycle, LifecycleHandler, Pod, PodSpec as KubePodSpec,
+    PodTemplateSpec, Probe, ResourceRequirements, SecretEnvSource, SecurityContext, Service,
+    ServicePort, ServiceSpec, SleepAction, TCPSocketAction,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -25,23 +27,157 @@ use super::{ANNOTATION_PREFIX, ConvertError, DEPENDS_ON_ANNOTATION, NAME_LABEL, 
 use crate::config::schema_join as join;
 use crate::config::spec::{
     Backoff, Config, ContainerSpec, DependencyCondition, Hook, HttpScheme, PodSpec, ProbeAction,
-    ProbeKind, ProbeSpec, RestartPolicy, TerminationMessagePolicy,
+    ProbeKind, ProbeSpec, RestartPolicy, ScheduleSpec, TerminationMessagePolicy,
 };
 
-/// `--kind`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// The kind of object a vigil pod becomes (`--kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
-    #[default]
     Pod,
     Deployment,
+    StatefulSet,
+    Job,
+    CronJob,
 }
 
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Pod => "Pod",
+            Kind::Deployment => "Deployment",
+            Kind::StatefulSet => "StatefulSet",
+            Kind::Job => "Job",
+            Kind::CronJob => "CronJob",
+        }
+    }
+
+    /// `Pod`, `deployment`, … (any case).
+    pub fn parse(text: &str) -> Option<Kind> {
+        [
+            Kind::Pod,
+            Kind::Deployment,
+            Kind::StatefulSet,
+            Kind::Job,
+            Kind::CronJob,
+        ]
+        .into_iter()
+        .find(|k| k.as_str().eq_ignore_ascii_case(text.trim()))
+    }
+
+    /// Whether this kind's pods run to completion (a Job's) rather than restart `Always`.
+    fn runs_to_completion(self) -> bool {
+        matches!(self, Kind::Job | Kind::CronJob)
+    }
+}
+
+/// The kind a pod becomes without `--kind`: a scheduled pod is a CronJob, another pod that
+/// runs to completion (`OnFailure`, `Never`) a Job, a pod that restarts `Always` a Deployment,
+/// or a StatefulSet when it asks for `stable_identity`.
+pub fn automatic_kind(pod: &PodSpec) -> Kind {
+    match (pod.restart_policy, &pod.schedule) {
+        (RestartPolicy::Always, _) if pod.stable_identity => Kind::StatefulSet,
+        (RestartPolicy::Always, _) => Kind::Deployment,
+        (_, Some(_)) => Kind::CronJob,
+        (_, None) => Kind::Job,
+    }
+}
+
+/// A pod as Kubernetes sees it: a pod of the config, or a set of replicas as one pod with a
+/// count (`replicas = N` is a Deployment's or StatefulSet's `replicas`).
+struct Unit {
+    pod: PodSpec,
+    replicas: u32,
+    min_ready: Option<u32>,
+}
+
+/// The config's pods with each replica set folded back into one pod: replica 0 under the
+/// set's name, without the `VIGIL_POD_NAME`/`VIGIL_REPLICA` variables each replica gets. A
+/// template that uses `${replica}` is a warning: every Kubernetes replica gets replica 0's
+/// values.
+fn units(config: &Config, warnings: &mut Vec<Warning>) -> Vec<Unit> {
+    use crate::config::replicas::{ENV_POD_NAME, ENV_REPLICA};
+    let mut out = Vec::new();
+    for pod in &config.pods {
+        let Some(r) = &pod.replica else {
+            out.push(Unit {
+                pod: pod.clone(),
+                replicas: 1,
+                min_ready: None,
+            });
+            continue;
+        };
+        if r.index != 0 {
+            continue;
+        }
+        let Some(set) = config.replica_set(&r.set) else {
+            continue;
+        };
+        let mut one = pod.clone();
+        one.name = set.name.clone();
+        one.replica = None;
+        let strip = |c: &mut Arc<ContainerSpec>, template: Option<&Arc<ContainerSpec>>| {
+            let own = |k: &str| template.is_some_and(|t| t.env.iter().any(|(n, _)| n == k));
+            Arc::make_mut(c)
+                .env
+                .retain(|(k, _)| !((k == ENV_POD_NAME || k == ENV_REPLICA) && !own(k)));
+        };
+        for (i, c) in one.init_containers.iter_mut().enumerate() {
+            strip(c, set.template.init_containers.get(i));
+        }
+        for (i, c) in one.containers.iter_mut().enumerate() {
+            strip(c, set.template.containers.get(i));
+        }
+        let uses_index =
+            serde_json::to_string(&set.template).is_ok_and(|t| t.contains("${replica}"));
+        if uses_index {
+            warnings.push(Warning::new(
+                join("pods", &set.name),
+                "the pod's strings use ${replica}, and every Kubernetes replica gets the same \
+                 pod template (written here with replica 0's values): derive per-replica values \
+                 from the pod's name in the program (a StatefulSet's pods are NAME-0, NAME-1, …)",
+            ));
+        }
+        out.push(Unit {
+            pod: one,
+            replicas: set.replicas,
+            min_ready: r.min_ready,
+        });
+    }
+    out
+}
+
+/// Annotation holding a replica set's `min_ready`.
+pub const MIN_READY_ANNOTATION: &str = "vigil/min-ready";
+
 /// Options of `vigil convert --to kubernetes`.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Options {
-    pub kind: Kind,
+    /// `--kind KIND`: the kind of every pod (`None`: [`automatic_kind`] per pod).
+    pub kind: Option<Kind>,
+    /// `--kind POD=KIND`: the kind of one pod, over `kind`.
+    pub kinds: BTreeMap<String, Kind>,
     /// Image for containers without an `image` key.
     pub image: Option<String>,
+    /// Image of the init containers that wait for a dependency's Service (`--wait-image`).
+    pub wait_image: String,
+    /// How long such a wait lasts before the init container gives up and fails.
+    pub wait_timeout_seconds: u32,
+}
+
+/// The image of the waiting init containers unless `--wait-image` names another: it needs a
+/// POSIX shell and `nc -z` (BusyBox has both).
+pub const DEFAULT_WAIT_IMAGE: &str = "busybox:1.37";
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            kind: None,
+            kinds: BTreeMap::new(),
+            image: None,
+            wait_image: DEFAULT_WAIT_IMAGE.to_string(),
+            wait_timeout_seconds: 300,
+        }
+    }
 }
 
 /// One emitted object.
@@ -49,6 +185,10 @@ pub struct Options {
 pub enum Manifest {
     Pod(Box<Pod>),
     Deployment(Box<Deployment>),
+    StatefulSet(Box<StatefulSet>),
+    Job(Box<Job>),
+    CronJob(Box<CronJob>),
+    Service(Box<Service>),
 }
 
 impl Manifest {
@@ -56,8 +196,37 @@ impl Manifest {
         match self {
             Manifest::Pod(p) => serde_json::to_value(p),
             Manifest::Deployment(d) => serde_json::to_value(d),
+            Manifest::StatefulSet(d) => serde_json::to_value(d),
+            Manifest::Job(d) => serde_json::to_value(d),
+            Manifest::CronJob(d) => serde_json::to_value(d),
+            Manifest::Service(d) => serde_json::to_value(d),
         }
         .map_err(|e| format!("cannot serialize manifest: {e}"))
+    }
+
+    /// The object's kind, as `kind:` says it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Manifest::Pod(_) => "Pod",
+            Manifest::Deployment(_) => "Deployment",
+            Manifest::StatefulSet(_) => "StatefulSet",
+            Manifest::Job(_) => "Job",
+            Manifest::CronJob(_) => "CronJob",
+            Manifest::Service(_) => "Service",
+        }
+    }
+
+    /// `metadata.name`.
+    pub fn name(&self) -> &str {
+        let meta = match self {
+            Manifest::Pod(p) => &p.metadata,
+            Manifest::Deployment(d) => &d.metadata,
+            Manifest::StatefulSet(d) => &d.metadata,
+            Manifest::Job(d) => &d.metadata,
+            Manifest::CronJob(d) => &d.metadata,
+            Manifest::Service(d) => &d.metadata,
+        };
+        meta.name.as_deref().unwrap_or("")
     }
 }
 
@@ -91,6 +260,82 @@ pub fn to_json(manifests: &[Manifest]) -> Result<String, String> {
     Ok(text)
 }
 
+/// The kind `pod` becomes: `--kind POD=KIND`, else `--kind KIND`, else [`automatic_kind`]. A
+/// kind that cannot hold the pod (a Deployment of a pod that does not restart `Always`, a Job
+/// of one that does, a CronJob without a schedule) is a warning, and the automatic kind is
+/// used instead; a Pod holds any pod.
+fn choose_kind(pod: &PodSpec, opts: &Options, path: &str, warnings: &mut Vec<Warning>) -> Kind {
+    let auto = automatic_kind(pod);
+    let Some(asked) = opts.kinds.get(&pod.name).copied().or(opts.kind) else {
+        return auto;
+    };
+    let always = pod.restart_policy == RestartPolicy::Always;
+    let problem = match asked {
+        Kind::Pod => None,
+        Kind::Deployment | Kind::StatefulSet if !always => Some(format!(
+            "a {}'s pods must restart Always, not {}",
+            asked.as_str(),
+            pod.restart_policy.as_str()
+        )),
+        Kind::Job | Kind::CronJob if always => Some(format!(
+            "a {}'s pods run to completion (OnFailure or Never), not Always",
+            asked.as_str()
+        )),
+        Kind::CronJob if pod.schedule.is_none() => {
+            Some("a CronJob needs the pod's schedule, and it has none".to_string())
+        }
+        _ => None,
+    };
+    match problem {
+        Some(why) => {
+            warnings.push(Warning::new(
+                join(path, "restart_policy"),
+                format!(
+                    "{why}; emitted as a {} (give another --kind {}=KIND)",
+                    auto.as_str(),
+                    pod.name
+                ),
+            ));
+            auto
+        }
+        None => asked,
+    }
+}
+
+/// A pod's Service ports: its containers' named `ports`, then the ports its probes reach on
+/// its own address (`127.0.0.1`, `localhost`) that no `ports` entry names, as
+/// `http-PORT`, `tcp-PORT`, `grpc-PORT`.
+pub fn service_ports(pod: &PodSpec) -> Vec<(String, u16)> {
+    let mut out: Vec<(String, u16)> = Vec::new();
+    let all = || pod.init_containers.iter().chain(pod.containers.iter());
+    for c in all() {
+        for p in &c.ports {
+            if !out.iter().any(|(_, port)| *port == p.port) {
+                out.push((p.name.clone(), p.port));
+            }
+        }
+    }
+    for c in all() {
+        let probes = [&c.startup_probe, &c.liveness_probe, &c.readiness_probe];
+        for p in probes.into_iter().flatten() {
+            let (scheme, host, port) = match &p.action {
+                ProbeAction::HttpGet { host, port, .. } => ("http", host, *port),
+                ProbeAction::TcpSocket { host, port } => ("tcp", host, *port),
+                ProbeAction::Grpc { host, port, .. } => ("grpc", host, *port),
+                ProbeAction::Exec { .. } => continue,
+            };
+            if is_loopback(host) && !out.iter().any(|(_, q)| *q == port) {
+                out.push((format!("{scheme}-{port}"), port));
+            }
+        }
+    }
+    out
+}
+
+fn is_loopback(host: &str) -> bool {
+    matches!(host, "127.0.0.1" | "localhost" | "::1")
+}
+
 /// Convert every pod of `config`. Errors (a container without an image) are all collected.
 pub fn convert(
     config: &Config,
@@ -98,11 +343,64 @@ pub fn convert(
     warnings: &mut Vec<Warning>,
 ) -> Result<Vec<Manifest>, Vec<ConvertError>> {
     let mut errors = Vec::new();
+    for name in opts.kinds.keys() {
+        if !config.pods.iter().any(|p| &p.name == name) && config.replica_set(name).is_none() {
+            errors.push(ConvertError::new(
+                "--kind",
+                format!("no pod {name:?} in the config"),
+            ));
+        }
+    }
+    let units = units(config, warnings);
+    let pods: Vec<&PodSpec> = units.iter().map(|u| &u.pod).collect();
+    let kinds: BTreeMap<&str, Kind> = pods
+        .iter()
+        .map(|p| {
+            let kind = choose_kind(p, opts, &join("pods", &p.name), warnings);
+            (p.name.as_str(), kind)
+        })
+        .collect();
+    // The Services, by pod: what a dependent waits on and what a loopback address becomes.
+    let services: BTreeMap<&str, Vec<(String, u16)>> = pods
+        .iter()
+        .filter(|p| !kinds[p.name.as_str()].runs_to_completion())
+        .map(|p| (p.name.as_str(), service_ports(p)))
+        .filter(|(_, ports)| !ports.is_empty())
+        .collect();
     let mut out = Vec::new();
-    for pod in &config.pods {
+    for unit in &units {
+        let pod = &unit.pod;
         let path = join("pods", &pod.name);
+        let kind = kinds[pod.name.as_str()];
         let mut annotations = BTreeMap::new();
-        let spec = pod_spec(pod, &path, opts, &mut annotations, warnings, &mut errors);
+        if let Some(k) = unit.min_ready {
+            annotations.insert(MIN_READY_ANNOTATION.to_string(), k.to_string());
+        }
+        if unit.replicas != 1 && !matches!(kind, Kind::Deployment | Kind::StatefulSet) {
+            warnings.push(Warning::new(
+                join(&path, "replicas"),
+                format!(
+                    "a {} runs one copy, not {}: use a Deployment or StatefulSet",
+                    kind.as_str(),
+                    unit.replicas
+                ),
+            ));
+        }
+        let replicas = i32::try_from(unit.replicas).unwrap_or(i32::MAX);
+        let ctx = PodCtx {
+            kind,
+            kinds: &kinds,
+            services: &services,
+        };
+        let mut spec = pod_spec(
+            pod,
+            &path,
+            opts,
+            &ctx,
+            &mut annotations,
+            warnings,
+            &mut errors,
+        );
         if !is_dns_subdomain(&pod.name) {
             warnings.push(Warning::new(
                 &path,
@@ -120,50 +418,423 @@ pub fn convert(
             annotations: (!annotations.is_empty()).then_some(annotations),
             ..ObjectMeta::default()
         };
-        let kind = if opts.kind == Kind::Deployment && pod.restart_policy != RestartPolicy::Always {
+        let object_meta = ObjectMeta {
+            name: Some(pod.name.clone()),
+            labels: Some(labels.clone()),
+            ..ObjectMeta::default()
+        };
+        let template = |spec: KubePodSpec| PodTemplateSpec {
+            metadata: Some(ObjectMeta {
+                name: None,
+                ..meta.clone()
+            }),
+            spec: Some(spec),
+        };
+        let selector = LabelSelector {
+            match_labels: Some(labels.clone()),
+            match_expressions: None,
+        };
+        if kind != Kind::Pod && kind != Kind::CronJob && pod.schedule.is_some() {
             warnings.push(Warning::new(
-                join(&path, "restart_policy"),
+                join(&path, "schedule"),
                 format!(
-                    "a Deployment's pods must restart Always, not {}; emitted as a Pod",
-                    pod.restart_policy.as_str()
+                    "a {} has no schedule: the pod runs once; drop --kind {}={} for a CronJob",
+                    kind.as_str(),
+                    pod.name,
+                    kind.as_str()
                 ),
             ));
-            Kind::Pod
-        } else {
-            opts.kind
-        };
+        }
         out.push(match kind {
-            Kind::Pod => Manifest::Pod(Box::new(Pod {
-                metadata: meta,
-                spec: Some(spec),
-                status: None,
-            })),
+            Kind::Pod => {
+                if let Some(s) = &pod.schedule {
+                    warnings.push(Warning::new(
+                        join(&path, "schedule"),
+                        format!(
+                            "the schedule {:?} is dropped: a Pod runs once; drop --kind {}=Pod \
+                             for a CronJob",
+                            s.cron.as_str(),
+                            pod.name
+                        ),
+                    ));
+                }
+                Manifest::Pod(Box::new(Pod {
+                    metadata: meta.clone(),
+                    spec: Some(spec),
+                    status: None,
+                }))
+            }
             Kind::Deployment => Manifest::Deployment(Box::new(Deployment {
-                metadata: ObjectMeta {
-                    name: Some(pod.name.clone()),
-                    labels: Some(labels.clone()),
-                    ..ObjectMeta::default()
-                },
+                metadata: object_meta,
                 spec: DeploymentSpec {
-                    replicas: Some(1),
-                    selector: LabelSelector {
-                        match_labels: Some(labels),
-                        match_expressions: None,
-                    },
-                    template: PodTemplateSpec {
-                        metadata: Some(ObjectMeta { name: None, ..meta }),
-                        spec: Some(spec),
-                    },
+                    replicas: Some(replicas),
+                    selector,
+                    template: template(spec),
                     ..DeploymentSpec::default()
                 },
                 status: None,
             })),
+            Kind::StatefulSet => Manifest::StatefulSet(Box::new(StatefulSet {
+                metadata: object_meta,
+                spec: StatefulSetSpec {
+                    replicas: Some(replicas),
+                    selector,
+                    service_name: services
+                        .contains_key(pod.name.as_str())
+                        .then(|| pod.name.clone()),
+                    template: template(spec),
+                    ..StatefulSetSpec::default()
+                },
+                status: None,
+            })),
+            Kind::Job | Kind::CronJob => {
+                let mut template_annotations = meta.annotations.clone().unwrap_or_default();
+                let job = job_spec(pod, &path, &mut spec, &mut template_annotations, warnings);
+                let job = JobSpec {
+                    template: PodTemplateSpec {
+                        metadata: Some(ObjectMeta {
+                            name: None,
+                            annotations: (!template_annotations.is_empty())
+                                .then_some(template_annotations),
+                            ..meta.clone()
+                        }),
+                        spec: Some(spec),
+                    },
+                    ..job
+                };
+                match (kind, &pod.schedule) {
+                    (Kind::CronJob, Some(s)) => Manifest::CronJob(Box::new(CronJob {
+                        metadata: object_meta,
+                        spec: cron_job_spec(s, &path, job, &labels, warnings),
+                        status: None,
+                    })),
+                    _ => Manifest::Job(Box::new(Job {
+                        metadata: object_meta,
+                        spec: Some(job),
+                        status: None,
+                    })),
+                }
+            }
         });
+        if let Some(ports) = services.get(pod.name.as_str()) {
+            out.push(Manifest::Service(Box::new(service(
+                &pod.name, ports, &labels,
+            ))));
+        }
     }
+    loopback_addresses(&pods, &services, warnings);
     if errors.is_empty() {
         Ok(out)
     } else {
         Err(errors)
+    }
+}
+
+/// What a pod's conversion needs to know of the others.
+struct PodCtx<'a> {
+    kind: Kind,
+    kinds: &'a BTreeMap<&'a str, Kind>,
+    services: &'a BTreeMap<&'a str, Vec<(String, u16)>>,
+}
+
+/// The ClusterIP Service in front of a pod: one named port per entry, to the same port of
+/// the pod.
+fn service(name: &str, ports: &[(String, u16)], labels: &BTreeMap<String, String>) -> Service {
+    Service {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            labels: Some(labels.clone()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(ServiceSpec {
+            type_: Some("ClusterIP".to_string()),
+            selector: Some(labels.clone()),
+            ports: Some(
+                ports
+                    .iter()
+                    .map(|(n, p)| ServicePort {
+                        name: Some(n.clone()),
+                        port: i32::from(*p),
+                        target_port: Some(IntOrString::Int(i32::from(*p))),
+                        protocol: Some("TCP".to_string()),
+                        ..ServicePort::default()
+                    })
+                    .collect(),
+            ),
+            ..ServiceSpec::default()
+        }),
+        status: None,
+    }
+}
+
+/// A Job's own fields. `backoffLimit`: for `OnFailure`, the containers' `max_restarts` when
+/// they all have the same (unlimited: the largest int32; the Job controller's default would be
+/// 6), and the per-container annotations of it are dropped; for `Never`, 0 (vigil runs such a
+/// pod once; the controller would make new pods). The pod's `active_deadline_seconds` becomes
+/// the Job's `activeDeadlineSeconds` (it bounds every retry, as vigil's bounds one run with
+/// its restarts). Returns the spec without its template.
+fn job_spec(
+    pod: &PodSpec,
+    path: &str,
+    spec: &mut KubePodSpec,
+    annotations: &mut BTreeMap<String, String>,
+    warnings: &mut Vec<Warning>,
+) -> JobSpec {
+    let all: Vec<&Arc<ContainerSpec>> = pod
+        .init_containers
+        .iter()
+        .chain(pod.containers.iter())
+        .collect();
+    let backoff_limit = match pod.restart_policy {
+        RestartPolicy::Never => 0,
+        _ => {
+            let first = all.first().and_then(|c| c.max_restarts);
+            if all.iter().all(|c| c.max_restarts == first) {
+                for c in &all {
+                    annotations.remove(&format!("{ANNOTATION_PREFIX}{}.max_restarts", c.name));
+                }
+                warnings.retain(|w| {
+                    !(w.path.starts_with(&format!("{path}.")) && w.path.ends_with("].max_restarts"))
+                });
+                if all.len() > 1 && first.is_some() {
+                    warnings.push(Warning::new(
+                        join(path, "max_restarts"),
+                        format!(
+                            "the Job's backoffLimit counts the restarts of all {} containers \
+                             together, vigil's max_restarts each container's; raise it if one \
+                             container's restarts should not end the others",
+                            all.len()
+                        ),
+                    ));
+                }
+                first.map_or(i32::MAX, |n| i32::try_from(n).unwrap_or(i32::MAX))
+            } else {
+                warnings.push(Warning::new(
+                    join(path, "max_restarts"),
+                    "the containers' max_restarts differ and a Job has one backoffLimit (the \
+                     largest); each is kept as an annotation",
+                ));
+                all.iter()
+                    .map(|c| {
+                        c.max_restarts
+                            .map_or(i32::MAX, |n| i32::try_from(n).unwrap_or(i32::MAX))
+                    })
+                    .max()
+                    .unwrap_or(i32::MAX)
+            }
+        }
+    };
+    let active_deadline_seconds = spec.active_deadline_seconds.take();
+    JobSpec {
+        backoff_limit: Some(backoff_limit),
+        active_deadline_seconds,
+        ..JobSpec::default()
+    }
+}
+
+/// A CronJob around `job`: the schedule's pattern, zone, concurrency, starting deadline and
+/// suspension.
+fn cron_job_spec(
+    s: &ScheduleSpec,
+    path: &str,
+    job: JobSpec,
+    labels: &BTreeMap<String, String>,
+    warnings: &mut Vec<Warning>,
+) -> CronJobSpec {
+    let spath = join(path, "schedule");
+    if s.time_zone.name().is_none() {
+        warnings.push(Warning::new(
+            join(&spath, "time_zone"),
+            "unwritten, vigil uses the host's local zone, a CronJob the zone of the cluster's \
+             kube-controller-manager (usually UTC): set time_zone to say which",
+        ));
+    }
+    CronJobSpec {
+        schedule: s.cron.as_str().to_string(),
+        time_zone: s.time_zone.name().map(str::to_string),
+        concurrency_policy: Some(s.concurrency.as_str().to_string()),
+        starting_deadline_seconds: s
+            .starting_deadline
+            .map(|d| whole_seconds(d, &join(&spath, "starting_deadline_seconds"), warnings)),
+        suspend: s.suspend.then_some(true),
+        job_template: JobTemplateSpec {
+            metadata: Some(ObjectMeta {
+                labels: Some(labels.clone()),
+                ..ObjectMeta::default()
+            }),
+            spec: Some(job),
+        },
+        ..CronJobSpec::default()
+    }
+}
+
+/// `127.0.0.1:PORT` and `localhost:PORT` in one pod that reach another pod's Service port on
+/// this host (probes, hooks, env values, command arguments): in a cluster each pod has its
+/// own address. Each is reported with the Service name to use; nothing is rewritten.
+fn loopback_addresses(
+    pods: &[&PodSpec],
+    services: &BTreeMap<&str, Vec<(String, u16)>>,
+    warnings: &mut Vec<Warning>,
+) {
+    // The pod whose Service has `port`, other than `me`.
+    let owner = |me: &str, port: u16| -> Option<(String, String)> {
+        if services
+            .get(me)
+            .is_some_and(|ps| ps.iter().any(|(_, p)| *p == port))
+        {
+            return None;
+        }
+        services.iter().find_map(|(pod, ps)| {
+            ps.iter()
+                .find(|(_, p)| *p == port)
+                .map(|(name, _)| (pod.to_string(), name.clone()))
+        })
+    };
+    let advice = |host: &str, port: u16, (pod, name): (String, String)| {
+        format!(
+            "{host}:{port} reaches pod {pod:?} on this host, but in a cluster every pod has its \
+             own address: use {pod}:{port} (Service {pod}, port {name}; \
+             {pod}.NAMESPACE.svc.cluster.local from another namespace); not rewritten"
+        )
+    };
+    for pod in pods {
+        let path = join("pods", &pod.name);
+        for (field, list) in [
+            ("init_containers", &pod.init_containers),
+            ("containers", &pod.containers),
+        ] {
+            for (i, c) in list.iter().enumerate() {
+                let cpath = format!("{}[{i}]", join(&path, field));
+                let probes = [
+                    ("startup_probe", c.startup_probe.as_ref().map(|p| &p.action)),
+                    (
+                        "liveness_probe",
+                        c.liveness_probe.as_ref().map(|p| &p.action),
+                    ),
+                    (
+                        "readiness_probe",
+                        c.readiness_probe.as_ref().map(|p| &p.action),
+                    ),
+                ];
+                let hooks = [
+                    ("lifecycle.post_start", hook_action(&c.lifecycle.post_start)),
+                    ("lifecycle.pre_stop", hook_action(&c.lifecycle.pre_stop)),
+                ];
+                for (key, action) in probes.into_iter().chain(hooks) {
+                    let (host, port) = match action {
+                        Some(ProbeAction::HttpGet { host, port, .. })
+                        | Some(ProbeAction::TcpSocket { host, port })
+                        | Some(ProbeAction::Grpc { host, port, .. }) => (host, *port),
+                        _ => continue,
+                    };
+                    if let Some(o) = owner(&pod.name, port).filter(|_| is_loopback(host)) {
+                        warnings.push(Warning::new(
+                            format!("{cpath}.{key}"),
+                            format!(
+                                "{}; a probe or hook only ever reaches its own pod in \
+                                 Kubernetes: check the other pod from a command (exec) instead",
+                                advice(host, port, o)
+                            ),
+                        ));
+                    }
+                }
+                let mut texts: Vec<(String, &str)> = c
+                    .env
+                    .iter()
+                    .map(|(k, v)| (format!("{cpath}.env.{k}"), v.as_str()))
+                    .collect();
+                texts.extend(
+                    c.command
+                        .iter()
+                        .enumerate()
+                        .map(|(j, a)| (format!("{cpath}.command[{j}]"), a.as_str())),
+                );
+                for (at, text) in texts {
+                    for (host, port) in loopback_ports(text) {
+                        if let Some(o) = owner(&pod.name, port) {
+                            warnings.push(Warning::new(at.clone(), advice(host, port, o)));
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn hook_action(h: &Option<Hook>) -> Option<&ProbeAction> {
+    match h {
+        Some(Hook::Action(a)) => Some(a),
+        _ => None,
+    }
+}
+
+/// Every `127.0.0.1:PORT` and `localhost:PORT` written in `text`.
+pub(crate) fn loopback_ports(text: &str) -> Vec<(&'static str, u16)> {
+    let mut out = Vec::new();
+    for host in ["127.0.0.1", "localhost"] {
+        let pattern = format!("{host}:");
+        let mut rest = text;
+        while let Some(at) = rest.find(&pattern) {
+            let before_ok = rest[..at]
+                .chars()
+                .next_back()
+                .is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '.' || c == '-'));
+            let after = &rest[at + pattern.len()..];
+            let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+            if before_ok && let Ok(port) = digits.parse::<u16>() {
+                out.push((host, port));
+            }
+            rest = after;
+        }
+    }
+    out
+}
+
+/// Name of the init container that waits for pod `dep` (`--from kubernetes` leaves it out).
+pub fn wait_container_name(dep: &str) -> String {
+    format!("vigil-wait-{dep}")
+}
+
+/// An init container that waits until `dep`'s Service accepts connections on `port`, at most
+/// `opts.wait_timeout_seconds`, saying so in its log; past that it fails, and the kubelet
+/// tries it again with its back-off (or, for a pod that never restarts, the pod fails). A
+/// Service sends connections only to Ready pods, so this waits for `ready`; `started` waits
+/// the same (Kubernetes has no address for a started, not yet ready pod).
+fn wait_container(
+    dep: &str,
+    port_name: &str,
+    port: u16,
+    condition: DependencyCondition,
+    opts: &Options,
+) -> Container {
+    let limit = opts.wait_timeout_seconds;
+    let cond = match condition {
+        DependencyCondition::Started => "started",
+        DependencyCondition::Ready => "ready",
+        DependencyCondition::Completed => "completed",
+    };
+    let script = format!(
+        "echo \"vigil: waiting up to {limit} s for pod {dep} ({cond}): Service {dep} port \
+         {port_name} ({dep}:{port}) to accept connections\"; \
+         waited=0; \
+         until nc -z -w 2 {dep} {port}; do \
+         if [ \"$waited\" -ge {limit} ]; then \
+         echo \"vigil: {dep}:{port} did not accept connections within {limit} s; giving up\" >&2; \
+         exit 1; fi; \
+         sleep 2; waited=$((waited + 2)); done; \
+         echo \"vigil: {dep}:{port} accepts connections after $waited s\""
+    );
+    Container {
+        name: wait_container_name(dep),
+        image: Some(opts.wait_image.clone()),
+        command: Some(vec!["sh".to_string(), "-c".to_string(), script]),
+        security_context: Some(SecurityContext {
+            allow_privilege_escalation: Some(false),
+            run_as_non_root: Some(true),
+            run_as_user: Some(65534),
+            ..SecurityContext::default()
+        }),
+        ..Container::default()
     }
 }
 
@@ -289,10 +960,12 @@ fn pod_spec(
     pod: &PodSpec,
     path: &str,
     opts: &Options,
+    ctx: &PodCtx<'_>,
     annotations: &mut BTreeMap<String, String>,
     warnings: &mut Vec<Warning>,
     errors: &mut Vec<ConvertError>,
 ) -> KubePodSpec {
+    let mut waits = Vec::new();
     if !pod.depends_on.is_empty() {
         let value: Vec<String> = pod
             .depends_on
@@ -317,14 +990,44 @@ fn pod_spec(
                     .to_string(),
             ));
         }
-        warnings.push(Warning::new(
-            join(path, "depends_on"),
-            format!(
-                "Kubernetes does not order pods; kept as annotation {DEPENDS_ON_ANNOTATION} \
-                 (gate the start yourself, e.g. on a Service)"
-            ),
-        ));
         annotations.insert(DEPENDS_ON_ANNOTATION.to_string(), value.join(","));
+        for d in &pod.depends_on {
+            let dpath = join(&join(path, "depends_on"), &d.pod);
+            let dep_kind = ctx.kinds.get(d.pod.as_str()).copied();
+            match (d.condition, ctx.services.get(d.pod.as_str())) {
+                (DependencyCondition::Completed, _) => warnings.push(Warning::new(
+                    dpath,
+                    format!(
+                        "Kubernetes cannot start a pod after another one's Job completes without \
+                         access to the API from inside the pod: the order is lost (kept as \
+                         annotation {DEPENDS_ON_ANNOTATION}); run `kubectl wait \
+                         --for=condition=complete job/{}` before applying {}, or use --embed",
+                        d.pod, pod.name
+                    ),
+                )),
+                (_, Some(ports)) => {
+                    let Some((port_name, port)) = ports.first() else {
+                        continue;
+                    };
+                    waits.push(wait_container(&d.pod, port_name, *port, d.condition, opts));
+                }
+                (_, None) => warnings.push(Warning::new(
+                    dpath,
+                    format!(
+                        "pod {:?} has no Service to wait for ({}): {} starts without waiting \
+                         (kept as annotation {DEPENDS_ON_ANNOTATION}); name its port with \
+                         `ports = [{{ name = \"…\", port = … }}]` or give it a readiness probe",
+                        d.pod,
+                        match dep_kind {
+                            Some(k) if k.runs_to_completion() => "it is a Job",
+                            _ => "no ports and no probe on a port",
+                        },
+                        pod.name
+                    ),
+                )),
+            }
+        }
+        let _ = ctx.kind;
     }
     if let Some(on) = pod.shutdown_on {
         warnings.push(Warning::new(
@@ -414,7 +1117,8 @@ fn pod_spec(
             })
             .collect()
     };
-    let init_containers = convert_list(&pod.init_containers, "init_containers", true);
+    let mut init_containers = waits;
+    init_containers.extend(convert_list(&pod.init_containers, "init_containers", true));
     let containers = convert_list(&pod.containers, "containers", false);
     one_backoff_warning(pod, path, first_warning, warnings);
     KubePodSpec {
@@ -677,6 +1381,17 @@ fn container(
                 .collect()
         }),
         env_from,
+        ports: (!c.ports.is_empty()).then(|| {
+            c.ports
+                .iter()
+                .map(|p| ContainerPort {
+                    name: Some(p.name.clone()),
+                    container_port: i32::from(p.port),
+                    protocol: Some("TCP".to_string()),
+                    ..ContainerPort::default()
+                })
+                .collect()
+        }),
         termination_message_path: c
             .termination_message_path
             .as_ref()

@@ -26,6 +26,8 @@ fn shipped_configs() -> Vec<PathBuf> {
     files.sort();
     // …and a config with every key the converter maps.
     files.push(data("every-key.toml"));
+    // …and one pod of every kind (Deployment, StatefulSet, Job, CronJob, Services, waits).
+    files.push(data("kinds.toml"));
     files
 }
 
@@ -65,8 +67,14 @@ fn every_emitted_manifest_passes_the_kubernetes_openapi_schema() {
     let dir = tempfile::tempdir().unwrap();
     let mut n = 0;
     for file in shipped_configs() {
-        for (kind, output) in [("Pod", "yaml"), ("Deployment", "yaml"), ("Pod", "json")] {
-            let out = vigil(&[
+        for (kind, output) in [
+            ("", "yaml"),
+            ("Pod", "yaml"),
+            ("Deployment", "yaml"),
+            ("StatefulSet", "yaml"),
+            ("", "json"),
+        ] {
+            let mut args: Vec<&OsStr> = vec![
                 "convert".as_ref(),
                 "--to".as_ref(),
                 "kubernetes".as_ref(),
@@ -74,11 +82,13 @@ fn every_emitted_manifest_passes_the_kubernetes_openapi_schema() {
                 file.as_os_str(),
                 "--image".as_ref(),
                 "registry.example/app:1".as_ref(),
-                "--kind".as_ref(),
-                kind.as_ref(),
                 "-o".as_ref(),
                 output.as_ref(),
-            ]);
+            ];
+            if !kind.is_empty() {
+                args.extend([OsStr::new("--kind"), OsStr::new(kind)]);
+            }
+            let out = vigil(&args);
             assert!(
                 out.status.success(),
                 "{}: {}",
@@ -388,6 +398,8 @@ fn strings_yaml_would_read_as_booleans_dates_or_numbers_stay_strings_for_kuberne
         "kubernetes".as_ref(),
         "-c".as_ref(),
         config.as_os_str(),
+        "--kind".as_ref(),
+        "Pod".as_ref(),
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let manifest = dir.path().join("tricky.yaml");

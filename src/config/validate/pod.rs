@@ -9,14 +9,14 @@ use toml::Spanned;
 
 use super::{Checker, DEFAULT_GRACE, PodDefaults, has_nul, span};
 use crate::config::keys::{
-    RawBackoff, RawContainer, RawPod, RawProbe, RawResources, RawRlimitPair, RawSchedule,
+    RawBackoff, RawContainer, RawPod, RawPort, RawProbe, RawResources, RawRlimitPair, RawSchedule,
 };
 use crate::config::raw::{NumOrStr, RawRlimit, StrOrInt};
 use crate::config::schedule::{CronPattern, Zone};
 use crate::config::schema::join;
 use crate::config::spec::{
-    Backoff, Concurrency, ContainerSpec, Lifecycle, PodSpec, ProbeKind, Resources, RestartPolicy,
-    Rlimit, ScheduleSpec, ShutdownOn, TerminationMessagePolicy,
+    Backoff, Concurrency, ContainerSpec, Lifecycle, PodSpec, PortSpec, ProbeKind, Resources,
+    RestartPolicy, Rlimit, ScheduleSpec, ShutdownOn, TerminationMessagePolicy,
 };
 use crate::config::values;
 
@@ -178,6 +178,7 @@ impl Checker<'_> {
             autostart: raw.autostart.as_ref().is_none_or(|v| *v.get_ref()),
             profiles: self.profiles(raw.profiles.as_deref(), &path),
             replica: None,
+            stable_identity: raw.stable_identity.as_ref().is_some_and(|v| *v.get_ref()),
         }
     }
 
@@ -271,6 +272,88 @@ impl Checker<'_> {
             starting_deadline,
             suspend: raw.suspend.as_ref().is_some_and(|v| *v.get_ref()),
         })
+    }
+
+    /// A container's `ports`: each a Kubernetes port name (`IANA_SVC_NAME`, as
+    /// `validation.IsValidPortName` checks it: at most 15 lower-case letters, digits and '-',
+    /// at least one letter, no '-' at either end or twice in a row) and a port 1 to 65535,
+    /// names and ports each once.
+    fn ports(&mut self, raw: &[Spanned<RawPort>], path: &str) -> Vec<PortSpec> {
+        let mut out: Vec<PortSpec> = Vec::new();
+        for (i, p) in raw.iter().enumerate() {
+            let at = format!("{path}[{i}]");
+            let r = p.get_ref();
+            let name = match &r.name {
+                Some(n) => {
+                    let t = n.get_ref();
+                    let valid = !t.is_empty()
+                        && t.len() <= 15
+                        && t.chars()
+                            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                        && t.chars().any(|c| c.is_ascii_lowercase())
+                        && !t.starts_with('-')
+                        && !t.ends_with('-')
+                        && !t.contains("--");
+                    if !valid {
+                        self.err(
+                            span(n),
+                            &join(&at, "name"),
+                            format!(
+                                "invalid port name {t:?}: at most 15 lower-case letters, digits \
+                                 and '-', with at least one letter (a Kubernetes port name)"
+                            ),
+                        );
+                    } else if out.iter().any(|o| &o.name == t) {
+                        self.err(
+                            span(n),
+                            &join(&at, "name"),
+                            format!("port name {t:?} is used twice"),
+                        );
+                    }
+                    t.clone()
+                }
+                None => {
+                    self.err(
+                        span(p),
+                        &join(&at, "name"),
+                        "missing required key \"name\" in a port",
+                    );
+                    String::new()
+                }
+            };
+            let port = match &r.port {
+                Some(v) => match u16::try_from(*v.get_ref()) {
+                    Ok(n) if n > 0 => {
+                        if out.iter().any(|o| o.port == n) {
+                            self.err(
+                                span(v),
+                                &join(&at, "port"),
+                                format!("port {n} is named twice"),
+                            );
+                        }
+                        n
+                    }
+                    _ => {
+                        self.err(
+                            span(v),
+                            &join(&at, "port"),
+                            format!("invalid port {}; expected 1 to 65535", v.get_ref()),
+                        );
+                        0
+                    }
+                },
+                None => {
+                    self.err(
+                        span(p),
+                        &join(&at, "port"),
+                        "missing required key \"port\" in a port",
+                    );
+                    0
+                }
+            };
+            out.push(PortSpec { name, port });
+        }
+        out
     }
 
     /// `profiles`: names as pods are named (they are typed on command lines and in
@@ -494,7 +577,9 @@ impl Checker<'_> {
                 ),
             }
         }
+        let ports = self.ports(raw.ports.as_deref().unwrap_or(&[]), &join(path, "ports"));
         ContainerSpec {
+            ports,
             success_exit_codes,
             name,
             command,

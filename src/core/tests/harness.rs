@@ -61,6 +61,7 @@ pub fn pod(name: &str, containers: Vec<ContainerSpec>) -> PodSpec {
         autostart: true,
         profiles: Vec::new(),
         replica: None,
+        stable_identity: false,
     }
 }
 
