@@ -111,13 +111,24 @@ macro_rules! schema_kind {
     };
 }
 
+/// A key's name in the file: the field's, or the one written after `as` (for a key that is a
+/// Rust keyword: `kind as "type"`).
+macro_rules! key_name {
+    ($field:ident) => {
+        stringify!($field)
+    };
+    ($field:ident, $key:literal) => {
+        $key
+    };
+}
+
 /// Defines config tables: for each, the raw struct (every field defaulted, unknown fields
 /// denied) and its key list, `RawX::FIELDS`.
 macro_rules! tables {
     ($(
         $(#[$doc:meta])*
         $raw:ident {
-            $( $(#[$fdoc:meta])* $field:ident: $kind:ident $(($inner:ident))? ),* $(,)?
+            $( $(#[$fdoc:meta])* $field:ident $(as $key:literal)?: $kind:ident $(($inner:ident))? ),* $(,)?
         }
     )*) => {$(
         $(#[$doc])*
@@ -126,7 +137,7 @@ macro_rules! tables {
         pub(crate) struct $raw {
             $(
                 $(#[$fdoc])*
-                #[serde(default)]
+                #[serde(default $(, rename = $key)?)]
                 pub $field: raw_type!($kind $(($inner))?),
             )*
         }
@@ -134,7 +145,7 @@ macro_rules! tables {
         impl $raw {
             /// This table's keys, for the schema walk.
             pub(crate) const FIELDS: &'static [Field] = &[
-                $( Field { name: stringify!($field), kind: schema_kind!($kind $(($inner))?) } ),*
+                $( Field { name: key_name!($field $(, $key)?), kind: schema_kind!($kind $(($inner))?) } ),*
             ];
         }
     )*};
@@ -174,6 +185,30 @@ tables! {
         on_output_lost: Str,
         metrics_address: Str,
         env_files: StrArray,
+        on_event: Tables(RawOnEvent),
+    }
+
+    /// `[[supervisor.on_event]]`: a filter and one action.
+    RawOnEvent {
+        name: Str,
+        reasons: StrArray,
+        pods: StrArray,
+        kind as "type": Str,
+        exec: Argv,
+        user: StrOrInt,
+        group: StrOrInt,
+        webhook: Table(RawWebhook),
+        timeout_seconds: Num,
+        max_concurrent: Int,
+        queue_size: Int,
+        retries: Int,
+    }
+
+    /// `webhook` of an `on_event` hook.
+    RawWebhook {
+        url: Str,
+        headers: StrMap,
+        tls: Table(RawTls),
     }
 
     /// `[pods.NAME]`.

@@ -42,6 +42,7 @@ mod interpolate;
 mod keys;
 mod layers;
 mod locate;
+pub mod on_event;
 mod raw;
 pub mod replicas;
 pub mod schedule;

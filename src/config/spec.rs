@@ -173,6 +173,9 @@ pub struct SupervisorSpec {
     /// (`default`: a handoff from a vigil without the key.)
     #[serde(default)]
     pub metrics_address: Option<std::net::SocketAddr>,
+    /// `[[supervisor.on_event]]`: hooks on events, in file order.
+    #[serde(default)]
+    pub on_event: Vec<super::on_event::OnEventSpec>,
 }
 
 /// For keys added after a state file format was fixed (`vigil upgrade` reads older ones).
@@ -207,6 +210,7 @@ impl Default for SupervisorSpec {
             on_restart: OnRestart::Adopt,
             on_output_lost: OnOutputLost::Restart,
             metrics_address: None,
+            on_event: Vec::new(),
         }
     }
 }

@@ -1512,6 +1512,22 @@ on_output_lost = "keep"
 metrics_address = "[::1]:9469"
 env_files = ["/etc/vigil/vars.env"]
 
+
+[[supervisor.on_event]]
+name = "page"
+reasons = ["BackOff", "OOMKilling", "Unhealthy"]
+pods = ["web"]
+type = "Warning"
+exec = ["/usr/local/bin/page", "--urgent"]
+user = "nobody"
+group = "nogroup"
+timeout_seconds = 5
+max_concurrent = 2
+queue_size = 50
+
+[[supervisor.on_event]]
+webhook = { url = "https://hooks.example.test/vigil", headers = { Authorization = "Bearer x" }, tls = { ca_file = "/etc/ssl/hooks.pem", server_name = "hooks.example.test" } }
+retries = 5
 [pods.db]
 restart_policy = "Always"
 [[pods.db.containers]]
@@ -1699,6 +1715,8 @@ fn every_config_key_is_documented_in_interface_md() {
     use schema::{Field, Kind};
     const SECTIONS: &[(&str, &[Field])] = &[
         ("### `[supervisor]`", keys::RawSupervisor::FIELDS),
+        ("### `[[supervisor.on_event]]`", keys::RawOnEvent::FIELDS),
+        ("### `webhook`", keys::RawWebhook::FIELDS),
         ("### `[pods.NAME]`", keys::RawPod::FIELDS),
         ("### `backoff`", keys::RawBackoff::FIELDS),
         ("### `schedule`", keys::RawSchedule::FIELDS),
@@ -2358,4 +2376,120 @@ fn scaling_a_set_adds_or_removes_the_highest_replicas_and_keeps_the_rest() {
     assert_eq!(names, ["w-0", "x"]);
     assert!(c.scaled("x", 2).unwrap_err().contains("has no replicas"));
     assert!(c.scaled("w", 0).unwrap_err().contains("between 1 and 1000"));
+}
+
+#[test]
+fn on_event_hooks_are_checked_and_each_problem_located() {
+    let text = r#"[supervisor]
+
+[[supervisor.on_event]]
+reasons = ["Backoff", "OOMKilled", "EventHookFailed"]
+type = "Fatal"
+exec = ["/bin/true"]
+retries = 2
+
+[[supervisor.on_event]]
+name = "web"
+webhook = { url = "ftp://x/" }
+user = "nobody"
+
+[[supervisor.on_event]]
+name = "both"
+exec = ["/bin/true"]
+webhook = { url = "http://127.0.0.1:1/" }
+
+[[supervisor.on_event]]
+pods = ["web"]
+
+[[supervisor.on_event]]
+name = "web"
+webhook = { url = "http://h/", tls = { ca_file = "/etc/ca.pem" } }
+max_concurrent = 0
+queue_size = 10001
+"#;
+    let errs = errors(text);
+    let expect = [
+        (
+            "4:12: supervisor.on_event[0].reasons[0]: ",
+            "did you mean \"BackOff\"?",
+        ),
+        (
+            "4:23: supervisor.on_event[0].reasons[1]: ",
+            "OOMKilled is a termination reason",
+        ),
+        (
+            "4:36: supervisor.on_event[0].reasons[2]: ",
+            "a hook never triggers itself",
+        ),
+        (
+            "5:8: supervisor.on_event[0].type: ",
+            "expected \"Normal\" or \"Warning\"",
+        ),
+        (
+            "7:11: supervisor.on_event[0].retries: ",
+            "retries applies to a webhook only",
+        ),
+        (
+            "11:19: supervisor.on_event[1].webhook.url: ",
+            "invalid url \"ftp://x/\"",
+        ),
+        (
+            "12:8: supervisor.on_event[1].user: ",
+            "user applies to an exec hook only",
+        ),
+        (
+            "14:1: supervisor.on_event[2]: ",
+            "has both exec and webhook",
+        ),
+        ("19:1: supervisor.on_event[3]: ", "needs an action"),
+        (
+            "24:38: supervisor.on_event[4].webhook.tls: ",
+            "tls applies to scheme = \"HTTPS\" only",
+        ),
+        (
+            "25:18: supervisor.on_event[4].max_concurrent: ",
+            "between 1 and 64",
+        ),
+        (
+            "26:14: supervisor.on_event[4].queue_size: ",
+            "between 0 and 10000",
+        ),
+    ];
+    assert_eq!(errs.len(), expect.len(), "{errs:#?}");
+    for ((prefix, msg), e) in expect.iter().zip(&errs) {
+        assert_has(e, prefix, msg);
+    }
+    // Two valid hooks of one name: the second is refused at its name.
+    let errs = errors(
+        "[[supervisor.on_event]]\nname = \"a\"\nexec = [\"/bin/true\"]\n\
+         [[supervisor.on_event]]\nname = \"a\"\nexec = [\"/bin/true\"]\n",
+    );
+    assert_eq!(errs.len(), 1, "{errs:#?}");
+    assert_has(
+        &errs[0],
+        "5:8: supervisor.on_event[1].name: ",
+        "another on_event hook is named \"a\"",
+    );
+}
+
+#[test]
+fn an_on_event_hook_takes_its_defaults_and_its_filter() {
+    let c = ok(
+        "[[supervisor.on_event]]\nreasons = [\"BackOff\"]\ntype = \"Warning\"\n\
+         webhook = { url = \"https://hooks.test/in?a=1\", headers = { X-Token = \"t\" } }\n",
+    );
+    let h = &c.supervisor.on_event[0];
+    assert_eq!(h.name, "on_event-0");
+    assert_eq!(h.reasons, [crate::config::on_event::EventReason::BackOff]);
+    assert_eq!(h.kind, Some(crate::config::on_event::EventKind::Warning));
+    assert_eq!((h.max_concurrent, h.queue_size, h.retries), (1, 100, 3));
+    assert_eq!(h.timeout, Duration::from_secs(10));
+    let crate::config::on_event::OnEventAction::Webhook(w) = &h.action else {
+        panic!("a webhook: {h:?}")
+    };
+    assert_eq!(
+        (w.https, w.host.as_str(), w.port, w.path.as_str()),
+        (true, "hooks.test", 443, "/in?a=1")
+    );
+    assert_eq!(w.headers, [("X-Token".to_string(), "t".to_string())]);
 }

@@ -17,6 +17,7 @@
 use std::collections::VecDeque;
 
 use super::{Event, EventType, Time};
+use crate::config::on_event::EventReason;
 
 /// How many distinct events are kept; the oldest (by last update) is dropped first.
 pub(super) const MAX_EVENTS: usize = 1000;
@@ -53,6 +54,19 @@ pub enum Resume {
 
 impl EventLog {
     pub(super) fn record(
+        &mut self,
+        now: Time,
+        kind: EventType,
+        reason: EventReason,
+        object: String,
+        message: String,
+    ) {
+        self.record_named(now, kind, reason.as_str(), object, message);
+    }
+
+    /// As [`EventLog::record`], by the reason's name: an event taken back from an earlier
+    /// vigil's record, whose reasons were the same type's.
+    pub(super) fn record_named(
         &mut self,
         now: Time,
         kind: EventType,
@@ -149,7 +163,7 @@ mod tests {
         log.begin_history(history);
         for r in reasons {
             let now = Instant::now();
-            log.record(now, EventType::Normal, r, "web/app".into(), "m".into());
+            log.record_named(now, EventType::Normal, r, "web/app".into(), "m".into());
         }
         log
     }
@@ -170,7 +184,7 @@ mod tests {
         let mut fresh = log_of(9, &["Adopted"]);
         let own = fresh.adopt_earlier(record);
         for e in own.since(0) {
-            fresh.record(e.last, e.kind, &e.reason, e.object, e.message);
+            fresh.record_named(e.last, e.kind, &e.reason, e.object, e.message);
         }
         assert_eq!(fresh.history(), 9);
         // Saw 2: gets 3 (the record's) then 4 (the new vigil's), nothing twice.

@@ -37,7 +37,7 @@ use crate::config::spec::{Config, ContainerSpec, ProbeKind, ProbeSpec};
 
 /// The reason of the Warning event of an adopted run whose output pipes were lost in a crash
 /// of vigil ([`Supervisor::output_lost`]).
-pub const REASON_OUTPUT_LOST: &str = "OutputLost";
+pub const REASON_OUTPUT_LOST: &str = crate::config::on_event::EventReason::OutputLost.as_str();
 
 /// The core's notion of time: a monotonic instant supplied by the caller.
 pub type Time = Instant;

@@ -9,6 +9,7 @@
 //! It reads no clock: the wall-clock time is an input, like the core's `now`. It starts and
 //! stops nothing: the supervisor carries out its [`Decision`]s.
 
+use crate::config::on_event::EventReason;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -318,7 +319,7 @@ pub(super) fn start_run(pod: &mut Pod, why: &str, out: &mut Out) {
     out.events.record(
         out.now,
         EventType::Normal,
-        "Triggered",
+        EventReason::Triggered,
         name,
         why.to_string(),
     );
@@ -360,7 +361,7 @@ pub(super) fn drive(pod: &mut Pod, wall: Timestamp, out: &mut Out) -> bool {
                 out.events.record(
                     out.now,
                     EventType::Normal,
-                    "JobAlreadyActive",
+                    EventReason::JobAlreadyActive,
                     name,
                     format!(
                         "Not starting the run scheduled for {}: the previous run is still active and concurrency is Forbid",
@@ -374,7 +375,7 @@ pub(super) fn drive(pod: &mut Pod, wall: Timestamp, out: &mut Out) -> bool {
             out.events.record(
                 out.now,
                 EventType::Warning,
-                "MissSchedule",
+                EventReason::MissSchedule,
                 name,
                 format!(
                     "Missed scheduled time to start a run: {} (past starting_deadline_seconds)",
@@ -392,7 +393,7 @@ pub(super) fn drive(pod: &mut Pod, wall: Timestamp, out: &mut Out) -> bool {
                 out.events.record(
                     out.now,
                     EventType::Warning,
-                    "TooManyMissedTimes",
+                    EventReason::TooManyMissedTimes,
                     name.clone(),
                     format!(
                         "too many missed start times (more than {MAX_MISSED}): set or decrease starting_deadline_seconds or check the clock"

@@ -62,6 +62,9 @@ pub const FAMILIES: &[&str] = &[
     "vigil_log_lines_dropped_total",
     "vigil_config_last_reload_successful",
     "vigil_config_last_reload_success_timestamp_seconds",
+    "vigil_event_hook_deliveries_total",
+    "vigil_event_hook_dropped_total",
+    "vigil_event_hook_queue_length",
     "process_resident_memory_bytes",
     "process_virtual_memory_bytes",
     "process_cpu_seconds_total",
@@ -70,9 +73,23 @@ pub const FAMILIES: &[&str] = &[
     "process_start_time_seconds",
 ];
 
+/// One `on_event` hook's figures (since this vigil started).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HookFigures {
+    pub hook: String,
+    /// Events delivered (an exec hook exited 0, a webhook answered 200–399).
+    pub delivered: u64,
+    /// Events given up (after a webhook's retries).
+    pub failed: u64,
+    /// Events dropped because the hook's queue was full.
+    pub dropped: u64,
+    /// Events waiting (retries included).
+    pub queued: u64,
+}
+
 /// vigil's own counters, not per pod (since this vigil started; an upgrade carries the first
 /// two on).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Counters {
     /// Runs adopted from an earlier vigil that died (docs/behaviour.md §11).
     pub adopted_runs: u64,
@@ -86,6 +103,8 @@ pub struct Counters {
     /// When the config was last loaded successfully (start or reload), in milliseconds since
     /// the Unix epoch.
     pub last_reload_success_unix_ms: u64,
+    /// The `on_event` hooks', in file order.
+    pub event_hooks: Vec<HookFigures>,
 }
 
 /// What one exposition is built from, all at once (tests, and [`render`]).
@@ -111,7 +130,7 @@ pub fn render(format: Format, snap: &Snapshot<'_>) -> String {
             snap.now,
         );
     }
-    e.finish(snap.process, snap.counters)
+    e.finish(snap.process, snap.counters.clone())
 }
 
 /// The families written per pod, in the order they appear (after `vigil_build_info`; vigil's
@@ -509,6 +528,37 @@ impl Exposition {
         ] {
             w.family(name, Kind::Gauge, help);
             w.sample(name, &[], v);
+        }
+        if !counters.event_hooks.is_empty() {
+            let name = "vigil_event_hook_deliveries_total";
+            w.family(
+                name,
+                Kind::Counter,
+                "Events an on_event hook delivered or gave up on, by result.",
+            );
+            for h in &counters.event_hooks {
+                for (result, v) in [("delivered", h.delivered), ("failed", h.failed)] {
+                    w.sample(name, &[("hook", &h.hook), ("result", result)], v as f64);
+                }
+            }
+            let name = "vigil_event_hook_dropped_total";
+            w.family(
+                name,
+                Kind::Counter,
+                "Events an on_event hook dropped because its queue was full.",
+            );
+            for h in &counters.event_hooks {
+                w.sample(name, &[("hook", &h.hook)], h.dropped as f64);
+            }
+            let name = "vigil_event_hook_queue_length";
+            w.family(
+                name,
+                Kind::Gauge,
+                "Events waiting for an on_event hook (retries included).",
+            );
+            for h in &counters.event_hooks {
+                w.sample(name, &[("hook", &h.hook)], h.queued as f64);
+            }
         }
         let mut process = |name: &str, kind: Kind, help: &str, v: Option<f64>| {
             if let Some(v) = v {

@@ -30,6 +30,13 @@ fn exposition(format: Format, pods: &[PodStatus], probes: &ProbeStats, now: Inst
                 log_lines_dropped: 42,
                 last_reload_successful: false,
                 last_reload_success_unix_ms: 1_700_000_000_500,
+                event_hooks: vec![crate::metrics::HookFigures {
+                    hook: "notify".into(),
+                    delivered: 5,
+                    failed: 1,
+                    dropped: 7,
+                    queued: 2,
+                }],
             },
             now,
         },
@@ -99,6 +106,21 @@ fn vigils_own_counters_are_counters_with_the_values_given_in_both_formats() {
         assert_eq!(value(&text, "vigil_adopted_runs_total"), 3.0);
         assert_eq!(value(&text, "vigil_output_lost_runs_total"), 1.0);
         assert_eq!(value(&text, "vigil_log_lines_dropped_total"), 42.0);
+        assert_eq!(
+            value(
+                &text,
+                r#"vigil_event_hook_deliveries_total{hook="notify",result="failed"}"#
+            ),
+            1.0
+        );
+        assert_eq!(
+            value(&text, r#"vigil_event_hook_dropped_total{hook="notify"}"#),
+            7.0
+        );
+        assert_eq!(
+            value(&text, r#"vigil_event_hook_queue_length{hook="notify"}"#),
+            2.0
+        );
         assert_eq!(value(&text, "vigil_config_last_reload_successful"), 0.0);
         assert_eq!(
             value(&text, "vigil_config_last_reload_success_timestamp_seconds"),

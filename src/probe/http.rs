@@ -68,15 +68,41 @@ pub fn authority(host: &str, port: u16) -> String {
 /// if missing, loses any `#fragment`, and bytes that may not appear in a request target are
 /// percent-encoded (`%` itself is kept, so pre-encoded paths pass through).
 pub fn build_request(host: &str, port: u16, path: &str, headers: &[(String, String)]) -> Vec<u8> {
+    build("GET", host, port, path, headers, None)
+}
+
+/// The bytes of `POST <path> HTTP/1.1` carrying `body` as `application/json` (an `on_event`
+/// webhook), with the defaults and the configured headers of [`build_request`]; a configured
+/// `Content-Type` replaces the default one, `Content-Length` is always vigil's.
+pub fn build_post(
+    host: &str,
+    port: u16,
+    path: &str,
+    headers: &[(String, String)],
+    body: &[u8],
+) -> Vec<u8> {
+    build("POST", host, port, path, headers, Some(body))
+}
+
+fn build(
+    method: &str,
+    host: &str,
+    port: u16,
+    path: &str,
+    headers: &[(String, String)],
+    body: Option<&[u8]>,
+) -> Vec<u8> {
     let configured: Vec<(&str, String)> = headers
         .iter()
         .filter(|(name, _)| is_token(name))
+        .filter(|(name, _)| body.is_none() || !name.eq_ignore_ascii_case("content-length"))
         .map(|(name, value)| (name.as_str(), clean_value(value)))
         .collect();
     let has = |name: &str| configured.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
 
     let mut req = String::with_capacity(256);
-    req.push_str("GET ");
+    req.push_str(method);
+    req.push(' ');
     req.push_str(&request_target(path));
     req.push_str(" HTTP/1.1\r\n");
 
@@ -109,8 +135,18 @@ pub fn build_request(host: &str, port: u16, path: &str, headers: &[(String, Stri
             push_header(&mut req, name, value);
         }
     }
+    let Some(body) = body else {
+        req.push_str("\r\n");
+        return req.into_bytes();
+    };
+    if !has("content-type") {
+        push_header(&mut req, "Content-Type", "application/json");
+    }
+    push_header(&mut req, "Content-Length", &body.len().to_string());
     req.push_str("\r\n");
-    req.into_bytes()
+    let mut bytes = req.into_bytes();
+    bytes.extend_from_slice(body);
+    bytes
 }
 
 fn push_header(req: &mut String, name: &str, value: &str) {
@@ -1035,6 +1071,23 @@ mod tests {
         assert_eq!(
             req,
             "GET / HTTP/1.1\r\nhost: example.test\r\nUser-Agent: custom/1\r\nAccept: */*\r\nConnection: close\r\nX-Probe: yes\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn a_post_carries_its_json_body_with_its_length_whatever_the_headers_say() {
+        let headers = vec![
+            ("Content-Length".to_string(), "1".to_string()),
+            ("X-Token".to_string(), "abc".to_string()),
+        ];
+        let req = build_post("hooks.test", 443, "/in", &headers, b"{\"a\":1}");
+        let req = String::from_utf8(req).unwrap();
+        assert_eq!(
+            req,
+            format!(
+                "POST /in HTTP/1.1\r\nHost: hooks.test:443\r\nUser-Agent: vigil-probe/{}\r\nAccept: */*\r\nConnection: close\r\nX-Token: abc\r\nContent-Type: application/json\r\nContent-Length: 7\r\n\r\n{{\"a\":1}}",
+                env!("CARGO_PKG_VERSION")
+            )
         );
     }
 

@@ -43,12 +43,14 @@ use mio::unix::SourceFd;
 use mio::{Interest, Registry, Token};
 use rustls::ClientConnection;
 
+use crate::config::on_event::Webhook;
 use crate::config::spec::{HttpScheme, ProbeAction};
 use crate::core::ProbeOutcome;
 
 use super::grpc::HealthCheck;
 use super::http::{
-    MAX_REDIRECTS, Progress, ResponseParser, Target, build_request, redirect_target, same_host,
+    MAX_REDIRECTS, Progress, ResponseParser, Target, build_post, build_request, redirect_target,
+    same_host,
 };
 use super::resolve::{self, Lookup, Pending};
 use super::{ProbeError, io_reason, tls};
@@ -223,6 +225,41 @@ impl NetProbe {
         token: Token,
     ) -> Result<NetProbe, ProbeOutcome> {
         let mut probe = NetProbe::prepare(action, token)?;
+        probe.begin(registry)?;
+        Ok(probe)
+    }
+
+    /// An `on_event` webhook's `POST` of `body` (the event as JSON) to `hook`, registered under
+    /// `token`. A redirect is not followed (a POST is not sent again elsewhere): a 3xx is the
+    /// answer, judged as a probe's status is (200–399 delivered).
+    pub fn post(
+        hook: &Webhook,
+        body: &[u8],
+        registry: &Registry,
+        token: Token,
+    ) -> Result<NetProbe, ProbeOutcome> {
+        let mut probe = NetProbe {
+            host: hook.host.clone(),
+            port: hook.port,
+            addr: None,
+            scheme: if hook.https {
+                HttpScheme::Https
+            } else {
+                HttpScheme::Http
+            },
+            tls_spec: Box::new(hook.tls.clone()),
+            session: Box::new(Session::Http {
+                request: build_post(&hook.host, hook.port, &hook.path, &hook.headers, body),
+                written: 0,
+                parser: ResponseParser::new(),
+            }),
+            stage: Stage::Finished,
+            token,
+            deadline: None,
+            follow: None,
+            untried: Default::default(),
+            first_error: None,
+        };
         probe.begin(registry)?;
         Ok(probe)
     }

@@ -242,9 +242,15 @@ pub(super) fn start(
     let devnull = dev_null().map_err(failed)?;
     // Duplicates of fds ≤ 2 stay alive in `keep` until after clone3.
     let mut keep = Vec::new();
+    let mut stdin = devnull;
     let (out, err) = match stdio {
         Stdio::Combined(fd) => {
             let fd = raw_above_stdio(fd, &mut keep).map_err(failed)?;
+            (fd, fd)
+        }
+        Stdio::CombinedWithInput { output, input } => {
+            stdin = raw_above_stdio(input, &mut keep).map_err(failed)?;
+            let fd = raw_above_stdio(output, &mut keep).map_err(failed)?;
             (fd, fd)
         }
         Stdio::Separate { stdout, stderr } => (
@@ -272,7 +278,7 @@ pub(super) fn start(
     let changes_creds = plan.creds.is_some() || plan.capset.is_some();
     let fds = ChildFds {
         err: err_w.as_raw_fd(),
-        stdin: devnull,
+        stdin,
         stdout: out,
         stderr: err,
     };

@@ -34,7 +34,8 @@ use super::child::{Step, child_plan, child_setup};
 use super::prepare::Prepared;
 use super::raw;
 
-/// Where a child's stdout and stderr go. stdin is always /dev/null.
+/// Where a child's stdout and stderr go, and its stdin: /dev/null but with
+/// [`Stdio::CombinedWithInput`].
 #[derive(Debug)]
 pub enum Stdio {
     /// Both to one fd (the usual case: one pipe per container keeps the two streams in order).
@@ -43,6 +44,9 @@ pub enum Stdio {
     Separate { stdout: OwnedFd, stderr: OwnedFd },
     /// Both to /dev/null.
     Null,
+    /// Both to `output`, and stdin from `input` (an `on_event` hook reads its event there:
+    /// the read end of a pipe holding the whole event, its write end already closed).
+    CombinedWithInput { output: OwnedFd, input: OwnedFd },
 }
 
 /// A pipe for child output: the read end is `O_NONBLOCK|O_CLOEXEC` (for the event loop), the
@@ -310,6 +314,7 @@ fn spawn_command(
     cgroup_procs: Option<BorrowedFd<'_>>,
     stdio: Stdio,
 ) -> Result<u32, SpawnError> {
+    let mut input = std::process::Stdio::null();
     let (out, err) = match stdio {
         Stdio::Combined(fd) => {
             let dup = fd
@@ -317,6 +322,16 @@ fn spawn_command(
                 .map_err(|source| SpawnError::DupFd { source })?;
             (
                 std::process::Stdio::from(fd),
+                std::process::Stdio::from(dup),
+            )
+        }
+        Stdio::CombinedWithInput { output, input: i } => {
+            let dup = output
+                .try_clone()
+                .map_err(|source| SpawnError::DupFd { source })?;
+            input = std::process::Stdio::from(i);
+            (
+                std::process::Stdio::from(output),
                 std::process::Stdio::from(dup),
             )
         }
@@ -331,7 +346,7 @@ fn spawn_command(
     cmd.args(&p.argv[1..])
         .env_clear()
         .envs(p.env.iter().map(|(k, v)| (k, v)))
-        .stdin(std::process::Stdio::null())
+        .stdin(input)
         .stdout(out)
         .stderr(err);
 

@@ -1,7 +1,8 @@
 //! Supervisor hardening checks made at startup and again at every reload.
 //!
-//! Owns: refusing to run as root from a config file, with a socket directory or a `log_dir`
-//! that someone other than root or vigil's uid could change — the path whole, every ancestor
+//! Owns: refusing to run as root from a config file, with a socket directory, a `log_dir` or
+//! an `on_event` hook program run as root that someone other than root or vigil's uid could
+//! change — the path whole, every ancestor
 //! directory included (see [`crate::trust`], like sshd's StrictModes) — and warning when vigil
 //! runs as root under systemd without cgroup delegation (`Delegate=yes`), where systemd
 //! considers the unit's cgroup its own and vigil's containers cannot be isolated or accounted
@@ -34,6 +35,14 @@ const DELEGATE_XATTRS: [&str; 2] = ["trusted.delegate", "user.delegate"];
 pub enum HardenError {
     #[error("{0}")]
     Untrusted(#[from] trust::TrustError),
+    #[error(
+        "on_event hook {hook}: {program:?} runs as root and is not an absolute path: name the \
+         program by its absolute path, or set the hook's user"
+    )]
+    RelativeHookProgram {
+        hook: String,
+        program: std::path::PathBuf,
+    },
 }
 
 /// Checks the config file before it is read (start and reload): nothing when vigil is not
@@ -81,6 +90,21 @@ pub fn check_config_paths(config: &Config) -> Result<(), HardenError> {
     }
     if let Some(dir) = &config.supervisor.log_dir {
         trust::check("log_dir", dir, Target::SharedDir)?;
+    }
+    // An on_event exec hook run as root executes its program with root's rights: the program
+    // must be one no one else can change, named by its absolute path (a PATH search would
+    // let the first writable directory on it decide).
+    for hook in &config.supervisor.on_event {
+        let Some(program) = hook.program_run_as_root() else {
+            continue;
+        };
+        if !program.is_absolute() {
+            return Err(HardenError::RelativeHookProgram {
+                hook: hook.name.clone(),
+                program,
+            });
+        }
+        trust::check("on_event hook program", &program, Target::File)?;
     }
     Ok(())
 }

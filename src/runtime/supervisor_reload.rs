@@ -12,7 +12,8 @@
 //! (each container's next run), `log_max_file_bytes` and `log_max_files` (the next write),
 //! `log_timestamps` (the next write), `log_forward` (forwarding starts or stops), `oom_score_adj` to a number (written at once),
 //! `sched_slice_microseconds` to a number (asked of the kernel at once),
-//! `on_restart` and `on_output_lost` (only read when vigil starts: kept for the next start).
+//! `on_restart` and `on_output_lost` (only read when vigil starts: kept for the next start),
+//! `on_event` (the hooks: at once, from the next event).
 //! Restart: `socket` (clients and units know the old path), `cgroup_root` and `cgroup_name`
 //! (running containers live in the old tree), `allow_missing_controllers` (decided at start),
 //! `log_dir` (open files of running containers stay where they are), `metrics_address`
@@ -138,6 +139,7 @@ pub fn plan(old: &SupervisorSpec, new: &SupervisorSpec) -> Result<Plan, RestartN
         "log_forward_to",
         true,
     );
+    key(old.on_event != new.on_event, "on_event", true);
     key(
         old.shutdown_timeout != new.shutdown_timeout,
         "shutdown_timeout_seconds",

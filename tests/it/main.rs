@@ -8,6 +8,7 @@ mod common;
 mod control;
 mod convert;
 mod crash;
+mod event_hooks;
 mod faults;
 mod follow;
 mod health;

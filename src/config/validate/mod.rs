@@ -11,12 +11,13 @@
 //!
 //! One [`Checker`] collects the problems; its parts, each an `impl Checker` by job:
 //! - `scalar`: seconds, integer ranges, paths, quantities, ids, restart policies;
-//! - `supervisor`: the `[supervisor]` table;
+//! - `supervisor`: the `[supervisor]` table; `on_event`: its hooks on events;
 //! - `pod`: pods and their containers (defaults folded in), rlimits, resources;
 //! - `probe`: probes, lifecycle hooks and their actions (exec, HTTP, TCP, gRPC);
 //! - `deps`: `depends_on` between pods (unknown pods, conditions that cannot hold, cycles).
 
 mod deps;
+mod on_event;
 mod pod;
 mod probe;
 mod replicas;

@@ -234,6 +234,25 @@ impl Checker<'_> {
                 ),
             }
         }
+        for (i, hook) in s.on_event.iter().flatten().enumerate() {
+            let field = format!("{}[{i}]", join(p, "on_event"));
+            let Some(h) = self.on_event(hook, i, &field) else {
+                continue;
+            };
+            if spec.on_event.iter().any(|o| o.name == h.name) {
+                let at = hook.get_ref().name.as_ref().map_or(span(hook), span);
+                self.err(
+                    at,
+                    &join(&field, "name"),
+                    format!(
+                        "another on_event hook is named {:?}; give each its own name",
+                        h.name
+                    ),
+                );
+                continue;
+            }
+            spec.on_event.push(h);
+        }
         spec
     }
 }

@@ -6,6 +6,7 @@
 //! file or look at processes (the runtime does), nor recall history (`recall.rs`).
 
 use super::*;
+use crate::config::on_event::EventReason;
 
 impl Slot {
     /// How it ended for good, if a vigil restarted after a crash keeps that: an operator's stop
@@ -95,7 +96,7 @@ impl Slot {
         let name = self.spec.name.clone();
         out.event(
             EventType::Normal,
-            "Adopted",
+            EventReason::Adopted,
             pod,
             &name,
             format!(
@@ -132,7 +133,7 @@ impl Slot {
         };
         out.event(
             EventType::Warning,
-            REASON_OUTPUT_LOST,
+            EventReason::OutputLost,
             pod,
             &name,
             format!(

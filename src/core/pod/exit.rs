@@ -7,6 +7,7 @@
 //! container runs again (`restart.rs`).
 
 use super::*;
+use crate::config::on_event::EventReason;
 
 pub(super) fn exit_desc(code: i32, signal: Option<i32>) -> String {
     match signal {
@@ -151,7 +152,7 @@ impl Slot {
         let name = self.spec.name.clone();
         out.event(
             EventType::Warning,
-            "Failed",
+            EventReason::Failed,
             pod,
             &name,
             format!("Error: failed to start container {name}: {message}"),
@@ -219,7 +220,7 @@ impl Slot {
         let name = self.spec.name.clone();
         out.event(
             EventType::Warning,
-            "OOMKilling",
+            EventReason::OOMKilling,
             pod,
             &name,
             format!("{delta} {procs} OOM-killed in container={name} pod={pod}{limit}"),

@@ -35,6 +35,7 @@ mod status;
 mod stop;
 
 // The helpers more than one concern uses.
+use crate::config::on_event::EventReason;
 use exit::{deadline_exceeded, exit_desc, one_line, stopped};
 use stop::effective_grace;
 
@@ -69,7 +70,7 @@ impl Out<'_> {
     pub(super) fn event(
         &mut self,
         kind: EventType,
-        reason: &str,
+        reason: EventReason,
         pod: &str,
         container: &str,
         msg: String,

@@ -6,6 +6,7 @@
 //! toward thresholds (`core/probes.rs`) nor carry out the stop (`stop.rs`).
 
 use super::*;
+use crate::config::on_event::EventReason;
 
 impl Slot {
     /// After `vigil upgrade`: probe attempts that were in flight run again.
@@ -73,7 +74,7 @@ impl Slot {
                 let name = self.spec.name.clone();
                 out.event(
                     EventType::Warning,
-                    "Killing",
+                    EventReason::Killing,
                     pod,
                     &name,
                     format!(
@@ -179,7 +180,7 @@ impl Slot {
         if let Some(msg) = &rec.warning {
             out.event(
                 EventType::Warning,
-                "ProbeWarning",
+                EventReason::ProbeWarning,
                 pod,
                 &name,
                 format!("{} probe warning: {msg}", kind.title()),
@@ -188,7 +189,7 @@ impl Slot {
         if let Some(msg) = &rec.failure {
             out.event(
                 EventType::Warning,
-                "Unhealthy",
+                EventReason::Unhealthy,
                 pod,
                 &name,
                 format!("{} probe failed: {msg}", kind.title()),

@@ -6,6 +6,7 @@
 //! its matching of definitions (`core/recall.rs`), nor adopt runs (`adopt.rs`).
 
 use super::*;
+use crate::config::on_event::EventReason;
 
 impl Slot {
     /// What the next vigil takes back of this container (`recall`).
@@ -131,7 +132,7 @@ impl Slot {
                 let name = self.spec.name.clone();
                 out.event(
                     EventType::Warning,
-                    "Exited",
+                    EventReason::Exited,
                     pod,
                     &name,
                     format!(

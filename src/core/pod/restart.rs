@@ -7,6 +7,7 @@
 //! end's reason (`exit.rs`) nor stop a running container (`stop.rs`).
 
 use super::*;
+use crate::config::on_event::EventReason;
 
 impl Slot {
     /// A run ended: decide between terminated, back-off and an immediate restart.
@@ -55,7 +56,7 @@ impl Slot {
             if left.is_none() && !shown.is_empty() && !plain && shown.len() <= 200 {
                 message.push_str(&format!(" ({shown})"));
             }
-            out.event(kind, "Exited", pod, &name, message);
+            out.event(kind, EventReason::Exited, pod, &name, message);
         }
         match &cause {
             Some(StopCause::Request {
@@ -96,7 +97,7 @@ impl Slot {
         {
             out.event(
                 EventType::Warning,
-                "RestartLimitExceeded",
+                EventReason::RestartLimitExceeded,
                 pod,
                 &name,
                 format!("Container {name} reached its restart limit ({limit}); not restarting"),
@@ -123,7 +124,7 @@ impl Slot {
         } else {
             out.event(
                 EventType::Warning,
-                "BackOff",
+                EventReason::BackOff,
                 pod,
                 &name,
                 format!("Back-off restarting failed container {name} in pod {pod}"),

@@ -7,6 +7,7 @@
 //! (the supervisor's gate) nor what a slot does once started (`start.rs`).
 
 use super::*;
+use crate::config::on_event::EventReason;
 
 impl Pod {
     pub(in crate::core) fn new(spec: PodSpec, now: Time, next_key: &mut u32) -> Pod {
@@ -158,7 +159,7 @@ impl Pod {
             let container = s.name().to_string();
             out.event(
                 EventType::Warning,
-                "FailedCreatePodContainer",
+                EventReason::FailedCreatePodContainer,
                 &name,
                 &container,
                 format!("unable to give pod {name} its limits: {why}"),

@@ -6,6 +6,7 @@
 //! follows the end of a run (`exit.rs`, `restart.rs`) nor the stop's grace (`stop.rs`).
 
 use super::*;
+use crate::config::on_event::EventReason;
 
 impl Slot {
     /// Begin a new run: bump the generation and ask the runtime to spawn.
@@ -88,7 +89,7 @@ impl Slot {
         let name = self.spec.name.clone();
         out.event(
             EventType::Normal,
-            "Started",
+            EventReason::Started,
             pod,
             &name,
             format!("Started container {name}"),
@@ -194,7 +195,7 @@ impl Slot {
                 Some(message) => {
                     out.event(
                         EventType::Warning,
-                        "FailedPostStartHook",
+                        EventReason::FailedPostStartHook,
                         pod,
                         &name,
                         message.clone(),
@@ -205,7 +206,13 @@ impl Slot {
             return;
         }
         if let Some(message) = failure {
-            out.event(EventType::Warning, "FailedPreStopHook", pod, &name, message);
+            out.event(
+                EventType::Warning,
+                EventReason::FailedPreStopHook,
+                pod,
+                &name,
+                message,
+            );
         }
         let grace = effective_grace(self.spec.termination_grace);
         if let SlotState::Running {

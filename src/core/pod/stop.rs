@@ -7,6 +7,7 @@
 //! follows the exit the stop causes (`exit.rs`, `restart.rs`).
 
 use super::*;
+use crate::config::on_event::EventReason;
 
 impl Stopping {
     pub(super) fn status(&self) -> Terminating {
@@ -172,7 +173,7 @@ impl Slot {
                     grace,
                     grace_expired: false,
                 });
-                out.event(EventType::Normal, "Killing", pod, &name, message);
+                out.event(EventType::Normal, EventReason::Killing, pod, &name, message);
                 self.hold_probes(out);
                 // A post-start hook still running is abandoned; the pre-stop hook runs first,
                 // within the grace period (kubelet killContainer → executePreStopHook).
@@ -255,7 +256,7 @@ impl Slot {
                 });
                 out.event(
                     EventType::Warning,
-                    "Killing",
+                    EventReason::Killing,
                     pod,
                     &name,
                     format!("Container {name}: {why}, sending SIGKILL"),
@@ -355,7 +356,7 @@ impl Pod {
         out.events.record(
             out.now,
             EventType::Warning,
-            "DeadlineExceeded",
+            EventReason::DeadlineExceeded,
             name.clone(),
             format!(
                 "Pod {name} was active longer than the specified deadline ({}); stopping it",

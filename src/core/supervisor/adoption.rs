@@ -120,7 +120,7 @@ impl Supervisor {
         let last = self.events.last_seq();
         for e in fresh.since(0) {
             self.events
-                .record(e.last, e.kind, &e.reason, e.object, e.message);
+                .record_named(e.last, e.kind, &e.reason, e.object, e.message);
         }
         last
     }

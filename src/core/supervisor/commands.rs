@@ -382,3 +382,17 @@ impl Supervisor {
         pod.stop_all(cause, true, &mut out);
     }
 }
+
+impl Supervisor {
+    /// An `on_event` hook could not deliver an event: a Warning `EventHookFailed` on the object
+    /// `supervisor` (a name no pod may have). No hook ever receives it (`config::on_event`).
+    pub fn record_hook_failure(&mut self, now: Time, message: String) {
+        self.events.record(
+            now,
+            EventType::Warning,
+            crate::config::on_event::EventReason::EventHookFailed,
+            "supervisor".to_string(),
+            message,
+        );
+    }
+}

@@ -13,13 +13,14 @@
 //! follow a pod during shutdown (the shutdown order stops dependents first anyway).
 
 use super::*;
+use crate::config::on_event::EventReason;
 
 /// Which runs a pod's regular containers are in: a new run of any (a restart, an operator
 /// start) or a new pod (a reload replaced it: new keys) changes it.
 pub(in crate::core) type RunSignature = Vec<(ContainerKey, Generation)>;
 
 /// The event of a dependent restarted because of its dependency (interface.md §7).
-const REASON: &str = "DependencyChanged";
+const REASON: EventReason = EventReason::DependencyChanged;
 
 /// The runs of a dependency: of the pod named, or of every replica of a pod with replicas.
 fn signature(on: &[&Pod]) -> RunSignature {

@@ -6,6 +6,7 @@
 //! nor leave the deadline index stale (it ends with `reschedule`).
 
 use super::*;
+use crate::config::on_event::EventReason;
 
 impl Supervisor {
     /// Re-evaluate everything that depends on more than one slot: reload replacements,
@@ -220,7 +221,7 @@ impl Supervisor {
                     let container = slot.name().to_string();
                     out.event(
                         EventType::Warning,
-                        "DependencyFailed",
+                        EventReason::DependencyFailed,
                         &name,
                         &container,
                         message.clone(),
@@ -287,7 +288,7 @@ impl Supervisor {
             return false;
         };
         self.events
-            .record(now, kind, "ShutdownOn", pod, message.clone());
+            .record(now, kind, EventReason::ShutdownOn, pod, message.clone());
         log::info!("{message}");
         self.exit_with = Some(code);
         self.begin_shutdown(now, false);

@@ -913,6 +913,7 @@ impl Scrapes {
                         .success_at
                         .duration_since(std::time::UNIX_EPOCH)
                         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+                    event_hooks: super::event_hooks::figures(),
                 };
                 done.push(Built {
                     format: build.format,

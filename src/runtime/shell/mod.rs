@@ -22,6 +22,7 @@
 //! - `control`: the control socket server and the streams on it; answers what only reads from
 //!   a view of the core and the slots, hands what changes state back to the router;
 //! - `metrics`: the `metrics_address` listener and its scrapers;
+//! - `event_hooks`: the `on_event` hooks' queues and deliveries (exec hooks, webhooks);
 //! - `upgrade`: `vigil upgrade`'s pre-flight and handoff;
 //! - `startup`, `reload`: the steps before the components exist, and what a reload loads.
 //!
@@ -32,6 +33,7 @@ mod adopt;
 mod capture;
 mod component;
 mod control;
+mod event_hooks;
 mod execs;
 mod janitor;
 mod journal;
@@ -106,6 +108,8 @@ pub struct Shell {
     idle_trim: super::trim::IdleTrim,
     notifier: Notifier,
     journal: Journal,
+    /// The `on_event` hooks.
+    event_hooks: event_hooks::EventHooks,
     /// The metrics endpoint (`metrics_address`), when configured.
     metrics: Option<metrics::MetricsListener>,
     /// Probe result counters and duration histograms for the metrics.
@@ -296,6 +300,12 @@ impl Shell {
         let now = Instant::now();
         let fresh = core.is_none();
         let core = core.unwrap_or_else(|| Supervisor::new_refusing(&config, now, &refused));
+        // After an upgrade, the events the old instance saw were its hooks' to deliver.
+        let event_hooks = event_hooks::EventHooks::new(
+            Rc::clone(&registry),
+            &config.supervisor.on_event,
+            if fresh { 0 } else { core.last_event_seq() },
+        );
         let mut shell = Shell {
             poll,
             signals,
@@ -317,6 +327,7 @@ impl Shell {
             idle_trim: Default::default(),
             notifier: Notifier::new(now),
             journal: Journal::default(),
+            event_hooks,
             metrics,
             probe_stats: Default::default(),
             scrapes: Default::default(),
@@ -349,8 +360,10 @@ impl Shell {
             shell.core.begin_event_history(history);
             let (runs, mut link) = shell.runs_and_link();
             if let Some(seq) = runs.take_over_leftovers(now, &mut link) {
-                // The earlier vigil's events come first (it logged them).
+                // The earlier vigil's events come first (it logged them, and its hooks had
+                // them).
                 shell.journal = Journal::resume_after(seq);
+                shell.event_hooks.skip_to(seq);
             }
         }
         Ok(shell)
@@ -507,6 +520,11 @@ impl Shell {
         if matches!(owner, Owner::Control | Owner::Metrics) {
             self.idle_trim.activity(now);
         }
+        if owner == Owner::EventHooks {
+            self.event_hooks
+                .on_event(event, now, &mut self.runs.reaper, &mut self.core);
+            return;
+        }
         let mut link = Link {
             core: &mut self.core,
             notifier: &mut self.notifier,
@@ -524,7 +542,8 @@ impl Shell {
             | Owner::Janitor
             | Owner::Adopted
             | Owner::Exec
-            | Owner::Probes => &mut self.runs,
+            | Owner::Probes
+            | Owner::EventHooks => &mut self.runs,
         };
         component.process(event, now, &mut link);
     }
@@ -610,6 +629,9 @@ impl Shell {
     fn reap(&mut self, now: Instant) {
         let (runs, mut link) = self.runs_and_link();
         runs.reap(now, &mut link);
+        for (id, code, signal) in std::mem::take(&mut self.runs.hooks_ended) {
+            self.event_hooks.ended(id, code, signal);
+        }
         // Pre-flights of an upgrade (rare): after the runs' ends of the same reap are fed.
         while !self.runs.checks_ended.is_empty() {
             let (seq, code, signal) = self.runs.checks_ended.remove(0);
@@ -658,6 +680,10 @@ impl Shell {
                         .drain(&self.core, now, self.runs.capture.journal_mut());
                     self.runs_chore(chore, now);
                 }
+                Chore::EventHooks => {
+                    self.event_hooks
+                        .turn(now, &mut self.runs.reaper, &mut self.core);
+                }
                 Chore::StateFile => {
                     self.notifier.tick_watchdog(now);
                     report_dropped_log_lines();
@@ -683,8 +709,9 @@ impl Shell {
     /// The poll timeout: the earliest deadline of the core and of every component, `now` when
     /// one has bounded work left over.
     fn next_timeout(&self, now: Instant) -> Option<Duration> {
-        let components: [&dyn Component; 7] = [
+        let components: [&dyn Component; 8] = [
             &self.runs,
+            &self.event_hooks,
             &self.control,
             &self.metrics,
             &self.scrapes,
@@ -860,6 +887,7 @@ impl Shell {
                     &mut self.control,
                     &mut self.metrics,
                 );
+                self.event_hooks.reconfigure(&new.supervisor.on_event);
                 self.config = new;
                 self.prune_probe_stats();
             }
@@ -941,8 +969,9 @@ impl Shell {
             last_reload: self.last_reload,
         };
         self.control.farewell(&view);
-        // Kill anything a probe left, then remove every cgroup we made.
+        // Kill anything a probe or an on_event hook left, then remove every cgroup we made.
         self.runs.probes.cancel_all(&mut self.runs.janitor);
+        self.event_hooks.cancel_all();
         let deadline = Instant::now() + Duration::from_secs(2);
         while self.runs.janitor.has_dying() && Instant::now() < deadline {
             self.runs.janitor.retry();

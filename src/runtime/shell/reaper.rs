@@ -29,6 +29,8 @@ pub enum PidOwner {
     /// The new binary of `vigil upgrade`, run to prove it can take the state over before the
     /// exec (the pre-flight, `shell::upgrade`): its `seq` names the attempt.
     UpgradeCheck { seq: u64 },
+    /// An `on_event` exec hook's process (`shell::event_hooks`): `id` names the delivery.
+    EventHook { id: u64 },
 }
 
 /// One ended child: how, and whose.

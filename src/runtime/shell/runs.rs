@@ -79,6 +79,8 @@ pub(super) struct Runs {
     /// Pre-flights of `vigil upgrade` reaped and not yet told to the router: (attempt, exit
     /// code, signal).
     pub(super) checks_ended: Vec<(u64, Option<i32>, Option<i32>)>,
+    /// `on_event` exec hooks reaped, for the router to hand to `event_hooks`.
+    pub(super) hooks_ended: Vec<(u64, Option<i32>, Option<i32>)>,
 }
 
 impl Component for Runs {
@@ -149,6 +151,7 @@ impl Component for Runs {
             | Chore::Actions
             | Chore::Control
             | Chore::Metrics
+            | Chore::EventHooks
             | Chore::Status
             | Chore::Startup => {}
         }
@@ -181,6 +184,7 @@ impl Runs {
             fdstore,
             adopted: Adopted::new(Rc::clone(&registry)),
             checks_ended: Vec::new(),
+            hooks_ended: Vec::new(),
             registry,
         }
     }
@@ -559,6 +563,7 @@ impl Runs {
                 self.on_main_exit(key, generation, exit, now, link)
             }
             PidOwner::UpgradeCheck { seq } => self.checks_ended.push((seq, code, signal)),
+            PidOwner::EventHook { id } => self.hooks_ended.push((id, code, signal)),
             PidOwner::ExecProbe { key, kind, seq } => {
                 let input =
                     self.probes

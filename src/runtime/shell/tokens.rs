@@ -64,10 +64,12 @@ pub enum Owner {
     /// The error pipe of a container whose exec is not confirmed yet (`execs`); the payload is
     /// the container key.
     Exec,
+    /// An `on_event` hook's delivery: an exec hook's pipes, a webhook's socket.
+    EventHooks,
 }
 
 impl Owner {
-    const TAGGED: [Owner; 7] = [
+    const TAGGED: [Owner; 8] = [
         Owner::Capture,
         Owner::Oom,
         Owner::Janitor,
@@ -75,6 +77,7 @@ impl Owner {
         Owner::Adopted,
         Owner::Metrics,
         Owner::Exec,
+        Owner::EventHooks,
     ];
 
     fn tag(self) -> usize {
@@ -86,6 +89,7 @@ impl Owner {
             Owner::Adopted => 5,
             Owner::Metrics => 6,
             Owner::Exec => 7,
+            Owner::EventHooks => 8,
             Owner::Signals | Owner::Control | Owner::Stdout | Owner::Stderr => 0,
         }
     }

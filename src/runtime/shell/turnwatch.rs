@@ -69,6 +69,7 @@ pub enum Chore {
     Metrics,
     Capture,
     Journal,
+    EventHooks,
     StateFile,
     Status,
     Startup,
@@ -76,7 +77,7 @@ pub enum Chore {
 
 impl Chore {
     /// The chores of a turn after its events, in order (`Startup` comes after them).
-    pub const TURN: [Chore; 12] = [
+    pub const TURN: [Chore; 13] = [
         Chore::ProbeExpiry,
         Chore::CoreTimeouts,
         Chore::DeferredStarts,
@@ -87,6 +88,7 @@ impl Chore {
         Chore::Metrics,
         Chore::Capture,
         Chore::Journal,
+        Chore::EventHooks,
         Chore::StateFile,
         Chore::Status,
     ];
@@ -103,6 +105,7 @@ impl Chore {
             Chore::Metrics => "metrics: expositions",
             Chore::Capture => "capture: container output",
             Chore::Journal => "journal: forwarding",
+            Chore::EventHooks => "on_event hooks",
             Chore::StateFile => "state file",
             Chore::Status => "notifier: status",
             Chore::Startup => "start-up and trim",
@@ -153,6 +156,7 @@ fn owner_name(owner: Owner) -> &'static str {
         Owner::Adopted => "adopted run",
         Owner::Metrics => "metrics listener",
         Owner::Exec => "exec report",
+        Owner::EventHooks => "on_event hook",
     }
 }
 

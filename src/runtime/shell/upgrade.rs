@@ -561,7 +561,9 @@ impl Shell {
                     key,
                     generation,
                 }),
-                PidOwner::ExecProbe { .. } | PidOwner::UpgradeCheck { .. } => None,
+                PidOwner::ExecProbe { .. }
+                | PidOwner::UpgradeCheck { .. }
+                | PidOwner::EventHook { .. } => None,
             })
             .collect();
         let adopted: Vec<AdoptedRun> = self
