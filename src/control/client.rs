@@ -210,18 +210,7 @@ fn health(
         );
     } else {
         for p in &reply.unhealthy {
-            let about = if p.object == p.pod {
-                String::new()
-            } else {
-                format!(" ({})", format::cell(&p.object))
-            };
-            let _ = writeln!(
-                err,
-                "{}: {}{about}: {}",
-                format::cell(&p.pod),
-                p.state.as_str(),
-                format::cell(&p.message)
-            );
+            verdict_line(err, &p.pod, &p.object, p.state.as_str(), &p.message);
         }
         let _ = writeln!(
             err,
@@ -274,18 +263,7 @@ fn wait_for(
             names.join(", ")
         );
         for p in waiting {
-            let about = if p.object == p.pod {
-                String::new()
-            } else {
-                format!(" ({})", format::cell(&p.object))
-            };
-            let _ = writeln!(
-                err,
-                "{}: {}{about}: {}",
-                format::cell(&p.pod),
-                p.state.as_str(),
-                format::cell(&p.message)
-            );
+            verdict_line(err, &p.pod, &p.object, p.state.as_str(), &p.message);
         }
     }
     Ok(if reply.met {
@@ -296,6 +274,22 @@ fn wait_for(
 }
 
 /// `1 pod`, `3 pods`.
+/// One pod's verdict on stderr (`vigil health`, a `vigil wait` that timed out): `web:
+/// CrashLoopBackOff (web/app): why`, the container only when it is not the pod itself.
+fn verdict_line(err: &mut dyn Write, pod: &str, object: &str, state: &str, message: &str) {
+    let about = if object == pod {
+        String::new()
+    } else {
+        format!(" ({})", format::cell(object))
+    };
+    let _ = writeln!(
+        err,
+        "{}: {state}{about}: {}",
+        format::cell(pod),
+        format::cell(message)
+    );
+}
+
 fn plural(n: usize, what: &str) -> String {
     if n == 1 {
         format!("{n} {what}")
