@@ -9,7 +9,7 @@
 //! core, to which every input goes at once, in the order things happened; the config). Must
 //! not: allocate, or add a dynamic call per event beyond the one `process` call.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use mio::event::Event;
 
@@ -76,6 +76,19 @@ pub(super) fn earliest(deadlines: impl IntoIterator<Item = Option<Instant>>) -> 
     deadlines.into_iter().flatten().min()
 }
 
+/// The poll timeout for a deadline `remaining` away. epoll_wait lets the kernel fire up to
+/// 0.1 % of the timeout late (timer slack: 1 ms on a 1 s sleep, 10 ms on a 10 s probe period,
+/// and mio has already rounded up to the millisecond), so a long sleep ends early by twice
+/// that; the next turn finds nothing due and sleeps the few milliseconds left, with a slack of
+/// microseconds. Short timeouts are left alone.
+pub(super) fn wake_early_for_slack(remaining: Duration) -> Duration {
+    if remaining < Duration::from_millis(50) {
+        remaining
+    } else {
+        remaining - remaining / 500
+    }
+}
+
 // ---- the components whose events and deadlines need nothing of the rest --------------------
 
 impl Component for super::control::Control {
@@ -85,20 +98,6 @@ impl Component for super::control::Control {
 
     fn deadline(&self, now: Instant) -> Option<Instant> {
         earliest([self.next_deadline(), self.has_backlog().then_some(now)])
-    }
-}
-
-/// The metrics listener, when `metrics_address` is set.
-impl Component for Option<super::metrics::MetricsListener> {
-    fn process(&mut self, event: &Event, _: Instant, _: &mut Link<'_>) {
-        if let Some(m) = self {
-            m.on_event(event);
-        }
-    }
-
-    fn deadline(&self, now: Instant) -> Option<Instant> {
-        let m = self.as_ref()?;
-        earliest([m.next_deadline(), m.has_work().then_some(now)])
     }
 }
 
@@ -113,6 +112,22 @@ impl Component for StderrLog {
 
     fn deadline(&self, _: Instant) -> Option<Instant> {
         None
+    }
+
+    /// With the state file: vigil's log lines its stderr did not take since the last turn,
+    /// said once.
+    fn chore(&mut self, chore: Chore, _: Instant, _: &mut Link<'_>) {
+        if chore != Chore::StateFile {
+            return;
+        }
+        let dropped = crate::runtime::stderr_log::take_dropped_report();
+        if dropped > 0 {
+            log::warn!(
+                "{dropped} lines of vigil's log dropped: its stderr was not read (at most {} \
+                 KiB are kept)",
+                crate::runtime::stderr_log::QUEUE_BYTES / 1024
+            );
+        }
     }
 }
 
@@ -130,16 +145,46 @@ impl Component for crate::runtime::trim::IdleTrim {
     }
 }
 
-/// The expositions asked for and being built, a slice per turn.
-impl Component for super::metrics::Scrapes {
-    fn deadline(&self, now: Instant) -> Option<Instant> {
-        self.has_work().then_some(now)
-    }
-}
-
 /// An upgrade waiting for its new binary (its child's exit comes through the reaper).
 impl Component for Option<super::upgrade::Preflight> {
     fn deadline(&self, _: Instant) -> Option<Instant> {
         self.as_ref().map(super::upgrade::Preflight::deadline)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_poll_timeouts_end_early_enough_to_absorb_the_kernels_timer_slack() {
+        for us in [
+            50_000,
+            100_000,
+            999_700,
+            1_000_000,
+            10_000_000,
+            10_000_400,
+            3_600_000_000,
+        ] {
+            let d = Duration::from_micros(us);
+            let t = wake_early_for_slack(d);
+            // mio rounds up to the next millisecond, then the kernel may add 0.1 %.
+            let rounded = Duration::from_millis(t.as_nanos().div_ceil(1_000_000) as u64);
+            let latest = rounded + rounded / 1000;
+            assert!(
+                latest <= d + Duration::from_micros(100),
+                "{us} us: may wake at {latest:?}"
+            );
+            assert!(t >= d - d / 100, "{us} us: wakes far too early ({t:?})");
+        }
+    }
+
+    #[test]
+    fn short_poll_timeouts_are_kept() {
+        for ms in [0, 1, 2, 49] {
+            let d = Duration::from_millis(ms);
+            assert_eq!(wake_early_for_slack(d), d);
+        }
     }
 }

@@ -926,45 +926,72 @@ impl Scrapes {
     }
 }
 
-impl super::Shell {
-    /// Once per turn: a slice of the expositions under way (finished ones go to who asked),
-    /// then the metrics listener's work (new scrapes are queued for the next slice).
-    pub(super) fn serve_metrics(&mut self, now: Instant) {
-        if let Some(listener) = &mut self.metrics {
+/// The metrics component: the listener on `metrics_address` (when set) and the expositions
+/// being built for it and for `metrics` requests on the control socket.
+#[derive(Default)]
+pub(super) struct Metrics {
+    /// `None` without `metrics_address`.
+    pub(super) listener: Option<MetricsListener>,
+    scrapes: Scrapes,
+}
+
+impl Metrics {
+    pub(super) fn new(listener: Option<MetricsListener>) -> Metrics {
+        Metrics {
+            listener,
+            scrapes: Scrapes::default(),
+        }
+    }
+
+    /// The control connections waiting for an exposition ([`Scrapes::control_askers`]).
+    pub(super) fn control_askers(&self) -> Vec<(&super::control::Pending, Format)> {
+        self.scrapes.control_askers()
+    }
+
+    /// A `metrics` request on the control socket: answered when the next build is done.
+    pub(super) fn ask(&mut self, format: Format, pending: super::control::Pending) {
+        self.scrapes.ask(format, Asker::Control(pending));
+    }
+
+    /// Once per turn: a slice of the expositions under way (finished ones go to who asked:
+    /// a scraper here, a control request through `control`), then the listener's work (new
+    /// scrapes are queued for the next slice).
+    pub(super) fn serve(
+        &mut self,
+        now: Instant,
+        view: &super::control::View,
+        control: &mut super::control::Control,
+    ) {
+        if let Some(listener) = &mut self.listener {
             for token in listener.take_left() {
                 self.scrapes.forget(token);
             }
         }
         if self.scrapes.has_work() {
-            let view = super::control::View {
-                core: &self.core,
-                slots: &self.runs.slots,
-                probe_stats: &self.probe_stats,
-                started_wall: self.started_wall,
-                last_reload: self.last_reload,
+            let built = {
+                let open = |conn| control.is_open(conn);
+                self.scrapes.step(view, now, &open)
             };
-            let control = &self.control;
-            let built = self.scrapes.step(&view, now, &|conn| control.is_open(conn));
             for b in built {
                 for asker in b.askers {
                     match asker {
                         Asker::Http(token) => {
-                            if let Some(listener) = &mut self.metrics {
+                            if let Some(listener) = &mut self.listener {
                                 listener.deliver(token, Rc::<[u8]>::from(b.text.clone()), now);
                             }
                         }
                         Asker::Control(pending) => {
-                            self.control.finish_metrics(pending, b.format, &b.text);
+                            control.finish_metrics(pending, b.format, &b.text);
                         }
                     }
                 }
             }
         }
-        if let Some(listener) = &mut self.metrics {
+        if let Some(listener) = &mut self.listener {
             let mut asks = Vec::new();
             // Health checks of this turn share one judgement of the pods, made on the first.
             let judged: std::cell::OnceCell<Vec<crate::core::PodHealth>> = Default::default();
-            let core = &self.core;
+            let core = view.core;
             let health = |check: crate::metrics::http::Check, query: &str| {
                 let (pods, verbose) = crate::metrics::http::health_query(query);
                 let all = judged.get_or_init(|| core.health());
@@ -976,18 +1003,42 @@ impl super::Shell {
             }
         }
     }
+}
 
-    /// After a reload: the probe figures of containers that are gone go too.
-    pub(super) fn prune_probe_stats(&mut self) {
-        let live: std::collections::HashSet<_> = self
-            .core
-            .pods()
-            .iter()
-            .flat_map(|p| p.init_containers.iter().chain(p.containers.iter()))
-            .map(|c| c.key)
-            .collect();
-        self.probe_stats.retain(|k| live.contains(&k));
+impl super::component::Component for Metrics {
+    fn process(
+        &mut self,
+        event: &mio::event::Event,
+        _: Instant,
+        _: &mut super::component::Link<'_>,
+    ) {
+        if let Some(m) = &mut self.listener {
+            m.on_event(event);
+        }
     }
+
+    fn deadline(&self, now: Instant) -> Option<Instant> {
+        let listener = self.listener.as_ref();
+        super::component::earliest([
+            listener.and_then(MetricsListener::next_deadline),
+            (listener.is_some_and(MetricsListener::has_work) || self.scrapes.has_work())
+                .then_some(now),
+        ])
+    }
+}
+
+/// After a reload: the probe figures of containers that are gone go too.
+pub(super) fn prune_probe_stats(
+    stats: &mut crate::metrics::probes::ProbeStats,
+    core: &crate::core::Supervisor,
+) {
+    let live: std::collections::HashSet<_> = core
+        .pods()
+        .iter()
+        .flat_map(|p| p.init_containers.iter().chain(p.containers.iter()))
+        .map(|c| c.key)
+        .collect();
+    stats.retain(|k| live.contains(&k));
 }
 
 #[cfg(test)]

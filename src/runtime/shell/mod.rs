@@ -44,6 +44,7 @@ mod probes;
 mod reaper;
 mod reload;
 mod runs;
+mod signals;
 mod startup;
 mod tokens;
 mod turnwatch;
@@ -51,31 +52,25 @@ mod upgrade;
 mod waiters;
 
 use std::io;
-use std::rc::Rc;
 use std::time::{Duration, Instant, SystemTime};
 
-use libc::SIGPWR;
-use log::{debug, error, info, warn};
+use log::{debug, error, info};
 use mio::{Events, Poll};
-use signal_hook::consts::signal::{SIGCHLD, SIGHUP, SIGINT, SIGTERM, SIGUSR2};
-use signal_hook_mio::v1_0::Signals;
 
-use super::fdstore::{FdStore, PipeName};
+use super::fdstore::PipeName;
 use crate::config::ConfigSource;
 use crate::config::select::Selection;
 use crate::config::spec::Config;
 use crate::control::wire::ErrorKind;
 use crate::core::{Action, Command, ReloadError, Supervisor};
-use capture::Capture;
 use component::{Component, Link, StderrLog};
 use control::{Control, Mutation};
 use journal::Journal;
 use notifier::Notifier;
 use runs::Runs;
+use signals::{Asked, SignalPipe, signal_name};
 pub use startup::StartError;
-use startup::{
-    forward_destination, open_loop, protect_self, resolve_group, setup_cgroups, socket_path,
-};
+use startup::resolve_group;
 use tokens::Owner;
 pub use tokens::{CONN_TOKEN_BASE, Watched};
 use turnwatch::{Chore, Phase, TurnWatch};
@@ -91,7 +86,7 @@ pub(super) struct LastReload {
 
 pub struct Shell {
     poll: Poll,
-    signals: Signals,
+    signals: SignalPipe,
     core: Supervisor,
     config: Config,
     source: ConfigSource,
@@ -110,21 +105,16 @@ pub struct Shell {
     journal: Journal,
     /// The `on_event` hooks.
     event_hooks: event_hooks::EventHooks,
-    /// The metrics endpoint (`metrics_address`), when configured.
-    metrics: Option<metrics::MetricsListener>,
+    /// The metrics endpoint (`metrics_address`) and the expositions being built.
+    metrics: metrics::Metrics,
     /// Probe result counters and duration histograms for the metrics.
     probe_stats: crate::metrics::probes::ProbeStats,
-    /// The metrics expositions asked for and being built, a slice per turn.
-    scrapes: metrics::Scrapes,
     /// When vigil started, by the wall clock (`process_start_time_seconds`).
     started_wall: SystemTime,
     /// The last reload's outcome (metrics).
     last_reload: LastReload,
     /// Pods refused at start for limits this host cannot give (`allow_missing_controllers`).
     refused_at_start: Vec<String>,
-    stop_signals: u32,
-    /// When the first stop signal came (this vigil's clock; not handed over by an upgrade).
-    first_stop_at: Option<Instant>,
     exit_code: Option<i32>,
     /// Turns that panicked (see [`Shell::on_panic`]).
     panics: u32,
@@ -163,10 +153,31 @@ const EXIT_PANIC: i32 = 70;
 /// How long an upgrade waits for the exec of containers just started before handing over.
 const HANDOFF_SETTLE: Duration = Duration::from_millis(250);
 
-/// A stop signal this soon after the one that began the shutdown is that request again, not an
-/// operator asking to force it: timeout(1) signals both its child and the child's process group
-/// (coreutils, `cleanup`), so vigil run under it receives SIGTERM twice within microseconds.
-const REPEATED_STOP_WINDOW: Duration = Duration::from_millis(250);
+/// What the control and metrics components read of the rest to answer (the fields borrowed
+/// one by one, so a component can be borrowed mutably beside it).
+macro_rules! view {
+    ($shell:ident) => {
+        control::View {
+            core: &$shell.core,
+            slots: &$shell.runs.slots,
+            probe_stats: &$shell.probe_stats,
+            started_wall: $shell.started_wall,
+            last_reload: $shell.last_reload,
+        }
+    };
+}
+
+/// The link through which a component reaches the core (the fields borrowed one by one).
+macro_rules! link {
+    ($shell:ident) => {
+        Link {
+            core: &mut $shell.core,
+            notifier: &mut $shell.notifier,
+            probe_stats: &mut $shell.probe_stats,
+            config: &$shell.config,
+        }
+    };
+}
 
 impl Shell {
     /// Start-up, in order: host checks, the loop and its signals, vigil's own process
@@ -178,7 +189,7 @@ impl Shell {
         stored: Vec<(PipeName, std::os::fd::OwnedFd)>,
         selection: Selection,
     ) -> Result<Shell, StartError> {
-        Self::start(config, source, selection, None, stored)
+        startup::build(config, source, selection, None, stored)
     }
 
     /// The new instance of `vigil upgrade`: the same start-up as [`Shell::new`] on the
@@ -203,7 +214,7 @@ impl Shell {
         core.after_handoff();
         let t1 = Instant::now();
         let resumed = Resumed { listener, core };
-        let mut shell = Self::start(
+        let mut shell = startup::build(
             state.config.clone(),
             state.source.clone(),
             state.selection.clone(),
@@ -221,151 +232,6 @@ impl Shell {
         // came with the handoff); this instance's holder gets every pipe it reads.
         shell.runs.held.clear();
         shell.runs.hold_all_output();
-        Ok(shell)
-    }
-
-    fn start(
-        config: Config,
-        source: ConfigSource,
-        selection: Selection,
-        resumed: Option<Resumed>,
-        stored: Vec<(PipeName, std::os::fd::OwnedFd)>,
-    ) -> Result<Shell, StartError> {
-        let socket_path = socket_path(&config);
-        let host = super::harden::check_startup(&source, &config)?;
-        let (poll, signals) = open_loop()?;
-        if resumed.is_some() {
-            // Signals that came during the exec were held (handoff::exec): take them now.
-            super::handoff::exec::unblock();
-        }
-        let registry = Rc::new(poll.registry().try_clone().map_err(StartError::Poll)?);
-        protect_self(&config);
-        let (cgroups, refused) = setup_cgroups(&config, &host)?;
-        let (control, core) = match resumed {
-            None => (
-                Control::bind(&config, &socket_path, Rc::clone(&registry))?,
-                None,
-            ),
-            Some(r) => (
-                Control::inherit(&config, &socket_path, Rc::clone(&registry), r.listener)?,
-                Some(r.core),
-            ),
-        };
-        if let Some(w) = config
-            .supervisor
-            .metrics_address
-            .and_then(crate::host::metrics_exposure)
-        {
-            warn!("supervisor.metrics_address: {w}");
-        }
-        let metrics = match config.supervisor.metrics_address {
-            None => None,
-            Some(addr) => match metrics::MetricsListener::bind(Rc::clone(&registry), addr) {
-                Ok(mut m) => {
-                    m.set_share(control.metrics_share());
-                    Some(m)
-                }
-                // After an upgrade the containers run on: a port taken meanwhile is not worth
-                // giving up the handoff for.
-                Err(e) if core.is_some() => {
-                    warn!("{e}; no metrics until the next restart");
-                    None
-                }
-                Err(e) => return Err(e.into()),
-            },
-        };
-        let forward = forward_destination(&config);
-        // What an earlier vigil left (kill -9) is found through its cgroups and state file,
-        // once the core exists (`take_over_leftovers` below) — not after an upgrade: then it
-        // is all ours.
-        let tracker = super::statefile::Tracker::new(&socket_path, cgroups.is_none());
-        // The pipes an earlier vigil's holder kept (a crash, or the exec of an upgrade), then
-        // this vigil's own holder.
-        let mut held = super::holder::take_previous(&socket_path);
-        // The service manager's copies are preferred: the holder's duplicates of the same
-        // pipes are closed as they are replaced.
-        let mut fdstore = FdStore::from_env();
-        fdstore.handed_back(stored.iter().map(|(p, _)| p));
-        for (p, fd) in stored {
-            held.insert(super::holder::name(&p.label, p.pid, p.stderr), fd);
-        }
-        // As PID 1 a crash of vigil ends every process of the system or namespace: nothing
-        // to hold for.
-        let holder = if super::is_pid1() {
-            super::holder::Holder::default()
-        } else {
-            super::holder::Holder::start(&socket_path)
-        };
-
-        let now = Instant::now();
-        let fresh = core.is_none();
-        let core = core.unwrap_or_else(|| Supervisor::new_refusing(&config, now, &refused));
-        // After an upgrade, the events the old instance saw were its hooks' to deliver.
-        let event_hooks = event_hooks::EventHooks::new(
-            Rc::clone(&registry),
-            &config.supervisor.on_event,
-            if fresh { 0 } else { core.last_event_seq() },
-        );
-        let mut shell = Shell {
-            poll,
-            signals,
-            core,
-            config,
-            source,
-            selection,
-            control,
-            runs: Runs::new(
-                Rc::clone(&registry),
-                cgroups,
-                Capture::new(Rc::clone(&registry), forward),
-                tracker,
-                holder,
-                held,
-                fdstore,
-            ),
-            starting: true,
-            idle_trim: Default::default(),
-            notifier: Notifier::new(now),
-            journal: Journal::default(),
-            event_hooks,
-            metrics,
-            probe_stats: Default::default(),
-            scrapes: Default::default(),
-            started_wall: SystemTime::now(),
-            last_reload: LastReload {
-                successful: true,
-                success_at: SystemTime::now(),
-            },
-            refused_at_start: refused.iter().map(|(p, _)| p.clone()).collect(),
-            stop_signals: 0,
-            first_stop_at: None,
-            exit_code: None,
-            panics: 0,
-            started_at: now,
-            exe_path: std::env::current_exe().unwrap_or_default(),
-            argv: std::env::args_os()
-                .map(|a| a.to_string_lossy().into_owned())
-                .collect(),
-            upgrades: 0,
-            preflight: None,
-            preflight_seq: 0,
-            watch: TurnWatch::new(now),
-            #[cfg(feature = "fault-injection")]
-            fault: super::fault::Fault::from_env(now),
-        };
-        if fresh {
-            // A name for this vigil's event history that no earlier start used (followers
-            // resume by it: src/core/events.rs); taken before the leftovers' record is.
-            let history = u64::try_from(crate::logs::unix_nanos_now()).unwrap_or(0);
-            shell.core.begin_event_history(history);
-            let (runs, mut link) = shell.runs_and_link();
-            if let Some(seq) = runs.take_over_leftovers(now, &mut link) {
-                // The earlier vigil's events come first (it logged them, and its hooks had
-                // them).
-                shell.journal = Journal::resume_after(seq);
-                shell.event_hooks.skip_to(seq);
-            }
-        }
         Ok(shell)
     }
 
@@ -454,7 +320,9 @@ impl Shell {
             super::trim::give_back();
         }
         self.watch.mark(Phase::Chore(Chore::Startup));
-        self.report_slow_turn();
+        let slots = &self.runs.slots;
+        self.watch
+            .report_if_slow(|key| slots.get(&key).map(|s| format!("{}/{}", s.pod, s.name)));
         if let Some(code) = self.exit_code {
             let code = if self.panics > 0 { EXIT_PANIC } else { code };
             self.exit_code = Some(code);
@@ -525,12 +393,7 @@ impl Shell {
                 .on_event(event, now, &mut self.runs.reaper, &mut self.core);
             return;
         }
-        let mut link = Link {
-            core: &mut self.core,
-            notifier: &mut self.notifier,
-            probe_stats: &mut self.probe_stats,
-            config: &self.config,
-        };
+        let mut link = link!(self);
         let component: &mut dyn Component = match owner {
             Owner::Control => &mut self.control,
             Owner::Metrics => &mut self.metrics,
@@ -550,15 +413,7 @@ impl Shell {
 
     /// The runs, and the link through which they feed the core.
     fn runs_and_link(&mut self) -> (&mut Runs, Link<'_>) {
-        (
-            &mut self.runs,
-            Link {
-                core: &mut self.core,
-                notifier: &mut self.notifier,
-                probe_stats: &mut self.probe_stats,
-                config: &self.config,
-            },
-        )
+        (&mut self.runs, link!(self))
     }
 
     /// An adopted run's process is gone (its status unknown).
@@ -639,26 +494,6 @@ impl Shell {
         }
     }
 
-    /// A turn longer than [`turnwatch::SLOW_TURN`]: one `WARN` line with its slowest phase.
-    fn report_slow_turn(&self) {
-        let Some((total, slowest)) = self.watch.slow() else {
-            return;
-        };
-        let what = slowest.map_or_else(String::new, |(took, phase)| {
-            let name = turnwatch::describe(phase, |key| {
-                self.runs
-                    .slots
-                    .get(&key)
-                    .map(|s| format!("{}/{}", s.pod, s.name))
-            });
-            format!("; slowest: {name} ({} ms)", took.as_millis())
-        });
-        warn!(
-            "loop turn took {} ms{what} (everything else waited meanwhile)",
-            total.as_millis()
-        );
-    }
-
     /// Everything after the ready sources of one turn have been handled: each chore in its
     /// order, by its owner (the core's timeouts and actions, the requests and expositions,
     /// which need a view of the core and the runs, and the status line are the router's).
@@ -674,11 +509,14 @@ impl Shell {
                 }
                 Chore::Actions => self.drain_actions(now),
                 Chore::Control => self.serve_control(now),
-                Chore::Metrics => self.serve_metrics(now),
+                Chore::Metrics => {
+                    let view = view!(self);
+                    self.metrics.serve(now, &view, &mut self.control);
+                }
                 Chore::Journal => {
                     self.journal
                         .drain(&self.core, now, self.runs.capture.journal_mut());
-                    self.runs_chore(chore, now);
+                    self.chore_all(chore, now);
                 }
                 Chore::EventHooks => {
                     self.event_hooks
@@ -686,46 +524,65 @@ impl Shell {
                 }
                 Chore::StateFile => {
                     self.notifier.tick_watchdog(now);
-                    report_dropped_log_lines();
-                    self.runs_chore(chore, now);
+                    self.chore_all(chore, now);
                 }
                 Chore::Status => {
                     if self.notifier.status_due(now) {
                         self.update_status(now);
                     }
                 }
-                _ => self.runs_chore(chore, now),
+                _ => self.chore_all(chore, now),
             }
             self.watch.mark(Phase::Chore(chore));
         }
     }
 
-    /// The runs' share of `chore`.
-    fn runs_chore(&mut self, chore: Chore, now: Instant) {
-        let (runs, mut link) = self.runs_and_link();
-        runs.chore(chore, now, &mut link);
+    /// Every component's share of `chore` (the notifier, which the link lends to the others,
+    /// is the router's to drive).
+    fn chore_all(&mut self, chore: Chore, now: Instant) {
+        let mut stderr = StderrLog;
+        let components: [&mut dyn Component; 6] = [
+            &mut self.runs,
+            &mut self.control,
+            &mut self.metrics,
+            &mut stderr,
+            &mut self.idle_trim,
+            &mut self.preflight,
+        ];
+        let mut link = link!(self);
+        for c in components {
+            c.chore(chore, now, &mut link);
+        }
+    }
+
+    /// Every component, for what the router asks of all alike (their deadlines).
+    fn components(&self) -> [&dyn Component; 8] {
+        [
+            &self.runs,
+            &self.event_hooks,
+            &self.control,
+            &self.metrics,
+            &StderrLog,
+            &self.idle_trim,
+            &self.preflight,
+            &self.notifier,
+        ]
     }
 
     /// The poll timeout: the earliest deadline of the core and of every component, `now` when
     /// one has bounded work left over.
     fn next_timeout(&self, now: Instant) -> Option<Duration> {
-        let components: [&dyn Component; 8] = [
-            &self.runs,
-            &self.event_hooks,
-            &self.control,
-            &self.metrics,
-            &self.scrapes,
-            &self.notifier,
-            &self.idle_trim,
-            &self.preflight,
-        ];
-        let deadline =
-            component::earliest(components.into_iter().map(|c| c.deadline(now)).chain([
-                self.core.poll_timeout(),
-                self.core.has_actions().then_some(now),
-                self.fault_deadline(),
-            ]));
-        deadline.map(|d| wake_early_for_slack(d.saturating_duration_since(now)))
+        let deadline = component::earliest(
+            self.components()
+                .into_iter()
+                .map(|c| c.deadline(now))
+                .chain([
+                    self.core.poll_timeout(),
+                    self.core.has_actions().then_some(now),
+                    self.fault_deadline(),
+                ]),
+        );
+        deadline.map(|d| component::wake_early_for_slack(d.saturating_duration_since(now)))
     }
 
     #[cfg(feature = "fault-injection")]
@@ -738,49 +595,25 @@ impl Shell {
         None
     }
 
+    /// What vigil's own signals ask, carried out in the order they came.
     fn on_signals(&mut self, now: Instant) {
-        let pending: Vec<i32> = self.signals.pending().collect();
-        for sig in pending {
-            match sig {
-                SIGCHLD => self.reap(now),
-                SIGTERM | SIGINT | SIGPWR => {
-                    if self
-                        .first_stop_at
-                        .is_some_and(|t| now.saturating_duration_since(t) < REPEATED_STOP_WINDOW)
-                    {
-                        info!(
-                            "received {} again within {} ms: the same request, the shutdown goes \
-                             on (send it again to force it)",
-                            signal_name(sig),
-                            REPEATED_STOP_WINDOW.as_millis()
-                        );
-                        continue;
-                    }
-                    self.stop_signals += 1;
-                    self.first_stop_at.get_or_insert(now);
-                    let force = self.stop_signals > 1;
-                    info!(
-                        "received {}: {}",
-                        signal_name(sig),
-                        if force {
-                            "forcing shutdown"
-                        } else {
-                            "shutting down"
-                        }
-                    );
+        for asked in self.signals.take(now) {
+            match asked {
+                Asked::Reap => self.reap(now),
+                Asked::Shutdown { force } => {
                     if !force {
                         self.notifier.stopping();
                     }
                     let _ = self.core.command(now, Command::Shutdown { force });
                 }
-                SIGUSR2 => {
+                Asked::Upgrade => {
                     info!(
                         "received SIGUSR2: upgrading (re-executing {})",
                         self.exe_path.display()
                     );
                     self.ask_upgrade(None, false, None, now);
                 }
-                SIGHUP => {
+                Asked::Reload => {
                     // A deleted or replaced socket file is bound again (the server also
                     // watches the socket's path with inotify).
                     if let Err(e) = self.control.check_socket_file() {
@@ -789,7 +622,6 @@ impl Shell {
                     info!("received SIGHUP: reloading the config");
                     let _ = self.reload_from("SIGHUP", now);
                 }
-                _ => {}
             }
         }
         // Reaping may be due even without SIGCHLD coalescing issues; cheap to check.
@@ -802,13 +634,7 @@ impl Shell {
     fn serve_control(&mut self, now: Instant) {
         self.control.begin_turn(now);
         loop {
-            let view = control::View {
-                core: &self.core,
-                slots: &self.runs.slots,
-                probe_stats: &self.probe_stats,
-                started_wall: self.started_wall,
-                last_reload: self.last_reload,
-            };
+            let view = view!(self);
             let Some((pending, mutation)) = self.control.next_change(now, &view) else {
                 break;
             };
@@ -833,8 +659,8 @@ impl Shell {
                     self.scale(now, &pod, replicas)
                 }
                 Mutation::Metrics(format) => {
-                    // Answered when its exposition is built (serve_metrics, later turns).
-                    self.scrapes.ask(format, metrics::Asker::Control(pending));
+                    // Answered when its exposition is built (`Metrics::serve`, later turns).
+                    self.metrics.ask(format, pending);
                     continue;
                 }
                 Mutation::Upgrade { binary, check } => {
@@ -846,13 +672,7 @@ impl Shell {
             self.control.finish_command(pending, outcome, now);
             self.drain_actions(now);
         }
-        let view = control::View {
-            core: &self.core,
-            slots: &self.runs.slots,
-            probe_stats: &self.probe_stats,
-            started_wall: self.started_wall,
-            last_reload: self.last_reload,
-        };
+        let view = view!(self);
         self.control.settle_waiters(now, &view);
         self.control.feed_streams(&view);
     }
@@ -885,11 +705,11 @@ impl Shell {
                     &new,
                     &mut self.runs,
                     &mut self.control,
-                    &mut self.metrics,
+                    &mut self.metrics.listener,
                 );
                 self.event_hooks.reconfigure(&new.supervisor.on_event);
                 self.config = new;
-                self.prune_probe_stats();
+                metrics::prune_probe_stats(&mut self.probe_stats, &self.core);
             }
             r.map(|msg| msg + &plan.summary())
         });
@@ -931,7 +751,7 @@ impl Shell {
             .command(now, Command::Reload(Box::new(new.clone())))
             .map_err(|e| (e.kind.into(), e.message))?;
         self.config = new;
-        self.prune_probe_stats();
+        metrics::prune_probe_stats(&mut self.probe_stats, &self.core);
         self.drain_actions(now);
         let names = |range: std::ops::Range<u32>| {
             range
@@ -961,36 +781,13 @@ impl Shell {
 
     fn finish(&mut self) {
         // Followers are told vigil is gone for good (they would wait for it to come back).
-        let view = control::View {
-            core: &self.core,
-            slots: &self.runs.slots,
-            probe_stats: &self.probe_stats,
-            started_wall: self.started_wall,
-            last_reload: self.last_reload,
-        };
+        let view = view!(self);
         self.control.farewell(&view);
-        // Kill anything a probe or an on_event hook left, then remove every cgroup we made.
-        self.runs.probes.cancel_all(&mut self.runs.janitor);
+        // Kill anything a probe or an on_event hook left, remove every cgroup made, let the
+        // holder go.
         self.event_hooks.cancel_all();
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while self.runs.janitor.has_dying() && Instant::now() < deadline {
-            self.runs.janitor.retry();
-            if self.runs.janitor.has_dying() {
-                // Shutdown path only: the loop has ended, a brief wait for the kernel to
-                // empty the last cgroups is all that is left to do.
-                std::thread::sleep(Duration::from_millis(5));
-                self.reap(Instant::now());
-            }
-        }
-        // The output holder lives in vigil's cgroup: gone before it is removed.
-        self.runs.holder.bye();
-        self.runs.fdstore.release_all();
-        if let Some(m) = &self.runs.cgroups
-            && let Err(e) = m.teardown()
-        {
-            warn!("{e}");
-        }
-        self.runs.tracker.finish();
+        let (runs, mut link) = self.runs_and_link();
+        runs.finish(&mut link);
         self.journal
             .drain(&self.core, Instant::now(), self.runs.capture.journal_mut());
         self.runs.capture.flush();
@@ -1001,73 +798,5 @@ impl Shell {
             uptime.as_secs_f64(),
             self.exit_code.unwrap_or(0)
         );
-    }
-}
-
-/// vigil's log lines its stderr did not take since the last turn, said once.
-fn report_dropped_log_lines() {
-    let dropped = super::stderr_log::take_dropped_report();
-    if dropped > 0 {
-        warn!(
-            "{dropped} lines of vigil's log dropped: its stderr was not read (at most {} KiB \
-             are kept)",
-            super::stderr_log::QUEUE_BYTES / 1024
-        );
-    }
-}
-
-fn signal_name(sig: i32) -> String {
-    nix::sys::signal::Signal::try_from(sig)
-        .map(|s| s.as_str().to_string())
-        .unwrap_or_else(|_| format!("signal {sig}"))
-}
-
-/// The poll timeout for a deadline `remaining` away. epoll_wait lets the kernel fire up to
-/// 0.1 % of the timeout late (timer slack: 1 ms on a 1 s sleep, 10 ms on a 10 s probe period,
-/// and mio has already rounded up to the millisecond), so a long sleep ends early by twice
-/// that; the next turn finds nothing due and sleeps the few milliseconds left, with a slack of
-/// microseconds. Short timeouts are left alone.
-fn wake_early_for_slack(remaining: Duration) -> Duration {
-    if remaining < Duration::from_millis(50) {
-        remaining
-    } else {
-        remaining - remaining / 500
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn long_poll_timeouts_end_early_enough_to_absorb_the_kernels_timer_slack() {
-        for us in [
-            50_000,
-            100_000,
-            999_700,
-            1_000_000,
-            10_000_000,
-            10_000_400,
-            3_600_000_000,
-        ] {
-            let d = Duration::from_micros(us);
-            let t = wake_early_for_slack(d);
-            // mio rounds up to the next millisecond, then the kernel may add 0.1 %.
-            let rounded = Duration::from_millis(t.as_nanos().div_ceil(1_000_000) as u64);
-            let latest = rounded + rounded / 1000;
-            assert!(
-                latest <= d + Duration::from_micros(100),
-                "{us} us: may wake at {latest:?}"
-            );
-            assert!(t >= d - d / 100, "{us} us: wakes far too early ({t:?})");
-        }
-    }
-
-    #[test]
-    fn short_poll_timeouts_are_kept() {
-        for ms in [0, 1, 2, 49] {
-            let d = Duration::from_millis(ms);
-            assert_eq!(wake_early_for_slack(d), d);
-        }
     }
 }

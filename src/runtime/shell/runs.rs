@@ -578,6 +578,32 @@ impl Runs {
         }
     }
 
+    /// At shutdown, after the loop: kills what probes left, removes every cgroup made (a
+    /// brief wait for the kernel to empty the last ones, reaping meanwhile), lets the output
+    /// holder go (it lives in vigil's cgroup, which goes next), gives the service manager's
+    /// copies of the pipes back, removes the subtree and writes the state file a last time.
+    pub(super) fn finish(&mut self, link: &mut Link<'_>) {
+        self.probes.cancel_all(&mut self.janitor);
+        let deadline = Instant::now() + std::time::Duration::from_secs(2);
+        while self.janitor.has_dying() && Instant::now() < deadline {
+            self.janitor.retry();
+            if self.janitor.has_dying() {
+                // Shutdown path only: the loop has ended, a brief wait for the kernel to
+                // empty the last cgroups is all that is left to do.
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                self.reap(Instant::now(), link);
+            }
+        }
+        self.holder.bye();
+        self.fdstore.release_all();
+        if let Some(m) = &self.cgroups
+            && let Err(e) = m.teardown()
+        {
+            warn!("{e}");
+        }
+        self.tracker.finish();
+    }
+
     /// An adopted run's process exited (`adopt`): not a child, so its status is unknown.
     pub(super) fn on_adopted_exit(
         &mut self,

@@ -14,13 +14,27 @@ use mio::{Interest, Poll};
 use signal_hook::consts::signal::{SIGCHLD, SIGHUP, SIGINT, SIGTERM, SIGUSR2};
 use signal_hook_mio::v1_0::Signals;
 
-use super::capture;
+use std::rc::Rc;
+use std::time::{Instant, SystemTime};
+
+use super::capture::{self, Capture};
+use super::control::Control;
+use super::journal::Journal;
 use super::metrics;
+use super::notifier::Notifier;
+use super::runs::Runs;
+use super::signals::SignalPipe;
 use super::tokens;
+use super::turnwatch::TurnWatch;
+use super::{LastReload, Resumed, Shell};
 use crate::cgroup::{Controllers, Manager};
+use crate::config::ConfigSource;
+use crate::config::select::Selection;
 use crate::config::spec::Config;
+use crate::core::Supervisor;
 use crate::logs;
 use crate::process;
+use crate::runtime::fdstore::{FdStore, PipeName};
 use crate::runtime::harden::HostCheck;
 
 /// Errors that stop vigil from starting.
@@ -252,4 +266,148 @@ pub(super) fn set_sched_slice(micros: u32) {
         ),
         Err(e) => warn!("sched_slice_microseconds: {e}"),
     }
+}
+
+/// Start-up, in order: host checks, the loop and its signals, vigil's own process attributes,
+/// cgroups, the control socket, metrics, log forwarding; then the core and the components
+/// (the shell's `new` and `resume`).
+pub(super) fn build(
+    config: Config,
+    source: ConfigSource,
+    selection: Selection,
+    resumed: Option<Resumed>,
+    stored: Vec<(PipeName, std::os::fd::OwnedFd)>,
+) -> Result<Shell, StartError> {
+    let socket_path = socket_path(&config);
+    let host = crate::runtime::harden::check_startup(&source, &config)?;
+    let (poll, signals) = open_loop()?;
+    if resumed.is_some() {
+        // Signals that came during the exec were held (handoff::exec): take them now.
+        crate::runtime::handoff::exec::unblock();
+    }
+    let registry = Rc::new(poll.registry().try_clone().map_err(StartError::Poll)?);
+    protect_self(&config);
+    let (cgroups, refused) = setup_cgroups(&config, &host)?;
+    let (control, core) = match resumed {
+        None => (
+            Control::bind(&config, &socket_path, Rc::clone(&registry))?,
+            None,
+        ),
+        Some(r) => (
+            Control::inherit(&config, &socket_path, Rc::clone(&registry), r.listener)?,
+            Some(r.core),
+        ),
+    };
+    if let Some(w) = config
+        .supervisor
+        .metrics_address
+        .and_then(crate::host::metrics_exposure)
+    {
+        warn!("supervisor.metrics_address: {w}");
+    }
+    let metrics = match config.supervisor.metrics_address {
+        None => None,
+        Some(addr) => match metrics::MetricsListener::bind(Rc::clone(&registry), addr) {
+            Ok(mut m) => {
+                m.set_share(control.metrics_share());
+                Some(m)
+            }
+            // After an upgrade the containers run on: a port taken meanwhile is not worth
+            // giving up the handoff for.
+            Err(e) if core.is_some() => {
+                warn!("{e}; no metrics until the next restart");
+                None
+            }
+            Err(e) => return Err(e.into()),
+        },
+    };
+    let forward = forward_destination(&config);
+    // What an earlier vigil left (kill -9) is found through its cgroups and state file,
+    // once the core exists (`take_over_leftovers` below) — not after an upgrade: then it
+    // is all ours.
+    let tracker = crate::runtime::statefile::Tracker::new(&socket_path, cgroups.is_none());
+    // The pipes an earlier vigil's holder kept (a crash, or the exec of an upgrade), then
+    // this vigil's own holder.
+    let mut held = crate::runtime::holder::take_previous(&socket_path);
+    // The service manager's copies are preferred: the holder's duplicates of the same
+    // pipes are closed as they are replaced.
+    let mut fdstore = FdStore::from_env();
+    fdstore.handed_back(stored.iter().map(|(p, _)| p));
+    for (p, fd) in stored {
+        held.insert(crate::runtime::holder::name(&p.label, p.pid, p.stderr), fd);
+    }
+    // As PID 1 a crash of vigil ends every process of the system or namespace: nothing
+    // to hold for.
+    let holder = if crate::runtime::is_pid1() {
+        crate::runtime::holder::Holder::default()
+    } else {
+        crate::runtime::holder::Holder::start(&socket_path)
+    };
+
+    let now = Instant::now();
+    let fresh = core.is_none();
+    let core = core.unwrap_or_else(|| Supervisor::new_refusing(&config, now, &refused));
+    // After an upgrade, the events the old instance saw were its hooks' to deliver.
+    let event_hooks = super::event_hooks::EventHooks::new(
+        Rc::clone(&registry),
+        &config.supervisor.on_event,
+        if fresh { 0 } else { core.last_event_seq() },
+    );
+    let mut shell = Shell {
+        poll,
+        signals: SignalPipe::new(signals),
+        core,
+        config,
+        source,
+        selection,
+        control,
+        runs: Runs::new(
+            Rc::clone(&registry),
+            cgroups,
+            Capture::new(Rc::clone(&registry), forward),
+            tracker,
+            holder,
+            held,
+            fdstore,
+        ),
+        starting: true,
+        idle_trim: Default::default(),
+        notifier: Notifier::new(now),
+        journal: Journal::default(),
+        event_hooks,
+        metrics: metrics::Metrics::new(metrics),
+        probe_stats: Default::default(),
+        started_wall: SystemTime::now(),
+        last_reload: LastReload {
+            successful: true,
+            success_at: SystemTime::now(),
+        },
+        refused_at_start: refused.iter().map(|(p, _)| p.clone()).collect(),
+        exit_code: None,
+        panics: 0,
+        started_at: now,
+        exe_path: std::env::current_exe().unwrap_or_default(),
+        argv: std::env::args_os()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+        upgrades: 0,
+        preflight: None,
+        preflight_seq: 0,
+        watch: TurnWatch::new(now),
+        #[cfg(feature = "fault-injection")]
+        fault: crate::runtime::fault::Fault::from_env(now),
+    };
+    if fresh {
+        // A name for this vigil's event history that no earlier start used (followers
+        // resume by it: src/core/events.rs); taken before the leftovers' record is.
+        let history = u64::try_from(crate::logs::unix_nanos_now()).unwrap_or(0);
+        shell.core.begin_event_history(history);
+        let (runs, mut link) = shell.runs_and_link();
+        if let Some(seq) = runs.take_over_leftovers(now, &mut link) {
+            // The earlier vigil's events come first (it logged them, and its hooks had them).
+            shell.journal = Journal::resume_after(seq);
+            shell.event_hooks.skip_to(seq);
+        }
+    }
+    Ok(shell)
 }

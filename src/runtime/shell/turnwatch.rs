@@ -200,6 +200,22 @@ impl TurnWatch {
         let total = self.last.saturating_duration_since(self.start);
         (total > SLOW_TURN).then_some((total, self.slowest))
     }
+
+    /// A turn longer than [`SLOW_TURN`]: one `WARN` line with its slowest phase (`name_of`
+    /// names a container `pod/container`).
+    pub fn report_if_slow(&self, name_of: impl Fn(ContainerKey) -> Option<String>) {
+        let Some((total, slowest)) = self.slow() else {
+            return;
+        };
+        let what = slowest.map_or_else(String::new, |(took, phase)| {
+            let name = describe(phase, name_of);
+            format!("; slowest: {name} ({} ms)", took.as_millis())
+        });
+        log::warn!(
+            "loop turn took {} ms{what} (everything else waited meanwhile)",
+            total.as_millis()
+        );
+    }
 }
 
 #[cfg(test)]

@@ -409,7 +409,7 @@ impl Shell {
         // a `metrics` request whose exposition is being built is given back as its line, for
         // the next instance to answer.
         let replays: std::collections::HashMap<ConnId, String> = self
-            .scrapes
+            .metrics
             .control_askers()
             .into_iter()
             .map(|(p, format)| {
@@ -678,7 +678,7 @@ impl Shell {
             requester,
             clients,
             journal_seq: self.journal.last_seq(),
-            stop_signals: self.stop_signals,
+            stop_signals: self.signals.stop_signals,
             started_at: self.started_at,
             upgrades: self.upgrades + 1,
             statefile_text: self.runs.tracker.written().map(str::to_string),
@@ -978,7 +978,7 @@ impl Shell {
             self.runs.gone_pods.forget(&pod, now);
         }
         self.journal = Journal::resume_after(state.journal_seq);
-        self.stop_signals = state.stop_signals;
+        self.signals.stop_signals = state.stop_signals;
         self.started_at = state.started_at;
         self.exe_path = match (error, state.previous_exe_path) {
             (Some(_), Some(previous)) => previous,
