@@ -19,12 +19,14 @@
 //!   (probe attempts in flight), the state file's tracker and `adopt` (runs taken over after a
 //!   crash of vigil);
 //! - `notifier`: sd_notify READY/RELOADING/STOPPING, watchdog and STATUS;
+//! - `signals`: vigil's own signals, read into what each asks of the router;
 //! - `control`: the control socket server and the streams on it; answers what only reads from
-//!   a view of the core and the slots, hands what changes state back to the router;
-//! - `metrics`: the `metrics_address` listener and its scrapers;
+//!   a view of the core and the slots, hands what changes state back to the router; `waiters`:
+//!   the requests whose reply waits for a state (`wait_ms`);
+//! - `metrics`: the `metrics_address` listener, its scrapers and the expositions being built;
 //! - `event_hooks`: the `on_event` hooks' queues and deliveries (exec hooks, webhooks);
-//! - `upgrade`: `vigil upgrade`'s pre-flight and handoff;
-//! - `startup`, `reload`: the steps before the components exist, and what a reload loads.
+//! - `upgrade`: `vigil upgrade`'s pre-flight and handoff (still `impl Shell`);
+//! - `startup`, `reload`: building the shell, and what a reload loads.
 //!
 //! Must not: make lifecycle decisions (restart, back-off, reasons: the core's), block (every
 //! wait is the poll timeout), or treat an event for an unknown token as more than a debug line.
