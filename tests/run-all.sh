@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every test of vigil, from a fresh Debian 12 machine: installs what the tests need (python3,
-# systemd-analyze, util-linux and tmux for the native tests; QEMU, busybox, cpio and Debian's
+# systemd-analyze, util-linux, tmux and kubectl (Debian's kubernetes-client, for `kubectl
+# kustomize`) for the native tests; QEMU, busybox, cpio and Debian's
 # kernel for the VM suite; Rust's musl target and musl-tools, which vigil ships for), then runs formatting and
 # lint checks, the unit and integration tests, and the real-kernel VM scenarios.
 #
@@ -30,7 +31,7 @@ step "host programs the native tests use"
 missing=()
 for pp in python3:python3 systemd:systemd-analyze util-linux:prlimit util-linux:setpriv \
           prometheus:prometheus prometheus:promtool \
-          util-linux:unshare tmux:tmux; do
+          util-linux:unshare tmux:tmux kubernetes-client:kubectl; do
     command -v "${pp#*:}" >/dev/null 2>&1 || missing+=("${pp%%:*}")
 done
 if ((${#missing[@]})); then

@@ -92,6 +92,13 @@ pub struct ConvertArgs {
     /// and `nc`).
     #[arg(long, value_name = "IMAGE")]
     pub wait_image: Option<String>,
+    /// Write one file per object into DIR, and a `kustomization.yaml` listing them, instead
+    /// of printing them (--to; YAML only).
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["from", "output"])]
+    pub output_dir: Option<PathBuf>,
+    /// Make every warning an error: print the warnings, write nothing, exit 1 (--to; for CI).
+    #[arg(long, conflicts_with = "from")]
+    pub strict: bool,
 }
 
 /// One `--kind`: for every pod, or for the pod named.
@@ -155,7 +162,12 @@ pub fn main(args: ConvertArgs) -> i32 {
                 None => opts.kind = Some(k.kind),
             }
         }
-        to_kube_main(args.config, &opts, args.output == ManifestFormat::Json)
+        let out = match args.output_dir {
+            Some(dir) => Output::Dir(dir),
+            None if args.output == ManifestFormat::Json => Output::Json,
+            None => Output::Yaml,
+        };
+        to_kube_main(args.config, &opts, &out, args.strict)
     }
     #[cfg(not(feature = "kubernetes"))]
     {
@@ -337,10 +349,27 @@ fn read_input(path: &Path) -> Result<String, String> {
     }
 }
 
+/// Where `vigil convert --to` puts the manifests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    /// YAML documents on stdout.
+    Yaml,
+    /// JSON on stdout.
+    Json,
+    /// One YAML file per object in this directory, and a `kustomization.yaml` (`--output-dir`).
+    Dir(PathBuf),
+}
+
 #[cfg(feature = "kubernetes")]
-/// `vigil convert --to kubernetes`: print the manifests on stdout, warnings on stderr.
-/// Exit 0, or 1 with every error on stderr.
-pub fn to_kube_main(config: Option<PathBuf>, opts: &to_kube::Options, json: bool) -> i32 {
+/// `vigil convert --to kubernetes`: print the manifests on stdout (or write them into a
+/// directory), warnings on stderr. With `strict`, a warning is an error: nothing is printed or
+/// written. Exit 0, or 1 with every error on stderr.
+pub fn to_kube_main(
+    config: Option<PathBuf>,
+    opts: &to_kube::Options,
+    out: &Output,
+    strict: bool,
+) -> i32 {
     let source = crate::config::resolve_path(config);
     let shown = source.display_path();
     let config = match load_source(&source) {
@@ -363,21 +392,53 @@ pub fn to_kube_main(config: Option<PathBuf>, opts: &to_kube::Options, json: bool
     for w in &warnings {
         eprintln!("{}: {w}", shown.display());
     }
-    let text = if json {
-        to_kube::to_json(&manifests)
-    } else {
-        to_kube::to_yaml(&manifests)
-    };
-    match text {
-        Ok(t) => {
-            print!("{t}");
-            0
+    if strict && !warnings.is_empty() {
+        eprintln!(
+            "{}: error: {} warning{} and --strict: nothing {}",
+            shown.display(),
+            warnings.len(),
+            if warnings.len() == 1 { "" } else { "s" },
+            if matches!(out, Output::Dir(_)) {
+                "written"
+            } else {
+                "printed"
+            }
+        );
+        return 1;
+    }
+    let written = match out {
+        Output::Yaml => to_kube::to_yaml(&manifests).map(|t| print!("{t}")),
+        Output::Json => to_kube::to_json(&manifests).map(|t| print!("{t}")),
+        Output::Dir(dir) => {
+            to_kube::kustomize_files(&manifests).and_then(|files| write_files(dir, &files))
         }
+    };
+    match written {
+        Ok(()) => 0,
         Err(e) => {
             eprintln!("{}: {e}", shown.display());
             1
         }
     }
+}
+
+#[cfg(feature = "kubernetes")]
+/// Write `files` (name, content) into `dir`, creating it when missing; a file of the same
+/// name is replaced, nothing else in `dir` is touched. Each file is written beside its final
+/// name and renamed over it, so a reader never sees half a file.
+fn write_files(dir: &Path, files: &[(String, String)]) -> Result<(), String> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| format!("{}: cannot create the directory: {e}", dir.display()))?;
+    for (name, text) in files {
+        let path = dir.join(name);
+        let tmp = dir.join(format!(".{name}.tmp"));
+        std::fs::write(&tmp, text).map_err(|e| format!("{}: cannot write: {e}", tmp.display()))?;
+        std::fs::rename(&tmp, &path).map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            format!("{}: cannot write: {e}", path.display())
+        })?;
+    }
+    Ok(())
 }
 
 #[cfg(feature = "kubernetes")]

@@ -243,6 +243,51 @@ pub fn to_yaml(manifests: &[Manifest]) -> Result<String, String> {
     Ok(out)
 }
 
+/// The name of a Kustomize directory's own file (`kubectl kustomize DIR` reads it).
+pub const KUSTOMIZATION: &str = "kustomization.yaml";
+
+/// `--output-dir`: one YAML file per object, `NAME-KIND.yaml` (`web-deployment.yaml`,
+/// `web-service.yaml`), then [`KUSTOMIZATION`] listing them as `resources` in the order they
+/// were made. Returns (file name, content) pairs. Object names are vigil pod names (lower-case
+/// letters, digits, `-`, `_`, `.`), so a file name never leaves the directory; any other
+/// character would become `_`.
+pub fn kustomize_files(manifests: &[Manifest]) -> Result<Vec<(String, String)>, String> {
+    let mut files = Vec::new();
+    for m in manifests {
+        let safe: String = m
+            .name()
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let name = format!(
+            "{}-{}.yaml",
+            safe.trim_start_matches('.'),
+            m.kind().to_ascii_lowercase()
+        );
+        files.push((name, super::yaml::document(&m.to_value()?)));
+    }
+    let resources: Vec<serde_json::Value> = files
+        .iter()
+        .map(|(n, _)| serde_json::Value::String(n.clone()))
+        .collect();
+    let kustomization = serde_json::json!({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": resources,
+    });
+    files.push((
+        KUSTOMIZATION.to_string(),
+        super::yaml::document(&kustomization),
+    ));
+    Ok(files)
+}
+
 /// JSON: the object itself when there is one, else a `v1` `List` of them (as `kubectl get
 /// -o json` prints several).
 pub fn to_json(manifests: &[Manifest]) -> Result<String, String> {

@@ -490,3 +490,218 @@ fn dollars_in_a_converted_manifest_reach_the_container_as_written() {
     let argv = json["pods"]["web"]["containers"][0]["command"].clone();
     assert_eq!(argv, serde_json::json!(["sh", "-c", command]), "{json}");
 }
+
+/// `kubectl` is on the machine (tests/run-all.sh installs Debian's `kubernetes-client`).
+fn require_kubectl() {
+    let have = Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        have,
+        "kubectl is not installed: `apt-get install kubernetes-client` (tests/run-all.sh does)"
+    );
+}
+
+/// (kind, metadata.name) of every object of a YAML stream.
+fn objects_of(yaml: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for doc in serde_norway::Deserializer::from_str(yaml) {
+        let v: serde_json::Value = serde::Deserialize::deserialize(doc).expect("a YAML document");
+        if v.is_null() {
+            continue;
+        }
+        out.push((
+            v["kind"].as_str().expect("kind").to_string(),
+            v["metadata"]["name"].as_str().expect("name").to_string(),
+        ));
+    }
+    out.sort();
+    out
+}
+
+#[test]
+#[ignore = "needs kubectl and kubernetes-validate (apt kubernetes-client, pip; tests/run-all.sh installs them)"]
+fn output_dir_is_a_kustomize_directory_kubectl_builds_with_every_object() {
+    require_kubectl();
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("k8s");
+    let kinds = data("kinds.toml");
+    let out = vigil(&[
+        "convert".as_ref(),
+        "--to".as_ref(),
+        "kubernetes".as_ref(),
+        "-c".as_ref(),
+        kinds.as_os_str(),
+        "--output-dir".as_ref(),
+        out_dir.as_os_str(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        out.stdout.is_empty(),
+        "nothing on stdout: {}",
+        text(&out.stdout)
+    );
+    // The same objects as the stream --to prints.
+    let printed = vigil(&[
+        "convert".as_ref(),
+        "--to".as_ref(),
+        "kubernetes".as_ref(),
+        "-c".as_ref(),
+        kinds.as_os_str(),
+    ]);
+    assert!(printed.status.success(), "{}", text(&printed.stderr));
+    let want = objects_of(&text(&printed.stdout));
+    // One file per object, each holding that one object, and the kustomization.
+    let mut files: Vec<String> = std::fs::read_dir(&out_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), want.len() + 1, "{files:?}");
+    assert!(
+        files.contains(&"kustomization.yaml".to_string()),
+        "{files:?}"
+    );
+    for f in files.iter().filter(|f| *f != "kustomization.yaml") {
+        let objs = objects_of(&std::fs::read_to_string(out_dir.join(f)).unwrap());
+        assert_eq!(objs.len(), 1, "{f}: {objs:?}");
+    }
+    assert!(
+        files.contains(&"web-deployment.yaml".to_string()),
+        "{files:?}"
+    );
+    assert!(files.contains(&"web-service.yaml".to_string()), "{files:?}");
+    // The real Kustomize builds it, and the build holds every object.
+    let built = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "kubectl kustomize: {}",
+        text(&built.stderr)
+    );
+    let built_text = text(&built.stdout);
+    assert_eq!(objects_of(&built_text), want, "{built_text}");
+    // …and what it built passes the Kubernetes schema, strictly.
+    let stream = dir.path().join("built.yaml");
+    std::fs::write(&stream, &built.stdout).unwrap();
+    let v = Command::new("kubernetes-validate")
+        .args(["--strict", "--kubernetes-version", "1.37.0"])
+        .arg(&stream)
+        .output()
+        .expect("kubernetes-validate (pip install kubernetes-validate)");
+    assert!(
+        v.status.success(),
+        "the kustomize build fails the schema:\n{}{}\n{built_text}",
+        text(&v.stdout),
+        text(&v.stderr)
+    );
+}
+
+#[test]
+fn strict_turns_warnings_into_an_error_that_counts_them_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("k8s");
+    let kinds = data("kinds.toml");
+    let base = [
+        "convert".as_ref(),
+        "--to".as_ref(),
+        "kubernetes".as_ref(),
+        "-c".as_ref(),
+        kinds.as_os_str(),
+    ];
+    // Without --strict the same config converts, with warnings.
+    let loose = vigil(&base);
+    assert!(loose.status.success(), "{}", text(&loose.stderr));
+    let n = text(&loose.stderr)
+        .lines()
+        .filter(|l| l.contains(": warning: "))
+        .count();
+    assert!(n > 0, "kinds.toml gives warnings: {}", text(&loose.stderr));
+    let mut args: Vec<&OsStr> = base.to_vec();
+    args.push("--strict".as_ref());
+    let strict = vigil(&args);
+    assert_eq!(strict.status.code(), Some(1), "{}", text(&strict.stderr));
+    assert!(strict.stdout.is_empty(), "{}", text(&strict.stdout));
+    let err = text(&strict.stderr);
+    assert!(
+        err.contains(&format!(
+            "error: {n} warnings and --strict: nothing printed"
+        )),
+        "{err}"
+    );
+    args.extend(["--output-dir".as_ref(), out_dir.as_os_str()]);
+    let strict_dir = vigil(&args);
+    assert_eq!(strict_dir.status.code(), Some(1));
+    assert!(
+        text(&strict_dir.stderr).contains("--strict: nothing written"),
+        "{}",
+        text(&strict_dir.stderr)
+    );
+    assert!(!out_dir.exists(), "--strict wrote {}", out_dir.display());
+    // A config without warnings passes --strict.
+    let clean = dir.path().join("clean.toml");
+    std::fs::write(
+        &clean,
+        "[pods.web]\n[[pods.web.containers]]\nname = \"app\"\ncommand = [\"/usr/bin/app\"]\n\
+         image = \"registry.example/app:1\"\n",
+    )
+    .unwrap();
+    let ok = vigil(&[
+        "convert".as_ref(),
+        "--to".as_ref(),
+        "kubernetes".as_ref(),
+        "-c".as_ref(),
+        clean.as_os_str(),
+        "--strict".as_ref(),
+    ]);
+    assert!(ok.status.success(), "{}", text(&ok.stderr));
+    assert!(text(&ok.stdout).contains("kind: Deployment"));
+}
+
+#[test]
+fn an_output_dir_that_cannot_be_made_is_an_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let in_the_way = dir.path().join("k8s");
+    std::fs::write(&in_the_way, "a file, not a directory").unwrap();
+    let kinds = data("kinds.toml");
+    let out = vigil(&[
+        "convert".as_ref(),
+        "--to".as_ref(),
+        "kubernetes".as_ref(),
+        "-c".as_ref(),
+        kinds.as_os_str(),
+        "--output-dir".as_ref(),
+        in_the_way.as_os_str(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "{}: cannot create the directory",
+            in_the_way.display()
+        )),
+        "{err}"
+    );
+    // -o json and --output-dir: a usage error, naming both.
+    let both = vigil(&[
+        "convert".as_ref(),
+        "--to".as_ref(),
+        "kubernetes".as_ref(),
+        "-c".as_ref(),
+        kinds.as_os_str(),
+        "-o".as_ref(),
+        "json".as_ref(),
+        "--output-dir".as_ref(),
+        dir.path().as_os_str(),
+    ]);
+    assert_eq!(both.status.code(), Some(1), "{}", text(&both.stderr));
+    assert!(
+        text(&both.stderr).contains("--output-dir"),
+        "{}",
+        text(&both.stderr)
+    );
+}
