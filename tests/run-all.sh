@@ -50,6 +50,12 @@ if ! python3 -c 'import grpc, grpc_health.v1.health' 2>/dev/null; then
     || python3 -m pip install --quiet --break-system-packages grpcio grpcio-health-checking
 fi
 
+step "sdnotify (Python's sd_notify client: tests/it/notify.rs; systemd-notify comes with the systemd package above)"
+if ! python3 -c 'import sdnotify' 2>/dev/null; then
+  python3 -m pip install --quiet sdnotify \
+    || python3 -m pip install --quiet --break-system-packages sdnotify
+fi
+
 step "PyYAML (python3-yaml: reads vigil convert's YAML back as a YAML 1.1 parser would)"
 python3 -c 'import yaml' 2>/dev/null || { apt-get update -qq && apt-get install -y -qq python3-yaml; }
 

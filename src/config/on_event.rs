@@ -73,6 +73,10 @@ reasons! {
     DependencyChanged => false,
     /// An `on_event` hook failed to deliver an event (its own machinery: never fed to hooks).
     EventHookFailed => true,
+    /// A `notify = true` container said `READY=1` (behaviour.md §4.4).
+    Ready => false,
+    /// A `notify = true` container said `STOPPING=1` (behaviour.md §4.4).
+    Stopping => false,
 }
 
 impl EventReason {

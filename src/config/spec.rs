@@ -544,6 +544,10 @@ pub struct ContainerSpec {
     /// `ports`: named ports, only for `vigil convert --to kubernetes`.
     #[serde(default)]
     pub ports: Vec<PortSpec>,
+    /// `notify = true`: the container gets a `NOTIFY_SOCKET` of its own and speaks sd_notify(3)
+    /// (`READY=1` makes it ready, `STATUS=`, `STOPPING=1`; docs/behaviour.md §4.4).
+    #[serde(default)]
+    pub notify: bool,
 }
 
 impl ContainerSpec {
@@ -581,6 +585,7 @@ impl ContainerSpec {
             termination_message_policy: TerminationMessagePolicy::default(),
             success_exit_codes: Vec::new(),
             ports: Vec::new(),
+            notify: false,
         }
     }
 }

@@ -425,6 +425,19 @@ fn init_containers_take_no_probes_unless_sidecars() {
 }
 
 #[test]
+fn notify_is_refused_on_init_containers_that_run_to_completion() {
+    let text = "[[pods.web.init_containers]]\nname = \"init\"\ncommand = [\"x\"]\n\
+                notify = true\n{POD}";
+    let errs = errors(&text.replace("{POD}", POD));
+    assert_eq!(errs.len(), 1, "{errs:#?}");
+    assert_has(
+        &errs[0],
+        "4:10: pods.web.init_containers[0].notify: ",
+        "notify is not supported on init containers that run to completion",
+    );
+}
+
+#[test]
 fn init_container_with_restart_policy_always_is_a_sidecar_with_probes() {
     let text = "[[pods.web.init_containers]]\nname = \"log\"\ncommand = [\"x\"]\n\
                 restart_policy = \"Always\"\n\
@@ -1573,6 +1586,7 @@ max_restarts = 5
 capabilities = ["CAP_NET_BIND_SERVICE"]
 no_new_privs = true
 run_as_non_root = true
+notify = true
 rlimits = { nofile = { soft = 1024, hard = 4096 }, core = 0 }
 
 [pods.web.containers.resources]

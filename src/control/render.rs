@@ -156,6 +156,11 @@ pub fn container(
         probes: c.probes.iter().map(|p| probe_status(p, clock)).collect(),
         spec: spec(&c.spec, secrets),
         output_lost: c.output_lost,
+        notify: c.notify.as_ref().map(|n| wire::Notify {
+            ready: n.ready,
+            status: n.status.clone(),
+            stopping: n.stopping,
+        }),
     }
 }
 
@@ -464,6 +469,7 @@ pub(crate) mod fixtures {
             backoff_until: Some(mono + Duration::from_secs(40)),
             spec: spec("app"),
             output_lost: false,
+            notify: None,
         };
         let sidecar = ContainerStatus {
             key: ContainerKey(2),
@@ -482,6 +488,11 @@ pub(crate) mod fixtures {
             backoff_until: None,
             spec: spec("sidecar"),
             output_lost: false,
+            notify: Some(crate::core::NotifyStatus {
+                ready: true,
+                status: Some("serving 3 clients".into()),
+                stopping: false,
+            }),
         };
         PodStatus {
             name: "web".into(),
@@ -613,6 +624,7 @@ mod tests {
                 "cgroup",
                 "last_state",
                 "name",
+                "notify",
                 "output_lost",
                 "pid",
                 "probes",

@@ -438,6 +438,17 @@ fn describe_container(out: &mut String, c: &Container, now: SystemTime) {
     if let Some(pid) = c.pid {
         kv(out, 2, "PID", pid);
     }
+    if let Some(n) = &c.notify {
+        let said = match (n.ready, n.stopping) {
+            (_, true) => "stopping (STOPPING=1)",
+            (true, false) => "ready (READY=1)",
+            (false, false) => "waiting for READY=1",
+        };
+        kv(out, 2, "Notify", said);
+        if let Some(status) = &n.status {
+            kv(out, 2, "Notify Status", cell(status));
+        }
+    }
     if c.output_lost {
         kv(
             out,

@@ -352,6 +352,22 @@ pub struct Container {
     /// a vigil before this field.
     #[serde(default)]
     pub output_lost: bool,
+    /// What the run said over sd_notify, for a container with `notify = true`; `null`
+    /// otherwise (absent from a vigil before this field).
+    #[serde(default)]
+    pub notify: Option<Notify>,
+}
+
+/// What a container with `notify = true` said in its current run (docs/behaviour.md §4.4).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Notify {
+    /// It sent `READY=1`.
+    pub ready: bool,
+    /// Its last `STATUS=` line, as sent (`null` before one).
+    #[serde(deserialize_with = "present")]
+    pub status: Option<String>,
+    /// It sent `STOPPING=1`.
+    pub stopping: bool,
 }
 
 /// Exactly one of `waiting`, `running`, `terminated`.

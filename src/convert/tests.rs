@@ -1055,3 +1055,29 @@ fn depends_on_waits_in_an_init_container_for_the_dependencys_service_with_a_boun
         "{warnings:?}"
     );
 }
+
+#[test]
+fn notify_is_a_warning_that_says_it_is_lost() {
+    let config = crate::config::load_str(
+        r#"
+[pods.web]
+[[pods.web.containers]]
+name = "app"
+image = "app:1"
+command = ["/bin/app"]
+notify = true
+"#,
+        Path::new("notify.toml"),
+    )
+    .expect("config");
+    let mut warnings = Vec::new();
+    let manifests = to_kube::convert(&config, &opts(Kind::Pod), &mut warnings).expect("convert");
+    let yaml = to_kube::to_yaml(&manifests).expect("yaml");
+    assert!(!yaml.contains("NOTIFY"), "{yaml}");
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.path.ends_with("containers[0].notify") && w.message.contains("lost")),
+        "{warnings:?}"
+    );
+}

@@ -1202,6 +1202,13 @@ fn container(
              it as it is",
         ));
     }
+    if c.notify {
+        a.warnings.push(Warning::new(
+            join(path, "notify"),
+            "Kubernetes has no sd_notify (NOTIFY_SOCKET): the container's READY=1, STATUS= and \
+             STOPPING=1 are lost, and it counts as ready once it runs (add a readinessProbe)",
+        ));
+    }
     let image = c.image.clone().or_else(|| opts.image.clone());
     if image.is_none() {
         errors.push(ConvertError::new(

@@ -93,6 +93,18 @@ pub enum ProbeOutcome {
     Warning(String),
 }
 
+/// What one sd_notify(3) datagram of a container's said, parsed by the runtime from its
+/// `KEY=VALUE` lines (docs/behaviour.md §4.4). Lines vigil does not act on are left out.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Notification {
+    /// `READY=1`: the start-up is complete (systemd.service(5) `Type=notify`).
+    pub ready: bool,
+    /// `STOPPING=1`: the service is shutting down by itself.
+    pub stopping: bool,
+    /// `STATUS=…`: a free-form status line, shown as it is (escaped on display).
+    pub status: Option<String>,
+}
+
 /// Something that happened outside the core.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Input {
@@ -122,6 +134,13 @@ pub enum Input {
         seq: u64,
         outcome: ProbeOutcome,
         duration: Duration,
+    },
+    /// A process of the run's own cgroup (or, without cgroups, its session) sent a datagram
+    /// to the run's `NOTIFY_SOCKET` (`notify = true`).
+    Notified {
+        key: ContainerKey,
+        generation: Generation,
+        notification: Notification,
     },
     /// `memory.events` `oom_kill` rose while the main process lives: `delta` more kills.
     OomKills {

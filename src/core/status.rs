@@ -199,6 +199,20 @@ pub struct ContainerStatus {
     /// running with `on_output_lost = "keep"`, or until its restart ends it).
     #[serde(default)]
     pub output_lost: bool,
+    /// What the run said over sd_notify (`notify = true`), else `None`.
+    #[serde(default)]
+    pub notify: Option<NotifyStatus>,
+}
+
+/// What a container with `notify = true` said in its current run (docs/behaviour.md §4.4).
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Default, PartialEq)]
+pub struct NotifyStatus {
+    /// It sent `READY=1` in this run.
+    pub ready: bool,
+    /// Its last `STATUS=` line, as sent.
+    pub status: Option<String>,
+    /// It sent `STOPPING=1` in this run.
+    pub stopping: bool,
 }
 
 #[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]

@@ -72,6 +72,17 @@ impl Prepared {
         &self.argv
     }
 
+    /// The plan with one more variable that vigil itself sets for the child (`NOTIFY_SOCKET`
+    /// of a container with `notify = true`), which the reserved-name rule of the configured
+    /// environment does not apply to; a configured variable of the same name is replaced.
+    pub fn with_env(mut self, key: &str, value: &str) -> Result<Prepared, SpawnError> {
+        check_nul("environment value", value)?;
+        self.env.retain(|(k, _)| k != key);
+        self.env.push((key.to_string(), value.to_string()));
+        self.exec = raw::exec_target(&self.argv, &self.env)?;
+        Ok(self)
+    }
+
     /// The complete environment the child gets, in the order it is applied.
     pub fn env(&self) -> &[(String, String)] {
         &self.env

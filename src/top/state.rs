@@ -162,6 +162,8 @@ pub struct Row {
     /// `AGE Reason: message` of the newest event about it (age first: a narrow column still
     /// shows how old it is).
     pub last_event: String,
+    /// A container's last sd_notify `STATUS=` line (`notify = true`), escaped.
+    pub notify_status: Option<String>,
 }
 
 impl Row {
@@ -317,6 +319,7 @@ impl App {
                 cpu: sum_cpu,
                 memory: sum_mem,
                 last_event: self.last_event(&p.name, true, wall),
+                notify_status: None,
             };
             groups.push((row, children));
         }
@@ -357,6 +360,11 @@ impl App {
             cpu: self.cpu_percent.get(&target).copied(),
             memory: c.resources.memory_current,
             last_event: self.last_event(&target, false, wall),
+            notify_status: c
+                .notify
+                .as_ref()
+                .and_then(|n| n.status.as_deref())
+                .map(format::cell),
         }
     }
 
@@ -401,14 +409,20 @@ impl App {
     }
 
     /// The status line when no action or poll has anything to say: the selected row's newest
-    /// event in full (the LAST EVENT column may be cut at 80 columns).
+    /// event in full (the LAST EVENT column may be cut at 80 columns), after a container's
+    /// sd_notify `STATUS=` line when it has one.
     pub fn status_line(&self) -> String {
         if !self.message.is_empty() || self.view != View::Table {
             return self.message.clone();
         }
         match self.selected_row() {
-            Some(r) if !r.last_event.is_empty() => format!("{}: {}", r.target(), r.last_event),
-            _ => String::new(),
+            Some(r) => match (&r.notify_status, r.last_event.is_empty()) {
+                (Some(st), true) => format!("{}: STATUS={st}", r.target()),
+                (Some(st), false) => format!("{}: STATUS={st} · {}", r.target(), r.last_event),
+                (None, false) => format!("{}: {}", r.target(), r.last_event),
+                (None, true) => String::new(),
+            },
+            None => String::new(),
         }
     }
 

@@ -463,3 +463,30 @@ fn at_80_by_24_the_table_keeps_the_key_line_and_the_last_events_age() {
     let app_line = (0..24).map(line).find(|l| l.contains("  app")).unwrap();
     assert!(app_line.contains("42s BackOff"), "{app_line:?}");
 }
+
+#[test]
+fn a_containers_notify_status_is_shown_escaped_on_the_status_line() {
+    let mut app = App::new("s".into());
+    let mut reply = two_pods(0, 0);
+    let c = reply.pods[0]
+        .containers
+        .iter_mut()
+        .find(|c| c.name == "app")
+        .unwrap();
+    c.notify = Some(wire::Notify {
+        ready: true,
+        status: Some("serving \x1b[2J3 clients".into()),
+        stopping: false,
+    });
+    app.update(reply, vec![], Instant::now(), wall());
+    let i = app
+        .rows
+        .iter()
+        .position(|r| r.target() == "web/app")
+        .unwrap();
+    app.selected = i;
+    assert_eq!(
+        app.status_line(),
+        "web/app: STATUS=serving \\x1b[2J3 clients"
+    );
+}

@@ -20,6 +20,7 @@ mod lifecycle;
 mod logfiles;
 mod metrics;
 mod nocgroup;
+mod notify;
 mod outside_input;
 mod paths;
 mod pid1;

@@ -578,9 +578,22 @@ impl Checker<'_> {
             }
         }
         let ports = self.ports(raw.ports.as_deref().unwrap_or(&[]), &join(path, "ports"));
+        let notify = match &raw.notify {
+            Some(v) if *v.get_ref() && init && !sidecar => {
+                self.err(
+                    span(v),
+                    &join(path, "notify"),
+                    "notify is not supported on init containers that run to completion (only on sidecars: restart_policy = \"Always\"): their readiness is their completion",
+                );
+                false
+            }
+            Some(v) => *v.get_ref(),
+            None => false,
+        };
         ContainerSpec {
             ports,
             success_exit_codes,
+            notify,
             name,
             command,
             image,

@@ -105,6 +105,13 @@ impl Slot {
             ),
         );
         self.post_start_done(out);
+        // A `notify = true` run said READY=1 to the earlier vigil, if it ever did, and will
+        // not say it again: it is taken as ready (docs/behaviour.md §4.4), its probes still
+        // counting.
+        self.notify = NotifyStatus {
+            ready: self.spec.notify,
+            ..NotifyStatus::default()
+        };
         Some(self.generation)
     }
 

@@ -19,12 +19,14 @@
 //! | `restart.rs` | the restart decision and the crash-loop back-off |
 //! | `stop.rs` | stop, grace, kill; the pod's stop budget and sidecar order (`kuberuntime_termination_order.go`) |
 //! | `probing.rs` | a slot's deadlines and the probes' effects (`prober/`) |
+//! | `notify.rs` | what a run says over sd_notify (`READY=1`, `STATUS=`, `STOPPING=1`) |
 //! | `adopt.rs` | runs taken over from an earlier vigil |
 //! | `recall.rs` | what a pod remembers across a restart of vigil |
 //! | `status.rs` | status projection, phase and conditions (`status/generate.go`) |
 
 mod adopt;
 mod exit;
+mod notify;
 mod probing;
 mod recall;
 mod restart;
@@ -201,6 +203,9 @@ pub(super) struct Slot {
     /// The current run's output pipes were lost in a crash of vigil (`output_lost`).
     #[serde(default)]
     output_lost: bool,
+    /// What the current run said over sd_notify (`notify = true`; `notify.rs`).
+    #[serde(default)]
+    notify: NotifyStatus,
 }
 
 fn probe_spec(spec: &ContainerSpec, kind: ProbeKind) -> Option<&ProbeSpec> {

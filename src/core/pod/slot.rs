@@ -35,6 +35,7 @@ impl Slot {
             run_oom_seen: 0,
             hook: None,
             output_lost: false,
+            notify: NotifyStatus::default(),
         }
     }
 
@@ -102,6 +103,7 @@ impl Slot {
                 .iter()
                 .filter(|p| p.kind == ProbeKind::Readiness)
                 .all(|p| p.result == ProbeResultState::Success)
+            && self.notified_ready()
     }
 
     /// Whether a termination with this reason counts as a failure for the pod phase.

@@ -32,6 +32,7 @@ impl Slot {
         self.started = false;
         self.run_oom_seen = 0;
         self.output_lost = false;
+        self.notify = NotifyStatus::default();
         for p in &mut self.probes {
             p.reset_for_run(self.restart_count.saturating_add(1));
         }

@@ -65,6 +65,7 @@ impl Slot {
             },
             spec: self.spec.clone(),
             output_lost: self.output_lost && matches!(self.state, SlotState::Running { .. }),
+            notify: self.spec.notify.then(|| self.notify.clone()),
         }
     }
 }

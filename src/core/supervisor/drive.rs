@@ -26,6 +26,9 @@ impl Supervisor {
             }
             | Input::OomKills {
                 key, generation, ..
+            }
+            | Input::Notified {
+                key, generation, ..
             } => (*key, *generation),
         };
         let Some(loc) = self.locate(key) else {
@@ -65,6 +68,7 @@ impl Supervisor {
                 slot.on_oom_kills(delta, memory_max, &name, &mut out);
                 true
             }
+            Input::Notified { notification, .. } => slot.on_notified(notification, &name, &mut out),
         };
         if loc.init {
             pod.after_init(loc.index, &mut out);

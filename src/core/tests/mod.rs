@@ -12,6 +12,7 @@ mod hooks;
 mod jobs;
 mod kubelet;
 mod lifecycle;
+mod notify;
 mod operator;
 mod pipeline;
 mod probes;

@@ -317,6 +317,7 @@ impl<Core, Cfg> State<Core, Cfg> {
                 .filter_map(|s| s.run.as_ref()?.cgroup_fds.as_ref())
                 .flat_map(cgroup),
         );
+        fds.extend(self.slots.iter().filter_map(|s| s.run.as_ref()?.notify_fd));
         for h in &self.hooks {
             fds.extend(h.pipe_fd);
             fds.extend(h.cgroup_fds.as_ref().map(cgroup).unwrap_or_default());
@@ -476,6 +477,10 @@ pub struct RunState {
     /// it the new instance reads `/proc/PID/stat`).
     #[serde(default)]
     pub proc_start: Option<u64>,
+    /// Its sd_notify socket (`notify = true`), handed over so that a sender holding it
+    /// connected is still heard (absent before this field: the socket is made again).
+    #[serde(default)]
+    pub notify_fd: Option<RawFd>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]

@@ -143,6 +143,7 @@ fn sample(now: Instant) -> (State, Blobs) {
                     memory_events: None,
                 }),
                 proc_start: Some(777),
+                notify_fd: Some(19),
             }),
         }],
         pipes: vec![PipeState {
@@ -250,6 +251,10 @@ fn a_state_round_trips_through_the_memory_file() {
         mono::to_nanos(back.started_at),
         mono::to_nanos(state.started_at)
     );
+    // A run's sd_notify socket goes with it (a state written before the field has none).
+    let run = back.slots[0].run.as_ref().unwrap();
+    assert_eq!(run.notify_fd, Some(19));
+    assert!(back.handed_fds().contains(&19), "{:?}", back.handed_fds());
     assert_is_the_sample(back, &area, FORMAT_VERSION);
 }
 

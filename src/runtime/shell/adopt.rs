@@ -389,6 +389,7 @@ impl Runs {
                 message_stamp: None,
             });
         }
+        self.reopen_notify(key, link.config, link.notify, None);
         self.tracker.started(key, &l.label, l.pid, main);
         if !self.adopt_output(key, generation, &l.label, l.pid) {
             lost.push(LostOutput {

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use mio::event::Event;
 
 use super::notifier::Notifier;
+use super::notify::NotifySockets;
 use super::turnwatch::Chore;
 use crate::config::spec::{Config, ProbeKind};
 use crate::core::{Input, ProbeOutcome, Supervisor};
@@ -43,6 +44,9 @@ pub(super) trait Component {
 pub(super) struct Link<'a> {
     pub core: &'a mut Supervisor,
     pub notifier: &'a mut Notifier,
+    /// The containers' sd_notify sockets: the runs make a run's at its spawn and close it at
+    /// its end.
+    pub notify: &'a mut NotifySockets,
     pub probe_stats: &'a mut ProbeStats,
     pub config: &'a Config,
 }

@@ -19,6 +19,9 @@
 //!   (probe attempts in flight), the state file's tracker and `adopt` (runs taken over after a
 //!   crash of vigil);
 //! - `notifier`: sd_notify READY/RELOADING/STOPPING, watchdog and STATUS;
+//! - `notify`: the containers' own sd_notify sockets (`notify = true`), read into typed
+//!   notifications for the core; lent to the runs through the link (a run's socket is made at
+//!   its spawn and closed at its end);
 //! - `signals`: vigil's own signals, read into what each asks of the router;
 //! - `control`: the control socket server and the streams on it; answers what only reads from
 //!   a view of the core and the slots, hands what changes state back to the router; `waiters`:
@@ -42,6 +45,7 @@ mod journal;
 mod kill;
 mod metrics;
 mod notifier;
+mod notify;
 mod probes;
 mod reaper;
 mod reload;
@@ -107,6 +111,8 @@ pub struct Shell {
     journal: Journal,
     /// The `on_event` hooks.
     event_hooks: event_hooks::EventHooks,
+    /// The containers' sd_notify sockets (`notify = true`).
+    notify: notify::NotifySockets,
     /// The metrics endpoint (`metrics_address`) and the expositions being built.
     metrics: metrics::Metrics,
     /// Probe result counters and duration histograms for the metrics.
@@ -175,6 +181,7 @@ macro_rules! link {
         Link {
             core: &mut $shell.core,
             notifier: &mut $shell.notifier,
+            notify: &mut $shell.notify,
             probe_stats: &mut $shell.probe_stats,
             config: &$shell.config,
         }
@@ -395,6 +402,12 @@ impl Shell {
                 .on_event(event, now, &mut self.runs.reaper, &mut self.core);
             return;
         }
+        if owner == Owner::Notify {
+            let mut said = Vec::new();
+            self.notify.on_readable(token, &mut said);
+            notify::feed(said, now, &mut link!(self));
+            return;
+        }
         let mut link = link!(self);
         let component: &mut dyn Component = match owner {
             Owner::Control => &mut self.control,
@@ -408,7 +421,8 @@ impl Shell {
             | Owner::Adopted
             | Owner::Exec
             | Owner::Probes
-            | Owner::EventHooks => &mut self.runs,
+            | Owner::EventHooks
+            | Owner::Notify => &mut self.runs,
         };
         component.process(event, now, &mut link);
     }
@@ -520,6 +534,13 @@ impl Shell {
                         .drain(&self.core, now, self.runs.capture.journal_mut());
                     self.chore_all(chore, now);
                 }
+                Chore::Capture => {
+                    // The sockets left with datagrams last turn, before the output's share.
+                    let mut said = Vec::new();
+                    self.notify.read_backlog(&mut said);
+                    notify::feed(said, now, &mut link!(self));
+                    self.chore_all(chore, now);
+                }
                 Chore::EventHooks => {
                     self.event_hooks
                         .turn(now, &mut self.runs.reaper, &mut self.core);
@@ -558,10 +579,11 @@ impl Shell {
     }
 
     /// Every component, for what the router asks of all alike (their deadlines).
-    fn components(&self) -> [&dyn Component; 8] {
+    fn components(&self) -> [&dyn Component; 9] {
         [
             &self.runs,
             &self.event_hooks,
+            &self.notify,
             &self.control,
             &self.metrics,
             &StderrLog,

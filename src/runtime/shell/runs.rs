@@ -25,6 +25,7 @@ use super::component::{Component, Link, earliest};
 use super::execs::{PendingExecs, Settled};
 use super::janitor::{DEFER, GonePods, Janitor};
 use super::kill::kill_tree;
+use super::notify::{self, NotifySockets};
 use super::probes::{ProbeRequest, ProbeRunner};
 use super::reaper::{Ended, PidOwner, Reaper};
 use super::tokens::{self, Owner, Watched};
@@ -243,14 +244,18 @@ impl Runs {
             outcome,
         } = settled;
         let input = match outcome {
-            Ok(()) => Input::Spawned {
-                key,
-                generation,
-                pid,
-            },
+            Ok(()) => {
+                link.notify.started(key, generation, pid);
+                Input::Spawned {
+                    key,
+                    generation,
+                    pid,
+                }
+            }
             Err(e) => {
                 self.reaper.untrack(pid);
                 self.tracker.ended(key);
+                link.notify.close(key);
                 if let Some(run) = self
                     .slots
                     .get_mut(&key)
@@ -339,6 +344,7 @@ impl Runs {
                 .probes
                 .cancel(key, generation, kind, seq, &mut self.janitor),
             Action::Forget { key } => {
+                link.notify.close(key);
                 self.kill_run(key, None);
                 self.execs.forget(key);
                 self.adopted.forget(key);
@@ -420,9 +426,29 @@ impl Runs {
             .termination_message_path
             .as_deref()
             .and_then(message_stamp);
-        let (launched, out_r, err_r) = match start_main(container, cgroup.as_ref()) {
+        // `notify = true`: the run's own socket, made before the child exists.
+        let label = format!("{pod}/{}", container.name);
+        let notify_socket = match container.notify {
+            true => {
+                let dir = notify_dir(link.config);
+                let cg_dir = cgroup.as_ref().map(|c| c.path());
+                match link.notify.open(key, generation, &dir, &label, cg_dir) {
+                    Ok(path) => Some(path),
+                    Err(message) => {
+                        if let Some(cg) = cgroup {
+                            self.janitor.retire(cg);
+                        }
+                        return failed(message);
+                    }
+                }
+            }
+            false => None,
+        };
+        let started = start_main(container, cgroup.as_ref(), notify_socket.as_deref());
+        let (launched, out_r, err_r) = match started {
             Ok(started) => started,
             Err(message) => {
+                link.notify.close(key);
                 if let Some(cg) = cgroup {
                     self.janitor.retire(cg);
                 }
@@ -430,7 +456,10 @@ impl Runs {
             }
         };
         let (pid, pending) = match launched {
-            process::Launched::Running(pid) => (pid, None),
+            process::Launched::Running(pid) => {
+                link.notify.started(key, generation, pid);
+                (pid, None)
+            }
             process::Launched::Pending(exec) => (exec.pid(), Some(exec)),
         };
         self.reaper.track(pid, PidOwner::Main { key, generation });
@@ -644,6 +673,7 @@ impl Runs {
         {
             run.exited = true;
             pgid = run.pid;
+            link.notify.close(key);
             // Taking it out of the run deregisters its memory.events.
             if let Some(cg) = run.cgroup.take().map(Watched::into_inner) {
                 // Read the OOM counters synchronously, before anything else happens to the
@@ -777,14 +807,93 @@ fn memory_events_fd(cg: &ContainerCgroup) -> BorrowedFd<'_> {
     cg.memory_events_fd().unwrap_or_else(|| cg.events_fd())
 }
 
+impl Runs {
+    /// `key`'s live run taken over from an earlier instance gets its sd_notify socket again:
+    /// after an upgrade the very socket (`inherited`: its generation and descriptor), so that
+    /// a sender holding it connected is still heard; after a crash of vigil (adopted) a new
+    /// one at the path its `NOTIFY_SOCKET` names (the same for every run of the container),
+    /// which senders that send to the path each time reach. Datagrams sent while no vigil had
+    /// the socket are lost.
+    pub(super) fn reopen_notify(
+        &self,
+        key: ContainerKey,
+        config: &crate::config::spec::Config,
+        sockets: &mut NotifySockets,
+        inherited: Option<(Generation, OwnedFd)>,
+    ) {
+        let Some(slot) = self.slots.get(&key) else {
+            return;
+        };
+        let Some(run) = slot.run.as_ref().filter(|r| !r.exited) else {
+            return;
+        };
+        if !slot.spec.notify {
+            return;
+        }
+        let label = format!("{}/{}", slot.pod, slot.name);
+        let cg_dir = run.cgroup.as_ref().map(|c| c.path().to_path_buf());
+        let (generation, pid) = (run.generation, run.pid);
+        let dir = notify_dir(config);
+        if let Some((g, fd)) = inherited.filter(|(g, _)| *g == generation) {
+            match sockets.inherit(key, g, &dir, &label, cg_dir.as_deref(), fd) {
+                Ok(()) => {
+                    if let Some(pid) = pid {
+                        sockets.started(key, generation, pid);
+                    }
+                    return;
+                }
+                Err(e) => warn!("{label}: {e}; making its socket again"),
+            }
+        }
+        let spec = &slot.spec;
+        match sockets.open(key, generation, &dir, &label, cg_dir.as_deref()) {
+            Ok(path) => {
+                if let Some(pid) = pid {
+                    sockets.started(key, generation, pid);
+                }
+                // The run's user, as at its spawn (resolved again).
+                let ids = spec
+                    .user
+                    .as_ref()
+                    .and_then(|_| process::prepare(&spec.command, spec).ok());
+                if let Some(p) = ids
+                    && let Err(e) = notify::grant(&path, p.uid(), p.gid())
+                {
+                    warn!("{label}: {e}");
+                }
+            }
+            Err(e) => warn!("{label}: {e}; what it sends over sd_notify is not heard"),
+        }
+    }
+}
+
+/// Where the runs' sd_notify sockets are: `<socket>.notify`, beside the control socket in
+/// vigil's runtime directory.
+fn notify_dir(config: &crate::config::spec::Config) -> std::path::PathBuf {
+    let mut s = super::startup::socket_path(config).into_os_string();
+    s.push(".notify");
+    s.into()
+}
+
 /// Prepares and starts a container's main process with its stdout and stderr on two fresh
 /// pipes, without waiting for its exec (see `execs`); returns it and the pipes' read ends, or
 /// the message of a failed spawn.
 fn start_main(
     container: &ContainerSpec,
     cgroup: Option<&ContainerCgroup>,
+    notify_socket: Option<&std::path::Path>,
 ) -> Result<(process::Launched, OwnedFd, OwnedFd), String> {
-    let prepared = process::prepare(&container.command, container).map_err(|e| e.to_string())?;
+    let mut prepared =
+        process::prepare(&container.command, container).map_err(|e| e.to_string())?;
+    if let Some(path) = notify_socket {
+        notify::grant(path, prepared.uid(), prepared.gid())?;
+        let value = path
+            .to_str()
+            .ok_or_else(|| format!("notify socket {}: not UTF-8", path.display()))?;
+        prepared = prepared
+            .with_env("NOTIFY_SOCKET", value)
+            .map_err(|e| e.to_string())?;
+    }
     let ((out_r, out_w), (err_r, err_w)) = process::pipe_nonblocking()
         .and_then(|out| process::pipe_nonblocking().map(|err| (out, err)))
         .map_err(|e| e.to_string())?;

@@ -375,6 +375,7 @@ pub(super) fn build(
         notifier: Notifier::new(now),
         journal: Journal::default(),
         event_hooks,
+        notify: super::notify::NotifySockets::new(Rc::clone(&registry)),
         metrics: metrics::Metrics::new(metrics),
         probe_stats: Default::default(),
         started_wall: SystemTime::now(),

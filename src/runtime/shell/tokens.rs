@@ -66,10 +66,12 @@ pub enum Owner {
     Exec,
     /// An `on_event` hook's delivery: an exec hook's pipes, a webhook's socket.
     EventHooks,
+    /// A run's sd_notify socket (`notify = true`, `notify`); the payload is the container key.
+    Notify,
 }
 
 impl Owner {
-    const TAGGED: [Owner; 8] = [
+    const TAGGED: [Owner; 9] = [
         Owner::Capture,
         Owner::Oom,
         Owner::Janitor,
@@ -78,6 +80,7 @@ impl Owner {
         Owner::Metrics,
         Owner::Exec,
         Owner::EventHooks,
+        Owner::Notify,
     ];
 
     fn tag(self) -> usize {
@@ -90,6 +93,7 @@ impl Owner {
             Owner::Metrics => 6,
             Owner::Exec => 7,
             Owner::EventHooks => 8,
+            Owner::Notify => 9,
             Owner::Signals | Owner::Control | Owner::Stdout | Owner::Stderr => 0,
         }
     }
@@ -166,6 +170,16 @@ pub fn exec_token(key: ContainerKey) -> Token {
 
 /// The container whose exec report pipe `token` watches.
 pub fn exec_key(token: Token) -> ContainerKey {
+    ContainerKey((token.0 & PAYLOAD_MASK) as u32)
+}
+
+/// The token of a container's sd_notify socket (one per container at most).
+pub fn notify_token(key: ContainerKey) -> Token {
+    Owner::Notify.token(key.0 as usize)
+}
+
+/// The container whose sd_notify socket `token` watches.
+pub fn notify_key(token: Token) -> ContainerKey {
     ContainerKey((token.0 & PAYLOAD_MASK) as u32)
 }
 

@@ -157,6 +157,7 @@ fn owner_name(owner: Owner) -> &'static str {
         Owner::Metrics => "metrics listener",
         Owner::Exec => "exec report",
         Owner::EventHooks => "on_event hook",
+        Owner::Notify => "sd_notify socket",
     }
 }
 

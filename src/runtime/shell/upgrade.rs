@@ -525,12 +525,14 @@ impl Shell {
                     message_stamp: r.message_stamp,
                     cgroup_fds: run_fds,
                     proc_start: r.pid.and_then(|pid| self.runs.tracker.start_of(*key, pid)),
+                    notify_fd: self.notify.raw_fd(*key, r.generation),
                 }),
             });
         }
         slots.sort_by_key(|s| s.key);
         let mut fds = vec![self.control.listener_fd()];
         fds.extend(cgroup_fds);
+        fds.extend(slots.iter().filter_map(|s| s.run.as_ref()?.notify_fd));
         let pipes: Vec<PipeState> = self
             .runs
             .capture
@@ -743,7 +745,12 @@ impl Shell {
                     s.pod, s.name
                 ),
             }
+            let mut notify_fd = None;
             let run = s.run.map(|r| {
+                notify_fd = r
+                    .notify_fd
+                    .filter(|_| !r.exited)
+                    .map(|fd| (r.generation, fd));
                 if let (Some(pid), Some(start)) = (r.pid, r.proc_start) {
                     starts.insert(s.key, (pid, start));
                 }
@@ -783,6 +790,9 @@ impl Shell {
                     run,
                 },
             );
+            let inherited = notify_fd.and_then(|(g, fd)| handoff::own_fd(fd).map(|fd| (g, fd)));
+            self.runs
+                .reopen_notify(s.key, &self.config, &mut self.notify, inherited);
         }
         for p in state.pipes {
             match handoff::own_fd(p.fd) {

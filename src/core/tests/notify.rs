@@ -1,0 +1,139 @@
+//! sd_notify from containers (`notify = true`; docs/behaviour.md §4.4; sd_notify(3),
+//! systemd.service(5) `Type=notify`).
+
+use super::harness::*;
+use crate::config::spec::*;
+use crate::core::*;
+
+fn notifying(f: impl FnOnce(&mut ContainerSpec)) -> Harness {
+    let mut c = container("app");
+    c.notify = true;
+    f(&mut c);
+    let mut h = Harness::new(config(vec![pod("web", vec![c])]));
+    h.ack_spawns();
+    h
+}
+
+fn notify(h: &mut Harness, n: Notification) {
+    let key = h.key("web", "app");
+    let generation = h.generation(key);
+    h.input(Input::Notified {
+        key,
+        generation,
+        notification: n,
+    });
+}
+
+fn ready() -> Notification {
+    Notification {
+        ready: true,
+        ..Notification::default()
+    }
+}
+
+#[test]
+fn a_notify_container_is_not_ready_until_it_sends_ready() {
+    let mut h = notifying(|_| {});
+    assert!(h.is_running("web", "app"));
+    let s = h.status("web", "app");
+    assert!(s.started && !s.ready, "running but not READY=1 yet");
+    assert!(!h.condition("web", ConditionType::Ready).status);
+    notify(
+        &mut h,
+        Notification {
+            status: Some("loading 3/10".into()),
+            ..Notification::default()
+        },
+    );
+    assert!(
+        !h.status("web", "app").ready,
+        "STATUS= alone is not READY=1"
+    );
+    notify(&mut h, ready());
+    let s = h.status("web", "app");
+    assert!(s.ready);
+    assert!(h.condition("web", ConditionType::Ready).status);
+    let n = s.notify.expect("notify status");
+    assert!(n.ready);
+    assert_eq!(n.status.as_deref(), Some("loading 3/10"));
+    let e = h.event("Ready").expect("a Ready event");
+    assert_eq!(e.object, "web/app");
+}
+
+#[test]
+fn ready_needs_the_readiness_probe_too_when_one_is_set() {
+    let mut h = notifying(|c| c.readiness_probe = Some(probe(1.0)));
+    notify(&mut h, ready());
+    assert!(!h.status("web", "app").ready, "the probe has not passed");
+    h.step();
+    let starts = h.probe_starts();
+    h.probe_result("web", "app", ProbeKind::Readiness, starts[0].1, true);
+    assert!(h.status("web", "app").ready);
+}
+
+#[test]
+fn a_probe_that_passes_does_not_make_a_notify_container_ready_without_ready() {
+    let mut h = notifying(|c| c.readiness_probe = Some(probe(1.0)));
+    h.step();
+    let starts = h.probe_starts();
+    h.probe_result("web", "app", ProbeKind::Readiness, starts[0].1, true);
+    assert!(!h.status("web", "app").ready);
+}
+
+#[test]
+fn ready_is_forgotten_at_the_next_run() {
+    let mut h = notifying(|c| c.restart_policy = RestartPolicy::Always);
+    notify(&mut h, ready());
+    assert!(h.status("web", "app").ready);
+    let old = h.generation(h.key("web", "app"));
+    h.exit("web", "app", 1);
+    h.ack_spawns();
+    let key = h.key("web", "app");
+    assert!(h.generation(key) > old);
+    assert!(h.is_running("web", "app"));
+    assert!(
+        !h.status("web", "app").ready,
+        "a new run must say READY=1 again"
+    );
+    // A late READY=1 of the earlier run counts for nothing.
+    h.input(Input::Notified {
+        key,
+        generation: old,
+        notification: ready(),
+    });
+    assert!(!h.status("web", "app").ready);
+    assert_eq!(h.status("web", "app").notify, Some(NotifyStatus::default()));
+}
+
+#[test]
+fn stopping_is_recorded_and_ends_readiness() {
+    let mut h = notifying(|_| {});
+    notify(&mut h, ready());
+    notify(
+        &mut h,
+        Notification {
+            stopping: true,
+            ..Notification::default()
+        },
+    );
+    let s = h.status("web", "app");
+    assert!(s.notify.expect("notify").stopping);
+    assert!(!s.ready);
+    assert!(h.event("Stopping").is_some());
+}
+
+#[test]
+fn a_container_without_notify_ignores_notifications_and_has_no_notify_status() {
+    let mut h = Harness::new(config(vec![pod("web", vec![container("app")])]));
+    h.ack_spawns();
+    assert!(h.status("web", "app").ready);
+    notify(
+        &mut h,
+        Notification {
+            stopping: true,
+            ..Notification::default()
+        },
+    );
+    let s = h.status("web", "app");
+    assert!(s.ready && s.notify.is_none());
+}

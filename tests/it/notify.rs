@@ -1,0 +1,313 @@
+//! sd_notify from containers (`notify = true`; docs/behaviour.md §4.4) with real clients:
+//! systemd's `systemd-notify` (Debian package systemd) and Python's `sdnotify` (PyPI), and
+//! senders that must not be heard: another container's process, another uid.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::common::*;
+
+const T: Duration = Duration::from_secs(20);
+
+/// A container that waits for the file `go` in its working directory, then runs `then`.
+fn gated(dir: &Path, pod: &str, then: &str, extra: &str) -> String {
+    format!(
+        r#"
+[pods.{pod}]
+[[pods.{pod}.containers]]
+name = "app"
+notify = true
+working_dir = "{}"
+command = ["sh", "-c", "while [ ! -e go-{pod} ]; do sleep 0.05; done; {then}"]
+{extra}
+"#,
+        dir.display()
+    )
+}
+
+fn notify_of(v: &Vigil, pod: &str) -> serde_json::Value {
+    v.container(pod, "app")["notify"].clone()
+}
+
+/// The `NOTIFY_SOCKET` a running container was given (from its environment).
+fn notify_socket_of(v: &Vigil, pod: &str) -> PathBuf {
+    let pid = v.container(pod, "app")["pid"].as_u64().expect("a pid");
+    let env = std::fs::read(format!("/proc/{pid}/environ")).expect("environ");
+    env.split(|b| *b == 0)
+        .find_map(|kv| kv.strip_prefix(b"NOTIFY_SOCKET="))
+        .map(|p| PathBuf::from(String::from_utf8_lossy(p).into_owned()))
+        .expect("NOTIFY_SOCKET in the container's environment")
+}
+
+fn running_not_ready(v: &Vigil, pod: &str) {
+    v.wait_for(T, "the container running", |v| {
+        state_reason(&v.container(pod, "app")) == "Running"
+    });
+    let c = v.container(pod, "app");
+    assert_eq!(c["ready"], false, "{c}");
+    assert_eq!(c["notify"]["ready"], false, "{c}");
+}
+
+fn go(v: &Vigil, pod: &str) {
+    std::fs::write(v.dir.path().join(format!("go-{pod}")), "").expect("go file");
+}
+
+fn systemd_notify_becomes_ready(v: &Vigil) {
+    running_not_ready(v, "web");
+    assert!(notify_socket_of(v, "web").exists());
+    go(v, "web");
+    v.wait_for(T, "READY=1 from systemd-notify", |v| {
+        v.container("web", "app")["ready"] == true
+    });
+    let n = notify_of(v, "web");
+    assert_eq!(n["status"], "serving", "{n}");
+    let pod = v.pod("web");
+    assert!(
+        pod["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True"),
+        "{pod}"
+    );
+}
+
+#[test]
+fn systemd_notify_ready_makes_a_container_ready_without_cgroups() {
+    require_program("systemd-notify", "--version", "systemd");
+    let dir = tempfile::tempdir().unwrap();
+    let pods = gated(
+        dir.path(),
+        "web",
+        "systemd-notify --ready --status=serving; exec sleep 300",
+        "",
+    );
+    let v = Vigil::start_in(dir, "", &pods);
+    systemd_notify_becomes_ready(&v);
+}
+
+#[test]
+#[ignore = "needs root"]
+fn systemd_notify_ready_makes_a_container_ready_with_cgroups() {
+    require_program("systemd-notify", "--version", "systemd");
+    let cg = ScratchCgroup::new();
+    let dir = tempfile::tempdir().unwrap();
+    let pods = gated(
+        dir.path(),
+        "web",
+        "systemd-notify --ready --status=serving; exec sleep 300",
+        "",
+    );
+    let v = Vigil::start_in(dir, &cg.root_line(), &pods);
+    systemd_notify_becomes_ready(&v);
+}
+
+#[test]
+fn python_sdnotify_status_and_ready_show_in_status_and_describe() {
+    // The python3 of the test's PATH, which tests/run-all.sh installed sdnotify for (the
+    // container's PATH may find another).
+    let probe = Command::new("python3")
+        .args(["-c", "import sdnotify, sys; print(sys.executable)"])
+        .output()
+        .expect("python3");
+    assert!(
+        probe.status.success(),
+        "this test needs Python's sdnotify (pip install sdnotify; tests/run-all.sh installs it)"
+    );
+    let python = String::from_utf8_lossy(&probe.stdout).trim().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("app.py");
+    std::fs::write(
+        &script,
+        "import sdnotify, time, os\n\
+         n = sdnotify.SystemdNotifier()\n\
+         n.notify('STATUS=warming up')\n\
+         while not os.path.exists('go-web'): time.sleep(0.05)\n\
+         n.notify('READY=1\\nSTATUS=up: 3 workers')\n\
+         time.sleep(300)\n",
+    )
+    .unwrap();
+    let pods = format!(
+        r#"
+[pods.web]
+[[pods.web.containers]]
+name = "app"
+notify = true
+working_dir = "{}"
+command = ["{python}", "{}"]
+"#,
+        dir.path().display(),
+        script.display()
+    );
+    let v = Vigil::start_in(dir, "", &pods);
+    v.wait_for(T, "STATUS=warming up", |v| {
+        notify_of(v, "web")["status"] == "warming up"
+    });
+    assert_eq!(v.container("web", "app")["ready"], false);
+    go(&v, "web");
+    v.wait_for(T, "READY=1 from sdnotify", |v| {
+        v.container("web", "app")["ready"] == true
+    });
+    assert_eq!(notify_of(&v, "web")["status"], "up: 3 workers");
+    let out = v.cli(&["describe", "web"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("up: 3 workers"), "{text}");
+}
+
+/// Sends `READY=1` to `socket` from a process of its own (python3), as `uid` when given.
+fn send_ready(socket: &Path, uid: Option<u32>) -> std::process::Output {
+    let script = format!(
+        "import socket; s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); \
+         s.sendto(b'READY=1', {:?}); print('sent')",
+        socket.display().to_string()
+    );
+    let mut cmd = match uid {
+        Some(uid) => {
+            let mut c = Command::new("setpriv");
+            c.args([
+                &format!("--reuid={uid}"),
+                &format!("--regid={uid}"),
+                "--clear-groups",
+                "python3",
+                "-c",
+                &script,
+            ]);
+            c
+        }
+        None => {
+            let mut c = Command::new("python3");
+            c.args(["-c", &script]);
+            c
+        }
+    };
+    cmd.output().expect("python3")
+}
+
+fn others_cannot_make_it_ready(v: &Vigil) {
+    running_not_ready(v, "web");
+    let socket = notify_socket_of(v, "web");
+    // Another container, as root like the victim, in its own cgroup (or session): it names
+    // the victim's socket and claims READY=1.
+    go(v, "evil");
+    v.wait_for(T, "the other container to have sent READY=1", |v| {
+        v.dir.path().join("evil-sent").exists()
+    });
+    // Another uid, from outside any container.
+    let out = send_ready(&socket, Some(65534));
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("sent"),
+        "uid 65534 could send to the socket: {out:?}"
+    );
+    // And vigil's own uid from outside the container (not in its cgroup or session).
+    let out = send_ready(&socket, None);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("sent"),
+        "{out:?}"
+    );
+    std::thread::sleep(patient(Duration::from_millis(1500)));
+    let c = v.container("web", "app");
+    assert_eq!(
+        c["ready"], false,
+        "a datagram of someone else's counted: {c}"
+    );
+    assert_eq!(c["notify"]["ready"], false, "{c}");
+    // The container itself still can.
+    go(v, "web");
+    v.wait_for(T, "READY=1 from the container itself", |v| {
+        v.container("web", "app")["ready"] == true
+    });
+}
+
+fn hostile_pods(dir: &Path) -> String {
+    // The evil container finds the victim's socket (the only other file in the directory)
+    // and sends READY=1 to it.
+    let evil = format!(
+        r#"
+[pods.evil]
+[[pods.evil.containers]]
+name = "app"
+working_dir = "{d}"
+command = ["sh", "-c", "while [ ! -e go-evil ]; do sleep 0.05; done; for s in $(ls -d {d}/vigil.sock.notify/*); do python3 -c \"import socket,sys; socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).sendto(b'READY=1', sys.argv[1])\" $s; done; touch evil-sent; exec sleep 300"]
+"#,
+        d = dir.display()
+    );
+    format!(
+        "{}{evil}",
+        gated(dir, "web", "systemd-notify --ready; exec sleep 300", "")
+    )
+}
+
+#[test]
+#[ignore = "needs root"]
+fn another_containers_process_or_another_uid_cannot_make_a_container_ready() {
+    require_root("a sender as uid 65534");
+    require_program("setpriv", "--version", "util-linux");
+    let cg = ScratchCgroup::new();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let pods = hostile_pods(dir.path());
+    let v = Vigil::start_in(dir, &cg.root_line(), &pods);
+    others_cannot_make_it_ready(&v);
+}
+
+#[test]
+#[ignore = "needs root"]
+fn without_cgroups_only_the_containers_session_is_heard() {
+    require_root("a sender as uid 65534");
+    require_program("setpriv", "--version", "util-linux");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let pods = hostile_pods(dir.path());
+    let v = Vigil::start_in(dir, "", &pods);
+    others_cannot_make_it_ready(&v);
+}
+
+#[test]
+fn after_an_upgrade_the_container_is_still_ready_and_heard() {
+    let probe = Command::new("python3")
+        .args(["-c", "import sdnotify, sys; print(sys.executable)"])
+        .output()
+        .expect("python3");
+    assert!(probe.status.success(), "this test needs Python's sdnotify");
+    let python = String::from_utf8_lossy(&probe.stdout).trim().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("app.py");
+    std::fs::write(
+        &script,
+        "import sdnotify, time, os\n\
+         n = sdnotify.SystemdNotifier()\n\
+         n.notify('READY=1\\nSTATUS=before')\n\
+         while not os.path.exists('go-web'): time.sleep(0.05)\n\
+         n.notify('STATUS=after the upgrade')\n\
+         time.sleep(300)\n",
+    )
+    .unwrap();
+    let pods = format!(
+        "[pods.web]\n[[pods.web.containers]]\nname = \"app\"\nnotify = true\n\
+         working_dir = \"{}\"\ncommand = [\"{python}\", \"{}\"]\n",
+        dir.path().display(),
+        script.display()
+    );
+    let v = Vigil::start_in(dir, "", &pods);
+    v.wait_for(T, "READY=1", |v| v.container("web", "app")["ready"] == true);
+    let pid = v.container("web", "app")["pid"].clone();
+    let out = v.cli(&["upgrade"]);
+    assert!(out.status.success(), "{out:?}\n{}", v.log());
+    let c = v.container("web", "app");
+    assert_eq!(c["pid"], pid, "the same run");
+    assert_eq!(c["ready"], true, "READY=1 carried over: {c}");
+    assert_eq!(c["notify"]["status"], "before", "{c}");
+    go(&v, "web");
+    v.wait_for(T, "STATUS= sent after the upgrade", |v| {
+        notify_of(v, "web")["status"] == "after the upgrade"
+    });
+}
