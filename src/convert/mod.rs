@@ -16,6 +16,8 @@
 #![cfg_attr(not(feature = "kubernetes"), allow(dead_code))]
 
 #[cfg(feature = "kubernetes")]
+pub mod embed;
+#[cfg(feature = "kubernetes")]
 pub mod from_kube;
 #[cfg(feature = "kubernetes")]
 pub mod strict;
@@ -99,6 +101,13 @@ pub struct ConvertArgs {
     /// Make every warning an error: print the warnings, write nothing, exit 1 (--to; for CI).
     #[arg(long, conflicts_with = "from")]
     pub strict: bool,
+    /// Run the whole config under vigil inside one Deployment (--to): the config files in a
+    /// ConfigMap, vigil as the container's PID 1, `vigil health` as its readiness probe.
+    #[arg(long, requires = "vigil_image", conflicts_with_all = ["from", "kind", "wait_image"])]
+    pub embed: bool,
+    /// The image --embed copies vigil from (it needs `sh`, `cp` and `vigil` on its PATH).
+    #[arg(long, value_name = "IMAGE", requires = "embed")]
+    pub vigil_image: Option<String>,
 }
 
 /// One `--kind`: for every pod, or for the pod named.
@@ -167,7 +176,8 @@ pub fn main(args: ConvertArgs) -> i32 {
             None if args.output == ManifestFormat::Json => Output::Json,
             None => Output::Yaml,
         };
-        to_kube_main(args.config, &opts, &out, args.strict)
+        let embed = args.vigil_image.filter(|_| args.embed);
+        to_kube_main(args.config, &opts, embed, &out, args.strict)
     }
     #[cfg(not(feature = "kubernetes"))]
     {
@@ -367,6 +377,7 @@ pub enum Output {
 pub fn to_kube_main(
     config: Option<PathBuf>,
     opts: &to_kube::Options,
+    embed: Option<String>,
     out: &Output,
     strict: bool,
 ) -> i32 {
@@ -380,7 +391,21 @@ pub fn to_kube_main(
         }
     };
     let mut warnings = Vec::new();
-    let manifests = match to_kube::convert(&config, opts, &mut warnings) {
+    let converted = match embed {
+        None => to_kube::convert(&config, opts, &mut warnings),
+        Some(vigil_image) => match embed_files(&source) {
+            Ok((name, files)) => {
+                let eopts = embed::EmbedOptions {
+                    name,
+                    vigil_image,
+                    image: opts.image.clone(),
+                };
+                embed::embed(&config, &files, &eopts, &mut warnings)
+            }
+            Err(e) => Err(vec![ConvertError::new("", e)]),
+        },
+    };
+    let manifests = match converted {
         Ok(m) => m,
         Err(errors) => {
             for e in errors {
@@ -391,6 +416,15 @@ pub fn to_kube_main(
     };
     for w in &warnings {
         eprintln!("{}: {w}", shown.display());
+    }
+    if !strict && !warnings.is_empty() {
+        eprintln!(
+            "{}: {} warning{}: what the manifests do not carry as the config says, each with \
+             what to do (--strict makes them errors)",
+            shown.display(),
+            warnings.len(),
+            if warnings.len() == 1 { "" } else { "s" },
+        );
     }
     if strict && !warnings.is_empty() {
         eprintln!(
@@ -420,6 +454,50 @@ pub fn to_kube_main(
             1
         }
     }
+}
+
+#[cfg(feature = "kubernetes")]
+/// `--embed`'s object name (the config file's name without `.toml`, as a DNS label; `vigil`
+/// for the bundled default) and the config as one file: `vigil config`'s rendering (drop-ins
+/// merged, variables expanded here, relative paths made absolute), with every `$` doubled so
+/// that vigil in the pod reads each value as it is here (docs/interface.md §4.1).
+fn embed_files(
+    source: &crate::config::ConfigSource,
+) -> Result<(String, Vec<embed::ConfigFile>), String> {
+    use crate::config::ConfigSource;
+    let name = match source {
+        ConfigSource::File(p) => {
+            let stem = p
+                .file_stem()
+                .map(|s| s.to_string_lossy().to_ascii_lowercase())
+                .unwrap_or_default();
+            let name: String = stem
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+                .collect();
+            let name: String = name.trim_matches('-').chars().take(50).collect();
+            let name = name.trim_end_matches('-').to_string();
+            if name.is_empty() {
+                "vigil".to_string()
+            } else {
+                name
+            }
+        }
+        _ => "vigil".to_string(),
+    };
+    let shown = crate::config::show(
+        source,
+        crate::config::ShowOptions {
+            json: false,
+            origin: false,
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    let file = embed::ConfigFile {
+        path: "vigil.toml".to_string(),
+        text: shown.replace('$', "$$"),
+    };
+    Ok((name, vec![file]))
 }
 
 #[cfg(feature = "kubernetes")]

@@ -1081,3 +1081,44 @@ notify = true
         "{warnings:?}"
     );
 }
+
+#[test]
+fn the_checklist_names_host_directories_user_names_and_cpu_reservations_with_what_to_do() {
+    let text = "[pods.web]\n[[pods.web.containers]]\nname = \"app\"\ncommand = [\"/bin/app\"]\n\
+                working_dir = \"/srv/app\"\nuser = \"www-data\"\n\
+                resources = { cpu_weight = 100 }\nrlimits = { nofile = 4096 }\n";
+    let (m, warnings) = convert_text(text, &auto());
+    let at = |path: &str| -> &Warning {
+        warnings
+            .iter()
+            .find(|w| w.path == path)
+            .unwrap_or_else(|| panic!("no warning at {path}: {warnings:?}"))
+    };
+    let w = at("pods.web.containers[0].working_dir");
+    assert!(
+        w.message.contains("/srv/app is a directory of this host"),
+        "{w}"
+    );
+    assert!(w.message.contains("check that the image has it"), "{w}");
+    let w = at("pods.web.containers[0].user");
+    assert!(w.message.contains("need not exist in the image"), "{w}");
+    assert!(w.message.contains("`id -u`"), "{w}");
+    // Weight 100 (the cgroup default) is a request of about 2.5 cores, which the scheduler
+    // reserves.
+    let milli = cpu_weight_to_milli(100);
+    assert!(milli > 2000, "{milli}");
+    let w = at("pods.web.containers[0].resources.cpu_weight");
+    assert!(
+        w.message.contains(&format!(
+            "requests.cpu {milli}m is what gives cpu.weight 100"
+        )),
+        "{w}"
+    );
+    assert!(w.message.contains("the scheduler also reserves"), "{w}");
+    let v = value_of(&m, "Deployment", "web");
+    let c = &v["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(c["resources"]["requests"]["cpu"], format!("{milli}m"));
+    assert_eq!(c["workingDir"], "/srv/app");
+    let w = at("pods.web.containers[0].rlimits");
+    assert!(w.message.contains("`ulimit`"), "{w}");
+}

@@ -14,10 +14,10 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, StatefulSet, StatefulSetSpec};
 use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, Job, JobSpec, JobTemplateSpec};
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, ContainerPort, EnvFromSource, EnvVar, ExecAction, GRPCAction,
-    HTTPGetAction, HTTPHeader, Lifecycle, LifecycleHandler, Pod, PodSpec as KubePodSpec,
-    PodTemplateSpec, Probe, ResourceRequirements, SecretEnvSource, SecurityContext, Service,
-    ServicePort, ServiceSpec, SleepAction, TCPSocketAction,
+    Capabilities, ConfigMap, Container, ContainerPort, EnvFromSource, EnvVar, ExecAction,
+    GRPCAction, HTTPGetAction, HTTPHeader, Lifecycle, LifecycleHandler, Pod,
+    PodSpec as KubePodSpec, PodTemplateSpec, Probe, ResourceRequirements, SecretEnvSource,
+    SecurityContext, Service, ServicePort, ServiceSpec, SleepAction, TCPSocketAction,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -189,6 +189,8 @@ pub enum Manifest {
     Job(Box<Job>),
     CronJob(Box<CronJob>),
     Service(Box<Service>),
+    /// `--embed`'s config files.
+    ConfigMap(Box<ConfigMap>),
 }
 
 impl Manifest {
@@ -200,6 +202,7 @@ impl Manifest {
             Manifest::Job(d) => serde_json::to_value(d),
             Manifest::CronJob(d) => serde_json::to_value(d),
             Manifest::Service(d) => serde_json::to_value(d),
+            Manifest::ConfigMap(d) => serde_json::to_value(d),
         }
         .map_err(|e| format!("cannot serialize manifest: {e}"))
     }
@@ -213,6 +216,7 @@ impl Manifest {
             Manifest::Job(_) => "Job",
             Manifest::CronJob(_) => "CronJob",
             Manifest::Service(_) => "Service",
+            Manifest::ConfigMap(_) => "ConfigMap",
         }
     }
 
@@ -225,6 +229,7 @@ impl Manifest {
             Manifest::Job(d) => &d.metadata,
             Manifest::CronJob(d) => &d.metadata,
             Manifest::Service(d) => &d.metadata,
+            Manifest::ConfigMap(d) => &d.metadata,
         };
         meta.name.as_deref().unwrap_or("")
     }
@@ -584,7 +589,11 @@ struct PodCtx<'a> {
 
 /// The ClusterIP Service in front of a pod: one named port per entry, to the same port of
 /// the pod.
-fn service(name: &str, ports: &[(String, u16)], labels: &BTreeMap<String, String>) -> Service {
+pub(crate) fn service(
+    name: &str,
+    ports: &[(String, u16)],
+    labels: &BTreeMap<String, String>,
+) -> Service {
     Service {
         metadata: ObjectMeta {
             name: Some(name.to_string()),
@@ -1131,7 +1140,7 @@ fn pod_spec(
                         c.restart_policy.as_str().to_string(),
                         &format!(
                             "Kubernetes has one restart policy per pod ({}); this container's {} \
-                             cannot be expressed",
+                             cannot be expressed: move it to a pod of its own, or use --embed",
                             pod.restart_policy.as_str(),
                             c.restart_policy.as_str()
                         ),
@@ -1142,7 +1151,7 @@ fn pod_spec(
                         "termination_grace_period_seconds",
                         seconds_toml(c.termination_grace),
                         &format!(
-                            "Kubernetes has one grace period per pod ({grace_secs} s, the pod's stop budget)"
+                            "Kubernetes has one grace period per pod ({grace_secs} s, the pod's stop budget): check that this container stops within it"
                         ),
                     );
                 }
@@ -1241,7 +1250,11 @@ fn container(
                 a.keep(
                     field,
                     v.clone(),
-                    &format!("Kubernetes takes a numeric {k8s}, not the name {v:?}"),
+                    &format!(
+                        "Kubernetes takes a numeric {k8s}, not the name {v:?}, and the name \
+                         need not exist in the image: write the id it has in the image \
+                         (`id -u`/`id -g` there)"
+                    ),
                 );
             }
         }
@@ -1262,21 +1275,22 @@ fn container(
             "stop_signal",
             c.stop_signal_name.clone(),
             "the stop signal is the image's STOPSIGNAL in Kubernetes (lifecycle.stopSignal is \
-             not generally available)",
+             not generally available): set STOPSIGNAL in the image",
         );
     }
     if c.backoff != Backoff::default() {
         a.keep(
             "backoff",
             backoff_toml(&c.backoff),
-            "the kubelet's back-off is fixed (10 s doubling to 300 s)",
+            "the kubelet's back-off is fixed (10 s doubling to 300 s): accept it, or use --embed",
         );
     }
     if let Some(n) = c.max_restarts {
         a.keep(
             "max_restarts",
             n.to_string(),
-            "Kubernetes restarts without a limit",
+            "Kubernetes restarts without a limit: accept it, make the pod a Job (its \
+             backoffLimit), or use --embed",
         );
     }
     if !c.success_exit_codes.is_empty() {
@@ -1284,7 +1298,8 @@ fn container(
         a.keep(
             "success_exit_codes",
             format!("[{}]", codes.join(", ")),
-            "Kubernetes counts only exit code 0 as a success",
+            "Kubernetes counts only exit code 0 as a success: make the program exit 0 (a \
+             wrapper script), or use --embed",
         );
     }
     if !c.rlimits.is_empty() {
@@ -1310,7 +1325,8 @@ fn container(
         a.keep(
             "rlimits",
             format!("{{ {} }}", items.join(", ")),
-            "Kubernetes has no per-container rlimits",
+            "Kubernetes has no per-container rlimits: set them in the image's entrypoint \
+             (`ulimit`) or the node's container runtime",
         );
     }
     // env_file: a Secret the cluster must hold, referenced, never the values.
@@ -1333,6 +1349,16 @@ fn container(
             ..EnvFromSource::default()
         }]
     });
+    if let Some(dir) = &c.working_dir {
+        a.warnings.push(Warning::new(
+            join(path, "working_dir"),
+            format!(
+                "{} is a directory of this host, and the container sees only its image and \
+                 volumes: check that the image has it (or mount a volume there)",
+                dir.display()
+            ),
+        ));
+    }
     // Resources.
     let r = &c.resources;
     let rpath = join(path, "resources");
@@ -1360,6 +1386,16 @@ fn container(
     if let Some(w) = r.cpu_weight {
         let milli = super::cpu_weight_to_milli(w);
         requests.insert("cpu".to_string(), Quantity(format!("{milli}m")));
+        // cpu.weight is only a share among siblings; a request is also what the scheduler
+        // reserves on a node (kube-scheduler's NodeResourcesFit).
+        a.warnings.push(Warning::new(
+            join(&rpath, "cpu_weight"),
+            format!(
+                "requests.cpu {milli}m is what gives cpu.weight {w}, and the scheduler also \
+                 reserves that much CPU on a node for it (cpu_weight reserves nothing): lower \
+                 the request if no node has {milli}m to spare"
+            ),
+        ));
     }
     let mut ra = Annotator {
         pod: a.pod,
@@ -1372,28 +1408,31 @@ fn container(
         ra.keep(
             "memory_high",
             super::bytes_quantity(h),
-            "memory.high has no Kubernetes field (only the alpha MemoryQoS sets it)",
+            "memory.high has no Kubernetes field (only the alpha MemoryQoS sets it): rely on \
+             limits.memory, or use --embed",
         );
     }
     if let Some(s) = r.swap_max {
         ra.keep(
             "swap_max",
             super::bytes_quantity(s),
-            "swap is a node setting in Kubernetes",
+            "swap is a node setting in Kubernetes (the kubelet's memorySwap.swapBehavior): \
+             check the nodes'",
         );
     }
     if let Some(p) = r.pids_max {
         ra.keep(
             "pids_max",
             p.to_string(),
-            "the pid limit is a node setting in Kubernetes (podPidsLimit)",
+            "the pid limit is a node setting in Kubernetes: check the kubelet's podPidsLimit",
         );
     }
     if r.oom_group {
         ra.keep(
             "oom_group",
             "true".to_string(),
-            "memory.oom.group is a kubelet setting (singleProcessOOMKill)",
+            "memory.oom.group is a kubelet setting: check that the kubelet's \
+             singleProcessOOMKill is false (the default on cgroup v2)",
         );
     }
     let resources = (!limits.is_empty() || !requests.is_empty()).then(|| ResourceRequirements {

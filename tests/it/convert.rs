@@ -705,3 +705,230 @@ fn an_output_dir_that_cannot_be_made_is_an_error_naming_it() {
         text(&both.stderr)
     );
 }
+
+/// The objects of a YAML stream, as JSON values.
+fn documents(yaml: &str) -> Vec<serde_json::Value> {
+    serde_norway::Deserializer::from_str(yaml)
+        .map(|doc| serde::Deserialize::deserialize(doc).expect("a YAML document"))
+        .filter(|v: &serde_json::Value| !v.is_null())
+        .collect()
+}
+
+const EMBEDDED: &str = r#"
+[pods.db]
+backoff = { initial_seconds = 0.5, max_seconds = 4 }
+[[pods.db.containers]]
+name = "postgres"
+command = ["/usr/bin/postgres", "-c", "shared_buffers=$$PGBUF"]
+image = "registry.example/app:1"
+max_restarts = 5
+ports = [{ name = "postgres", port = 5432 }]
+env_file = "db.env"
+
+[pods.web]
+depends_on = { db = "ready" }
+[[pods.web.containers]]
+name = "app"
+command = ["/usr/bin/app", "--db", "127.0.0.1:5432"]
+image = "registry.example/app:1"
+success_exit_codes = [3]
+readiness_probe = { http_get = { port = 8080, path = "/ready" } }
+"#;
+
+#[test]
+fn embed_puts_the_config_as_vigil_reads_it_in_a_config_map_and_runs_vigil_as_pid_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("shop.toml");
+    std::fs::write(&config, EMBEDDED).unwrap();
+    std::fs::write(dir.path().join("db.env"), "PGPASSWORD=hunter2\n").unwrap();
+    let out = vigil(&[
+        "convert".as_ref(),
+        "--to".as_ref(),
+        "kubernetes".as_ref(),
+        "-c".as_ref(),
+        config.as_os_str(),
+        "--embed".as_ref(),
+        "--vigil-image".as_ref(),
+        "registry.example/vigil:1".as_ref(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let yaml = text(&out.stdout);
+    assert!(
+        !yaml.contains("hunter2"),
+        "an env_file's values are never copied: {yaml}"
+    );
+    let docs = documents(&yaml);
+    let kinds: Vec<(&str, &str)> = docs
+        .iter()
+        .map(|d| {
+            (
+                d["kind"].as_str().unwrap(),
+                d["metadata"]["name"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("ConfigMap", "shop-config"),
+            ("Deployment", "shop"),
+            ("Service", "shop")
+        ]
+    );
+    // The ConfigMap's file is the config vigil reads here: `vigil config` of both is the same
+    // (back-off, max_restarts, exit codes, depends_on and `$$` kept as they are).
+    let embedded = dir.path().join("embedded.toml");
+    std::fs::write(&embedded, docs[0]["data"]["vigil.toml"].as_str().unwrap()).unwrap();
+    let show = |c: &Path| {
+        let o = vigil(&["config".as_ref(), "-c".as_ref(), c.as_os_str()]);
+        assert!(o.status.success(), "{}: {}", c.display(), text(&o.stderr));
+        text(&o.stdout)
+    };
+    let here = show(&config);
+    assert!(here.contains("$PGBUF"), "{here}");
+    assert_eq!(show(&embedded), here);
+    // vigil is the container's PID 1 (no arguments: /etc/vigil/vigil.toml), copied from the
+    // vigil image by an init container; `vigil health` is its readiness.
+    let pod = &docs[1]["spec"]["template"]["spec"];
+    let init = &pod["initContainers"][0];
+    assert_eq!(init["image"], "registry.example/vigil:1");
+    let c = &pod["containers"][0];
+    assert_eq!(c["image"], "registry.example/app:1");
+    assert_eq!(c["command"], serde_json::json!(["/opt/vigil/vigil"]));
+    assert_eq!(
+        c["readinessProbe"]["exec"]["command"],
+        serde_json::json!(["/opt/vigil/vigil", "health", "-c", "/etc/vigil/vigil.toml"])
+    );
+    let mounts = c["volumeMounts"].as_array().unwrap();
+    assert!(
+        mounts.iter().any(|m| m["mountPath"] == "/etc/vigil"),
+        "{mounts:?}"
+    );
+    // The env_file is mounted where the config names it, from a Secret the warning says how
+    // to create.
+    let env_path = dir.path().join("db.env").display().to_string();
+    assert!(
+        mounts
+            .iter()
+            .any(|m| m["mountPath"] == env_path.as_str() && m["subPath"] == "env"),
+        "{mounts:?}"
+    );
+    let err = text(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "kubectl create secret generic db-postgres-env --from-file=env={env_path}"
+        )),
+        "{err}"
+    );
+    // What Kubernetes cannot express is kept, so none of the plain conversion's warnings
+    // about back-off, restart limits or exit codes; the Service has every named or probed
+    // port.
+    for lost in ["back-off", "restarts without a limit", "exit code 0"] {
+        assert!(!err.contains(lost), "{lost}: {err}");
+    }
+    let ports: Vec<i64> = docs[2]["spec"]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["port"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ports, [5432, 8080]);
+}
+
+#[test]
+fn embed_needs_a_vigil_image_and_an_image_for_the_programs() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("vigil.toml");
+    std::fs::write(
+        &config,
+        "[pods.web]\n[[pods.web.containers]]\nname = \"app\"\ncommand = [\"/usr/bin/app\"]\n",
+    )
+    .unwrap();
+    let base = [
+        "convert".as_ref(),
+        "--to".as_ref(),
+        "kubernetes".as_ref(),
+        "-c".as_ref(),
+        config.as_os_str(),
+        "--embed".as_ref(),
+    ];
+    let no_vigil_image = vigil(&base);
+    assert_eq!(no_vigil_image.status.code(), Some(1));
+    assert!(
+        text(&no_vigil_image.stderr).contains("--vigil-image"),
+        "{}",
+        text(&no_vigil_image.stderr)
+    );
+    let mut args: Vec<&OsStr> = base.to_vec();
+    args.extend([
+        OsStr::new("--vigil-image"),
+        OsStr::new("registry.example/vigil:1"),
+    ]);
+    let no_image = vigil(&args);
+    assert_eq!(no_image.status.code(), Some(1));
+    assert!(
+        text(&no_image.stderr).contains("no container has an image: pass --image"),
+        "{}",
+        text(&no_image.stderr)
+    );
+    assert!(no_image.stdout.is_empty());
+    args.extend([OsStr::new("--image"), OsStr::new("registry.example/app:1")]);
+    let ok = vigil(&args);
+    assert!(ok.status.success(), "{}", text(&ok.stderr));
+}
+
+#[test]
+#[ignore = "needs kubectl and kubernetes-validate (apt kubernetes-client, pip; tests/run-all.sh installs them)"]
+fn embed_output_builds_with_kustomize_and_passes_the_kubernetes_schema() {
+    require_kubectl();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("shop.toml");
+    std::fs::write(&config, EMBEDDED).unwrap();
+    std::fs::write(dir.path().join("db.env"), "PGPASSWORD=hunter2\n").unwrap();
+    let out_dir = dir.path().join("k8s");
+    let out = vigil(&[
+        "convert".as_ref(),
+        "--to".as_ref(),
+        "kubernetes".as_ref(),
+        "-c".as_ref(),
+        config.as_os_str(),
+        "--embed".as_ref(),
+        "--vigil-image".as_ref(),
+        "registry.example/vigil:1".as_ref(),
+        "--output-dir".as_ref(),
+        out_dir.as_os_str(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let built = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "kubectl kustomize: {}",
+        text(&built.stderr)
+    );
+    let built_text = text(&built.stdout);
+    assert_eq!(
+        objects_of(&built_text),
+        [
+            ("ConfigMap".to_string(), "shop-config".to_string()),
+            ("Deployment".to_string(), "shop".to_string()),
+            ("Service".to_string(), "shop".to_string())
+        ]
+    );
+    let stream = dir.path().join("built.yaml");
+    std::fs::write(&stream, &built.stdout).unwrap();
+    let v = Command::new("kubernetes-validate")
+        .args(["--strict", "--kubernetes-version", "1.37.0"])
+        .arg(&stream)
+        .output()
+        .expect("kubernetes-validate (pip install kubernetes-validate)");
+    assert!(
+        v.status.success(),
+        "--embed fails the schema:\n{}{}\n{built_text}",
+        text(&v.stdout),
+        text(&v.stderr)
+    );
+}
