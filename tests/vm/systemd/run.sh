@@ -3,27 +3,30 @@
 # with vigil installed as systemd/vigil.service (Delegate=yes), and let a checker unit verify
 # the cgroup layout, `systemctl reload vigil`, `systemctl stop vigil`, and that a second instance
 # (vigil-crash.service) killed with SIGKILL is restarted by systemd and reads its adopted container's
-# output on from systemd's file-descriptor store. See systemd/README.md.
+# output on from systemd's file-descriptor store, and that a third (vigil-http.service) killed with
+# SIGKILL under HTTP load against a Python app fails no request and keeps its output. See
+# systemd/README.md and tests/vm/README.md.
 #
 #   tests/vm/systemd/run.sh [-k]
 #
-# -k keeps the overlay initramfs. Environment: VM_TIMEOUT (seconds, default 300), VM_ACCEL
+# -k keeps the overlay initramfs. Environment: VM_TIMEOUT (seconds, default 600), VM_ACCEL
 # (tcg | kvm, default tcg), VM_MEMORY (MiB, 2048), VIGIL_BIN (a static vigil to use instead of
 # building one), DEBIAN_MIRROR (default: the first Debian mirror apt uses), VM_CACHE (shared
 # with tests/vm/run.sh: the kernel and the static vigil build are reused from there).
 #
-# First run: ~40 s debootstrap + ~30 s packing a ~120 MB cpio (both cached), then ~20-60 s
+# First run: ~40 s debootstrap + ~30 s packing a ~140 MB cpio (both cached), then ~20-60 s
 # per boot. Exit 0 on PASS; on FAIL the console log is printed.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../../.." && pwd)
 CACHE=${VM_CACHE:-$REPO/tests/vm/.cache}
-VM_TIMEOUT=${VM_TIMEOUT:-300}
+VM_TIMEOUT=${VM_TIMEOUT:-600}
 VM_ACCEL=${VM_ACCEL:-tcg}
 VM_MEMORY=${VM_MEMORY:-2048}
 SUITE=bookworm
-INCLUDE=systemd,systemd-sysv,dbus
+# python3: the HTTP app and its load (vigil-http.service, files/usr/local/lib/vigil-vm).
+INCLUDE=systemd,systemd-sysv,dbus,python3
 PACKAGES=(qemu-system-x86 cpio debootstrap)
 SD=$CACHE/systemd
 
@@ -115,8 +118,11 @@ pack_overlay() {
     install -m 644 "$REPO/systemd/vigil.service" "$root/etc/systemd/system/vigil.service"
     # The same unit again, for the kill -9 check (its drop-in: files/…/vigil-crash.service.d).
     install -m 644 "$REPO/systemd/vigil.service" "$root/etc/systemd/system/vigil-crash.service"
-    chmod 644 "$root/etc/vigil/vigil.toml" "$root/etc/vigil/crash.toml" "$root/etc/systemd/system/vigil-check.service" \
-        "$root/etc/systemd/system/vigil-crash.service.d/crash.conf"
+    # And again for the kill -9 under HTTP load (files/…/vigil-http.service.d).
+    install -m 644 "$REPO/systemd/vigil.service" "$root/etc/systemd/system/vigil-http.service"
+    chmod 644 "$root/etc/vigil/vigil.toml" "$root/etc/vigil/crash.toml" "$root/etc/vigil/http.toml" \
+        "$root/etc/systemd/system/vigil-check.service" "$root/etc/systemd/system/vigil-crash.service.d/crash.conf" \
+        "$root/etc/systemd/system/vigil-http.service.d/http.conf" "$root"/usr/local/lib/vigil-vm/*.py
     chmod 755 "$root/usr/local/sbin/vigil-check"
     ln -s ../vigil.service "$root/etc/systemd/system/multi-user.target.wants/vigil.service"
     ln -s ../vigil-check.service "$root/etc/systemd/system/multi-user.target.wants/vigil-check.service"
