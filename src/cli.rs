@@ -11,6 +11,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::control::client::{self, ClientCommand, Several};
 use crate::control::protocol::RequestCmd;
+use crate::control::wire::commands;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -242,7 +243,7 @@ pub enum Cmd {
         #[arg(short, long, value_enum, default_value_t = ConfigFormat::Toml)]
         output: ConfigFormat,
     },
-    /// List pods like `kubectl get pods`.
+    #[command(about = commands::STATUS.help)]
     Status {
         /// Only this pod.
         pod: Option<String>,
@@ -253,7 +254,7 @@ pub enum Cmd {
         #[command(flatten)]
         client: ClientOpts,
     },
-    /// Show one pod in detail like `kubectl describe pod`.
+    #[command(about = commands::DESCRIBE.help)]
     Describe {
         /// The pod.
         pod: String,
@@ -263,7 +264,7 @@ pub enum Cmd {
         #[command(flatten)]
         client: ClientOpts,
     },
-    /// Show events, oldest first.
+    #[command(about = commands::EVENTS.help)]
     Events {
         /// Only this pod's events (its own and its containers').
         pod: Option<String>,
@@ -280,8 +281,7 @@ pub enum Cmd {
         #[command(flatten)]
         client: ClientOpts,
     },
-    /// Print a container's captured output; of several pods (or --all), every container's,
-    /// each line prefixed with its pod/container.
+    #[command(about = commands::LOGS.help)]
     Logs {
         /// POD or POD/CONTAINER; several PODs show each one's containers together.
         #[arg(value_name = "TARGET", required_unless_present = "all")]
@@ -312,7 +312,7 @@ pub enum Cmd {
         #[command(flatten)]
         client: ClientOpts,
     },
-    /// Start a stopped pod or container.
+    #[command(about = commands::START.help)]
     Start {
         /// POD or POD/CONTAINER.
         target: String,
@@ -325,7 +325,7 @@ pub enum Cmd {
         #[command(flatten)]
         client: ClientOpts,
     },
-    /// Stop a pod or container (reason Stopped; not restarted).
+    #[command(about = commands::STOP.help)]
     Stop {
         /// POD or POD/CONTAINER.
         target: String,
@@ -334,7 +334,7 @@ pub enum Cmd {
         #[command(flatten)]
         client: ClientOpts,
     },
-    /// Restart a pod or container.
+    #[command(about = commands::RESTART.help)]
     Restart {
         /// POD or POD/CONTAINER.
         target: String,
@@ -343,7 +343,7 @@ pub enum Cmd {
         #[command(flatten)]
         client: ClientOpts,
     },
-    /// Run N replicas of a pod with `replicas`: new ones start, the highest-numbered stop.
+    #[command(about = commands::SCALE.help)]
     Scale {
         /// The pod with replicas (as named in the config: web, not web-0).
         pod: String,
@@ -352,26 +352,24 @@ pub enum Cmd {
         #[command(flatten)]
         client: ClientOpts,
     },
-    /// Start a new run of a scheduled (or any) pod at rest now, as its schedule would (as
-    /// kubectl create job --from=cronjob/…); not counted as a trigger of the schedule.
+    #[command(about = commands::TRIGGER.help)]
     Trigger {
         /// The pod.
         pod: String,
         #[command(flatten)]
         client: ClientOpts,
     },
-    /// Re-read the config file (like SIGHUP).
+    #[command(about = commands::RELOAD.help)]
     Reload {
         #[command(flatten)]
         client: ClientOpts,
     },
-    /// Stop everything gracefully and exit (like SIGTERM).
+    #[command(about = commands::SHUTDOWN.help)]
     Shutdown {
         #[command(flatten)]
         client: ClientOpts,
     },
-    /// Re-execute the supervisor in place (a new binary, or the same one) keeping every
-    /// container running: same PIDs, logs, restart counts, back-off and probe schedules.
+    #[command(about = commands::UPGRADE.help)]
     Upgrade {
         /// The vigil binary to execute (default: the path the supervisor was started from).
         #[arg(long, value_name = "PATH")]
@@ -383,7 +381,7 @@ pub enum Cmd {
         #[command(flatten)]
         client: ClientOpts,
     },
-    /// Print the metrics exposition (what `GET /metrics` on `metrics_address` serves).
+    #[command(about = commands::METRICS.help)]
     Metrics {
         /// OpenMetrics 1.0 instead of the Prometheus text format 0.0.4.
         #[arg(long)]
@@ -391,9 +389,7 @@ pub enum Cmd {
         #[command(flatten)]
         client: ClientOpts,
     },
-    /// Exit 0 when every pod named (default: every pod expected to run) is Ready or
-    /// Completed, else 1 with each other pod and why on stderr (for a Docker HEALTHCHECK or
-    /// systemd's ExecStartPost).
+    #[command(about = commands::HEALTH.help)]
     Health {
         /// Only these pods (each judged even if not expected to run: left out, stopped).
         #[arg(value_name = "POD")]
@@ -404,8 +400,7 @@ pub enum Cmd {
         #[command(flatten)]
         client: ClientOpts,
     },
-    /// Wait until every pod named is ready, completed or stopped (as kubectl wait): exit 0
-    /// once it is, 1 when the timeout passes first (each pod not there yet on stderr).
+    #[command(about = commands::WAIT.help)]
     Wait {
         /// The pods.
         #[arg(value_name = "POD", required = true)]
@@ -423,7 +418,7 @@ pub enum Cmd {
         #[command(flatten)]
         client: ClientOpts,
     },
-    /// Print the supervisor's version.
+    #[command(about = commands::VERSION.help)]
     Version {
         #[command(flatten)]
         client: ClientOpts,
@@ -825,6 +820,60 @@ mod tests {
             }
         }
         assert!(missing.is_empty(), "without help text: {missing:?}");
+    }
+
+    #[test]
+    fn every_socket_command_is_a_subcommand_with_the_tables_help_and_arguments() {
+        use crate::control::wire::commands::DEFS;
+        use clap::CommandFactory as _;
+        /// The subcommands that send no socket command.
+        const LOCAL: [&str; 6] = ["run", "convert", "check", "config", "top", "completions"];
+        let top = Cli::command();
+        let mut subcommands: Vec<&str> = top
+            .get_subcommands()
+            .map(clap::Command::get_name)
+            .filter(|n| !LOCAL.contains(n))
+            .collect();
+        let mut rows: Vec<&str> = DEFS.iter().map(|d| d.name).collect();
+        subcommands.sort_unstable();
+        rows.sort_unstable();
+        assert_eq!(subcommands, rows, "a subcommand per row of commands::DEFS");
+        for def in DEFS {
+            let sub = top.find_subcommand(def.name).unwrap();
+            assert_eq!(
+                sub.get_about().map(ToString::to_string).as_deref(),
+                Some(def.help),
+                "{}: the help line is the row's",
+                def.name
+            );
+            assert!(sub.get_long_about().is_none(), "{}", def.name);
+            let ids: Vec<&str> = sub.get_arguments().map(|a| a.get_id().as_str()).collect();
+            for arg in def.args {
+                if let Some(id) = arg.cli {
+                    assert!(
+                        ids.contains(&id),
+                        "{}: the row's argument {:?} is made from --{id}, which the subcommand \
+                         lacks",
+                        def.name,
+                        arg.name
+                    );
+                }
+            }
+            // What the client uses itself: where to connect, how to show the reply, how long
+            // to wait, and `logs --all`'s fan-out over pods.
+            let clients_own = |id: &str| {
+                matches!(id, "socket" | "config" | "output" | "help")
+                    || (def.waits && matches!(id, "wait" | "timeout"))
+                    || (def.name == "logs" && id == "all")
+            };
+            for id in ids {
+                assert!(
+                    clients_own(id) || def.args.iter().any(|a| a.cli == Some(id)),
+                    "{}: the subcommand's argument {id:?} is no argument of the row",
+                    def.name
+                );
+            }
+        }
     }
 
     #[test]

@@ -22,6 +22,7 @@ use super::follow;
 use super::protocol::RequestCmd;
 use super::text;
 use super::wire;
+use super::wire::commands::Render;
 use crate::format;
 
 /// How long a one-shot request may wait for its answer.
@@ -721,8 +722,8 @@ fn show_result(
         sink.put(&format!("{text}\n"));
         Ok(())
     };
-    match &cmd.request {
-        RequestCmd::Status { .. } => {
+    match cmd.request.def().render {
+        Render::Status => {
             let reply: wire::StatusReply = read_json(path, result.get())?;
             if json {
                 pretty(sink)?;
@@ -730,7 +731,7 @@ fn show_result(
                 sink.put(&text::status_table(&reply, cmd.output == Output::Wide, now));
             }
         }
-        RequestCmd::Describe { .. } => {
+        Render::Describe => {
             let reply: wire::DescribeReply = read_json(path, result.get())?;
             if json {
                 pretty(sink)?;
@@ -738,7 +739,7 @@ fn show_result(
                 sink.put(&text::describe_text(&reply, now));
             }
         }
-        RequestCmd::Events { follow, .. } => {
+        Render::Events => {
             let reply: wire::EventsReply = read_json(path, result.get())?;
             if json {
                 // One object a line, what `jq` and log shippers read.
@@ -746,7 +747,7 @@ fn show_result(
                 for ev in all["events"].as_array().into_iter().flatten() {
                     sink.put_json_line(ev);
                 }
-            } else if *follow {
+            } else if following(&cmd.request) {
                 for ev in &reply.events {
                     sink.put(&text::event_follow_line(ev, now));
                 }
@@ -754,18 +755,18 @@ fn show_result(
                 sink.put(&text::events_table(&reply.events, now));
             }
         }
-        RequestCmd::Logs { .. } => {
+        Render::Logs => {
             let reply: wire::LogsReply = read_json(path, result.get())?;
             sink.put_log(&reply.log, terminal);
         }
-        RequestCmd::Version => {
+        Render::Version => {
             let reply: wire::VersionReply = read_json(path, result.get())?;
             sink.put(&format!(
                 "Server Version: {}\n",
                 format::cell(&reply.version)
             ));
         }
-        RequestCmd::Metrics { .. } => {
+        Render::Metrics => {
             let reply: wire::MetricsReply = read_json(path, result.get())?;
             if json {
                 pretty(sink)?;
@@ -775,24 +776,17 @@ fn show_result(
                 sink.put(&format::escape_controls(&reply.text, "\n"));
             }
         }
-        RequestCmd::Wait { .. } => {
+        Render::Wait => {
             let reply: wire::WaitReply = read_json(path, result.get())?;
             let text = serde_json::to_string_pretty(&reply).unwrap_or_default();
             sink.put(&format!("{text}\n"));
         }
-        RequestCmd::Health { .. } => {
+        Render::Health => {
             let reply: wire::HealthReply = read_json(path, result.get())?;
             let text = serde_json::to_string_pretty(&reply).unwrap_or_default();
             sink.put(&format!("{text}\n"));
         }
-        RequestCmd::Start { .. }
-        | RequestCmd::Stop { .. }
-        | RequestCmd::Restart { .. }
-        | RequestCmd::Trigger { .. }
-        | RequestCmd::Reload
-        | RequestCmd::Scale { .. }
-        | RequestCmd::Shutdown
-        | RequestCmd::Upgrade { .. } => {
+        Render::Message => {
             let reply: wire::MessageReply = read_json(path, result.get())?;
             sink.put(&format!(
                 "{}\n",

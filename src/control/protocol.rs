@@ -232,7 +232,7 @@ pub fn parse_request(line: &[u8]) -> Result<Request, ProtoError> {
     })?;
     let wait = match wait {
         None | Some(Value::Null) => None,
-        Some(_) if !super::wire::commands::find(parsed.name()).is_some_and(|d| d.waits) => {
+        Some(_) if !parsed.def().waits => {
             return Err(ProtoError::new(
                 &id,
                 ErrorKind::BadArgument,

@@ -1096,7 +1096,7 @@ mod reference {
                 previous: false,
                 timestamps: true,
                 since_seconds: Some(300),
-                since_time: None,
+                since_time: Some("2026-11-23T13:40:47Z".to_string()),
                 ring: Some("1795840966112396801".to_string()),
                 offset: Some(40960),
             },
@@ -1141,11 +1141,14 @@ mod reference {
 
     /// Fields a sample carries (so the table lists them) that the server refuses beside another
     /// of the sample's fields: (command, field left out of the example, what the table says).
-    const COMBINATIONS: &[(&str, &str, &str)] = &[(
-        "start",
-        "container",
-        "not with `ignore_dependencies`, which starts the whole pod",
-    )];
+    const COMBINATIONS: &[(&str, &str, &str)] = &[
+        (
+            "start",
+            "container",
+            "not with `ignore_dependencies`, which starts the whole pod",
+        ),
+        ("logs", "since_time", "not with `since_seconds`"),
+    ];
 
     /// Fields that go with another: a sample without the first is not a request the server
     /// takes unless the second goes too (command, field, the field that goes with it).
@@ -1155,8 +1158,10 @@ mod reference {
         ("logs", "offset", "ring"),
     ];
 
-    /// The request table: each command's fields, whether the server needs them (found by
-    /// leaving each out of the sample and asking the parser), and the sample line.
+    /// The request table, a row per command of `commands::DEFS` with the row's arguments;
+    /// the samples check the row against the parser: every field a sample sets is an
+    /// argument of the row, of the row's JSON type, and needed by the server exactly when the
+    /// row says it is required (found by leaving it out of the example and asking the parser).
     fn requests(out: &mut String) {
         let _ = writeln!(
             out,
@@ -1174,49 +1179,79 @@ mod reference {
             crate::control::protocol::COMMANDS,
             "a sample per command"
         );
-        for cmd in samples {
+        for (def, cmd) in commands::DEFS.iter().zip(samples) {
             let fields = cmd.to_json();
-            let mut args = Vec::new();
-            for (name, value) in fields.iter().filter(|(k, _)| *k != "cmd") {
-                let mut without = fields.clone();
-                without.remove(name);
-                for (_, _, with) in GO_WITH
-                    .iter()
-                    .filter(|(c, f, _)| *c == cmd.name() && f == name)
-                {
-                    without.remove(*with);
-                }
-                let needed = RequestCmd::from_fields(without).is_err();
-                args.push(format!(
-                    "`{name}` ({}{})",
-                    type_name(value),
-                    if needed { ", required" } else { "" }
-                ));
+            for name in fields.keys().filter(|k| *k != "cmd") {
+                assert!(
+                    def.args.iter().any(|a| a.name == name),
+                    "{}: the sample's field {name:?} is no argument of the row",
+                    def.name
+                );
             }
-            // A sample carries every field so the table lists them all; the example line leaves
+            // A sample carries every field so that each is checked; the example line leaves
             // out what the server refuses in combination (a request the server refuses is no
             // example).
+            let combination = COMBINATIONS.iter().find(|(c, ..)| *c == def.name);
             let mut example = fields.clone();
-            if let Some((_, field, note)) = COMBINATIONS.iter().find(|(c, ..)| *c == cmd.name()) {
+            if let Some((_, field, _)) = combination {
                 example.remove(*field);
-                if let Some(arg) = args
-                    .iter_mut()
-                    .find(|a| a.starts_with(&format!("`{field}`")))
-                {
-                    arg.pop(); // the closing parenthesis of "(type)"
-                    arg.push_str(&format!("; {note})"));
-                }
             }
             assert!(
                 RequestCmd::from_fields(example.clone()).is_ok(),
                 "the example of {} parses",
-                cmd.name()
+                def.name
             );
+            let mut args = Vec::new();
+            for arg in def.args {
+                let value = fields.get(arg.name).unwrap_or_else(|| {
+                    panic!("{}: the sample sets the row's {:?}", def.name, arg.name)
+                });
+                assert_eq!(
+                    type_name(value),
+                    arg.kind.json_type(),
+                    "{}: {}",
+                    def.name,
+                    arg.name
+                );
+                let needed = example.contains_key(arg.name) && {
+                    let mut without = example.clone();
+                    without.remove(arg.name);
+                    for (_, _, with) in GO_WITH
+                        .iter()
+                        .filter(|(c, f, _)| *c == def.name && *f == arg.name)
+                    {
+                        without.remove(*with);
+                    }
+                    RequestCmd::from_fields(without).is_err()
+                };
+                assert_eq!(
+                    needed, arg.required,
+                    "{}: whether {:?} is required",
+                    def.name, arg.name
+                );
+                let note = match combination {
+                    Some((_, field, note)) if *field == arg.name => format!("; {note}"),
+                    _ => String::new(),
+                };
+                let kind = match arg.kind {
+                    commands::ArgKind::Choice([first @ .., last]) => format!(
+                        "{}: `{}` or `{last}`",
+                        arg.kind.json_type(),
+                        first.join("`, `")
+                    ),
+                    kind => kind.json_type().to_string(),
+                };
+                args.push(format!(
+                    "`{}` ({kind}{}{note})",
+                    arg.name,
+                    if arg.required { ", required" } else { "" }
+                ));
+            }
             let line = Value::Object(example).to_string();
             let _ = writeln!(
                 out,
                 "| `{}` | {} | `{line}` |",
-                cmd.name(),
+                def.name,
                 if args.is_empty() {
                     "none".to_string()
                 } else {

@@ -10,15 +10,16 @@
 //! field it does not know (a typo such as `"contaner"` must not silently widen an operator
 //! action to a whole pod).
 //!
-//! A new command: a variant here (arguments as fields, each with one of the [`arg`]
-//! functions), its name in `name()`, its row in `commands::DEFS` (name and access class), and
-//! a sample in the wire reference's `request_samples`.
+//! A new command: its row in `commands::DEFS` (name, access, arguments, help, rendering), a
+//! variant here (the row's arguments as fields, each read by one of the [`arg`] functions)
+//! with its row in `def()`, and a sample in the wire reference's `request_samples`; tests
+//! fail when the variant's fields and the row's arguments disagree.
 
 use serde::de::{self, Deserializer, IntoDeserializer, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::commands::Access;
+use super::commands::{self, Access, CommandDef};
 
 /// A request's command and arguments. `null` for an optional field is the same as leaving it
 /// out; an unknown field is refused.
@@ -239,16 +240,14 @@ impl<'de> Deserialize<'de> for Seconds {
 }
 
 impl RequestCmd {
-    /// Who may send this request: its command's class in [`super::commands::DEFS`], raised
-    /// to [`Access::Root`] by `upgrade`'s `binary`.
+    /// Who may send this request: its command's class in [`commands::DEFS`], raised to
+    /// [`Access::Root`] by `upgrade`'s `binary`.
     pub fn access(&self) -> Access {
         match self {
             RequestCmd::Upgrade {
                 binary: Some(_), ..
             } => Access::Root,
-            // Every variant has its row (a test says so); a missing one would be refused to
-            // all but root rather than let through.
-            _ => super::commands::find(self.name()).map_or(Access::Root, |d| d.access),
+            _ => self.def().access,
         }
     }
 
@@ -257,26 +256,31 @@ impl RequestCmd {
         self.access() >= Access::Admin
     }
 
+    /// The command's row in [`commands::DEFS`].
+    pub fn def(&self) -> &'static CommandDef {
+        match self {
+            RequestCmd::Status { .. } => &commands::STATUS,
+            RequestCmd::Describe { .. } => &commands::DESCRIBE,
+            RequestCmd::Events { .. } => &commands::EVENTS,
+            RequestCmd::Logs { .. } => &commands::LOGS,
+            RequestCmd::Start { .. } => &commands::START,
+            RequestCmd::Stop { .. } => &commands::STOP,
+            RequestCmd::Restart { .. } => &commands::RESTART,
+            RequestCmd::Reload => &commands::RELOAD,
+            RequestCmd::Scale { .. } => &commands::SCALE,
+            RequestCmd::Shutdown => &commands::SHUTDOWN,
+            RequestCmd::Version => &commands::VERSION,
+            RequestCmd::Upgrade { .. } => &commands::UPGRADE,
+            RequestCmd::Metrics { .. } => &commands::METRICS,
+            RequestCmd::Health { .. } => &commands::HEALTH,
+            RequestCmd::Wait { .. } => &commands::WAIT,
+            RequestCmd::Trigger { .. } => &commands::TRIGGER,
+        }
+    }
+
     /// The wire name (`"status"`).
     pub fn name(&self) -> &'static str {
-        match self {
-            RequestCmd::Status { .. } => "status",
-            RequestCmd::Describe { .. } => "describe",
-            RequestCmd::Events { .. } => "events",
-            RequestCmd::Logs { .. } => "logs",
-            RequestCmd::Start { .. } => "start",
-            RequestCmd::Stop { .. } => "stop",
-            RequestCmd::Restart { .. } => "restart",
-            RequestCmd::Reload => "reload",
-            RequestCmd::Scale { .. } => "scale",
-            RequestCmd::Shutdown => "shutdown",
-            RequestCmd::Version => "version",
-            RequestCmd::Upgrade { .. } => "upgrade",
-            RequestCmd::Metrics { .. } => "metrics",
-            RequestCmd::Health { .. } => "health",
-            RequestCmd::Wait { .. } => "wait",
-            RequestCmd::Trigger { .. } => "trigger",
-        }
+        self.def().name
     }
 
     /// The request as a JSON object (what the client sends), without `id`.
@@ -295,7 +299,7 @@ impl RequestCmd {
         let extra = fields.keys().find(|k| *k != "cmd").cloned();
         let de = de::value::MapDeserializer::new(fields.into_iter().map(|(k, v)| (k, Json(v))));
         let cmd = RequestCmd::deserialize(de)?;
-        match (cmd.takes_arguments(), extra) {
+        match (!cmd.def().args.is_empty(), extra) {
             (false, Some(field)) => Err(ArgError::UnknownField(field)),
             _ => match cmd {
                 RequestCmd::Logs {
@@ -326,13 +330,6 @@ impl RequestCmd {
     pub fn since_time_nanos(text: &str) -> Option<i64> {
         let t: jiff::Timestamp = text.parse().ok()?;
         i64::try_from(t.as_nanosecond()).ok()
-    }
-
-    fn takes_arguments(&self) -> bool {
-        !matches!(
-            self,
-            RequestCmd::Reload | RequestCmd::Shutdown | RequestCmd::Version
-        )
     }
 }
 
