@@ -27,7 +27,7 @@ const MAX_BYTES: u64 = 1024 * 1024;
 
 /// Keys whose string values are paths on this host; a relative one is resolved against the
 /// directory of the file that wrote it. `cgroup_root` only when it is not a keyword.
-const PATH_KEYS: [&str; 8] = [
+const PATH_KEYS: [&str; 9] = [
     "socket",
     "log_dir",
     "cgroup_root",
@@ -36,6 +36,7 @@ const PATH_KEYS: [&str; 8] = [
     "termination_message_path",
     "ca_file",
     "env_files",
+    "pod_dir",
 ];
 
 /// Tables whose keys are free (names of variables, headers, pods, limits): their keys are never

@@ -185,6 +185,7 @@ tables! {
         on_output_lost: Str,
         metrics_address: Str,
         env_files: StrArray,
+        pod_dir: Str,
         on_event: Tables(RawOnEvent),
     }
 

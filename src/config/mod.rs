@@ -56,7 +56,6 @@ pub mod values;
 pub use error::{ConfigError, ConfigErrors};
 pub use locate::{locate_field, locate_in_source};
 /// `parent.key` with TOML quoting, as config paths are written in messages.
-#[cfg(feature = "kubernetes")]
 pub(crate) use schema::join as schema_join;
 pub use show::{ShowOptions, show};
 
@@ -165,14 +164,6 @@ pub fn load_files(mains: &[PathBuf]) -> Result<Config, ConfigErrors> {
     check(&read_files(mains)?)
 }
 
-/// [`load_files`], then `text` (a converted manifest, shown as `path`) merged last and taken
-/// literally: `vigil run -f MANIFEST -c CONFIG`.
-pub fn load_files_then(mains: &[PathBuf], path: &Path, text: &str) -> Result<Config, ConfigErrors> {
-    let mut map = read_files(mains)?;
-    map.push_literal(path.to_path_buf(), text.to_string());
-    check(&map)
-}
-
 /// Read every file of a config: each of `mains` (checked by the caller before it asked, as
 /// the config file always was) then its drop-ins (checked here like the config file when
 /// vigil runs as root).
@@ -185,6 +176,57 @@ fn read_files(mains: &[PathBuf]) -> Result<SourceMap, ConfigErrors> {
         }
     }
     Ok(map)
+}
+
+/// The files of one config read into memory, to be checked alone or with more layers merged
+/// after them: a converted manifest (`run -f`), a `pod_dir` file (`convert::pod_dir`).
+#[derive(Debug, Clone, Default)]
+pub struct Sources(SourceMap);
+
+impl Sources {
+    /// The files of `source`: each main file and its drop-ins, or the bundled default. A
+    /// manifest source is the layer above's (`convert`).
+    pub fn read(source: &ConfigSource) -> Result<Sources, ConfigErrors> {
+        match source {
+            ConfigSource::File(p) => Self::read_files(std::slice::from_ref(p)),
+            ConfigSource::Layers(ps) => Self::read_files(ps),
+            ConfigSource::Bundled => {
+                let mut map = SourceMap::default();
+                map.push_bundled(PathBuf::from(BUNDLED_NAME), BUNDLED_DEFAULT.to_string());
+                Ok(Sources(map))
+            }
+            ConfigSource::Manifest { manifest, .. } => Err(ConfigErrors::unlocated(
+                manifest,
+                "a Kubernetes manifest is read by convert, not config::Sources::read".to_string(),
+            )),
+        }
+    }
+
+    /// Each of `mains` followed by its drop-ins (as [`load_files`] reads them).
+    pub fn read_files(mains: &[PathBuf]) -> Result<Sources, ConfigErrors> {
+        read_files(mains).map(Sources)
+    }
+
+    /// These files, then `text` (shown as `path`) taken literally: no variables, paths as
+    /// written (a converted manifest).
+    pub fn then_literal(&self, path: &Path, text: String) -> Sources {
+        let mut map = self.0.clone();
+        map.push_literal(path.to_path_buf(), text);
+        Sources(map)
+    }
+
+    /// These files, then the file `path` whose contents are `text`, as a drop-in is read:
+    /// variables expanded, relative paths against its directory.
+    pub fn then_file(&self, path: &Path, text: String) -> Sources {
+        let mut map = self.0.clone();
+        map.push_file(path.to_path_buf(), text);
+        Sources(map)
+    }
+
+    /// The whole pipeline on these files, merged in order.
+    pub fn check(&self) -> Result<Config, ConfigErrors> {
+        check(&self.0)
+    }
 }
 
 /// Validate config text; `source` is used for messages and `Config::source`. The text is taken

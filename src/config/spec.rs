@@ -22,6 +22,20 @@ pub struct Config {
     /// a vigil without replicas.)
     #[serde(default)]
     pub replica_sets: Vec<ReplicaSetSpec>,
+    /// The files of `[supervisor] pod_dir` whose pods are here, and which pods each gave
+    /// (`convert::pod_dir`). (`default`: a handoff from a vigil without the key.)
+    #[serde(default)]
+    pub pod_files: Vec<PodFile>,
+}
+
+/// One file of `pod_dir` and the pods it gave the config.
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct PodFile {
+    pub path: PathBuf,
+    /// Its pods as they run (a pod with `replicas` as its replicas).
+    pub pods: Vec<String>,
+    /// Its pods with `replicas`, by the name written.
+    pub replica_sets: Vec<String>,
 }
 
 /// The most replicas one pod may have (`replicas`, `vigil scale`): each is a pod with its own
@@ -176,6 +190,11 @@ pub struct SupervisorSpec {
     /// `[[supervisor.on_event]]`: hooks on events, in file order.
     #[serde(default)]
     pub on_event: Vec<super::on_event::OnEventSpec>,
+    /// `pod_dir`: a directory whose `*.toml` files and Kubernetes Pod manifests are pods too,
+    /// watched while vigil runs (`convert::pod_dir`, `runtime::shell::pod_dir`). (`default`:
+    /// a handoff from a vigil without the key.)
+    #[serde(default)]
+    pub pod_dir: Option<PathBuf>,
 }
 
 /// For keys added after a state file format was fixed (`vigil upgrade` reads older ones).
@@ -211,6 +230,7 @@ impl Default for SupervisorSpec {
             on_output_lost: OnOutputLost::Restart,
             metrics_address: None,
             on_event: Vec::new(),
+            pod_dir: None,
         }
     }
 }

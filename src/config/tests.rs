@@ -1524,6 +1524,7 @@ on_restart = "replace"
 on_output_lost = "keep"
 metrics_address = "[::1]:9469"
 env_files = ["/etc/vigil/vars.env"]
+pod_dir = "/etc/vigil/pods.d"
 
 
 [[supervisor.on_event]]
@@ -2228,12 +2229,14 @@ fn a_manifest_run_over_a_config_gets_its_drop_ins_and_variables_and_stays_litera
             "[supervisor]\nlog_max_files = 7\nsocket = \"/run/v${N}.sock\"\n",
         )],
     );
-    let c = load_files_then(
-        std::slice::from_ref(&file),
-        Path::new("m.yaml"),
-        "[[pods.m.containers]]\nname = \"c\"\ncommand = [\"/bin/${X}$$\"]\n",
-    )
-    .expect("valid");
+    let c = Sources::read_files(std::slice::from_ref(&file))
+        .expect("read")
+        .then_literal(
+            Path::new("m.yaml"),
+            "[[pods.m.containers]]\nname = \"c\"\ncommand = [\"/bin/${X}$$\"]\n".to_string(),
+        )
+        .check()
+        .expect("valid");
     assert_eq!(c.source, file);
     assert_eq!(c.supervisor.log_max_files, 7);
     assert_eq!(

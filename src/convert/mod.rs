@@ -19,6 +19,7 @@
 pub mod embed;
 #[cfg(feature = "kubernetes")]
 pub mod from_kube;
+pub mod pod_dir;
 #[cfg(feature = "kubernetes")]
 pub mod strict;
 #[cfg(feature = "kubernetes")]
@@ -42,14 +43,49 @@ use clap::{ArgGroup, Args, ValueEnum};
 use crate::config::{ConfigErrors, spec::Config};
 
 /// Load and validate a config from wherever `source` says: a file or the bundled default
-/// (`config::load_source`), or a Kubernetes manifest converted on every (re)load.
+/// (`config::load_source`), or a Kubernetes manifest converted on every (re)load; then the
+/// pods of its `pod_dir` ([`pod_dir`]). A refused `pod_dir` file is an error here (`vigil
+/// check`, `convert --to`); `vigil run` and a reload use [`load`], which runs the rest.
 pub fn load_source(
     source: &crate::config::ConfigSource,
 ) -> Result<crate::config::spec::Config, crate::config::ConfigErrors> {
+    let loaded = load(source, None)?;
+    if loaded.refused.is_empty() {
+        Ok(loaded.config)
+    } else {
+        Err(loaded.refused)
+    }
+}
+
+/// A config loaded with its `pod_dir`: the pods of the files that passed, and why the others
+/// were refused (each error names its file; their pods as `previous` had them are kept).
+#[derive(Debug)]
+pub struct Loaded {
+    pub config: crate::config::spec::Config,
+    pub refused: crate::config::ConfigErrors,
+}
+
+/// The config of `source` and the pods of its `pod_dir`. An error of the config itself (not
+/// of a `pod_dir` file) refuses the whole load. `previous`: the config running now (a
+/// reload), whose `pod_dir` pods a refused file keeps and whose owner of a name keeps it in a
+/// clash ([`pod_dir::add`]).
+pub fn load(
+    source: &crate::config::ConfigSource,
+    previous: Option<&crate::config::spec::Config>,
+) -> Result<Loaded, crate::config::ConfigErrors> {
+    let main = main_sources(source)?;
+    let config = main.check()?;
+    Ok(pod_dir::add(config, &main, source, previous))
+}
+
+/// The files of `source`'s config, before `pod_dir`.
+fn main_sources(
+    source: &crate::config::ConfigSource,
+) -> Result<crate::config::Sources, crate::config::ConfigErrors> {
     match source {
         #[cfg(feature = "kubernetes")]
         crate::config::ConfigSource::Manifest { manifest, config } => {
-            load_manifest(manifest, config.as_deref())
+            manifest_sources(manifest, config.as_deref())
         }
         #[cfg(not(feature = "kubernetes"))]
         crate::config::ConfigSource::Manifest { manifest, .. } => {
@@ -59,7 +95,7 @@ pub fn load_source(
                     .to_string(),
             ))
         }
-        other => crate::config::load_source(other),
+        other => crate::config::Sources::read(other),
     }
 }
 
@@ -555,6 +591,16 @@ pub fn from_kube_main(file: &Path) -> i32 {
 /// manifest's pods, plus the `[supervisor]` table and pods of `config` when given. A pod
 /// defined in both is an error. Warnings are logged.
 pub fn load_manifest(manifest: &Path, config: Option<&Path>) -> Result<Config, ConfigErrors> {
+    manifest_sources(manifest, config)?.check()
+}
+
+#[cfg(feature = "kubernetes")]
+/// The files of [`load_manifest`]'s config: `config` and its drop-ins, then the manifest
+/// converted (taken literally).
+fn manifest_sources(
+    manifest: &Path,
+    config: Option<&Path>,
+) -> Result<crate::config::Sources, ConfigErrors> {
     let unlocated = |m: String| ConfigErrors::unlocated(manifest, m);
     let text = read_input(manifest).map_err(unlocated)?;
     let out = from_kube::convert(&text, manifest).map_err(|errors| {
@@ -565,7 +611,7 @@ pub fn load_manifest(manifest: &Path, config: Option<&Path>) -> Result<Config, C
         log::warn!("{}: {w}", manifest.display());
     }
     let Some(config_path) = config else {
-        return crate::config::load_str(&out.toml, manifest);
+        return Ok(crate::config::Sources::default().then_literal(manifest, out.toml));
     };
     let base = crate::config::load(config_path)?;
     for pod in &out.pod_names {
@@ -577,9 +623,8 @@ pub fn load_manifest(manifest: &Path, config: Option<&Path>) -> Result<Config, C
         }
     }
     // The config with its drop-ins and variables, then the manifest's pods taken literally.
-    crate::config::load_files_then(
-        std::slice::from_ref(&config_path.to_path_buf()),
-        manifest,
-        &out.toml,
+    Ok(
+        crate::config::Sources::read_files(std::slice::from_ref(&config_path.to_path_buf()))?
+            .then_literal(manifest, out.toml),
     )
 }

@@ -119,14 +119,19 @@ pub fn run_source(
         pid1::mount_api_filesystems();
         install_pid1_panic_hook();
     }
-    let code = match crate::convert::load_source(&source) {
+    let code = match crate::convert::load(&source, None) {
         Err(errors) => {
             for e in errors.iter() {
                 error!("{e}");
             }
             1
         }
-        Ok(mut config) => {
+        Ok(loaded) => {
+            // A refused `pod_dir` file is said and left out; the rest runs.
+            for e in loaded.refused.iter() {
+                error!("pod_dir: {e}");
+            }
+            let mut config = loaded.config;
             config.supervisor.allow_missing_controllers |= allow_missing_controllers;
             if let Some(pod) = &exit_with
                 && let Err(e) = apply_exit_with(&mut config, pod)

@@ -13,7 +13,8 @@
 //! `log_timestamps` (the next write), `log_forward` (forwarding starts or stops), `oom_score_adj` to a number (written at once),
 //! `sched_slice_microseconds` to a number (asked of the kernel at once),
 //! `on_restart` and `on_output_lost` (only read when vigil starts: kept for the next start),
-//! `on_event` (the hooks: at once, from the next event).
+//! `on_event` (the hooks: at once, from the next event), `pod_dir` (read by the same reload;
+//! watched from then on).
 //! Restart: `socket` (clients and units know the old path), `cgroup_root` and `cgroup_name`
 //! (running containers live in the old tree), `allow_missing_controllers` (decided at start),
 //! `log_dir` (open files of running containers stay where they are), `metrics_address`
@@ -103,6 +104,7 @@ pub fn plan(old: &SupervisorSpec, new: &SupervisorSpec) -> Result<Plan, RestartN
     key(old.cgroup_root != new.cgroup_root, "cgroup_root", false);
     key(old.cgroup_name != new.cgroup_name, "cgroup_name", false);
     key(old.log_dir != new.log_dir, "log_dir", false);
+    key(old.pod_dir != new.pod_dir, "pod_dir", true);
     key(
         old.metrics_address != new.metrics_address,
         "metrics_address",

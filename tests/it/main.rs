@@ -24,6 +24,7 @@ mod notify;
 mod outside_input;
 mod paths;
 mod pid1;
+mod pod_dir;
 mod probes;
 mod profiles;
 mod reload;

@@ -71,6 +71,7 @@ pub(crate) fn validate(raw: &RawConfig, source: &Path, out: &mut Vec<Problem>) -
         supervisor,
         pods,
         replica_sets,
+        pod_files: Vec::new(),
     })
 }
 

@@ -83,6 +83,9 @@ impl Checker<'_> {
         if let Some(v) = &s.log_dir {
             spec.log_dir = self.abs_path(v, &join(p, "log_dir"));
         }
+        if let Some(v) = &s.pod_dir {
+            spec.pod_dir = self.abs_path(v, &join(p, "pod_dir"));
+        }
         if let Some(v) = &s.log_max_file_bytes {
             let field = join(p, "log_max_file_bytes");
             match self.quantity(v, &field, false) {

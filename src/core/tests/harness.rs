@@ -71,6 +71,7 @@ pub fn config(pods: Vec<PodSpec>) -> Config {
         supervisor: SupervisorSpec::default(),
         pods,
         replica_sets: Vec::new(),
+        pod_files: Vec::new(),
     }
 }
 

@@ -28,6 +28,7 @@
 //!   the requests whose reply waits for a state (`wait_ms`);
 //! - `metrics`: the `metrics_address` listener, its scrapers and the expositions being built;
 //! - `event_hooks`: the `on_event` hooks' queues and deliveries (exec hooks, webhooks);
+//! - `pod_dir`: the inotify watch of `[supervisor] pod_dir`, which makes a reload due;
 //! - `upgrade`: `vigil upgrade`'s pre-flight and handoff (still `impl Shell`);
 //! - `startup`, `reload`: building the shell, and what a reload loads.
 //!
@@ -46,6 +47,7 @@ mod kill;
 mod metrics;
 mod notifier;
 mod notify;
+mod pod_dir;
 mod probes;
 mod reaper;
 mod reload;
@@ -115,6 +117,8 @@ pub struct Shell {
     notify: notify::NotifySockets,
     /// The metrics endpoint (`metrics_address`) and the expositions being built.
     metrics: metrics::Metrics,
+    /// The watch of `pod_dir`, and the reload it makes due.
+    pod_dir: pod_dir::PodDirWatch,
     /// Probe result counters and duration histograms for the metrics.
     probe_stats: crate::metrics::probes::ProbeStats,
     /// When vigil started, by the wall clock (`process_start_time_seconds`).
@@ -322,6 +326,9 @@ impl Shell {
             }
         }
         self.turn(now);
+        if self.pod_dir.take_due(now) {
+            let _ = self.reload_from("pod_dir", now);
+        }
         self.settle_startup(now);
         // During start-up the start-up trim comes later anyway.
         if self.idle_trim.take_due(now) && !self.starting {
@@ -413,6 +420,7 @@ impl Shell {
             Owner::Control => &mut self.control,
             Owner::Metrics => &mut self.metrics,
             Owner::Stderr => &mut StderrLog,
+            Owner::PodDir => &mut self.pod_dir,
             Owner::Signals
             | Owner::Stdout
             | Owner::Capture
@@ -579,9 +587,10 @@ impl Shell {
     }
 
     /// Every component, for what the router asks of all alike (their deadlines).
-    fn components(&self) -> [&dyn Component; 9] {
+    fn components(&self) -> [&dyn Component; 10] {
         [
             &self.runs,
+            &self.pod_dir,
             &self.event_hooks,
             &self.notify,
             &self.control,
@@ -718,7 +727,7 @@ impl Shell {
             refused_at_start: &self.refused_at_start,
             selection: &self.selection,
         };
-        let result = reload::load(&current).and_then(|(new, plan)| {
+        let result = reload::load(&current).and_then(|(new, plan, refused)| {
             let r = self
                 .core
                 .command(now, Command::Reload(Box::new(new.clone())))
@@ -735,9 +744,12 @@ impl Shell {
                 self.config = new;
                 metrics::prune_probe_stats(&mut self.probe_stats, &self.core);
             }
-            r.map(|msg| msg + &plan.summary())
+            r.map(|msg| msg + &plan.summary() + &pod_dir::refused_summary(&refused))
         });
         self.notifier.reloaded();
+        // The directory may be another now, or its watch went stale.
+        self.pod_dir
+            .configure(self.config.supervisor.pod_dir.as_deref());
         self.last_reload.successful = result.is_ok();
         if result.is_ok() {
             self.last_reload.success_at = SystemTime::now();

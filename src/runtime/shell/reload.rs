@@ -12,8 +12,8 @@ use super::metrics::MetricsListener;
 use super::runs::Runs;
 use super::startup::{forward_destination, needed_controllers, set_oom_score_adj, set_sched_slice};
 use crate::cgroup::{Controllers, Manager};
-use crate::config::ConfigSource;
 use crate::config::spec::Config;
+use crate::config::{ConfigErrors, ConfigSource};
 use crate::core::ReloadError;
 use crate::runtime::supervisor_reload::{self, Plan};
 
@@ -31,9 +31,11 @@ pub(super) struct Current<'a> {
 }
 
 /// The config a reload reads from the source vigil started with, checked as a start checks
-/// it, and its `[supervisor]` changes; or why it is refused (nothing changed).
-pub(super) fn load(current: &Current<'_>) -> Result<(Config, Plan), ReloadError> {
+/// it, its `[supervisor]` changes, and the `pod_dir` files refused (their pods as they were:
+/// `convert::pod_dir`); or why it is refused (nothing changed).
+pub(super) fn load(current: &Current<'_>) -> Result<(Config, Plan, ConfigErrors), ReloadError> {
     let source = current.source;
+    let mut refused = ConfigErrors(Vec::new());
     let new = reread_refusal(source)
         .map_or(Ok(()), |e| Err(ReloadError::InvalidConfig(e)))
         .and_then(|()| {
@@ -42,7 +44,11 @@ pub(super) fn load(current: &Current<'_>) -> Result<(Config, Plan), ReloadError>
         })
         .map_err(|e| ReloadError::InvalidConfig(e.to_string()))
         .and_then(|()| {
-            crate::convert::load_source(source)
+            crate::convert::load(source, Some(current.config))
+                .map(|loaded| {
+                    refused = loaded.refused;
+                    loaded.config
+                })
                 .map_err(|errors| ReloadError::InvalidConfig(errors.to_string()))
         })
         .map(|mut new| {
@@ -88,7 +94,7 @@ pub(super) fn load(current: &Current<'_>) -> Result<(Config, Plan), ReloadError>
         // At start such a config is refused; a reload must not let it in unenforced.
         return Err(ReloadError::InvalidConfig(e));
     }
-    Ok((new, plan))
+    Ok((new, plan, refused))
 }
 
 /// Applies the live `[supervisor]` changes of an accepted reload (see `supervisor_reload`;

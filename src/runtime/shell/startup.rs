@@ -353,6 +353,10 @@ pub(super) fn build(
         &config.supervisor.on_event,
         if fresh { 0 } else { core.last_event_seq() },
     );
+    let pod_dir = super::pod_dir::PodDirWatch::new(
+        Rc::clone(&registry),
+        config.supervisor.pod_dir.as_deref(),
+    );
     let mut shell = Shell {
         poll,
         signals: SignalPipe::new(signals),
@@ -377,6 +381,7 @@ pub(super) fn build(
         event_hooks,
         notify: super::notify::NotifySockets::new(Rc::clone(&registry)),
         metrics: metrics::Metrics::new(metrics),
+        pod_dir,
         probe_stats: Default::default(),
         started_wall: SystemTime::now(),
         last_reload: LastReload {

@@ -32,6 +32,8 @@ pub const STDOUT: Token = Token(2);
 pub const SOCKET_WATCH: Token = Token(3);
 /// vigil's own stderr, watched for writability (its log lines queued, `stderr_log`).
 pub const STDERR: Token = Token(4);
+/// The inotify watch of `pod_dir` (`pod_dir`).
+pub const POD_DIR_WATCH: Token = Token(5);
 /// Control connections: `CONN_TOKEN_BASE..COMPONENT_BASE` (allocated by the control server).
 pub const CONN_TOKEN_BASE: usize = 1 << 20;
 const COMPONENT_BASE: usize = 1 << 30;
@@ -68,6 +70,8 @@ pub enum Owner {
     EventHooks,
     /// A run's sd_notify socket (`notify = true`, `notify`); the payload is the container key.
     Notify,
+    /// The watch of `pod_dir`.
+    PodDir,
 }
 
 impl Owner {
@@ -94,7 +98,7 @@ impl Owner {
             Owner::Exec => 7,
             Owner::EventHooks => 8,
             Owner::Notify => 9,
-            Owner::Signals | Owner::Control | Owner::Stdout | Owner::Stderr => 0,
+            Owner::Signals | Owner::Control | Owner::Stdout | Owner::Stderr | Owner::PodDir => 0,
         }
     }
 
@@ -105,6 +109,7 @@ impl Owner {
             LISTENER => Some(Owner::Control),
             STDOUT => Some(Owner::Stdout),
             STDERR => Some(Owner::Stderr),
+            POD_DIR_WATCH => Some(Owner::PodDir),
             SOCKET_WATCH => Some(Owner::Control),
             Token(t) if (CONN_TOKEN_BASE..COMPONENT_BASE).contains(&t) => Some(Owner::Control),
             Token(t) => {

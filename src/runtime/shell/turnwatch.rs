@@ -158,6 +158,7 @@ fn owner_name(owner: Owner) -> &'static str {
         Owner::Exec => "exec report",
         Owner::EventHooks => "on_event hook",
         Owner::Notify => "sd_notify socket",
+        Owner::PodDir => "pod_dir watch",
     }
 }
 
