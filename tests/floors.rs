@@ -3,7 +3,8 @@
 //! between vigil's top-level modules (docs/architecture.md, "Module map"). A new edge fails
 //! here until it is added to the table, and the table never lets `core` or `config` name a
 //! layer above them (`runtime`, `process`, `convert`, `control`, …). It also holds the core to
-//! files of at most 600 lines.
+//! files of at most 600 lines, and every `ContainerSpec` fixture to `..ContainerSpec::new(…)`
+//! (so that a new container key does not touch them).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -288,4 +289,64 @@ fn no_file_in_the_core_passes_600_lines() {
         .collect();
     long.sort();
     assert!(long.is_empty(), "split by concern: {long:?}");
+}
+
+/// Issue 37: a new container key touches six files (docs/architecture.md, "Recipe: a new
+/// per-container config key"), not every test fixture: a `ContainerSpec { … }` written out
+/// anywhere but where every field is decided — `ContainerSpec::new` (config/spec.rs) and the
+/// validated spec (config/validate/pod.rs) — names only the fields it cares about and takes
+/// the rest from `..ContainerSpec::new(name, argv)`.
+#[test]
+fn container_spec_fixtures_start_from_container_spec_new() {
+    const EVERY_FIELD: [&str; 2] = ["config/spec.rs", "config/validate/pod.rs"];
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut literals = 0;
+    let mut listing = Vec::new();
+    for file in files {
+        let rel = file.strip_prefix(&src).unwrap().to_string_lossy();
+        if EVERY_FIELD.contains(&rel.as_ref()) {
+            continue;
+        }
+        let code = without_comments(&std::fs::read_to_string(&file).unwrap());
+        for (at, _) in code.match_indices("ContainerSpec {") {
+            // A struct literal, not the type's declaration, an impl or a return type.
+            let before = code[..at].trim_end().trim_end_matches('&').trim_end();
+            if ["struct", "impl", "->", "for"]
+                .iter()
+                .any(|w| before.ends_with(w))
+            {
+                continue;
+            }
+            let body = &code[at + "ContainerSpec {".len()..];
+            let mut depth = 0;
+            let end = body
+                .char_indices()
+                .find(|&(_, c)| match c {
+                    '{' => {
+                        depth += 1;
+                        false
+                    }
+                    '}' if depth == 0 => true,
+                    '}' => {
+                        depth -= 1;
+                        false
+                    }
+                    _ => false,
+                })
+                .map_or(body.len(), |(i, _)| i);
+            literals += 1;
+            if !body[..end].contains("..ContainerSpec::new(") {
+                let line = code[..at].lines().count();
+                listing.push(format!("{rel}:{line}"));
+            }
+        }
+    }
+    assert!(literals >= 2, "the scan found the fixtures ({literals})");
+    assert!(
+        listing.is_empty(),
+        "ContainerSpec literals listing every field (start them from `..ContainerSpec::new(…)`): \
+         {listing:?}"
+    );
 }
