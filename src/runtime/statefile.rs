@@ -382,28 +382,64 @@ pub fn started_wall(start: u64) -> Option<std::time::SystemTime> {
 
 /// The pids of `root`'s descendants and of its session's members, from one scan.
 pub fn tree_of(root: u32, procs: &[(u32, ProcStat)]) -> Vec<(u32, u64)> {
-    let mut children: HashMap<u32, Vec<usize>> = HashMap::new();
-    for (i, (_, s)) in procs.iter().enumerate() {
-        children.entry(s.ppid).or_default().push(i);
+    ProcIndex::new(procs).tree_of(root)
+}
+
+/// One scan indexed by parent and by session, built once for all the trees asked of it: a
+/// scan of 500 containers' trees walked each from a map of its own built over every process
+/// of the host (O(containers × processes)) took seconds of a debug build's loop turn.
+pub struct ProcIndex<'a> {
+    procs: &'a [(u32, ProcStat)],
+    children: HashMap<u32, Vec<usize>>,
+    sessions: HashMap<u32, Vec<usize>>,
+    starts: HashMap<u32, u64>,
+}
+
+impl<'a> ProcIndex<'a> {
+    pub fn new(procs: &'a [(u32, ProcStat)]) -> ProcIndex<'a> {
+        let mut children: HashMap<u32, Vec<usize>> = HashMap::new();
+        let mut sessions: HashMap<u32, Vec<usize>> = HashMap::new();
+        let mut starts = HashMap::with_capacity(procs.len());
+        for (i, (pid, s)) in procs.iter().enumerate() {
+            children.entry(s.ppid).or_default().push(i);
+            sessions.entry(s.session).or_default().push(i);
+            starts.insert(*pid, s.start);
+        }
+        ProcIndex {
+            procs,
+            children,
+            sessions,
+            starts,
+        }
     }
-    let mut out: Vec<(u32, u64)> = Vec::new();
-    let mut seen = HashSet::new();
-    let mut stack = vec![root];
-    while let Some(p) = stack.pop() {
-        for &i in children.get(&p).map(Vec::as_slice).unwrap_or(&[]) {
-            let (pid, s) = procs[i];
-            if seen.insert(pid) {
-                out.push((pid, s.start));
-                stack.push(pid);
+
+    /// Whether the scan saw `pid` started at `start` (not gone, not recycled).
+    pub fn alive(&self, pid: u32, start: u64) -> bool {
+        self.starts.get(&pid) == Some(&start)
+    }
+
+    /// [`tree_of`] from the index.
+    pub fn tree_of(&self, root: u32) -> Vec<(u32, u64)> {
+        let mut out: Vec<(u32, u64)> = Vec::new();
+        let mut seen = HashSet::new();
+        let mut stack = vec![root];
+        while let Some(p) = stack.pop() {
+            for &i in self.children.get(&p).map(Vec::as_slice).unwrap_or(&[]) {
+                let (pid, s) = self.procs[i];
+                if seen.insert(pid) {
+                    out.push((pid, s.start));
+                    stack.push(pid);
+                }
             }
         }
-    }
-    for (pid, s) in procs {
-        if s.session == root && *pid != root && seen.insert(*pid) {
-            out.push((*pid, s.start));
+        for &i in self.sessions.get(&root).map(Vec::as_slice).unwrap_or(&[]) {
+            let (pid, s) = self.procs[i];
+            if pid != root && seen.insert(pid) {
+                out.push((pid, s.start));
+            }
         }
+        out
     }
-    out
 }
 
 /// A pidfd (pidfd_open(2)) on `pid` if it is still the live process that started at `start`:
@@ -804,9 +840,10 @@ impl Tracker {
         }
         self.next_scan = Some(now + SCAN_INTERVAL);
         let procs = scan();
+        let index = ProcIndex::new(&procs);
         let mut attributed = HashSet::new();
         for (key, main) in &self.mains {
-            let tree = tree_of(main.pid, &procs);
+            let tree = index.tree_of(main.pid);
             let seen = self.seen.entry(*key).or_default();
             for (pid, start) in tree {
                 attributed.insert(pid);
@@ -820,15 +857,12 @@ impl Tracker {
                 }
             }
             // Forget what has gone (or was recycled).
-            seen.retain(|e| procs.iter().any(|(p, s)| *p == e.pid && s.start == e.start));
+            seen.retain(|e| index.alive(e.pid, e.start));
         }
+        let mains: HashSet<u32> = self.mains.values().map(|m| m.pid).collect();
         self.orphans = procs
             .iter()
-            .filter(|(p, s)| {
-                s.ppid == self.me
-                    && !attributed.contains(p)
-                    && !self.mains.values().any(|m| m.pid == *p)
-            })
+            .filter(|(p, s)| s.ppid == self.me && !attributed.contains(p) && !mains.contains(p))
             .map(|(p, s)| Entry {
                 pid: *p,
                 start: s.start,
