@@ -27,6 +27,11 @@ everything until its stdin closes.
                          place; prints `ready TRIES`
   manyuids U PER BASE    (started as root) U children, uids BASE..BASE+U-1, each opening PER
                          idle connections as its uid; held until stdin closes
+  pipeline U PER BASE REPEAT
+                         (started as root) U children, uids BASE..BASE+U-1, each opening PER
+                         connections as its uid that send REPEAT requests alternating `events`
+                         and `status` (every other connection an `events -f` first), as much
+                         as the kernel takes, and never read; held until stdin closes
 """
 
 import os
@@ -259,8 +264,13 @@ def main():
                 time.sleep(0.001)
         sys.stdin.read()
         return
-    elif mode == "manyuids":
+    elif mode in ("manyuids", "pipeline"):
         uids, per, base = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+        batch = b""
+        if mode == "pipeline":
+            pair = b'{"cmd":"events"}\n{"cmd":"status"}\n'
+            batch = pair * (int(sys.argv[6]) // 2)
+        follow = b'{"cmd":"events","follow":true}\n'
         total = 0
         for u in range(uids):
             r, w = os.pipe()
@@ -274,11 +284,18 @@ def main():
                 os.setgid(base + u)
                 os.setuid(base + u)
                 mine = []
-                for _ in range(per):
+                for i in range(per):
                     try:
-                        mine.append(connect(path))
+                        s = connect(path)
                     except OSError:
-                        pass
+                        continue
+                    mine.append(s)
+                    if batch:
+                        s.setblocking(False)
+                        try:
+                            s.send(follow + batch if i % 2 else batch)
+                        except OSError:
+                            pass
                 os.write(w, b"%d\n" % len(mine))
                 os.close(w)
                 os.read(hold_r, 1)  # EOF when the parent goes
