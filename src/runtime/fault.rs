@@ -5,9 +5,12 @@
 //! panics) and `VIGIL_FAULT_PANICS` (how many turns panic, default 1: 2 exercises the
 //! "panicked again while shutting down" path), and `VIGIL_FAULT_HANDOFF_REFUSE_FILE` (a path:
 //! when that file exists, the new instance of `vigil upgrade` removes it and refuses the
-//! state, so the way back to the old binary runs), and `VIGIL_FAULT_TAKEOVER_ABORT_FILE` (the
-//! same, but the new instance aborts in the middle of its takeover: PID 1's way back). Must
-//! not do anything else.
+//! state, so the way back to the old binary runs), `VIGIL_FAULT_TAKEOVER_ABORT_FILE` (the
+//! same, but the new instance aborts in the middle of its takeover: PID 1's way back),
+//! `VIGIL_FAULT_TAKEOVER_HANG_FILE` (the new instance hangs there instead, until the takeover's
+//! alarm ends it) and `VIGIL_FAULT_EXEC_FAIL_FILE` (the old instance's `execve(2)` of the new
+//! binary is given an argument longer than the kernel takes, so it fails with `E2BIG` and
+//! returns). Must not do anything else.
 
 #[cfg(feature = "fault-injection")]
 use std::time::{Duration, Instant};
@@ -50,6 +53,47 @@ pub fn abort_takeover(returning: bool) {
     }
     #[cfg(not(feature = "fault-injection"))]
     let _ = returning;
+}
+
+/// The new instance of an upgrade (not the way back: `returning`) hangs in the middle of its
+/// takeover, where [`abort_takeover`] aborts, when `VIGIL_FAULT_TAKEOVER_HANG_FILE` names a
+/// file that exists (removed first, so only once): it sleeps until a signal ends it (as PID 1,
+/// the takeover's `alarm(2)`, whose handler goes back to the old binary). Nothing without the
+/// `fault-injection` feature.
+pub fn hang_takeover(returning: bool) {
+    #[cfg(feature = "fault-injection")]
+    if !returning
+        && std::env::var_os("VIGIL_FAULT_TAKEOVER_HANG_FILE")
+            .is_some_and(|flag| std::fs::remove_file(flag).is_ok())
+    {
+        log::error!(
+            "fault injection: VIGIL_FAULT_TAKEOVER_HANG_FILE was there: hanging in the takeover"
+        );
+        super::stderr_log::flush();
+        loop {
+            std::thread::sleep(Duration::from_secs(3600));
+        }
+    }
+    #[cfg(not(feature = "fault-injection"))]
+    let _ = returning;
+}
+
+/// An argument that makes the upgrade's `execve(2)` fail with `E2BIG` (one string longer than
+/// `MAX_ARG_STRLEN`, 32 pages: execve(2) "Limits on size of arguments and environment"), when
+/// `VIGIL_FAULT_EXEC_FAIL_FILE` names a file that exists (removed first, so only once). The
+/// kernel refuses it before the point of no return, so `execve` returns as for any exec that
+/// fails. Always `None` without the `fault-injection` feature.
+pub fn failing_exec_arg() -> Option<std::ffi::CString> {
+    #[cfg(feature = "fault-injection")]
+    if std::env::var_os("VIGIL_FAULT_EXEC_FAIL_FILE")
+        .is_some_and(|flag| std::fs::remove_file(flag).is_ok())
+    {
+        log::error!(
+            "fault injection: VIGIL_FAULT_EXEC_FAIL_FILE was there: the exec gets an argument too long"
+        );
+        return std::ffi::CString::new(vec![b'x'; 256 * 1024]).ok();
+    }
+    None
 }
 
 #[cfg(feature = "fault-injection")]

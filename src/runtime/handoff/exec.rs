@@ -98,6 +98,8 @@ pub fn exec(
             Err(e) => return e,
         }
     }
+    // The VM suite's exec that fails (`VIGIL_FAULT_EXEC_FAIL_FILE`, fault injection only).
+    args.extend(crate::runtime::fault::failing_exec_arg());
     let mut env = Vec::new();
     for (k, v) in std::env::vars_os() {
         if k == FD_ENV || k == EXE_FD_ENV || k == ERROR_ENV || k == READY_FD_ENV {

@@ -1032,8 +1032,9 @@ impl Shell {
                 Err(m)
             }
         };
-        // The VM suite's takeover that dies half-way (PID 1's way back, `fallback`).
+        // The VM suite's takeover that dies or hangs half-way (PID 1's way back, `fallback`).
         crate::runtime::fault::abort_takeover(error.is_some());
+        crate::runtime::fault::hang_takeover(error.is_some());
         if let Some(r) = state.requester
             && let Some(fd) = handoff::own_fd(r.fd)
         {
