@@ -222,6 +222,7 @@ tables! {
         shutdown_on: Str,
         active_deadline_seconds: Num,
         schedule: Table(RawSchedule),
+        history: Table(RawHistory),
         /// For `vigil convert --to kubernetes` only: the pod is a StatefulSet (stable name
         /// and storage); vigil itself never reads it.
         stable_identity: Bool,
@@ -240,6 +241,12 @@ tables! {
         concurrency: Str,
         starting_deadline_seconds: Num,
         suspend: Bool,
+    }
+
+    /// `history`, of a pod.
+    RawHistory {
+        successful: Int,
+        failed: Int,
     }
 
     /// `backoff`, of a pod or a container.

@@ -428,6 +428,10 @@ pub struct PodSpec {
     /// `schedule`: the pod runs at the times of a cron pattern, each time anew.
     #[serde(default)]
     pub schedule: Option<ScheduleSpec>,
+    /// `history`: how many of the pod's ended runs status keeps, by outcome (a scheduled pod
+    /// keeps 3 and 1 unwritten, as a CronJob does; any other pod none).
+    #[serde(default)]
+    pub history: HistorySpec,
     /// Whether the pod starts when vigil starts (or a reload adds it). The file's `autostart`,
     /// then decided for this run by the selection (`config::select::apply`: `run POD…`,
     /// `--profile`, `$VIGIL_PROFILES`); a pod that does not start shows `Pending`
@@ -474,6 +478,24 @@ impl Concurrency {
     }
 }
 
+/// `history = { successful = 3, failed = 1 }` of a pod: how many ended runs status keeps
+/// (Kubernetes `CronJob.spec.successfulJobsHistoryLimit` and `failedJobsHistoryLimit`).
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct HistorySpec {
+    pub successful: u32,
+    pub failed: u32,
+}
+
+impl HistorySpec {
+    /// What a scheduled pod keeps when `history` is not written: the CronJob's defaults.
+    pub const SCHEDULED: HistorySpec = HistorySpec {
+        successful: 3,
+        failed: 1,
+    };
+    /// The most runs of one outcome a pod keeps (each is a few dozen bytes in status).
+    pub const MAX: u32 = 100;
+}
+
 /// `schedule = { cron = "0 2 * * *", … }` of a pod (Kubernetes `CronJob`).
 #[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
 pub struct ScheduleSpec {
@@ -489,13 +511,14 @@ pub struct ScheduleSpec {
 
 impl PodSpec {
     /// Whether `self` and `other` define the same pod to run: equal but for `autostart` and
-    /// `profiles`, which only say whether it starts (a reload that changes only them neither
-    /// stops nor restarts it).
+    /// `profiles`, which only say whether it starts, and `history`, which only says what
+    /// status keeps (a reload that changes only them neither stops nor restarts it).
     pub fn same_definition(&self, other: &PodSpec) -> bool {
         let strip = |p: &PodSpec| PodSpec {
             autostart: true,
             profiles: Vec::new(),
             replica: p.replica.as_ref().map(Replica::definition),
+            history: HistorySpec::default(),
             ..p.clone()
         };
         self == other || strip(self) == strip(other)

@@ -598,6 +598,45 @@ fn a_schedule_is_checked_and_located() {
 }
 
 #[test]
+fn history_is_checked_and_located_and_a_schedule_gives_the_cronjob_defaults() {
+    let text = "[pods.job]\nhistory = { successful = 101, failed = -1 }\n\
+                [[pods.job.containers]]\nname = \"run\"\ncommand = [\"x\"]\n";
+    let errs = errors(text);
+    let all = errs.join("\n");
+    assert_eq!(errs.len(), 3, "{all}");
+    assert!(
+        all.contains("2:11: pods.job.history: history keeps the ended runs of a pod"),
+        "{all}"
+    );
+    assert!(
+        all.contains("pods.job.history.successful: must be between 0 and 100, got 101"),
+        "{all}"
+    );
+    assert!(
+        all.contains("pods.job.history.failed: must be between 0 and 100, got -1"),
+        "{all}"
+    );
+    let job = |keys: &str| {
+        format!(
+            "[pods.job]\nrestart_policy = \"Never\"\n{keys}\
+             [[pods.job.containers]]\nname = \"run\"\ncommand = [\"x\"]\n"
+        )
+    };
+    assert_eq!(ok(&job("")).pods[0].history, HistorySpec::default());
+    let scheduled = job("schedule = { cron = \"@daily\" }\n");
+    assert_eq!(ok(&scheduled).pods[0].history, HistorySpec::SCHEDULED);
+    let written = job("schedule = { cron = \"@daily\" }\nhistory = { failed = 5 }\n");
+    assert_eq!(
+        ok(&written).pods[0].history,
+        HistorySpec {
+            successful: 0,
+            failed: 5
+        },
+        "a key left out of a written history is 0"
+    );
+}
+
+#[test]
 fn profiles_are_checked_and_located_and_autostart_defaults_to_true() {
     let text = "[pods.web]\nprofiles = [\"debug\", \"-x\", \"debug\"]\n\
                 [[pods.web.containers]]\nname = \"app\"\ncommand = [\"x\"]\n";
@@ -1627,6 +1666,7 @@ command = ["/usr/bin/api", "--port=900${replica}"]
 [pods.nightly]
 restart_policy = "OnFailure"
 schedule = { cron = "0 2 * * *", time_zone = "Europe/Berlin", concurrency = "Replace", starting_deadline_seconds = 600, suspend = true }
+history = { successful = 5, failed = 2 }
 
 [[pods.nightly.containers]]
 name = "import"
@@ -1735,6 +1775,7 @@ fn every_config_key_is_documented_in_interface_md() {
         ("### `[pods.NAME]`", keys::RawPod::FIELDS),
         ("### `backoff`", keys::RawBackoff::FIELDS),
         ("### `schedule`", keys::RawSchedule::FIELDS),
+        ("### `history`", keys::RawHistory::FIELDS),
         ("### `[[pods.NAME.containers]]`", keys::RawContainer::FIELDS),
         ("### `ports`", keys::RawPort::FIELDS),
         ("### `resources`", keys::RawResources::FIELDS),

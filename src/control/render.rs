@@ -82,6 +82,23 @@ pub fn pod(pod: &PodStatus, observed: &Observed, clock: &WallClock, secrets: Sec
             next_run: s.next_run.map(Timestamp),
             active: s.active,
         }),
+        runs: (pod.runs.iter())
+            .map(|r| wire::Run {
+                started_at: at(clock, r.started_at),
+                finished_at: at(clock, r.finished_at),
+                scheduled_for: r.scheduled_for.map(|t| Timestamp(t.into())),
+                phase: if r.succeeded() {
+                    crate::core::Phase::Succeeded
+                } else {
+                    crate::core::Phase::Failed
+                },
+                failure: r.failure.as_ref().map(|f| wire::RunFailure {
+                    container: f.container.clone(),
+                    reason: f.reason,
+                    exit_code: f.exit_code,
+                }),
+            })
+            .collect(),
     }
 }
 
@@ -509,6 +526,7 @@ pub(crate) mod fixtures {
             containers: vec![app, sidecar],
             created_at: ago(3600),
             schedule: None,
+            runs: vec![],
         }
     }
     pub fn sample_event(mono: Instant) -> Event {

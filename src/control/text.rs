@@ -561,6 +561,20 @@ fn describe_container(out: &mut String, c: &Container, now: SystemTime) {
     }
 }
 
+/// A kept run's outcome: `Succeeded`, or `Failed: run Error (exit code 7)`.
+fn run_result(r: &wire::Run) -> String {
+    match &r.failure {
+        None => r.phase.as_str().to_string(),
+        Some(f) => format!(
+            "{}: {} {} (exit code {})",
+            r.phase.as_str(),
+            cell(&f.container),
+            f.reason.as_str(),
+            f.exit_code
+        ),
+    }
+}
+
 /// `vigil describe POD`: like `kubectl describe pod`, with the pod's events.
 pub fn describe_text(reply: &wire::DescribeReply, now: SystemTime) -> String {
     let pod = &reply.pod;
@@ -629,6 +643,25 @@ pub fn describe_text(reply: &wire::DescribeReply, now: SystemTime) -> String {
                 if c.status { "True" } else { "False" },
                 cell(&c.reason),
                 cell(&c.message)
+            );
+        }
+    }
+    if !pod.runs.is_empty() {
+        // The runs `history` keeps, newest first (`kubectl get jobs`' duration and age).
+        plain(&mut out, 0, "Runs:");
+        let _ = writeln!(out, "  Scheduled For\tStarted\tDuration\tResult");
+        for r in pod.runs.iter().rev() {
+            let took = (r.finished_at.0)
+                .duration_since(r.started_at.0)
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "  {}\t{} ago\t{}\t{}",
+                r.scheduled_for
+                    .map_or_else(|| "<none>".to_string(), rfc1123),
+                format::age(now, r.started_at.0),
+                format::human_duration(took),
+                run_result(r),
             );
         }
     }
@@ -745,6 +778,7 @@ mod tests {
             restart_policy: crate::config::spec::RestartPolicy::Always,
             created_at: at,
             schedule: None,
+            runs: vec![],
             conditions: vec![wire::Condition {
                 kind: ConditionType::Initialized,
                 status: initialized,
@@ -924,6 +958,7 @@ mod tests {
             restart_policy: RestartPolicy::Always,
             created_at: ago(3600),
             schedule: None,
+            runs: vec![],
             conditions: [
                 (ConditionType::Initialized, initialized),
                 (ConditionType::Ready, ready),
@@ -1065,6 +1100,53 @@ mod tests {
             now(),
         );
         assert!(empty.ends_with("Events:  <none>\n"));
+    }
+
+    #[test]
+    fn describe_lists_the_kept_runs_newest_first_with_how_each_ended() {
+        let mono = Instant::now();
+        let clock = clock(mono);
+        let mut pod = sample_pod(mono);
+        let ago = |s: u64| mono - Duration::from_secs(s);
+        pod.runs = vec![
+            crate::core::history::RunRecord {
+                started_at: ago(7200),
+                finished_at: ago(7140),
+                scheduled_for: None,
+                failure: None,
+            },
+            crate::core::history::RunRecord {
+                started_at: ago(3600),
+                finished_at: ago(3590),
+                scheduled_for: Some("1970-01-12T13:00:00Z".parse().unwrap()),
+                failure: Some(crate::core::history::RunFailure {
+                    container: "app".to_string(),
+                    reason: crate::core::TerminationReason::Error,
+                    exit_code: 7,
+                }),
+            },
+        ];
+        let d = render::describe(&pod, &observed(), &[], &clock, Secrets::Shown);
+        let text = describe_text(&d, now());
+        let runs: Vec<&str> = text.lines().skip_while(|l| *l != "Runs:").take(4).collect();
+        assert_eq!(
+            runs,
+            vec![
+                "Runs:",
+                "  Scheduled For                    Started   Duration  Result",
+                "  Mon, 12 Jan 1970 13:00:00 +0000  60m ago   10s       Failed: app Error (exit code 7)",
+                "  <none>                           120m ago  60s       Succeeded",
+            ],
+            "{text}"
+        );
+        // The JSON a script reads: oldest first, the failure with its reason.
+        let json = serde_json::to_value(&d.pod).unwrap();
+        assert_eq!(json["runs"][0]["phase"], "Succeeded");
+        assert_eq!(json["runs"][1]["failure"]["reason"], "Error");
+        assert_eq!(json["runs"][1]["scheduled_for"], "1970-01-12T13:00:00.000Z");
+        let without = render::describe(&sample_pod(mono), &observed(), &[], &clock, Secrets::Shown);
+        let json = serde_json::to_value(&without.pod).unwrap();
+        assert!(json.get("runs").is_none(), "no runs kept: no field");
     }
 
     #[test]

@@ -301,6 +301,31 @@ pub struct Pod {
     /// A scheduled pod's schedule (docs/behaviour.md §6.6); absent for other pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<Schedule>,
+    /// The ended runs the pod keeps (`history`), oldest first; absent when none is kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<Run>,
+}
+
+/// One ended run of a pod in a status reply (`history`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Run {
+    pub started_at: Timestamp,
+    pub finished_at: Timestamp,
+    /// The schedule's trigger that started it; null for a run started otherwise.
+    pub scheduled_for: Option<Timestamp>,
+    /// `Succeeded` or `Failed`.
+    pub phase: Phase,
+    /// For a failed run: the container that made it fail and how it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<RunFailure>,
+}
+
+/// The container that made a run fail.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunFailure {
+    pub container: String,
+    pub reason: TerminationReason,
+    pub exit_code: i32,
 }
 
 /// `schedule` of a pod in a status reply.

@@ -640,6 +640,45 @@ fn cron_job(spec: &CronJobSpec, work: &mut Workload, ctx: &mut Ctx<'_>) {
         s.push(("suspend".into(), "true".into()));
     }
     work.keys.push(("schedule".into(), inline(&s)));
+    // The history limits: vigil's `history`, whose counts are 0–100 (unwritten, the same 3
+    // and 1 as a CronJob's).
+    let limits = [
+        (
+            "successful",
+            "spec.successfulJobsHistoryLimit",
+            spec.successful_jobs_history_limit,
+        ),
+        (
+            "failed",
+            "spec.failedJobsHistoryLimit",
+            spec.failed_jobs_history_limit,
+        ),
+    ];
+    let mut h = Vec::new();
+    for (key, path, limit) in limits {
+        let Some(n) = limit else {
+            continue;
+        };
+        let max = i32::try_from(crate::config::spec::HistorySpec::MAX).unwrap_or(i32::MAX);
+        let kept = n.clamp(0, max);
+        if kept != n {
+            ctx.warn(
+                path,
+                format!("{n} is outside what vigil keeps (0 to {max}): {kept} instead"),
+            );
+        }
+        h.push((key.to_string(), kept.to_string()));
+    }
+    if !h.is_empty() {
+        // A limit the manifest leaves out is the CronJob's default, written out.
+        if !h.iter().any(|(k, _)| k == "successful") {
+            h.insert(0, ("successful".into(), "3".into()));
+        }
+        if !h.iter().any(|(k, _)| k == "failed") {
+            h.push(("failed".into(), "1".into()));
+        }
+        work.keys.push(("history".into(), inline(&h)));
+    }
     if let Ok(v) = serde_json::to_value(spec) {
         warn_rest(
             &v,
@@ -649,10 +688,12 @@ fn cron_job(spec: &CronJobSpec, work: &mut Workload, ctx: &mut Ctx<'_>) {
                 "concurrencyPolicy",
                 "startingDeadlineSeconds",
                 "suspend",
+                "successfulJobsHistoryLimit",
+                "failedJobsHistoryLimit",
                 "jobTemplate",
             ],
             "spec",
-            |_| "vigil keeps no history of runs; ignored",
+            |_| "not carried to vigil; ignored",
             ctx,
         );
     }

@@ -102,17 +102,34 @@ fn quantities_convert_both_ways() {
 
 #[test]
 fn every_shipped_config_round_trips_through_pods_and_deployments() {
+    // A Pod or a Deployment cannot hold a schedule (a warning says so): compared without it.
+    let unscheduled = |c: &Config| {
+        let mut pods = pods_without_images(c);
+        for p in &mut pods {
+            p.schedule = None;
+            p.history = Default::default();
+        }
+        pods
+    };
     for file in shipped_configs() {
         let config = crate::config::load(&file).expect("shipped config is valid");
         for kind in [Kind::Pod, Kind::Deployment] {
             let (back, _) = round_trip(&config, kind);
             assert_eq!(
-                pods_without_images(&back),
-                pods_without_images(&config),
+                unscheduled(&back),
+                unscheduled(&config),
                 "{} ({kind:?}) did not round-trip",
                 file.display()
             );
         }
+        // Each pod as the kind that fits it (a CronJob for a schedule): whole.
+        let (back, _) = round_trip_with(&config, &auto());
+        assert_eq!(
+            pods_without_images(&back),
+            pods_without_images(&config),
+            "{} (automatic kinds) did not round-trip",
+            file.display()
+        );
     }
 }
 
@@ -830,6 +847,9 @@ fn each_pod_becomes_the_kind_that_fits_it_and_every_kind_round_trips() {
     assert_eq!(cron["spec"]["concurrencyPolicy"], "Replace");
     assert_eq!(cron["spec"]["startingDeadlineSeconds"], 300);
     assert_eq!(cron["spec"]["suspend"], true);
+    // `history = { successful = 5 }`: its failed count, 0, is not the CronJob's default.
+    assert_eq!(cron["spec"]["successfulJobsHistoryLimit"], 5);
+    assert_eq!(cron["spec"]["failedJobsHistoryLimit"], 0);
     assert_eq!(
         cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["restartPolicy"],
         "Never"
@@ -939,14 +959,45 @@ fn a_foreign_job_and_cron_job_take_the_kubernetes_defaults_with_warnings() {
     let s = config.pods[0].schedule.as_ref().expect("a schedule");
     assert_eq!(s.cron.as_str(), "@daily");
     assert_eq!(s.concurrency, crate::config::spec::Concurrency::Forbid);
+    assert_eq!(
+        config.pods[0].history,
+        crate::config::spec::HistorySpec {
+            successful: 5,
+            failed: 1
+        },
+        "successfulJobsHistoryLimit is history, the failed count the CronJob's default"
+    );
     let paths: Vec<&str> = out.warnings.iter().map(|w| w.path.as_str()).collect();
     for p in [
         "spec.concurrencyPolicy",
-        "spec.successfulJobsHistoryLimit",
         "spec.jobTemplate.spec.backoffLimit",
     ] {
         assert!(paths.contains(&p), "no warning at {p}: {paths:?}");
     }
+    assert!(
+        !paths.contains(&"spec.successfulJobsHistoryLimit"),
+        "{paths:?}"
+    );
+    let huge = cron.replace(
+        "successfulJobsHistoryLimit: 5",
+        "failedJobsHistoryLimit: 500",
+    );
+    let out = from(&huge).expect("converts");
+    let config = crate::config::load_str(&out.toml, Path::new("n.toml")).expect("valid");
+    assert_eq!(
+        config.pods[0].history,
+        crate::config::spec::HistorySpec {
+            successful: 3,
+            failed: 100
+        }
+    );
+    assert!(
+        out.warnings
+            .iter()
+            .any(|w| w.path == "spec.failedJobsHistoryLimit" && w.message.contains("100 instead")),
+        "{:?}",
+        out.warnings
+    );
 }
 
 #[test]

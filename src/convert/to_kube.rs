@@ -555,7 +555,7 @@ pub fn convert(
                 match (kind, &pod.schedule) {
                     (Kind::CronJob, Some(s)) => Manifest::CronJob(Box::new(CronJob {
                         metadata: object_meta,
-                        spec: cron_job_spec(s, &path, job, &labels, warnings),
+                        spec: cron_job_spec(s, pod.history, &path, job, &labels, warnings),
                         status: None,
                     })),
                     _ => Manifest::Job(Box::new(Job {
@@ -690,6 +690,7 @@ fn job_spec(
 /// suspension.
 fn cron_job_spec(
     s: &ScheduleSpec,
+    history: crate::config::spec::HistorySpec,
     path: &str,
     job: JobSpec,
     labels: &BTreeMap<String, String>,
@@ -711,6 +712,12 @@ fn cron_job_spec(
             .starting_deadline
             .map(|d| whole_seconds(d, &join(&spath, "starting_deadline_seconds"), warnings)),
         suspend: s.suspend.then_some(true),
+        // `history`: written when it is not the CronJob's defaults (3 and 1), which are also
+        // what a scheduled pod keeps when it does not write the key.
+        successful_jobs_history_limit: (history.successful != 3)
+            .then(|| i32::try_from(history.successful).unwrap_or(i32::MAX)),
+        failed_jobs_history_limit: (history.failed != 1)
+            .then(|| i32::try_from(history.failed).unwrap_or(i32::MAX)),
         job_template: JobTemplateSpec {
             metadata: Some(ObjectMeta {
                 labels: Some(labels.clone()),
@@ -718,7 +725,6 @@ fn cron_job_spec(
             }),
             spec: Some(job),
         },
-        ..CronJobSpec::default()
     }
 }
 

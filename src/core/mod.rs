@@ -14,6 +14,7 @@ mod backoff;
 mod events;
 pub use events::Resume as EventResume;
 mod health;
+pub mod history;
 pub use health::{HealthState, PodHealth};
 mod pod;
 mod probes;

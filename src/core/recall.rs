@@ -27,6 +27,8 @@
 //! starting deadline, as after an upgrade), the last one run (`LAST SCHEDULE`), and whether it
 //! is suspended.
 //!
+//! The ended runs a pod kept (`history`) are taken back, within the limits it has now.
+//!
 //! A pod whose containers had begun (its init containers completed, its dependencies met)
 //! goes on from the stage it had reached, as for an adoption ([`super::pod::Pod`]
 //! `skip_to_stage`), without waiting for its dependencies again.
@@ -96,11 +98,18 @@ pub struct PodMemory {
     #[serde(with = "crate::monotime")]
     pub created_at: Time,
     pub(super) stage: Stage,
+    /// When its run under way began (`active_deadline_seconds` counts from it, and `history`
+    /// records the run by it); absent from a record written before this field.
+    #[serde(default, with = "crate::monotime::opt")]
+    pub(super) active_since: Option<Time>,
     pub containers: Vec<SlotMemory>,
     /// A scheduled pod's schedule: the triggers decided, the last one run, suspended or not
     /// (absent from a record written before this field, and for a pod without a schedule).
     #[serde(default)]
     pub(super) schedule: Option<ScheduleMemory>,
+    /// The ended runs it kept (`history`; absent from a record written before this field).
+    #[serde(default)]
+    pub(super) history: super::history::RunHistory,
 }
 
 /// A schedule as the next vigil takes it back: its state, and the pattern and zone it is of

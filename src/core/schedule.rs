@@ -314,8 +314,9 @@ fn show(spec: &ScheduleSpec, t: Timestamp) -> String {
 
 /// Starts a new run of `pod` (a trigger, or `vigil trigger`): as a whole-pod `restart` does,
 /// once nothing of it runs — now when it is at rest, else after `replace` stopped it.
-pub(super) fn start_run(pod: &mut Pod, why: &str, out: &mut Out) {
+pub(super) fn start_run(pod: &mut Pod, trigger: Option<Timestamp>, why: &str, out: &mut Out) {
     let name = pod.spec.name.clone();
+    pod.history.starts_next(trigger);
     out.events.record(
         out.now,
         EventType::Normal,
@@ -406,7 +407,7 @@ pub(super) fn drive(pod: &mut Pod, wall: Timestamp, out: &mut Out) -> bool {
                 n => format!(" ({} earlier missed triggers skipped)", n - 1),
             };
             let why = format!("Started the run scheduled for {}{skipped}", show(&spec, at));
-            start_run(pod, &why, out);
+            start_run(pod, Some(at), &why, out);
             true
         }
     }

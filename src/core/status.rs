@@ -229,6 +229,9 @@ pub struct PodStatus {
     /// A scheduled pod's schedule (`schedule`), else `None`.
     #[serde(default)]
     pub schedule: Option<ScheduleStatus>,
+    /// The ended runs kept by `history` (`core::history`), oldest first.
+    #[serde(default)]
+    pub runs: Vec<crate::core::history::RunRecord>,
 }
 
 /// What status shows of a pod's `schedule` (docs/behaviour.md §6.6).

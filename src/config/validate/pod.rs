@@ -9,14 +9,15 @@ use toml::Spanned;
 
 use super::{Checker, DEFAULT_GRACE, PodDefaults, has_nul, span};
 use crate::config::keys::{
-    RawBackoff, RawContainer, RawPod, RawPort, RawProbe, RawResources, RawRlimitPair, RawSchedule,
+    RawBackoff, RawContainer, RawHistory, RawPod, RawPort, RawProbe, RawResources, RawRlimitPair,
+    RawSchedule,
 };
 use crate::config::raw::{NumOrStr, RawRlimit, StrOrInt};
 use crate::config::schedule::{CronPattern, Zone};
 use crate::config::schema::join;
 use crate::config::spec::{
-    Backoff, Concurrency, ContainerSpec, Lifecycle, PodSpec, PortSpec, ProbeKind, Resources,
-    RestartPolicy, Rlimit, ScheduleSpec, ShutdownOn, TerminationMessagePolicy,
+    Backoff, Concurrency, ContainerSpec, HistorySpec, Lifecycle, PodSpec, PortSpec, ProbeKind,
+    Resources, RestartPolicy, Rlimit, ScheduleSpec, ShutdownOn, TerminationMessagePolicy,
 };
 use crate::config::values;
 
@@ -165,6 +166,11 @@ impl Checker<'_> {
             .schedule
             .as_ref()
             .and_then(|s| self.schedule(s, &join(&path, "schedule"), restart_policy));
+        let history = match &raw.history {
+            Some(h) => self.history(h, &join(&path, "history"), restart_policy),
+            None if raw.schedule.is_some() => HistorySpec::SCHEDULED,
+            None => HistorySpec::default(),
+        };
         PodSpec {
             name: pod_name,
             restart_policy,
@@ -175,10 +181,40 @@ impl Checker<'_> {
             shutdown_on,
             active_deadline,
             schedule,
+            history,
             autostart: raw.autostart.as_ref().is_none_or(|v| *v.get_ref()),
             profiles: self.profiles(raw.profiles.as_deref(), &path),
             replica: None,
             stable_identity: raw.stable_identity.as_ref().is_some_and(|v| *v.get_ref()),
+        }
+    }
+
+    /// `history = { successful = N, failed = M }`: each in `0..=100`, unwritten 0. Only for a
+    /// pod whose runs end (an `Always` pod's run never does).
+    fn history(
+        &mut self,
+        raw_h: &Spanned<RawHistory>,
+        path: &str,
+        policy: RestartPolicy,
+    ) -> HistorySpec {
+        if policy == RestartPolicy::Always {
+            self.err(
+                span(raw_h),
+                path,
+                "history keeps the ended runs of a pod, and with restart_policy = \"Always\" a \
+                 run never ends: set the pod's restart_policy to \"OnFailure\" or \"Never\"",
+            );
+        }
+        let raw = raw_h.get_ref();
+        let mut count = |v: &Option<Spanned<i64>>, key: &str| {
+            v.as_ref()
+                .and_then(|v| self.int(v, &join(path, key), 0, i64::from(HistorySpec::MAX)))
+                .and_then(|n| u32::try_from(n).ok())
+                .unwrap_or(0)
+        };
+        HistorySpec {
+            successful: count(&raw.successful, "successful"),
+            failed: count(&raw.failed, "failed"),
         }
     }
 

@@ -289,6 +289,9 @@ pub(super) struct Pod {
     /// A scheduled pod's schedule (`core::schedule`), from the first wall-clock reading on.
     #[serde(default)]
     pub schedule: Option<super::schedule::ScheduleState>,
+    /// The pod's ended runs that status keeps (`history`, `core::history`).
+    #[serde(default)]
+    pub history: super::history::RunHistory,
     /// For each `depends_on` entry with `restart = true`: the runs of that dependency this
     /// pod began beside (`supervisor/follow.rs`); a different one restarts this pod.
     #[serde(default)]

@@ -167,6 +167,7 @@ impl Pod {
             name: self.spec.name.clone(),
             created_at: self.created_at,
             stage: self.stage,
+            active_since: self.active_since,
             containers: self
                 .slots()
                 .map(|s| s.memory(spec_of(s.key, &s.spec)))
@@ -178,6 +179,7 @@ impl Pod {
                     state: state.clone(),
                 },
             ),
+            history: self.history.clone(),
         }
     }
 
@@ -199,6 +201,7 @@ impl Pod {
         {
             self.schedule = Some(kept.state.clone());
         }
+        self.history.recall(&memory.history, self.spec.history);
         if self.refused.is_some() || self.held {
             return Vec::new();
         }
@@ -224,6 +227,8 @@ impl Pod {
         let mut dropped = Vec::new();
         if before_same && let Some(d) = self.skip_to_stage(memory.stage, out) {
             dropped = d;
+            // The run goes on: it began when it began.
+            self.active_since = memory.active_since.filter(|t| *t <= out.now);
         }
         let name = self.spec.name.clone();
         let mut done = Vec::new();

@@ -65,6 +65,7 @@ impl Pod {
             active_since: None,
             deadline_exceeded: false,
             schedule: None,
+            history: Default::default(),
             followed: Default::default(),
             conditions: vec![
                 condition(ConditionType::Initialized, now),
@@ -123,6 +124,30 @@ impl Pod {
                 _ => None,
             })
             .unwrap_or(0)
+    }
+
+    /// When this run has ended (the phase is `Succeeded` or `Failed`) and the pod keeps
+    /// runs (`history`): records it once (`core::history`), with the container that made it
+    /// fail, if one did.
+    pub(in crate::core) fn record_ended_run(&mut self, now: Time) {
+        let limits = self.spec.history;
+        if limits.successful == 0 && limits.failed == 0 {
+            return;
+        }
+        if !self.history.wants() || !matches!(self.phase(), Phase::Succeeded | Phase::Failed) {
+            return;
+        }
+        let failure = self.slots().find_map(|s| match &s.state {
+            SlotState::Done(t) if Slot::phase_failure(t.reason) => {
+                Some(crate::core::history::RunFailure {
+                    container: s.name().to_string(),
+                    reason: t.reason,
+                    exit_code: t.exit_code,
+                })
+            }
+            _ => None,
+        });
+        self.history.record(now, failure, limits);
     }
 
     /// Some container's last run was ended by vigil on request or at shutdown (`Stopped`).
@@ -212,6 +237,7 @@ impl Pod {
     pub(in crate::core) fn resume(&mut self, out: &mut Out) {
         self.awaiting = false;
         self.active_since = Some(out.now);
+        self.history.begun(out.now);
         self.deadline_exceeded = false;
         let name = self.spec.name.clone();
         match self.stage {

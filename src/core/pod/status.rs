@@ -245,6 +245,7 @@ impl Pod {
             containers: self.main.iter().map(|s| s.status(name)).collect(),
             created_at: self.created_at,
             schedule: None,
+            runs: self.history.runs().cloned().collect(),
         }
     }
 }

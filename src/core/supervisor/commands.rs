@@ -335,7 +335,11 @@ impl Supervisor {
                         }
                         match &mut pod.next {
                             Next::Replace(s) => **s = spec,
-                            _ => pod.spec = spec,
+                            _ => {
+                                // A new `history` applies at once.
+                                pod.history.trim(spec.history);
+                                pod.spec = spec;
+                            }
                         }
                     } else {
                         if pod.next == Next::Remove {

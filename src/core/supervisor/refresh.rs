@@ -39,7 +39,11 @@ impl Supervisor {
             }
             match std::mem::replace(&mut self.pods[i].next, Next::Keep) {
                 Next::Replace(spec) => {
+                    // The runs kept go on with the new definition, within its limits.
+                    let mut history = std::mem::take(&mut self.pods[i].history);
+                    history.trim(spec.history);
                     self.pods[i] = Pod::new(*spec, now, &mut self.next_key);
+                    self.pods[i].history = history;
                     i += 1;
                 }
                 _ => {
@@ -49,6 +53,18 @@ impl Supervisor {
         }
         if reshaped {
             self.reindex();
+        }
+
+        // A run that has ended is recorded before anything below starts the next one.
+        match touched {
+            Some(touched) if !all => {
+                for &p in touched {
+                    if let Some(pod) = self.pods.get_mut(p) {
+                        pod.record_ended_run(now);
+                    }
+                }
+            }
+            _ => self.pods.iter_mut().for_each(|p| p.record_ended_run(now)),
         }
 
         // Schedules: a trigger due starts a run (or stops the active one first), one held
@@ -90,9 +106,15 @@ impl Supervisor {
         if all || moved {
             for pod in &mut self.pods {
                 pod.update_conditions(now);
+                pod.record_ended_run(now);
             }
             self.reschedule(None);
         } else {
+            for &p in touched.unwrap_or_default() {
+                if let Some(pod) = self.pods.get_mut(p) {
+                    pod.record_ended_run(now);
+                }
+            }
             self.reschedule(touched);
         }
     }

@@ -73,7 +73,12 @@ impl Supervisor {
             )));
         }
         let (pods, mut out) = self.split(now);
-        schedule::start_run(&mut pods[p], "Started a run by request (trigger)", &mut out);
+        schedule::start_run(
+            &mut pods[p],
+            None,
+            "Started a run by request (trigger)",
+            &mut out,
+        );
         Ok(format!("triggered a run of pod {pod_name}"))
     }
 

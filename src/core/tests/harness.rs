@@ -58,6 +58,7 @@ pub fn pod(name: &str, containers: Vec<ContainerSpec>) -> PodSpec {
         shutdown_on: None,
         active_deadline: None,
         schedule: None,
+        history: Default::default(),
         autostart: true,
         profiles: Vec::new(),
         replica: None,

@@ -8,6 +8,7 @@ mod follow;
 mod grace;
 mod harness;
 mod health;
+mod history;
 mod hooks;
 mod jobs;
 mod kubelet;
