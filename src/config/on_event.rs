@@ -77,6 +77,8 @@ reasons! {
     Ready => false,
     /// A `notify = true` container said `STOPPING=1` (behaviour.md §4.4).
     Stopping => false,
+    /// A reload refused a file of `pod_dir` (its pods as they were; behaviour.md §7).
+    PodFileRefused => true,
 }
 
 impl EventReason {

@@ -120,6 +120,21 @@ fn a_bad_file_is_named_and_its_pod_keeps_running_while_another_file_applies() {
         "the bad file is not named and located:\n{log}"
     );
     assert!(log.contains("keep running as they were (a)"), "{log}");
+    let events = v.request(r#"{"cmd":"events"}"#)["result"]["events"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let refused = events
+        .iter()
+        .find(|e| e["reason"] == "PodFileRefused")
+        .unwrap_or_else(|| panic!("no PodFileRefused event: {events:?}"));
+    assert_eq!(refused["type"], "Warning");
+    assert_eq!(refused["object"], "supervisor");
+    let message = refused["message"].as_str().unwrap_or("");
+    assert!(
+        message.starts_with(&format!("{}:1:", bad.display())),
+        "{message}"
+    );
     assert_eq!(pid(&v, "a"), a, "the bad file's pod was restarted");
     assert!(running(&v, "a"));
 }

@@ -388,6 +388,18 @@ impl Supervisor {
 }
 
 impl Supervisor {
+    /// A reload refused a file of `pod_dir`: a Warning `PodFileRefused` on the object
+    /// `supervisor`, `message` the located problem (it names the file).
+    pub fn record_pod_file_refused(&mut self, now: Time, message: String) {
+        self.events.record(
+            now,
+            EventType::Warning,
+            crate::config::on_event::EventReason::PodFileRefused,
+            "supervisor".to_string(),
+            message,
+        );
+    }
+
     /// An `on_event` hook could not deliver an event: a Warning `EventHookFailed` on the object
     /// `supervisor` (a name no pod may have). No hook ever receives it (`config::on_event`).
     pub fn record_hook_failure(&mut self, now: Time, message: String) {

@@ -744,6 +744,11 @@ impl Shell {
                 self.config = new;
                 metrics::prune_probe_stats(&mut self.probe_stats, &self.core);
             }
+            if r.is_ok() {
+                for e in refused.iter() {
+                    self.core.record_pod_file_refused(now, e.to_string());
+                }
+            }
             r.map(|msg| msg + &plan.summary() + &pod_dir::refused_summary(&refused))
         });
         self.notifier.reloaded();
