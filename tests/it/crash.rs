@@ -1018,3 +1018,83 @@ fn under_systemd_an_upgrade_stores_no_pipe_twice_and_the_new_instance_removes_wh
     }
     assert_eq!(v.shutdown(), 0);
 }
+
+/// `history` (docs/behaviour.md §6.7) against a real supervisor: the ended runs of a pod are in
+/// `status` and `describe`, the failure with its container and exit code, and they outlive a
+/// `kill -9` of vigil.
+#[test]
+fn the_runs_a_pod_keeps_are_shown_and_outlive_a_kill_9() {
+    let dir = tempfile::tempdir().unwrap();
+    let fail = dir.path().join("fail");
+    let pods = format!(
+        r#"
+[pods.once]
+restart_policy = "Never"
+history = {{ successful = 3, failed = 2 }}
+[[pods.once.containers]]
+name = "run"
+command = ["sh", "-c", "test -e {} && exit 3; echo done"]
+"#,
+        fail.display()
+    );
+    let site = Site::new("", &pods);
+    let runs = |v: &Vigil| {
+        v.pod("once")["runs"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    let mut a = site.start();
+    a.wait_for(T, "the first run to succeed", |v| runs(v).len() == 1);
+    std::fs::write(&fail, "").unwrap();
+    let out = a.cli(&["trigger", "once"]);
+    assert!(out.status.success(), "{out:?}");
+    a.wait_for(T, "the second run to fail", |v| runs(v).len() == 2);
+    let kept = runs(&a);
+    assert_eq!(kept[0]["phase"], "Succeeded", "{kept:?}");
+    assert!(kept[0].get("failure").is_none(), "{kept:?}");
+    assert_eq!(kept[1]["phase"], "Failed", "{kept:?}");
+    assert_eq!(kept[1]["failure"]["container"], "run", "{kept:?}");
+    assert_eq!(kept[1]["failure"]["reason"], "Error", "{kept:?}");
+    assert_eq!(kept[1]["failure"]["exit_code"], 3, "{kept:?}");
+    assert!(
+        kept[1]["scheduled_for"].is_null(),
+        "not started by a schedule"
+    );
+    let describe = String::from_utf8_lossy(&a.cli(&["describe", "once"]).stdout).into_owned();
+    let table: Vec<&str> = describe
+        .lines()
+        .skip_while(|l| *l != "Runs:")
+        .take(4)
+        .collect();
+    assert_eq!(table.len(), 4, "{describe}");
+    assert!(
+        table[1].contains("Scheduled For") && table[1].ends_with("Result"),
+        "{describe}"
+    );
+    assert!(
+        table[2].ends_with("Failed: run Error (exit code 3)"),
+        "newest first:\n{describe}"
+    );
+    assert!(describe.contains("  Succeeded\n"), "{describe}");
+    // The record is written within 250 ms of the last change; give it ample time.
+    std::thread::sleep(Duration::from_secs(2));
+    kill_9(&mut a);
+    let b = site.start();
+    b.wait_for(T, "the next vigil to answer", |v| {
+        v.try_request(r#"{"cmd":"status"}"#).is_some()
+    });
+    assert_eq!(
+        runs(&b),
+        kept,
+        "the kept runs survive the crash\n{}",
+        b.log()
+    );
+    // And the next run is added to them.
+    std::fs::remove_file(&fail).unwrap();
+    let out = b.cli(&["trigger", "once"]);
+    assert!(out.status.success(), "{out:?}");
+    b.wait_for(T, "a third run", |v| runs(v).len() == 3);
+    assert_eq!(runs(&b)[2]["phase"], "Succeeded");
+    assert_eq!(b.shutdown(), 0);
+}
