@@ -1173,3 +1173,26 @@ fn the_checklist_names_host_directories_user_names_and_cpu_reservations_with_wha
     let w = at("pods.web.containers[0].rlimits");
     assert!(w.message.contains("`ulimit`"), "{w}");
 }
+
+#[test]
+fn a_scheduled_pod_s_schedule_is_warned_about_only_where_it_is_dropped() {
+    let text = "[pods.nightly]\nrestart_policy = \"Never\"\n\
+                schedule = { cron = \"0 2 * * *\", time_zone = \"UTC\" }\n\
+                [[pods.nightly.containers]]\nname = \"import\"\ncommand = [\"/bin/import\"]\n";
+    let schedule_warnings = |o: &Options| -> Vec<String> {
+        let (_, warnings) = convert_text(text, o);
+        warnings
+            .into_iter()
+            .filter(|w| w.path == "pods.nightly.schedule")
+            .map(|w| w.message)
+            .collect()
+    };
+    // As a CronJob the schedule is carried: nothing on the checklist.
+    assert_eq!(schedule_warnings(&auto()), Vec::<String>::new());
+    // As a Pod or a Job it is lost: one line, saying so.
+    for kind in [Kind::Pod, Kind::Job] {
+        let w = schedule_warnings(&opts(kind));
+        assert_eq!(w.len(), 1, "{kind:?}: {w:?}");
+        assert!(w[0].contains("runs once"), "{kind:?}: {w:?}");
+    }
+}

@@ -1099,16 +1099,7 @@ fn pod_spec(
             ),
         ));
     }
-    if let Some(s) = &pod.schedule {
-        warnings.push(Warning::new(
-            join(path, "schedule"),
-            format!(
-                "the schedule {:?} is dropped: this converter emits the pod itself, not a \
-                 CronJob around it",
-                s.cron.as_str()
-            ),
-        ));
-    }
+    // A schedule is the CronJob's (`convert` warns when the kind chosen has none).
     // One grace period per pod: the budget vigil itself gives a whole-pod stop (the pod's key
     // when written, else the longest container grace), so both stop the pod alike.
     let first_warning = warnings.len();
