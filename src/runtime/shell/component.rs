@@ -149,13 +149,6 @@ impl Component for crate::runtime::trim::IdleTrim {
     }
 }
 
-/// An upgrade waiting for its new binary (its child's exit comes through the reaper).
-impl Component for Option<super::upgrade::Preflight> {
-    fn deadline(&self, _: Instant) -> Option<Instant> {
-        self.as_ref().map(super::upgrade::Preflight::deadline)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

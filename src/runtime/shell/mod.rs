@@ -29,7 +29,7 @@
 //! - `metrics`: the `metrics_address` listener, its scrapers and the expositions being built;
 //! - `event_hooks`: the `on_event` hooks' queues and deliveries (exec hooks, webhooks);
 //! - `pod_dir`: the inotify watch of `[supervisor] pod_dir`, which makes a reload due;
-//! - `upgrade`: `vigil upgrade`'s pre-flight and handoff (still `impl Shell`);
+//! - `upgrade`: `vigil upgrade`'s pre-flight, the handoff state written and taken over;
 //! - `startup`, `reload`: building the shell, and what a reload loads.
 //!
 //! Must not: make lifecycle decisions (restart, back-off, reasons: the core's), block (every
@@ -131,15 +131,8 @@ pub struct Shell {
     /// Turns that panicked (see [`Shell::on_panic`]).
     panics: u32,
     started_at: Instant,
-    /// What `vigil upgrade` executes without `--binary`, and the arguments it passes.
-    exe_path: std::path::PathBuf,
-    argv: Vec<String>,
-    /// Upgrades this process has been through.
-    upgrades: u32,
-    /// An upgrade waiting for its new binary's pre-flight (`upgrade::Preflight`).
-    preflight: Option<upgrade::Preflight>,
-    /// The last pre-flight's number.
-    preflight_seq: u64,
+    /// `vigil upgrade`: the pre-flight under way, what the next exec is given.
+    upgrade: upgrade::Upgrade,
     /// The self-watchdog: the current turn's phases (`turnwatch`).
     watch: TurnWatch,
     #[cfg(feature = "fault-injection")]
@@ -147,7 +140,7 @@ pub struct Shell {
 }
 
 /// What a new instance takes from the old one before the components are built (the rest:
-/// [`Shell::take_over`]).
+/// [`upgrade::Upgrade::take_over`]).
 struct Resumed {
     listener: std::os::fd::OwnedFd,
     core: Supervisor,
@@ -192,6 +185,27 @@ macro_rules! link {
     };
 }
 
+/// What an upgrade reads and fills in of the rest (the fields borrowed one by one).
+macro_rules! parts {
+    ($shell:ident) => {
+        upgrade::Parts {
+            core: &mut $shell.core,
+            config: &$shell.config,
+            source: &$shell.source,
+            selection: &$shell.selection,
+            runs: &mut $shell.runs,
+            control: &mut $shell.control,
+            metrics: &$shell.metrics,
+            journal: &mut $shell.journal,
+            notifier: &mut $shell.notifier,
+            notify: &mut $shell.notify,
+            probe_stats: &mut $shell.probe_stats,
+            signals: &mut $shell.signals,
+            started_at: &mut $shell.started_at,
+        }
+    };
+}
+
 impl Shell {
     /// Start-up, in order: host checks, the loop and its signals, vigil's own process
     /// attributes, cgroups, the control socket, log forwarding; then the core.
@@ -208,7 +222,7 @@ impl Shell {
     /// The new instance of `vigil upgrade`: the same start-up as [`Shell::new`] on the
     /// handed-over config, but with the inherited control socket, the core's state, and no
     /// search for what "an earlier vigil" left (it is all still ours); then every component
-    /// takes over its part ([`Shell::take_over`]).
+    /// takes over its part ([`upgrade::Upgrade::take_over`]).
     pub fn resume(
         state: super::handoff::State,
         blobs: &[u8],
@@ -240,7 +254,11 @@ impl Shell {
             t1.elapsed().as_secs_f64() * 1e3
         );
         drop(super::handoff::own_fd(state.listener_fd));
-        shell.take_over(state, blobs, error);
+        let now = Instant::now();
+        shell
+            .upgrade
+            .take_over(state, blobs, error, now, &mut parts!(shell));
+        shell.reap(now);
         // The old instance's holder handed its duplicates over at start (dropped: the pipes
         // came with the handoff); this instance's holder gets every pipe it reads.
         shell.runs.held.clear();
@@ -440,17 +458,6 @@ impl Shell {
         (&mut self.runs, link!(self))
     }
 
-    /// An adopted run's process is gone (its status unknown).
-    fn adopted_exit(&mut self, key: crate::core::ContainerKey, generation: u64, now: Instant) {
-        let (runs, mut link) = self.runs_and_link();
-        runs.on_adopted_exit(key, generation, now, &mut link);
-    }
-
-    /// Hands `input` to the core.
-    fn feed(&mut self, now: Instant, input: crate::core::Input) {
-        self.runs_and_link().1.feed(now, input);
-    }
-
     /// Runs the actions the core has queued (including those its inputs from here queue), up to
     /// this turn's spawn budget: the queue stops before a `Spawn` beyond it.
     fn drain_actions(&mut self, now: Instant) {
@@ -514,7 +521,14 @@ impl Shell {
         // Pre-flights of an upgrade (rare): after the runs' ends of the same reap are fed.
         while !self.runs.checks_ended.is_empty() {
             let (seq, code, signal) = self.runs.checks_ended.remove(0);
-            self.on_upgrade_check_exit(seq, code, signal, now);
+            let passed = self
+                .upgrade
+                .on_check_exit(seq, code, signal, now, &mut parts!(self));
+            if let Some(ready) = passed {
+                let settled = self.settle_for_handoff(now);
+                self.upgrade
+                    .hand_over(ready, settled, now, &mut parts!(self));
+            }
         }
     }
 
@@ -522,7 +536,7 @@ impl Shell {
     /// order, by its owner (the core's timeouts and actions, the requests and expositions,
     /// which need a view of the core and the runs, and the status line are the router's).
     fn turn(&mut self, now: Instant) {
-        self.expire_upgrade_check(now);
+        self.upgrade.expire(now, &mut self.control);
         for chore in Chore::TURN {
             match chore {
                 Chore::CoreTimeouts => {
@@ -578,7 +592,7 @@ impl Shell {
             &mut self.metrics,
             &mut stderr,
             &mut self.idle_trim,
-            &mut self.preflight,
+            &mut self.upgrade,
         ];
         let mut link = link!(self);
         for c in components {
@@ -597,7 +611,7 @@ impl Shell {
             &self.metrics,
             &StderrLog,
             &self.idle_trim,
-            &self.preflight,
+            &self.upgrade,
             &self.notifier,
         ]
     }
@@ -642,9 +656,11 @@ impl Shell {
                 Asked::Upgrade => {
                     info!(
                         "received SIGUSR2: upgrading (re-executing {})",
-                        self.exe_path.display()
+                        self.upgrade.exe_path.display()
                     );
-                    self.ask_upgrade(None, false, None, now);
+                    let (core, runs) = (&self.core, &mut self.runs);
+                    self.upgrade
+                        .ask(None, false, None, now, core, runs, &mut self.control);
                 }
                 Asked::Reload => {
                     // A deleted or replaced socket file is bound again (the server also
@@ -698,7 +714,10 @@ impl Shell {
                 }
                 Mutation::Upgrade { binary, check } => {
                     // Answered once the new binary's pre-flight is over (later turns).
-                    self.ask_upgrade(binary, check, Some(pending), now);
+                    let (core, runs) = (&self.core, &mut self.runs);
+                    let control = &mut self.control;
+                    self.upgrade
+                        .ask(binary, check, Some(pending), now, core, runs, control);
                     continue;
                 }
             };
@@ -722,7 +741,7 @@ impl Shell {
         let current = reload::Current {
             config: &self.config,
             source: &self.source,
-            argv: &self.argv,
+            argv: &self.upgrade.argv,
             cgroups: self.runs.cgroups.as_ref(),
             refused_at_start: &self.refused_at_start,
             selection: &self.selection,

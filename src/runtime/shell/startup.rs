@@ -392,13 +392,12 @@ pub(super) fn build(
         exit_code: None,
         panics: 0,
         started_at: now,
-        exe_path: std::env::current_exe().unwrap_or_default(),
-        argv: std::env::args_os()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect(),
-        upgrades: 0,
-        preflight: None,
-        preflight_seq: 0,
+        upgrade: super::upgrade::Upgrade::new(
+            std::env::current_exe().unwrap_or_default(),
+            std::env::args_os()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+        ),
         watch: TurnWatch::new(now),
         #[cfg(feature = "fault-injection")]
         fault: crate::runtime::fault::Fault::from_env(now),

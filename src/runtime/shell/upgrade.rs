@@ -1,21 +1,25 @@
-//! `vigil upgrade` in the shell: collecting every component's part of the handoff state and
-//! executing the next vigil (old side), and taking it all over again (new side, after
-//! [`Shell::resume`] has rebuilt the loop, cgroups and control server the way a fresh start
-//! does).
+//! `vigil upgrade` in the shell, as one component ([`Upgrade`]): collecting every component's
+//! part of the handoff state and executing the next vigil (old side), and taking it all over
+//! again (new side, after [`super::Shell::resume`] has rebuilt the loop, cgroups and control
+//! server the way a fresh start does). What it reads and fills in of the other components comes
+//! as [`Parts`], their fields borrowed one by one; the router hands it the pre-flight's exit
+//! (from the reaper) and settles the runs before the exec ([`Ready`]).
 //!
-//! Owns the order of an upgrade: refusals first (shutting down, an `http_get` lifecycle hook
-//! in flight — nothing changed; exec hooks and spawns waiting for a cgroup are handed over);
-//! then the binary is opened, checked and asked for its handoff version; then its pre-flight
-//! (both [`Preflight`]: a child while the loop goes on, its exit reaped, its deadline the poll
-//! timeout; in the pre-flight the binary reads the real state); then, once it exited 0, the state is written
-//! again; systemd hears `RELOADING=1`; exec. A failed
-//! exec leaves every component as it was (nothing was taken out of them: the state is a
-//! copy, the descriptors are only marked inheritable for the call) and the caller gets the
-//! error; systemd hears `READY=1` again.
+//! Owns the pre-flight under way (its child, its deadline: the component's deadline), what the
+//! next exec is given (path, arguments, the count of upgrades), and the order of an upgrade:
+//! refusals first (shutting down, an `http_get` lifecycle hook in flight — nothing changed;
+//! exec hooks and spawns waiting for a cgroup are handed over); then the binary is opened,
+//! checked and asked for its handoff version; then its pre-flight (both [`Preflight`]: a child
+//! while the loop goes on, its exit reaped, its deadline the poll timeout; in the pre-flight the
+//! binary reads the real state); then, once it exited 0, the state is written again; systemd
+//! hears `RELOADING=1`; exec. A failed exec leaves every component as it was (nothing was taken
+//! out of them: the state is a copy, the descriptors are only marked inheritable for the call)
+//! and the caller gets the error; systemd hears `READY=1` again.
 //!
 //! Must not: change the core's state on the way out (the old process must be able to go on),
 //! or make lifecycle decisions on the way in (the core continues from its own state; only
-//! probe attempts lost with the old process are run again, see `Supervisor::after_handoff`).
+//! probe attempts lost with the old process are run again, see `Supervisor::after_handoff`);
+//! run the core's actions (the router's `drain_actions`, before the exec).
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
@@ -23,17 +27,27 @@ use std::time::{Duration, Instant};
 
 use log::{debug, error, info, warn};
 
-use super::Shell;
 use super::capture::PipeFrom;
-use super::control::Pending;
+use super::component::{Component, Link};
+use super::control::{Control, Pending};
 use super::journal::Journal;
 use super::kill::kill_tree;
+use super::metrics::Metrics;
+use super::notifier::Notifier;
+use super::notify::NotifySockets;
 use super::reaper::PidOwner;
+use super::runs::Runs;
+use super::signals::SignalPipe;
 use crate::cgroup::ContainerCgroup;
+use crate::config::ConfigSource;
+use crate::config::select::Selection;
+use crate::config::spec::Config;
 use crate::control::protocol::{self, RequestId};
 use crate::control::server::{ConnId, Handover, Inherited};
 use crate::control::wire::ErrorKind;
+use crate::core::Supervisor;
 use crate::logs::{ContainerLog, LogBuffer};
+use crate::metrics::probes::ProbeStats;
 use crate::runtime::handoff::{
     self, AdoptedRun, Blobs, ConnState, DeferredSpawn, HookAttempt, MainPid, PipeState, ProbePid,
     Requester, RunState, SlotState, State, binary, mono,
@@ -107,44 +121,130 @@ pub(super) struct Preflight {
     deadline: Instant,
 }
 
-impl Preflight {
-    pub(super) fn deadline(&self) -> Instant {
-        self.deadline
+/// A pre-flight that passed (not a `--check`): the upgrade goes on with
+/// [`Upgrade::hand_over`] once the router has settled the runs for the handoff.
+pub(super) struct Ready {
+    binary: binary::Checked,
+    info: handoff::VersionInfo,
+    asker: Option<Pending>,
+    /// When the loop left for the handoff: the figure `vigil upgrade` reports.
+    taken: Instant,
+}
+
+/// The upgrade component (see the module docs): the pre-flight under way, and what the next
+/// exec is given.
+pub(super) struct Upgrade {
+    /// An upgrade waiting for its new binary.
+    preflight: Option<Preflight>,
+    /// The last pre-flight's number.
+    seq: u64,
+    /// What `vigil upgrade` executes without `--binary`, and the arguments it passes.
+    pub(super) exe_path: PathBuf,
+    pub(super) argv: Vec<String>,
+    /// Upgrades this process has been through.
+    upgrades: u32,
+}
+
+/// What an upgrade reads of the rest of the shell to write the handoff state (old side) and
+/// fills in when it takes the state over (new side): the fields borrowed one by one.
+pub(super) struct Parts<'a> {
+    pub core: &'a mut Supervisor,
+    pub config: &'a Config,
+    pub source: &'a ConfigSource,
+    pub selection: &'a Selection,
+    pub runs: &'a mut Runs,
+    pub control: &'a mut Control,
+    pub metrics: &'a Metrics,
+    pub journal: &'a mut Journal,
+    pub notifier: &'a mut Notifier,
+    pub notify: &'a mut NotifySockets,
+    pub probe_stats: &'a mut ProbeStats,
+    pub signals: &'a mut SignalPipe,
+    pub started_at: &'a mut Instant,
+}
+
+impl Parts<'_> {
+    /// The runs, and the link through which they feed the core.
+    fn runs_and_link(&mut self) -> (&mut Runs, Link<'_>) {
+        (
+            &mut *self.runs,
+            Link {
+                core: &mut *self.core,
+                notifier: &mut *self.notifier,
+                notify: &mut *self.notify,
+                probe_stats: &mut *self.probe_stats,
+                config: self.config,
+            },
+        )
+    }
+
+    /// Hands `input` to the core.
+    fn feed(&mut self, now: Instant, input: crate::core::Input) {
+        self.runs_and_link().1.feed(now, input);
+    }
+
+    /// An adopted run's process is gone (its status unknown).
+    fn adopted_exit(&mut self, key: crate::core::ContainerKey, generation: u64, now: Instant) {
+        let (runs, mut link) = self.runs_and_link();
+        runs.on_adopted_exit(key, generation, now, &mut link);
     }
 }
 
-impl Shell {
+/// A pre-flight's deadline (its child's exit comes through the reaper).
+impl Component for Upgrade {
+    fn deadline(&self, _: Instant) -> Option<Instant> {
+        self.preflight.as_ref().map(|p| p.deadline)
+    }
+}
+
+impl Upgrade {
+    pub(super) fn new(exe_path: PathBuf, argv: Vec<String>) -> Upgrade {
+        Upgrade {
+            preflight: None,
+            seq: 0,
+            exe_path,
+            argv,
+            upgrades: 0,
+        }
+    }
+
     /// `upgrade` (control socket, `asker` the request) or SIGUSR2 (`asker` `None`): check
     /// `binary` (else the path vigil runs from), start its pre-flight, and answer when it is
-    /// over ([`Shell::on_upgrade_check_exit`]) — at once when it is refused.
-    pub(super) fn ask_upgrade(
+    /// over ([`Upgrade::on_check_exit`]) — at once when it is refused.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn ask(
         &mut self,
         binary: Option<PathBuf>,
         check: bool,
         mut asker: Option<Pending>,
         now: Instant,
+        core: &Supervisor,
+        runs: &mut Runs,
+        control: &mut Control,
     ) {
-        if let Err(e) = self.start_upgrade_check(binary, check, &mut asker, now) {
-            self.answer_upgrade(asker, Err(e));
+        if let Err(e) = self.start_check(binary, check, &mut asker, now, core, runs) {
+            answer(asker, Err(e), control);
         }
     }
 
     /// The refusals, the binary's checks and its `--handoff-version`, then the pre-flight
     /// child; `asker` is taken only when the pre-flight started.
-    fn start_upgrade_check(
+    fn start_check(
         &mut self,
         binary: Option<PathBuf>,
         check: bool,
         asker: &mut Option<Pending>,
         now: Instant,
+        core: &Supervisor,
+        runs: &mut Runs,
     ) -> Result<(), UpgradeError> {
-        if self.core.is_shutting_down() {
+        if core.is_shutting_down() {
             return Err(UpgradeError::ShuttingDown);
         }
         if self.preflight.is_some() {
             return Err(UpgradeError::Busy("another upgrade is checking its binary"));
         }
-        if self.runs.probes.net_hook_running() {
+        if runs.probes.net_hook_running() {
             return Err(UpgradeError::Busy(
                 "an http_get lifecycle hook is in flight",
             ));
@@ -166,41 +266,28 @@ impl Shell {
             binary.path.display()
         );
         self.wait_for_binary(
-            Stage::Version,
-            pid,
-            out,
-            binary,
-            check,
-            asker.take(),
-            now + binary::VERSION_TIMEOUT,
+            Preflight {
+                seq: 0,
+                stage: Stage::Version,
+                pid,
+                binary,
+                check,
+                asker: asker.take(),
+                out,
+                deadline: now + binary::VERSION_TIMEOUT,
+            },
+            &mut runs.reaper,
         );
         Ok(())
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn wait_for_binary(
-        &mut self,
-        stage: Stage,
-        pid: u32,
-        out: OwnedFd,
-        binary: binary::Checked,
-        check: bool,
-        asker: Option<Pending>,
-        deadline: Instant,
-    ) {
-        self.preflight_seq += 1;
-        let seq = self.preflight_seq;
-        self.runs.reaper.track(pid, PidOwner::UpgradeCheck { seq });
-        self.preflight = Some(Preflight {
-            seq,
-            stage,
-            pid,
-            binary,
-            check,
-            asker,
-            out,
-            deadline,
-        });
+    /// `preflight` is the upgrade under way, under the next number; the reaper hands its
+    /// child's exit back under that number.
+    fn wait_for_binary(&mut self, mut preflight: Preflight, reaper: &mut super::reaper::Reaper) {
+        self.seq += 1;
+        preflight.seq = self.seq;
+        reaper.track(preflight.pid, PidOwner::UpgradeCheck { seq: self.seq });
+        self.preflight = Some(preflight);
     }
 
     /// The binary said which formats it reads (`info`): the pre-flight starts, with the state
@@ -212,8 +299,9 @@ impl Shell {
         check: bool,
         asker: &mut Option<Pending>,
         now: Instant,
+        parts: &mut Parts<'_>,
     ) -> Result<(), UpgradeError> {
-        if self.core.is_shutting_down() {
+        if parts.core.is_shutting_down() {
             return Err(UpgradeError::ShuttingDown);
         }
         let pid1 = crate::runtime::is_pid1();
@@ -234,7 +322,7 @@ impl Shell {
                 ),
             }));
         }
-        let (state, blobs, _) = self.handoff_state(&binary.path, None, &[], now);
+        let (state, blobs, _) = self.handoff_state(parts, &binary.path, None, &[], now);
         let memfd = handoff::write(&state, blobs).map_err(UpgradeError::State)?;
         let (pid, out) = binary::start_check(&binary, &memfd)?;
         info!(
@@ -243,45 +331,51 @@ impl Shell {
             info.vigil
         );
         self.wait_for_binary(
-            Stage::Check,
-            pid,
-            out,
-            binary,
-            check,
-            asker.take(),
-            now + CHECK_TIMEOUT,
+            Preflight {
+                seq: 0,
+                stage: Stage::Check,
+                pid,
+                binary,
+                check,
+                asker: asker.take(),
+                out,
+                deadline: now + CHECK_TIMEOUT,
+            },
+            &mut parts.runs.reaper,
         );
         Ok(())
     }
 
-    /// The pre-flight's process ended: on success the upgrade goes on (or, for `--check`, is
-    /// reported); otherwise it is refused and nothing changed.
-    pub(super) fn on_upgrade_check_exit(
+    /// The pre-flight's process ended: on success the upgrade goes on (`Some`: the router
+    /// settles the runs, then [`Upgrade::hand_over`]) or, for `--check`, is reported;
+    /// otherwise it is refused and nothing changed.
+    pub(super) fn on_check_exit(
         &mut self,
         seq: u64,
         code: Option<i32>,
         signal: Option<i32>,
         now: Instant,
-    ) {
+        parts: &mut Parts<'_>,
+    ) -> Option<Ready> {
         if self.preflight.as_ref().is_none_or(|p| p.seq != seq) {
-            return; // One given up on at its deadline.
+            return None; // One given up on at its deadline.
         }
-        let Some(p) = self.preflight.take() else {
-            return;
-        };
+        let p = self.preflight.take()?;
         if p.stage == Stage::Version {
             let mut asker = p.asker;
             let outcome = binary::version_answer(&p.binary.path, &p.out, code, signal)
                 .map_err(UpgradeError::from)
-                .and_then(|info| self.start_preflight(p.binary, info, p.check, &mut asker, now));
+                .and_then(|info| {
+                    self.start_preflight(p.binary, info, p.check, &mut asker, now, parts)
+                });
             if let Err(e) = outcome {
-                self.answer_upgrade(asker, Err(e));
+                answer(asker, Err(e), parts.control);
             }
-            return;
+            return None;
         }
-        let answer = binary::read_answer(&p.out);
+        let read = binary::read_answer(&p.out);
         let outcome = match (code, signal) {
-            (Some(0), _) => match answer {
+            (Some(0), _) => match read {
                 Ok(info) => Ok(info),
                 Err(reason) => Err(reason),
             },
@@ -293,24 +387,45 @@ impl Shell {
             )),
             _ => Err("it ended without a status".to_string()),
         };
-        match outcome {
+        let info = match outcome {
             Err(reason) => {
                 let e = UpgradeError::Binary(binary::BinaryError::CannotTakeOver {
                     path: p.binary.path.clone(),
                     reason,
                 });
-                self.answer_upgrade(p.asker, Err(e));
+                answer(p.asker, Err(e), parts.control);
+                return None;
             }
-            Ok(info) => {
-                let result = self.upgrade_now(p.binary, info, p.check, p.asker.as_ref(), now);
-                self.answer_upgrade(p.asker, result);
-            }
+            Ok(info) => info,
+        };
+        // The binary proved it can take over. The loop is away from here until the new
+        // instance is ready: the figure `vigil upgrade` reports.
+        let taken = Instant::now();
+        if parts.core.is_shutting_down() {
+            answer(p.asker, Err(UpgradeError::ShuttingDown), parts.control);
+            return None;
         }
+        if p.check {
+            let m = format!(
+                "{} is vigil {} and read this vigil's handoff (format {}): an upgrade would keep every container",
+                p.binary.path.display(),
+                info.vigil,
+                handoff::FORMAT_VERSION
+            );
+            answer(p.asker, Ok(m), parts.control);
+            return None;
+        }
+        Some(Ready {
+            binary: p.binary,
+            info,
+            asker: p.asker,
+            taken,
+        })
     }
 
     /// A pre-flight past its deadline is killed (reaped later, then ignored); the upgrade is
     /// refused.
-    pub(super) fn expire_upgrade_check(&mut self, now: Instant) {
+    pub(super) fn expire(&mut self, now: Instant, control: &mut Control) {
         if self.preflight.as_ref().is_none_or(|p| now < p.deadline) {
             return;
         }
@@ -336,51 +451,41 @@ impl Shell {
                 reason: format!("no answer within {} s (killed)", CHECK_TIMEOUT.as_secs()),
             },
         });
-        self.answer_upgrade(p.asker, Err(e));
+        answer(p.asker, Err(e), control);
     }
 
-    /// The upgrade's outcome to whoever asked (the log for SIGUSR2).
-    fn answer_upgrade(&mut self, asker: Option<Pending>, outcome: Result<String, UpgradeError>) {
-        match asker {
-            Some(p) => {
-                if let Err(e) = &outcome {
-                    warn!("upgrade refused, nothing changed: {e}");
-                }
-                self.control
-                    .finish(p, outcome.map_err(|e| (e.kind(), e.to_string())));
-            }
-            None => match outcome {
-                Ok(m) => info!("SIGUSR2: {m}"),
-                Err(e) => error!("SIGUSR2: upgrade refused, nothing changed: {e}"),
-            },
-        }
+    /// After a pre-flight passed and the router settled the runs for the handoff (`settled`:
+    /// every queued action done and every pending exec confirmed): the state is written again
+    /// and the binary executed in this process. Returns only when nothing was done (a refusal,
+    /// a failed exec), after answering.
+    pub(super) fn hand_over(
+        &mut self,
+        ready: Ready,
+        settled: bool,
+        now: Instant,
+        parts: &mut Parts<'_>,
+    ) {
+        let Ready {
+            binary,
+            info,
+            asker: pending,
+            taken,
+        } = ready;
+        let result = self.exec(binary, info, pending.as_ref(), settled, now, taken, parts);
+        answer(pending, result, parts.control);
     }
 
-    /// The binary proved it can take over: `--check` reports it; otherwise the state is
-    /// written again and the binary executed in this process. Returns only when nothing was
-    /// done (a check, a refusal, a failed exec).
-    fn upgrade_now(
+    #[allow(clippy::too_many_arguments)]
+    fn exec(
         &mut self,
         binary: binary::Checked,
         info: handoff::VersionInfo,
-        check: bool,
         asker: Option<&Pending>,
+        settled: bool,
         now: Instant,
+        taken: Instant,
+        parts: &mut Parts<'_>,
     ) -> Result<String, UpgradeError> {
-        // The loop is away from here until the new instance is ready: the figure `vigil
-        // upgrade` reports.
-        let taken = Instant::now();
-        if self.core.is_shutting_down() {
-            return Err(UpgradeError::ShuttingDown);
-        }
-        if check {
-            return Ok(format!(
-                "{} is vigil {} and read this vigil's handoff (format {}): an upgrade would keep every container",
-                binary.path.display(),
-                info.vigil,
-                handoff::FORMAT_VERSION
-            ));
-        }
         let asker = asker.map(|p| Asker {
             conn: p.conn(),
             id: p.id(),
@@ -389,26 +494,27 @@ impl Shell {
         // queue is not part of the state): a SIGUSR2 handled after a reap in the same turn.
         // Pending execs are settled too (waiting a few ms at most): the next instance takes over
         // runs by pid, not by error pipe.
-        if !self.settle_for_handoff(now) {
+        if !settled {
             return Err(UpgradeError::Busy(
                 "a container start is waiting for its exec to be confirmed",
             ));
         }
         // Exec hooks and starts waiting for a cgroup's removal are handed over; an HTTP hook's
         // request in flight is not (its socket and parser state stay with this process).
-        if self.runs.probes.net_hook_running() {
+        if parts.runs.probes.net_hook_running() {
             return Err(UpgradeError::Busy(
                 "an http_get lifecycle hook is in flight",
             ));
         }
         // What is queued for vigil's stdout and the journal goes out with this process.
-        self.runs.capture.flush();
-        self.journal
-            .drain(&self.core, now, self.runs.capture.journal_mut());
+        parts.runs.capture.flush();
+        parts
+            .journal
+            .drain(parts.core, now, parts.runs.capture.journal_mut());
         // Every other open connection is handed over with what is unread and unsent of it;
         // a `metrics` request whose exposition is being built is given back as its line, for
         // the next instance to answer.
-        let replays: std::collections::HashMap<ConnId, String> = self
+        let replays: std::collections::HashMap<ConnId, String> = parts
             .metrics
             .control_askers()
             .into_iter()
@@ -421,7 +527,7 @@ impl Shell {
                 (p.conn(), line)
             })
             // A `wait` under way is asked again, with the time it has left.
-            .chain(self.control.wait_replays(now))
+            .chain(parts.control.wait_replays(now))
             .collect();
         if !replays.is_empty() {
             debug!(
@@ -430,10 +536,12 @@ impl Shell {
                 replays.len()
             );
         }
-        let conns = self.control.handover(asker.as_ref().map(|a| a.conn), &|c| {
-            replays.get(&c).cloned()
-        });
-        let (state, blobs, fds) = self.handoff_state(&binary.path, asker, &conns, taken);
+        let conns = parts
+            .control
+            .handover(asker.as_ref().map(|a| a.conn), &|c| {
+                replays.get(&c).cloned()
+            });
+        let (state, blobs, fds) = self.handoff_state(parts, &binary.path, asker, &conns, taken);
         let memfd = handoff::write(&state, blobs).map_err(UpgradeError::State)?;
         debug!(
             "upgrade: state written in {:.1} ms",
@@ -459,9 +567,9 @@ impl Shell {
                 String::new()
             }
         );
-        self.notifier.reloading();
+        parts.notifier.reloading();
         let source = handoff::exec::exec(&binary, &self.argv, &memfd, &exe, &fds, guarded);
-        self.notifier.reloaded();
+        parts.notifier.reloaded();
         let e = UpgradeError::Exec {
             path: binary.path,
             source,
@@ -473,6 +581,7 @@ impl Shell {
     /// A copy of everything the next instance needs, and the descriptors to hand over.
     fn handoff_state<'a>(
         &'a self,
+        parts: &'a Parts<'_>,
         binary: &std::path::Path,
         asker: Option<Asker<'_>>,
         conns: &[Handover],
@@ -483,9 +592,9 @@ impl Shell {
         Vec<RawFd>,
     ) {
         let mut blobs = Blobs::default();
-        let mut slots: Vec<SlotState> = Vec::with_capacity(self.runs.slots.len());
+        let mut slots: Vec<SlotState> = Vec::with_capacity(parts.runs.slots.len());
         let mut cgroup_fds = Vec::new();
-        for (key, slot) in &self.runs.slots {
+        for (key, slot) in &parts.runs.slots {
             let (mut ring, (a, b), previous) = slot.log.buffer.parts();
             let current = blobs.push(&[a, b]);
             let previous = blobs.push(&[previous]);
@@ -524,16 +633,16 @@ impl Shell {
                     exited: r.exited,
                     message_stamp: r.message_stamp,
                     cgroup_fds: run_fds,
-                    proc_start: r.pid.and_then(|pid| self.runs.tracker.start_of(*key, pid)),
-                    notify_fd: self.notify.raw_fd(*key, r.generation),
+                    proc_start: r.pid.and_then(|pid| parts.runs.tracker.start_of(*key, pid)),
+                    notify_fd: parts.notify.raw_fd(*key, r.generation),
                 }),
             });
         }
         slots.sort_by_key(|s| s.key);
-        let mut fds = vec![self.control.listener_fd()];
+        let mut fds = vec![parts.control.listener_fd()];
         fds.extend(cgroup_fds);
         fds.extend(slots.iter().filter_map(|s| s.run.as_ref()?.notify_fd));
-        let pipes: Vec<PipeState> = self
+        let pipes: Vec<PipeState> = parts
             .runs
             .capture
             .pipe_fds()
@@ -542,7 +651,7 @@ impl Shell {
                 key,
                 stderr: stream == crate::logs::Stream::Stderr,
                 run,
-                pid: self
+                pid: parts
                     .runs
                     .slots
                     .get(&key)
@@ -553,7 +662,7 @@ impl Shell {
             })
             .collect();
         fds.extend(pipes.iter().map(|p| p.fd));
-        let mains: Vec<MainPid> = self
+        let mains: Vec<MainPid> = parts
             .runs
             .reaper
             .tracked()
@@ -568,7 +677,7 @@ impl Shell {
                 | PidOwner::EventHook { .. } => None,
             })
             .collect();
-        let adopted: Vec<AdoptedRun> = self
+        let adopted: Vec<AdoptedRun> = parts
             .runs
             .adopted
             .fds()
@@ -580,7 +689,7 @@ impl Shell {
             })
             .collect();
         fds.extend(adopted.iter().map(|a| a.pidfd));
-        let probe_pids = self
+        let probe_pids = parts
             .runs
             .probes
             .exec_attempts()
@@ -588,7 +697,7 @@ impl Shell {
             .map(|(pid, cgroup)| ProbePid { pid, cgroup })
             .collect();
         let mut hooks = Vec::new();
-        for h in self.runs.probes.exec_hooks() {
+        for h in parts.runs.probes.exec_hooks() {
             let output = blobs.push(&[h.output]);
             let cgroup_fds = h.cgroup.map(|c| c.raw_fds());
             if let Some(c) = cgroup_fds {
@@ -608,7 +717,7 @@ impl Shell {
                 started: h.started,
             });
         }
-        let deferred_spawns = self
+        let deferred_spawns = parts
             .runs
             .janitor
             .deferred()
@@ -631,14 +740,14 @@ impl Shell {
             })
             .collect();
         let requester = asker.and_then(|a| {
-            self.control.answerable_fd(a.conn).map(|fd| Requester {
+            parts.control.answerable_fd(a.conn).map(|fd| Requester {
                 fd,
                 id: a.id.as_json().to_string(),
             })
         });
         fds.extend(requester.iter().map(|r| r.fd));
         let mut waits: std::collections::HashMap<ConnId, handoff::WaitState> =
-            self.control.waits().into_iter().collect();
+            parts.control.waits().into_iter().collect();
         let conns: Vec<ConnState> = conns
             .iter()
             .map(|h| ConnState {
@@ -663,30 +772,30 @@ impl Shell {
             version: handoff::FORMAT_VERSION,
             written_by: env!("CARGO_PKG_VERSION").to_string(),
             loop_left_at: mono::to_nanos(taken),
-            source: self.source.clone(),
-            config: &self.config,
+            source: parts.source.clone(),
+            config: parts.config,
             exe_path: binary.to_path_buf(),
             previous_exe_path: Some(self.exe_path.clone()),
             argv: self.argv.clone(),
-            core: &self.core,
+            core: &*parts.core,
             slots,
             pipes,
             mains,
             adopted,
             probe_pids,
-            dying_cgroups: self.runs.janitor.dying_paths(),
-            gone_pods: self.runs.gone_pods.names(),
-            listener_fd: self.control.listener_fd(),
+            dying_cgroups: parts.runs.janitor.dying_paths(),
+            gone_pods: parts.runs.gone_pods.names(),
+            listener_fd: parts.control.listener_fd(),
             requester,
             clients,
-            journal_seq: self.journal.last_seq(),
-            stop_signals: self.signals.stop_signals,
-            started_at: self.started_at,
+            journal_seq: parts.journal.last_seq(),
+            stop_signals: parts.signals.stop_signals,
+            started_at: *parts.started_at,
             upgrades: self.upgrades + 1,
-            statefile_text: self.runs.tracker.written().map(str::to_string),
+            statefile_text: parts.runs.tracker.written().map(str::to_string),
             hooks,
             deferred_spawns,
-            probe_stats: self
+            probe_stats: parts
                 .probe_stats
                 .entries()
                 .map(|(key, kind, c)| handoff::ProbeFigures {
@@ -700,25 +809,31 @@ impl Shell {
                 })
                 .collect(),
             pid: Some(std::process::id()),
-            cgroup_subtree: self.runs.cgroups.as_ref().map(|m| m.ownership()),
-            selection: self.selection.clone(),
+            cgroup_subtree: parts.runs.cgroups.as_ref().map(|m| m.ownership()),
+            selection: parts.selection.clone(),
             conns,
         };
         (state, blobs, fds)
     }
 
     /// The new instance: takes over the components' parts of `state` (the loop, cgroups,
-    /// control server and core were rebuilt by [`Shell::resume`]), answers the asker, tells
-    /// the other clients, and reaps what ended during the exec.
-    pub(super) fn take_over(&mut self, state: State<()>, blobs: &[u8], error: Option<&str>) {
-        let now = Instant::now();
+    /// control server and core were rebuilt by [`super::Shell::resume`]), answers the asker and
+    /// tells the other clients; the router then reaps what ended during the exec.
+    pub(super) fn take_over(
+        &mut self,
+        state: State<()>,
+        blobs: &[u8],
+        error: Option<&str>,
+        now: Instant,
+        parts: &mut Parts<'_>,
+    ) {
         // Children and runs adopted after a crash alike.
         let kept = state.mains.len() + state.adopted.len();
         // The upgrade's guardian took the state back in a process of its own (the new binary
         // died or hung): no container is this process's child.
         let orphaned = state.pid.filter(|p| *p != std::process::id());
-        let sup = self.config.supervisor.clone();
-        if let (Some(m), Some(o)) = (self.runs.cgroups.as_mut(), state.cgroup_subtree) {
+        let sup = parts.config.supervisor.clone();
+        if let (Some(m), Some(o)) = (parts.runs.cgroups.as_mut(), state.cgroup_subtree) {
             m.inherit(o);
         }
         let mut starts = std::collections::HashMap::new();
@@ -763,7 +878,7 @@ impl Shell {
                         None => ContainerCgroup::reopen(&p, r.oom_baseline),
                     };
                     match cg {
-                        Ok(cg) => Some(self.runs.watch_memory_events(s.key, cg)),
+                        Ok(cg) => Some(parts.runs.watch_memory_events(s.key, cg)),
                         Err(e) => {
                             warn!("{}/{}: {e}", s.pod, s.name);
                             None
@@ -779,7 +894,7 @@ impl Shell {
                     message_stamp: r.message_stamp,
                 }
             });
-            self.runs.slots.insert(
+            parts.runs.slots.insert(
                 s.key,
                 ContainerRuntime {
                     pod: s.pod,
@@ -791,8 +906,9 @@ impl Shell {
                 },
             );
             let inherited = notify_fd.and_then(|(g, fd)| handoff::own_fd(fd).map(|fd| (g, fd)));
-            self.runs
-                .reopen_notify(s.key, &self.config, &mut self.notify, inherited);
+            parts
+                .runs
+                .reopen_notify(s.key, parts.config, parts.notify, inherited);
         }
         for p in state.pipes {
             match handoff::own_fd(p.fd) {
@@ -802,7 +918,7 @@ impl Shell {
                     } else {
                         crate::logs::Stream::Stdout
                     };
-                    self.runs.capture.add_output(
+                    parts.runs.capture.add_output(
                         p.key,
                         p.pid,
                         fd,
@@ -818,7 +934,7 @@ impl Shell {
             }
         }
         for m in state.mains.iter().filter(|_| orphaned.is_none()) {
-            self.runs.reaper.track(
+            parts.runs.reaper.track(
                 m.pid,
                 PidOwner::Main {
                     key: m.key,
@@ -828,32 +944,32 @@ impl Shell {
         }
         // The state file lists what runs now (children and adopted runs alike), for an
         // adoption after a crash of this instance.
-        for (key, slot) in &self.runs.slots {
+        for (key, slot) in &parts.runs.slots {
             if let Some(pid) = slot.run.as_ref().filter(|r| !r.exited).and_then(|r| r.pid) {
                 let main = crate::runtime::statefile::MainInfo {
                     spec: slot.spec_hash,
-                    restarts: self.core.restart_count(*key).unwrap_or(0),
+                    restarts: parts.core.restart_count(*key).unwrap_or(0),
                 };
                 let label = format!("{}/{}", slot.pod, slot.name);
                 match starts.get(key) {
-                    Some((p, start)) if *p == pid => self
+                    Some((p, start)) if *p == pid => parts
                         .runs
                         .tracker
                         .started_known(*key, &label, pid, *start, main),
-                    _ => self.runs.tracker.started(*key, &label, pid, main),
+                    _ => parts.runs.tracker.started(*key, &label, pid, main),
                 }
             }
         }
-        self.runs.tracker.resume_written(state.statefile_text);
+        parts.runs.tracker.resume_written(state.statefile_text);
         for a in state.adopted {
             match handoff::own_fd(a.pidfd) {
                 Some(fd) => {
-                    if !self.runs.adopted.watch(a.key, a.generation, fd) {
-                        self.runs.kill_run(a.key, Some(a.generation));
-                        self.adopted_exit(a.key, a.generation, now);
+                    if !parts.runs.adopted.watch(a.key, a.generation, fd) {
+                        parts.runs.kill_run(a.key, Some(a.generation));
+                        parts.adopted_exit(a.key, a.generation, now);
                     }
                 }
-                None => self.adopted_exit(a.key, a.generation, now),
+                None => parts.adopted_exit(a.key, a.generation, now),
             }
         }
         // Not our children after a guardian's fallback: watched through pidfds, as runs
@@ -866,12 +982,12 @@ impl Shell {
             };
             match start.and_then(|s| crate::runtime::statefile::pidfd_verified(m.pid, s)) {
                 Some(fd) => {
-                    if !self.runs.adopted.watch(m.key, m.generation, fd) {
-                        self.runs.kill_run(m.key, Some(m.generation));
-                        self.adopted_exit(m.key, m.generation, now);
+                    if !parts.runs.adopted.watch(m.key, m.generation, fd) {
+                        parts.runs.kill_run(m.key, Some(m.generation));
+                        parts.adopted_exit(m.key, m.generation, now);
                     }
                 }
-                None => self.adopted_exit(m.key, m.generation, now),
+                None => parts.adopted_exit(m.key, m.generation, now),
             }
         }
         // Exec probes of the old process: their results would have nowhere to go; the core
@@ -882,7 +998,7 @@ impl Shell {
                 .and_then(|path| ContainerCgroup::reopen(&path, Default::default()).ok());
             kill_tree(cg.as_ref(), Some(p.pid));
             if let Some(cg) = cg {
-                self.runs.janitor.remove_or_watch(cg);
+                parts.runs.janitor.remove_or_watch(cg);
             }
         }
         // Exec hooks go on: their processes are still vigil's children; the result goes to
@@ -896,7 +1012,7 @@ impl Shell {
                     .or_else(|| ContainerCgroup::reopen(&p, Default::default()).ok())
             });
             if orphaned.is_none() {
-                self.runs.reaper.track(
+                parts.runs.reaper.track(
                     h.pid,
                     PidOwner::ExecProbe {
                         key: h.key,
@@ -911,7 +1027,7 @@ impl Shell {
                 kill_tree(cgroup.as_ref(), Some(h.pid));
                 (h.key, h.seq)
             });
-            self.runs.probes.resume_exec_hook(
+            parts.runs.probes.resume_exec_hook(
                 h.key,
                 h.generation,
                 h.seq,
@@ -923,16 +1039,16 @@ impl Shell {
             );
             if let Some((key, seq)) = lost {
                 let kind = crate::config::spec::ProbeKind::Hook;
-                if let Some(input) = self.runs.probes.on_exit(
+                if let Some(input) = parts.runs.probes.on_exit(
                     key,
                     kind,
                     seq,
                     None,
                     Some(libc::SIGKILL),
                     now,
-                    &mut self.runs.janitor,
+                    &mut parts.runs.janitor,
                 ) {
-                    self.feed(now, input);
+                    parts.feed(now, input);
                 }
             }
         }
@@ -948,7 +1064,7 @@ impl Shell {
                 && f.buckets.len() == buckets.len()
             {
                 buckets.copy_from_slice(&f.buckets);
-                self.probe_stats.restore(
+                parts.probe_stats.restore(
                     f.key,
                     kind,
                     crate::metrics::probes::ProbeCounters {
@@ -968,7 +1084,7 @@ impl Shell {
             }
         }
         for d in state.deferred_spawns {
-            self.runs.janitor.defer(
+            parts.runs.janitor.defer(
                 d.at,
                 crate::core::Action::Spawn {
                     key: d.key,
@@ -981,15 +1097,15 @@ impl Shell {
         }
         for path in state.dying_cgroups {
             if let Ok(cg) = ContainerCgroup::reopen(&path, Default::default()) {
-                self.runs.janitor.remove_or_watch(cg);
+                parts.runs.janitor.remove_or_watch(cg);
             }
         }
         for pod in state.gone_pods {
-            self.runs.gone_pods.forget(&pod, now);
+            parts.runs.gone_pods.forget(&pod, now);
         }
-        self.journal = Journal::resume_after(state.journal_seq);
-        self.signals.stop_signals = state.stop_signals;
-        self.started_at = state.started_at;
+        *parts.journal = Journal::resume_after(state.journal_seq);
+        parts.signals.stop_signals = state.stop_signals;
+        *parts.started_at = state.started_at;
         self.exe_path = match (error, state.previous_exe_path) {
             (Some(_), Some(previous)) => previous,
             _ => state.exe_path,
@@ -1065,7 +1181,7 @@ impl Shell {
                 Some((inherited, c.wait))
             })
             .unzip();
-        let taken = self.control.take_over(inherited, waits, now);
+        let taken = parts.control.take_over(inherited, waits, now);
         debug!(
             "upgrade: {} client connection(s) taken over, {} closed",
             taken.kept, taken.closed
@@ -1082,7 +1198,22 @@ impl Shell {
                 send_and_close(fd, &notice);
             }
         }
-        self.reap(now);
+    }
+}
+
+/// The upgrade's outcome to whoever asked (the log for SIGUSR2).
+fn answer(asker: Option<Pending>, outcome: Result<String, UpgradeError>, control: &mut Control) {
+    match asker {
+        Some(p) => {
+            if let Err(e) = &outcome {
+                warn!("upgrade refused, nothing changed: {e}");
+            }
+            control.finish(p, outcome.map_err(|e| (e.kind(), e.to_string())));
+        }
+        None => match outcome {
+            Ok(m) => info!("SIGUSR2: {m}"),
+            Err(e) => error!("SIGUSR2: upgrade refused, nothing changed: {e}"),
+        },
     }
 }
 
