@@ -311,3 +311,58 @@ fn after_an_upgrade_the_container_is_still_ready_and_heard() {
         notify_of(v, "web")["status"] == "after the upgrade"
     });
 }
+
+/// `watchdog_seconds`: a real sd_notify client (`systemd-notify`) that pings `WATCHDOG=1`
+/// for a while, past the period, then stops: killed as `WatchdogTimeout` only after it
+/// stopped, restarted by its policy; `WATCHDOG_USEC` and `WATCHDOG_PID` (its own pid) in its
+/// environment as sd_watchdog_enabled(3) reads them.
+#[test]
+fn a_container_that_stops_sending_watchdog_pings_is_killed_as_watchdog_timeout_and_restarted() {
+    require_program("systemd-notify", "--version", "systemd");
+    let dir = tempfile::tempdir().unwrap();
+    // Pings every 0.5 s for 8 s (longer than the 6 s period, with room for a loaded machine's
+    // slow systemd-notify), marks that it stopped, then sleeps without a ping.
+    let pods = format!(
+        r#"
+[pods.web]
+[[pods.web.containers]]
+name = "app"
+notify = true
+watchdog_seconds = 6
+working_dir = "{}"
+command = ["sh", "-c", "echo \"$WATCHDOG_USEC $WATCHDOG_PID\" > env; rm -f quiet; systemd-notify --ready; i=0; while [ $i -lt 16 ]; do systemd-notify WATCHDOG=1; sleep 0.5; i=$((i+1)); done; touch quiet; exec sleep 300"]
+"#,
+        dir.path().display()
+    );
+    let v = Vigil::start_in(dir, "", &pods);
+    v.wait_for(T, "READY=1", |v| v.container("web", "app")["ready"] == true);
+    let env = std::fs::read_to_string(v.dir.path().join("env")).expect("env file");
+    let f: Vec<&str> = env.split_whitespace().collect();
+    assert_eq!(f.len(), 2, "{env:?}");
+    assert_eq!(f[0], "6000000", "WATCHDOG_USEC: {env:?}");
+    let pid = v.container("web", "app")["pid"].to_string();
+    assert_eq!(
+        f[1], pid,
+        "WATCHDOG_PID is the main process's own pid: {env:?}"
+    );
+    v.wait_for(
+        Duration::from_secs(40),
+        "the watchdog kill and a restart",
+        |v| v.container("web", "app")["restart_count"].as_u64() >= Some(1),
+    );
+    assert!(
+        v.dir.path().join("quiet").exists(),
+        "killed while it still pinged"
+    );
+    let c = v.container("web", "app");
+    let last = &c["last_state"]["terminated"];
+    assert_eq!(last["reason"], "WatchdogTimeout", "{c}");
+    assert!(
+        last["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no WATCHDOG=1 within 6s")),
+        "{c}"
+    );
+    let events = v.request(r#"{"cmd":"events"}"#).to_string();
+    assert!(events.contains("WatchdogTimeout"), "{events}");
+}

@@ -505,6 +505,8 @@ fn parse(data: &[u8]) -> Parsed {
             b"READY" => p.notification.ready |= v == b"1",
             b"STOPPING" => p.notification.stopping |= v == b"1",
             b"STATUS" => p.notification.status = Some(String::from_utf8_lossy(v).into_owned()),
+            b"WATCHDOG" if v == b"1" => p.notification.watchdog = true,
+            b"WATCHDOG" if v == b"trigger" => p.notification.watchdog_trigger = true,
             b"MAINPID" => p.main_pid = true,
             _ => {}
         }
@@ -523,10 +525,15 @@ mod tests {
         assert!(!p.notification.stopping);
         assert_eq!(p.notification.status.as_deref(), Some("serving 3 clients"));
         assert!(!p.main_pid);
-        let p = parse(b"READY=2\nSTOPPING=1\nMAINPID=1\nSTATUS=\xff\x1b[2J");
+        let p = parse(b"READY=2\nSTOPPING=1\nMAINPID=1\nSTATUS=\xff\x1b[2J\nWATCHDOG=0");
         assert!(!p.notification.ready, "only READY=1 counts");
+        assert!(!p.notification.watchdog && !p.notification.watchdog_trigger);
         assert!(p.notification.stopping && p.main_pid);
         assert_eq!(p.notification.status.as_deref(), Some("\u{fffd}\u{1b}[2J"));
+        let p = parse(b"WATCHDOG=1");
+        assert!(p.notification.watchdog && !p.notification.watchdog_trigger);
+        let p = parse(b"WATCHDOG=trigger");
+        assert!(!p.notification.watchdog && p.notification.watchdog_trigger);
     }
 
     #[test]
