@@ -336,8 +336,16 @@ pub enum Cmd {
     },
     #[command(about = commands::RESTART.help)]
     Restart {
-        /// POD or POD/CONTAINER.
+        /// POD or POD/CONTAINER (with --rolling: a pod with replicas, as named in the config).
         target: String,
+        /// Restart the replicas a batch at a time, highest index first, each batch after the
+        /// previous one is Ready again; with --wait, return when every replica is replaced.
+        #[arg(long)]
+        rolling: bool,
+        /// With --rolling: replicas restarted at once, 1 to 1000 (default: the pod's
+        /// max_unavailable, else 1).
+        #[arg(long, requires = "rolling", value_parser = clap::value_parser!(u32).range(1..=1000))]
+        max_unavailable: Option<u32>,
         #[command(flatten)]
         wait: WaitOpts,
         #[command(flatten)]
@@ -709,16 +717,25 @@ pub fn client_command(cmd: Cmd) -> Result<ClientCommand, String> {
         }
         Cmd::Restart {
             target,
+            rolling,
+            max_unavailable,
             wait: w,
             client,
         } => {
             let (pod, container) = parse_target(&target)?;
+            if rolling && let Some(c) = &container {
+                return Err(format!(
+                    "--rolling restarts the replicas of a pod, not one container ({pod}/{c})"
+                ));
+            }
             wait = w.wait();
-            (
-                RequestCmd::Restart { pod, container },
-                client,
-                Output::Table,
-            )
+            let request = RequestCmd::Restart {
+                pod,
+                container,
+                rolling,
+                max_unavailable,
+            };
+            (request, client, Output::Table)
         }
         Cmd::Trigger { pod, client } => (RequestCmd::Trigger { pod }, client, Output::Table),
         Cmd::Reload { client } => (RequestCmd::Reload, client, Output::Table),
@@ -907,6 +924,64 @@ mod tests {
     }
 
     #[test]
+    fn a_rolling_restart_takes_a_pod_and_a_batch_size_within_range() {
+        let args = |a: &[&str]| parse(a.iter().map(std::ffi::OsString::from));
+        let Ok(Cli {
+            command: cmd @ Cmd::Restart { .. },
+        }) = args(&[
+            "vigil",
+            "restart",
+            "web",
+            "--rolling",
+            "--max-unavailable",
+            "2",
+        ])
+        else {
+            panic!("parsed");
+        };
+        let sent = client_command(cmd).unwrap();
+        assert_eq!(
+            sent.request,
+            RequestCmd::Restart {
+                pod: "web".into(),
+                container: None,
+                rolling: true,
+                max_unavailable: Some(2),
+            }
+        );
+        for bad in [
+            &["vigil", "restart", "web", "--max-unavailable", "2"][..],
+            &[
+                "vigil",
+                "restart",
+                "web",
+                "--rolling",
+                "--max-unavailable",
+                "0",
+            ],
+            &[
+                "vigil",
+                "restart",
+                "web",
+                "--rolling",
+                "--max-unavailable",
+                "1001",
+            ],
+        ] {
+            assert!(args(bad).is_err(), "{bad:?}");
+        }
+        let e = client_command(Cmd::Restart {
+            target: "web/app".into(),
+            rolling: true,
+            max_unavailable: None,
+            wait: WaitOpts::default(),
+            client: ClientOpts::default(),
+        })
+        .unwrap_err();
+        assert!(e.contains("not one container"), "{e}");
+    }
+
+    #[test]
     fn an_option_variable_set_but_empty_is_dropped_from_every_subcommand() {
         use clap::CommandFactory as _;
         let cmd = without_env(Cli::command(), &["VIGIL_CONFIG"]);
@@ -945,6 +1020,8 @@ mod tests {
     fn bad_target_is_a_usage_error() {
         let e = client_command(Cmd::Restart {
             target: "a/b/c".into(),
+            rolling: false,
+            max_unavailable: None,
             wait: WaitOpts::default(),
             client: ClientOpts::default(),
         })

@@ -95,8 +95,8 @@ fn check_reports_every_problem_located_on_stderr_and_exits_1() {
                 "{p}:3:1: pods.web.colour: unknown key \"colour\"; expected one of: \
                  restart_policy, termination_grace_period_seconds, backoff, max_restarts, \
                  depends_on, shutdown_on, active_deadline_seconds, schedule, history, \
-                 stable_identity, autostart, profiles, replicas, min_ready, init_containers, \
-                 containers"
+                 stable_identity, autostart, profiles, replicas, min_ready, update, \
+                 max_unavailable, progress_deadline_seconds, init_containers, containers"
             ),
             format!(
                 "{p}:8:36: pods.web.containers[0].liveness_probe.http_get.scheme: unsupported \

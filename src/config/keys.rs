@@ -230,6 +230,11 @@ tables! {
         profiles: StrArray,
         replicas: Int,
         min_ready: Int,
+        /// `"recreate"` | `"rolling"`: how a reload applies a changed definition to the
+        /// replicas.
+        update: Str,
+        max_unavailable: Int,
+        progress_deadline_seconds: Num,
         init_containers: Tables(RawContainer),
         containers: Tables(RawContainer),
     }

@@ -71,6 +71,13 @@ reasons! {
     ShutdownOn => true,
     /// A pod restarts or stops because it follows a dependency (behaviour.md §8.2).
     DependencyChanged => false,
+    /// A rollout of a pod with replicas began, replaced a batch, or completed (Normal;
+    /// behaviour.md §14.2).
+    RollingUpdate => false,
+    /// A rollout made no progress within `progress_deadline_seconds` and stopped.
+    ProgressDeadlineExceeded => true,
+    /// A rollout stopped because a replica failed on its new run.
+    ReplicaFailed => true,
     /// An `on_event` hook failed to deliver an event (its own machinery: never fed to hooks).
     EventHookFailed => true,
     /// A `notify = true` container said `READY=1` (behaviour.md §4.4).

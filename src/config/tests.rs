@@ -1686,6 +1686,9 @@ period_seconds = 2
 [pods.api]
 replicas = 2
 min_ready = 1
+update = "rolling"
+max_unavailable = 2
+progress_deadline_seconds = 90
 [[pods.api.containers]]
 name = "api"
 command = ["/usr/bin/api", "--port=900${replica}"]
@@ -2429,6 +2432,45 @@ fn replica_counts_out_of_range_are_refused_where_written() {
         "2:13: pods.web.min_ready: ",
         "min_ready applies to a pod with replicas; add `replicas = N`",
     );
+}
+
+#[test]
+fn rollout_keys_are_checked_where_written() {
+    let pod = |extra: &str| {
+        format!(
+            "[pods.web]\n{extra}\n[[pods.web.containers]]\nname = \"a\"\ncommand = [\"/bin/a\"]\n"
+        )
+    };
+    one(
+        &pod("replicas = 2\nupdate = \"RollingUpdate\""),
+        "3:10: pods.web.update: ",
+        "invalid update \"RollingUpdate\"; expected recreate or rolling",
+    );
+    one(
+        &pod("replicas = 2\nmax_unavailable = 0"),
+        "3:19: pods.web.max_unavailable: ",
+        "must be between 1 and 1000, got 0",
+    );
+    one(
+        &pod("replicas = 2\nprogress_deadline_seconds = 0"),
+        "3:29: pods.web.progress_deadline_seconds: ",
+        "must be > 0 seconds, got 0",
+    );
+    one(
+        &pod("update = \"rolling\""),
+        "2:10: pods.web.update: ",
+        "update applies to a pod with replicas; add `replicas = N`",
+    );
+}
+
+#[test]
+fn rollout_keys_reach_every_replica() {
+    let c = ok(KITCHEN_SINK);
+    let api = c.pods.iter().find(|p| p.name == "api-1").expect("api-1");
+    let r = api.replica.as_ref().expect("a replica");
+    assert_eq!(r.update, UpdateStrategy::Rolling);
+    assert_eq!(r.max_unavailable, 2);
+    assert_eq!(r.progress_deadline, Duration::from_secs(90));
 }
 
 #[test]

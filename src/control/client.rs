@@ -1308,6 +1308,8 @@ mod tests {
         let restart = RequestCmd::Restart {
             pod: p.clone(),
             container: sidecar.clone(),
+            rolling: false,
+            max_unavailable: None,
         };
         assert!(matches!(reached(&restart, pod, sent), Progress::Pending(_)));
         let restart_long_ago = SystemTime::UNIX_EPOCH;

@@ -523,6 +523,17 @@ mod tests {
                 RequestCmd::Restart {
                     pod: "web".into(),
                     container: None,
+                    rolling: false,
+                    max_unavailable: None,
+                },
+            ),
+            (
+                r#"{"cmd":"restart","pod":"web","rolling":true,"max_unavailable":2}"#,
+                RequestCmd::Restart {
+                    pod: "web".into(),
+                    container: None,
+                    rolling: true,
+                    max_unavailable: Some(2),
                 },
             ),
             (r#"{"cmd":"reload"}"#, RequestCmd::Reload),
@@ -1048,6 +1059,8 @@ mod tests {
                 RequestCmd::Restart {
                     pod: pod(),
                     container: Some("c".into()),
+                    rolling: false,
+                    max_unavailable: None,
                 },
                 Access::Admin,
             ),
@@ -1129,6 +1142,29 @@ mod tests {
             json!({"cmd": "scale", "pod": "web", "replicas": -1}),
             json!({"cmd": "scale", "pod": "web", "replicas": "3"}),
             json!({"cmd": "scale", "pod": "web", "replicas": 5_000_000_000u64}),
+        ] {
+            assert!(parse(bad.clone()).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_rolling_restart_takes_a_batch_size_and_refuses_a_bad_one() {
+        let parse = |v: Value| RequestCmd::from_fields(v.as_object().unwrap().clone());
+        assert_eq!(
+            parse(json!({"cmd": "restart", "pod": "web", "rolling": true, "max_unavailable": 2})),
+            Ok(RequestCmd::Restart {
+                pod: "web".into(),
+                container: None,
+                rolling: true,
+                max_unavailable: Some(2),
+            })
+        );
+        for bad in [
+            json!({"cmd": "restart", "pod": "web", "rolling": "yes"}),
+            json!({"cmd": "restart", "pod": "web", "rolling": true, "max_unavailable": 0}),
+            json!({"cmd": "restart", "pod": "web", "rolling": true, "max_unavailable": 1001}),
+            json!({"cmd": "restart", "pod": "web", "rolling": true, "max_unavailable": -1}),
+            json!({"cmd": "restart", "pod": "web", "rolling": true, "max_unavailable": "2"}),
         ] {
             assert!(parse(bad.clone()).is_err(), "{bad}");
         }

@@ -99,6 +99,31 @@ pub fn pod(pod: &PodStatus, observed: &Observed, clock: &WallClock, secrets: Sec
                 }),
             })
             .collect(),
+        rollout: pod.rollout.as_ref().map(rollout),
+    }
+}
+
+/// A replica's rollout.
+fn rollout(r: &crate::core::RolloutStatus) -> wire::Rollout {
+    use crate::core::RolloutState;
+    let (state, reason, message) = match &r.state {
+        RolloutState::Progressing => ("Progressing", None, None),
+        RolloutState::Complete => ("Complete", None, None),
+        RolloutState::Halted { reason, message } => (
+            "Halted",
+            Some(reason.as_str().to_string()),
+            Some(message.clone()),
+        ),
+    };
+    wire::Rollout {
+        pod: r.pod.clone(),
+        kind: r.kind.as_str().to_string(),
+        state: state.to_string(),
+        reason,
+        message,
+        replaced: r.replaced,
+        total: r.total,
+        waiting_for: r.waiting_for.clone(),
     }
 }
 
@@ -527,6 +552,7 @@ pub(crate) mod fixtures {
             created_at: ago(3600),
             schedule: None,
             runs: vec![],
+            rollout: None,
         }
     }
     pub fn sample_event(mono: Instant) -> Event {

@@ -236,7 +236,42 @@ pub fn status_table(reply: &wire::StatusReply, wide: bool, now: SystemTime) -> S
     // kubectl get: min width 6, padding 3.
     let mut out = tabwrite(&text, 6, 3);
     out.push_str(&schedules_table(reply, now));
+    out.push_str(&rollout_lines(reply));
     out
+}
+
+/// When some replica's pod with replicas had a rollout: one line for each such pod, after a
+/// blank line (`rolling restart of pod web: Progressing, 1/3 replaced, waiting for web-1`);
+/// else nothing.
+fn rollout_lines(reply: &wire::StatusReply) -> String {
+    let mut seen: Vec<&str> = Vec::new();
+    let mut text = String::new();
+    for r in reply.pods.iter().filter_map(|p| p.rollout.as_ref()) {
+        if seen.contains(&r.pod.as_str()) {
+            continue;
+        }
+        seen.push(&r.pod);
+        let _ = write!(
+            text,
+            "rolling {} of pod {}: {}, {}/{} replaced",
+            cell(&r.kind),
+            cell(&r.pod),
+            cell(&r.state),
+            r.replaced,
+            r.total
+        );
+        if let (Some(reason), Some(message)) = (&r.reason, &r.message) {
+            let _ = write!(text, " ({}: {})", cell(reason), cell(message));
+        } else if !r.waiting_for.is_empty() {
+            let waiting: Vec<String> = r.waiting_for.iter().map(|p| cell(p)).collect();
+            let _ = write!(text, ", waiting for {}", waiting.join(", "));
+        }
+        text.push('\n');
+    }
+    if text.is_empty() {
+        return text;
+    }
+    format!("\n{text}")
 }
 
 /// When some pod has a `schedule`: a second table, `kubectl get cronjobs`' columns with the
@@ -779,6 +814,7 @@ mod tests {
             created_at: at,
             schedule: None,
             runs: vec![],
+            rollout: None,
             conditions: vec![wire::Condition {
                 kind: ConditionType::Initialized,
                 status: initialized,
@@ -959,6 +995,7 @@ mod tests {
             created_at: ago(3600),
             schedule: None,
             runs: vec![],
+            rollout: None,
             conditions: [
                 (ConditionType::Initialized, initialized),
                 (ConditionType::Ready, ready),

@@ -305,6 +305,10 @@ pub struct Pod {
     /// The ended runs the pod keeps (`history`), oldest first; absent when none is kept.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub runs: Vec<Run>,
+    /// A replica's: the last rollout of its pod with replicas (docs/behaviour.md §14.2);
+    /// absent when it had none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<Rollout>,
 }
 
 /// One ended run of a pod in a status reply (`history`).
@@ -327,6 +331,26 @@ pub struct RunFailure {
     pub container: String,
     pub reason: TerminationReason,
     pub exit_code: i32,
+}
+
+/// `rollout` of a replica in a status reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rollout {
+    /// The pod with replicas (`web`).
+    pub pod: String,
+    /// `restart` (`restart --rolling`) or `update` (a reload with `update = "rolling"`).
+    pub kind: String,
+    /// `Progressing`, `Complete` or `Halted`.
+    pub state: String,
+    /// Why it halted (`ProgressDeadlineExceeded`, `ReplicaFailed`); null otherwise.
+    pub reason: Option<String>,
+    /// What the halt said; null otherwise.
+    pub message: Option<String>,
+    /// Replicas Ready on their new run, of `total`.
+    pub replaced: u32,
+    pub total: u32,
+    /// The batch under way: the replicas not Ready on their new run yet.
+    pub waiting_for: Vec<String>,
 }
 
 /// `schedule` of a pod in a status reply.
@@ -1138,6 +1162,8 @@ mod reference {
             RequestCmd::Restart {
                 pod: pod(),
                 container: container(),
+                rolling: true,
+                max_unavailable: Some(2),
             },
             RequestCmd::Reload,
             RequestCmd::Scale {
@@ -1174,6 +1200,11 @@ mod reference {
             "not with `ignore_dependencies`, which starts the whole pod",
         ),
         ("logs", "since_time", "not with `since_seconds`"),
+        (
+            "restart",
+            "container",
+            "not with `rolling`, which restarts the replicas of a pod",
+        ),
     ];
 
     /// Fields that go with another: a sample without the first is not a request the server

@@ -19,6 +19,8 @@ pub use health::{HealthState, PodHealth};
 mod pod;
 mod probes;
 pub mod recall;
+mod rollout;
+pub use rollout::{HaltReason, RolloutKind, RolloutState, RolloutStatus};
 mod schedule;
 pub mod status;
 mod supervisor;
@@ -183,6 +185,13 @@ pub enum Command {
     Restart {
         pod: String,
         container: Option<String>,
+    },
+    /// `restart POD --rolling`: every replica of the pod with replicas `pod` gets a new run,
+    /// `max_unavailable` at a time (else the pod's own `max_unavailable`), each batch after
+    /// the previous one is Ready (docs/behaviour.md §14.2).
+    RollingRestart {
+        pod: String,
+        max_unavailable: Option<u32>,
     },
     /// `trigger POD`: a new run of a pod at rest now, as a trigger of its schedule would start
     /// it (`kubectl create job --from=cronjob/…`); it does not count as a trigger.

@@ -236,6 +236,9 @@ pub struct PodStatus {
     /// The ended runs kept by `history` (`core::history`), oldest first.
     #[serde(default)]
     pub runs: Vec<crate::core::history::RunRecord>,
+    /// A replica's: the last rollout of its pod with replicas (docs/behaviour.md §14.2).
+    #[serde(default)]
+    pub rollout: Option<super::RolloutStatus>,
 }
 
 /// What status shows of a pod's `schedule` (docs/behaviour.md §6.6).

@@ -691,7 +691,12 @@ fn request(action: Action, target: &str) -> RequestCmd {
             ignore_dependencies: false,
         },
         Action::Stop => RequestCmd::Stop { pod, container },
-        Action::Restart => RequestCmd::Restart { pod, container },
+        Action::Restart => RequestCmd::Restart {
+            pod,
+            container,
+            rolling: false,
+            max_unavailable: None,
+        },
     }
 }
 

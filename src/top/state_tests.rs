@@ -212,7 +212,9 @@ fn an_action_asks_first_and_sends_only_after_y() {
         app.on_key(Key::Char('y'), 10),
         Effect::Request(RequestCmd::Restart {
             pod: "web".into(),
-            container: Some("app".into())
+            container: Some("app".into()),
+            rolling: false,
+            max_unavailable: None,
         })
     );
     assert!(app.confirm.is_none());

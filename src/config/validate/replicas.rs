@@ -1,4 +1,5 @@
-//! `replicas` and the key that goes with it (`min_ready`): ranges, the names the replicas will have, and the split of a
+//! `replicas` and the keys that go with it (`min_ready`, `update`, `max_unavailable`,
+//! `progress_deadline_seconds`): ranges, the names the replicas will have, and the split of a
 //! replicated pod into its set (the template) and its replicas (`config::replicas`).
 
 use std::collections::BTreeMap;
@@ -28,7 +29,15 @@ impl Checker<'_> {
     ) -> Option<u32> {
         let path = join("pods", name.get_ref());
         let Some(count) = &raw.replicas else {
-            let set_keys = [("min_ready", raw.min_ready.as_ref().map(span))];
+            let set_keys = [
+                ("min_ready", raw.min_ready.as_ref().map(span)),
+                ("update", raw.update.as_ref().map(span)),
+                ("max_unavailable", raw.max_unavailable.as_ref().map(span)),
+                (
+                    "progress_deadline_seconds",
+                    raw.progress_deadline_seconds.as_ref().map(span),
+                ),
+            ];
             for (key, at) in set_keys {
                 if let Some(at) = at {
                     self.err(
@@ -69,13 +78,39 @@ impl Checker<'_> {
             }
             Some(k)
         });
+        let update =
+            raw.update
+                .as_ref()
+                .map_or(UpdateStrategy::default(), |v| match v.get_ref().as_str() {
+                    "recreate" => UpdateStrategy::Recreate,
+                    "rolling" => UpdateStrategy::Rolling,
+                    other => {
+                        self.err(
+                            span(v),
+                            &join(&path, "update"),
+                            format!("invalid update {other:?}; expected recreate or rolling"),
+                        );
+                        UpdateStrategy::default()
+                    }
+                });
+        let max_unavailable = raw.max_unavailable.as_ref().map_or(1, |v| {
+            let field = join(&path, "max_unavailable");
+            let k = self.int(v, &field, 1, i64::from(MAX_REPLICAS));
+            k.and_then(|k| u32::try_from(k).ok()).unwrap_or(1)
+        });
+        let progress_deadline = self.opt_seconds(
+            &raw.progress_deadline_seconds,
+            &join(&path, "progress_deadline_seconds"),
+            true,
+            DEFAULT_PROGRESS_DEADLINE,
+        );
         spec.replica = Some(Replica {
             set: name.get_ref().clone(),
             index: 0,
             min_ready,
-            update: UpdateStrategy::default(),
-            max_unavailable: 1,
-            progress_deadline: DEFAULT_PROGRESS_DEADLINE,
+            update,
+            max_unavailable,
+            progress_deadline,
         });
         count.and_then(|n| u32::try_from(n).ok())
     }

@@ -236,10 +236,16 @@ pub const STOP: CommandDef = CommandDef {
 
 pub const RESTART: CommandDef = CommandDef {
     name: "restart",
-    help: "Restart a pod or container",
+    help: "Restart a pod or container; with --rolling, the replicas of a pod with replicas a \
+           batch at a time, each after the previous one is Ready",
     access: Access::Admin,
     waits: true,
-    args: &TARGET,
+    args: &[
+        TARGET[0],
+        TARGET[1],
+        opt("rolling", Flag),
+        opt("max_unavailable", Count),
+    ],
     render: Render::Message,
 };
 

@@ -158,6 +158,22 @@ pub enum RequestCmd {
             deserialize_with = "arg::container"
         )]
         container: Option<String>,
+        /// The replicas of the pod with replicas `pod`, a batch at a time, each after the
+        /// previous one is Ready (docs/behaviour.md §14.2); not with `container`.
+        #[serde(
+            default,
+            skip_serializing_if = "std::ops::Not::not",
+            deserialize_with = "arg::rolling"
+        )]
+        rolling: bool,
+        /// With `rolling`: replicas replaced at once (1 to 1000), over the pod's own
+        /// `max_unavailable`.
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "arg::max_unavailable"
+        )]
+        max_unavailable: Option<u32>,
     },
     Reload,
     /// `vigil scale POD N`: the pod with replicas runs `replicas` of them from now on (new
@@ -583,6 +599,24 @@ mod arg {
 
     pub fn binary<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
         opt_text(d, "binary")
+    }
+
+    pub fn rolling<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+        flag(d, "rolling")
+    }
+
+    /// `restart`'s batch size: 1 to 1000 (a pod's replicas at most).
+    pub fn max_unavailable<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+        match count(d, "max_unavailable")? {
+            None => Ok(None),
+            Some(n) if (1..=crate::config::spec::MAX_REPLICAS as usize).contains(&n) => {
+                Ok(u32::try_from(n).ok())
+            }
+            Some(n) => Err(D::Error::custom(format!(
+                "field \"max_unavailable\" must be between 1 and {}, got {n}",
+                crate::config::spec::MAX_REPLICAS
+            ))),
+        }
     }
 
     pub fn check<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {

@@ -72,6 +72,9 @@ pub enum Goal {
     Started,
     /// `restart`: as `Started`, with a run begun after the request.
     Restarted,
+    /// `restart --rolling`: the rollout of the pod with replicas `pod` has completed (it is
+    /// decided on the rollout's status, not a pod's: [`rollout_progress`]).
+    RolledOut,
 }
 
 /// The containers a wait is about, and what for.
@@ -89,7 +92,10 @@ impl Target {
         let (pod, container, goal) = match request {
             RequestCmd::Stop { pod, container } => (pod, container, Goal::Stopped),
             RequestCmd::Start { pod, container, .. } => (pod, container, Goal::Started),
-            RequestCmd::Restart { pod, container } => (pod, container, Goal::Restarted),
+            RequestCmd::Restart {
+                pod, rolling: true, ..
+            } => (pod, &None, Goal::RolledOut),
+            RequestCmd::Restart { pod, container, .. } => (pod, container, Goal::Restarted),
             _ => return None,
         };
         Some(Target {
@@ -191,4 +197,69 @@ pub fn progress(target: &Target, pod: &wire::Pod, sent: SystemTime) -> Progress 
         }
     }
     Progress::Reached
+}
+
+/// Where a `restart --rolling --wait` stands: the rollout of the pod with replicas `set` has
+/// completed, is still under way, or halted (or there is none: it was never begun).
+pub fn rollout_progress(set: &str, rollout: Option<&crate::core::RolloutStatus>) -> Progress {
+    use crate::core::RolloutState;
+    let Some(r) = rollout else {
+        return Progress::Failed(format!("pod {set} has no rollout"));
+    };
+    match &r.state {
+        RolloutState::Complete => Progress::Reached,
+        RolloutState::Halted { reason, message } => {
+            Progress::Failed(format!("{}: {message}", reason.as_str()))
+        }
+        RolloutState::Progressing => Progress::Pending(format!(
+            "for the rolling {} of pod {set} ({}/{} replaced; waiting for {} to be Ready on \
+             its new run)",
+            r.kind.as_str(),
+            r.replaced,
+            r.total,
+            if r.waiting_for.is_empty() {
+                "the next batch".to_string()
+            } else {
+                r.waiting_for.join(", ")
+            }
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::{HaltReason, RolloutKind, RolloutState, RolloutStatus};
+
+    #[test]
+    fn a_rolling_restart_wait_is_reached_on_completion_and_failed_on_a_halt() {
+        let status = |state| RolloutStatus {
+            pod: "web".into(),
+            kind: RolloutKind::Restart,
+            state,
+            replaced: 1,
+            total: 3,
+            waiting_for: vec!["web-1".into()],
+        };
+        let progressing = status(RolloutState::Progressing);
+        assert_eq!(
+            rollout_progress("web", Some(&progressing)),
+            Progress::Pending(
+                "for the rolling restart of pod web (1/3 replaced; waiting for web-1 to be \
+                 Ready on its new run)"
+                    .into()
+            )
+        );
+        let done = status(RolloutState::Complete);
+        assert_eq!(rollout_progress("web", Some(&done)), Progress::Reached);
+        let halted = status(RolloutState::Halted {
+            reason: HaltReason::ProgressDeadlineExceeded,
+            message: "no progress".into(),
+        });
+        assert_eq!(
+            rollout_progress("web", Some(&halted)),
+            Progress::Failed("ProgressDeadlineExceeded: no progress".into())
+        );
+        assert!(matches!(rollout_progress("web", None), Progress::Failed(_)));
+    }
 }

@@ -246,6 +246,7 @@ impl Pod {
             created_at: self.created_at,
             schedule: None,
             runs: self.history.runs().cloned().collect(),
+            rollout: None,
         }
     }
 }

@@ -6,6 +6,8 @@
 //! server does) nor wait for their effect (the client's `--wait`).
 
 use super::*;
+use crate::config::spec::UpdateStrategy;
+use crate::core::rollout::{RolloutKind, Todo};
 
 pub(super) fn not_found(message: String) -> CommandError {
     CommandError {
@@ -28,6 +30,10 @@ pub(super) fn shutting_down() -> CommandError {
     }
 }
 
+/// A set with `update = "rolling"` whose replicas a reload changed: its name, its
+/// `max_unavailable` and progress deadline, and the changed replicas with their index.
+type RollingSet = (String, (u32, Duration), Vec<(u32, Todo)>);
+
 impl Supervisor {
     /// Apply an operator command; `Ok(message)` is a short human summary.
     pub fn command(&mut self, now: Time, command: Command) -> Result<String, CommandError> {
@@ -43,6 +49,10 @@ impl Supervisor {
                 self.operate(now, Op::Restart, &pod, container, false)
             }
             Command::Trigger { pod } => self.trigger(now, &pod),
+            Command::RollingRestart {
+                pod,
+                max_unavailable,
+            } => self.rolling_restart(now, &pod, max_unavailable),
             Command::Shutdown { force } => Ok(self.begin_shutdown(now, force)),
             Command::Reload(config) => self.reload(now, *config),
         };
@@ -313,6 +323,9 @@ impl Supervisor {
             .collect();
         let (mut changed, mut added, mut removed, mut unchanged) = (0, 0, 0, 0);
         let mut list = Vec::new();
+        // The sets with `update = "rolling"` whose replicas changed: their `max_unavailable`
+        // and the replicas, by index.
+        let mut rolling: Vec<RollingSet> = Vec::new();
         for spec in config.pods {
             let found = old
                 .iter()
@@ -341,6 +354,31 @@ impl Supervisor {
                                 pod.spec = spec;
                             }
                         }
+                    } else if pod.next == Next::Keep
+                        && !pod.unstarted()
+                        && let Some(r) =
+                            (spec.replica.as_ref()).filter(|r| r.update == UpdateStrategy::Rolling)
+                    {
+                        // `update = "rolling"`: replaced by a rollout, a batch at a time.
+                        changed += 1;
+                        let at = match rolling.iter().position(|(s, _, _)| *s == r.set) {
+                            Some(at) => at,
+                            None => {
+                                rolling.push((
+                                    r.set.clone(),
+                                    (r.max_unavailable, r.progress_deadline),
+                                    Vec::new(),
+                                ));
+                                rolling.len() - 1
+                            }
+                        };
+                        rolling[at].2.push((
+                            r.index,
+                            Todo {
+                                pod: spec.name.clone(),
+                                spec: Some(Box::new(spec)),
+                            },
+                        ));
                     } else {
                         if pod.next == Next::Remove {
                             added += 1;
@@ -372,8 +410,18 @@ impl Supervisor {
         }
         self.pods = list;
         self.reindex();
+        let mut rolls = String::new();
+        for (set, (max_unavailable, deadline), mut todo) in rolling {
+            // Highest index first (`core::rollout`).
+            todo.sort_by_key(|(i, _)| std::cmp::Reverse(*i));
+            let todo = todo.into_iter().map(|(_, t)| t).collect();
+            let kind = RolloutKind::Update;
+            self.begin_rollout(now, &set, kind, max_unavailable, deadline, todo);
+            rolls.push_str(&format!("; rolling update of pod {set}"));
+        }
         Ok(format!(
-            "reloaded: {changed} changed, {added} added, {removed} removed, {unchanged} unchanged"
+            "reloaded: {changed} changed, {added} added, {removed} removed, {unchanged} \
+             unchanged{rolls}"
         ))
     }
 

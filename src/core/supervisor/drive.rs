@@ -105,6 +105,10 @@ impl Supervisor {
         if self.schedule_wake.is_some_and(|t| t <= now) {
             all = true;
         }
+        // A rollout's progress deadline: `refresh_touched` halts it.
+        if self.next_rollout_deadline().is_some_and(|t| t <= now) {
+            all = true;
+        }
         // Pods whose `active_deadline_seconds` ran out (a shutdown stops them anyway).
         let expired: Vec<usize> = match self.shutdown {
             Some(_) => Vec::new(),
@@ -163,6 +167,7 @@ impl Supervisor {
             .chain(shutdown)
             .chain(self.next_pod_deadline())
             .chain(self.schedule_wake)
+            .chain(self.next_rollout_deadline())
             .min()
     }
 

@@ -20,6 +20,7 @@ mod follow;
 mod index;
 mod query;
 mod refresh;
+mod rollouts;
 mod schedules;
 
 use refresh::waiting_for;
@@ -128,6 +129,9 @@ pub struct Supervisor {
     adopted_runs: u64,
     #[serde(default)]
     output_lost_runs: u64,
+    /// The last rollout of each pod with replicas that had one (`core::rollout`).
+    #[serde(default)]
+    rollouts: Vec<super::rollout::Rollout>,
 }
 
 /// Where a container key lives.
@@ -192,6 +196,7 @@ impl Supervisor {
             phase_spread: PhaseSpread::default(),
             adopted_runs: 0,
             output_lost_runs: 0,
+            rollouts: Vec::new(),
         };
         for spec in &config.pods {
             let pod = Pod::new(spec.clone(), now, &mut sup.next_key);

@@ -23,37 +23,7 @@ impl Supervisor {
     /// vigil's CPU and delayed the next probe starts.
     pub(super) fn refresh_touched(&mut self, now: Time, touched: Option<&[usize]>) {
         let mut all = touched.is_none();
-        let mut reshaped = false;
-        // Reload: pods that finished stopping are replaced or forgotten.
-        let mut i = 0;
-        while i < self.pods.len() {
-            let pod = &self.pods[i];
-            if pod.next == Next::Keep || pod.any_active() {
-                i += 1;
-                continue;
-            }
-            all = true; // indices move
-            reshaped = true;
-            for key in pod.keys() {
-                self.actions.push_back(Action::Forget { key });
-            }
-            match std::mem::replace(&mut self.pods[i].next, Next::Keep) {
-                Next::Replace(spec) => {
-                    // The runs kept go on with the new definition, within its limits.
-                    let mut history = std::mem::take(&mut self.pods[i].history);
-                    history.trim(spec.history);
-                    self.pods[i] = Pod::new(*spec, now, &mut self.next_key);
-                    self.pods[i].history = history;
-                    i += 1;
-                }
-                _ => {
-                    self.pods.remove(i);
-                }
-            }
-        }
-        if reshaped {
-            self.reindex();
-        }
+        all |= self.replace_stopped(now);
 
         // A run that has ended is recorded before anything below starts the next one.
         match touched {
@@ -72,16 +42,7 @@ impl Supervisor {
         if self.drive_schedules(now) {
             all = true;
         }
-
-        // A whole-pod restart starts over once nothing of the pod runs.
-        if self.shutdown.is_none() {
-            for pod in &mut self.pods {
-                if pod.restart_pending && pod.next == Next::Keep && !pod.any_active() {
-                    pod.reset_for_restart();
-                    all = true;
-                }
-            }
-        }
+        all |= self.restart_at_rest();
 
         // Conditions feed the `ready` dependency: bring them up to date first.
         if all {
@@ -93,6 +54,16 @@ impl Supervisor {
                 if let Some(pod) = self.pods.get_mut(p) {
                     pod.update_conditions(now);
                 }
+            }
+        }
+        // Rollouts, on the conditions just brought up to date: a replica they restart or
+        // replace at rest starts over in this same call.
+        if self.drive_rollouts(now) {
+            self.replace_stopped(now);
+            self.restart_at_rest();
+            all = true;
+            for pod in &mut self.pods {
+                pod.update_conditions(now);
             }
         }
         let moved = if self.shutdown.is_none() {
@@ -117,6 +88,55 @@ impl Supervisor {
             }
             self.reschedule(touched);
         }
+    }
+
+    /// Pods a reload (or a rollout) replaces or removes that have finished stopping: replaced
+    /// by their new definition, or forgotten. Returns whether the list changed shape.
+    fn replace_stopped(&mut self, now: Time) -> bool {
+        let mut reshaped = false;
+        let mut i = 0;
+        while i < self.pods.len() {
+            let pod = &self.pods[i];
+            if pod.next == Next::Keep || pod.any_active() {
+                i += 1;
+                continue;
+            }
+            reshaped = true;
+            for key in pod.keys() {
+                self.actions.push_back(Action::Forget { key });
+            }
+            match std::mem::replace(&mut self.pods[i].next, Next::Keep) {
+                Next::Replace(spec) => {
+                    // The runs kept go on with the new definition, within its limits.
+                    let mut history = std::mem::take(&mut self.pods[i].history);
+                    history.trim(spec.history);
+                    self.pods[i] = Pod::new(*spec, now, &mut self.next_key);
+                    self.pods[i].history = history;
+                    i += 1;
+                }
+                _ => {
+                    self.pods.remove(i);
+                }
+            }
+        }
+        if reshaped {
+            self.reindex();
+        }
+        reshaped
+    }
+
+    /// A whole-pod restart starts over once nothing of the pod runs. Returns whether one did.
+    fn restart_at_rest(&mut self) -> bool {
+        let mut any = false;
+        if self.shutdown.is_none() {
+            for pod in &mut self.pods {
+                if pod.restart_pending && pod.next == Next::Keep && !pod.any_active() {
+                    pod.reset_for_restart();
+                    any = true;
+                }
+            }
+        }
+        any
     }
 
     /// What `pod` still waits for (`pod db to be ready`), in its `depends_on` order, and, for

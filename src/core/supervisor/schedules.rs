@@ -86,6 +86,7 @@ impl Supervisor {
     pub(super) fn status_of(&self, pod: &Pod) -> PodStatus {
         let mut status = pod.status();
         status.schedule = schedule::status(pod, &self.wall);
+        status.rollout = (pod.spec.replica.as_ref()).and_then(|r| self.rollout(&r.set));
         status
     }
 }

@@ -21,6 +21,7 @@ mod reasons;
 mod recall;
 mod reload;
 mod replicas;
+mod rollouts;
 mod schedules;
 mod selection;
 mod shutdown;

@@ -1101,9 +1101,32 @@ impl Control {
                     return Answer::Sent;
                 }
             },
+            RequestCmd::Restart {
+                pod,
+                container: Some(container),
+                rolling: true,
+                ..
+            } => Err((
+                ErrorKind::BadArgument,
+                format!(
+                    "rolling restarts the replicas of a pod, not one container ({pod}/{container})"
+                ),
+            )),
+            RequestCmd::Restart {
+                rolling: false,
+                max_unavailable: Some(_),
+                ..
+            } => Err((
+                ErrorKind::BadArgument,
+                "max_unavailable goes with rolling".to_string(),
+            )),
             RequestCmd::Start { pod, .. }
             | RequestCmd::Stop { pod, .. }
-            | RequestCmd::Restart { pod, .. }
+            | RequestCmd::Restart {
+                pod,
+                rolling: false,
+                ..
+            }
             | RequestCmd::Trigger { pod }
                 if view.core.pod(&pod).is_none() =>
             {
@@ -1137,8 +1160,23 @@ impl Control {
             RequestCmd::Stop { pod, container } => {
                 return Answer::Change(Mutation::Command(Command::Stop { pod, container }));
             }
-            RequestCmd::Restart { pod, container } => {
+            RequestCmd::Restart {
+                pod,
+                container,
+                rolling: false,
+                ..
+            } => {
                 return Answer::Change(Mutation::Command(Command::Restart { pod, container }));
+            }
+            RequestCmd::Restart {
+                pod,
+                max_unavailable,
+                ..
+            } => {
+                return Answer::Change(Mutation::Command(Command::RollingRestart {
+                    pod,
+                    max_unavailable,
+                }));
             }
             RequestCmd::Trigger { pod } => {
                 return Answer::Change(Mutation::Command(Command::Trigger { pod }));
@@ -1298,7 +1336,19 @@ fn journal_request(peer: &PeerCred, cmd: &RequestCmd) {
     let (what, target) = match cmd {
         RequestCmd::Start { pod, container, .. } => ("start", Some((pod, container))),
         RequestCmd::Stop { pod, container } => ("stop", Some((pod, container))),
-        RequestCmd::Restart { pod, container } => ("restart", Some((pod, container))),
+        RequestCmd::Restart {
+            pod,
+            container,
+            rolling,
+            ..
+        } => (
+            if *rolling {
+                "rolling restart"
+            } else {
+                "restart"
+            },
+            Some((pod, container)),
+        ),
         RequestCmd::Trigger { pod } => ("trigger", Some((pod, &None))),
         RequestCmd::Shutdown => ("shutdown", None),
         RequestCmd::Reload => ("reload", None),

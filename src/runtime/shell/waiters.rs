@@ -22,7 +22,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::control::render;
 use crate::control::server::ConnId;
 use crate::control::time::WallClock;
-use crate::control::wire::wait::{Progress, Target, WaitFor, progress};
+use crate::control::wire::wait::{Goal, Progress, Target, WaitFor, progress, rollout_progress};
 use crate::control::wire::{WaitOutcome, WaitReply};
 use crate::core::{PodHealth, Supervisor};
 use crate::format;
@@ -289,6 +289,10 @@ fn command_outcome(
     core: &Supervisor,
     clock: &WallClock,
 ) -> Option<WaitOutcome> {
+    if target.goal == Goal::RolledOut {
+        let progress = rollout_progress(&target.pod, core.rollout(&target.pod).as_ref());
+        return outcome(progress, w, now);
+    }
     let Some(status) = core.pod(&target.pod) else {
         return Some(WaitOutcome::Failed {
             why: format!("pod {:?} is gone", target.pod),
@@ -301,7 +305,12 @@ fn command_outcome(
         clock,
         render::Secrets::Redacted,
     );
-    match progress(target, &pod, since) {
+    outcome(progress(target, &pod, since), w, now)
+}
+
+/// The wait's outcome for `progress` at `now`, or `None` while it still waits.
+fn outcome(progress: Progress, w: &Waiter, now: Instant) -> Option<WaitOutcome> {
+    match progress {
         Progress::Reached => Some(WaitOutcome::Reached),
         Progress::Failed(why) => Some(WaitOutcome::Failed { why }),
         Progress::Pending(why) if now >= w.deadline => Some(WaitOutcome::TimedOut {
