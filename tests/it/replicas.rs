@@ -119,3 +119,89 @@ command = ["sleep", "600"]
         "{out:?}"
     );
 }
+
+/// `vigil restart web --rolling --wait` against a real supervisor (docs/behaviour.md §14.2):
+/// the replicas are replaced one at a time, highest index first, each only after the one before
+/// is Ready on its new run — so, sampled throughout, never more than one replica is not Ready —
+/// and `--wait` returns once every replica runs anew, with the rollout's status line `Complete`.
+#[test]
+fn a_rolling_restart_replaces_one_ready_replica_at_a_time_and_wait_returns_when_done() {
+    let pods = r#"
+[pods.web]
+replicas = 3
+[[pods.web.containers]]
+name = "app"
+command = ["sleep", "600"]
+[pods.web.containers.readiness_probe]
+exec = { command = ["true"] }
+initial_delay_seconds = 1
+period_seconds = 1
+"#;
+    let v = Vigil::start(pods);
+    let ready = |v: &Vigil, i: usize| {
+        let pod = v.pod(&format!("web-{i}"));
+        (pod["conditions"].as_array().into_iter().flatten())
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+    };
+    v.wait_for(patient(T), "every replica Ready", |v| {
+        (0..3).all(|i| ready(v, i))
+    });
+    let before: Vec<u64> = (0..3).map(|i| pid(&v, &format!("web-{i}"))).collect();
+    // Sample the replicas from another thread while the CLI waits for the rollout.
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let samples = std::thread::scope(|s| {
+        let watcher = s.spawn(|| {
+            let mut samples: Vec<(usize, Vec<u64>)> = Vec::new();
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                let not_ready = (0..3).filter(|&i| !ready(&v, i)).count();
+                let pids = (0..3).map(|i| pid(&v, &format!("web-{i}"))).collect();
+                samples.push((not_ready, pids));
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            samples
+        });
+        let out = v.cli(&["restart", "web", "--rolling", "--wait", "--timeout", "120s"]);
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{stdout}{}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            v.log()
+        );
+        assert!(stdout.contains("rolling restart of pod web"), "{stdout}");
+        watcher.join().expect("watcher")
+    });
+    let after: Vec<u64> = (0..3).map(|i| pid(&v, &format!("web-{i}"))).collect();
+    for i in 0..3 {
+        assert_ne!(
+            after[i], before[i],
+            "web-{i} runs anew: {before:?} -> {after:?}"
+        );
+    }
+    assert!(samples.len() > 10, "sampled the rollout: {}", samples.len());
+    let worst = samples.iter().map(|s| s.0).max().unwrap_or(0);
+    assert!(
+        worst <= 1,
+        "at most one replica not Ready at a time: {samples:?}"
+    );
+    // The order: the sample where each replica's pid first changed.
+    let first_new = |i: usize| {
+        samples
+            .iter()
+            .position(|(_, pids)| pids[i] != before[i])
+            .unwrap_or(usize::MAX)
+    };
+    assert!(
+        first_new(2) <= first_new(1) && first_new(1) <= first_new(0),
+        "highest index first: web-2 at {}, web-1 at {}, web-0 at {}",
+        first_new(2),
+        first_new(1),
+        first_new(0)
+    );
+    let status = String::from_utf8_lossy(&v.cli(&["status"]).stdout).into_owned();
+    assert!(
+        status.contains("rolling restart of pod web: Complete"),
+        "{status}"
+    );
+}
