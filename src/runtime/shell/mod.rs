@@ -348,6 +348,11 @@ impl Shell {
             let _ = self.reload_from("pod_dir", now);
         }
         self.settle_startup(now);
+        // Requests still being worked off (a crowd that pipelined them and left: no new event
+        // comes) are activity too, so the trim comes after what they held is freed.
+        if self.control.has_backlog() {
+            self.idle_trim.activity(now);
+        }
         // During start-up the start-up trim comes later anyway.
         if self.idle_trim.take_due(now) && !self.starting {
             self.control.release_memory();
