@@ -365,7 +365,7 @@ impl FdStore {
 }
 
 /// An unbound, non-blocking datagram socket and the address of `NOTIFY_SOCKET`.
-fn open(path: &std::ffi::OsStr) -> nix::Result<(OwnedFd, UnixAddr)> {
+pub(crate) fn open(path: &std::ffi::OsStr) -> nix::Result<(OwnedFd, UnixAddr)> {
     use std::os::unix::ffi::OsStrExt;
     let bytes = path.as_bytes();
     let addr = match bytes.strip_prefix(b"@") {
@@ -381,7 +381,7 @@ fn open(path: &std::ffi::OsStr) -> nix::Result<(OwnedFd, UnixAddr)> {
     Ok((sock, addr))
 }
 
-fn send(
+pub(crate) fn send(
     sock: &OwnedFd,
     addr: &UnixAddr,
     msg: &str,

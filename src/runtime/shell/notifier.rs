@@ -9,9 +9,17 @@
 //! `WATCHDOG_USEC`). Without `NOTIFY_SOCKET` every call is a no-op.
 //!
 //! Must not: block, fail vigil (a lost notification is ignored), or schedule a wake-up while
-//! nothing changed.
+//! nothing changed. Every message is sent without waiting (`MSG_DONTWAIT`): a service manager
+//! that does not read (a datagram queue holds `net.unix.max_dgram_qlen` messages, 10 by
+//! default, and vigil's fd-store messages share it) must not stop the loop; a message the full
+//! queue refused is kept (up to [`MAX_PENDING`], in order) and sent again at the next turn, at
+//! most every [`RETRY_EVERY`].
 
+use std::collections::VecDeque;
+use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
+
+use nix::sys::socket::UnixAddr;
 
 use sd_notify::NotifyState;
 
@@ -19,6 +27,12 @@ use crate::core::{ContainerState, Phase, PodStatus, WaitingReason};
 
 /// The least time between two computations of the STATUS line.
 const STATUS_EVERY: Duration = Duration::from_secs(1);
+
+/// The most messages kept while the service manager's queue is full (the oldest go first).
+const MAX_PENDING: usize = 16;
+
+/// How soon a message the full queue refused is tried again.
+const RETRY_EVERY: Duration = Duration::from_millis(50);
 
 pub struct Notifier {
     /// `NOTIFY_SOCKET` was set at start.
@@ -33,11 +47,24 @@ pub struct Notifier {
     /// READY=1 was sent: STATUS lines follow it, never precede it (the first line a service
     /// manager shows is the state after start-up, as it was before STATUS became event-driven).
     ready: bool,
+    /// An unbound non-blocking datagram socket and `NOTIFY_SOCKET`'s address.
+    socket: Option<(OwnedFd, UnixAddr)>,
+    /// Messages the full queue refused, oldest first, and when to try again.
+    pending: VecDeque<String>,
+    retry_at: Option<Instant>,
 }
 
 impl Notifier {
     pub fn new(now: Instant) -> Notifier {
+        let socket = std::env::var_os("NOTIFY_SOCKET").and_then(|path| {
+            crate::runtime::fdstore::open(&path)
+                .map_err(|e| log::warn!("NOTIFY_SOCKET {}: {e}", path.to_string_lossy()))
+                .ok()
+        });
         Notifier {
+            socket,
+            pending: VecDeque::new(),
+            retry_at: None,
             enabled: std::env::var_os("NOTIFY_SOCKET").is_some(),
             watchdog: sd_notify::watchdog_enabled(),
             next_watchdog: None,
@@ -50,7 +77,7 @@ impl Notifier {
 
     /// Start-up is done: READY, and the watchdog starts.
     pub fn ready(&mut self, now: Instant) {
-        let _ = sd_notify::notify(&[NotifyState::Ready]);
+        self.send(&[NotifyState::Ready]);
         self.ready = true;
         self.dirty = true;
         if let Some(w) = self.watchdog {
@@ -58,13 +85,13 @@ impl Notifier {
         }
     }
 
-    pub fn stopping(&self) {
-        let _ = sd_notify::notify(&[NotifyState::Stopping]);
+    pub fn stopping(&mut self) {
+        self.send(&[NotifyState::Stopping]);
     }
 
     /// RELOADING with the monotonic timestamp systemd wants with it.
-    pub fn reloading(&self) {
-        let _ = sd_notify::notify(&[
+    pub fn reloading(&mut self) {
+        self.send(&[
             NotifyState::Reloading,
             NotifyState::monotonic_usec_now().unwrap_or(NotifyState::Custom("")),
         ]);
@@ -73,15 +100,61 @@ impl Notifier {
     /// A reload is over (whether it changed anything or not).
     pub fn reloaded(&mut self) {
         self.dirty = true;
-        let _ = sd_notify::notify(&[NotifyState::Ready]);
+        self.send(&[NotifyState::Ready]);
     }
 
-    /// Pings the watchdog when due.
+    /// Sends `states` as one message, after any held back, without waiting.
+    fn send(&mut self, states: &[NotifyState<'_>]) {
+        if self.socket.is_none() {
+            return;
+        }
+        let msg = (states.iter())
+            .map(ToString::to_string)
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join("\n");
+        if self.pending.len() == MAX_PENDING {
+            let lost = self.pending.pop_front();
+            log::warn!("sd_notify: the service manager reads nothing; dropped {lost:?}");
+        }
+        self.pending.push_back(msg);
+        self.flush(None);
+    }
+
+    /// Sends what is held back, in order, until the queue refuses one (then again at the next
+    /// turn at or after `RETRY_EVERY`, when `now` is known).
+    fn flush(&mut self, now: Option<Instant>) {
+        let Some((sock, addr)) = &self.socket else {
+            self.pending.clear();
+            return;
+        };
+        while let Some(msg) = self.pending.front() {
+            match crate::runtime::fdstore::send(sock, addr, msg, &[]) {
+                Ok(()) => {
+                    self.pending.pop_front();
+                }
+                Err(nix::errno::Errno::EAGAIN) => {
+                    self.retry_at = Some(now.map_or_else(Instant::now, |n| n) + RETRY_EVERY);
+                    return;
+                }
+                Err(e) => {
+                    log::debug!("sd_notify {msg:?} not sent: {e}");
+                    self.pending.pop_front();
+                }
+            }
+        }
+        self.retry_at = None;
+    }
+
+    /// Pings the watchdog when due, and sends again what the full queue refused.
     pub fn tick_watchdog(&mut self, now: Instant) {
+        if self.retry_at.is_some_and(|at| now >= at) {
+            self.flush(Some(now));
+        }
         if let Some(at) = self.next_watchdog
             && now >= at
         {
-            let _ = sd_notify::notify(&[NotifyState::Watchdog]);
+            self.send(&[NotifyState::Watchdog]);
             self.next_watchdog = self.watchdog.map(|w| now + w / 2);
         }
     }
@@ -105,7 +178,7 @@ impl Notifier {
         self.next_status = now + STATUS_EVERY;
         let line = status_line(&pods());
         if line != self.last_status {
-            let _ = sd_notify::notify(&[NotifyState::Status(&line)]);
+            self.send(&[NotifyState::Status(&line)]);
             self.last_status = line;
         }
     }
@@ -114,10 +187,10 @@ impl Notifier {
     /// back by the once-a-second limit.
     pub fn deadline(&self) -> Option<Instant> {
         let status = (self.enabled && self.ready && self.dirty).then_some(self.next_status);
-        match (self.next_watchdog, status) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [self.next_watchdog, status, self.retry_at]
+            .into_iter()
+            .flatten()
+            .min()
     }
 }
 
