@@ -134,7 +134,7 @@ impl Notifier {
                     self.pending.pop_front();
                 }
                 Err(nix::errno::Errno::EAGAIN) => {
-                    self.retry_at = Some(now.map_or_else(Instant::now, |n| n) + RETRY_EVERY);
+                    self.retry_at = Some(now.unwrap_or_else(Instant::now) + RETRY_EVERY);
                     return;
                 }
                 Err(e) => {
