@@ -591,10 +591,6 @@ pub struct ContainerSpec {
     /// (`READY=1` makes it ready, `STATUS=`, `STOPPING=1`; docs/behaviour.md §4.4).
     #[serde(default)]
     pub notify: bool,
-    /// `watchdog_seconds` (with `notify = true`): systemd's `WatchdogSec=`: a run that sent no
-    /// `WATCHDOG=1` within this long is killed (`WatchdogTimeout`; docs/behaviour.md §4.4).
-    #[serde(default)]
-    pub watchdog: Option<Duration>,
 }
 
 impl ContainerSpec {
@@ -633,7 +629,6 @@ impl ContainerSpec {
             success_exit_codes: Vec::new(),
             ports: Vec::new(),
             notify: false,
-            watchdog: None,
         }
     }
 }

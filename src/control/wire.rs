@@ -194,7 +194,6 @@ wire_names!(TerminationReason {
     FailedPostStartHook => "FailedPostStartHook",
     ContainerStatusUnknown => "ContainerStatusUnknown",
     DeadlineExceeded => "DeadlineExceeded",
-    WatchdogTimeout => "WatchdogTimeout",
 });
 wire_names!(HealthState {
     Ready => "Ready",

@@ -106,10 +106,6 @@ pub struct Notification {
     pub stopping: bool,
     /// `STATUS=…`: a free-form status line, shown as it is (escaped on display).
     pub status: Option<String>,
-    /// `WATCHDOG=1`: the keep-alive of `watchdog_seconds` (sd_watchdog_enabled(3)).
-    pub watchdog: bool,
-    /// `WATCHDOG=trigger`: the service asks to be treated as if its watchdog ran out.
-    pub watchdog_trigger: bool,
 }
 
 /// Something that happened outside the core.

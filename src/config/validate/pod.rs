@@ -626,23 +626,10 @@ impl Checker<'_> {
             Some(v) => *v.get_ref(),
             None => false,
         };
-        let watchdog = match &raw.watchdog_seconds {
-            Some(v) if !notify => {
-                self.err(
-                    span(v),
-                    &join(path, "watchdog_seconds"),
-                    "watchdog_seconds needs notify = true: the WATCHDOG=1 keep-alives come over the container's NOTIFY_SOCKET",
-                );
-                None
-            }
-            Some(v) => self.seconds(v, &join(path, "watchdog_seconds"), true),
-            None => None,
-        };
         ContainerSpec {
             ports,
             success_exit_codes,
             notify,
-            watchdog,
             name,
             command,
             image,

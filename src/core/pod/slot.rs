@@ -36,7 +36,6 @@ impl Slot {
             hook: None,
             output_lost: false,
             notify: NotifyStatus::default(),
-            watchdog_at: None,
         }
     }
 

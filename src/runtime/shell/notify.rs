@@ -418,6 +418,11 @@ fn receive(s: &mut NotifySocket) -> Received {
         }
     };
     let mut pid = None;
+    // Descriptors sent with the message, closed when this function returns — after the sender
+    // was judged: a `BARRIER=1` sender (`systemd-notify` by default) waits for exactly that
+    // close and then exits, and a sender gone before it is judged cannot be told apart from a
+    // stranger (its /proc entry is gone).
+    let mut _held: Vec<OwnedFd> = Vec::new();
     if let Ok(cmsgs) = msg.cmsgs() {
         for c in cmsgs {
             match c {
@@ -426,9 +431,9 @@ fn receive(s: &mut NotifySocket) -> Received {
                     for fd in fds {
                         #[allow(unsafe_code)]
                         // SAFETY: the kernel installed `fd` in vigil's table for this message
-                        // (SCM_RIGHTS, close-on-exec); nothing else owns it, and it is closed
-                        // here at once (a `BARRIER=1` sender waits for exactly that).
-                        drop(unsafe { OwnedFd::from_raw_fd(fd) });
+                        // (SCM_RIGHTS, close-on-exec); nothing else owns it; it is closed when
+                        // `_held` drops at the end of this call.
+                        _held.push(unsafe { OwnedFd::from_raw_fd(fd) });
                     }
                 }
                 _ => {}
@@ -505,8 +510,6 @@ fn parse(data: &[u8]) -> Parsed {
             b"READY" => p.notification.ready |= v == b"1",
             b"STOPPING" => p.notification.stopping |= v == b"1",
             b"STATUS" => p.notification.status = Some(String::from_utf8_lossy(v).into_owned()),
-            b"WATCHDOG" if v == b"1" => p.notification.watchdog = true,
-            b"WATCHDOG" if v == b"trigger" => p.notification.watchdog_trigger = true,
             b"MAINPID" => p.main_pid = true,
             _ => {}
         }
@@ -525,15 +528,10 @@ mod tests {
         assert!(!p.notification.stopping);
         assert_eq!(p.notification.status.as_deref(), Some("serving 3 clients"));
         assert!(!p.main_pid);
-        let p = parse(b"READY=2\nSTOPPING=1\nMAINPID=1\nSTATUS=\xff\x1b[2J\nWATCHDOG=0");
+        let p = parse(b"READY=2\nSTOPPING=1\nMAINPID=1\nSTATUS=\xff\x1b[2J");
         assert!(!p.notification.ready, "only READY=1 counts");
-        assert!(!p.notification.watchdog && !p.notification.watchdog_trigger);
         assert!(p.notification.stopping && p.main_pid);
         assert_eq!(p.notification.status.as_deref(), Some("\u{fffd}\u{1b}[2J"));
-        let p = parse(b"WATCHDOG=1");
-        assert!(p.notification.watchdog && !p.notification.watchdog_trigger);
-        let p = parse(b"WATCHDOG=trigger");
-        assert!(!p.notification.watchdog && p.notification.watchdog_trigger);
     }
 
     #[test]

@@ -893,13 +893,6 @@ fn start_main(
         prepared = prepared
             .with_env("NOTIFY_SOCKET", value)
             .map_err(|e| e.to_string())?;
-        // sd_watchdog_enabled(3): the period in microseconds, and the pid it is meant for.
-        if let Some(period) = container.watchdog {
-            prepared = prepared
-                .with_env("WATCHDOG_USEC", &period.as_micros().max(1).to_string())
-                .and_then(|p| p.with_own_pid_as_watchdog_pid())
-                .map_err(|e| e.to_string())?;
-        }
     }
     let ((out_r, out_w), (err_r, err_w)) = process::pipe_nonblocking()
         .and_then(|out| process::pipe_nonblocking().map(|err| (out, err)))
