@@ -1679,7 +1679,10 @@ def quick(ctx, args):
     idle = w_idle(ctx, vigil, 100, 2.0, 1.0)
     rst = w_restart(ctx, vigil, 1, 300, 30) if ctx.stamp else None
     st = w_status100(ctx, vigil, 100, 300, 0, 0)
-    got = {"idle_rss_kib_100": idle and idle["rss_kib"], "startup_s_100": idle and idle["startup_s"],
+    # The idle figure is budgeted by PSS in the debug build: vigil's output holder (a second
+    # process, issue 36) maps the same debug binary, whose touched file pages RSS counts twice.
+    got = {"idle_rss_kib_100": idle and idle["rss_kib"], "idle_pss_kib_100": idle and idle["pss_kib"],
+           "startup_s_100": idle and idle["startup_s"],
            "restart_p50_ms": rst and rst["p50_ms"], "restart_p99_ms": rst and rst["p99_ms"],
            "status_100_p50_ms": st and st["p50_ms"]}
     print("quick: " + json.dumps(got))
