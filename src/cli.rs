@@ -528,7 +528,7 @@ pub fn main() -> i32 {
                 json: output == ConfigFormat::Json,
                 origin,
             };
-            match crate::config::show(&crate::config::resolve_paths(config), opts) {
+            match crate::convert::pod_dir::show(&crate::config::resolve_paths(config), opts) {
                 Ok(text) => {
                     print!("{text}");
                     0

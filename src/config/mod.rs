@@ -57,7 +57,7 @@ pub use error::{ConfigError, ConfigErrors};
 pub use locate::{locate_field, locate_in_source};
 /// `parent.key` with TOML quoting, as config paths are written in messages.
 pub(crate) use schema::join as schema_join;
-pub use show::{ShowOptions, show};
+pub use show::{Relocate, ShowOptions, show, show_sources};
 
 use std::path::{Path, PathBuf};
 

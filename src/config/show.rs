@@ -3,10 +3,11 @@
 //! print theirs: as TOML or JSON, or with `--origin` one line per key with the file, line and
 //! column that set it.
 //!
-//! Owns only the rendering of the tree `load_source` would check. Must not print anything
+//! Owns only the rendering of the tree `load_source` would check (with the files of a
+//! `pod_dir` when `convert::pod_dir::show` hands them over: config must not read them). Must not print anything
 //! of a config that does not load (its problems are returned instead).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use toml::de::{DeTable, DeValue};
@@ -14,7 +15,7 @@ use toml::de::{DeTable, DeValue};
 use super::error::ConfigErrors;
 use super::layers::SourceMap;
 use super::schema::join;
-use super::{BUNDLED_DEFAULT, BUNDLED_NAME, ConfigSource};
+use super::{BUNDLED_DEFAULT, BUNDLED_NAME, ConfigSource, Sources};
 
 /// How `vigil config` prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,9 +43,38 @@ pub fn show(source: &ConfigSource, opts: ShowOptions) -> Result<String, ConfigEr
             ));
         }
     };
-    super::check(&map)?;
-    let (doc, _) = super::resolved(&map)?;
-    let unlocated = |m: String| ConfigErrors::unlocated(&source.display_path(), m);
+    show_map(&map, &source.display_path(), opts, &|_, _| None)
+}
+
+/// Where a key of a text taken literally (a converted manifest) was written, from its file
+/// and the key (`pods.web.containers[0].command`): `(line, column)` in that file, if known.
+pub type Relocate<'a> = &'a dyn Fn(&Path, &str) -> Option<(usize, usize)>;
+
+/// [`show`] of the files of `sources` merged in order (a config and the files of its
+/// `pod_dir`: `convert::pod_dir::show`). A key set by a text taken literally is located by
+/// `relocate` (its lines are not the file's), else at line 0.
+pub fn show_sources(
+    sources: &Sources,
+    opts: ShowOptions,
+    relocate: Relocate<'_>,
+) -> Result<String, ConfigErrors> {
+    let display = sources
+        .0
+        .files()
+        .first()
+        .map_or_else(PathBuf::new, |f| f.path.clone());
+    show_map(&sources.0, &display, opts, relocate)
+}
+
+fn show_map(
+    map: &SourceMap,
+    display: &Path,
+    opts: ShowOptions,
+    relocate: Relocate<'_>,
+) -> Result<String, ConfigErrors> {
+    super::check(map)?;
+    let (doc, _) = super::resolved(map)?;
+    let unlocated = |m: String| ConfigErrors::unlocated(display, m);
     let table = toml::Table::deserialize(toml::de::Deserializer::from(toml::Spanned::new(
         0..0,
         doc.clone(),
@@ -60,7 +90,7 @@ pub fn show(source: &ConfigSource, opts: ShowOptions) -> Result<String, ConfigEr
         };
     }
     let mut keys = Vec::new();
-    walk(&doc, &table, "", &map, &mut keys);
+    walk(&doc, &table, "", map, relocate, &mut keys);
     if opts.json {
         let items: Vec<serde_json::Value> = keys
             .into_iter()
@@ -100,7 +130,14 @@ struct Key {
 }
 
 /// Every leaf of `de` (spans) with its value from `values` (the same tree, converted).
-fn walk(de: &DeTable<'_>, values: &toml::Table, path: &str, map: &SourceMap, out: &mut Vec<Key>) {
+fn walk(
+    de: &DeTable<'_>,
+    values: &toml::Table,
+    path: &str,
+    map: &SourceMap,
+    relocate: Relocate<'_>,
+    out: &mut Vec<Key>,
+) {
     for (key, value) in de.iter() {
         let name = key.get_ref().as_ref();
         let field = join(path, name);
@@ -108,7 +145,7 @@ fn walk(de: &DeTable<'_>, values: &toml::Table, path: &str, map: &SourceMap, out
             continue;
         };
         match (value.get_ref(), converted) {
-            (DeValue::Table(t), toml::Value::Table(v)) => walk(t, v, &field, map, out),
+            (DeValue::Table(t), toml::Value::Table(v)) => walk(t, v, &field, map, relocate, out),
             (DeValue::Array(items), toml::Value::Array(vs))
                 if !items.is_empty()
                     && items
@@ -117,16 +154,20 @@ fn walk(de: &DeTable<'_>, values: &toml::Table, path: &str, map: &SourceMap, out
             {
                 for (i, (item, v)) in items.iter().zip(vs).enumerate() {
                     if let (DeValue::Table(t), toml::Value::Table(v)) = (item.get_ref(), v) {
-                        walk(t, v, &format!("{field}[{i}]"), map, out);
+                        walk(t, v, &format!("{field}[{i}]"), map, relocate, out);
                     }
                 }
             }
             _ => {
-                let (file, line, col) = map
-                    .locate(value.span().start)
-                    .map_or((String::new(), 0, 0), |(p, l, c)| {
-                        (p.display().to_string(), l, c)
-                    });
+                let offset = value.span().start;
+                let (file, line, col) = match (map.file_of(offset), map.locate(offset)) {
+                    (Some(f), _) if !f.expand => {
+                        let (l, c) = relocate(&f.path, &field).unwrap_or((0, 0));
+                        (f.path.display().to_string(), l, c)
+                    }
+                    (_, Some((p, l, c))) => (p.display().to_string(), l, c),
+                    _ => (String::new(), 0, 0),
+                };
                 out.push(Key {
                     field,
                     value: converted.clone(),

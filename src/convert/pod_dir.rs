@@ -98,10 +98,14 @@ fn list(dir: &Path) -> Result<Vec<PathBuf>, ListError> {
     Ok(names.into_iter().map(|n| dir.join(n)).collect())
 }
 
-/// The text of one file: as root checked like the config file, opened without following a
-/// link (a FIFO cannot block the open or the read), a regular file of at most
+/// The text of one file: a UTF-8 name; as root checked like the config file, opened without
+/// following a link (a FIFO cannot block the open or the read), a regular file of at most
 /// [`MAX_FILE_BYTES`], UTF-8.
 fn read(path: &Path) -> Result<String, String> {
+    // Its name is in every message and event about it: one that cannot be shown is not read.
+    if path.file_name().and_then(OsStr::to_str).is_none() {
+        return Err("its name is not UTF-8 text: not read".to_string());
+    }
     if nix::unistd::Uid::effective().is_root() {
         crate::trust::check("pod_dir file", path, crate::trust::Target::File)
             .map_err(|e| e.to_string())?;
@@ -143,6 +147,16 @@ struct Candidate {
     names: BTreeSet<String>,
     pods: Vec<PodSpec>,
     sets: Vec<ReplicaSetSpec>,
+    /// What it adds to the config's files (`vigil config` shows them merged: [`show`]).
+    layer: Layer,
+}
+
+/// A file of the directory as it is merged after the config.
+enum Layer {
+    /// A TOML file, read as a drop-in is.
+    Toml(String),
+    /// A manifest: the config it was converted to, taken literally, and its own text.
+    Manifest { toml: String, text: String },
 }
 
 fn unlocated(path: &Path, message: String) -> ConfigErrors {
@@ -167,9 +181,17 @@ fn candidate(
 ) -> Result<Candidate, ConfigErrors> {
     let text = read(path).map_err(|m| unlocated(path, m))?;
     let kind = path.file_name().and_then(kind_of).unwrap_or(Kind::Toml);
-    let (written, sources) = match kind {
-        Kind::Toml => (toml_names(path, &text, main)?, main.then_file(path, text)),
-        Kind::Manifest => manifest(path, &text, main)?,
+    let (written, sources, layer) = match kind {
+        Kind::Toml => (
+            toml_names(path, &text, main)?,
+            main.then_file(path, text.clone()),
+            Layer::Toml(text),
+        ),
+        Kind::Manifest => {
+            let (names, toml) = manifest(path, &text)?;
+            let sources = main.then_literal(path, toml.clone());
+            (names, sources, Layer::Manifest { toml, text })
+        }
     };
     let in_config: BTreeSet<&str> = config
         .pods
@@ -208,7 +230,12 @@ fn candidate(
     let mut names = written;
     names.extend(pods.iter().map(|p| p.name.clone()));
     names.extend(sets.iter().map(|s| s.name.clone()));
-    Ok(Candidate { names, pods, sets })
+    Ok(Candidate {
+        names,
+        pods,
+        sets,
+        layer,
+    })
 }
 
 /// The pod names a TOML file writes; a key other than `pods` at its top is refused (located).
@@ -256,12 +283,8 @@ fn toml_names(path: &Path, text: &str, main: &Sources) -> Result<BTreeSet<String
 }
 
 #[cfg(feature = "kubernetes")]
-/// A manifest converted: the pods it names and the config with them merged last.
-fn manifest(
-    path: &Path,
-    text: &str,
-    main: &Sources,
-) -> Result<(BTreeSet<String>, Sources), ConfigErrors> {
+/// A manifest converted: the pods it names and the config text they became.
+fn manifest(path: &Path, text: &str) -> Result<(BTreeSet<String>, String), ConfigErrors> {
     let out = super::from_kube::convert(text, path).map_err(|errors| {
         let lines: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
         unlocated(path, lines.join("\n"))
@@ -270,15 +293,11 @@ fn manifest(
         log::warn!("{}: {w}", path.display());
     }
     let names = out.pod_names.into_iter().collect();
-    Ok((names, main.then_literal(path, out.toml)))
+    Ok((names, out.toml))
 }
 
 #[cfg(not(feature = "kubernetes"))]
-fn manifest(
-    path: &Path,
-    _: &str,
-    _: &Sources,
-) -> Result<(BTreeSet<String>, Sources), ConfigErrors> {
+fn manifest(path: &Path, _: &str) -> Result<(BTreeSet<String>, String), ConfigErrors> {
     Err(unlocated(
         path,
         "this vigil was built without the `kubernetes` feature: it cannot read manifests"
@@ -289,17 +308,96 @@ fn manifest(
 /// `config` (checked from `main`, read from `source`) with the pods of its `pod_dir`, and
 /// every file refused (see the module doc for the rules). `previous`: the config running now.
 pub fn add(
-    mut config: Config,
+    config: Config,
     main: &Sources,
     source: &ConfigSource,
     previous: Option<&Config>,
 ) -> super::Loaded {
+    compose(config, main, source, previous).0
+}
+
+/// `vigil config`: the merged, resolved config of `source` with the pods of its `pod_dir`
+/// (each file merged after the config as it is checked: `config::show_sources`), `--origin`
+/// naming the file of each key. A manifest's keys are located at its line that names the pod
+/// (`metadata.name`; the conversion keeps no finer place). A refused file is an error, as for
+/// `vigil check`.
+pub fn show(
+    source: &ConfigSource,
+    opts: crate::config::ShowOptions,
+) -> Result<String, ConfigErrors> {
+    if matches!(source, ConfigSource::Manifest { .. }) {
+        return crate::config::show(source, opts);
+    }
+    let main = Sources::read(source)?;
+    let config = main.check()?;
+    if config.supervisor.pod_dir.is_none() {
+        return crate::config::show(source, opts);
+    }
+    let (loaded, mut layers) = compose(config, &main, source, None);
+    if !loaded.refused.is_empty() {
+        return Err(loaded.refused);
+    }
+    layers.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut all = main;
+    let mut manifests: Vec<(PathBuf, String, BTreeSet<String>)> = Vec::new();
+    for (path, layer, names) in layers {
+        all = match layer {
+            Layer::Toml(text) => all.then_file(&path, text),
+            Layer::Manifest { toml, text } => {
+                let merged = all.then_literal(&path, toml);
+                manifests.push((path, text, names));
+                merged
+            }
+        };
+    }
+    let relocate = |path: &Path, field: &str| {
+        let (_, text, names) = manifests.iter().find(|(p, _, _)| p == path)?;
+        let pod = names.iter().find(|n| {
+            let key = crate::config::schema_join("pods", n);
+            field
+                .strip_prefix(&key)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+        })?;
+        name_line(text, pod)
+    };
+    crate::config::show_sources(&all, opts, &relocate)
+}
+
+/// The line and column of the first `name: POD` of a manifest (YAML or JSON, quoted or not):
+/// where the pod is named.
+fn name_line(text: &str, pod: &str) -> Option<(usize, usize)> {
+    text.lines().enumerate().find_map(|(i, line)| {
+        let body = line.trim_start();
+        let body = body.strip_prefix("- ").unwrap_or(body).trim_start();
+        let col = line.len() - body.len() + 1;
+        let rest = body
+            .strip_prefix("name:")
+            .or_else(|| body.strip_prefix("\"name\":"))?;
+        let value = rest.trim().trim_end_matches(',').trim();
+        let unquoted = value
+            .strip_prefix('"')
+            .and_then(|v| v.strip_suffix('"'))
+            .or_else(|| value.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))
+            .unwrap_or(value);
+        (unquoted == pod).then_some((i + 1, col))
+    })
+}
+
+/// [`add`], and the layer of each file applied (its path and the names it gave).
+fn compose(
+    mut config: Config,
+    main: &Sources,
+    source: &ConfigSource,
+    previous: Option<&Config>,
+) -> (super::Loaded, Vec<(PathBuf, Layer, BTreeSet<String>)>) {
     let mut refused: Vec<ConfigError> = Vec::new();
+    let mut layers = Vec::new();
     let Some(dir) = config.supervisor.pod_dir.clone() else {
-        return super::Loaded {
+        let loaded = super::Loaded {
             config,
             refused: ConfigErrors(refused),
         };
+        return (loaded, layers);
     };
     let before: &[PodFile] = previous.map_or(&[], |p| p.pod_files.as_slice());
     let mut outcomes: Vec<(PathBuf, Result<Candidate, ConfigErrors>)> = Vec::new();
@@ -388,6 +486,7 @@ pub fn add(
         for n in &candidate.names {
             owner.insert(n.clone(), path.clone());
         }
+        layers.push((path.clone(), candidate.layer, candidate.names.clone()));
         config.pod_files.push(PodFile {
             path,
             pods: candidate.pods.iter().map(|p| p.name.clone()).collect(),
@@ -402,10 +501,11 @@ pub fn add(
     config.pods.sort_by(|a, b| a.name.cmp(&b.name));
     config.replica_sets.sort_by(|a, b| a.name.cmp(&b.name));
     config.pod_files.sort_by(|a, b| a.path.cmp(&b.path));
-    super::Loaded {
+    let loaded = super::Loaded {
         config,
         refused: ConfigErrors(refused),
-    }
+    };
+    (loaded, layers)
 }
 
 /// The pods of refused files as `previous` ran them, where the name is still theirs and what

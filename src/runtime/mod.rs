@@ -131,6 +131,7 @@ pub fn run_source(
             for e in loaded.refused.iter() {
                 error!("pod_dir: {e}");
             }
+            let refused = loaded.refused;
             let mut config = loaded.config;
             config.supervisor.allow_missing_controllers |= allow_missing_controllers;
             if let Some(pod) = &exit_with
@@ -144,7 +145,10 @@ pub fn run_source(
                 return 1;
             }
             match shell::Shell::new(config, source, stored, selection) {
-                Ok(shell) => shell.run(),
+                Ok(mut shell) => {
+                    shell.record_refused_at_start(&refused);
+                    shell.run()
+                }
                 Err(e) => {
                     error!("cannot start: {e}");
                     1

@@ -41,6 +41,7 @@ const POD_YAML: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: kube\nspec
                         containers:\n  - name: c\n    image: busybox\n    command: [\"sleep\", \"60\"]\n";
 
 #[test]
+#[cfg(feature = "kubernetes")]
 fn toml_files_and_pod_manifests_in_the_directory_are_pods_beside_the_config() {
     let (_t, main, dir) = setup(&pod("base", "true"));
     let a = write(
@@ -239,4 +240,66 @@ fn a_pod_in_a_file_may_use_the_configs_variables_and_depend_on_its_pods() {
     let l = loaded(&main, None);
     assert!(l.refused.is_empty(), "{}", l.refused);
     assert_eq!(command_of(&l.config, "app"), "/bin/app");
+}
+
+#[test]
+fn a_symbolic_link_in_the_directory_is_refused_named_and_not_followed() {
+    let (t, main, dir) = setup(&pod("base", "true"));
+    write(&dir, "a.toml", &pod("a", "x"));
+    let target = write(t.path(), "elsewhere.toml", &pod("l", "x"));
+    let link = dir.join("l.toml");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let l = loaded(&main, None);
+    assert_eq!(names(&l.config), ["a", "base"]);
+    let message = l.refused.to_string();
+    assert!(
+        message.starts_with(&format!("{}: ", link.display())),
+        "{message}"
+    );
+    assert!(message.contains("symbolic link"), "{message}");
+}
+
+#[test]
+fn a_file_whose_name_or_text_is_not_utf8_is_refused_named() {
+    use std::os::unix::ffi::OsStrExt;
+    let (_t, main, dir) = setup(&pod("base", "true"));
+    write(&dir, "a.toml", &pod("a", "x"));
+    let odd = dir.join(std::ffi::OsStr::from_bytes(b"caf\xe9.toml"));
+    std::fs::write(&odd, pod("odd", "x")).unwrap();
+    let latin = dir.join("latin.toml");
+    std::fs::write(&latin, b"[pods.latin]\n# caf\xe9\n").unwrap();
+    let l = loaded(&main, None);
+    assert_eq!(names(&l.config), ["a", "base"]);
+    let messages: Vec<String> = l.refused.iter().map(|e| e.to_string()).collect();
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert!(
+        messages.contains(&format!(
+            "{}: its name is not UTF-8 text: not read",
+            odd.display()
+        )),
+        "{messages:?}"
+    );
+    assert!(
+        messages.contains(&format!("{}: not UTF-8 text", latin.display())),
+        "{messages:?}"
+    );
+}
+
+/// `cargo test --no-default-features --lib pod_dir`.
+#[test]
+#[cfg(not(feature = "kubernetes"))]
+fn without_the_kubernetes_feature_a_manifest_is_refused_saying_why() {
+    let (_t, main, dir) = setup(&pod("base", "true"));
+    write(&dir, "a.toml", &pod("a", "x"));
+    let k = write(&dir, "k.yaml", POD_YAML);
+    let l = loaded(&main, None);
+    assert_eq!(names(&l.config), ["a", "base"]);
+    assert_eq!(
+        l.refused.to_string(),
+        format!(
+            "{}: this vigil was built without the `kubernetes` feature: it cannot read \
+             manifests",
+            k.display()
+        )
+    );
 }

@@ -5,13 +5,20 @@
 //! (`Shell::reload_from`, origin `pod_dir`): the same path as `vigil reload`, so only the pods
 //! of a changed file restart (`convert::pod_dir` composes, the core applies).
 //!
-//! Owns the inotify descriptor, its registration and the debounce deadline. Must not read or
+//! The same instance watches the directory's nearest existing parent for the entry on the
+//! way to it, so a directory that does not exist yet, or is removed and made again (`rm -r`
+//! and `mkdir`, another directory renamed onto its path), is picked up without a reload: the
+//! watches are set again ([`Armed::arm`], at most a few `inotify_add_watch` calls per path
+//! component) and a reload is due.
+//!
+//! Owns the inotify descriptor, its watches and the debounce deadline. Must not read or
 //! judge the files (the reload does), or block: the descriptor is non-blocking and drained in
 //! one go. inotify(7): `IN_CLOSE_WRITE`, `IN_MODIFY`, `IN_CREATE`, `IN_ATTRIB` (a mode change
 //! decides the trust check), `IN_MOVED_FROM` / `IN_MOVED_TO` / `IN_DELETE` on entries,
-//! `IN_DELETE_SELF` / `IN_MOVE_SELF` on the directory itself, `IN_Q_OVERFLOW` when events were
-//! lost (then the reload is due all the same).
+//! `IN_DELETE_SELF` / `IN_MOVE_SELF` on a watched directory itself, `IN_IGNORED` when a watch
+//! ended, `IN_Q_OVERFLOW` when events were lost (then the reload is due all the same).
 
+use std::ffi::OsString;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -21,7 +28,7 @@ use log::{debug, error, warn};
 use mio::event::Event;
 use mio::{Interest, Registry};
 use nix::errno::Errno;
-use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
 
 use super::component::{Component, Link};
 use super::tokens::{POD_DIR_WATCH, Watched};
@@ -32,15 +39,127 @@ pub(super) const DEBOUNCE: Duration = Duration::from_millis(500);
 /// However long a burst goes on, a reload is due this long after its first event.
 const DEBOUNCE_AT_MOST: Duration = Duration::from_secs(5);
 
+/// What the directory itself is watched for: its entries, and its own end.
+const DIR_EVENTS: AddWatchFlags = AddWatchFlags::IN_CLOSE_WRITE
+    .union(AddWatchFlags::IN_MODIFY)
+    .union(AddWatchFlags::IN_CREATE)
+    .union(AddWatchFlags::IN_ATTRIB)
+    .union(AddWatchFlags::IN_MOVED_FROM)
+    .union(AddWatchFlags::IN_MOVED_TO)
+    .union(AddWatchFlags::IN_DELETE)
+    .union(AddWatchFlags::IN_DELETE_SELF)
+    .union(AddWatchFlags::IN_MOVE_SELF)
+    .union(AddWatchFlags::IN_ONLYDIR);
+
+/// What the nearest existing parent is watched for: the entry on the way to the directory
+/// made, renamed in or out, removed (and the parent's own end).
+const PARENT_EVENTS: AddWatchFlags = AddWatchFlags::IN_CREATE
+    .union(AddWatchFlags::IN_MOVED_TO)
+    .union(AddWatchFlags::IN_MOVED_FROM)
+    .union(AddWatchFlags::IN_DELETE)
+    .union(AddWatchFlags::IN_DELETE_SELF)
+    .union(AddWatchFlags::IN_MOVE_SELF)
+    .union(AddWatchFlags::IN_ONLYDIR);
+
 /// The directory watched, and when a reload is due.
 pub(super) struct PodDirWatch {
     registry: Rc<Registry>,
-    /// The directory and its watch (`None` inside when it could not be watched).
-    watched: Option<(PathBuf, Option<Watched<Inotify>>)>,
+    /// The directory and its watches (`None` inside when it could not be watched).
+    watched: Option<(PathBuf, Option<Armed>)>,
     /// The first event of the burst not reloaded yet, and the reload's deadline.
     due: Option<(Instant, Instant)>,
-    /// The watch must be set up afresh (the directory moved, deleted, or events lost).
+    /// The inotify instance failed: it is made afresh after the reload.
     stale: bool,
+}
+
+/// The inotify instance and its watches of the directory and of its nearest existing parent.
+struct Armed {
+    inotify: Watched<Inotify>,
+    /// The directory's own watch, when it exists.
+    dir: Option<WatchDescriptor>,
+    /// The nearest existing parent's watch, and the name in it on the way to the directory.
+    parent: Option<(WatchDescriptor, OsString)>,
+}
+
+/// Whether an `inotify_add_watch` error means the path is not (or not yet) a directory.
+fn absent(e: Errno) -> bool {
+    matches!(e, Errno::ENOENT | Errno::ENOTDIR)
+}
+
+impl Armed {
+    /// Watches the directory (when it exists) and its nearest existing parent, then drops
+    /// the watches that are no longer either. Bounded: a round is one `inotify_add_watch` per
+    /// path component at most, and another round is made only when the entry on the way
+    /// appeared while the parents were looked at (at most once per component).
+    fn arm(&mut self, dir: &Path) {
+        let old: Vec<WatchDescriptor> = self
+            .dir
+            .take()
+            .into_iter()
+            .chain(self.parent.take().map(|(wd, _)| wd))
+            .collect();
+        let mut added: Vec<WatchDescriptor> = Vec::new();
+        let rounds = dir.components().count() + 1;
+        for _ in 0..rounds {
+            let mut child = dir;
+            let mut parent = None;
+            let mut up = dir.parent();
+            while let Some(p) = up {
+                match self.inotify.add_watch(p, PARENT_EVENTS) {
+                    Ok(wd) => {
+                        added.push(wd);
+                        parent = child.file_name().map(|n| (wd, n.to_os_string()));
+                        break;
+                    }
+                    Err(e) if absent(e) => {
+                        child = p;
+                        up = p.parent();
+                    }
+                    Err(e) => {
+                        warn!(
+                            "pod_dir {}: cannot watch {} ({e}): a directory made there is \
+                             seen at the next reload only",
+                            dir.display(),
+                            p.display()
+                        );
+                        break;
+                    }
+                }
+            }
+            self.parent = parent;
+            if child == dir {
+                // The parent is watched first: a directory made after this is an event.
+                match self.inotify.add_watch(dir, DIR_EVENTS) {
+                    Ok(wd) => {
+                        added.push(wd);
+                        self.dir = Some(wd);
+                    }
+                    Err(e) if absent(e) => {}
+                    Err(e) => warn!(
+                        "pod_dir {}: cannot watch it ({e}): its changes apply at the next \
+                         reload only",
+                        dir.display()
+                    ),
+                }
+                break;
+            }
+            // A parent further up: the entry on the way may have been made meanwhile.
+            if !child.exists() {
+                break;
+            }
+        }
+        let kept: Vec<WatchDescriptor> = self
+            .dir
+            .into_iter()
+            .chain(self.parent.as_ref().map(|(wd, _)| *wd))
+            .collect();
+        for wd in old.into_iter().chain(added) {
+            if !kept.contains(&wd) {
+                // EINVAL: the kernel ended it already (the directory is gone).
+                let _ = self.inotify.rm_watch(wd);
+            }
+        }
+    }
 }
 
 impl PodDirWatch {
@@ -57,7 +176,7 @@ impl PodDirWatch {
     }
 
     /// After a (re)load: watches `dir` from now on, set up afresh when it changed or the old
-    /// watch went stale. A directory that cannot be watched is logged; its files are still
+    /// instance failed. A directory that cannot be watched is logged; its files are still
     /// read at every reload.
     pub(super) fn configure(&mut self, dir: Option<&Path>) {
         let same = self.watched.as_ref().map(|(d, _)| d.as_path()) == dir;
@@ -68,7 +187,7 @@ impl PodDirWatch {
         self.watched = dir.map(|d| (d.to_path_buf(), self.watch(d)));
     }
 
-    fn watch(&self, dir: &Path) -> Option<Watched<Inotify>> {
+    fn watch(&self, dir: &Path) -> Option<Armed> {
         let inotify = match Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC) {
             Ok(i) => i,
             Err(e) => {
@@ -80,40 +199,30 @@ impl PodDirWatch {
                 return None;
             }
         };
-        let flags = AddWatchFlags::IN_CLOSE_WRITE
-            | AddWatchFlags::IN_MODIFY
-            | AddWatchFlags::IN_CREATE
-            | AddWatchFlags::IN_ATTRIB
-            | AddWatchFlags::IN_MOVED_FROM
-            | AddWatchFlags::IN_MOVED_TO
-            | AddWatchFlags::IN_DELETE
-            | AddWatchFlags::IN_DELETE_SELF
-            | AddWatchFlags::IN_MOVE_SELF
-            | AddWatchFlags::IN_ONLYDIR;
-        if let Err(e) = inotify.add_watch(dir, flags) {
-            warn!(
-                "pod_dir {}: cannot watch it ({e}): its changes apply at the next reload only",
-                dir.display()
-            );
-            return None;
-        }
-        match Watched::new(
+        let inotify = match Watched::new(
             &self.registry,
             inotify,
             |i| i.as_fd(),
             POD_DIR_WATCH,
             Interest::READABLE,
         ) {
-            Ok(w) => Some(w),
+            Ok(w) => w,
             Err((_, e)) => {
                 warn!(
                     "pod_dir {}: cannot poll its watch ({e}): its changes apply at the next \
                      reload only",
                     dir.display()
                 );
-                None
+                return None;
             }
-        }
+        };
+        let mut armed = Armed {
+            inotify,
+            dir: None,
+            parent: None,
+        };
+        armed.arm(dir);
+        Some(armed)
     }
 
     /// Whether the debounced reload is due at `now` (then it is no longer pending).
@@ -127,31 +236,43 @@ impl PodDirWatch {
         }
     }
 
-    /// Reads every queued event; a relevant one pushes the reload's deadline out.
+    /// Reads every queued event; a relevant one pushes the reload's deadline out. The watches
+    /// are set again when the directory or its parent changed.
     fn drain(&mut self, now: Instant) {
-        let Some((dir, Some(inotify))) = &self.watched else {
+        let Some((dir, Some(armed))) = &mut self.watched else {
             return;
         };
         let mut relevant = false;
+        let mut rearm = false;
+        let ended =
+            AddWatchFlags::IN_DELETE_SELF | AddWatchFlags::IN_MOVE_SELF | AddWatchFlags::IN_IGNORED;
         loop {
-            match inotify.read_events() {
+            match armed.inotify.read_events() {
                 Ok(events) if events.is_empty() => break,
                 Ok(events) => {
                     for e in events {
-                        let on_self = e.mask.intersects(
-                            AddWatchFlags::IN_DELETE_SELF
-                                | AddWatchFlags::IN_MOVE_SELF
-                                | AddWatchFlags::IN_IGNORED
-                                | AddWatchFlags::IN_Q_OVERFLOW,
-                        );
-                        if on_self {
-                            self.stale = true;
+                        if e.mask.contains(AddWatchFlags::IN_Q_OVERFLOW) {
+                            rearm = true;
+                            relevant = true;
+                        } else if armed.dir == Some(e.wd) {
+                            if e.mask.intersects(ended) {
+                                rearm = true;
+                                relevant = true;
+                            } else {
+                                relevant |= e
+                                    .name
+                                    .as_deref()
+                                    .is_some_and(crate::convert::pod_dir::is_pod_file);
+                            }
+                        } else if let Some((wd, on_the_way)) = &armed.parent
+                            && *wd == e.wd
+                            && (e.mask.intersects(ended)
+                                || e.name.as_deref() == Some(on_the_way.as_os_str()))
+                        {
+                            rearm = true;
+                            relevant = true;
                         }
-                        let named = e
-                            .name
-                            .as_deref()
-                            .is_some_and(crate::convert::pod_dir::is_pod_file);
-                        relevant |= on_self || named;
+                        // Else a watch dropped by the last arm, or another entry of the parent.
                     }
                 }
                 Err(Errno::EINTR) => continue,
@@ -165,6 +286,18 @@ impl PodDirWatch {
                 }
             }
         }
+        if rearm && !self.stale {
+            armed.arm(dir);
+            debug!(
+                "pod_dir {}: watched again ({})",
+                dir.display(),
+                if armed.dir.is_some() {
+                    "the directory"
+                } else {
+                    "its nearest existing parent"
+                }
+            );
+        }
         if relevant {
             let first = self.due.map_or(now, |(first, _)| first);
             let at = (now + DEBOUNCE).min(first + DEBOUNCE_AT_MOST);
@@ -176,8 +309,8 @@ impl PodDirWatch {
             self.due = Some((first, at));
         }
         if self.stale {
-            // Drop the dead watch now (its descriptor would stay readable); a new one is made
-            // after the reload.
+            // Drop the failed instance now (its descriptor would stay readable); a new one is
+            // made after the reload.
             if let Some((_, w)) = &mut self.watched {
                 *w = None;
             }
@@ -192,6 +325,18 @@ impl Component for PodDirWatch {
 
     fn deadline(&self, _: Instant) -> Option<Instant> {
         self.due.map(|(_, at)| at)
+    }
+}
+
+impl super::Shell {
+    /// The `pod_dir` files refused at start, said as a reload's are once the core exists: each
+    /// a Warning `PodFileRefused` on the object `supervisor` (its message the located problem),
+    /// so `vigil events`, followers and `on_event` hooks see it, not only the start's log.
+    pub fn record_refused_at_start(&mut self, refused: &ConfigErrors) {
+        let now = Instant::now();
+        for e in refused.iter() {
+            self.core.record_pod_file_refused(now, e.to_string());
+        }
     }
 }
 
