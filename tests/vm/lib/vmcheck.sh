@@ -88,6 +88,55 @@ wait_until() {
 running() { [ -n "$(vmh pids "$@")" ]; }
 gone() { [ -z "$(vmh pids "$@")" ]; }
 
+# The upgrade scenarios (upgrade-pid1*): what an upgrade, or a way back after a failed one,
+# must not change. Their config has svc/main (ready through an exec probe), crash/loop (in a
+# 60 s back-off) and this checker.
+SVC=pods.name=svc.containers.name=main
+CRASH=pods.name=crash.containers.name=loop
+CHECKER=pods.name=checker.containers.name=check
+
+# snapshot: once svc/main is ready and crash/loop in its back-off, keep svc/main's pid (PID),
+# crash/loop's restart count (RC) and the checker's pid, and put a copy of /bin/vigil at
+# /tmp/vigil-next (mode 755) to upgrade to.
+snapshot() {
+    wait_json 60 $SVC.ready true >/dev/null
+    wait_json 60 $CRASH.state.waiting.reason CrashLoopBackOff >/dev/null
+    PID=$(get $SVC.pid)
+    RC=$(get $CRASH.restart_count)
+    _checker=$(get $CHECKER.pid)
+    [ -n "$PID" ] && [ -n "$RC" ] && [ -n "$_checker" ] || fail "no pid or restart count before the upgrade"
+    cp /bin/vigil /tmp/vigil-next || fail "cannot copy /bin/vigil"
+    chmod 755 /tmp/vigil-next
+}
+
+# same_as_before WHEN: svc/main has the pid PID and crash/loop the restart count RC and its
+# back-off, the checker its pid, as at the snapshot (or since PID was last set); WHEN ("after
+# the way back") names the moment in the failure.
+same_as_before() {
+    [ "$(get $SVC.pid)" = "$PID" ] || fail "$1: svc/main pid $(get $SVC.pid), was $PID"
+    [ "$(get $CRASH.restart_count)" = "$RC" ] || fail "$1: crash/loop restart count $(get $CRASH.restart_count), was $RC"
+    expect_json $CRASH.state.waiting.reason CrashLoopBackOff
+    [ "$(get $CHECKER.pid)" = "$_checker" ] || fail "$1: the checker's own pid $(get $CHECKER.pid), was $_checker"
+}
+
+# restart_svc WHEN: supervision goes on: a restart of svc is carried out (its exit seen, a new
+# process started and ready); PID becomes the new pid.
+restart_svc() {
+    vigil restart svc >/dev/null 2>&1 || fail "restart svc $1 failed"
+    wait_json 30 $SVC.pid "!=$PID" >/dev/null
+    wait_json 30 $SVC.ready true >/dev/null
+    PID=$(get $SVC.pid)
+}
+
+# upgrade_works WHEN: a real upgrade to /tmp/vigil-next succeeds: PID 1 runs it and svc/main
+# keeps its pid.
+upgrade_works() {
+    _out=$(vigil upgrade --binary /tmp/vigil-next 2>&1) || fail "upgrade $1: $_out"
+    say "$_out"
+    [ "$(readlink /proc/1/exe)" = /tmp/vigil-next ] || fail "PID 1 runs $(readlink /proc/1/exe) $1, expected /tmp/vigil-next"
+    [ "$(get $SVC.pid)" = "$PID" ] || fail "svc/main pid changed by the upgrade $1"
+}
+
 # The supervisor is answering and lists this checker.
 wait_json 30 pods.name=checker.name checker >/dev/null
 say "vigil answers; checking"
