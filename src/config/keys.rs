@@ -290,6 +290,7 @@ tables! {
         termination_message_policy: Str,
         success_exit_codes: IntArray,
         notify: Bool,
+        ready_log_line: Str,
         /// The ports the program listens on, by name; for `vigil convert --to kubernetes`
         /// (container ports and a Service) only: vigil never binds or checks them.
         ports: Tables(RawPort),

@@ -591,6 +591,89 @@ pub struct ContainerSpec {
     /// (`READY=1` makes it ready, `STATUS=`, `STOPPING=1`; docs/behaviour.md §4.4).
     #[serde(default)]
     pub notify: bool,
+    /// `ready_log_line = "regex"` (process-compose's key): the run is ready once a line of its
+    /// output matches (with its readiness probe, if it has one; docs/behaviour.md §4.5).
+    #[serde(default)]
+    pub ready_log_line: Option<LinePattern>,
+}
+
+impl ContainerSpec {
+    /// Whether the run itself says when it is ready (`notify` or `ready_log_line`): it is not
+    /// ready until it does.
+    pub fn says_ready(&self) -> bool {
+        self.notify || self.ready_log_line.is_some()
+    }
+}
+
+/// A compiled `ready_log_line` pattern (the `regex` crate's syntax, matched against each line
+/// of output as bytes). Compared, hashed and carried as its source text; compiled once, when
+/// the config is read (and again when a handoff is read back).
+#[derive(Clone)]
+pub struct LinePattern {
+    source: String,
+    regex: regex::bytes::Regex,
+}
+
+impl LinePattern {
+    /// The most a compiled pattern may take (`RegexBuilder::size_limit`, and the same for the
+    /// lazy DFA's cache): a pattern that compiles larger (`a{1000}{1000}`) is refused, so a
+    /// config cannot make vigil build a huge automaton or match slowly against every line.
+    pub const SIZE_LIMIT: usize = 256 * 1024;
+
+    /// Compiles `source`, or says why it cannot be (a syntax error, or too large once
+    /// compiled).
+    pub fn new(source: &str) -> Result<LinePattern, String> {
+        regex::bytes::RegexBuilder::new(source)
+            .size_limit(Self::SIZE_LIMIT)
+            .dfa_size_limit(Self::SIZE_LIMIT)
+            .build()
+            .map(|regex| LinePattern {
+                source: source.to_string(),
+                regex,
+            })
+            .map_err(|e| match e {
+                regex::Error::CompiledTooBig(limit) => {
+                    format!("the pattern compiles to more than {limit} bytes; write a simpler one")
+                }
+                // The syntax error's own text points at the offending part (multi-line).
+                e => format!("not a valid regular expression: {e}"),
+            })
+    }
+
+    /// The pattern as configured.
+    pub fn as_str(&self) -> &str {
+        &self.source
+    }
+
+    /// Whether `line` (without its newline) matches somewhere.
+    pub fn is_match(&self, line: &[u8]) -> bool {
+        self.regex.is_match(line)
+    }
+}
+
+impl PartialEq for LinePattern {
+    fn eq(&self, other: &LinePattern) -> bool {
+        self.source == other.source
+    }
+}
+
+impl std::fmt::Debug for LinePattern {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.source.fmt(f)
+    }
+}
+
+impl serde::Serialize for LinePattern {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.source)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for LinePattern {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<LinePattern, D::Error> {
+        let source = String::deserialize(d)?;
+        LinePattern::new(&source).map_err(serde::de::Error::custom)
+    }
 }
 
 impl ContainerSpec {
@@ -629,6 +712,7 @@ impl ContainerSpec {
             success_exit_codes: Vec::new(),
             ports: Vec::new(),
             notify: false,
+            ready_log_line: None,
         }
     }
 }

@@ -438,6 +438,65 @@ fn notify_is_refused_on_init_containers_that_run_to_completion() {
 }
 
 #[test]
+fn ready_log_line_is_compiled_and_kept_with_its_source() {
+    let text = "[[pods.web.containers]]\nname = \"app\"\ncommand = [\"x\"]\n\
+                ready_log_line = 'listening on port \\d+'\n";
+    let cfg = ok(text);
+    let p = cfg.pods[0].containers[0]
+        .ready_log_line
+        .as_ref()
+        .expect("a pattern");
+    assert_eq!(p.as_str(), "listening on port \\d+");
+    assert!(p.is_match(b"INFO listening on port 8080"));
+    assert!(!p.is_match(b"listening on port x"));
+}
+
+#[test]
+fn a_bad_or_huge_ready_log_line_is_refused_located() {
+    let cases = [
+        ("(unclosed", "not a valid regular expression"),
+        // Compiles to far more than LinePattern::SIZE_LIMIT (a million-state program).
+        ("a{1000}{1000}", "the pattern compiles to more than"),
+        ("\\w{500}\\w{500}", "the pattern compiles to more than"),
+    ];
+    for (pattern, says) in cases {
+        let text = format!(
+            "[[pods.web.containers]]\nname = \"app\"\ncommand = [\"x\"]\n\
+             ready_log_line = '{pattern}'\n"
+        );
+        let errs = errors(&text);
+        assert_eq!(errs.len(), 1, "{pattern}: {errs:#?}");
+        assert_has(
+            &errs[0],
+            "4:18: pods.web.containers[0].ready_log_line: ",
+            says,
+        );
+    }
+}
+
+#[test]
+fn ready_log_line_is_refused_with_notify_and_on_init_containers_that_run_to_completion() {
+    let text = "[[pods.web.containers]]\nname = \"app\"\ncommand = [\"x\"]\n\
+                notify = true\nready_log_line = 'ready'\n";
+    let errs = errors(text);
+    assert_eq!(errs.len(), 1, "{errs:#?}");
+    assert_has(
+        &errs[0],
+        "5:18: pods.web.containers[0].ready_log_line: ",
+        "two ways for a run to say it is ready; choose one",
+    );
+    let text = "[[pods.web.init_containers]]\nname = \"init\"\ncommand = [\"x\"]\n\
+                ready_log_line = 'ready'\n{POD}";
+    let errs = errors(&text.replace("{POD}", POD));
+    assert_eq!(errs.len(), 1, "{errs:#?}");
+    assert_has(
+        &errs[0],
+        "4:18: pods.web.init_containers[0].ready_log_line: ",
+        "ready_log_line is not supported on init containers that run to completion",
+    );
+}
+
+#[test]
 fn init_container_with_restart_policy_always_is_a_sidecar_with_probes() {
     let text = "[[pods.web.init_containers]]\nname = \"log\"\ncommand = [\"x\"]\n\
                 restart_policy = \"Always\"\n\
@@ -1665,6 +1724,7 @@ progress_deadline_seconds = 90
 [[pods.api.containers]]
 name = "api"
 command = ["/usr/bin/api", "--port=900${replica}"]
+ready_log_line = "^listening on :900[0-9]$"
 
 [pods.nightly]
 restart_policy = "OnFailure"

@@ -1134,6 +1134,34 @@ notify = true
 }
 
 #[test]
+fn ready_log_line_is_a_warning_that_says_it_is_lost_and_suggests_a_probe() {
+    let config = crate::config::load_str(
+        r#"
+[pods.web]
+[[pods.web.containers]]
+name = "app"
+image = "app:1"
+command = ["/bin/app"]
+ready_log_line = "listening on"
+"#,
+        Path::new("ready.toml"),
+    )
+    .expect("config");
+    let mut warnings = Vec::new();
+    let manifests = to_kube::convert(&config, &opts(Kind::Pod), &mut warnings).expect("convert");
+    let yaml = to_kube::to_yaml(&manifests).expect("yaml");
+    assert!(!yaml.contains("listening on"), "{yaml}");
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.path.ends_with("containers[0].ready_log_line")
+                && w.message.contains("lost")
+                && w.message.contains("readinessProbe")),
+        "{warnings:?}"
+    );
+}
+
+#[test]
 fn the_checklist_names_host_directories_user_names_and_cpu_reservations_with_what_to_do() {
     let text = "[pods.web]\n[[pods.web.containers]]\nname = \"app\"\ncommand = [\"/bin/app\"]\n\
                 working_dir = \"/srv/app\"\nuser = \"www-data\"\n\

@@ -1215,6 +1215,17 @@ fn container(
              STOPPING=1 are lost, and it counts as ready once it runs (add a readinessProbe)",
         ));
     }
+    if let Some(p) = &c.ready_log_line {
+        a.warnings.push(Warning::new(
+            join(path, "ready_log_line"),
+            format!(
+                "Kubernetes has no readiness from a log line: ready_log_line {:?} is lost, and \
+                 the container counts as ready once it runs (add a readinessProbe that checks \
+                 what the line announces)",
+                p.as_str()
+            ),
+        ));
+    }
     let image = c.image.clone().or_else(|| opts.image.clone());
     if image.is_none() {
         errors.push(ConvertError::new(

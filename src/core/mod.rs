@@ -96,16 +96,30 @@ pub enum ProbeOutcome {
     Warning(String),
 }
 
-/// What one sd_notify(3) datagram of a container's said, parsed by the runtime from its
-/// `KEY=VALUE` lines (docs/behaviour.md §4.4). Lines vigil does not act on are left out.
+/// What a run said of itself: one sd_notify(3) datagram of a container's, parsed by the
+/// runtime from its `KEY=VALUE` lines (docs/behaviour.md §4.4; lines vigil does not act on are
+/// left out), or a line of its output that matched its `ready_log_line` (§4.5: `ready` alone,
+/// [`ReadyWord::LogLine`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Notification {
+    /// How it was said; a container is heard only in the way its spec says it speaks.
+    pub via: ReadyWord,
     /// `READY=1`: the start-up is complete (systemd.service(5) `Type=notify`).
     pub ready: bool,
     /// `STOPPING=1`: the service is shutting down by itself.
     pub stopping: bool,
     /// `STATUS=…`: a free-form status line, shown as it is (escaped on display).
     pub status: Option<String>,
+}
+
+/// The ways a run says it is ready (docs/behaviour.md §4.4, §4.5).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ReadyWord {
+    /// A datagram on its sd_notify socket (`notify = true`).
+    #[default]
+    SdNotify,
+    /// A line of its output matched `ready_log_line`.
+    LogLine,
 }
 
 /// Something that happened outside the core.

@@ -7,12 +7,14 @@
 //! ([`ContainerLog`] bundles the three).
 //!
 //! Must not: block the event loop (the only blocking writes are to local log files), parse or
-//! alter container output beyond splitting lines for the forwarder, or fail a container because
+//! alter container output beyond splitting lines for the forwarder and matching them against a
+//! `ready_log_line` ([`ready_line`]), or fail a container because
 //! its log file cannot be written (errors are logged and noted, capture in memory continues).
 
 pub mod file;
 pub mod forward;
 pub mod journal;
+pub mod ready_line;
 pub mod ring;
 
 use std::io;
@@ -24,6 +26,7 @@ pub use forward::{
     FORWARD_BUFFER_BYTES, FORWARD_MAX_LINE, Forwarder, SPLIT_MARKER, nonblocking_stdout,
 };
 pub use journal::{JournalSink, Origin, Stream};
+pub use ready_line::ReadyLine;
 pub use ring::{LogBuffer, ReadSince, STAMP_BYTES, STAMP_COALESCE_NS};
 
 /// Errors of this module; each names the operation and the path or fd it failed on.

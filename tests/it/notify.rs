@@ -1,6 +1,7 @@
-//! sd_notify from containers (`notify = true`; docs/behaviour.md §4.4) with real clients:
-//! systemd's `systemd-notify` (Debian package systemd) and Python's `sdnotify` (PyPI), and
-//! senders that must not be heard: another container's process, another uid.
+//! Readiness from the process. sd_notify from containers (`notify = true`; docs/behaviour.md
+//! §4.4) with real clients: systemd's `systemd-notify` (Debian package systemd) and Python's
+//! `sdnotify` (PyPI), and senders that must not be heard: another container's process,
+//! another uid. And `ready_log_line` (§4.5): a program that only prints.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -310,4 +311,37 @@ fn after_an_upgrade_the_container_is_still_ready_and_heard() {
     v.wait_for(T, "STATUS= sent after the upgrade", |v| {
         notify_of(v, "web")["status"] == "after the upgrade"
     });
+}
+
+/// `ready_log_line` (behaviour.md §4.5): a program that only prints is ready once its line
+/// is printed whole, not at the line's first half, and the event says why.
+#[test]
+fn a_ready_log_line_container_is_ready_only_once_its_whole_line_is_printed() {
+    let dir = tempfile::tempdir().unwrap();
+    let pods = format!(
+        r#"
+[pods.web]
+[[pods.web.containers]]
+name = "app"
+ready_log_line = '^listening on :[0-9]+$'
+working_dir = "{}"
+command = ["sh", "-c", "echo booting; echo 'listening on :soon' >&2; printf 'listening '; while [ ! -e go-web ]; do sleep 0.05; done; echo 'on :8080'; exec sleep 300"]
+"#,
+        dir.path().display()
+    );
+    let v = Vigil::start_in(dir, "", &pods);
+    v.wait_for(T, "the first half of the line in the log", |v| {
+        let out = v.cli(&["logs", "web"]);
+        String::from_utf8_lossy(&out.stdout).contains("listening ")
+    });
+    let c = v.container("web", "app");
+    assert_eq!(state_reason(&c), "Running", "{c}");
+    assert_eq!(c["ready"], false, "half a line is not the line: {c}");
+    go(&v, "web");
+    v.wait_for(T, "the line to make it ready", |v| {
+        v.container("web", "app")["ready"] == true
+    });
+    let out = v.cli(&["describe", "web"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("matching its ready_log_line"), "{text}");
 }

@@ -16,8 +16,9 @@ use crate::config::raw::{NumOrStr, RawRlimit, StrOrInt};
 use crate::config::schedule::{CronPattern, Zone};
 use crate::config::schema::join;
 use crate::config::spec::{
-    Backoff, Concurrency, ContainerSpec, HistorySpec, Lifecycle, PodSpec, PortSpec, ProbeKind,
-    Resources, RestartPolicy, Rlimit, ScheduleSpec, ShutdownOn, TerminationMessagePolicy,
+    Backoff, Concurrency, ContainerSpec, HistorySpec, Lifecycle, LinePattern, PodSpec, PortSpec,
+    ProbeKind, Resources, RestartPolicy, Rlimit, ScheduleSpec, ShutdownOn,
+    TerminationMessagePolicy,
 };
 use crate::config::values;
 
@@ -626,10 +627,23 @@ impl Checker<'_> {
             Some(v) => *v.get_ref(),
             None => false,
         };
+        let ready_log_line = raw.ready_log_line.as_ref().and_then(|v| {
+            let refused = if init && !sidecar {
+                Err("ready_log_line is not supported on init containers that run to completion (only on sidecars: restart_policy = \"Always\"): their readiness is their completion".to_string())
+            } else if notify {
+                Err("ready_log_line and notify = true are two ways for a run to say it is ready; choose one".to_string())
+            } else {
+                LinePattern::new(v.get_ref())
+            };
+            refused
+                .map_err(|message| self.err(span(v), &join(path, "ready_log_line"), message))
+                .ok()
+        });
         ContainerSpec {
             ports,
             success_exit_codes,
             notify,
+            ready_log_line,
             name,
             command,
             image,

@@ -106,10 +106,11 @@ impl Slot {
         );
         self.post_start_done(out);
         // A `notify = true` run said READY=1 to the earlier vigil, if it ever did, and will
-        // not say it again: it is taken as ready (docs/behaviour.md §4.4), its probes still
-        // counting.
+        // not say it again; a `ready_log_line` run printed its line before (what it printed
+        // while no vigil read is not matched): either is taken as ready (docs/behaviour.md
+        // §4.4, §4.5), its probes still counting.
         self.notify = NotifyStatus {
-            ready: self.spec.notify,
+            ready: self.spec.says_ready(),
             ..NotifyStatus::default()
         };
         Some(self.generation)

@@ -1,6 +1,7 @@
-//! What a run says over sd_notify (`notify = true`; sd_notify(3), systemd.service(5)
-//! `Type=notify`): `READY=1` makes it ready (with its readiness probe, if it has one),
-//! `STATUS=` is shown, `STOPPING=1` is recorded. docs/behaviour.md §4.4.
+//! What a run says of itself: over sd_notify (`notify = true`; sd_notify(3), systemd.service(5)
+//! `Type=notify`) `READY=1` makes it ready (with its readiness probe, if it has one),
+//! `STATUS=` is shown, `STOPPING=1` is recorded (docs/behaviour.md §4.4); with
+//! `ready_log_line`, a matching line of its output makes it ready the same way (§4.5).
 //!
 //! Owns the slot's notification state and its effect on readiness. Must not parse datagrams
 //! or judge who sent them (the runtime does, and feeds only a run's own messages).
@@ -8,11 +9,18 @@
 use super::*;
 
 impl Slot {
-    /// Whether the run's own word allows it to be ready: always without `notify`; with it,
-    /// once `READY=1` came in this run (systemd.service(5): a `Type=notify` service's start-up
-    /// is complete when it sends `READY=1`), and not after `STOPPING=1` (it is going down).
+    /// Whether the run's own word allows it to be ready: always without `notify` or
+    /// `ready_log_line`; with one, once `READY=1` (or a matching line) came in this run
+    /// (systemd.service(5): a `Type=notify` service's start-up is complete when it sends
+    /// `READY=1`), and not after `STOPPING=1` (it is going down).
     pub(super) fn notified_ready(&self) -> bool {
-        !self.spec.notify || (self.notify.ready && !self.notify.stopping)
+        !self.spec.says_ready() || (self.notify.ready && !self.notify.stopping)
+    }
+
+    /// Whether run `generation` is the current one and has a `ready_log_line` that has not
+    /// matched yet.
+    pub(in crate::core) fn awaits_ready_line(&self, generation: Generation) -> bool {
+        self.spec.ready_log_line.is_some() && self.generation == generation && !self.notify.ready
     }
 
     /// A notification of this run's (already matched to its generation). Returns whether the
@@ -23,7 +31,11 @@ impl Slot {
         pod: &str,
         out: &mut Out,
     ) -> bool {
-        if !self.spec.notify || !matches!(self.state, SlotState::Running { .. }) {
+        let heard = match n.via {
+            ReadyWord::SdNotify => self.spec.notify,
+            ReadyWord::LogLine => self.spec.ready_log_line.is_some(),
+        };
+        if !heard || !matches!(self.state, SlotState::Running { .. }) {
             return false;
         }
         let name = self.spec.name.clone();
@@ -49,7 +61,12 @@ impl Slot {
                 EventReason::Ready,
                 pod,
                 &name,
-                format!("Container {name} said it is ready (READY=1)"),
+                match n.via {
+                    ReadyWord::SdNotify => format!("Container {name} said it is ready (READY=1)"),
+                    ReadyWord::LogLine => {
+                        format!("Container {name} printed a line matching its ready_log_line")
+                    }
+                },
             );
             changed = true;
         }

@@ -119,3 +119,16 @@ impl Supervisor {
         Some(slot.restart_count)
     }
 }
+
+impl Supervisor {
+    /// Whether `key`'s run `generation` still waits for its `ready_log_line` (it has one, the
+    /// run is the current one and no line matched yet): a run handed over by `vigil upgrade`
+    /// is matched on by the new instance only then (docs/behaviour.md §4.5).
+    pub fn awaits_ready_line(&self, key: ContainerKey, generation: Generation) -> bool {
+        let Some(loc) = self.locate(key) else {
+            return false;
+        };
+        let slot = loc.slot(&self.pods[loc.pod]);
+        slot.awaits_ready_line(generation)
+    }
+}

@@ -395,3 +395,16 @@ fn with_keep_an_adopted_run_whose_output_was_lost_runs_on_marked() {
     assert!(!h.sup.output_lost(h.now, app, g + 1, true));
     assert_eq!(h.sup.adoption_counts(), (1, 1));
 }
+
+#[test]
+fn an_adopted_ready_log_line_run_is_taken_as_ready() {
+    let mut app = container("app");
+    app.ready_log_line = Some(LinePattern::new("^ready$").expect("pattern"));
+    let cfg = config(vec![pod("web", vec![app])]);
+    let (h, ok) = Harness::adopting(cfg, &[("web", "app", 4242, 30.0, 0)]);
+    assert_eq!(ok, vec![true]);
+    assert!(
+        h.status("web", "app").ready,
+        "it printed its line to the earlier vigil and will not print it again"
+    );
+}

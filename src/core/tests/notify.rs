@@ -137,3 +137,72 @@ fn a_container_without_notify_ignores_notifications_and_has_no_notify_status() {
     let s = h.status("web", "app");
     assert!(s.ready && s.notify.is_none());
 }
+
+fn printing() -> Harness {
+    let mut c = container("app");
+    c.ready_log_line = Some(LinePattern::new("listening on").expect("pattern"));
+    let mut h = Harness::new(config(vec![pod("web", vec![c])]));
+    h.ack_spawns();
+    h
+}
+
+fn line_matched() -> Notification {
+    Notification {
+        via: ReadyWord::LogLine,
+        ready: true,
+        ..Notification::default()
+    }
+}
+
+#[test]
+fn a_ready_log_line_container_is_ready_only_once_its_line_matched() {
+    let mut h = printing();
+    assert!(h.is_running("web", "app"));
+    assert!(
+        !h.status("web", "app").ready,
+        "running, no line matched yet"
+    );
+    assert!(!h.condition("web", ConditionType::Ready).status);
+    notify(&mut h, line_matched());
+    assert!(h.status("web", "app").ready);
+    assert!(h.condition("web", ConditionType::Ready).status);
+    let e = h.event("Ready").expect("a Ready event");
+    assert!(e.message.contains("ready_log_line"), "{}", e.message);
+}
+
+#[test]
+fn a_ready_log_line_container_is_not_made_ready_over_sd_notify_nor_the_other_way() {
+    let mut h = printing();
+    notify(&mut h, ready());
+    assert!(!h.status("web", "app").ready, "READY=1 is not its way");
+    let mut h = notifying(|_| {});
+    notify(&mut h, line_matched());
+    assert!(
+        !h.status("web", "app").ready,
+        "a log line is not a notify run's way"
+    );
+}
+
+#[test]
+fn a_ready_log_line_run_must_match_again_after_a_restart() {
+    let mut h = printing();
+    notify(&mut h, line_matched());
+    let old = h.generation(h.key("web", "app"));
+    h.exit("web", "app", 1);
+    h.ack_spawns();
+    let key = h.key("web", "app");
+    assert!(h.generation(key) > old);
+    assert!(
+        !h.status("web", "app").ready,
+        "a new run must print its line again"
+    );
+    h.input(Input::Notified {
+        key,
+        generation: old,
+        notification: line_matched(),
+    });
+    assert!(
+        !h.status("web", "app").ready,
+        "the earlier run's line counts for nothing"
+    );
+}

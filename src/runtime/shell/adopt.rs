@@ -275,8 +275,15 @@ impl Runs {
             } else {
                 crate::logs::Stream::Stdout
             };
-            self.capture
-                .add_output(key, pid, fd, stream, Some(generation), PipeFrom::Handoff);
+            self.capture.add_output(
+                key,
+                pid,
+                fd,
+                stream,
+                Some(generation),
+                PipeFrom::Handoff,
+                None,
+            );
         }
         found == 2
     }

@@ -20,8 +20,12 @@
 //! every new pipe of the same user without CAP_SYS_RESOURCE or CAP_SYS_ADMIN two pages instead
 //! of sixteen (pipe(7)), and vigil must not shrink other programs' pipes for its logs' sake.
 //!
-//! Must not: decide anything about a container's lifecycle (EOF on its output is not its exit),
-//! or block on a read or a write.
+//! It also matches each run's output against its `ready_log_line` ([`ReadyLine`], one matcher
+//! per pipe, dropped from both of a run's pipes at the first match) and lists the runs whose
+//! line matched for the shell to tell the core ([`Capture::take_ready_lines`]).
+//!
+//! Must not: decide anything about a container's lifecycle (EOF on its output is not its exit;
+//! a matching line is only reported), or block on a read or a write.
 
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::{AsFd, OwnedFd};
@@ -32,8 +36,9 @@ use mio::{Interest, Registry, Token};
 use nix::fcntl::FcntlArg;
 
 use super::tokens::{self, Owner, Registration, TokenSpace, Watched};
+use crate::config::spec::LinePattern;
 use crate::core::{ContainerKey, Generation};
-use crate::logs::{self, ContainerLog, Forwarder, JournalSink, Origin, Stream};
+use crate::logs::{self, ContainerLog, Forwarder, JournalSink, Origin, ReadyLine, Stream};
 use crate::runtime::slots::ContainerRuntime;
 
 /// Bytes read from one pipe at once: the most one share of a turn can be, and what
@@ -86,6 +91,9 @@ struct Pipe {
     /// [`Capture::grown`]), found that large already, or refused by the kernel — either way
     /// it is not asked again.
     sized: Sizing,
+    /// The run's `ready_log_line` matcher of this stream, until a line of either stream
+    /// matched.
+    ready: Option<ReadyLine>,
 }
 
 /// Where a pipe given to [`Capture::add_output`] comes from.
@@ -174,6 +182,8 @@ pub struct Capture {
     pipe_pages_budget: Option<usize>,
     /// Pipes closed since [`Capture::take_closed`] was last called: main pid and stream.
     closed: Vec<(u32, Stream)>,
+    /// Runs whose `ready_log_line` matched since [`Capture::take_ready_lines`] was last called.
+    ready_lines: Vec<(ContainerKey, Generation)>,
 }
 
 impl Capture {
@@ -193,6 +203,7 @@ impl Capture {
                 std::fs::read_to_string(PIPE_USER_PAGES_SOFT).ok(),
             ),
             closed: Vec::new(),
+            ready_lines: Vec::new(),
         }
     }
 
@@ -214,7 +225,10 @@ impl Capture {
     /// watched is closed (with a warning naming `pid`): the child then gets EPIPE or SIGPIPE on
     /// output. A pipe handed over by `vigil upgrade` (`from`) is asked its size, so one the
     /// previous instance grew counts against [`MAX_GROWN_PIPES`] here too; a new one is a
-    /// default pipe.
+    /// default pipe. `ready`: the run's `ready_log_line`, matched against this stream's lines
+    /// until one of the run's lines matched (none for a run adopted after a crash, which is
+    /// taken as ready, or one handed over that is ready already: docs/behaviour.md §4.5).
+    #[allow(clippy::too_many_arguments)]
     pub fn add_output(
         &mut self,
         key: ContainerKey,
@@ -223,6 +237,7 @@ impl Capture {
         stream: Stream,
         run: Option<Generation>,
         from: PipeFrom,
+        ready: Option<&LinePattern>,
     ) {
         let sized = match from {
             PipeFrom::Spawn => Sizing::Default,
@@ -252,6 +267,7 @@ impl Capture {
                         fd,
                         queued: false,
                         sized,
+                        ready: ready.cloned().map(ReadyLine::new),
                     },
                 );
                 if sized == Sizing::Grown {
@@ -315,10 +331,14 @@ impl Capture {
     /// Reads up to `cap` bytes of the pipe into its log; queues it in `more` when the cap
     /// left data; returns the bytes read.
     fn read_pipe(&mut self, token: Token, logs: &mut impl Logs, cap: usize) -> usize {
-        let Some(pipe) = self.pipes.get(&token) else {
+        let Some(pipe) = self.pipes.get_mut(&token) else {
             return 0;
         };
         let (key, stream, run) = (pipe.key, pipe.stream, pipe.run);
+        let Pipe {
+            fd, ready: matcher, ..
+        } = pipe;
+        let mut matched = false;
         let scratch = self
             .scratch
             .get_or_insert_with(|| vec![0u8; READ_BYTES].into_boxed_slice());
@@ -328,7 +348,10 @@ impl Capture {
             Some(Dest::Journal { sink, output: true }) => (None, Some(sink)),
             _ => (None, None),
         };
-        let result = logs::drain_pipe_with(pipe.fd.as_fd(), scratch, cap, |chunk| {
+        let result = logs::drain_pipe_with(fd.as_fd(), scratch, cap, |chunk| {
+            if !matched && let Some(m) = matcher.as_mut() {
+                matched = m.feed(chunk);
+            }
             let Some(log) = log.as_deref_mut() else {
                 return;
             };
@@ -349,6 +372,20 @@ impl Capture {
             self.shrinking.push_back(key);
         }
         let eof = matches!(result, Ok(ref r) if r.eof) || result.is_err();
+        if eof
+            && !matched
+            && let Some(m) = matcher.as_mut()
+        {
+            matched = m.finish();
+        }
+        if matched && let Some(generation) = run {
+            self.ready_lines.push((key, generation));
+            for p in self.pipes.values_mut() {
+                if p.key == key && p.run == run {
+                    p.ready = None;
+                }
+            }
+        }
         if eof && let Some(log) = log {
             log.eof(fw);
             if let Some(sink) = journal {
@@ -515,6 +552,11 @@ impl Capture {
         std::mem::take(&mut self.closed)
     }
 
+    /// The runs whose `ready_log_line` matched since the last call (each run once).
+    pub fn take_ready_lines(&mut self) -> Vec<(ContainerKey, Generation)> {
+        std::mem::take(&mut self.ready_lines)
+    }
+
     /// Pipes grown to [`GROWN_PIPE_BYTES`] now.
     #[cfg(test)]
     fn grown_pipes(&self) -> usize {
@@ -629,7 +671,7 @@ mod tests {
         if let Some(size) = pipe_size {
             nix::fcntl::fcntl(&w, nix::fcntl::FcntlArg::F_SETPIPE_SZ(size as libc::c_int)).unwrap();
         }
-        capture.add_output(key, 1, r, Stream::Stdout, Some(1), PipeFrom::Spawn);
+        capture.add_output(key, 1, r, Stream::Stdout, Some(1), PipeFrom::Spawn, None);
         std::fs::File::from(w)
     }
 
@@ -718,6 +760,75 @@ mod tests {
         // Unreadable: the kernel's default.
         assert_eq!(pipe_pages_budget(None), Some(8192));
         assert_eq!(pipe_pages_budget(Some("junk".to_string())), Some(8192));
+    }
+
+    #[test]
+    fn a_ready_log_line_on_either_stream_is_reported_once_for_its_run_and_matching_stops() {
+        let (mut poll, mut capture, mut logs) = bare_capture();
+        let key = ContainerKey(4);
+        logs.insert(
+            key,
+            ContainerLog::new("p", "c", &SupervisorSpec::default()).0,
+        );
+        let pattern = LinePattern::new("^listening on [0-9]+$").unwrap();
+        let mut pipe = |stream| {
+            let (r, w) = crate::process::pipe_nonblocking().unwrap();
+            capture.add_output(key, 1, r, stream, Some(9), PipeFrom::Spawn, Some(&pattern));
+            std::fs::File::from(w)
+        };
+        let mut out = pipe(Stream::Stdout);
+        let mut err = pipe(Stream::Stderr);
+        // Not a line of its own yet, and a line that does not match.
+        out.write_all(b"starting\nlistening on ").unwrap();
+        err.write_all(b"warning: listening on 80 soon\n").unwrap();
+        turn(&mut poll, &mut capture, &mut logs);
+        assert_eq!(capture.take_ready_lines(), vec![]);
+        // The line ends on stdout, where it began.
+        out.write_all(b"8080\n").unwrap();
+        turn(&mut poll, &mut capture, &mut logs);
+        assert_eq!(capture.take_ready_lines(), vec![(key, 9)]);
+        assert!(
+            capture.pipes.values().all(|p| p.ready.is_none()),
+            "both of the run's streams stop matching"
+        );
+        err.write_all(b"listening on 8080\n").unwrap();
+        out.write_all(b"listening on 8080\n").unwrap();
+        turn(&mut poll, &mut capture, &mut logs);
+        assert_eq!(capture.take_ready_lines(), vec![], "reported once per run");
+        assert!(
+            logs[&key]
+                .buffer
+                .tail_lines(None, false)
+                .ends_with(b"listening on 8080\n"),
+            "matching takes nothing from the log"
+        );
+    }
+
+    #[test]
+    fn a_ready_log_line_on_stderr_counts_and_an_unfinished_one_at_eof_too() {
+        let (mut poll, mut capture, mut logs) = bare_capture();
+        let pattern = LinePattern::new("ready").unwrap();
+        for (key, stream, text, eof) in [
+            (ContainerKey(5), Stream::Stderr, &b"ready\n"[..], false),
+            (ContainerKey(6), Stream::Stdout, &b"ready"[..], true),
+        ] {
+            logs.insert(
+                key,
+                ContainerLog::new("p", "c", &SupervisorSpec::default()).0,
+            );
+            let (r, w) = crate::process::pipe_nonblocking().unwrap();
+            capture.add_output(key, 1, r, stream, Some(2), PipeFrom::Spawn, Some(&pattern));
+            let mut w = std::fs::File::from(w);
+            w.write_all(text).unwrap();
+            if eof {
+                drop(w);
+                turn(&mut poll, &mut capture, &mut logs);
+            } else {
+                turn(&mut poll, &mut capture, &mut logs);
+                drop(w);
+            }
+            assert_eq!(capture.take_ready_lines(), vec![(key, 2)], "{stream:?}");
+        }
     }
 
     #[test]
@@ -847,7 +958,7 @@ mod tests {
             ContainerLog::new("web", "app", &SupervisorSpec::default()).0,
         );
         let (r, w) = crate::process::pipe_nonblocking().unwrap();
-        capture.add_output(key, 1, r, Stream::Stderr, Some(7), PipeFrom::Spawn);
+        capture.add_output(key, 1, r, Stream::Stderr, Some(7), PipeFrom::Spawn, None);
         let mut w = std::fs::File::from(w);
         w.write_all(b"it broke\n").unwrap();
         assert_eq!(turn(&mut poll, &mut capture, &mut logs), 1);

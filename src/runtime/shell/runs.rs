@@ -32,7 +32,7 @@ use super::tokens::{self, Owner, Watched};
 use super::turnwatch::Chore;
 use crate::cgroup::{ContainerCgroup, Manager};
 use crate::config::spec::{ContainerSpec, SupervisorSpec, TerminationMessagePolicy};
-use crate::core::{Action, ContainerKey, ExitInfo, Generation, Input};
+use crate::core::{Action, ContainerKey, ExitInfo, Generation, Input, Notification, ReadyWord};
 use crate::logs::{self, ContainerLog};
 use crate::process::{self, Stdio};
 use crate::runtime::fdstore::{FdStore, PipeName};
@@ -84,11 +84,35 @@ pub(super) struct Runs {
     pub(super) hooks_ended: Vec<(u64, Option<i32>, Option<i32>)>,
 }
 
+impl Runs {
+    /// Tells the core of the runs whose `ready_log_line` matched (docs/behaviour.md §4.5): the
+    /// same input as a `READY=1`, said another way.
+    fn feed_ready_lines(&mut self, now: Instant, link: &mut Link<'_>) {
+        for (key, generation) in self.capture.take_ready_lines() {
+            link.feed(
+                now,
+                Input::Notified {
+                    key,
+                    generation,
+                    notification: Notification {
+                        via: ReadyWord::LogLine,
+                        ready: true,
+                        ..Notification::default()
+                    },
+                },
+            );
+        }
+    }
+}
+
 impl Component for Runs {
     fn process(&mut self, event: &Event, now: Instant, link: &mut Link<'_>) {
         let token = event.token();
         match Owner::of(token) {
-            Some(Owner::Capture) => self.capture.on_readable(token, &mut self.slots),
+            Some(Owner::Capture) => {
+                self.capture.on_readable(token, &mut self.slots);
+                self.feed_ready_lines(now, link);
+            }
             Some(Owner::Stdout) => self.capture.flush(),
             Some(Owner::Oom) => self.on_memory_events(token, now, link),
             Some(Owner::Janitor) => self.janitor.retry(),
@@ -133,6 +157,7 @@ impl Component for Runs {
             // most the rest of the turn it came in, not one more turn's share of output too.
             Chore::Capture => {
                 self.capture.read_more(&mut self.slots);
+                self.feed_ready_lines(now, link);
                 for (pid, stream) in self.capture.take_closed() {
                     self.fdstore.release(pid, stream == logs::Stream::Stderr);
                 }
@@ -471,10 +496,25 @@ impl Runs {
             .started(key, &format!("{pod}/{}", container.name), pid, main);
         let run = Some(generation);
         self.hold_output(&format!("{pod}/{}", container.name), pid, &out_r, &err_r);
-        self.capture
-            .add_output(key, pid, out_r, logs::Stream::Stdout, run, PipeFrom::Spawn);
-        self.capture
-            .add_output(key, pid, err_r, logs::Stream::Stderr, run, PipeFrom::Spawn);
+        let ready = container.ready_log_line.as_ref();
+        self.capture.add_output(
+            key,
+            pid,
+            out_r,
+            logs::Stream::Stdout,
+            run,
+            PipeFrom::Spawn,
+            ready,
+        );
+        self.capture.add_output(
+            key,
+            pid,
+            err_r,
+            logs::Stream::Stderr,
+            run,
+            PipeFrom::Spawn,
+            ready,
+        );
         let oom_seen = cgroup
             .as_ref()
             .map(|c| c.oom_baseline())

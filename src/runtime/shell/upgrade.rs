@@ -918,6 +918,13 @@ impl Upgrade {
                     } else {
                         crate::logs::Stream::Stdout
                     };
+                    // A run not ready yet goes on being matched here (what a line cut by
+                    // the hand-over began with is lost: its rest is matched as a line).
+                    let ready = p
+                        .run
+                        .filter(|g| parts.core.awaits_ready_line(p.key, *g))
+                        .and_then(|_| parts.runs.slots.get(&p.key))
+                        .and_then(|s| s.spec.ready_log_line.clone());
                     parts.runs.capture.add_output(
                         p.key,
                         p.pid,
@@ -925,6 +932,7 @@ impl Upgrade {
                         stream,
                         p.run,
                         PipeFrom::Handoff,
+                        ready.as_ref(),
                     );
                 }
                 None => warn!(
