@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every test of vigil, from a fresh Debian 12 machine: installs what the tests need (python3,
-# systemd-analyze, util-linux, tmux and kubectl (Debian's kubernetes-client, for `kubectl
-# kustomize`) for the native tests; QEMU, busybox, cpio and Debian's
+# systemd-analyze, util-linux, tmux, redis-server and kubectl (Debian's kubernetes-client, for
+# `kubectl kustomize`) for the native tests; QEMU, busybox, cpio and Debian's
 # kernel for the VM suite; Rust's musl target and musl-tools, which vigil ships for), then runs formatting and
 # lint checks, the unit and integration tests, and the real-kernel VM scenarios.
 #
@@ -29,16 +29,28 @@ tests/ensure-musl.sh
 step "host programs the native tests use"
 # package:program pairs; installed only when the program is missing.
 missing=()
+# redis-server: a real daemon that speaks sd_notify (Debian builds it with libsystemd;
+# tests/it/notify.rs runs it under vigil with `notify = true`).
 for pp in python3:python3 systemd:systemd-analyze util-linux:prlimit util-linux:setpriv \
           prometheus:prometheus prometheus:promtool \
-          util-linux:unshare tmux:tmux kubernetes-client:kubectl; do
+          util-linux:unshare tmux:tmux kubernetes-client:kubectl redis-server:redis-server; do
     command -v "${pp#*:}" >/dev/null 2>&1 || missing+=("${pp%%:*}")
 done
 if ((${#missing[@]})); then
     as_root() { if ((EUID == 0)); then "$@"; else sudo "$@"; fi; }
     as_root apt-get update -qq
+    # Packages with a service (redis-server, prometheus) must not start it: the tests run their
+    # own. invoke-rc.d asks policy-rc.d(8), and exit 101 means "not allowed"; one is put in
+    # place only for the install when the machine has none (a container image often has one).
+    own_policy=
+    if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+        own_policy=1
+        printf '#!/bin/sh\nexit 101\n' | as_root tee /usr/sbin/policy-rc.d >/dev/null
+        as_root chmod 755 /usr/sbin/policy-rc.d
+    fi
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
         $(printf '%s\n' "${missing[@]}" | sort -u) >/dev/null
+    if [[ -n $own_policy ]]; then as_root rm -f /usr/sbin/policy-rc.d; fi
 fi
 
 step "test servers: openssl CLI (HTTPS probe tests), grpcio + grpcio-health-checking (gRPC probe tests)"

@@ -1,7 +1,8 @@
 //! Readiness from the process. sd_notify from containers (`notify = true`; docs/behaviour.md
-//! §4.4) with real clients: systemd's `systemd-notify` (Debian package systemd) and Python's
-//! `sdnotify` (PyPI), and senders that must not be heard: another container's process,
-//! another uid. And `ready_log_line` (§4.5): a program that only prints.
+//! §4.4) with real clients: systemd's `systemd-notify` (Debian package systemd), Python's
+//! `sdnotify` (PyPI) and a real daemon, redis-server (Debian package redis-server), and
+//! senders that must not be heard: another container's process, another uid. And
+//! `ready_log_line` (§4.5): a program that only prints.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -344,4 +345,49 @@ command = ["sh", "-c", "echo booting; echo 'listening on :soon' >&2; printf 'lis
     let out = v.cli(&["describe", "web"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("matching its ready_log_line"), "{text}");
+}
+
+/// A real Debian daemon that speaks sd_notify: redis-server (built with libsystemd) with
+/// `--supervised systemd` sends `STATUS=Redis is loading...`, `STATUS=Ready to accept
+/// connections` and `READY=1` once it serves. Gated by a file so that the container is seen
+/// running and not ready before redis starts; after `READY=1` redis answers `PING` on its
+/// socket, its `STATUS=` is in `describe`, and the `Ready` event quotes `READY=1`.
+#[test]
+#[ignore = "needs root"]
+fn redis_server_supervised_by_systemd_protocol_is_ready_only_after_its_ready_1() {
+    require_program("redis-server", "--version", "redis-server");
+    let cg = ScratchCgroup::new();
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("redis.sock");
+    let then = format!(
+        "exec redis-server --supervised systemd --daemonize no --port 0 --unixsocket {} \
+         --save '' --appendonly no --dir {}",
+        sock.display(),
+        dir.path().display()
+    );
+    let pods = gated(dir.path(), "web", &then, "");
+    let v = Vigil::start_in(dir, &cg.root_line(), &pods);
+    running_not_ready(&v, "web");
+    assert!(!sock.exists(), "redis has not started yet");
+    go(&v, "web");
+    v.wait_for(T, "READY=1 from redis-server", |v| {
+        v.container("web", "app")["ready"] == true
+    });
+    assert_eq!(
+        notify_of(&v, "web")["status"],
+        "Ready to accept connections",
+        "{}",
+        v.container("web", "app")
+    );
+    // What made it ready is a redis that serves.
+    let mut conn = std::os::unix::net::UnixStream::connect(&sock).expect("redis socket");
+    conn.set_read_timeout(Some(T)).unwrap();
+    std::io::Write::write_all(&mut conn, b"PING\r\n").unwrap();
+    let mut answer = [0u8; 7];
+    std::io::Read::read_exact(&mut conn, &mut answer).unwrap();
+    assert_eq!(&answer, b"+PONG\r\n");
+    let out = v.cli(&["describe", "web"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Ready to accept connections"), "{text}");
+    assert!(text.contains("said it is ready (READY=1)"), "{text}");
 }
