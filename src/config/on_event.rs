@@ -80,7 +80,8 @@ reasons! {
     ReplicaFailed => true,
     /// An `on_event` hook failed to deliver an event (its own machinery: never fed to hooks).
     EventHookFailed => true,
-    /// A `notify = true` container said `READY=1` (behaviour.md §4.4).
+    /// A `notify = true` container said `READY=1`, or a `ready_log_line` container printed
+    /// its line (behaviour.md §4.4, §4.5).
     Ready => false,
     /// A `notify = true` container said `STOPPING=1` (behaviour.md §4.4).
     Stopping => false,
@@ -114,6 +115,8 @@ pub struct OnEventSpec {
     pub name: String,
     /// Which events; empty lists match everything.
     pub reasons: Vec<EventReason>,
+    /// Pods by name; the name of a pod with `replicas` means each of its replicas
+    /// (`web`: `web-0`, `web-1` …), a replica's own name only that replica.
     pub pods: Vec<String>,
     pub kind: Option<EventKind>,
     pub action: OnEventAction,
@@ -167,8 +170,17 @@ pub const MAX_RETRIES: u32 = 10;
 
 impl OnEventSpec {
     /// Whether an event of `reason` (as recorded), `kind` and object (`pod/container` or `pod`)
-    /// goes to this hook. Events of the hook machinery never do.
-    pub fn matches(&self, reason: &str, kind: EventKind, object: &str) -> bool {
+    /// goes to this hook. Events of the hook machinery never do. `replica_of(pod, set)` says
+    /// whether the pod `pod` is a replica of the pod with replicas `set`; it is asked only of
+    /// a filter's name `set` that `pod` looks like a replica of (`web-2` and `web`), so a
+    /// hook without `pods` costs nothing more.
+    pub fn matches(
+        &self,
+        reason: &str,
+        kind: EventKind,
+        object: &str,
+        replica_of: impl Fn(&str, &str) -> bool,
+    ) -> bool {
         let Some(reason) = EventReason::parse(reason) else {
             return false;
         };
@@ -182,7 +194,11 @@ impl OnEventSpec {
             return false;
         }
         let pod = object.split('/').next().unwrap_or(object);
-        self.pods.is_empty() || self.pods.iter().any(|p| p == pod)
+        self.pods.is_empty()
+            || self
+                .pods
+                .iter()
+                .any(|p| p == pod || (super::replicas::collides(p, pod) && replica_of(pod, p)))
     }
 
     /// The program an exec hook runs as root (no `user`, or root named): trust-checked like
@@ -236,20 +252,65 @@ mod tests {
             &["web"],
             Some(EventKind::Warning),
         );
-        assert!(h.matches("BackOff", EventKind::Warning, "web/app"));
-        assert!(!h.matches("BackOff", EventKind::Warning, "db/pg"));
-        assert!(!h.matches("Started", EventKind::Warning, "web/app"));
-        assert!(!h.matches("BackOff", EventKind::Normal, "web/app"));
+        assert!(h.matches("BackOff", EventKind::Warning, "web/app", plain));
+        assert!(!h.matches("BackOff", EventKind::Warning, "db/pg", plain));
+        assert!(!h.matches("Started", EventKind::Warning, "web/app", plain));
+        assert!(!h.matches("BackOff", EventKind::Normal, "web/app", plain));
         let all = hook(vec![], &[], None);
-        assert!(all.matches("Started", EventKind::Normal, "web/app"));
-        assert!(all.matches("ShutdownOn", EventKind::Warning, "web"));
+        assert!(all.matches("Started", EventKind::Normal, "web/app", plain));
+        assert!(all.matches("ShutdownOn", EventKind::Warning, "web", plain));
+    }
+
+    /// No pod is a replica.
+    fn plain(_: &str, _: &str) -> bool {
+        false
+    }
+
+    /// The pods with replicas are `web` and `api-v2`.
+    fn sets(pod: &str, set: &str) -> bool {
+        ["web", "api-v2"].contains(&set) && crate::config::replicas::collides(set, pod)
+    }
+
+    #[test]
+    fn a_set_name_in_pods_matches_every_replica_and_a_replica_name_only_that_replica() {
+        let by_set = hook(vec![], &["web", "api-v2"], None);
+        for object in ["web-0/app", "web-1/app", "web-17", "api-v2-0/api"] {
+            assert!(
+                by_set.matches("BackOff", EventKind::Warning, object, sets),
+                "{object}"
+            );
+        }
+        for object in [
+            "web-x/app",
+            "web-/app",
+            "webby-0/app",
+            "api-0/api",
+            "db-0/pg",
+        ] {
+            assert!(
+                !by_set.matches("BackOff", EventKind::Warning, object, sets),
+                "{object}"
+            );
+        }
+        let one = hook(vec![], &["web-1"], None);
+        assert!(one.matches("BackOff", EventKind::Warning, "web-1/app", sets));
+        assert!(!one.matches("BackOff", EventKind::Warning, "web-0/app", sets));
+        assert!(!one.matches("BackOff", EventKind::Warning, "web-10/app", sets));
+    }
+
+    #[test]
+    fn a_plain_pod_name_does_not_match_other_pods_that_look_like_its_replicas() {
+        // `web` has no replicas here; `web-2` is a pod of its own.
+        let h = hook(vec![], &["web"], None);
+        assert!(!h.matches("BackOff", EventKind::Warning, "web-2/app", plain));
+        assert!(h.matches("BackOff", EventKind::Warning, "web/app", plain));
     }
 
     #[test]
     fn the_hooks_own_failures_never_match_any_hook() {
         let all = hook(vec![], &[], None);
-        assert!(!all.matches("EventHookFailed", EventKind::Warning, "supervisor"));
+        assert!(!all.matches("EventHookFailed", EventKind::Warning, "supervisor", plain));
         let named = hook(vec![EventReason::EventHookFailed], &[], None);
-        assert!(!named.matches("EventHookFailed", EventKind::Warning, "supervisor"));
+        assert!(!named.matches("EventHookFailed", EventKind::Warning, "supervisor", plain));
     }
 }

@@ -132,3 +132,17 @@ impl Supervisor {
         slot.awaits_ready_line(generation)
     }
 }
+
+impl Supervisor {
+    /// Whether the pod `pod` is a replica of the pod with replicas `set` (an `on_event`
+    /// hook's `pods` filter naming the set; docs/behaviour.md §5.7). A pod gone already (a
+    /// replica scaled away) is one when `set` still has replicas: no other pod may bear a name
+    /// of a replica of a set (`config::replicas::collides`).
+    pub fn is_replica_of(&self, pod: &str, set: &str) -> bool {
+        let of_set = |p: &Pod| p.spec.replica.as_ref().is_some_and(|r| r.set == set);
+        match self.pods.iter().find(|p| p.name() == pod) {
+            Some(p) => of_set(p),
+            None => self.pods.iter().any(of_set),
+        }
+    }
+}

@@ -262,10 +262,11 @@ impl EventHooks {
                 EventType::Normal => EventKind::Normal,
                 EventType::Warning => EventKind::Warning,
             };
+            let replica_of = |pod: &str, set: &str| core.is_replica_of(pod, set);
             if !self
                 .hooks
                 .iter()
-                .any(|h| h.spec.matches(&e.reason, kind, &e.object))
+                .any(|h| h.spec.matches(&e.reason, kind, &e.object, replica_of))
             {
                 continue;
             }
@@ -280,7 +281,7 @@ impl EventHooks {
             let env: Rc<[(String, String)]> = Rc::from(event_env(&wire));
             let what: Rc<str> = Rc::from(format!("{} {}", e.reason, e.object));
             for h in &mut self.hooks {
-                if h.spec.matches(&e.reason, kind, &e.object) {
+                if h.spec.matches(&e.reason, kind, &e.object, replica_of) {
                     h.offer(Job {
                         json: Rc::clone(&json),
                         env: Rc::clone(&env),
