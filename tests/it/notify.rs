@@ -391,3 +391,50 @@ fn redis_server_supervised_by_systemd_protocol_is_ready_only_after_its_ready_1()
     assert!(text.contains("Ready to accept connections"), "{text}");
     assert!(text.contains("said it is ready (READY=1)"), "{text}");
 }
+
+/// `vigil upgrade` (behaviour.md §4.5): a run whose line matched stays ready, and a run that
+/// has not printed its line yet is matched on by the new instance.
+#[test]
+fn after_an_upgrade_a_ready_log_line_run_stays_ready_and_one_not_ready_yet_is_still_matched() {
+    let dir = tempfile::tempdir().unwrap();
+    let pod = |name: &str, script: &str| {
+        format!(
+            r#"
+[pods.{name}]
+[[pods.{name}.containers]]
+name = "app"
+ready_log_line = '^ready$'
+working_dir = "{}"
+command = ["sh", "-c", "{script}"]
+"#,
+            dir.path().display()
+        )
+    };
+    let pods = pod("early", "echo ready; exec sleep 300")
+        + &pod(
+            "web",
+            "echo starting; while [ ! -e go-web ]; do sleep 0.05; done; echo ready; exec sleep 300",
+        );
+    let v = Vigil::start_in(dir, "", &pods);
+    v.wait_for(T, "the early line", |v| {
+        v.container("early", "app")["ready"] == true
+    });
+    running_not_ready_plain(&v, "web");
+    let out = v.cli(&["upgrade"]);
+    assert!(out.status.success(), "{out:?}\n{}", v.log());
+    assert_eq!(v.container("early", "app")["ready"], true, "carried over");
+    assert_eq!(v.container("web", "app")["ready"], false);
+    go(&v, "web");
+    v.wait_for(T, "the line printed after the upgrade", |v| {
+        v.container("web", "app")["ready"] == true
+    });
+}
+
+/// Running and not ready (a container without `notify`).
+fn running_not_ready_plain(v: &Vigil, pod: &str) {
+    v.wait_for(T, "the container running", |v| {
+        state_reason(&v.container(pod, "app")) == "Running"
+    });
+    let c = v.container(pod, "app");
+    assert_eq!(c["ready"], false, "{c}");
+}
