@@ -893,6 +893,118 @@ mod tests {
         }
     }
 
+    /// The clap subcommand and its arm of `client_command` are written by hand beside the row
+    /// of `commands::DEFS` (deriving them would lose clap's typed, documented options): each
+    /// subcommand must send its own row's request, and every argument the row says is made
+    /// from the command line must reach the request. Per command: the bare command line, then
+    /// command lines that set every other CLI argument of the row.
+    #[test]
+    fn each_subcommand_sends_its_rows_request_with_every_cli_argument() {
+        use crate::control::wire::commands::DEFS;
+        const SAMPLES: &[(&[&str], &[&[&str]])] = &[
+            (&["status"], &[&["status", "web"]]),
+            (&["describe", "web"], &[]),
+            (&["events"], &[&["events", "web", "-f", "--after", "3"]]),
+            (
+                &["logs", "web"],
+                &[
+                    &[
+                        "logs",
+                        "web/app",
+                        "-f",
+                        "--tail",
+                        "3",
+                        "-p",
+                        "--timestamps",
+                        "--since",
+                        "5s",
+                    ],
+                    &["logs", "web", "--since-time", "2026-11-23T13:40:47Z"],
+                ],
+            ),
+            (
+                &["start", "web"],
+                &[
+                    &["start", "web/app"],
+                    &["start", "web", "--ignore-dependencies"],
+                ],
+            ),
+            (&["stop", "web"], &[&["stop", "web/app"]]),
+            (
+                &["restart", "web"],
+                &[
+                    &["restart", "web/app"],
+                    &["restart", "web", "--rolling", "--max-unavailable", "2"],
+                ],
+            ),
+            (&["reload"], &[]),
+            (&["scale", "web", "3"], &[]),
+            (&["shutdown"], &[]),
+            (&["version"], &[]),
+            (
+                &["upgrade"],
+                &[&["upgrade", "--binary", "/bin/true", "--check"]],
+            ),
+            (&["metrics"], &[&["metrics", "--openmetrics"]]),
+            (&["health"], &[&["health", "web"]]),
+            (
+                &["wait", "--for=ready", "web"],
+                &[&["wait", "--for=ready", "web", "--timeout", "5s"]],
+            ),
+            (&["trigger", "web"], &[]),
+        ];
+        let request = |argv: &[&str]| {
+            let args = ["vigil", argv[0], "--socket", "/run/test.sock"]
+                .into_iter()
+                .chain(argv[1..].iter().copied())
+                .map(std::ffi::OsString::from);
+            let cli = parse(args).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+            let sent = client_command(cli.command).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+            sent.request
+        };
+        let mut sampled: Vec<&str> = SAMPLES.iter().map(|(bare, _)| bare[0]).collect();
+        let mut rows: Vec<&str> = DEFS.iter().map(|d| d.name).collect();
+        sampled.sort_unstable();
+        rows.sort_unstable();
+        assert_eq!(
+            sampled, rows,
+            "a sample command line per row of commands::DEFS"
+        );
+        for (bare, full) in SAMPLES {
+            let def = crate::control::wire::commands::find(bare[0]).unwrap();
+            let plain = request(bare);
+            assert_eq!(
+                plain.name(),
+                def.name,
+                "`vigil {}` sends its row's request",
+                def.name
+            );
+            let plain = plain.to_json();
+            let sent: Vec<_> = full.iter().map(|argv| request(argv)).collect();
+            for (argv, req) in full.iter().zip(&sent) {
+                assert_eq!(req.name(), def.name, "{argv:?}");
+            }
+            for arg in def.args.iter().filter(|a| a.cli.is_some()) {
+                let given = |fields: &serde_json::Map<String, serde_json::Value>| {
+                    fields.get(arg.name).cloned()
+                };
+                let reached = if arg.required {
+                    given(&plain).is_some()
+                } else {
+                    sent.iter()
+                        .any(|r| given(&r.to_json()).is_some_and(|v| Some(v) != given(&plain)))
+                };
+                assert!(
+                    reached,
+                    "{}: the row's {:?} (from the CLI argument {:?}) does not reach the request",
+                    def.name,
+                    arg.name,
+                    arg.cli.unwrap_or_default()
+                );
+            }
+        }
+    }
+
     #[test]
     fn targets_parse_pod_and_container() {
         assert_eq!(parse_target("web"), Ok(("web".into(), None)));

@@ -7,8 +7,8 @@
 //! follows), whether a command takes `wait_ms` (`protocol`), the CLI's help line for the
 //! subcommand (`cli.rs`, `about = …`), the client's choice of renderer (`client.rs`) and the
 //! wire reference's request list (docs/wire-reference.md, generated in `wire.rs`). Tests fail
-//! when the request enum ([`RequestCmd`]), a CLI subcommand or the wire reference disagree
-//! with a row.
+//! when the request enum ([`RequestCmd`]), a CLI subcommand, docs/interface.md or the wire
+//! reference disagree with a row.
 //!
 //! Must not parse arguments (`request.rs` does, naming the field in its errors) or answer a
 //! command (the server). The recipe for a new command is in docs/architecture.md.
@@ -475,6 +475,89 @@ mod tests {
                 def.name
             );
         }
+    }
+
+    /// The rows of docs/interface.md §2.2's request table: the command names of the first
+    /// cell, and the whole row.
+    fn interface_md_request_rows(doc: &str) -> Vec<(Vec<String>, String)> {
+        let start = doc
+            .find("\n### 2.2 Requests")
+            .expect("docs/interface.md has §2.2");
+        let section = &doc[start + 1..];
+        let section = &section[..section[1..].find("\n#").map_or(section.len(), |e| e + 1)];
+        section
+            .lines()
+            .filter_map(|line| {
+                let first = line.strip_prefix("| ")?.split(" |").next()?;
+                let names: Vec<String> = first
+                    .split(", ")
+                    .map(|n| n.trim_matches('`').to_string())
+                    .collect();
+                Some((names, line.to_string()))
+            })
+            // The table's head and its rule.
+            .filter(|(names, _)| names[0] != "cmd" && !names[0].starts_with("---"))
+            .collect()
+    }
+
+    /// docs/interface.md §2.2 has a row per command (as config/tests.rs holds §4 to the config
+    /// keys), and §1 a `vigil NAME` row: a command added to `DEFS` without them fails here,
+    /// and so does a row naming a command that does not exist, a row that leaves out one of
+    /// the command's arguments, or one whose "needs admin" cell disagrees with the row's
+    /// access.
+    #[test]
+    fn every_command_has_its_row_in_interface_md_naming_its_arguments_and_access() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/interface.md");
+        let doc = std::fs::read_to_string(&path).expect("read docs/interface.md");
+        let rows = interface_md_request_rows(&doc);
+        let mut wrong = Vec::new();
+        for (names, _) in &rows {
+            for name in names {
+                if find(name).is_none() {
+                    wrong.push(format!("{name:?}: documented, but no row of DEFS"));
+                }
+            }
+        }
+        for def in DEFS {
+            let mut mine = rows
+                .iter()
+                .filter(|(names, _)| names.iter().any(|n| n == def.name));
+            let Some((_, line)) = mine.next() else {
+                wrong.push(format!("{}: no row in docs/interface.md §2.2", def.name));
+                continue;
+            };
+            if mine.next().is_some() {
+                wrong.push(format!("{}: more than one row", def.name));
+            }
+            let cells: Vec<&str> = line.split(" | ").collect();
+            let (args, admin) = (cells[1], cells[2]);
+            for arg in def.args {
+                if !args.contains(&format!("`{}`", arg.name)) {
+                    wrong.push(format!(
+                        "{}: argument {:?} not documented",
+                        def.name, arg.name
+                    ));
+                }
+            }
+            if def.waits && !args.contains("`wait_ms`") {
+                wrong.push(format!("{}: `wait_ms` not documented", def.name));
+            }
+            if !doc.contains(&format!("\n| `vigil {}", def.name)) {
+                wrong.push(format!("{}: no `vigil {}` row in §1", def.name, def.name));
+            }
+            let says_admin = admin.starts_with("yes");
+            if says_admin != (def.access >= Access::Admin) || (!says_admin && admin != "no") {
+                wrong.push(format!(
+                    "{}: \"needs admin\" is {admin:?}, the row's access {:?}",
+                    def.name, def.access
+                ));
+            }
+        }
+        assert!(
+            wrong.is_empty(),
+            "docs/interface.md §2.2 disagrees with commands::DEFS:\n{}",
+            wrong.join("\n")
+        );
     }
 
     #[test]
