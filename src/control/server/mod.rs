@@ -217,6 +217,17 @@ pub struct ConnId {
     generation: u64,
 }
 
+#[cfg(test)]
+impl ConnId {
+    /// An id no connection has: for tests of what answers requests without a client.
+    pub fn unused() -> ConnId {
+        ConnId {
+            index: usize::MAX,
+            generation: u64::MAX,
+        }
+    }
+}
+
 /// The connecting process, from `SO_PEERCRED` at accept time (unix(7)): the credentials of
 /// the peer when it called `connect`, not affected by later setuid or fd passing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

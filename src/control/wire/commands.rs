@@ -6,9 +6,11 @@
 //! command's error lists), the access check ([`RequestCmd::access`], from which `is_mutating`
 //! follows), whether a command takes `wait_ms` (`protocol`), the CLI's help line for the
 //! subcommand (`cli.rs`, `about = …`), the client's choice of renderer (`client.rs`) and the
-//! wire reference's request list (docs/wire-reference.md, generated in `wire.rs`). Tests fail
-//! when the request enum ([`RequestCmd`]), a CLI subcommand, docs/interface.md or the wire
-//! reference disagree with a row.
+//! wire reference's request list (docs/wire-reference.md, generated in `wire.rs`); the
+//! server's handler is found by the row's index ([`row_of`], `RequestCmd::row`) in the shell's
+//! table of them (`runtime/shell/control/handlers.rs`: `control` must not name `runtime`).
+//! Tests fail when the request enum ([`RequestCmd`]), a CLI subcommand, the handler table,
+//! docs/interface.md or the wire reference disagree with a row.
 //!
 //! Must not parse arguments (`request.rs` does, naming the field in its errors) or answer a
 //! command (the server). The recipe for a new command is in docs/architecture.md.
@@ -356,6 +358,34 @@ const fn names() -> [&'static str; DEFS.len()] {
         i += 1;
     }
     out
+}
+
+/// The index of `def`'s row in [`DEFS`] (its name's), for tables kept in `DEFS`' order (the
+/// server's handlers); evaluated at compile time, where a definition missing from `DEFS`
+/// fails the build.
+pub const fn row_of(def: &CommandDef) -> usize {
+    let mut i = 0;
+    while i < DEFS.len() {
+        if same(DEFS[i].name.as_bytes(), def.name.as_bytes()) {
+            return i;
+        }
+        i += 1;
+    }
+    panic!("a command definition is missing from commands::DEFS")
+}
+
+const fn same(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
 
 /// The definition of the command named `name`.

@@ -12,7 +12,7 @@
 //!
 //! A new command: its row in `commands::DEFS` (name, access, arguments, help, rendering), a
 //! variant here (the row's arguments as fields, each read by one of the [`arg`] functions)
-//! with its row in `def()`, and a sample in the wire reference's `request_samples`; tests
+//! with its arm in `row()`, and a sample in the wire reference's `request_samples`; tests
 //! fail when the variant's fields and the row's arguments disagree.
 
 use serde::de::{self, Deserializer, IntoDeserializer, Visitor};
@@ -272,26 +272,34 @@ impl RequestCmd {
         self.access() >= Access::Admin
     }
 
+    /// The index of the command's row in [`commands::DEFS`] (tables in the rows' order, such
+    /// as the server's handlers, are indexed by it).
+    pub fn row(&self) -> usize {
+        use commands::row_of;
+        match self {
+            RequestCmd::Status { .. } => const { row_of(&commands::STATUS) },
+            RequestCmd::Describe { .. } => const { row_of(&commands::DESCRIBE) },
+            RequestCmd::Events { .. } => const { row_of(&commands::EVENTS) },
+            RequestCmd::Logs { .. } => const { row_of(&commands::LOGS) },
+            RequestCmd::Start { .. } => const { row_of(&commands::START) },
+            RequestCmd::Stop { .. } => const { row_of(&commands::STOP) },
+            RequestCmd::Restart { .. } => const { row_of(&commands::RESTART) },
+            RequestCmd::Reload => const { row_of(&commands::RELOAD) },
+            RequestCmd::Scale { .. } => const { row_of(&commands::SCALE) },
+            RequestCmd::Shutdown => const { row_of(&commands::SHUTDOWN) },
+            RequestCmd::Version => const { row_of(&commands::VERSION) },
+            RequestCmd::Upgrade { .. } => const { row_of(&commands::UPGRADE) },
+            RequestCmd::Metrics { .. } => const { row_of(&commands::METRICS) },
+            RequestCmd::Health { .. } => const { row_of(&commands::HEALTH) },
+            RequestCmd::Wait { .. } => const { row_of(&commands::WAIT) },
+            RequestCmd::Trigger { .. } => const { row_of(&commands::TRIGGER) },
+        }
+    }
+
     /// The command's row in [`commands::DEFS`].
     pub fn def(&self) -> &'static CommandDef {
-        match self {
-            RequestCmd::Status { .. } => &commands::STATUS,
-            RequestCmd::Describe { .. } => &commands::DESCRIBE,
-            RequestCmd::Events { .. } => &commands::EVENTS,
-            RequestCmd::Logs { .. } => &commands::LOGS,
-            RequestCmd::Start { .. } => &commands::START,
-            RequestCmd::Stop { .. } => &commands::STOP,
-            RequestCmd::Restart { .. } => &commands::RESTART,
-            RequestCmd::Reload => &commands::RELOAD,
-            RequestCmd::Scale { .. } => &commands::SCALE,
-            RequestCmd::Shutdown => &commands::SHUTDOWN,
-            RequestCmd::Version => &commands::VERSION,
-            RequestCmd::Upgrade { .. } => &commands::UPGRADE,
-            RequestCmd::Metrics { .. } => &commands::METRICS,
-            RequestCmd::Health { .. } => &commands::HEALTH,
-            RequestCmd::Wait { .. } => &commands::WAIT,
-            RequestCmd::Trigger { .. } => &commands::TRIGGER,
-        }
+        // In range: `row_of` returns an index of `DEFS` or fails the build.
+        &commands::DEFS[self.row()]
     }
 
     /// The wire name (`"status"`).

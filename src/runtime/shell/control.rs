@@ -12,9 +12,9 @@
 //! - [`Control::end_log_streams`] when a container is forgotten, [`Control::apply_settings`]
 //!   on reload, [`Control::check_socket_file`] on SIGHUP.
 //!
-//! A new socket command: a variant in `protocol::RequestCmd`, then one arm in
-//! [`Control::dispatch`]: answered there from the [`View`] if it only reads, or a new
-//! [`Mutation`] the router carries out if it changes state.
+//! A new socket command: its row in `control::wire::commands::DEFS` and its handler in the
+//! table of `control/handlers.rs`, indexed by the row: answered there from the [`View`] if it
+//! only reads, or a new [`Mutation`] the router carries out if it changes state.
 //!
 //! Owns: the [`Server`] and every connection descriptor, the stream jobs, the reply clock.
 //! Must not: change the core or the slots (it gets them read-only; changes go through the
@@ -31,13 +31,13 @@ use log::{error, info, warn};
 use mio::Registry;
 use mio::event::Event;
 
-use super::waiters::{Awaits, Done, Waiters};
+mod handlers;
+
+use super::waiters::{Done, Waiters};
 use super::{CONN_TOKEN_BASE, StartError, resolve_group, tokens};
 use crate::config::spec::Config;
 use crate::control::limits::{FdNeeds, FdShares, fd_shares};
-use crate::control::protocol::{
-    self, LogPosition, Request, RequestCmd, RequestId, utf8_incomplete_tail,
-};
+use crate::control::protocol::{self, Request, RequestCmd, RequestId, utf8_incomplete_tail};
 use crate::control::render;
 use crate::control::server::{
     Access, ConnId, ControlError, Handover, Incoming, Inherited, Limits, PeerCred, Resume, Server,
@@ -93,10 +93,6 @@ pub(super) struct Control {
     /// Requests whose reply waits for a state (`wait_ms`, `wait`).
     waiters: Waiters,
 }
-
-/// `vigil wait` when the server first looks and the pods are not there yet: how long it waits
-/// without `timeout_seconds` (kubectl wait's default).
-const DEFAULT_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// One rendered `status` result (the JSON after `"result":`), reused for the same request
 /// (pod filter, secrets shown or not) until the turn ends or a request changes state: within
@@ -811,8 +807,8 @@ impl Control {
         }
     }
 
-    /// Authorises and journals one request, then answers it ([`Control::dispatch`]); a
-    /// request that changes state is returned for the router.
+    /// Authorises and journals one request, then hands it to its command's handler
+    /// (`handlers.rs`); a request that changes state is returned for the router.
     fn answer(&mut self, inc: Incoming, now: Instant, view: &View) -> Option<(Pending, Mutation)> {
         // Check the wall-clock anchor at every answer, so a stepped system clock (NTP, a VM
         // resumed) shows up in what is reported; the core's timers never see it. Kept while
@@ -887,7 +883,14 @@ impl Control {
             render::Secrets::Redacted
         };
         let id = request.id;
-        match self.dispatch(conn, &id, request.cmd, secrets, now, view) {
+        let call = handlers::Call {
+            conn,
+            id: &id,
+            secrets,
+            now,
+            view,
+        };
+        match handlers::dispatch(self, &call, request.cmd) {
             Answer::Reply(reply) => {
                 self.send_reply(conn, &id, reply);
                 None
@@ -909,381 +912,6 @@ impl Control {
         }
     }
 
-    /// One arm per command: the reply, a stream started on `conn`, or the change the router
-    /// is to carry out.
-    fn dispatch(
-        &mut self,
-        conn: ConnId,
-        id: &RequestId,
-        cmd: RequestCmd,
-        secrets: render::Secrets,
-        now: Instant,
-        view: &View,
-    ) -> Answer {
-        let reply = match cmd {
-            // Secrets are shown exactly to admins (the caller decides both from the peer).
-            RequestCmd::Version => {
-                wire_json(&render::version(matches!(secrets, render::Secrets::Shown)))
-            }
-            RequestCmd::Metrics { format } => return Answer::Change(Mutation::Metrics(format)),
-            // One look at each pod's phase and `Ready` condition, no status snapshot: the
-            // reply names only what is not Ready or Completed (a Docker HEALTHCHECK's cost).
-            RequestCmd::Health { pods } => match view.core.health_of(&pods) {
-                Ok(judged) => wire_json(&render::health(&judged)),
-                Err(name) => Err((ErrorKind::NotFound, no_pod(view, &name))),
-            },
-            // Answered now when met (or with a zero timeout: kubectl wait's "check once"),
-            // else by `settle_waiters` in a later turn.
-            RequestCmd::Wait {
-                pods,
-                condition,
-                timeout_seconds,
-            } => match view.core.health_of(&pods) {
-                Err(name) => Err((ErrorKind::NotFound, no_pod(view, &name))),
-                Ok(judged) => {
-                    let timeout = timeout_seconds.map_or(DEFAULT_WAIT, |t| t.0);
-                    if timeout.is_zero() || judged.iter().all(|h| condition.met(h)) {
-                        wire_json(&render::wait(condition, &judged))
-                    } else {
-                        let pending = Pending {
-                            conn,
-                            id: id.clone(),
-                            wait: None,
-                        };
-                        let awaits = Awaits::Pods { pods, condition };
-                        self.waiters.park_for(pending, awaits, timeout, now);
-                        return Answer::Sent;
-                    }
-                }
-            },
-            RequestCmd::Status { pod } => {
-                let shown = matches!(secrets, render::Secrets::Shown);
-                if let Some(c) = &self.status_cache
-                    && c.pod == pod
-                    && c.shown == shown
-                {
-                    return Answer::CachedStatus;
-                }
-                let (pods, observed) = snapshot(view, now, pod.as_deref());
-                match pod {
-                    Some(name) if !pods.iter().any(|p| p.name == name) => {
-                        Err((ErrorKind::NotFound, no_pod(view, &name)))
-                    }
-                    _ => {
-                        // Serialised without a `Value` tree between (for a full status of
-                        // hundreds of pods that tree was most of the reply's cost), into the
-                        // last status's buffer, at least the size of the last full status (no
-                        // regrowth and copy on the way up), kept as the cache and sent from
-                        // there, around the reply's head and tail, without a copy into a line
-                        // (BENCHMARKS.md).
-                        let status = render::status(&pods, &observed, &self.clock, secrets);
-                        let hint = if pod.is_none() {
-                            self.full_status_bytes
-                        } else {
-                            0
-                        };
-                        let mut json = std::mem::take(&mut self.status_spare).into_bytes();
-                        json.clear();
-                        json.reserve(hint + 1024);
-                        let rendered = wire::write_json(&mut json, &status)
-                            .map_err(|e| e.to_string())
-                            .and_then(|()| String::from_utf8(json).map_err(|e| e.to_string()));
-                        match rendered {
-                            Ok(result) => {
-                                if pod.is_none() {
-                                    self.full_status_bytes = result.len();
-                                }
-                                self.status_cache = Some(StatusCache { pod, shown, result });
-                                return Answer::CachedStatus;
-                            }
-                            Err(e) => {
-                                Err((ErrorKind::Internal, format!("cannot encode the reply: {e}")))
-                            }
-                        }
-                    }
-                }
-            }
-            RequestCmd::Describe { pod } => {
-                let (pods, observed) = snapshot(view, now, Some(pod.as_str()));
-                match pods.iter().find(|p| p.name == pod) {
-                    Some(p) => wire_json(&render::describe(
-                        p,
-                        &observed,
-                        &view.core.events_since(0),
-                        &self.clock,
-                        secrets,
-                    )),
-                    None => Err((ErrorKind::NotFound, no_pod(view, &pod))),
-                }
-            }
-            RequestCmd::Events {
-                follow,
-                pod,
-                after,
-                history,
-            } => {
-                if let Some(name) = &pod
-                    && view.core.pod(name).is_none()
-                {
-                    return Answer::Reply(Err((ErrorKind::NotFound, no_pod(view, name))));
-                }
-                let (after, resumed) = events_resume(view.core, after, history.as_deref());
-                if follow {
-                    // Its history's id, then the events, then new ones, pushed as the client
-                    // takes them.
-                    self.server.start_stream(conn, None);
-                    let first = protocol::reply_event_stream(
-                        id,
-                        view.core.event_history(),
-                        resumed.as_ref(),
-                    );
-                    self.server.push(&self.registry, conn, first.as_bytes());
-                    let job = Job::FollowEvents {
-                        id: id.clone(),
-                        last_seq: after,
-                        pod,
-                    };
-                    self.jobs.insert(conn, job);
-                    return Answer::Sent;
-                }
-                let mut events = view.core.events_since(after);
-                events.retain(|e| about_pod(e, pod.as_deref()));
-                wire_json(&render::events(&events, &self.clock))
-            }
-            RequestCmd::Logs {
-                pod,
-                container,
-                follow,
-                tail,
-                previous,
-                timestamps,
-                since_seconds,
-                since_time,
-                ring,
-                offset,
-            } => match find_slot(view, &pod, container.as_deref()) {
-                Err(e) => Err((ErrorKind::NotFound, e)),
-                Ok(key) => {
-                    let Some(slot) = view.slots.get(&key) else {
-                        return Answer::Reply(Err((
-                            ErrorKind::NotFound,
-                            format!("no logs for {pod}: the container is gone"),
-                        )));
-                    };
-                    if previous && !slot.log.buffer.has_previous() {
-                        // kubelet `kubelet_pods.go` validateContainerLogStatus: the same refusal.
-                        return Answer::Reply(Err((
-                            ErrorKind::BadArgument,
-                            format!(
-                                "previous terminated container {:?} in pod {:?} not found",
-                                slot.name, slot.pod
-                            ),
-                        )));
-                    }
-                    let since = match (since_seconds, since_time.as_deref()) {
-                        (Some(n), _) => Some(LogsSince::Seconds(n)),
-                        (None, Some(t)) => RequestCmd::since_time_nanos(t).map(LogsSince::Time),
-                        (None, None) => None,
-                    };
-                    let resume = match (ring.and_then(|r| r.parse().ok()), offset) {
-                        (Some(ring), Some(offset)) => Some(LogPosition { ring, next: offset }),
-                        _ => None,
-                    };
-                    let want = LogsWanted {
-                        tail,
-                        previous,
-                        follow,
-                        timestamps,
-                        since,
-                        resume,
-                    };
-                    self.start_logs(conn, id, key, slot, &want);
-                    return Answer::Sent;
-                }
-            },
-            RequestCmd::Restart {
-                pod,
-                container: Some(container),
-                rolling: true,
-                ..
-            } => Err((
-                ErrorKind::BadArgument,
-                format!(
-                    "rolling restarts the replicas of a pod, not one container ({pod}/{container})"
-                ),
-            )),
-            RequestCmd::Restart {
-                rolling: false,
-                max_unavailable: Some(_),
-                ..
-            } => Err((
-                ErrorKind::BadArgument,
-                "max_unavailable goes with rolling".to_string(),
-            )),
-            RequestCmd::Start { pod, .. }
-            | RequestCmd::Stop { pod, .. }
-            | RequestCmd::Restart {
-                pod,
-                rolling: false,
-                ..
-            }
-            | RequestCmd::Trigger { pod }
-                if view.core.pod(&pod).is_none() =>
-            {
-                Err((ErrorKind::NotFound, no_pod(view, &pod)))
-            }
-            RequestCmd::Start {
-                pod,
-                container: None,
-                ignore_dependencies: true,
-            } => {
-                return Answer::Change(Mutation::Command(Command::StartIgnoringDependencies {
-                    pod,
-                }));
-            }
-            RequestCmd::Start {
-                pod,
-                container: Some(container),
-                ignore_dependencies: true,
-            } => {
-                return Answer::Reply(Err((
-                    ErrorKind::BadArgument,
-                    format!(
-                        "ignore_dependencies starts a whole pod, not {pod}/{container}: a \
-                         container starts only once its pod has begun"
-                    ),
-                )));
-            }
-            RequestCmd::Start { pod, container, .. } => {
-                return Answer::Change(Mutation::Command(Command::Start { pod, container }));
-            }
-            RequestCmd::Stop { pod, container } => {
-                return Answer::Change(Mutation::Command(Command::Stop { pod, container }));
-            }
-            RequestCmd::Restart {
-                pod,
-                container,
-                rolling: false,
-                ..
-            } => {
-                return Answer::Change(Mutation::Command(Command::Restart { pod, container }));
-            }
-            RequestCmd::Restart {
-                pod,
-                max_unavailable,
-                ..
-            } => {
-                return Answer::Change(Mutation::Command(Command::RollingRestart {
-                    pod,
-                    max_unavailable,
-                }));
-            }
-            RequestCmd::Trigger { pod } => {
-                return Answer::Change(Mutation::Command(Command::Trigger { pod }));
-            }
-            RequestCmd::Shutdown => {
-                return Answer::Change(Mutation::Command(Command::Shutdown { force: false }));
-            }
-            RequestCmd::Reload => return Answer::Change(Mutation::Reload),
-            RequestCmd::Scale { pod, replicas } => {
-                return Answer::Change(Mutation::Scale { pod, replicas });
-            }
-            RequestCmd::Upgrade { binary, check } => {
-                return Answer::Change(Mutation::Upgrade {
-                    binary: binary.map(Into::into),
-                    check,
-                });
-            }
-        };
-        Answer::Reply(reply)
-    }
-
-    /// Starts a `logs` reply or a `logs -f` stream on `conn` from `slot`'s ring. Streamed from
-    /// the ring, never copied whole: the reply is the range the ring held now; what is
-    /// overwritten before it is sent is marked skipped.
-    fn start_logs(
-        &mut self,
-        conn: ConnId,
-        id: &RequestId,
-        key: ContainerKey,
-        slot: &ContainerRuntime,
-        want: &LogsWanted,
-    ) {
-        let LogsWanted {
-            tail,
-            previous,
-            follow,
-            timestamps,
-            since,
-            resume,
-        } = *want;
-        let buffer = &slot.log.buffer;
-        let (mut start, end) = buffer.tail_range(tail, previous);
-        // kubelet `kuberuntime_logs.go` ReadLogs: `since` and `tail` together keep the last
-        // lines of those since then.
-        if let Some(since) = since {
-            let from = match since {
-                LogsSince::Seconds(n) => {
-                    let back = i64::try_from(n).unwrap_or(i64::MAX);
-                    logs::unix_nanos_now().saturating_sub(back.saturating_mul(1_000_000_000))
-                }
-                LogsSince::Time(t) => t,
-            };
-            start = start.max(buffer.since_offset(from, previous));
-        }
-        let mut at_line_start = true;
-        if let Some(at) = resume.filter(|_| follow) {
-            // A follower back after its connection ended (an upgrade, a restart of vigil):
-            // exactly where it was in the same ring; from the oldest byte held in another (a
-            // vigil that started afresh, or a container created again, has a new ring).
-            start = if at.ring == buffer.id() {
-                at.next.min(buffer.total_written())
-            } else {
-                buffer.read_range(0, 0).skipped
-            };
-            at_line_start = !buffer.mid_line_at(start);
-        }
-        let registry = &*self.registry;
-        if follow {
-            self.server.start_stream(conn, None);
-            if start == buffer.total_written() {
-                // The stream's first line when there is nothing to send yet, so the client
-                // knows it is on and where it stands.
-                let at = LogPosition {
-                    ring: buffer.id(),
-                    next: start,
-                };
-                let line = protocol::reply_log(id, b"", at);
-                self.server.push(registry, conn, line.as_bytes());
-            }
-            let job = Job::FollowLogs {
-                id: id.clone(),
-                key,
-                offset: start,
-                carry: Vec::new(),
-                at_line_start,
-                stamps: timestamps,
-            };
-            self.jobs.insert(conn, job);
-            return;
-        }
-        let open =
-            protocol::logs_reply_open(id, &slot.pod, &slot.name, slot.log.buffer.dropped_bytes());
-        self.server
-            .start_stream(conn, Some(protocol::LOGS_REPLY_CUT));
-        self.server.push(registry, conn, open.as_bytes());
-        let job = Job::Reply {
-            key,
-            pos: start,
-            end,
-            skipped: 0,
-            carry: Vec::new(),
-            stamps: timestamps,
-            at_line_start: true,
-        };
-        self.jobs.insert(conn, job);
-    }
-
     /// Sends the one reply line of request `id`.
     fn send_reply(&mut self, conn: ConnId, id: &RequestId, reply: Reply) {
         let line = match reply {
@@ -1294,31 +922,10 @@ impl Control {
     }
 }
 
-/// Where `logs` begins in time (the request's `since_seconds` or `since_time`).
-#[derive(Debug, Clone, Copy)]
-enum LogsSince {
-    /// The last N seconds, by the supervisor's clock.
-    Seconds(u64),
-    /// From this Unix time, in nanoseconds.
-    Time(i64),
-}
-
-/// What a `logs` request asks for beyond its target.
-#[derive(Debug, Clone, Copy)]
-struct LogsWanted {
-    tail: Option<usize>,
-    previous: bool,
-    follow: bool,
-    timestamps: bool,
-    since: Option<LogsSince>,
-    /// Resume a follow at this position (`ring`, `offset`).
-    resume: Option<LogPosition>,
-}
-
 /// A reply's value, or its error kind and message.
 type Reply = Result<serde_json::Value, (ErrorKind, String)>;
 
-/// What [`Control::dispatch`] made of a request.
+/// What a command's handler (`handlers.rs`) made of a request.
 enum Answer {
     /// The one reply line to send.
     Reply(Reply),
@@ -1374,34 +981,6 @@ fn journal_request(peer: &PeerCred, cmd: &RequestCmd) {
     }
 }
 
-/// The container whose logs `pod` (and `container`, else the first app container) names.
-fn find_slot(view: &View, pod: &str, container: Option<&str>) -> Result<ContainerKey, String> {
-    let pods = view.core.pods();
-    let Some(p) = pods.iter().find(|p| p.name == pod) else {
-        return Err(no_pod(view, pod));
-    };
-    let all: Vec<_> = p
-        .init_containers
-        .iter()
-        .chain(p.containers.iter())
-        .collect();
-    let c = match container {
-        Some(name) => all.iter().find(|c| c.name == name).copied(),
-        None => p.containers.first(),
-    };
-    match c {
-        Some(c) if view.slots.contains_key(&c.key) => Ok(c.key),
-        Some(c) => Err(format!(
-            "container {pod}/{} has not run yet: no logs",
-            c.name
-        )),
-        None => Err(format!(
-            "pod \"{pod}\" has no container named \"{}\"",
-            container.unwrap_or("")
-        )),
-    }
-}
-
 /// Core snapshot, and beside it what only the shell knows: each running container's cgroup
 /// and its figures. With `only`, just that pod (reading cgroup figures costs a few file
 /// reads per container, so a query for one pod must not pay for all of them).
@@ -1450,31 +1029,6 @@ fn about_pod(e: &CoreEvent, pod: Option<&str>) -> bool {
                     .strip_prefix(p)
                     .is_some_and(|rest| rest.starts_with('/'))
         }
-    }
-}
-
-/// Where an `events` request begins (events with a `seq` after it) and, for a follower
-/// resuming a history ([`crate::core::EventResume`]), what its stream's first line says of it.
-fn events_resume(
-    core: &Supervisor,
-    after: Option<u64>,
-    history: Option<&str>,
-) -> (u64, Option<serde_json::Value>) {
-    use crate::core::EventResume;
-    use serde_json::json;
-    let Some(after) = after else {
-        return (0, None);
-    };
-    let Some(history) = history.and_then(|h| h.parse::<u64>().ok()) else {
-        return (after, None);
-    };
-    match core.resume_events(history, after) {
-        EventResume::After(seq) => (seq, None),
-        EventResume::Lost { kept, seen } => (
-            kept,
-            Some(json!({"lost": {"after": kept, "through": seen}})),
-        ),
-        EventResume::Unknown => (0, Some(json!({"new_history": true}))),
     }
 }
 
