@@ -425,7 +425,12 @@ fn start_missing(rel: &str) -> (Vigil, PathBuf) {
 fn a_directory_made_after_start_is_picked_up_without_a_reload() {
     let (v, dir) = start_missing("later/pods.d");
     v.wait_for(T, "base running", |v| running(v, "base"));
-    std::fs::create_dir_all(&dir).expect("mkdir -p");
+    // A parent on the way changes nothing read: no reload (one would come 0.5 s after it).
+    let parent = dir.parent().expect("a parent");
+    std::fs::create_dir(parent).expect("mkdir later");
+    std::thread::sleep(patient(Duration::from_secs(2)));
+    assert_eq!(reloads(&v), 0, "{}", v.log());
+    std::fs::create_dir(&dir).expect("mkdir later/pods.d");
     std::fs::write(dir.join("a.toml"), pod("a", "exec sleep 60")).expect("add a.toml");
     v.wait_for(T, "a running", |v| running(v, "a"));
     // And the new directory is watched itself.

@@ -244,6 +244,8 @@ impl PodDirWatch {
         };
         let mut relevant = false;
         let mut rearm = false;
+        // A parent made on the way to a directory that is not there yet changes nothing read.
+        let had_dir = armed.dir.is_some();
         let ended =
             AddWatchFlags::IN_DELETE_SELF | AddWatchFlags::IN_MOVE_SELF | AddWatchFlags::IN_IGNORED;
         loop {
@@ -270,7 +272,6 @@ impl PodDirWatch {
                                 || e.name.as_deref() == Some(on_the_way.as_os_str()))
                         {
                             rearm = true;
-                            relevant = true;
                         }
                         // Else a watch dropped by the last arm, or another entry of the parent.
                     }
@@ -288,6 +289,7 @@ impl PodDirWatch {
         }
         if rearm && !self.stale {
             armed.arm(dir);
+            relevant |= had_dir || armed.dir.is_some();
             debug!(
                 "pod_dir {}: watched again ({})",
                 dir.display(),
