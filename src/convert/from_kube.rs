@@ -14,7 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, Job, JobSpec};
 use k8s_openapi::api::core::v1::{
     Container, ContainerPort, LifecycleHandler, Pod, PodSpec as KubePodSpec, Probe,
@@ -382,6 +382,80 @@ struct Workload {
     deadline: Option<(i64, String)>,
 }
 
+/// A Deployment's `strategy` and `progressDeadlineSeconds` as the keys of the pod with
+/// replicas it becomes (docs/kubernetes.md): `RollingUpdate` — the type a Deployment has when
+/// it names none — is `update = "rolling"` with `max_unavailable` its `maxUnavailable` (a
+/// percentage of the replicas rounded down, as the Deployment controller rounds it, at least
+/// 1; 25% when unset), `Recreate` vigil's default; a `maxSurge` other than 0 is a warning
+/// (vigil stops a replica before it starts the new one).
+fn deployment_rollout(spec: &DeploymentSpec, ctx: &mut Ctx<'_>) -> Vec<(String, String)> {
+    let mut keys = Vec::new();
+    let replicas = i64::from(spec.replicas.unwrap_or(1));
+    let strategy = spec.strategy.as_ref();
+    match strategy.and_then(|s| s.type_.as_deref()) {
+        Some("Recreate") => {}
+        None | Some("RollingUpdate") => {
+            keys.push(("update".into(), "\"rolling\"".into()));
+            let rolling = strategy.and_then(|s| s.rolling_update.as_ref());
+            let of_replicas = |percent: i64| replicas * percent / 100;
+            let at = "spec.strategy.rollingUpdate.maxUnavailable";
+            let n = match rolling.and_then(|r| r.max_unavailable.as_ref()) {
+                None => of_replicas(25),
+                Some(IntOrString::Int(n)) => i64::from(*n),
+                Some(IntOrString::String(p)) => {
+                    match p.strip_suffix('%').and_then(|n| n.parse::<i64>().ok()) {
+                        Some(percent) => of_replicas(percent),
+                        None => {
+                            ctx.warn(at, format!("{p:?} is not a number or a percentage; 1"));
+                            1
+                        }
+                    }
+                }
+            };
+            if n < 1 && rolling.is_some_and(|r| r.max_unavailable.is_some()) {
+                ctx.warn(
+                    at,
+                    "vigil replaces at least one replica at a time (it starts none beyond the \
+                     count); 1",
+                );
+            }
+            let n = n.clamp(1, i64::from(crate::config::spec::MAX_REPLICAS));
+            if n != 1 {
+                keys.push(("max_unavailable".into(), n.to_string()));
+            }
+            let surge = rolling.and_then(|r| r.max_surge.as_ref());
+            if surge.is_some_and(|s| {
+                !matches!(s, IntOrString::Int(0)) && s != &IntOrString::String("0%".into())
+            }) {
+                ctx.warn(
+                    "spec.strategy.rollingUpdate.maxSurge",
+                    "vigil starts no replica beyond the count: each is stopped before its new \
+                     run starts; ignored",
+                );
+            }
+        }
+        Some(other) => ctx.warn(
+            "spec.strategy.type",
+            format!(
+                "unknown strategy {other:?} (RollingUpdate or Recreate); converted as Recreate"
+            ),
+        ),
+    }
+    if let Some(s) = spec.progress_deadline_seconds
+        && s != 600
+    {
+        if s > 0 {
+            keys.push(("progress_deadline_seconds".into(), s.to_string()));
+        } else {
+            ctx.warn(
+                "spec.progressDeadlineSeconds",
+                format!("{s} is not a duration > 0; ignored"),
+            );
+        }
+    }
+    keys
+}
+
 /// Check `apiVersion` against the one a kind has.
 fn api_is(api: &str, want: &str, kind: &str, ctx: &mut Ctx<'_>) -> bool {
     if api == want {
@@ -422,6 +496,9 @@ fn read_doc(doc: &Value, ctx: &mut Ctx<'_>) -> Option<PodOut> {
             let d: Deployment = typed(doc, ctx)?;
             ctx.prefix = "spec.template.spec".to_string();
             work.replicas = d.spec.replicas;
+            if d.spec.replicas.is_some_and(|r| r > 1) {
+                work.keys.extend(deployment_rollout(&d.spec, ctx));
+            }
             let t = d.spec.template;
             (d.metadata, t.metadata.and_then(|m| m.annotations), t.spec)
         }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::to_kube::{self, Kind, Options};
 use super::*;
-use crate::config::spec::Config;
+use crate::config::spec::{Config, UpdateStrategy};
 
 fn opts(kind: Kind) -> Options {
     Options {
@@ -864,6 +864,17 @@ fn each_pod_becomes_the_kind_that_fits_it_and_every_kind_round_trips() {
         api["spec"]["template"]["metadata"]["annotations"][to_kube::MIN_READY_ANNOTATION],
         "2"
     );
+    assert_eq!(api["spec"]["strategy"]["type"], "RollingUpdate");
+    assert_eq!(
+        api["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"],
+        2
+    );
+    assert_eq!(api["spec"]["strategy"]["rollingUpdate"]["maxSurge"], 0);
+    assert_eq!(api["spec"]["progressDeadlineSeconds"], 120);
+    // A pod without replicas keeps the Deployment's defaults.
+    let web = value_of(&m, "Deployment", "web");
+    assert!(web["spec"]["strategy"].is_null(), "{web}");
+    assert!(web["spec"]["progressDeadlineSeconds"].is_null(), "{web}");
     // One object for the set, none per replica, and no replica's own variables.
     assert!(!kinds_of(&m).iter().any(|(_, n)| n.starts_with("api-")));
     assert!(
@@ -874,6 +885,85 @@ fn each_pod_becomes_the_kind_that_fits_it_and_every_kind_round_trips() {
     let config = crate::config::load_str(KINDS, Path::new("k.toml")).expect("valid");
     let (back, _) = round_trip_with(&config, &auto());
     assert_eq!(pods_without_images(&back), pods_without_images(&config));
+}
+
+/// `update = "recreate"` (the default) is a `Recreate` Deployment and comes back as it;
+/// `"rolling"` is a `RollingUpdate` and comes back with its `max_unavailable` and
+/// `progress_deadline_seconds` (docs/kubernetes.md).
+#[test]
+fn a_sets_update_strategy_and_progress_deadline_round_trip_through_a_deployment() {
+    for keys in [
+        "",
+        "update = \"recreate\"\nprogress_deadline_seconds = 30\n",
+        "update = \"rolling\"\n",
+        "update = \"rolling\"\nmax_unavailable = 3\nprogress_deadline_seconds = 1200\n",
+    ] {
+        let text = format!(
+            "[pods.w]\nreplicas = 4\n{keys}[[pods.w.containers]]\nname = \"a\"\n\
+             command = [\"/bin/a\"]\n"
+        );
+        let config = crate::config::load_str(&text, Path::new("r.toml")).expect("valid");
+        let (m, _) = convert_text(&text, &auto());
+        let d = value_of(&m, "Deployment", "w");
+        let rolling = keys.contains("rolling");
+        assert_eq!(
+            d["spec"]["strategy"]["type"],
+            if rolling { "RollingUpdate" } else { "Recreate" },
+            "{keys}"
+        );
+        let (back, warnings) = round_trip_with(&config, &auto());
+        assert_eq!(
+            pods_without_images(&back),
+            pods_without_images(&config),
+            "{keys}"
+        );
+        assert!(
+            warnings.iter().all(|w| w.path.ends_with(".image")),
+            "{keys}: {warnings:?}"
+        );
+    }
+}
+
+/// A Deployment written for a cluster: no `strategy` is the Deployment's default, a
+/// RollingUpdate of 25% (rounded down, at least one); a percentage is of the replicas; a
+/// `maxSurge` is a warning (vigil starts no replica beyond the count).
+#[test]
+fn a_foreign_deployments_strategy_becomes_the_sets_update() {
+    let deployment = |strategy: &str| {
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  \
+             replicas: 8\n  progressDeadlineSeconds: 90\n{strategy}  selector:\n    matchLabels:\n      \
+             app: web\n  template:\n    spec:\n      containers:\n      - name: app\n        \
+             image: x\n        command: [\"/bin/sleep\", \"60\"]\n"
+        )
+    };
+    let keys = |strategy: &str| {
+        let out = from(&deployment(strategy)).expect("converts");
+        let config = crate::config::load_str(&out.toml, Path::new("m.toml")).expect("valid");
+        let r = config.pods[0].replica.clone().expect("a set");
+        let warned: Vec<String> = out.warnings.iter().map(|w| w.path.clone()).collect();
+        (
+            r.update,
+            r.max_unavailable,
+            r.progress_deadline.as_secs(),
+            warned,
+        )
+    };
+    let (update, n, deadline, _) = keys("");
+    assert_eq!((update, n, deadline), (UpdateStrategy::Rolling, 2, 90));
+    let (update, n, _, _) = keys("  strategy:\n    type: Recreate\n");
+    assert_eq!((update, n), (UpdateStrategy::Recreate, 1));
+    let (update, n, _, warned) = keys(
+        "  strategy:\n    type: RollingUpdate\n    rollingUpdate:\n      maxUnavailable: 50%\n      \
+         maxSurge: 1\n",
+    );
+    assert_eq!((update, n), (UpdateStrategy::Rolling, 4));
+    assert!(
+        warned
+            .iter()
+            .any(|p| p.ends_with("spec.strategy.rollingUpdate.maxSurge")),
+        "{warned:?}"
+    );
 }
 
 #[test]

@@ -11,7 +11,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, StatefulSet, StatefulSetSpec};
+use k8s_openapi::api::apps::v1::{
+    Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment, StatefulSet,
+    StatefulSetSpec,
+};
 use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, Job, JobSpec, JobTemplateSpec};
 use k8s_openapi::api::core::v1::{
     Capabilities, ConfigMap, Container, ContainerPort, EnvFromSource, EnvVar, ExecAction,
@@ -27,7 +30,8 @@ use super::{ANNOTATION_PREFIX, ConvertError, DEPENDS_ON_ANNOTATION, NAME_LABEL, 
 use crate::config::schema_join as join;
 use crate::config::spec::{
     Backoff, Config, ContainerSpec, DependencyCondition, Hook, HttpScheme, PodSpec, ProbeAction,
-    ProbeKind, ProbeSpec, RestartPolicy, ScheduleSpec, TerminationMessagePolicy,
+    ProbeKind, ProbeSpec, Replica, RestartPolicy, ScheduleSpec, TerminationMessagePolicy,
+    UpdateStrategy,
 };
 
 /// The kind of object a vigil pod becomes (`--kind`).
@@ -88,6 +92,8 @@ struct Unit {
     pod: PodSpec,
     replicas: u32,
     min_ready: Option<u32>,
+    /// A set's keys of its rollouts (`update`, `max_unavailable`, `progress_deadline_seconds`).
+    rollout: Option<Replica>,
 }
 
 /// The config's pods with each replica set folded back into one pod: replica 0 under the
@@ -103,6 +109,7 @@ fn units(config: &Config, warnings: &mut Vec<Warning>) -> Vec<Unit> {
                 pod: pod.clone(),
                 replicas: 1,
                 min_ready: None,
+                rollout: None,
             });
             continue;
         };
@@ -141,6 +148,7 @@ fn units(config: &Config, warnings: &mut Vec<Warning>) -> Vec<Unit> {
             pod: one,
             replicas: set.replicas,
             min_ready: r.min_ready,
+            rollout: Some(r.clone()),
         });
     }
     out
@@ -520,6 +528,11 @@ pub fn convert(
                     replicas: Some(replicas),
                     selector,
                     template: template(spec),
+                    strategy: unit.rollout.as_ref().map(deployment_strategy),
+                    progress_deadline_seconds: unit.rollout.as_ref().map(|r| {
+                        let at = join(&path, "progress_deadline_seconds");
+                        whole_seconds_i32(r.progress_deadline, &at, warnings)
+                    }),
                     ..DeploymentSpec::default()
                 },
                 status: None,
@@ -914,6 +927,28 @@ fn is_dns_subdomain(s: &str) -> bool {
 /// Container names (RFC 1123 label).
 fn is_dns_label(s: &str) -> bool {
     s.len() <= 63 && !s.contains('.') && is_dns_subdomain(s)
+}
+
+/// A set's `update` as a Deployment's `strategy`: `"rolling"` is a `RollingUpdate` of
+/// `max_unavailable` replicas at a time that starts no replica beyond the count
+/// (`maxSurge: 0`: vigil stops a replica before it starts its new run); `"recreate"` is
+/// `Recreate` (every replica stopped, then the new ones started: what a reload does).
+fn deployment_strategy(r: &Replica) -> DeploymentStrategy {
+    match r.update {
+        UpdateStrategy::Rolling => DeploymentStrategy {
+            type_: Some("RollingUpdate".to_string()),
+            rolling_update: Some(RollingUpdateDeployment {
+                max_unavailable: Some(IntOrString::Int(
+                    i32::try_from(r.max_unavailable).unwrap_or(i32::MAX),
+                )),
+                max_surge: Some(IntOrString::Int(0)),
+            }),
+        },
+        UpdateStrategy::Recreate => DeploymentStrategy {
+            type_: Some("Recreate".to_string()),
+            rolling_update: None,
+        },
+    }
 }
 
 /// Whole seconds for an integer field, rounded up, with a warning when that changed it.
