@@ -144,19 +144,47 @@ impl Config {
     }
 }
 
+/// A set's count as `vigil scale` left it, and the file's count it was scaled from: what a
+/// reload, and a vigil started again after a crash, keep (docs/behaviour.md §14).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetScale {
+    pub set: String,
+    pub replicas: u32,
+    pub file_replicas: u32,
+}
+
 impl Config {
+    /// The sets whose count is not the file's (a `vigil scale` changed it), by name.
+    pub fn scales(&self) -> Vec<SetScale> {
+        (self.replica_sets.iter())
+            .filter(|s| s.replicas != s.file_replicas)
+            .map(|s| SetScale {
+                set: s.name.clone(),
+                replicas: s.replicas,
+                file_replicas: s.file_replicas,
+            })
+            .collect()
+    }
+
     /// This config (just loaded by a reload) with each set kept at the count the running
     /// config has, where `vigil scale` changed it and the file's `replicas` has not changed
     /// since: a reload applies a new count written in the file, and leaves a scale alone
     /// otherwise.
-    pub fn keeping_scale_of(mut self, running: &Config) -> Config {
-        for old in &running.replica_sets {
-            let Some(new) = self.replica_set(&old.name) else {
+    pub fn keeping_scale_of(self, running: &Config) -> Config {
+        self.keeping_scales(&running.scales())
+    }
+
+    /// This config (just loaded) with each set of `scales` at its scaled count, where the
+    /// file's `replicas` is still the count it was scaled from (else the file's count wins);
+    /// a set the config no longer has, or a count out of range, is passed over.
+    pub fn keeping_scales(mut self, scales: &[SetScale]) -> Config {
+        for old in scales {
+            let Some(new) = self.replica_set(&old.set) else {
                 continue;
             };
             if new.file_replicas == old.file_replicas
                 && new.replicas != old.replicas
-                && let Ok(scaled) = self.scaled(&old.name, old.replicas)
+                && let Ok(scaled) = self.scaled(&old.set, old.replicas)
             {
                 self = scaled;
             }
@@ -206,5 +234,35 @@ mod tests {
                 .map(|s| (s.replicas, s.file_replicas)),
             Some((3, 3))
         );
+    }
+
+    #[test]
+    fn a_recorded_scale_is_kept_while_the_files_count_is_the_one_it_was_scaled_from() {
+        let running = with_count(2).scaled("w", 5).expect("scaled");
+        let recorded = running.scales();
+        assert_eq!(
+            recorded,
+            [SetScale {
+                set: "w".to_string(),
+                replicas: 5,
+                file_replicas: 2
+            }]
+        );
+        let kept = with_count(2).keeping_scales(&recorded);
+        assert_eq!(kept.pods.len(), 5);
+        assert_eq!(kept.pods[4].name, "w-4");
+        // Scaled again from the restarted config, it still knows the file's count.
+        assert_eq!(kept.scales(), recorded);
+        // The file changed its count meanwhile: the file's.
+        assert_eq!(with_count(4).keeping_scales(&recorded).pods.len(), 4);
+        // A scale back to the file's count is no scale.
+        assert!(running.scaled("w", 2).expect("scaled").scales().is_empty());
+        // Out of range (a hand-edited state file): passed over.
+        let wild = [SetScale {
+            set: "w".to_string(),
+            replicas: 5000,
+            file_replicas: 2,
+        }];
+        assert_eq!(with_count(2).keeping_scales(&wild).pods.len(), 2);
     }
 }

@@ -26,7 +26,9 @@
 //!
 //! With `on_restart = "adopt"` the file also holds the core's record for a vigil restarted
 //! after a crash (`record BOOT_ID JSON`, [`crate::core::recall`]), taken when the core changed
-//! and at most once per [`RECORD_INTERVAL`] ([`Tracker::record_wanted`]).
+//! and at most once per [`RECORD_INTERVAL`] ([`Tracker::record_wanted`]), and a line per pod
+//! with replicas that `vigil scale` left at another count than the file's (`scaled SET
+//! REPLICAS FILE_REPLICAS`, written at once), which such a vigil runs again.
 //!
 //! The file is written at most once per loop turn ([`Tracker::flush`]), through a temporary
 //! name created afresh (`O_EXCL`) and a rename, so a `kill -9` leaves either the old or the new
@@ -47,6 +49,7 @@ use std::time::{Duration, Instant};
 
 use log::{info, warn};
 
+use crate::config::replicas::SetScale;
 use crate::config::spec::ContainerSpec;
 use crate::core::{ContainerKey, KeptEnd};
 
@@ -177,12 +180,25 @@ pub struct Ended {
     pub spec: u64,
 }
 
-/// The state file's text: `entries`, then a line per container in `ended`, then the core's
-/// [`Recollection`](crate::core::recall::Recollection) line (`record BOOT_ID JSON`), if any.
-pub fn format(entries: &[Entry], ended: &[Ended], record: Option<&str>) -> String {
+/// The state file's text: a line per set `vigil scale` left at another count than the
+/// file's (`scaled SET REPLICAS FILE_REPLICAS`), a line per container in `ended`, then
+/// `entries`, then the core's [`Recollection`](crate::core::recall::Recollection) line
+/// (`record BOOT_ID JSON`), if any.
+pub fn format(
+    entries: &[Entry],
+    ended: &[Ended],
+    scales: &[SetScale],
+    record: Option<&str>,
+) -> String {
     let mut s = String::from(
-        "# vigil: processes to kill or adopt if this vigil is gone (PID STARTTIME LABEL [SPEC RESTARTS]), containers that ended for good (stopped|completed LABEL SPEC)\n",
+        "# vigil: processes to kill or adopt if this vigil is gone (PID STARTTIME LABEL [SPEC RESTARTS]), containers that ended for good (stopped|completed LABEL SPEC), sets scaled (scaled SET REPLICAS FILE_REPLICAS)\n",
     );
+    for sc in scales {
+        s.push_str(&format!(
+            "scaled {} {} {}\n",
+            sc.set, sc.replicas, sc.file_replicas
+        ));
+    }
     for e in ended {
         let kind = match e.end {
             KeptEnd::Stopped => "stopped",
@@ -310,6 +326,35 @@ pub fn parse_ended(text: &str) -> Vec<Ended> {
             it.next().is_none().then_some(Ended { label, end, spec })
         })
         .collect()
+}
+
+/// The sets a state file's text records as scaled (`scaled SET REPLICAS FILE_REPLICAS`); a
+/// line that does not parse is skipped.
+pub fn parse_scales(text: &str) -> Vec<SetScale> {
+    text.lines()
+        .filter_map(|l| {
+            let mut it = l.strip_prefix("scaled ")?.split(' ');
+            let set = it.next().filter(|s| !s.is_empty())?.to_string();
+            let replicas = it.next()?.parse().ok()?;
+            let file_replicas = it.next()?.parse().ok()?;
+            it.next().is_none().then_some(SetScale {
+                set,
+                replicas,
+                file_replicas,
+            })
+        })
+        .collect()
+}
+
+/// The sets scaled in the state file an earlier vigil left for the control socket `socket`
+/// (none when there is no file, or vigil cannot trust it: [`Tracker::previous`] says why):
+/// read at start, before the pods are made, so that a vigil started again after a crash runs
+/// the count `vigil scale` left (docs/behaviour.md §14).
+pub fn previous_scales(socket: &Path) -> Vec<SetScale> {
+    match read_trusted(&Tracker::path_for(socket)) {
+        Ok(Some(text)) => parse_scales(&text),
+        _ => Vec::new(),
+    }
 }
 
 /// Reads the state file's text; lines that do not parse are skipped (a main process whose
@@ -510,6 +555,8 @@ pub struct Tracker {
     failing: bool,
     /// This boot's id (the record is valid within it only).
     boot_id: String,
+    /// The sets scaled away from the file's count ([`Tracker::set_scales`]).
+    scales: Vec<SetScale>,
     /// The core's record line (`BOOT_ID JSON`), as last set.
     record: Option<String>,
     /// The event `seq` the record was taken at.
@@ -547,6 +594,7 @@ impl Tracker {
             written: None,
             failing: false,
             boot_id: boot_id(),
+            scales: Vec::new(),
             record: None,
             record_seq: 0,
             record_after: None,
@@ -615,6 +663,14 @@ impl Tracker {
     /// [`Tracker::set_ended`] first).
     pub fn is_dirty(&self) -> bool {
         self.dirty
+    }
+
+    /// The sets scaled away from the file's count now (`vigil scale`, a reload).
+    pub fn set_scales(&mut self, scales: Vec<SetScale>) {
+        if scales != self.scales {
+            self.scales = scales;
+            self.dirty = true;
+        }
     }
 
     /// The containers that have ended for good now.
@@ -925,7 +981,12 @@ impl Tracker {
         if !std::mem::take(&mut self.dirty) {
             return;
         }
-        let text = format(&self.entries(), &self.ended, self.record.as_deref());
+        let text = format(
+            &self.entries(),
+            &self.ended,
+            &self.scales,
+            self.record.as_deref(),
+        );
         if self.written.as_deref() == Some(text.as_str()) {
             return;
         }
@@ -1035,7 +1096,17 @@ mod tests {
                 spec: 0xfeed,
             },
         ];
-        let text = format(&entries, &ended, Some("boot-1 {\"pods\":[]}"));
+        let scales = vec![SetScale {
+            set: "web".into(),
+            replicas: 5,
+            file_replicas: 2,
+        }];
+        let text = format(&entries, &ended, &scales, Some("boot-1 {\"pods\":[]}"));
+        assert_eq!(parse_scales(&text), scales);
+        assert_eq!(
+            parse_scales("scaled web 5\nscaled web x 2\nscaled  5 2\nscaled web 5 2 1\n"),
+            vec![]
+        );
         assert_eq!(parse_record(&text, "boot-1"), Some("{\"pods\":[]}"));
         assert_eq!(parse_record(&text, "boot-2"), None, "another boot's record");
         assert_eq!(parse_record(&text, ""), None, "an unknown boot");

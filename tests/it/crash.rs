@@ -1098,3 +1098,86 @@ command = ["sh", "-c", "test -e {} && exit 3; echo done"]
     assert_eq!(runs(&b)[2]["phase"], "Succeeded");
     assert_eq!(b.shutdown(), 0);
 }
+
+/// `vigil scale` outlives a `kill -9` of vigil (docs/behaviour.md §14): the next vigil runs
+/// the scaled count (its extra replicas adopted, not killed), and a reload of the unchanged
+/// file keeps it, as it does for the vigil that was scaled.
+#[test]
+fn a_scaled_count_outlives_a_kill_9_and_the_reload_after_it() {
+    let pods = format!(
+        r#"
+[pods.web]
+replicas = 2
+termination_grace_period_seconds = 2
+[[pods.web.containers]]
+name = "app"
+command = ["sleep", "{}"]
+"#,
+        unique(7)
+    );
+    let site = Site::new("", &pods);
+    let names = |v: &Vigil| -> Vec<String> {
+        (v.status()["pods"].as_array().into_iter().flatten())
+            .map(|p| p["name"].as_str().unwrap_or("").to_string())
+            .collect()
+    };
+    let pids = |v: &Vigil| -> Vec<u64> {
+        (0..4)
+            .map(|i| {
+                let c = v.container(&format!("web-{i}"), "app");
+                if c["state"]["running"].is_object() {
+                    c["pid"].as_u64().unwrap_or(0)
+                } else {
+                    0
+                }
+            })
+            .collect()
+    };
+    let mut a = site.start();
+    let out = a.cli(&["scale", "web", "4"]);
+    assert!(out.status.success(), "{out:?}");
+    a.wait_for(T, "four replicas running", |v| {
+        pids(v).iter().all(|&p| p > 0)
+    });
+    let before = pids(&a);
+    assert!(
+        site.state_file().lines().any(|l| l == "scaled web 4 2"),
+        "{}",
+        site.state_file()
+    );
+    // The record is written within 250 ms of the last change; give it ample time.
+    std::thread::sleep(Duration::from_secs(2));
+    kill_9(&mut a);
+    let b = site.start();
+    b.wait_for(T, "the next vigil to answer", |v| {
+        v.try_request(r#"{"cmd":"status"}"#).is_some()
+    });
+    assert_eq!(
+        names(&b),
+        ["web-0", "web-1", "web-2", "web-3"],
+        "{}",
+        b.log()
+    );
+    assert_eq!(pids(&b), before, "every replica adopted\n{}", b.log());
+    assert!(
+        b.log()
+            .contains("pod web: 4 replicas, as `vigil scale` left it before vigil restarted"),
+        "{}",
+        b.log()
+    );
+    // A reload of the unchanged file keeps the scale …
+    let out = b.cli(&["reload"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(pids(&b), before);
+    // … and a scale back to the file's count leaves no scale to keep.
+    let out = b.cli(&["scale", "web", "2"]);
+    assert!(out.status.success(), "{out:?}");
+    b.wait_for(T, "two replicas left", |v| names(v).len() == 2);
+    b.wait_for(T, "the state file to drop the scale", |_| {
+        !site.state_file().lines().any(|l| l.starts_with("scaled "))
+    });
+    assert_eq!(b.shutdown(), 0);
+    for pid in before {
+        assert!(!alive(pid), "pid {pid} outlived the shutdown");
+    }
+}

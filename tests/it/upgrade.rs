@@ -1512,3 +1512,42 @@ readiness_probe = {{ exec = {{ command = ["false"] }}, period_seconds = 1 }}
     assert!(!stderr.contains("re-executed"), "{stderr}");
     assert_eq!(v.container("db", "postgres")["ready"], true);
 }
+
+/// `vigil scale` outlives an upgrade (docs/behaviour.md §14): the new instance runs the
+/// scaled count with the same processes, and a reload of the unchanged file after it keeps
+/// the count (the handed-over config knows the file's count it was scaled from).
+#[test]
+fn a_scaled_count_outlives_an_upgrade_and_the_reload_after_it() {
+    let v = Vigil::start(
+        r#"
+[pods.web]
+replicas = 2
+termination_grace_period_seconds = 2
+[[pods.web.containers]]
+name = "app"
+command = ["sleep", "600"]
+"#,
+    );
+    let out = v.cli(&["scale", "web", "3"]);
+    assert!(out.status.success(), "{out:?}");
+    let before: Vec<u64> = (0..3)
+        .map(|i| wait_running(&v, &format!("web-{i}"), "app"))
+        .collect();
+    let (_dir, next) = copy_of_vigil();
+    upgrade_to(&v, &next);
+    let out = v.cli(&["reload"]);
+    assert!(out.status.success(), "{out:?}");
+    let after: Vec<Option<u64>> = (0..3)
+        .map(|i| pid_of(&v.container(&format!("web-{i}"), "app")))
+        .collect();
+    assert_eq!(
+        after,
+        before.iter().map(|&p| Some(p)).collect::<Vec<_>>(),
+        "{}",
+        v.log()
+    );
+    let names: Vec<String> = (v.status()["pods"].as_array().into_iter().flatten())
+        .map(|p| p["name"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(names, ["web-0", "web-1", "web-2"]);
+}

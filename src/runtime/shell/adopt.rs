@@ -237,6 +237,7 @@ impl Runs {
             None => self.tracker.kill_leftovers(&previous, &kept_labels),
         }
         self.remember(now, link.core, link.config);
+        self.tracker.set_scales(link.config.scales());
         self.tracker.flush();
         if !self.held.is_empty() {
             debug!(

@@ -167,6 +167,7 @@ impl Component for Runs {
             Chore::StateFile => {
                 self.remember(now, link.core, link.config);
                 self.tracker.scan_if_due(now);
+                self.tracker.set_scales(link.config.scales());
                 if self.tracker.is_dirty() {
                     let ended = self.kept_ends(link.core, link.config);
                     self.tracker.set_ended(ended);

@@ -30,7 +30,7 @@ use super::{LastReload, Resumed, Shell};
 use crate::cgroup::{Controllers, Manager};
 use crate::config::ConfigSource;
 use crate::config::select::Selection;
-use crate::config::spec::Config;
+use crate::config::spec::{Config, OnRestart};
 use crate::core::Supervisor;
 use crate::logs;
 use crate::process;
@@ -268,6 +268,25 @@ pub(super) fn set_sched_slice(micros: u32) {
     }
 }
 
+/// `config` with the sets an earlier vigil's state file records as scaled at their scaled
+/// count, where the file's `replicas` is still the count they were scaled from (as a reload
+/// keeps a scale: docs/behaviour.md §14); each one kept is logged.
+fn keep_recorded_scales(config: Config, socket: &std::path::Path) -> Config {
+    let recorded = crate::runtime::statefile::previous_scales(socket);
+    if recorded.is_empty() {
+        return config;
+    }
+    let config = config.keeping_scales(&recorded);
+    for s in config.scales() {
+        info!(
+            "pod {}: {} replicas, as `vigil scale` left it before vigil restarted (the file \
+             says {})",
+            s.set, s.replicas, s.file_replicas
+        );
+    }
+    config
+}
+
 /// Start-up, in order: host checks, the loop and its signals, vigil's own process attributes,
 /// cgroups, the control socket, metrics, log forwarding; then the core and the components
 /// (the shell's `new` and `resume`).
@@ -279,6 +298,13 @@ pub(super) fn build(
     stored: Vec<(PipeName, std::os::fd::OwnedFd)>,
 ) -> Result<Shell, StartError> {
     let socket_path = socket_path(&config);
+    // After a crash, the counts `vigil scale` left (the file's, where it changed since), so
+    // the pods are made as they ran; an upgrade's config already has them.
+    let config = if resumed.is_none() && config.supervisor.on_restart == OnRestart::Adopt {
+        keep_recorded_scales(config, &socket_path)
+    } else {
+        config
+    };
     let host = crate::runtime::harden::check_startup(&source, &config)?;
     let (poll, signals) = open_loop()?;
     if resumed.is_some() {
