@@ -205,3 +205,57 @@ period_seconds = 1
         "{status}"
     );
 }
+
+/// `vigil stop web`, `start web` and `restart web` name the set: each acts on every replica
+/// (and `--wait` waits for all of them); `vigil stop web-1` on that replica only
+/// (docs/interface.md §1, docs/behaviour.md §14).
+#[test]
+fn stop_start_and_restart_of_the_set_act_on_every_replica_and_of_one_replica_on_it_alone() {
+    let pods = r#"
+[pods.web]
+replicas = 3
+termination_grace_period_seconds = 2
+[[pods.web.containers]]
+name = "app"
+command = ["sleep", "600"]
+"#;
+    let v = Vigil::start(pods);
+    let all = |v: &Vigil| {
+        (0..3)
+            .map(|i| pid(v, &format!("web-{i}")))
+            .collect::<Vec<_>>()
+    };
+    v.wait_for(patient(T), "every replica running", |v| {
+        all(v).iter().all(|&p| p > 0)
+    });
+    let first = all(&v);
+    // One replica by its name.
+    let out = v.cli(&["stop", "web-1", "--wait"]);
+    assert!(out.status.success(), "{out:?}");
+    let now = all(&v);
+    assert_eq!((now[0], now[1], now[2]), (first[0], 0, first[2]), "{now:?}");
+    // The set: every replica, and --wait returns once all are stopped.
+    let out = v.cli(&["stop", "web", "--wait"]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{stdout}{out:?}");
+    assert!(stdout.contains("stopping pod web-0"), "{stdout}");
+    assert!(stdout.contains("stopping pod web-2"), "{stdout}");
+    assert_eq!(all(&v), [0, 0, 0]);
+    let out = v.cli(&["start", "web", "--wait"]);
+    assert!(out.status.success(), "{out:?}");
+    let started = all(&v);
+    assert!(started.iter().all(|&p| p > 0), "{started:?}");
+    // A restart of the set gives every replica a new run.
+    let out = v.cli(&["restart", "web", "--wait"]);
+    assert!(out.status.success(), "{out:?}");
+    let restarted = all(&v);
+    for i in 0..3 {
+        assert!(
+            restarted[i] > 0 && restarted[i] != started[i],
+            "web-{i}: {started:?} -> {restarted:?}"
+        );
+    }
+    // A name that is neither a pod nor a set is still refused.
+    let out = v.cli(&["stop", "webb"]);
+    assert!(!out.status.success(), "{out:?}");
+}

@@ -60,6 +60,42 @@ impl Supervisor {
         result
     }
 
+    /// An operator command on the pod with replicas `set` (or a container of it): the same
+    /// command on each of its `replicas`, lowest index first, all in this turn
+    /// (docs/behaviour.md §14: `vigil restart web` restarts every replica at once; `--rolling`
+    /// is the way without downtime). The answer is each replica's, joined; an error only when
+    /// every replica refused (the first one's kind, every one's reason).
+    fn operate_on_set(
+        &mut self,
+        now: Time,
+        op: Op,
+        set: &str,
+        replicas: &[String],
+        container: Option<String>,
+        ignore_deps: bool,
+    ) -> Result<String, CommandError> {
+        let mut done = Vec::new();
+        let mut errors = Vec::new();
+        for name in replicas {
+            match self.operate(now, op, name, container.clone(), ignore_deps) {
+                Ok(message) => done.push(message),
+                Err(e) => {
+                    done.push(format!("{name}: {}", e.message));
+                    errors.push(e);
+                }
+            }
+        }
+        if errors.len() == replicas.len()
+            && let Some(first) = errors.into_iter().next()
+        {
+            return Err(CommandError {
+                kind: first.kind,
+                message: format!("pod {set}: {}", done.join("; ")),
+            });
+        }
+        Ok(done.join("; "))
+    }
+
     /// An operator command on a pod or one of its containers; `ignore_deps` (a whole-pod
     /// start only) starts the pod now whatever its `depends_on` say.
     pub(super) fn operate(
@@ -72,6 +108,10 @@ impl Supervisor {
     ) -> Result<String, CommandError> {
         if self.shutdown.is_some() && op != Op::Stop {
             return Err(shutting_down());
+        }
+        let replicas = self.replicas_of(pod_name);
+        if !replicas.is_empty() {
+            return self.operate_on_set(now, op, pod_name, &replicas, container, ignore_deps);
         }
         let Some(p) = self
             .pods

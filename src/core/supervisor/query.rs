@@ -28,6 +28,24 @@ impl Supervisor {
         }
     }
 
+    /// The replicas of the pod with replicas `set`, by index (none when `set` is no such
+    /// set, or is itself a pod's name: a pod's own name wins). Replicas a reload or a scale
+    /// is removing are not among them.
+    pub fn replicas_of(&self, set: &str) -> Vec<String> {
+        if self.pods.iter().any(|p| p.name() == set) {
+            return Vec::new();
+        }
+        let mut of: Vec<(u32, String)> = (self.pods.iter())
+            .filter(|p| p.next != Next::Remove)
+            .filter_map(|p| {
+                let r = p.spec.replica.as_ref().filter(|r| r.set == set)?;
+                Some((r.index, p.name().to_string()))
+            })
+            .collect();
+        of.sort();
+        of.into_iter().map(|(_, name)| name).collect()
+    }
+
     /// Snapshot of one pod.
     pub fn pod(&self, name: &str) -> Option<PodStatus> {
         (self.pods.iter())

@@ -89,3 +89,94 @@ fn shutdown_stops_the_dependent_before_any_replica() {
     assert!(has_signal(&actions, h.key("web-0", "app")));
     assert!(has_signal(&actions, h.key("web-1", "app")));
 }
+
+/// `stop`, `start` and `restart` naming the set act on every replica, in this turn; naming a
+/// replica acts on that one only (docs/behaviour.md §14, "Operator commands").
+#[test]
+fn stop_start_and_restart_of_the_set_act_on_every_replica_and_of_a_replica_on_that_one() {
+    let mut h = Harness::new(web_and_front(3, None));
+    h.ack_spawns();
+    h.ack_spawns();
+    let replicas = ["web-0", "web-1", "web-2"];
+    assert!(replicas.iter().all(|r| h.is_running(r, "app")));
+    // One replica by its name: the others are not signalled.
+    let out = h.cmd(Command::Stop {
+        pod: "web-1".to_string(),
+        container: None,
+    });
+    assert_eq!(out.as_deref(), Ok("stopping pod web-1"));
+    let actions = h.take();
+    assert!(has_signal(&actions, h.key("web-1", "app")), "{actions:?}");
+    for r in ["web-0", "web-2"] {
+        assert!(!has_signal(&actions, h.key(r, "app")), "{r}: {actions:?}");
+    }
+    h.exit("web-1", "app", 0);
+    // The set's name: every replica, in one command.
+    let out = h.cmd(Command::Stop {
+        pod: "web".to_string(),
+        container: None,
+    });
+    assert_eq!(
+        out.as_deref(),
+        Ok("stopping pod web-0; pod web-1 is already stopped; stopping pod web-2")
+    );
+    let actions = h.take();
+    for r in ["web-0", "web-2"] {
+        assert!(has_signal(&actions, h.key(r, "app")), "{r}: {actions:?}");
+    }
+    h.exit("web-0", "app", 0);
+    h.exit("web-2", "app", 0);
+    assert!(replicas.iter().all(|r| !h.is_running(r, "app")));
+    let out = h.cmd(Command::Start {
+        pod: "web".to_string(),
+        container: None,
+    });
+    assert_eq!(
+        out.as_deref(),
+        Ok("starting pod web-0; starting pod web-1; starting pod web-2")
+    );
+    let actions = h.take();
+    for r in replicas {
+        assert!(has_spawn(&actions, h.key(r, "app")), "{r}: {actions:?}");
+    }
+    for a in actions {
+        if let Action::Spawn {
+            key, generation, ..
+        } = a
+        {
+            h.input(Input::Spawned {
+                key,
+                generation,
+                pid: 9000 + key.0,
+            });
+        }
+    }
+    assert!(replicas.iter().all(|r| h.is_running(r, "app")));
+    // A container of the set: that container of every replica.
+    let out = h.cmd(Command::Restart {
+        pod: "web".to_string(),
+        container: Some("app".to_string()),
+    });
+    assert_eq!(
+        out.as_deref(),
+        Ok("restarting web-0/app; restarting web-1/app; restarting web-2/app")
+    );
+    let actions = h.take();
+    for r in replicas {
+        assert!(has_signal(&actions, h.key(r, "app")), "{r}: {actions:?}");
+    }
+    // A container the set does not have is refused as for one pod.
+    let err = h
+        .cmd(Command::Stop {
+            pod: "web".to_string(),
+            container: Some("nope".to_string()),
+        })
+        .expect_err("no such container");
+    assert_eq!(err.kind, CommandErrorKind::NotFound);
+    assert!(
+        err.message
+            .starts_with("pod web: web-0: container \"nope\""),
+        "{}",
+        err.message
+    );
+}

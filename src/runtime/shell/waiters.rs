@@ -293,10 +293,42 @@ fn command_outcome(
         let progress = rollout_progress(&target.pod, core.rollout(&target.pod).as_ref());
         return outcome(progress, w, now);
     }
+    if core.pod(&target.pod).is_none() {
+        // A pod with replicas: every replica's (docs/behaviour.md §14), the first not there
+        // yet said.
+        let replicas = core.replicas_of(&target.pod);
+        if !replicas.is_empty() {
+            let mut progress = Progress::Reached;
+            for name in replicas {
+                let one = Target {
+                    pod: name,
+                    ..target.clone()
+                };
+                match pod_progress(&one, since, core, clock) {
+                    Progress::Reached => {}
+                    failed @ Progress::Failed(_) => return outcome(failed, w, now),
+                    pending @ Progress::Pending(_) => {
+                        if progress == Progress::Reached {
+                            progress = pending;
+                        }
+                    }
+                }
+            }
+            return outcome(progress, w, now);
+        }
+    }
+    outcome(pod_progress(target, since, core, clock), w, now)
+}
+
+/// Where `target`'s pod stands now (failed when it is gone).
+fn pod_progress(
+    target: &Target,
+    since: SystemTime,
+    core: &Supervisor,
+    clock: &WallClock,
+) -> Progress {
     let Some(status) = core.pod(&target.pod) else {
-        return Some(WaitOutcome::Failed {
-            why: format!("pod {:?} is gone", target.pod),
-        });
+        return Progress::Failed(format!("pod {:?} is gone", target.pod));
     };
     // The containers' states only: no cgroup figures, nothing shown of the spec's secrets.
     let pod = render::pod(
@@ -305,7 +337,7 @@ fn command_outcome(
         clock,
         render::Secrets::Redacted,
     );
-    outcome(progress(target, &pod, since), w, now)
+    progress(target, &pod, since)
 }
 
 /// The wait's outcome for `progress` at `now`, or `None` while it still waits.

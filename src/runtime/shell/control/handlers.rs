@@ -313,12 +313,21 @@ fn logs(control: &mut Control, call: &Call<'_>, cmd: RequestCmd) -> Answer {
     Answer::Sent
 }
 
-/// `start`, `stop`, `restart` (not rolling) and `trigger` of a name that names no pod.
+/// `trigger` of a name that names no pod.
 fn unknown_pod(view: &View, pod: &str) -> Option<Answer> {
     view.core
         .pod(pod)
         .is_none()
         .then(|| Answer::Reply(Err((ErrorKind::NotFound, no_pod(view, pod)))))
+}
+
+/// `start`, `stop` and `restart` (not rolling) of a name that names neither a pod nor a pod
+/// with replicas (whose every replica they act on: docs/behaviour.md §14).
+fn unknown_target(view: &View, pod: &str) -> Option<Answer> {
+    if view.core.pod(pod).is_some() || !view.core.replicas_of(pod).is_empty() {
+        return None;
+    }
+    Some(Answer::Reply(Err((ErrorKind::NotFound, no_pod(view, pod)))))
 }
 
 fn start(_: &mut Control, call: &Call<'_>, cmd: RequestCmd) -> Answer {
@@ -330,7 +339,7 @@ fn start(_: &mut Control, call: &Call<'_>, cmd: RequestCmd) -> Answer {
     else {
         return misrouted(&cmd);
     };
-    if let Some(refused) = unknown_pod(call.view, &pod) {
+    if let Some(refused) = unknown_target(call.view, &pod) {
         return refused;
     }
     match (container, ignore_dependencies) {
@@ -352,7 +361,7 @@ fn stop(_: &mut Control, call: &Call<'_>, cmd: RequestCmd) -> Answer {
     let RequestCmd::Stop { pod, container } = cmd else {
         return misrouted(&cmd);
     };
-    if let Some(refused) = unknown_pod(call.view, &pod) {
+    if let Some(refused) = unknown_target(call.view, &pod) {
         return refused;
     }
     Answer::Change(Mutation::Command(Command::Stop { pod, container }))
@@ -389,7 +398,7 @@ fn restart(_: &mut Control, call: &Call<'_>, cmd: RequestCmd) -> Answer {
             "max_unavailable goes with rolling".to_string(),
         )));
     }
-    if let Some(refused) = unknown_pod(call.view, &pod) {
+    if let Some(refused) = unknown_target(call.view, &pod) {
         return refused;
     }
     Answer::Change(Mutation::Command(Command::Restart { pod, container }))
