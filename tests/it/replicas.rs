@@ -499,34 +499,41 @@ fn a_rolling_restart_under_http_load_fails_no_request_and_every_replica_runs_ane
     );
 }
 
-/// The control for the test above: the same restart, load and namespace, but every replica in
-/// one batch (`--max-unavailable 3`, what a rollout that ignored its batch size would do):
-/// while no replica listens, connections are refused, so requests fail. A rollout that broke
-/// its batching would fail the test above the same way.
+/// The control for the test above: the same load and namespace, but every replica down at
+/// once — a rollout in one batch (`--max-unavailable 3`, what a rollout that ignored its batch
+/// size would do), and a plain `vigil restart web` (every replica restarted together): while
+/// no replica listens, connections are refused, so requests fail. A rollout that broke its
+/// batching would fail the test above the same way.
 #[test]
 #[ignore = "needs root"]
 fn the_same_restart_under_http_load_with_all_replicas_at_once_fails_requests() {
     crate::common::require_root("a network namespace of its own");
-    let r = restart_under_load(&[
-        "restart",
-        "web",
-        "--rolling",
-        "--max-unavailable",
-        "3",
-        "--wait",
-        "--timeout",
-        "120s",
-    ]);
-    assert!(r.cli.status.success(), "{:?}\n{}", r.cli, r.log);
-    assert!(
-        r.after.iter().zip(&r.before).all(|(a, b)| *a > 0 && a != b),
-        "{:?} -> {:?}",
-        r.before,
-        r.after
-    );
-    assert!(
-        !r.failed.is_empty(),
-        "with every replica down at once some of {} requests fail",
-        r.sent
-    );
+    let at_once: [&'static [&'static str]; 2] = [
+        &[
+            "restart",
+            "web",
+            "--rolling",
+            "--max-unavailable",
+            "3",
+            "--wait",
+            "--timeout",
+            "120s",
+        ],
+        &["restart", "web", "--wait", "--timeout", "120s"],
+    ];
+    for args in at_once {
+        let r = restart_under_load(args);
+        assert!(r.cli.status.success(), "{args:?}: {:?}\n{}", r.cli, r.log);
+        assert!(
+            r.after.iter().zip(&r.before).all(|(a, b)| *a > 0 && a != b),
+            "{args:?}: {:?} -> {:?}",
+            r.before,
+            r.after
+        );
+        assert!(
+            !r.failed.is_empty(),
+            "{args:?}: with every replica down at once some of {} requests fail",
+            r.sent
+        );
+    }
 }
