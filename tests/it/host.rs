@@ -141,7 +141,8 @@ fn collect_until(
             Ok(n) => got.push(String::from_utf8_lossy(&buf[..n]).into_owned()),
             Err(e)
                 if e.kind() == std::io::ErrorKind::WouldBlock
-                    || e.kind() == std::io::ErrorKind::TimedOut => {}
+                    || e.kind() == std::io::ErrorKind::TimedOut
+                    || e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => panic!("recv on notify socket: {e}"),
         }
     }
