@@ -291,6 +291,7 @@ tables! {
         success_exit_codes: IntArray,
         notify: Bool,
         ready_log_line: Str,
+        watchdog_seconds: Num,
         /// The ports the program listens on, by name; for `vigil convert --to kubernetes`
         /// (container ports and a Service) only: vigil never binds or checks them.
         ports: Tables(RawPort),

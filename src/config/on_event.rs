@@ -87,6 +87,8 @@ reasons! {
     Stopping => false,
     /// A reload refused a file of `pod_dir` (its pods as they were; behaviour.md §7).
     PodFileRefused => true,
+    /// A `notify = true` container's watchdog ran out (`watchdog_seconds`, behaviour.md §4.4).
+    WatchdogTimeout => true,
 }
 
 impl EventReason {

@@ -595,6 +595,10 @@ pub struct ContainerSpec {
     /// output matches (with its readiness probe, if it has one; docs/behaviour.md §4.5).
     #[serde(default)]
     pub ready_log_line: Option<LinePattern>,
+    /// `watchdog_seconds` (with `notify = true`): systemd's `WatchdogSec=`: a run that sent no
+    /// `WATCHDOG=1` within this long is killed (`WatchdogTimeout`; docs/behaviour.md §4.4).
+    #[serde(default)]
+    pub watchdog: Option<Duration>,
 }
 
 impl ContainerSpec {
@@ -713,6 +717,7 @@ impl ContainerSpec {
             ports: Vec::new(),
             notify: false,
             ready_log_line: None,
+            watchdog: None,
         }
     }
 }

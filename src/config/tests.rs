@@ -497,6 +497,32 @@ fn ready_log_line_is_refused_with_notify_and_on_init_containers_that_run_to_comp
 }
 
 #[test]
+fn watchdog_seconds_needs_notify_and_a_positive_duration() {
+    let text = "[[pods.web.containers]]\nname = \"a\"\ncommand = [\"x\"]\nwatchdog_seconds = 5\n\
+                [[pods.web.containers]]\nname = \"b\"\ncommand = [\"x\"]\nnotify = true\n\
+                watchdog_seconds = 0\n{POD}";
+    let errs = errors(&text.replace("{POD}", POD));
+    assert_eq!(errs.len(), 2, "{errs:#?}");
+    assert_has(
+        &errs[0],
+        "4:20: pods.web.containers[0].watchdog_seconds: ",
+        "watchdog_seconds needs notify = true",
+    );
+    assert_has(
+        &errs[1],
+        "9:20: pods.web.containers[1].watchdog_seconds: ",
+        "must be > 0 seconds",
+    );
+    let text = "[[pods.web.containers]]\nname = \"a\"\ncommand = [\"x\"]\nnotify = true\n\
+                watchdog_seconds = 2.5\n{POD}";
+    let cfg = ok(&text.replace("{POD}", POD));
+    assert_eq!(
+        cfg.pods[0].containers[0].watchdog,
+        Some(std::time::Duration::from_millis(2500))
+    );
+}
+
+#[test]
 fn init_container_with_restart_policy_always_is_a_sidecar_with_probes() {
     let text = "[[pods.web.init_containers]]\nname = \"log\"\ncommand = [\"x\"]\n\
                 restart_policy = \"Always\"\n\
@@ -1686,6 +1712,7 @@ capabilities = ["CAP_NET_BIND_SERVICE"]
 no_new_privs = true
 run_as_non_root = true
 notify = true
+watchdog_seconds = 30
 rlimits = { nofile = { soft = 1024, hard = 4096 }, core = 0 }
 
 [pods.web.containers.resources]

@@ -194,6 +194,7 @@ wire_names!(TerminationReason {
     FailedPostStartHook => "FailedPostStartHook",
     ContainerStatusUnknown => "ContainerStatusUnknown",
     DeadlineExceeded => "DeadlineExceeded",
+    WatchdogTimeout => "WatchdogTimeout",
 });
 wire_names!(HealthState {
     Ready => "Ready",

@@ -1261,6 +1261,13 @@ fn container(
             ),
         ));
     }
+    if c.watchdog.is_some() {
+        a.warnings.push(Warning::new(
+            join(path, "watchdog_seconds"),
+            "Kubernetes has no sd_notify watchdog: WATCHDOG=1 is lost and a hung container is \
+             not killed for it (add a livenessProbe)",
+        ));
+    }
     let image = c.image.clone().or_else(|| opts.image.clone());
     if image.is_none() {
         errors.push(ConvertError::new(

@@ -110,6 +110,10 @@ pub struct Notification {
     pub stopping: bool,
     /// `STATUS=…`: a free-form status line, shown as it is (escaped on display).
     pub status: Option<String>,
+    /// `WATCHDOG=1`: the keep-alive of `watchdog_seconds` (sd_watchdog_enabled(3)).
+    pub watchdog: bool,
+    /// `WATCHDOG=trigger`: the service asks to be treated as if its watchdog ran out.
+    pub watchdog_trigger: bool,
 }
 
 /// The ways a run says it is ready (docs/behaviour.md §4.4, §4.5).

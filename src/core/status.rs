@@ -77,6 +77,9 @@ pub enum TerminationReason {
     /// kubelet's `active_deadline.go` gives, carried by each container vigil stopped for it):
     /// a failure, never restarted.
     DeadlineExceeded,
+    /// A `notify = true` container with `watchdog_seconds` sent no `WATCHDOG=1` in time, or
+    /// sent `WATCHDOG=trigger` (systemd's `WatchdogSec=`, its result `watchdog`): a failure.
+    WatchdogTimeout,
 }
 
 impl TerminationReason {
@@ -93,6 +96,7 @@ impl TerminationReason {
             TerminationReason::FailedPostStartHook => "FailedPostStartHook",
             TerminationReason::ContainerStatusUnknown => "ContainerStatusUnknown",
             TerminationReason::DeadlineExceeded => "DeadlineExceeded",
+            TerminationReason::WatchdogTimeout => "WatchdogTimeout",
         }
     }
 }

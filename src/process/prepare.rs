@@ -79,7 +79,20 @@ impl Prepared {
         check_nul("environment value", value)?;
         self.env.retain(|(k, _)| k != key);
         self.env.push((key.to_string(), value.to_string()));
+        let pid_var = self.exec.pid_var;
         self.exec = raw::exec_target(&self.argv, &self.env)?;
+        self.exec.pid_var = pid_var;
+        Ok(self)
+    }
+
+    /// The plan with `WATCHDOG_PID` set to the child's own pid (sd_watchdog_enabled(3)), which
+    /// only the child knows before its exec: it writes it in on the clone3 path. On the
+    /// `Command` fallback (no usable clone3) the variable is left out, which
+    /// sd_watchdog_enabled(3) takes as a watchdog meant for whoever reads `WATCHDOG_USEC`.
+    pub fn with_own_pid_as_watchdog_pid(mut self) -> Result<Prepared, SpawnError> {
+        self.env.retain(|(k, _)| k != "WATCHDOG_PID");
+        self.exec = raw::exec_target(&self.argv, &self.env)?;
+        self.exec.pid_var = true;
         Ok(self)
     }
 

@@ -69,7 +69,15 @@ pub(super) struct ExecTarget {
     candidates: Vec<CString>,
     argv: Vec<CString>,
     env: Vec<CString>,
+    /// The child adds `WATCHDOG_PID=<its own pid>` to `env` (sd_watchdog_enabled(3)): only it
+    /// knows the number before its exec. See [`PID_VAR`].
+    pub(super) pid_var: bool,
 }
+
+/// The variable a child with [`ExecTarget::pid_var`] fills in with its pid.
+const PID_VAR: &[u8] = b"WATCHDOG_PID=";
+/// Its buffer: the name, up to 20 digits, the NUL.
+const PID_VAR_LEN: usize = PID_VAR.len() + 21;
 
 impl ExecTarget {
     /// The paths execve will be tried on, in order.
@@ -128,6 +136,7 @@ pub(super) fn exec_target(
         candidates,
         argv: cargv,
         env: cenv,
+        pid_var: false,
     })
 }
 
@@ -416,6 +425,8 @@ struct ChildData {
     /// `/bin/sh`, a slot the child fills with the path (ENOEXEC fallback), then argv[1..].
     sh_argv: Vec<*const libc::c_char>,
     candidates: Vec<*const libc::c_char>,
+    /// `WATCHDOG_PID=` and room for the pid the child writes (empty without `pid_var`).
+    pid_var: Vec<u8>,
     /// The child's view of the above, pointing into this struct's heap buffers.
     child: Option<RawChild>,
 }
@@ -428,6 +439,11 @@ impl ChildData {
         self.argv = t.argv.iter().map(|a| a.as_ptr()).collect();
         self.argv.push(std::ptr::null());
         self.envp = t.env.iter().map(|e| e.as_ptr()).collect();
+        if t.pid_var {
+            self.pid_var = PID_VAR.to_vec();
+            self.pid_var.resize(PID_VAR_LEN, 0);
+            self.envp.push(self.pid_var.as_ptr().cast());
+        }
         self.envp.push(std::ptr::null());
         self.sh_argv = Vec::with_capacity(t.argv.len() + 2);
         self.sh_argv.extend([c"/bin/sh".as_ptr(), std::ptr::null()]);
@@ -444,6 +460,11 @@ impl ChildData {
             envp: self.envp.as_ptr(),
             sh_argv: self.sh_argv.as_mut_ptr(),
             sh_argv_len: self.sh_argv.len(),
+            pid_var: if self.pid_var.is_empty() {
+                std::ptr::null_mut()
+            } else {
+                self.pid_var.as_mut_ptr()
+            },
         })
     }
 }
@@ -485,6 +506,7 @@ impl Hold {
                 envp: Vec::new(),
                 sh_argv: Vec::new(),
                 candidates: Vec::new(),
+                pid_var: Vec::new(),
                 child: None,
             })),
             stack: None,
@@ -842,6 +864,31 @@ fn reap_blocking(pid: i32) {
     }
 }
 
+/// Writes `pid`'s decimal digits and a NUL after the `WATCHDOG_PID=` at `buf`. Async-signal-safe
+/// (no allocation; the digits are made on the stack).
+///
+/// # Safety
+/// `buf` points to [`PID_VAR_LEN`] writable bytes no one else reads or writes meanwhile.
+unsafe fn fill_pid_var(buf: *mut u8, pid: usize) {
+    let mut digits = [0u8; 20];
+    let mut n = pid;
+    let mut len = 0;
+    loop {
+        digits[len] = b'0' + (n % 10) as u8;
+        n /= 10;
+        len += 1;
+        if n == 0 || len == digits.len() {
+            break;
+        }
+    }
+    for i in 0..len {
+        // SAFETY: PID_VAR.len() + len + 1 <= PID_VAR_LEN (len <= 20); see the function's.
+        unsafe { *buf.add(PID_VAR.len() + i) = digits[len - 1 - i] };
+    }
+    // SAFETY: as above.
+    unsafe { *buf.add(PID_VAR.len() + len) = 0 };
+}
+
 /// What the raw child reads: pointers into a [`ChildData`] the parent keeps alive until the
 /// child no longer needs it (its own copy on the fork-like path, a [`Hold`] on the `CLONE_VM`
 /// one).
@@ -855,6 +902,9 @@ struct RawChild {
     envp: *const *const libc::c_char,
     sh_argv: *mut *const libc::c_char,
     sh_argv_len: usize,
+    /// `WATCHDOG_PID=` and room for the pid, pointed to by `envp` (null: none; see
+    /// [`ExecTarget::pid_var`]).
+    pid_var: *mut u8,
 }
 
 impl RawChild {
@@ -886,6 +936,13 @@ impl RawChild {
             // child_setup already wrote its step byte; complete the report with the errno.
             sys::write(self.fds.err, &errno.to_ne_bytes());
             sys::exit(127)
+        }
+        if !self.pid_var.is_null() {
+            // SAFETY: getpid(2) takes no argument and cannot fail.
+            let pid = unsafe { sys::call(libc::SYS_getpid, [0, 0, 0, 0]) }.unwrap_or(0);
+            // SAFETY: `pid_var` is a buffer of PID_VAR_LEN bytes that belongs to this child's
+            // start alone (like `sh_argv` slot 1), alive as above; `envp` points to it.
+            unsafe { fill_pid_var(self.pid_var, pid) };
         }
         // SAFETY: pointer and length of the parent-built candidate array, alive as above.
         let candidates =

@@ -438,3 +438,64 @@ fn running_not_ready_plain(v: &Vigil, pod: &str) {
     let c = v.container(pod, "app");
     assert_eq!(c["ready"], false, "{c}");
 }
+
+/// `watchdog_seconds`: a real sd_notify client (`systemd-notify`) that pings `WATCHDOG=1`
+/// every 0.5 s for 10 s, past the 8 s period, then stops: killed as `WatchdogTimeout` only
+/// after it stopped, restarted by its policy; `WATCHDOG_USEC` and `WATCHDOG_PID` (its own pid)
+/// in its environment as sd_watchdog_enabled(3) reads them. Each run writes its own files
+/// (`env1`, `quiet1`, …): the restarted run must not erase what the first one left.
+#[test]
+fn a_container_that_stops_sending_watchdog_pings_is_killed_as_watchdog_timeout_and_restarted() {
+    require_program("systemd-notify", "--version", "systemd");
+    let dir = tempfile::tempdir().unwrap();
+    let pods = format!(
+        r#"
+[pods.web]
+[[pods.web.containers]]
+name = "app"
+notify = true
+watchdog_seconds = 8
+working_dir = "{}"
+command = ["sh", "-c", "n=$(($(cat runs 2>/dev/null || echo 0) + 1)); echo $n > runs; echo \"$WATCHDOG_USEC $WATCHDOG_PID\" > env$n; systemd-notify --ready; i=0; while [ $i -lt 20 ]; do systemd-notify WATCHDOG=1; echo \"run $n ping $(date +%T.%N)\" >> log; sleep 0.5; i=$((i+1)); done; echo \"run $n quiet $(date +%T.%N)\" >> log; touch quiet$n; exec sleep 300"]
+"#,
+        dir.path().display()
+    );
+    let v = Vigil::start_in(dir, "", &pods);
+    let mut first = serde_json::Value::Null;
+    v.wait_for(T, "READY=1", |v| {
+        first = v.container("web", "app");
+        first["ready"] == true
+    });
+    let log = || std::fs::read_to_string(v.dir.path().join("log")).unwrap_or_default();
+    assert_eq!(first["restart_count"], 0, "{first}\n{}\n{}", log(), v.log());
+    let env = std::fs::read_to_string(v.dir.path().join("env1")).expect("env1 file");
+    let f: Vec<&str> = env.split_whitespace().collect();
+    assert_eq!(f.len(), 2, "{env:?}");
+    assert_eq!(f[0], "8000000", "WATCHDOG_USEC: {env:?}");
+    assert_eq!(
+        f[1],
+        first["pid"].to_string(),
+        "WATCHDOG_PID is the main process's own pid: {env:?}"
+    );
+    v.wait_for(
+        Duration::from_secs(60),
+        "the watchdog kill and a restart",
+        |v| v.container("web", "app")["restart_count"].as_u64() >= Some(1),
+    );
+    let events = v.request(r#"{"cmd":"events"}"#).to_string();
+    assert!(
+        v.dir.path().join("quiet1").exists(),
+        "killed while it still pinged:\n{}\n{events}",
+        log()
+    );
+    let c = v.container("web", "app");
+    let last = &c["last_state"]["terminated"];
+    assert_eq!(last["reason"], "WatchdogTimeout", "{c}");
+    assert!(
+        last["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no WATCHDOG=1 within 8s")),
+        "{c}"
+    );
+    assert!(events.contains("WatchdogTimeout"), "{events}");
+}

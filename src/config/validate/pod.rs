@@ -639,11 +639,24 @@ impl Checker<'_> {
                 .map_err(|message| self.err(span(v), &join(path, "ready_log_line"), message))
                 .ok()
         });
+        let watchdog = match &raw.watchdog_seconds {
+            Some(v) if !notify => {
+                self.err(
+                    span(v),
+                    &join(path, "watchdog_seconds"),
+                    "watchdog_seconds needs notify = true: the WATCHDOG=1 keep-alives come over the container's NOTIFY_SOCKET",
+                );
+                None
+            }
+            Some(v) => self.seconds(v, &join(path, "watchdog_seconds"), true),
+            None => None,
+        };
         ContainerSpec {
             ports,
             success_exit_codes,
             notify,
             ready_log_line,
+            watchdog,
             name,
             command,
             image,

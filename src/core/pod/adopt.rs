@@ -113,6 +113,8 @@ impl Slot {
             ready: self.spec.says_ready(),
             ..NotifyStatus::default()
         };
+        // Its watchdog starts afresh: the pings it sent to the earlier vigil are not known.
+        self.watchdog_at = self.spec.watchdog.map(|p| later(out.now, p));
         Some(self.generation)
     }
 

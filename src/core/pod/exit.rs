@@ -89,6 +89,9 @@ pub(super) fn termination(
         Some(StopCause::Deadline { message }) => {
             (TerminationReason::DeadlineExceeded, message.clone())
         }
+        Some(StopCause::Watchdog { message }) => {
+            (TerminationReason::WatchdogTimeout, message.clone())
+        }
         None if exit.status_unknown => (
             TerminationReason::ContainerStatusUnknown,
             MSG_STATUS_UNKNOWN.to_string(),

@@ -126,6 +126,9 @@ pub(super) enum StopCause {
     /// The pod's `active_deadline_seconds` ran out (kubelet `active_deadline.go`): the run
     /// ends `DeadlineExceeded` and is not restarted.
     Deadline { message: String },
+    /// No `WATCHDOG=1` within `watchdog_seconds` (systemd's `WatchdogSec=`): a failure, the
+    /// run ends `WatchdogTimeout` and is restarted as its policy says.
+    Watchdog { message: String },
 }
 
 /// A lifecycle hook in progress (kubelet `lifecycle/handlers.go`; at most one at a time).
@@ -206,6 +209,10 @@ pub(super) struct Slot {
     /// What the current run said over sd_notify (`notify = true`; `notify.rs`).
     #[serde(default)]
     notify: NotifyStatus,
+    /// When the current run's watchdog runs out (`watchdog_seconds`; `notify.rs`): armed by
+    /// its `READY=1` and moved on by each `WATCHDOG=1`.
+    #[serde(default, with = "crate::monotime::opt")]
+    watchdog_at: Option<Time>,
 }
 
 fn probe_spec(spec: &ContainerSpec, kind: ProbeKind) -> Option<&ProbeSpec> {

@@ -1,10 +1,13 @@
 //! What a run says of itself: over sd_notify (`notify = true`; sd_notify(3), systemd.service(5)
 //! `Type=notify`) `READY=1` makes it ready (with its readiness probe, if it has one),
-//! `STATUS=` is shown, `STOPPING=1` is recorded (docs/behaviour.md §4.4); with
-//! `ready_log_line`, a matching line of its output makes it ready the same way (§4.5).
+//! `STATUS=` is shown, `STOPPING=1` is recorded, and with `watchdog_seconds` a run whose
+//! `WATCHDOG=1` keep-alives stop is killed (`WatchdogTimeout`; systemd.service(5)
+//! `WatchdogSec=`) (docs/behaviour.md §4.4); with `ready_log_line`, a matching line of its
+//! output makes it ready the same way (§4.5).
 //!
-//! Owns the slot's notification state and its effect on readiness. Must not parse datagrams
-//! or judge who sent them (the runtime does, and feeds only a run's own messages).
+//! Owns the slot's notification state, its watchdog deadline, and their effect on readiness
+//! and on the run. Must not parse datagrams or judge who sent them (the runtime does, and
+//! feeds only a run's own messages).
 
 use super::*;
 
@@ -54,6 +57,20 @@ impl Slot {
                 format!("Container {name} said it is stopping (STOPPING=1)"),
             );
         }
+        // systemd arms the watchdog when the start-up is complete (`READY=1`,
+        // service_enter_start_post → service_reset_watchdog), and every `WATCHDOG=1` moves it
+        // on (service_notify_message).
+        if let Some(period) = self.spec.watchdog
+            && (n.watchdog || (n.ready && !self.notify.ready))
+        {
+            self.watchdog_at = Some(later(out.now, period));
+        }
+        // systemd honours `WATCHDOG=trigger` even without `WatchdogSec=`; vigil only when
+        // `watchdog_seconds` turned the watchdog on.
+        if n.watchdog_trigger && self.spec.watchdog.is_some() {
+            self.watchdog_ran_out(Some("it sent WATCHDOG=trigger"), pod, out);
+            return true;
+        }
         if n.ready && !self.notify.ready {
             self.notify.ready = true;
             out.event(
@@ -71,5 +88,29 @@ impl Slot {
             changed = true;
         }
         changed
+    }
+
+    /// The run's watchdog ran out (`why`: the run asked for it): a Warning `WatchdogTimeout`
+    /// event, and the run is stopped as a failed liveness probe stops it (its grace period,
+    /// then the restart policy).
+    pub(super) fn watchdog_ran_out(&mut self, why: Option<&str>, pod: &str, out: &mut Out) {
+        self.watchdog_at = None;
+        let name = self.spec.name.clone();
+        let message = match (why, self.spec.watchdog) {
+            (Some(why), _) => format!("watchdog: {why}"),
+            (None, Some(p)) => format!(
+                "watchdog: no WATCHDOG=1 within {} (watchdog_seconds)",
+                go_duration(p)
+            ),
+            (None, None) => "watchdog".to_string(),
+        };
+        out.event(
+            EventType::Warning,
+            EventReason::WatchdogTimeout,
+            pod,
+            &name,
+            format!("Container {name} {message}"),
+        );
+        self.begin_stop(StopCause::Watchdog { message }, pod, out);
     }
 }

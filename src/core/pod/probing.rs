@@ -23,9 +23,10 @@ impl Slot {
             SlotState::Running {
                 stopping: Some(s), ..
             } => (!s.killed).then_some(s.kill_at),
-            SlotState::Running { stopping: None, .. } => {
-                self.probes.iter().filter_map(|p| p.next_deadline()).min()
-            }
+            SlotState::Running { stopping: None, .. } => (self.probes.iter())
+                .filter_map(|p| p.next_deadline())
+                .chain(self.watchdog_at)
+                .min(),
             _ => None,
         };
         match (own, sleep) {
@@ -84,6 +85,12 @@ impl Slot {
                 );
                 // A pre-stop hook still running at the end of the grace is killed too.
                 self.cancel_hook(out);
+                true
+            }
+            SlotState::Running { stopping: None, .. }
+                if self.watchdog_at.is_some_and(|t| t <= out.now) =>
+            {
+                self.watchdog_ran_out(None, pod, out);
                 true
             }
             SlotState::Running { stopping: None, .. } => self.tick_probes(pod, out) || changed,

@@ -36,6 +36,7 @@ impl Slot {
             hook: None,
             output_lost: false,
             notify: NotifyStatus::default(),
+            watchdog_at: None,
         }
     }
 

@@ -33,6 +33,7 @@ impl Slot {
         self.run_oom_seen = 0;
         self.output_lost = false;
         self.notify = NotifyStatus::default();
+        self.watchdog_at = None;
         for p in &mut self.probes {
             p.reset_for_run(self.restart_count.saturating_add(1));
         }

@@ -18,7 +18,7 @@ impl Stopping {
             StopCause::Request { message, .. } => message.clone(),
             StopCause::Shutdown => MSG_SHUTDOWN.to_string(),
             StopCause::PostStartHook { message } => format!("post_start hook failed: {message}"),
-            StopCause::Deadline { message } => message.clone(),
+            StopCause::Deadline { message } | StopCause::Watchdog { message } => message.clone(),
         };
         Terminating {
             since: self.kill_at.checked_sub(self.grace).unwrap_or(self.kill_at),
@@ -54,6 +54,9 @@ impl Stopping {
                 message: format!("{message}; {killed}"),
             },
             StopCause::Deadline { message } => StopCause::Deadline {
+                message: format!("{message}; {killed}"),
+            },
+            StopCause::Watchdog { message } => StopCause::Watchdog {
                 message: format!("{message}; {killed}"),
             },
             StopCause::Shutdown => StopCause::Request {
@@ -127,7 +130,9 @@ impl Slot {
                     // Operator intent and shutdown override a probe or hook kill in progress.
                     if !matches!(
                         cause,
-                        StopCause::Probe { .. } | StopCause::PostStartHook { .. }
+                        StopCause::Probe { .. }
+                            | StopCause::PostStartHook { .. }
+                            | StopCause::Watchdog { .. }
                     ) {
                         s.cause = cause;
                     }
@@ -163,6 +168,14 @@ impl Slot {
                     }
                     StopCause::Deadline { message } => {
                         format!("Stopping container {name}: {message}")
+                    }
+                    StopCause::Watchdog { .. } => {
+                        let then = if self.spec.restart_policy == RestartPolicy::Never {
+                            ""
+                        } else {
+                            ", will be restarted"
+                        };
+                        format!("Container {name} failed its watchdog{then}")
                     }
                 };
                 let grace = pod_capped_grace(effective_grace(grace), deadline, out.now);
@@ -206,7 +219,9 @@ impl Slot {
                     StopCause::Request { message, .. } => stopped(message, out.now),
                     StopCause::Shutdown => stopped(MSG_SHUTDOWN, out.now),
                     StopCause::Deadline { message } => deadline_exceeded(message, out.now),
-                    StopCause::Probe { .. } | StopCause::PostStartHook { .. } => return,
+                    StopCause::Probe { .. }
+                    | StopCause::PostStartHook { .. }
+                    | StopCause::Watchdog { .. } => return,
                 });
             }
             SlotState::NotStarted { .. } => match &cause {

@@ -206,3 +206,80 @@ fn a_ready_log_line_run_must_match_again_after_a_restart() {
         "the earlier run's line counts for nothing"
     );
 }
+
+fn ping() -> Notification {
+    Notification {
+        watchdog: true,
+        ..Notification::default()
+    }
+}
+
+#[test]
+fn watchdog_pings_keep_a_run_alive_and_their_end_kills_it_as_watchdog_timeout_then_restarts() {
+    let mut h = notifying(|c| {
+        c.watchdog = Some(secs(2.0));
+        c.restart_policy = RestartPolicy::Always;
+    });
+    // Not armed before READY=1 (systemd arms it when the start-up is complete).
+    assert_eq!(h.sup.poll_timeout(), None, "no watchdog before READY=1");
+    notify(&mut h, ready());
+    // Pings every second for ten seconds: never killed.
+    for t in 1..=10 {
+        h.advance_to(f64::from(t));
+        notify(&mut h, ping());
+    }
+    assert!(h.event("WatchdogTimeout").is_none());
+    assert!(!has_signal(&h.take(), h.key("web", "app")));
+    // Silence: the deadline is the last ping + 2 s.
+    assert_eq!(h.step(), 12.0);
+    let e = h.event("WatchdogTimeout").expect("a WatchdogTimeout event");
+    assert_eq!(e.kind, EventType::Warning);
+    assert!(
+        e.message.contains("no WATCHDOG=1 within 2s"),
+        "{}",
+        e.message
+    );
+    let key = h.key("web", "app");
+    assert!(has_signal(&h.take(), key), "the stop signal");
+    assert!(
+        !h.status("web", "app").ready,
+        "not ready once it is stopping"
+    );
+    h.killed_by("web", "app", 15);
+    let last = h.status("web", "app").last_state.expect("the run's end");
+    assert_eq!(last.reason, TerminationReason::WatchdogTimeout);
+    assert!(last.message.contains("no WATCHDOG=1"), "{}", last.message);
+    // Restarted as the policy says, after its back-off; the next run's watchdog waits for
+    // its own READY=1.
+    h.advance_to(60.0);
+    h.ack_spawns();
+    assert!(h.is_running("web", "app"));
+    assert_eq!(h.status("web", "app").restart_count, 1);
+}
+
+#[test]
+fn watchdog_trigger_kills_at_once_and_never_without_watchdog_seconds() {
+    let trigger = Notification {
+        watchdog_trigger: true,
+        ..Notification::default()
+    };
+    let mut h = notifying(|c| {
+        c.watchdog = Some(secs(30.0));
+        c.restart_policy = RestartPolicy::Never;
+    });
+    notify(&mut h, ready());
+    notify(&mut h, trigger.clone());
+    assert!(has_signal(&h.take(), h.key("web", "app")));
+    h.killed_by("web", "app", 15);
+    let t = h.terminated("web", "app").expect("ended");
+    assert_eq!(t.reason, TerminationReason::WatchdogTimeout);
+    assert!(t.message.contains("WATCHDOG=trigger"), "{}", t.message);
+    // Without watchdog_seconds the keep-alives and the trigger mean nothing.
+    let mut h = notifying(|_| {});
+    notify(&mut h, ready());
+    notify(&mut h, trigger);
+    notify(&mut h, ping());
+    assert!(h.event("WatchdogTimeout").is_none());
+    assert!(!has_signal(&h.take(), h.key("web", "app")));
+    assert_eq!(h.sup.poll_timeout(), None);
+}

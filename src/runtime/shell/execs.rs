@@ -105,6 +105,15 @@ impl PendingExecs {
         })
     }
 
+    /// The outcome of `key`'s pending exec of run `generation`, if there is one and it has
+    /// settled (read without waiting, as [`PendingExecs::on_readable`] reads it).
+    pub fn poll(&mut self, key: ContainerKey, generation: Generation) -> Option<Settled> {
+        if self.pending.get(&key)?.generation != generation {
+            return None;
+        }
+        self.on_readable(tokens::exec_token(key))
+    }
+
     /// Waits for the outcome of `key`'s pending exec of run `generation`, if there is one.
     pub fn settle(&mut self, key: ContainerKey, generation: Generation) -> Option<Settled> {
         if self.pending.get(&key)?.generation != generation {

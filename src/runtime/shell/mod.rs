@@ -435,7 +435,7 @@ impl Shell {
         if owner == Owner::Notify {
             let mut said = Vec::new();
             self.notify.on_readable(token, &mut said);
-            notify::feed(said, now, &mut link!(self));
+            notify::feed(said, now, &mut self.runs, &mut link!(self));
             return;
         }
         let mut link = link!(self);
@@ -565,7 +565,7 @@ impl Shell {
                     // The sockets left with datagrams last turn, before the output's share.
                     let mut said = Vec::new();
                     self.notify.read_backlog(&mut said);
-                    notify::feed(said, now, &mut link!(self));
+                    notify::feed(said, now, &mut self.runs, &mut link!(self));
                     self.chore_all(chore, now);
                 }
                 Chore::EventHooks => {

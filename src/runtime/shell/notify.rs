@@ -31,6 +31,7 @@ use mio::{Interest, Registry};
 use nix::sys::socket::{self, ControlMessageOwned, MsgFlags, sockopt};
 
 use super::component::{Component, Link};
+use super::runs::Runs;
 use super::tokens::{self, Watched};
 use crate::core::{ContainerKey, Generation, Input, Notification};
 
@@ -232,7 +233,10 @@ impl NotifySockets {
         (s.generation == generation).then(|| s.sock.as_raw_fd())
     }
 
-    /// The run's main process started: without cgroups, its session speaks for it.
+    /// The run's main process was forked (its exec may not be confirmed yet): without
+    /// cgroups, its session speaks for it. The child calls `setsid` before its exec, and a
+    /// session id is never given to another process while one of its members lives, so the
+    /// session named after the child's pid is the run's from its fork on.
     pub(super) fn started(&mut self, key: ContainerKey, generation: Generation, pid: u32) {
         if let Some(s) = self.socks.get_mut(&key)
             && s.generation == generation
@@ -332,13 +336,16 @@ impl Component for NotifySockets {
     }
 }
 
-/// Hands what the sockets said to the core, in the order it came.
+/// Hands what the sockets said to the core, in the order it came; a run whose exec report
+/// was not read yet is settled first (see [`Runs::before_notified`]).
 pub(super) fn feed(
     said: Vec<(ContainerKey, Generation, Notification)>,
     now: Instant,
+    runs: &mut Runs,
     link: &mut Link<'_>,
 ) {
     for (key, generation, notification) in said {
+        runs.before_notified(key, generation, link);
         link.feed(
             now,
             Input::Notified {
@@ -510,6 +517,8 @@ fn parse(data: &[u8]) -> Parsed {
             b"READY" => p.notification.ready |= v == b"1",
             b"STOPPING" => p.notification.stopping |= v == b"1",
             b"STATUS" => p.notification.status = Some(String::from_utf8_lossy(v).into_owned()),
+            b"WATCHDOG" if v == b"1" => p.notification.watchdog = true,
+            b"WATCHDOG" if v == b"trigger" => p.notification.watchdog_trigger = true,
             b"MAINPID" => p.main_pid = true,
             _ => {}
         }
@@ -528,10 +537,15 @@ mod tests {
         assert!(!p.notification.stopping);
         assert_eq!(p.notification.status.as_deref(), Some("serving 3 clients"));
         assert!(!p.main_pid);
-        let p = parse(b"READY=2\nSTOPPING=1\nMAINPID=1\nSTATUS=\xff\x1b[2J");
+        let p = parse(b"READY=2\nSTOPPING=1\nMAINPID=1\nSTATUS=\xff\x1b[2J\nWATCHDOG=0");
         assert!(!p.notification.ready, "only READY=1 counts");
+        assert!(!p.notification.watchdog && !p.notification.watchdog_trigger);
         assert!(p.notification.stopping && p.main_pid);
         assert_eq!(p.notification.status.as_deref(), Some("\u{fffd}\u{1b}[2J"));
+        let p = parse(b"WATCHDOG=1");
+        assert!(p.notification.watchdog && !p.notification.watchdog_trigger);
+        let p = parse(b"WATCHDOG=trigger");
+        assert!(!p.notification.watchdog && p.notification.watchdog_trigger);
     }
 
     #[test]

@@ -259,6 +259,22 @@ impl Runs {
         }
     }
 
+    /// A run's own process spoke over its notify socket: if the run's exec report has not been
+    /// read yet, it is read now (without waiting: the program runs, so its exec closed the
+    /// pipe), so that the core knows the run started before it hears what the run said.
+    /// Otherwise a `READY=1` read in the same turn before the report would reach a run the
+    /// core still holds as `Creating`, and be lost.
+    pub(super) fn before_notified(
+        &mut self,
+        key: ContainerKey,
+        generation: Generation,
+        link: &mut Link<'_>,
+    ) {
+        if let Some(settled) = self.execs.poll(key, generation) {
+            self.exec_settled(settled, link);
+        }
+    }
+
     /// Feeds the outcome of a pending exec: `Spawned` (the run starts now, when its program
     /// does), or `SpawnFailed` with the error — the child is already reaped, so the run ends
     /// here: the reaper forgets it, its cgroup goes to the janitor.
@@ -270,14 +286,11 @@ impl Runs {
             outcome,
         } = settled;
         let input = match outcome {
-            Ok(()) => {
-                link.notify.started(key, generation, pid);
-                Input::Spawned {
-                    key,
-                    generation,
-                    pid,
-                }
-            }
+            Ok(()) => Input::Spawned {
+                key,
+                generation,
+                pid,
+            },
             Err(e) => {
                 self.reaper.untrack(pid);
                 self.tracker.ended(key);
@@ -482,12 +495,12 @@ impl Runs {
             }
         };
         let (pid, pending) = match launched {
-            process::Launched::Running(pid) => {
-                link.notify.started(key, generation, pid);
-                (pid, None)
-            }
+            process::Launched::Running(pid) => (pid, None),
             process::Launched::Pending(exec) => (exec.pid(), Some(exec)),
         };
+        // Without cgroups the run's session speaks for it from now on, before its exec is
+        // confirmed: its program may say READY=1 before vigil reads the exec report.
+        link.notify.started(key, generation, pid);
         self.reaper.track(pid, PidOwner::Main { key, generation });
         let main = MainInfo {
             spec: self.slots.get(&key).map_or(0, |s| s.spec_hash),
@@ -934,6 +947,13 @@ fn start_main(
         prepared = prepared
             .with_env("NOTIFY_SOCKET", value)
             .map_err(|e| e.to_string())?;
+        // sd_watchdog_enabled(3): the period in microseconds, and the pid it is meant for.
+        if let Some(period) = container.watchdog {
+            prepared = prepared
+                .with_env("WATCHDOG_USEC", &period.as_micros().max(1).to_string())
+                .and_then(|p| p.with_own_pid_as_watchdog_pid())
+                .map_err(|e| e.to_string())?;
+        }
     }
     let ((out_r, out_w), (err_r, err_w)) = process::pipe_nonblocking()
         .and_then(|out| process::pipe_nonblocking().map(|err| (out, err)))
