@@ -89,6 +89,8 @@ impl Runs {
     /// same input as a `READY=1`, said another way.
     fn feed_ready_lines(&mut self, now: Instant, link: &mut Link<'_>) {
         for (key, generation) in self.capture.take_ready_lines() {
+            // A line printed at once may be read before the run's exec report.
+            self.before_notified(key, generation, link);
             link.feed(
                 now,
                 Input::Notified {
@@ -259,11 +261,11 @@ impl Runs {
         }
     }
 
-    /// A run's own process spoke over its notify socket: if the run's exec report has not been
-    /// read yet, it is read now (without waiting: the program runs, so its exec closed the
-    /// pipe), so that the core knows the run started before it hears what the run said.
-    /// Otherwise a `READY=1` read in the same turn before the report would reach a run the
-    /// core still holds as `Creating`, and be lost.
+    /// A run's own process spoke (over its notify socket, or printed its `ready_log_line`):
+    /// if the run's exec report has not been read yet, it is read now (without waiting: the
+    /// program runs, so its exec closed the pipe), so that the core knows the run started
+    /// before it hears what the run said. Otherwise a `READY=1` read before the report would
+    /// reach a run the core still holds as `Creating`, and be lost.
     pub(super) fn before_notified(
         &mut self,
         key: ContainerKey,
