@@ -31,9 +31,14 @@
 //! - `pod_dir`: the inotify watch of `[supervisor] pod_dir`, which makes a reload due;
 //! - `upgrade`: `vigil upgrade`'s pre-flight, the handoff state written and taken over;
 //! - `startup`, `reload`: building the shell, and what a reload loads.
+//! - `macros`: the borrows the router hands the components (`view!`, `link!`, `parts!`), the
+//!   shell's fields named one by one.
 //!
 //! Must not: make lifecycle decisions (restart, back-off, reasons: the core's), block (every
 //! wait is the poll timeout), or treat an event for an unknown token as more than a debug line.
+
+#[macro_use]
+mod macros;
 
 mod adopt;
 mod capture;
@@ -139,13 +144,6 @@ pub struct Shell {
     fault: super::fault::Fault,
 }
 
-/// What a new instance takes from the old one before the components are built (the rest:
-/// [`upgrade::Upgrade::take_over`]).
-struct Resumed {
-    listener: std::os::fd::OwnedFd,
-    core: Supervisor,
-}
-
 /// `poll` failures in a row after which vigil shuts down (with the pauses between them, about
 /// 3 s of failing).
 const POLL_ERRORS_BEFORE_SHUTDOWN: u32 = 8;
@@ -157,54 +155,6 @@ const EXIT_PANIC: i32 = 70;
 
 /// How long an upgrade waits for the exec of containers just started before handing over.
 const HANDOFF_SETTLE: Duration = Duration::from_millis(250);
-
-/// What the control and metrics components read of the rest to answer (the fields borrowed
-/// one by one, so a component can be borrowed mutably beside it).
-macro_rules! view {
-    ($shell:ident) => {
-        control::View {
-            core: &$shell.core,
-            slots: &$shell.runs.slots,
-            probe_stats: &$shell.probe_stats,
-            started_wall: $shell.started_wall,
-            last_reload: $shell.last_reload,
-        }
-    };
-}
-
-/// The link through which a component reaches the core (the fields borrowed one by one).
-macro_rules! link {
-    ($shell:ident) => {
-        Link {
-            core: &mut $shell.core,
-            notifier: &mut $shell.notifier,
-            notify: &mut $shell.notify,
-            probe_stats: &mut $shell.probe_stats,
-            config: &$shell.config,
-        }
-    };
-}
-
-/// What an upgrade reads and fills in of the rest (the fields borrowed one by one).
-macro_rules! parts {
-    ($shell:ident) => {
-        upgrade::Parts {
-            core: &mut $shell.core,
-            config: &$shell.config,
-            source: &$shell.source,
-            selection: &$shell.selection,
-            runs: &mut $shell.runs,
-            control: &mut $shell.control,
-            metrics: &$shell.metrics,
-            journal: &mut $shell.journal,
-            notifier: &mut $shell.notifier,
-            notify: &mut $shell.notify,
-            probe_stats: &mut $shell.probe_stats,
-            signals: &mut $shell.signals,
-            started_at: &mut $shell.started_at,
-        }
-    };
-}
 
 impl Shell {
     /// Start-up, in order: host checks, the loop and its signals, vigil's own process
@@ -220,50 +170,13 @@ impl Shell {
     }
 
     /// The new instance of `vigil upgrade`: the same start-up as [`Shell::new`] on the
-    /// handed-over config, but with the inherited control socket, the core's state, and no
-    /// search for what "an earlier vigil" left (it is all still ours); then every component
-    /// takes over its part ([`upgrade::Upgrade::take_over`]).
+    /// handed-over config, then every component takes over its part ([`upgrade::resume`]).
     pub fn resume(
         state: super::handoff::State,
         blobs: &[u8],
         error: Option<&str>,
     ) -> Result<Shell, StartError> {
-        // A duplicate: the inherited number stays open (for the way back to the old binary)
-        // until this start has succeeded.
-        let listener = super::handoff::dup_fd(state.listener_fd).ok_or_else(|| {
-            StartError::Poll(io::Error::other(format!(
-                "the control socket (fd {}) was not handed over",
-                state.listener_fd
-            )))
-        })?;
-        let t0 = Instant::now();
-        let (mut core, state) = state.split_core();
-        core.after_handoff();
-        let t1 = Instant::now();
-        let resumed = Resumed { listener, core };
-        let mut shell = startup::build(
-            state.config.clone(),
-            state.source.clone(),
-            state.selection.clone(),
-            Some(resumed),
-            Vec::new(),
-        )?;
-        debug!(
-            "upgrade: core indexed in {:.1} ms, components started in {:.1} ms",
-            (t1 - t0).as_secs_f64() * 1e3,
-            t1.elapsed().as_secs_f64() * 1e3
-        );
-        drop(super::handoff::own_fd(state.listener_fd));
-        let now = Instant::now();
-        shell
-            .upgrade
-            .take_over(state, blobs, error, now, &mut parts!(shell));
-        shell.reap(now);
-        // The old instance's holder handed its duplicates over at start (dropped: the pipes
-        // came with the handoff); this instance's holder gets every pipe it reads.
-        shell.runs.held.clear();
-        shell.runs.hold_all_output();
-        Ok(shell)
+        upgrade::resume(state, blobs, error)
     }
 
     /// Run until the core says exit; returns the exit code.

@@ -1,7 +1,7 @@
 //! `vigil upgrade` in the shell, as one component ([`Upgrade`]): collecting every component's
 //! part of the handoff state and executing the next vigil (old side), and taking it all over
-//! again (new side, after [`super::Shell::resume`] has rebuilt the loop, cgroups and control
-//! server the way a fresh start does). What it reads and fills in of the other components comes
+//! again (new side, [`resume`]: the loop, cgroups and control server rebuilt the way a fresh
+//! start does). What it reads and fills in of the other components comes
 //! as [`Parts`], their fields borrowed one by one; the router hands it the pre-flight's exit
 //! (from the reaper) and settles the runs before the exec ([`Ready`]).
 //!
@@ -38,6 +38,7 @@ use super::notify::NotifySockets;
 use super::reaper::PidOwner;
 use super::runs::Runs;
 use super::signals::SignalPipe;
+use super::{Shell, StartError};
 use crate::cgroup::ContainerCgroup;
 use crate::config::ConfigSource;
 use crate::config::select::Selection;
@@ -188,6 +189,56 @@ impl Parts<'_> {
         let (runs, mut link) = self.runs_and_link();
         runs.on_adopted_exit(key, generation, now, &mut link);
     }
+}
+
+/// What a new instance takes from the old one before the components are built (the rest:
+/// [`Upgrade::take_over`]).
+pub(super) struct Resumed {
+    pub(super) listener: OwnedFd,
+    pub(super) core: Supervisor,
+}
+
+/// The new instance of `vigil upgrade` (`Shell::resume`): the same start-up as a fresh start
+/// on the handed-over config, but with the inherited control socket, the core's state, and no
+/// search for what "an earlier vigil" left (it is all still ours); then every component takes
+/// over its part ([`Upgrade::take_over`]).
+pub(super) fn resume(state: State, blobs: &[u8], error: Option<&str>) -> Result<Shell, StartError> {
+    // A duplicate: the inherited number stays open (for the way back to the old binary)
+    // until this start has succeeded.
+    let listener = handoff::dup_fd(state.listener_fd).ok_or_else(|| {
+        StartError::Poll(std::io::Error::other(format!(
+            "the control socket (fd {}) was not handed over",
+            state.listener_fd
+        )))
+    })?;
+    let t0 = Instant::now();
+    let (mut core, state) = state.split_core();
+    core.after_handoff();
+    let t1 = Instant::now();
+    let resumed = Resumed { listener, core };
+    let mut shell = super::startup::build(
+        state.config.clone(),
+        state.source.clone(),
+        state.selection.clone(),
+        Some(resumed),
+        Vec::new(),
+    )?;
+    debug!(
+        "upgrade: core indexed in {:.1} ms, components started in {:.1} ms",
+        (t1 - t0).as_secs_f64() * 1e3,
+        t1.elapsed().as_secs_f64() * 1e3
+    );
+    drop(handoff::own_fd(state.listener_fd));
+    let now = Instant::now();
+    shell
+        .upgrade
+        .take_over(state, blobs, error, now, &mut parts!(shell));
+    shell.reap(now);
+    // The old instance's holder handed its duplicates over at start (dropped: the pipes
+    // came with the handoff); this instance's holder gets every pipe it reads.
+    shell.runs.held.clear();
+    shell.runs.hold_all_output();
+    Ok(shell)
 }
 
 /// A pre-flight's deadline (its child's exit comes through the reaper).
@@ -817,7 +868,7 @@ impl Upgrade {
     }
 
     /// The new instance: takes over the components' parts of `state` (the loop, cgroups,
-    /// control server and core were rebuilt by [`super::Shell::resume`]), answers the asker and
+    /// control server and core were rebuilt by [`resume`]), answers the asker and
     /// tells the other clients; the router then reaps what ended during the exec.
     pub(super) fn take_over(
         &mut self,
