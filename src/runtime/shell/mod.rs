@@ -618,7 +618,7 @@ impl Shell {
                         .map_err(|e| (e.kind.into(), e.message))
                 }
                 Mutation::Reload => self
-                    .reload(now)
+                    .reload_from("control socket", now)
                     .map_err(|e| (ErrorKind::from(&e), e.to_string())),
                 Mutation::Scale { pod, replicas } => {
                     self.runs.tracker.touch();
@@ -647,109 +647,45 @@ impl Shell {
         self.control.feed_streams(&view);
     }
 
-    /// A reload asked for over the control socket (the journal line says so).
-    fn reload(&mut self, now: Instant) -> Result<String, ReloadError> {
-        self.reload_from("control socket", now)
-    }
-
-    /// Reloads the config and logs the outcome: `ORIGIN: reload: …` or `ORIGIN: reload failed,
-    /// nothing changed:` and the problems.
+    /// Reloads the config ([`reload::reload`]), runs what the core made of it, and logs the
+    /// outcome.
     fn reload_from(&mut self, origin: &str, now: Instant) -> Result<String, ReloadError> {
-        self.notifier.reloading();
-        let current = reload::Current {
-            config: &self.config,
-            source: &self.source,
-            argv: &self.upgrade.argv,
-            cgroups: self.runs.cgroups.as_ref(),
-            refused_at_start: &self.refused_at_start,
-            selection: &self.selection,
-        };
-        let result = reload::load(&current).and_then(|(new, plan, refused)| {
-            let r = self
-                .core
-                .command(now, Command::Reload(Box::new(new.clone())))
-                .map_err(ReloadError::Refused);
-            if r.is_ok() {
-                reload::apply_supervisor(
-                    &plan,
-                    &new,
-                    &mut self.runs,
-                    &mut self.control,
-                    &mut self.metrics.listener,
-                );
-                self.event_hooks.reconfigure(&new.supervisor.on_event);
-                self.config = new;
-                metrics::prune_probe_stats(&mut self.probe_stats, &self.core);
-            }
-            if r.is_ok() {
-                for e in refused.iter() {
-                    self.core.record_pod_file_refused(now, e.to_string());
-                }
-            }
-            r.map(|msg| msg + &plan.summary() + &pod_dir::refused_summary(&refused))
-        });
-        self.notifier.reloaded();
-        // The directory may be another now, or its watch went stale.
-        self.pod_dir
-            .configure(self.config.supervisor.pod_dir.as_deref());
-        self.last_reload.successful = result.is_ok();
-        if result.is_ok() {
-            self.last_reload.success_at = SystemTime::now();
-        }
+        let result = reload::reload(now, &mut self.reload_parts());
         self.drain_actions(now);
-        match &result {
-            Ok(msg) => info!("{origin}: reload: {msg}"),
-            Err(e) => error!("{origin}: reload failed, nothing changed:\n{e}"),
-        }
+        reload::log(origin, &result);
         result
     }
 
-    /// `vigil scale POD N` (docs/behaviour.md §14): the running config with the set at `N`
-    /// replicas, applied as a reload applies a config — the replicas kept are unchanged
-    /// definitions, the new ones are added, the highest-numbered removed.
+    /// `vigil scale POD N` ([`reload::scale`]), then what the core made of it.
     fn scale(
         &mut self,
         now: Instant,
         pod: &str,
         replicas: u32,
     ) -> Result<String, (ErrorKind, String)> {
-        let Some(before) = self.config.replica_set(pod).map(|s| s.replicas) else {
-            let kind = if self.config.pods.iter().any(|p| p.name == pod) {
-                ErrorKind::BadArgument
-            } else {
-                ErrorKind::NotFound
-            };
-            return Err((kind, format!("pod {pod:?} has no replicas to scale")));
-        };
-        let new = self
-            .config
-            .scaled(pod, replicas)
-            .map_err(|e| (ErrorKind::BadArgument, e))?;
-        self.core
-            .command(now, Command::Reload(Box::new(new.clone())))
-            .map_err(|e| (e.kind.into(), e.message))?;
-        self.config = new;
-        metrics::prune_probe_stats(&mut self.probe_stats, &self.core);
+        let before = reload::scale(now, pod, replicas, &mut self.reload_parts())?;
         self.drain_actions(now);
-        let names = |range: std::ops::Range<u32>| {
-            range
-                .map(|i| crate::config::replicas::replica_name(pod, i))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let message = match replicas.cmp(&before) {
-            std::cmp::Ordering::Equal => format!("pod {pod} already has {replicas} replicas"),
-            std::cmp::Ordering::Greater => format!(
-                "scaled pod {pod} from {before} to {replicas} replicas: starting {}",
-                names(before..replicas)
-            ),
-            std::cmp::Ordering::Less => format!(
-                "scaled pod {pod} from {before} to {replicas} replicas: stopping {}",
-                names(replicas..before)
-            ),
-        };
-        info!("control socket: scale: {message}");
-        Ok(message)
+        Ok(reload::scaled(pod, before, replicas))
+    }
+
+    /// What a reload or a scale reads and changes.
+    fn reload_parts(&mut self) -> reload::Parts<'_> {
+        reload::Parts {
+            core: &mut self.core,
+            config: &mut self.config,
+            source: &self.source,
+            argv: &self.upgrade.argv,
+            selection: &self.selection,
+            refused_at_start: &self.refused_at_start,
+            runs: &mut self.runs,
+            control: &mut self.control,
+            metrics: &mut self.metrics.listener,
+            event_hooks: &mut self.event_hooks,
+            probe_stats: &mut self.probe_stats,
+            notifier: &mut self.notifier,
+            pod_dir: &mut self.pod_dir,
+            last_reload: &mut self.last_reload,
+        }
     }
 
     fn update_status(&mut self, now: Instant) {

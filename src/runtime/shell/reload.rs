@@ -1,21 +1,158 @@
-//! A reload of the config (SIGHUP, `vigil reload`): what it would load, checked as a start
-//! checks a config, and the live `[supervisor]` changes of one the core accepted.
+//! A reload of the config (SIGHUP, `vigil reload`, a change in `pod_dir`) and `vigil scale`:
+//! what a reload would load, checked as a start checks a config; the config handed to the
+//! core; the live `[supervisor]` changes of one the core accepted. It works on the parts of
+//! the shell it changes ([`Parts`], borrowed one by one); the router then runs the core's
+//! actions.
 //!
 //! Owns nothing. Must not: change anything before the new config passed every check (a
 //! refused reload changes nothing), or decide what the pods do with it (the core's
 //! `Command::Reload`).
 
+use std::time::{Instant, SystemTime};
+
 use log::{error, info};
 
+use super::LastReload;
 use super::control::{self, Control};
-use super::metrics::MetricsListener;
+use super::event_hooks::EventHooks;
+use super::metrics::{MetricsListener, prune_probe_stats};
+use super::notifier::Notifier;
+use super::pod_dir::{self, PodDirWatch};
 use super::runs::Runs;
 use super::startup::{forward_destination, needed_controllers, set_oom_score_adj, set_sched_slice};
 use crate::cgroup::{Controllers, Manager};
+use crate::config::select::Selection;
 use crate::config::spec::Config;
 use crate::config::{ConfigErrors, ConfigSource};
-use crate::core::ReloadError;
+use crate::control::wire::ErrorKind;
+use crate::core::{Command, ReloadError, Supervisor};
+use crate::metrics::probes::ProbeStats;
 use crate::runtime::supervisor_reload::{self, Plan};
+
+/// What a reload or a scale reads and changes of the shell (the fields borrowed one by one).
+pub(super) struct Parts<'a> {
+    pub core: &'a mut Supervisor,
+    pub config: &'a mut Config,
+    pub source: &'a ConfigSource,
+    /// vigil's argv (`--allow-missing-controllers`, `--exit-with`).
+    pub argv: &'a [String],
+    pub selection: &'a Selection,
+    pub refused_at_start: &'a [String],
+    pub runs: &'a mut Runs,
+    pub control: &'a mut Control,
+    pub metrics: &'a mut Option<MetricsListener>,
+    pub event_hooks: &'a mut EventHooks,
+    pub probe_stats: &'a mut ProbeStats,
+    pub notifier: &'a mut Notifier,
+    pub pod_dir: &'a mut PodDirWatch,
+    pub last_reload: &'a mut LastReload,
+}
+
+/// Reloads the config: the new one ([`load`]) handed to the core, and once the core took it,
+/// its `[supervisor]` changes applied and it made the running config. The `pod_dir` watch is
+/// set up again either way (the directory may be another, or its watch went stale). The
+/// router then runs the core's actions and [`log`]s the outcome.
+pub(super) fn reload(now: Instant, parts: &mut Parts<'_>) -> Result<String, ReloadError> {
+    parts.notifier.reloading();
+    let current = Current {
+        config: &*parts.config,
+        source: parts.source,
+        argv: parts.argv,
+        cgroups: parts.runs.cgroups.as_ref(),
+        refused_at_start: parts.refused_at_start,
+        selection: parts.selection,
+    };
+    let result = load(&current).and_then(|(new, plan, refused)| {
+        let r = parts
+            .core
+            .command(now, Command::Reload(Box::new(new.clone())))
+            .map_err(ReloadError::Refused);
+        if r.is_ok() {
+            apply_supervisor(&plan, &new, parts.runs, parts.control, parts.metrics);
+            parts.event_hooks.reconfigure(&new.supervisor.on_event);
+            *parts.config = new;
+            prune_probe_stats(parts.probe_stats, parts.core);
+        }
+        if r.is_ok() {
+            for e in refused.iter() {
+                parts.core.record_pod_file_refused(now, e.to_string());
+            }
+        }
+        r.map(|msg| msg + &plan.summary() + &pod_dir::refused_summary(&refused))
+    });
+    parts.notifier.reloaded();
+    parts
+        .pod_dir
+        .configure(parts.config.supervisor.pod_dir.as_deref());
+    parts.last_reload.successful = result.is_ok();
+    if result.is_ok() {
+        parts.last_reload.success_at = SystemTime::now();
+    }
+    result
+}
+
+/// A reload's outcome in vigil's log: `ORIGIN: reload: …` or `ORIGIN: reload failed, nothing
+/// changed:` and the problems.
+pub(super) fn log(origin: &str, result: &Result<String, ReloadError>) {
+    match result {
+        Ok(msg) => info!("{origin}: reload: {msg}"),
+        Err(e) => error!("{origin}: reload failed, nothing changed:\n{e}"),
+    }
+}
+
+/// `vigil scale POD N` (docs/behaviour.md §14): the running config with the set at `N`
+/// replicas, applied as a reload applies a config — the replicas kept are unchanged
+/// definitions, the new ones are added, the highest-numbered removed. The count it had
+/// before; the router then runs the core's actions and answers with [`scaled`].
+pub(super) fn scale(
+    now: Instant,
+    pod: &str,
+    replicas: u32,
+    parts: &mut Parts<'_>,
+) -> Result<u32, (ErrorKind, String)> {
+    let Some(before) = parts.config.replica_set(pod).map(|s| s.replicas) else {
+        let kind = if parts.config.pods.iter().any(|p| p.name == pod) {
+            ErrorKind::BadArgument
+        } else {
+            ErrorKind::NotFound
+        };
+        return Err((kind, format!("pod {pod:?} has no replicas to scale")));
+    };
+    let new = parts
+        .config
+        .scaled(pod, replicas)
+        .map_err(|e| (ErrorKind::BadArgument, e))?;
+    parts
+        .core
+        .command(now, Command::Reload(Box::new(new.clone())))
+        .map_err(|e| (e.kind.into(), e.message))?;
+    *parts.config = new;
+    prune_probe_stats(parts.probe_stats, parts.core);
+    Ok(before)
+}
+
+/// What `vigil scale` answers, and logs, once the pod went from `before` to `replicas`.
+pub(super) fn scaled(pod: &str, before: u32, replicas: u32) -> String {
+    let names = |range: std::ops::Range<u32>| {
+        range
+            .map(|i| crate::config::replicas::replica_name(pod, i))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let message = match replicas.cmp(&before) {
+        std::cmp::Ordering::Equal => format!("pod {pod} already has {replicas} replicas"),
+        std::cmp::Ordering::Greater => format!(
+            "scaled pod {pod} from {before} to {replicas} replicas: starting {}",
+            names(before..replicas)
+        ),
+        std::cmp::Ordering::Less => format!(
+            "scaled pod {pod} from {before} to {replicas} replicas: stopping {}",
+            names(replicas..before)
+        ),
+    };
+    info!("control socket: scale: {message}");
+    message
+}
 
 /// What a reload is checked against: what runs now.
 pub(super) struct Current<'a> {
