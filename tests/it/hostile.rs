@@ -802,6 +802,149 @@ fn forty_uids_pipelining_events_and_status_at_500_containers_keep_client_memory_
     drop(cap);
 }
 
+/// Issue 43.6 with small replies: the 500-container test above cannot tell a budget checked
+/// before every request from one checked only before reading, because there every reply is
+/// large (a whole `status`, the whole event history) and blocks its connection after one. Here
+/// each of 1,280 connections (40 unprivileged uids × 32) pipelines as many `status p0` and
+/// `events` of `p0` requests as the kernel takes (a few hundred bytes to answer each) and
+/// never reads, so one 16 KiB read holds hundreds of requests and a connection keeps taking
+/// them until 64 KiB of replies wait in its buffer. What must hold: the clients' buffers and
+/// replies stay within their budget (checked before every request a non-admin gets), so
+/// vigil's peak resident set grows by less than 32 MiB plus a 16 MiB margin, while the flood
+/// does reach the budget; root is answered throughout; once every client has gone, every
+/// connection is closed and the resident set comes back near its baseline. The flood runs
+/// until vigil has nothing left to do (its CPU time holds still: every connection blocked or
+/// waiting for memory) or 120 s. vigil runs in a memory cgroup capped at 512 MiB where a v1
+/// memory controller is mounted (see [`MemoryCap`]); the containers are `sleep 600`. With the
+/// budget checked only before reading, vigil's resident set grew past the bound (every
+/// connection holding ~64 KiB of replies and its read buffer: ~100 MiB).
+#[test]
+#[ignore = "needs root (the attackers run as 40 other uids)"]
+fn forty_uids_pipelining_small_replies_keep_client_memory_within_its_budget_and_give_it_back() {
+    require_root("the hostile clients run as other uids");
+    const PODS: usize = 20;
+    let mut pods = String::new();
+    for i in 0..PODS {
+        pods.push_str(&format!(
+            "[pods.p{i}]\n[[pods.p{i}.containers]]\nname = \"c\"\ncommand = [\"sleep\", \"600\"]\n"
+        ));
+    }
+    let v = start(&pods, "", None);
+    let pid = v.child.as_ref().expect("running").id();
+    v.wait_for(
+        patient(Duration::from_secs(30)),
+        "every container running",
+        |v| {
+            v.status()["pods"].as_array().is_some_and(|p| {
+                p.len() == PODS
+                    && p.iter()
+                        .all(|p| p["containers"][0]["state"]["running"].is_object())
+            })
+        },
+    );
+    // The replies are small: one pod's status and its events.
+    let one = v
+        .request(r#"{"cmd":"status","pod":"p0"}"#)
+        .to_string()
+        .len();
+    let events = v
+        .request(r#"{"cmd":"events","pod":"p0"}"#)
+        .to_string()
+        .len();
+    assert!(
+        one < 4096 && events < 4096,
+        "replies of {one} and {events} bytes"
+    );
+    let mut baseline = rss_kib(pid);
+    let settled = Instant::now() + patient(Duration::from_secs(30));
+    loop {
+        std::thread::sleep(Duration::from_secs(3));
+        let now = rss_kib(pid);
+        if now.abs_diff(baseline) < 512 || Instant::now() > settled {
+            baseline = baseline.min(now);
+            break;
+        }
+        baseline = now;
+    }
+    let fds = open_fds(pid);
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").expect("reset VmHWM");
+    // The replies the kernel already took wait in each connection's socket send buffer (up to
+    // net.core.wmem_default, ~208 KiB each: ~260 MiB for 1,280), charged to vigil's memory
+    // cgroup but outside its client budget and its resident set; the cap leaves room for them.
+    let cap = MemoryCap::v1(pid, 512 << 20);
+    let bound = baseline + (32 + 16) * 1024;
+    let attackers = Hostile::run_as(
+        &v.socket,
+        &["pipesmall", "40", "32", "60001", "100000", "p0"],
+        None,
+    );
+    assert_eq!(attackers.held, 1280, "every uid holds its 32 connections");
+    // Under the flood until vigil has nothing left to do: root is answered every time it
+    // asks, and the resident set never passes the bound.
+    let end = Instant::now() + patient(Duration::from_secs(120));
+    let mut answered = 0;
+    let mut cpu = cpu_ticks(pid);
+    let mut still = 0;
+    while Instant::now() < end && still < 3 {
+        let reply = v.try_request(r#"{"cmd":"version"}"#);
+        assert!(
+            reply.as_ref().is_some_and(|r| r["ok"] == true),
+            "root was not answered under the flood ({answered} answers before; {reply:?})\n{}",
+            v.log()
+        );
+        answered += 1;
+        let peak = vm_hwm_kib(pid);
+        assert!(
+            peak < bound,
+            "vigil's resident set reached {peak} KiB under 1,280 clients pipelining small \
+             requests, {} KiB over its baseline of {baseline} KiB (budget 32 MiB + 16 MiB \
+             margin); charged to its memory cgroup since the flood: {:?} KiB",
+            peak - baseline,
+            cap.as_ref().map(MemoryCap::peak_kib)
+        );
+        std::thread::sleep(Duration::from_secs(1));
+        let now = cpu_ticks(pid);
+        // Root's request costs a tick at most.
+        still = if now <= cpu + 1 { still + 1 } else { 0 };
+        cpu = now;
+    }
+    let peak = vm_hwm_kib(pid);
+    assert!(
+        peak > baseline + 8 * 1024,
+        "the flood never filled the clients' budget: VmHWM {peak} KiB, baseline {baseline} KiB"
+    );
+    assert!(peak < bound, "VmHWM {peak} KiB, baseline {baseline} KiB");
+    eprintln!(
+        "small-reply flood: VmRSS baseline {baseline} KiB, VmHWM {peak} KiB (+{} KiB), \
+         root answered {answered} times, vigil idle again: {}",
+        peak - baseline,
+        still >= 3
+    );
+    drop(attackers);
+    v.wait_for_showing(
+        patient(Duration::from_secs(90)),
+        "every connection closed and the resident set back near its baseline",
+        |_| open_fds(pid) <= fds && rss_kib(pid) < baseline + 8 * 1024,
+        |_| {
+            format!(
+                "VmRSS {} KiB (baseline {baseline}, peak {peak}), {} descriptors (baseline {fds})",
+                rss_kib(pid),
+                open_fds(pid)
+            )
+        },
+    );
+    assert_eq!(v.request(r#"{"cmd":"version"}"#)["ok"], true);
+    drop(cap);
+}
+
+/// User and system CPU time of `pid` so far, in clock ticks (proc(5), `stat` fields 14, 15).
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    let after = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime")
+}
+
 /// `VmHWM` (peak resident set since start or since `clear_refs` 5) of `pid`, in KiB.
 fn vm_hwm_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");

@@ -32,6 +32,10 @@ everything until its stdin closes.
                          connections as its uid that send REPEAT requests alternating `events`
                          and `status` (every other connection an `events -f` first), as much
                          as the kernel takes, and never read; held until stdin closes
+  pipesmall U PER BASE REPEAT POD
+                         as pipeline, but each request is small to answer: alternating
+                         `status POD` and `events` of POD (one pod's status and its few
+                         events), no followers
 """
 
 import os
@@ -264,13 +268,18 @@ def main():
                 time.sleep(0.001)
         sys.stdin.read()
         return
-    elif mode in ("manyuids", "pipeline"):
+    elif mode in ("manyuids", "pipeline", "pipesmall"):
         uids, per, base = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
         batch = b""
+        follow = b'{"cmd":"events","follow":true}\n'
         if mode == "pipeline":
             pair = b'{"cmd":"events"}\n{"cmd":"status"}\n'
             batch = pair * (int(sys.argv[6]) // 2)
-        follow = b'{"cmd":"events","follow":true}\n'
+        elif mode == "pipesmall":
+            pod = json.dumps(sys.argv[7])
+            pair = ('{"cmd":"status","pod":%s}\n{"cmd":"events","pod":%s}\n' % (pod, pod)).encode()
+            batch = pair * (int(sys.argv[6]) // 2)
+            follow = b""
         total = 0
         for u in range(uids):
             r, w = os.pipe()
