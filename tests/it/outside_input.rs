@@ -210,3 +210,53 @@ fn a_metrics_address_others_can_reach_is_warned_about_by_check_and_run() {
         "{err}"
     );
 }
+
+/// Issue 36 (files a container can write or replace, read on the loop): a container leaves a
+/// FIFO at its `termination_message_path` (an `open` for reading would wait for a writer), a
+/// symlink to `/dev/zero` (a read would never end), or a 1 MB file. What must hold: vigil is
+/// not held by any of them (every exit is recorded, the socket answers), the FIFO and the link
+/// give no message from the file (vigil's own explanation instead), and the big file gives
+/// its first 4 KiB (kubelet `MaxContainerTerminationMessageLength`).
+#[test]
+fn a_termination_message_that_is_a_fifo_a_link_to_dev_zero_or_huge_holds_nothing_and_is_capped() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = |name: &str| dir.path().join(name).display().to_string();
+    let v = Vigil::start(&format!(
+        r#"
+[pods.msg]
+restart_policy = "Never"
+[[pods.msg.containers]]
+name = "fifo"
+command = ["sh", "-c", "mkfifo {fifo}; exit 3"]
+termination_message_path = "{fifo}"
+[[pods.msg.containers]]
+name = "zero"
+command = ["sh", "-c", "ln -s /dev/zero {zero}; exit 4"]
+termination_message_path = "{zero}"
+[[pods.msg.containers]]
+name = "huge"
+command = ["sh", "-c", "head -c 1000000 /dev/zero | tr '\\0' x > {huge}; exit 5"]
+termination_message_path = "{huge}"
+"#,
+        fifo = path("fifo"),
+        zero = path("zero"),
+        huge = path("huge"),
+    ));
+    v.wait_for(T, "all three to end", |v| {
+        ["fifo", "zero", "huge"]
+            .iter()
+            .all(|c| v.container("msg", c)["state"]["terminated"].is_object())
+    });
+    let message = |c: &str| {
+        v.container("msg", c)["state"]["terminated"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(message("fifo"), "exited with code 3", "{}", v.log());
+    assert_eq!(message("zero"), "exited with code 4", "{}", v.log());
+    let huge = message("huge");
+    assert_eq!(huge.len(), 4096, "{huge:.80}…");
+    assert!(huge.bytes().all(|b| b == b'x'), "{huge:.80}…");
+    assert_eq!(v.request(r#"{"cmd":"version"}"#)["ok"], true);
+}
