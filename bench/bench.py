@@ -28,6 +28,12 @@ Driven by bench/run.sh, which installs the peers and builds vigil first. Workloa
   metrics  vigil alone: GET /metrics latency and size with 1,000 containers (both formats), and
            restart gap and probe lateness without and with a scraper every second
            (--only metrics)
+  statefile  vigil alone, without cgroups (cgroup_root = "none"): N sleeping containers
+           (--statefile-containers, 500), idle; vigil's own on-CPU time per second over
+           --idle-window (the state file's scan of the containers' trees, once a second, is all
+           an idle loop does) and the slow loop turns (> 100 ms) it logged meanwhile; with
+           --statefile-against OTHER also OTHER (e.g. an older build), alternating, --rounds
+           each (--only statefile)
 
 Rounds alternate the tools (rotated order each round); the table gives medians over rounds.
 Only processes this script started are signalled, by PID. Scratch: --work (default
@@ -686,6 +692,46 @@ def w_upgrade(ctx, vigil, sizes, rounds=3):
         log(f"  vigil upgrade n={n}: away p50 {out[str(n)]['away_p50_ms']} ms max "
             f"{out[str(n)]['away_max_ms']} ms, request p50 {out[str(n)]['request_p50_ms']} ms, kept {kept}")
     return out
+
+
+def w_statefile(ctx, binary, n, window, settle):
+    """vigil only (issue 43): what the state file's scan of running containers' trees costs
+    without cgroups. With cgroup_root = "none" vigil reads the host's process table every
+    second (statefile::SCAN_INTERVAL) and walks each container's tree in it; with `n` sleeping
+    containers and nothing else to do, vigil's own on-CPU time (schedstat, its one thread and
+    the DNS helper) per second of the window is that scan, per scan. Also the loop turns it
+    logged as slow (`loop turn took`, > 100 ms) during the window, and the host's process
+    count (the scan is over every process)."""
+    saved, ctx.vigil = ctx.vigil, binary
+    vigil = Vigil(ctx)
+    try:
+        d = fresh_dir(ctx, f"vigil-statefile-{n}")
+        vigil.setup(d, sleepers(ctx, n), cgroups=False)
+        r = Running(vigil, d)
+        try:
+            if not wait_until(lambda: count_children(r.p.pid) >= n, ctx.start_timeout, poll=0.05):
+                log(f"  vigil statefile n={n}: only {count_children(r.p.pid)} children")
+                return None
+            time.sleep(settle)
+            logged = (d / "supervisor.out").stat().st_size
+            procs = len(proc_table())
+            c0, t0 = cpu_ns([r.p.pid]).get(r.p.pid, 0), time.monotonic()
+            time.sleep(window)
+            c1, t1 = cpu_ns([r.p.pid]).get(r.p.pid, 0), time.monotonic()
+            with open(d / "supervisor.out", "rb") as f:
+                f.seek(logged)
+                slow = [ln for ln in f.read().decode(errors="replace").splitlines() if "loop turn took" in ln]
+        finally:
+            r.stop()
+    finally:
+        ctx.vigil = saved
+    res = {"containers": n, "host_processes": procs, "window_s": round(t1 - t0, 1),
+           "cpu_ms_per_s": (c1 - c0) / 1e6 / (t1 - t0), "slow_turns": len(slow),
+           "slowest": max((int(m) for ln in slow for m in ln.split("loop turn took ")[1].split()[:1]
+                           if m.isdigit()), default=None)}
+    log(f"  vigil statefile n={n} ({binary}): {res['cpu_ms_per_s']:.1f} ms CPU per s, "
+        f"{len(slow)} slow turns, {procs} host processes")
+    return res
 
 
 def read_gaps(files):
@@ -1637,6 +1683,16 @@ def full(ctx, args):
         res.setdefault("vigil_only", {})["upgrade"] = w_upgrade(ctx, vigil, args.upgrade_sizes)
     if vigil and "metrics" in only:
         res.setdefault("vigil_only", {})["metrics"] = w_metrics(ctx, vigil)
+    if vigil and "statefile" in only:
+        log("== vigil statefile")
+        binaries = [ctx.vigil] + ([os.path.abspath(args.statefile_against)] if args.statefile_against else [])
+        by = {b: [] for b in binaries}
+        for rnd in range(args.rounds):
+            for b in binaries[rnd % len(binaries):] + binaries[: rnd % len(binaries)]:
+                by[b].append(w_statefile(ctx, b, args.statefile_containers, args.idle_window, args.settle))
+        res.setdefault("vigil_only", {})["statefile"] = {
+            b: {"runs": rr, "cpu_ms_per_s_median": median_of(rr, "cpu_ms_per_s"),
+                "slow_turns_median": median_of(rr, "slow_turns")} for b, rr in by.items()}
     if vigil and only & {"vigil", "probes"}:
         log("== vigil only")
         vo = res.setdefault("vigil_only", {})
@@ -1728,9 +1784,12 @@ def main():
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--with-horust", action="store_true")
     ap.add_argument("--tools", help="comma list (default: all installed)")
-    ap.add_argument("--only", help="comma list of idle,restart,status,vigil (probes: only the vigil probe workload; hostile, upgrade: vigil alone; logs: only its log throughput; status100: only its status of 100 pods with 8 clients)")
+    ap.add_argument("--only", help="comma list of idle,restart,status,vigil (probes: only the vigil probe workload; hostile, upgrade, metrics, statefile: vigil alone; logs: only its log throughput; status100: only its status of 100 pods with 8 clients)")
     ap.add_argument("--upgrade-sizes", type=lambda v: [int(x) for x in v.split(",")], default=[10, 200, 1000],
                     help="container counts of the upgrade workload")
+    ap.add_argument("--statefile-containers", type=int, default=500,
+                    help="containers of the statefile workload")
+    ap.add_argument("--statefile-against", help="--only statefile also measures this vigil binary, alternating")
     ap.add_argument("--no-cgroups", action="store_true", help="run vigil with cgroup_root = none")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--sizes", default="10,100,200,1000")

@@ -18,6 +18,11 @@
 #   bench/run.sh --no-install --tools vigil --only logs          # log throughput into the ring
 #                                                                #   and into log_dir files, with
 #                                                                #   status latency meanwhile
+#   bench/run.sh --no-install --tools vigil --only statefile     # vigil's CPU per second at 500
+#                                                                #   containers without cgroups
+#                                                                #   (the state file's scan);
+#                                                                #   --statefile-against OLD_BIN
+#                                                                #   measures another build too
 #   bench/run.sh --no-install --tools vigil --only metrics       # GET /metrics with 1,000
 #                                                                #   containers; restart gap and
 #                                                                #   probe lateness, scraped or not
