@@ -51,8 +51,12 @@ pub(super) enum Awaits {
 }
 
 impl Awaits {
-    fn looks(&self) -> usize {
+    /// The pods one look at it renders: a command's on a pod with replicas, each replica.
+    fn looks(&self, core: &Supervisor) -> usize {
         match self {
+            Awaits::Command { target, .. } if target.goal != Goal::RolledOut => {
+                core.replicas_of(&target.pod).len().max(1)
+            }
             Awaits::Command { .. } => 1,
             Awaits::Pods { pods, .. } => pods.len().max(1),
         }
@@ -241,7 +245,7 @@ impl Waiters {
                 break;
             }
             let w = &self.list[i];
-            looks = looks.saturating_sub(w.awaits.looks());
+            looks = looks.saturating_sub(w.awaits.looks(core));
             if !open(w.pending.conn()) {
                 self.list.swap_remove(i);
                 continue;
@@ -374,5 +378,36 @@ fn pods_outcome(
         Some(Ok(render::wait(condition, &now)))
     } else {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `--wait` on a pod with replicas renders each replica at every look, so it takes that
+    /// many of the turn's [`LOOKS_PER_TURN`].
+    #[test]
+    fn a_commands_wait_on_a_pod_with_replicas_takes_a_look_per_replica() {
+        let text = "[pods.web]\nreplicas = 3\n[[pods.web.containers]]\nname = \"a\"\n\
+                    command = [\"/bin/a\"]\n";
+        let config = match crate::config::load_str(text, std::path::Path::new("w.toml")) {
+            Ok(c) => c,
+            Err(e) => panic!("{e}"),
+        };
+        let core = Supervisor::new(&config, Instant::now());
+        let on = |pod: &str, goal: Goal| Awaits::Command {
+            message: String::new(),
+            target: Target {
+                pod: pod.to_string(),
+                container: None,
+                goal,
+            },
+            since: SystemTime::now(),
+            taken: Instant::now(),
+        };
+        assert_eq!(on("web", Goal::Stopped).looks(&core), 3);
+        assert_eq!(on("web-1", Goal::Stopped).looks(&core), 1);
+        assert_eq!(on("web", Goal::RolledOut).looks(&core), 1);
     }
 }
