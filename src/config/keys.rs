@@ -292,6 +292,7 @@ tables! {
         notify: Bool,
         ready_log_line: Str,
         watchdog_seconds: Num,
+        start_timeout_seconds: Num,
         /// The ports the program listens on, by name; for `vigil convert --to kubernetes`
         /// (container ports and a Service) only: vigil never binds or checks them.
         ports: Tables(RawPort),

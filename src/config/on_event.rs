@@ -89,6 +89,9 @@ reasons! {
     PodFileRefused => true,
     /// A `notify = true` container's watchdog ran out (`watchdog_seconds`, behaviour.md §4.4).
     WatchdogTimeout => true,
+    /// A `notify = true` container sent no `READY=1` within its `start_timeout_seconds`
+    /// (behaviour.md §4.4).
+    StartTimeout => true,
 }
 
 impl EventReason {

@@ -599,6 +599,11 @@ pub struct ContainerSpec {
     /// `WATCHDOG=1` within this long is killed (`WatchdogTimeout`; docs/behaviour.md §4.4).
     #[serde(default)]
     pub watchdog: Option<Duration>,
+    /// `start_timeout_seconds` (with `notify = true`): systemd's `TimeoutStartSec=`: a run
+    /// that sent no `READY=1` within this long (moved on by `EXTEND_TIMEOUT_USEC=`) is stopped
+    /// (`StartTimeout`; docs/behaviour.md §4.4).
+    #[serde(default)]
+    pub start_timeout: Option<Duration>,
 }
 
 impl ContainerSpec {
@@ -718,6 +723,7 @@ impl ContainerSpec {
             notify: false,
             ready_log_line: None,
             watchdog: None,
+            start_timeout: None,
         }
     }
 }

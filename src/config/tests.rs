@@ -497,6 +497,32 @@ fn ready_log_line_is_refused_with_notify_and_on_init_containers_that_run_to_comp
 }
 
 #[test]
+fn start_timeout_seconds_needs_notify_and_a_positive_duration() {
+    let text = "[[pods.web.containers]]\nname = \"a\"\ncommand = [\"x\"]\nstart_timeout_seconds = 5\n\
+                [[pods.web.containers]]\nname = \"b\"\ncommand = [\"x\"]\nnotify = true\n\
+                start_timeout_seconds = -1\n{POD}";
+    let errs = errors(&text.replace("{POD}", POD));
+    assert_eq!(errs.len(), 2, "{errs:#?}");
+    assert_has(
+        &errs[0],
+        "4:25: pods.web.containers[0].start_timeout_seconds: ",
+        "start_timeout_seconds needs notify = true",
+    );
+    assert_has(
+        &errs[1],
+        "9:25: pods.web.containers[1].start_timeout_seconds: ",
+        "must be > 0 seconds",
+    );
+    let text = "[[pods.web.containers]]\nname = \"a\"\ncommand = [\"x\"]\nnotify = true\n\
+                start_timeout_seconds = 1.5\n{POD}";
+    let cfg = ok(&text.replace("{POD}", POD));
+    assert_eq!(
+        cfg.pods[0].containers[0].start_timeout,
+        Some(std::time::Duration::from_millis(1500))
+    );
+}
+
+#[test]
 fn watchdog_seconds_needs_notify_and_a_positive_duration() {
     let text = "[[pods.web.containers]]\nname = \"a\"\ncommand = [\"x\"]\nwatchdog_seconds = 5\n\
                 [[pods.web.containers]]\nname = \"b\"\ncommand = [\"x\"]\nnotify = true\n\
@@ -1713,6 +1739,7 @@ no_new_privs = true
 run_as_non_root = true
 notify = true
 watchdog_seconds = 30
+start_timeout_seconds = 90
 rlimits = { nofile = { soft = 1024, hard = 4096 }, core = 0 }
 
 [pods.web.containers.resources]

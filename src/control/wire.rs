@@ -195,6 +195,7 @@ wire_names!(TerminationReason {
     ContainerStatusUnknown => "ContainerStatusUnknown",
     DeadlineExceeded => "DeadlineExceeded",
     WatchdogTimeout => "WatchdogTimeout",
+    StartTimeout => "StartTimeout",
 });
 wire_names!(HealthState {
     Ready => "Ready",

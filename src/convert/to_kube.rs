@@ -1268,6 +1268,13 @@ fn container(
              not killed for it (add a livenessProbe)",
         ));
     }
+    if c.start_timeout.is_some() {
+        a.warnings.push(Warning::new(
+            join(path, "start_timeout_seconds"),
+            "Kubernetes has no sd_notify start budget: start_timeout_seconds and \
+             EXTEND_TIMEOUT_USEC= are lost (a startupProbe bounds a start)",
+        ));
+    }
     let image = c.image.clone().or_else(|| opts.image.clone());
     if image.is_none() {
         errors.push(ConvertError::new(

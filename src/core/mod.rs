@@ -114,6 +114,8 @@ pub struct Notification {
     pub watchdog: bool,
     /// `WATCHDOG=trigger`: the service asks to be treated as if its watchdog ran out.
     pub watchdog_trigger: bool,
+    /// `EXTEND_TIMEOUT_USEC=N`: more time for the start-up (`start_timeout_seconds`).
+    pub extend_timeout: Option<Duration>,
 }
 
 /// The ways a run says it is ready (docs/behaviour.md §4.4, §4.5).

@@ -80,6 +80,9 @@ pub enum TerminationReason {
     /// A `notify = true` container with `watchdog_seconds` sent no `WATCHDOG=1` in time, or
     /// sent `WATCHDOG=trigger` (systemd's `WatchdogSec=`, its result `watchdog`): a failure.
     WatchdogTimeout,
+    /// A `notify = true` container sent no `READY=1` within `start_timeout_seconds` (systemd's
+    /// `TimeoutStartSec=`, its result `timeout`): a failure.
+    StartTimeout,
 }
 
 impl TerminationReason {
@@ -97,6 +100,7 @@ impl TerminationReason {
             TerminationReason::ContainerStatusUnknown => "ContainerStatusUnknown",
             TerminationReason::DeadlineExceeded => "DeadlineExceeded",
             TerminationReason::WatchdogTimeout => "WatchdogTimeout",
+            TerminationReason::StartTimeout => "StartTimeout",
         }
     }
 }

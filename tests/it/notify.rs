@@ -499,3 +499,54 @@ command = ["sh", "-c", "n=$(($(cat runs 2>/dev/null || echo 0) + 1)); echo $n > 
     );
     assert!(events.contains("WatchdogTimeout"), "{events}");
 }
+
+/// `start_timeout_seconds` with a real client (`systemd-notify`): a slow starter that sends
+/// `EXTEND_TIMEOUT_USEC=` (8 s each) every second outlives its 3 s budget and becomes ready
+/// after about 8 s, never stopped; one that never says `READY=1` is stopped at its budget's
+/// end as `StartTimeout` and restarted.
+#[test]
+fn a_slow_starter_that_extends_its_timeout_outlives_start_timeout_seconds_and_one_that_does_not_is_stopped()
+ {
+    require_program("systemd-notify", "--version", "systemd");
+    let pods = r#"
+[pods.slow]
+[[pods.slow.containers]]
+name = "app"
+notify = true
+start_timeout_seconds = 3
+command = ["sh", "-c", "i=0; while [ $i -lt 8 ]; do systemd-notify EXTEND_TIMEOUT_USEC=8000000; sleep 1; i=$((i+1)); done; systemd-notify --ready; exec sleep 300"]
+
+[pods.hung]
+[[pods.hung.containers]]
+name = "app"
+notify = true
+start_timeout_seconds = 3
+command = ["sleep", "300"]
+"#;
+    let v = Vigil::start(pods);
+    v.wait_for(
+        Duration::from_secs(60),
+        "the slow starter ready and the hung one restarted",
+        |v| {
+            v.container("slow", "app")["ready"] == true
+                && v.container("hung", "app")["restart_count"].as_u64() >= Some(1)
+        },
+    );
+    let slow = v.container("slow", "app");
+    assert_eq!(slow["restart_count"], 0, "never stopped: {slow}");
+    let hung = v.container("hung", "app");
+    let last = &hung["last_state"]["terminated"];
+    assert_eq!(last["reason"], "StartTimeout", "{hung}");
+    assert!(
+        last["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no READY=1 within 3s")),
+        "{hung}"
+    );
+    let events = v.request(r#"{"cmd":"events"}"#).to_string();
+    assert!(events.contains("StartTimeout"), "{events}");
+    assert!(
+        !events.contains(r#""object":"slow/app","reason":"StartTimeout""#),
+        "{events}"
+    );
+}

@@ -651,12 +651,25 @@ impl Checker<'_> {
             Some(v) => self.seconds(v, &join(path, "watchdog_seconds"), true),
             None => None,
         };
+        let start_timeout = match &raw.start_timeout_seconds {
+            Some(v) if !notify => {
+                self.err(
+                    span(v),
+                    &join(path, "start_timeout_seconds"),
+                    "start_timeout_seconds needs notify = true: the start-up ends with the READY=1 that comes over the container's NOTIFY_SOCKET",
+                );
+                None
+            }
+            Some(v) => self.seconds(v, &join(path, "start_timeout_seconds"), true),
+            None => None,
+        };
         ContainerSpec {
             ports,
             success_exit_codes,
             notify,
             ready_log_line,
             watchdog,
+            start_timeout,
             name,
             command,
             image,

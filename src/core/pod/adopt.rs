@@ -115,6 +115,8 @@ impl Slot {
         };
         // Its watchdog starts afresh: the pings it sent to the earlier vigil are not known.
         self.watchdog_at = self.spec.watchdog.map(|p| later(out.now, p));
+        // Taken as ready: its start-up is over.
+        self.start_deadline = None;
         Some(self.generation)
     }
 

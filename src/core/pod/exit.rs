@@ -92,6 +92,9 @@ pub(super) fn termination(
         Some(StopCause::Watchdog { message }) => {
             (TerminationReason::WatchdogTimeout, message.clone())
         }
+        Some(StopCause::StartTimeout { message }) => {
+            (TerminationReason::StartTimeout, message.clone())
+        }
         None if exit.status_unknown => (
             TerminationReason::ContainerStatusUnknown,
             MSG_STATUS_UNKNOWN.to_string(),

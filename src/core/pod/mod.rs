@@ -129,6 +129,9 @@ pub(super) enum StopCause {
     /// No `WATCHDOG=1` within `watchdog_seconds` (systemd's `WatchdogSec=`): a failure, the
     /// run ends `WatchdogTimeout` and is restarted as its policy says.
     Watchdog { message: String },
+    /// No `READY=1` within `start_timeout_seconds` (systemd's `TimeoutStartSec=`): a failure,
+    /// the run ends `StartTimeout` and is restarted as its policy says.
+    StartTimeout { message: String },
 }
 
 /// A lifecycle hook in progress (kubelet `lifecycle/handlers.go`; at most one at a time).
@@ -213,6 +216,10 @@ pub(super) struct Slot {
     /// its `READY=1` and moved on by each `WATCHDOG=1`.
     #[serde(default, with = "crate::monotime::opt")]
     watchdog_at: Option<Time>,
+    /// When the current run's start budget runs out (`start_timeout_seconds`; `notify.rs`):
+    /// set at its start, moved on by `EXTEND_TIMEOUT_USEC=`, gone at its `READY=1`.
+    #[serde(default, with = "crate::monotime::opt")]
+    start_deadline: Option<Time>,
 }
 
 fn probe_spec(spec: &ContainerSpec, kind: ProbeKind) -> Option<&ProbeSpec> {

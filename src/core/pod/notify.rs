@@ -71,8 +71,16 @@ impl Slot {
             self.watchdog_ran_out(Some("it sent WATCHDOG=trigger"), pod, out);
             return true;
         }
+        // EXTEND_TIMEOUT_USEC= (sd_notify(3)): while the start-up runs, its budget runs to N
+        // from now, unless it already runs later (systemd never shortens it).
+        if let (Some(extend), Some(at)) = (n.extend_timeout, self.start_deadline)
+            && !self.notify.ready
+        {
+            self.start_deadline = Some(at.max(later(out.now, extend)));
+        }
         if n.ready && !self.notify.ready {
             self.notify.ready = true;
+            self.start_deadline = None;
             out.event(
                 EventType::Normal,
                 EventReason::Ready,
@@ -88,6 +96,29 @@ impl Slot {
             changed = true;
         }
         changed
+    }
+
+    /// The run sent no `READY=1` within its start budget (`start_timeout_seconds`, moved on by
+    /// `EXTEND_TIMEOUT_USEC=`; systemd's `TimeoutStartSec=`): a Warning `StartTimeout` event,
+    /// and the run is stopped as a failed start (its grace period, then the restart policy).
+    pub(super) fn start_timed_out(&mut self, pod: &str, out: &mut Out) {
+        self.start_deadline = None;
+        let name = self.spec.name.clone();
+        let message = match self.spec.start_timeout {
+            Some(t) => format!(
+                "no READY=1 within {} (start_timeout_seconds, and any EXTEND_TIMEOUT_USEC=)",
+                go_duration(t)
+            ),
+            None => "no READY=1 in time".to_string(),
+        };
+        out.event(
+            EventType::Warning,
+            EventReason::StartTimeout,
+            pod,
+            &name,
+            format!("Container {name} {message}"),
+        );
+        self.begin_stop(StopCause::StartTimeout { message }, pod, out);
     }
 
     /// The run's watchdog ran out (`why`: the run asked for it): a Warning `WatchdogTimeout`

@@ -26,6 +26,7 @@ impl Slot {
             SlotState::Running { stopping: None, .. } => (self.probes.iter())
                 .filter_map(|p| p.next_deadline())
                 .chain(self.watchdog_at)
+                .chain(self.start_deadline)
                 .min(),
             _ => None,
         };
@@ -91,6 +92,12 @@ impl Slot {
                 if self.watchdog_at.is_some_and(|t| t <= out.now) =>
             {
                 self.watchdog_ran_out(None, pod, out);
+                true
+            }
+            SlotState::Running { stopping: None, .. }
+                if self.start_deadline.is_some_and(|t| t <= out.now) =>
+            {
+                self.start_timed_out(pod, out);
                 true
             }
             SlotState::Running { stopping: None, .. } => self.tick_probes(pod, out) || changed,

@@ -37,6 +37,7 @@ impl Slot {
             output_lost: false,
             notify: NotifyStatus::default(),
             watchdog_at: None,
+            start_deadline: None,
         }
     }
 

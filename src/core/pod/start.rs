@@ -34,6 +34,7 @@ impl Slot {
         self.output_lost = false;
         self.notify = NotifyStatus::default();
         self.watchdog_at = None;
+        self.start_deadline = None;
         for p in &mut self.probes {
             p.reset_for_run(self.restart_count.saturating_add(1));
         }
@@ -88,6 +89,10 @@ impl Slot {
             started_at: out.now,
             stopping: None,
         };
+        // systemd's TimeoutStartSec= runs from the start until READY=1.
+        self.start_deadline = (self.spec.start_timeout)
+            .filter(|_| self.spec.notify)
+            .map(|t| later(out.now, t));
         let name = self.spec.name.clone();
         out.event(
             EventType::Normal,

@@ -18,7 +18,9 @@ impl Stopping {
             StopCause::Request { message, .. } => message.clone(),
             StopCause::Shutdown => MSG_SHUTDOWN.to_string(),
             StopCause::PostStartHook { message } => format!("post_start hook failed: {message}"),
-            StopCause::Deadline { message } | StopCause::Watchdog { message } => message.clone(),
+            StopCause::Deadline { message }
+            | StopCause::Watchdog { message }
+            | StopCause::StartTimeout { message } => message.clone(),
         };
         Terminating {
             since: self.kill_at.checked_sub(self.grace).unwrap_or(self.kill_at),
@@ -57,6 +59,9 @@ impl Stopping {
                 message: format!("{message}; {killed}"),
             },
             StopCause::Watchdog { message } => StopCause::Watchdog {
+                message: format!("{message}; {killed}"),
+            },
+            StopCause::StartTimeout { message } => StopCause::StartTimeout {
                 message: format!("{message}; {killed}"),
             },
             StopCause::Shutdown => StopCause::Request {
@@ -133,6 +138,7 @@ impl Slot {
                         StopCause::Probe { .. }
                             | StopCause::PostStartHook { .. }
                             | StopCause::Watchdog { .. }
+                            | StopCause::StartTimeout { .. }
                     ) {
                         s.cause = cause;
                     }
@@ -176,6 +182,14 @@ impl Slot {
                             ", will be restarted"
                         };
                         format!("Container {name} failed its watchdog{then}")
+                    }
+                    StopCause::StartTimeout { .. } => {
+                        let then = if self.spec.restart_policy == RestartPolicy::Never {
+                            ""
+                        } else {
+                            ", will be restarted"
+                        };
+                        format!("Container {name} failed to start in time{then}")
                     }
                 };
                 let grace = pod_capped_grace(effective_grace(grace), deadline, out.now);
@@ -221,7 +235,8 @@ impl Slot {
                     StopCause::Deadline { message } => deadline_exceeded(message, out.now),
                     StopCause::Probe { .. }
                     | StopCause::PostStartHook { .. }
-                    | StopCause::Watchdog { .. } => return,
+                    | StopCause::Watchdog { .. }
+                    | StopCause::StartTimeout { .. } => return,
                 });
             }
             SlotState::NotStarted { .. } => match &cause {

@@ -283,3 +283,59 @@ fn watchdog_trigger_kills_at_once_and_never_without_watchdog_seconds() {
     assert!(!has_signal(&h.take(), h.key("web", "app")));
     assert_eq!(h.sup.poll_timeout(), None);
 }
+
+fn extend(secs: f64) -> Notification {
+    Notification {
+        extend_timeout: Some(std::time::Duration::from_secs_f64(secs)),
+        ..Notification::default()
+    }
+}
+
+#[test]
+fn a_notify_run_without_ready_within_start_timeout_is_stopped_as_start_timeout_and_restarted() {
+    let mut h = notifying(|c| {
+        c.start_timeout = Some(secs(5.0));
+        c.restart_policy = RestartPolicy::Always;
+    });
+    assert_eq!(h.step(), 5.0, "the budget runs from the start");
+    let e = h.event("StartTimeout").expect("a StartTimeout event");
+    assert_eq!(e.kind, EventType::Warning);
+    assert!(e.message.contains("no READY=1 within 5s"), "{}", e.message);
+    assert!(
+        has_signal(&h.take(), h.key("web", "app")),
+        "the stop signal"
+    );
+    h.killed_by("web", "app", 15);
+    let last = h.status("web", "app").last_state.expect("the run's end");
+    assert_eq!(last.reason, TerminationReason::StartTimeout);
+    h.advance_to(60.0);
+    h.ack_spawns();
+    assert!(h.is_running("web", "app"));
+    assert_eq!(h.status("web", "app").restart_count, 1);
+}
+
+#[test]
+fn extend_timeout_usec_moves_the_start_budget_from_its_receipt_and_ready_ends_it() {
+    let mut h = notifying(|c| c.start_timeout = Some(secs(5.0)));
+    // At 4 s: 3 s more from now (7 s); an extension that would end earlier shortens nothing.
+    h.advance_to(4.0);
+    notify(&mut h, extend(3.0));
+    h.advance_to(4.5);
+    notify(&mut h, extend(0.1));
+    h.advance_to(6.5);
+    assert!(h.event("StartTimeout").is_none(), "extended past 5 s");
+    notify(&mut h, extend(3.0));
+    assert_eq!(h.step(), 9.5, "each extension counts from its receipt");
+    assert!(h.event("StartTimeout").is_some());
+    // READY=1 ends the start-up: no budget, and a late extension starts none.
+    let mut h = notifying(|c| c.start_timeout = Some(secs(5.0)));
+    notify(&mut h, ready());
+    notify(&mut h, extend(1.0));
+    assert_eq!(h.sup.poll_timeout(), None);
+    h.advance_to(30.0);
+    assert!(h.event("StartTimeout").is_none());
+    // Without start_timeout_seconds, EXTEND_TIMEOUT_USEC= sets no budget (systemd: no timer).
+    let mut h = notifying(|_| {});
+    notify(&mut h, extend(1.0));
+    assert_eq!(h.sup.poll_timeout(), None);
+}

@@ -24,7 +24,7 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use log::{debug, warn};
 use mio::{Interest, Registry};
@@ -519,6 +519,15 @@ fn parse(data: &[u8]) -> Parsed {
             b"STATUS" => p.notification.status = Some(String::from_utf8_lossy(v).into_owned()),
             b"WATCHDOG" if v == b"1" => p.notification.watchdog = true,
             b"WATCHDOG" if v == b"trigger" => p.notification.watchdog_trigger = true,
+            // A count of microseconds (sd_notify(3)); anything else is ignored.
+            b"EXTEND_TIMEOUT_USEC" => {
+                if let Some(us) = std::str::from_utf8(v)
+                    .ok()
+                    .and_then(|s| s.parse::<u64>().ok())
+                {
+                    p.notification.extend_timeout = Some(Duration::from_micros(us));
+                }
+            }
             b"MAINPID" => p.main_pid = true,
             _ => {}
         }
@@ -546,6 +555,18 @@ mod tests {
         assert!(p.notification.watchdog && !p.notification.watchdog_trigger);
         let p = parse(b"WATCHDOG=trigger");
         assert!(!p.notification.watchdog && p.notification.watchdog_trigger);
+        let p = parse(b"EXTEND_TIMEOUT_USEC=2500000");
+        assert_eq!(
+            p.notification.extend_timeout,
+            Some(Duration::from_millis(2500))
+        );
+        for bad in [
+            &b"EXTEND_TIMEOUT_USEC=-1"[..],
+            b"EXTEND_TIMEOUT_USEC=2s",
+            b"EXTEND_TIMEOUT_USEC=",
+        ] {
+            assert_eq!(parse(bad).notification.extend_timeout, None, "{bad:?}");
+        }
     }
 
     #[test]
