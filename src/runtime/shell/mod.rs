@@ -30,7 +30,8 @@
 //! - `event_hooks`: the `on_event` hooks' queues and deliveries (exec hooks, webhooks);
 //! - `pod_dir`: the inotify watch of `[supervisor] pod_dir`, which makes a reload due;
 //! - `upgrade`: `vigil upgrade`'s pre-flight, the handoff state written and taken over;
-//! - `startup`, `reload`: building the shell, and what a reload loads.
+//! - `startup`: building the shell, and `READY=1` once the initial starts are done;
+//! - `reload`: a reload and `vigil scale`, on the parts of the shell they change.
 //! - `macros`: the borrows the router hands the components (`view!`, `link!`, `parts!`), the
 //!   shell's fields named one by one.
 //!
@@ -110,7 +111,7 @@ pub struct Shell {
     /// The runs and the components that start, watch and end them (`runs`).
     runs: Runs,
     /// The initial starts are still under way (queued, or their exec not confirmed): `READY=1`
-    /// and the start-up trim wait for them ([`Shell::settle_startup`]).
+    /// and the start-up trim wait for them ([`startup::settle`]).
     starting: bool,
     /// The trim after a burst of requests (src/runtime/trim.rs).
     idle_trim: super::trim::IdleTrim,
@@ -284,24 +285,17 @@ impl Shell {
         None
     }
 
-    /// Once the initial starts are done — nothing queued, every exec confirmed or failed (the
-    /// starts are pipelined over several turns, `runs::SPAWNS_PER_TURN` each) — tells
-    /// systemd `READY=1` ("the initial pods were started", docs/interface.md) and drops what
-    /// only start-up needed from the resident set (src/runtime/trim.rs). Once; and once more
-    /// [`super::trim::IDLE_TRIM_AFTER`] later (the idle trim's deadline), because the turns
-    /// right after the last start (state file, first exits and probes, the first status
-    /// writes) fault code back in that idle running does not need.
+    /// `READY=1` and the start-up trim once the initial starts are done
+    /// ([`startup::settle`]).
     fn settle_startup(&mut self, now: Instant) {
-        if !self.starting || self.core.has_actions() || !self.runs.execs.is_empty() {
-            return;
-        }
-        self.starting = false;
-        if let Some(m) = self.runs.cgroups.as_mut() {
-            m.finish_move();
-        }
-        self.notifier.ready(now);
-        super::trim::give_back();
-        self.idle_trim.activity(now);
+        startup::settle(
+            now,
+            &mut self.starting,
+            &self.core,
+            &mut self.runs,
+            &mut self.notifier,
+            &mut self.idle_trim,
+        );
     }
 
     /// A loop turn panicked. The first time: shut down as on SIGTERM and keep looping so that

@@ -2,6 +2,7 @@
 //! before its components exist — the loop and its signals, vigil's own process attributes
 //! (subreaper, OOM score, CPU time slice), the cgroup subtree and the pods it cannot take,
 //! and where forwarded output goes. A reload applies some of them again (`apply_supervisor`).
+//! Then, once the initial starts are done, what waited for them ([`settle`]).
 //!
 //! Owns nothing once start-up is over. Must not: keep a descriptor (each step hands what it
 //! opened to the component that owns it from then on).
@@ -37,6 +38,7 @@ use crate::logs;
 use crate::process;
 use crate::runtime::fdstore::{FdStore, PipeName};
 use crate::runtime::harden::HostCheck;
+use crate::runtime::trim::IdleTrim;
 
 /// Errors that stop vigil from starting.
 #[derive(Debug, thiserror::Error)]
@@ -442,4 +444,31 @@ pub(super) fn build(
         }
     }
     Ok(shell)
+}
+
+/// Once the initial starts are done — nothing queued, every exec confirmed or failed (the
+/// starts are pipelined over several turns, `runs::SPAWNS_PER_TURN` each) — tells systemd
+/// `READY=1` ("the initial pods were started", docs/interface.md) and drops what only start-up
+/// needed from the resident set (src/runtime/trim.rs). Once (`starting` is then false); and
+/// once more [`crate::runtime::trim::IDLE_TRIM_AFTER`] later (the idle trim's deadline),
+/// because the turns right after the last start (state file, first exits and probes, the first
+/// status writes) fault code back in that idle running does not need.
+pub(super) fn settle(
+    now: Instant,
+    starting: &mut bool,
+    core: &Supervisor,
+    runs: &mut Runs,
+    notifier: &mut Notifier,
+    idle_trim: &mut IdleTrim,
+) {
+    if !*starting || core.has_actions() || !runs.execs.is_empty() {
+        return;
+    }
+    *starting = false;
+    if let Some(m) = runs.cgroups.as_mut() {
+        m.finish_move();
+    }
+    notifier.ready(now);
+    crate::runtime::trim::give_back();
+    idle_trim.activity(now);
 }
