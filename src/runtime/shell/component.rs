@@ -38,9 +38,17 @@ pub(super) trait Component {
     fn chore(&mut self, chore: Chore, now: Instant, link: &mut Link<'_>) {
         let _ = (chore, now, link);
     }
+
+    /// Its clean-up when vigil stops, after the loop's last turn: what it started killed,
+    /// what it made removed, what it holds written out. Nothing by default (its descriptors
+    /// close when it is dropped).
+    fn finish(&mut self, link: &mut Link<'_>) {
+        let _ = link;
+    }
 }
 
-/// What a component reaches of the rest while it handles an event or carries out an action.
+/// What a component reaches of the rest while it handles an event, carries out an action or
+/// cleans up.
 pub(super) struct Link<'a> {
     pub core: &'a mut Supervisor,
     pub notifier: &'a mut Notifier,

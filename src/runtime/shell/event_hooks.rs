@@ -32,7 +32,7 @@ use std::time::{Duration, Instant, SystemTime};
 use log::{debug, info, warn};
 use mio::{Interest, Registry, Token};
 
-use super::component::Component;
+use super::component::{Component, Link};
 use super::kill::kill_tree;
 use super::reaper::{PidOwner, Reaper};
 use super::tokens::{Owner, TokenSpace, Watched};
@@ -665,6 +665,11 @@ impl EventHooks {
 impl Component for EventHooks {
     fn deadline(&self, now: Instant) -> Option<Instant> {
         self.next_deadline(now)
+    }
+
+    /// Kills what a hook left running.
+    fn finish(&mut self, _: &mut Link<'_>) {
+        self.cancel_all();
     }
 }
 

@@ -42,7 +42,6 @@ macro_rules! parts {
             runs: &mut $shell.runs,
             control: &mut $shell.control,
             metrics: &$shell.metrics,
-            journal: &mut $shell.journal,
             notifier: &mut $shell.notifier,
             notify: &mut $shell.notify,
             probe_stats: &mut $shell.probe_stats,

@@ -16,8 +16,8 @@
 //!   actions are carried out there: `reaper` (pid → owner, the only `waitpid`), `execs` (exec
 //!   reports), `janitor` (finished runs' cgroups until removed, and spawns waiting for them),
 //!   `capture` (container output pipes and forwarding to stdout or the journal), `probes`
-//!   (probe attempts in flight), the state file's tracker and `adopt` (runs taken over after a
-//!   crash of vigil);
+//!   (probe attempts in flight), the state file's tracker, `adopt` (runs taken over after a
+//!   crash of vigil) and `journal` (the core's events as vigil's log lines);
 //! - `notifier`: sd_notify READY/RELOADING/STOPPING, watchdog and STATUS;
 //! - `notify`: the containers' own sd_notify sockets (`notify = true`), read into typed
 //!   notifications for the core; lent to the runs through the link (a run's socket is made at
@@ -79,7 +79,6 @@ use crate::control::wire::ErrorKind;
 use crate::core::{Action, Command, ReloadError, Supervisor};
 use component::{Component, Link, StderrLog};
 use control::{Control, Mutation};
-use journal::Journal;
 use notifier::Notifier;
 use runs::Runs;
 use signals::{Asked, SignalPipe, signal_name};
@@ -116,7 +115,6 @@ pub struct Shell {
     /// The trim after a burst of requests (src/runtime/trim.rs).
     idle_trim: super::trim::IdleTrim,
     notifier: Notifier,
-    journal: Journal,
     /// The `on_event` hooks.
     event_hooks: event_hooks::EventHooks,
     /// The containers' sd_notify sockets (`notify = true`).
@@ -463,11 +461,6 @@ impl Shell {
                     let view = view!(self);
                     self.metrics.serve(now, &view, &mut self.control);
                 }
-                Chore::Journal => {
-                    self.journal
-                        .drain(&self.core, now, self.runs.capture.journal_mut());
-                    self.chore_all(chore, now);
-                }
                 Chore::Capture => {
                     // The sockets left with datagrams last turn, before the output's share.
                     let mut said = Vec::new();
@@ -687,19 +680,19 @@ impl Shell {
         self.notifier.update_status(now, || core.pods());
     }
 
+    /// When vigil stops, after the loop's last turn: followers are told vigil is gone for good
+    /// (they would wait for it to come back), then every component's own clean-up
+    /// ([`Component::finish`]: the hooks' processes killed, the runs' probes, cgroups, holder,
+    /// journal and output). The server (and with it the socket file) goes when the shell is
+    /// dropped.
     fn finish(&mut self) {
-        // Followers are told vigil is gone for good (they would wait for it to come back).
         let view = view!(self);
         self.control.farewell(&view);
-        // Kill anything a probe or an on_event hook left, remove every cgroup made, let the
-        // holder go.
-        self.event_hooks.cancel_all();
-        let (runs, mut link) = self.runs_and_link();
-        runs.finish(&mut link);
-        self.journal
-            .drain(&self.core, Instant::now(), self.runs.capture.journal_mut());
-        self.runs.capture.flush();
-        // The server (and with it the socket file) goes when the shell is dropped.
+        let components: [&mut dyn Component; 2] = [&mut self.event_hooks, &mut self.runs];
+        let mut link = link!(self);
+        for c in components {
+            c.finish(&mut link);
+        }
         let uptime = self.started_at.elapsed();
         info!(
             "vigil stopped after {:.1}s (exit code {})",

@@ -24,6 +24,7 @@ use super::capture::{Capture, PipeFrom};
 use super::component::{Component, Link, earliest};
 use super::execs::{PendingExecs, Settled};
 use super::janitor::{DEFER, GonePods, Janitor};
+use super::journal::Journal;
 use super::kill::kill_tree;
 use super::notify::{self, NotifySockets};
 use super::probes::{ProbeRequest, ProbeRunner};
@@ -32,7 +33,9 @@ use super::tokens::{self, Owner, Watched};
 use super::turnwatch::Chore;
 use crate::cgroup::{ContainerCgroup, Manager};
 use crate::config::spec::{ContainerSpec, SupervisorSpec, TerminationMessagePolicy};
-use crate::core::{Action, ContainerKey, ExitInfo, Generation, Input, Notification, ReadyWord};
+use crate::core::{
+    Action, ContainerKey, ExitInfo, Generation, Input, Notification, ReadyWord, Supervisor,
+};
 use crate::logs::{self, ContainerLog};
 use crate::process::{self, Stdio};
 use crate::runtime::fdstore::{FdStore, PipeName};
@@ -82,6 +85,8 @@ pub(super) struct Runs {
     pub(super) checks_ended: Vec<(u64, Option<i32>, Option<i32>)>,
     /// `on_event` exec hooks reaped, for the router to hand to `event_hooks`.
     pub(super) hooks_ended: Vec<(u64, Option<i32>, Option<i32>)>,
+    /// The core's events as vigil's log lines (`journal`).
+    pub(super) journal: Journal,
 }
 
 impl Runs {
@@ -164,8 +169,11 @@ impl Component for Runs {
                     self.fdstore.release(pid, stream == logs::Stream::Stderr);
                 }
             }
-            // After the router drained vigil's events into the journal sink.
-            Chore::Journal => self.capture.flush(),
+            // vigil's events into the journal sink, then out with the forwarded output.
+            Chore::Journal => {
+                self.drain_journal(link.core, now);
+                self.capture.flush();
+            }
             Chore::StateFile => {
                 self.remember(now, link.core, link.config);
                 self.tracker.scan_if_due(now);
@@ -184,6 +192,12 @@ impl Component for Runs {
             | Chore::Status
             | Chore::Startup => {}
         }
+    }
+
+    fn finish(&mut self, link: &mut Link<'_>) {
+        self.finish_runs(link);
+        self.drain_journal(link.core, Instant::now());
+        self.capture.flush();
     }
 }
 
@@ -214,6 +228,7 @@ impl Runs {
             adopted: Adopted::new(Rc::clone(&registry)),
             checks_ended: Vec::new(),
             hooks_ended: Vec::new(),
+            journal: Journal::default(),
             registry,
         }
     }
@@ -663,11 +678,17 @@ impl Runs {
         }
     }
 
+    /// vigil's log lines (or journal entries) for the core's events since the last.
+    pub(super) fn drain_journal(&mut self, core: &Supervisor, now: Instant) {
+        self.journal.drain(core, now, self.capture.journal_mut());
+    }
+
     /// At shutdown, after the loop: kills what probes left, removes every cgroup made (a
     /// brief wait for the kernel to empty the last ones, reaping meanwhile), lets the output
     /// holder go (it lives in vigil's cgroup, which goes next), gives the service manager's
-    /// copies of the pipes back, removes the subtree and writes the state file a last time.
-    pub(super) fn finish(&mut self, link: &mut Link<'_>) {
+    /// copies of the pipes back, removes the subtree and writes the state file a last time;
+    /// then the last events and output are written out.
+    fn finish_runs(&mut self, link: &mut Link<'_>) {
         self.probes.cancel_all(&mut self.janitor);
         let deadline = Instant::now() + std::time::Duration::from_secs(2);
         while self.janitor.has_dying() && Instant::now() < deadline {

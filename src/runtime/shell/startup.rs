@@ -406,7 +406,6 @@ pub(super) fn build(
         starting: true,
         idle_trim: Default::default(),
         notifier: Notifier::new(now),
-        journal: Journal::default(),
         event_hooks,
         notify: super::notify::NotifySockets::new(Rc::clone(&registry)),
         metrics: metrics::Metrics::new(metrics),
@@ -439,7 +438,7 @@ pub(super) fn build(
         let (runs, mut link) = shell.runs_and_link();
         if let Some(seq) = runs.take_over_leftovers(now, &mut link) {
             // The earlier vigil's events come first (it logged them, and its hooks had them).
-            shell.journal = Journal::resume_after(seq);
+            shell.runs.journal = Journal::resume_after(seq);
             shell.event_hooks.skip_to(seq);
         }
     }

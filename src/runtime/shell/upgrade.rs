@@ -30,7 +30,6 @@ use log::{debug, error, info, warn};
 use super::capture::PipeFrom;
 use super::component::{Component, Link};
 use super::control::{Control, Pending};
-use super::journal::Journal;
 use super::kill::kill_tree;
 use super::metrics::Metrics;
 use super::notifier::Notifier;
@@ -156,7 +155,6 @@ pub(super) struct Parts<'a> {
     pub runs: &'a mut Runs,
     pub control: &'a mut Control,
     pub metrics: &'a Metrics,
-    pub journal: &'a mut Journal,
     pub notifier: &'a mut Notifier,
     pub notify: &'a mut NotifySockets,
     pub probe_stats: &'a mut ProbeStats,
@@ -559,9 +557,7 @@ impl Upgrade {
         }
         // What is queued for vigil's stdout and the journal goes out with this process.
         parts.runs.capture.flush();
-        parts
-            .journal
-            .drain(parts.core, now, parts.runs.capture.journal_mut());
+        parts.runs.drain_journal(parts.core, now);
         // Every other open connection is handed over with what is unread and unsent of it;
         // a `metrics` request whose exposition is being built is given back as its line, for
         // the next instance to answer.
@@ -839,7 +835,7 @@ impl Upgrade {
             listener_fd: parts.control.listener_fd(),
             requester,
             clients,
-            journal_seq: parts.journal.last_seq(),
+            journal_seq: parts.runs.journal.last_seq(),
             stop_signals: parts.signals.stop_signals,
             started_at: *parts.started_at,
             upgrades: self.upgrades + 1,
@@ -1162,7 +1158,7 @@ impl Upgrade {
         for pod in state.gone_pods {
             parts.runs.gone_pods.forget(&pod, now);
         }
-        *parts.journal = Journal::resume_after(state.journal_seq);
+        parts.runs.journal = super::journal::Journal::resume_after(state.journal_seq);
         parts.signals.stop_signals = state.stop_signals;
         *parts.started_at = state.started_at;
         self.exe_path = match (error, state.previous_exe_path) {
