@@ -13,7 +13,7 @@ macro_rules! view {
             slots: &$shell.runs.slots,
             probe_stats: &$shell.probe_stats,
             started_wall: $shell.started_wall,
-            last_reload: $shell.last_reload,
+            last_reload: $shell.loaded.last_reload,
         }
     };
 }
@@ -26,7 +26,7 @@ macro_rules! link {
             notifier: &mut $shell.notifier,
             notify: &mut $shell.notify,
             probe_stats: &mut $shell.probe_stats,
-            config: &$shell.config,
+            config: &$shell.loaded.config,
         }
     };
 }
@@ -36,9 +36,7 @@ macro_rules! parts {
     ($shell:ident) => {
         $crate::runtime::shell::upgrade::Parts {
             core: &mut $shell.core,
-            config: &$shell.config,
-            source: &$shell.source,
-            selection: &$shell.selection,
+            loaded: &$shell.loaded,
             runs: &mut $shell.runs,
             control: &mut $shell.control,
             metrics: &$shell.metrics,

@@ -101,11 +101,8 @@ pub struct Shell {
     poll: Poll,
     signals: SignalPipe,
     core: Supervisor,
-    config: Config,
-    source: ConfigSource,
-    /// Which pods this run starts (`run POD…`, `--profile`, `--no-deps`): applied to the
-    /// config at every reload, carried across an upgrade.
-    selection: Selection,
+    /// The config, its source and selection, and the last reload's outcome.
+    loaded: reload::Loaded,
     control: Control,
     /// The runs and the components that start, watch and end them (`runs`).
     runs: Runs,
@@ -127,10 +124,6 @@ pub struct Shell {
     probe_stats: crate::metrics::probes::ProbeStats,
     /// When vigil started, by the wall clock (`process_start_time_seconds`).
     started_wall: SystemTime,
-    /// The last reload's outcome (metrics).
-    last_reload: LastReload,
-    /// Pods refused at start for limits this host cannot give (`allow_missing_controllers`).
-    refused_at_start: Vec<String>,
     exit_code: Option<i32>,
     /// Turns that panicked (see [`Shell::on_panic`]).
     panics: u32,
@@ -659,11 +652,8 @@ impl Shell {
     fn reload_parts(&mut self) -> reload::Parts<'_> {
         reload::Parts {
             core: &mut self.core,
-            config: &mut self.config,
-            source: &self.source,
+            loaded: &mut self.loaded,
             argv: &self.upgrade.argv,
-            selection: &self.selection,
-            refused_at_start: &self.refused_at_start,
             runs: &mut self.runs,
             control: &mut self.control,
             metrics: &mut self.metrics.listener,
@@ -671,7 +661,6 @@ impl Shell {
             probe_stats: &mut self.probe_stats,
             notifier: &mut self.notifier,
             pod_dir: &mut self.pod_dir,
-            last_reload: &mut self.last_reload,
         }
     }
 

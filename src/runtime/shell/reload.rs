@@ -29,15 +29,27 @@ use crate::core::{Command, ReloadError, Supervisor};
 use crate::metrics::probes::ProbeStats;
 use crate::runtime::supervisor_reload::{self, Plan};
 
+/// What vigil runs from: the config and what it was made of, which a reload reads again and
+/// replaces (and an upgrade hands over, but for the pods refused at start and the last
+/// reload's outcome, which the new instance finds again itself).
+pub(super) struct Loaded {
+    pub config: Config,
+    pub source: ConfigSource,
+    /// Which pods this run starts (`run POD…`, `--profile`, `--no-deps`): applied to the
+    /// config at every reload, carried across an upgrade.
+    pub selection: Selection,
+    /// Pods refused at start for limits this host cannot give (`allow_missing_controllers`).
+    pub refused_at_start: Vec<String>,
+    /// The last reload's outcome (metrics).
+    pub last_reload: LastReload,
+}
+
 /// What a reload or a scale reads and changes of the shell (the fields borrowed one by one).
 pub(super) struct Parts<'a> {
     pub core: &'a mut Supervisor,
-    pub config: &'a mut Config,
-    pub source: &'a ConfigSource,
+    pub loaded: &'a mut Loaded,
     /// vigil's argv (`--allow-missing-controllers`, `--exit-with`).
     pub argv: &'a [String],
-    pub selection: &'a Selection,
-    pub refused_at_start: &'a [String],
     pub runs: &'a mut Runs,
     pub control: &'a mut Control,
     pub metrics: &'a mut Option<MetricsListener>,
@@ -45,7 +57,6 @@ pub(super) struct Parts<'a> {
     pub probe_stats: &'a mut ProbeStats,
     pub notifier: &'a mut Notifier,
     pub pod_dir: &'a mut PodDirWatch,
-    pub last_reload: &'a mut LastReload,
 }
 
 /// Reloads the config: the new one ([`load`]) handed to the core, and once the core took it,
@@ -54,13 +65,14 @@ pub(super) struct Parts<'a> {
 /// router then runs the core's actions and [`log`]s the outcome.
 pub(super) fn reload(now: Instant, parts: &mut Parts<'_>) -> Result<String, ReloadError> {
     parts.notifier.reloading();
+    let loaded = &mut *parts.loaded;
     let current = Current {
-        config: &*parts.config,
-        source: parts.source,
+        config: &loaded.config,
+        source: &loaded.source,
         argv: parts.argv,
         cgroups: parts.runs.cgroups.as_ref(),
-        refused_at_start: parts.refused_at_start,
-        selection: parts.selection,
+        refused_at_start: &loaded.refused_at_start,
+        selection: &loaded.selection,
     };
     let result = load(&current).and_then(|(new, plan, refused)| {
         let r = parts
@@ -70,7 +82,7 @@ pub(super) fn reload(now: Instant, parts: &mut Parts<'_>) -> Result<String, Relo
         if r.is_ok() {
             apply_supervisor(&plan, &new, parts.runs, parts.control, parts.metrics);
             parts.event_hooks.reconfigure(&new.supervisor.on_event);
-            *parts.config = new;
+            loaded.config = new;
             prune_probe_stats(parts.probe_stats, parts.core);
         }
         if r.is_ok() {
@@ -83,10 +95,10 @@ pub(super) fn reload(now: Instant, parts: &mut Parts<'_>) -> Result<String, Relo
     parts.notifier.reloaded();
     parts
         .pod_dir
-        .configure(parts.config.supervisor.pod_dir.as_deref());
-    parts.last_reload.successful = result.is_ok();
+        .configure(loaded.config.supervisor.pod_dir.as_deref());
+    loaded.last_reload.successful = result.is_ok();
     if result.is_ok() {
-        parts.last_reload.success_at = SystemTime::now();
+        loaded.last_reload.success_at = SystemTime::now();
     }
     result
 }
@@ -110,23 +122,23 @@ pub(super) fn scale(
     replicas: u32,
     parts: &mut Parts<'_>,
 ) -> Result<u32, (ErrorKind, String)> {
-    let Some(before) = parts.config.replica_set(pod).map(|s| s.replicas) else {
-        let kind = if parts.config.pods.iter().any(|p| p.name == pod) {
+    let config = &mut parts.loaded.config;
+    let Some(before) = config.replica_set(pod).map(|s| s.replicas) else {
+        let kind = if config.pods.iter().any(|p| p.name == pod) {
             ErrorKind::BadArgument
         } else {
             ErrorKind::NotFound
         };
         return Err((kind, format!("pod {pod:?} has no replicas to scale")));
     };
-    let new = parts
-        .config
+    let new = config
         .scaled(pod, replicas)
         .map_err(|e| (ErrorKind::BadArgument, e))?;
     parts
         .core
         .command(now, Command::Reload(Box::new(new.clone())))
         .map_err(|e| (e.kind.into(), e.message))?;
-    *parts.config = new;
+    *config = new;
     prune_probe_stats(parts.probe_stats, parts.core);
     Ok(before)
 }

@@ -390,9 +390,16 @@ pub(super) fn build(
         poll,
         signals: SignalPipe::new(signals),
         core,
-        config,
-        source,
-        selection,
+        loaded: super::reload::Loaded {
+            config,
+            source,
+            selection,
+            refused_at_start: refused.iter().map(|(p, _)| p.clone()).collect(),
+            last_reload: LastReload {
+                successful: true,
+                success_at: SystemTime::now(),
+            },
+        },
         control,
         runs: Runs::new(
             Rc::clone(&registry),
@@ -412,11 +419,6 @@ pub(super) fn build(
         pod_dir,
         probe_stats: Default::default(),
         started_wall: SystemTime::now(),
-        last_reload: LastReload {
-            successful: true,
-            success_at: SystemTime::now(),
-        },
-        refused_at_start: refused.iter().map(|(p, _)| p.clone()).collect(),
         exit_code: None,
         panics: 0,
         started_at: now,

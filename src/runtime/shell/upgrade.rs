@@ -35,13 +35,11 @@ use super::metrics::Metrics;
 use super::notifier::Notifier;
 use super::notify::NotifySockets;
 use super::reaper::PidOwner;
+use super::reload::Loaded;
 use super::runs::Runs;
 use super::signals::SignalPipe;
 use super::{Shell, StartError};
 use crate::cgroup::ContainerCgroup;
-use crate::config::ConfigSource;
-use crate::config::select::Selection;
-use crate::config::spec::Config;
 use crate::control::protocol::{self, RequestId};
 use crate::control::server::{ConnId, Handover, Inherited};
 use crate::control::wire::ErrorKind;
@@ -149,9 +147,8 @@ pub(super) struct Upgrade {
 /// fills in when it takes the state over (new side): the fields borrowed one by one.
 pub(super) struct Parts<'a> {
     pub core: &'a mut Supervisor,
-    pub config: &'a Config,
-    pub source: &'a ConfigSource,
-    pub selection: &'a Selection,
+    /// The config, its source and selection (handed over; the new instance starts from them).
+    pub loaded: &'a Loaded,
     pub runs: &'a mut Runs,
     pub control: &'a mut Control,
     pub metrics: &'a Metrics,
@@ -172,7 +169,7 @@ impl Parts<'_> {
                 notifier: &mut *self.notifier,
                 notify: &mut *self.notify,
                 probe_stats: &mut *self.probe_stats,
-                config: self.config,
+                config: &self.loaded.config,
             },
         )
     }
@@ -819,8 +816,8 @@ impl Upgrade {
             version: handoff::FORMAT_VERSION,
             written_by: env!("CARGO_PKG_VERSION").to_string(),
             loop_left_at: mono::to_nanos(taken),
-            source: parts.source.clone(),
-            config: parts.config,
+            source: parts.loaded.source.clone(),
+            config: &parts.loaded.config,
             exe_path: binary.to_path_buf(),
             previous_exe_path: Some(self.exe_path.clone()),
             argv: self.argv.clone(),
@@ -857,7 +854,7 @@ impl Upgrade {
                 .collect(),
             pid: Some(std::process::id()),
             cgroup_subtree: parts.runs.cgroups.as_ref().map(|m| m.ownership()),
-            selection: parts.selection.clone(),
+            selection: parts.loaded.selection.clone(),
             conns,
         };
         (state, blobs, fds)
@@ -879,7 +876,7 @@ impl Upgrade {
         // The upgrade's guardian took the state back in a process of its own (the new binary
         // died or hung): no container is this process's child.
         let orphaned = state.pid.filter(|p| *p != std::process::id());
-        let sup = parts.config.supervisor.clone();
+        let sup = parts.loaded.config.supervisor.clone();
         if let (Some(m), Some(o)) = (parts.runs.cgroups.as_mut(), state.cgroup_subtree) {
             m.inherit(o);
         }
@@ -955,7 +952,7 @@ impl Upgrade {
             let inherited = notify_fd.and_then(|(g, fd)| handoff::own_fd(fd).map(|fd| (g, fd)));
             parts
                 .runs
-                .reopen_notify(s.key, parts.config, parts.notify, inherited);
+                .reopen_notify(s.key, &parts.loaded.config, parts.notify, inherited);
         }
         for p in state.pipes {
             match handoff::own_fd(p.fd) {
