@@ -101,7 +101,8 @@ pub struct Shell {
     poll: Poll,
     signals: SignalPipe,
     core: Supervisor,
-    /// The config, its source and selection, and the last reload's outcome.
+    /// What vigil runs from: the config, its source and selection, the pods refused at
+    /// start, the last reload's outcome (`reload::Loaded`).
     loaded: reload::Loaded,
     control: Control,
     /// The runs and the components that start, watch and end them (`runs`).
