@@ -87,8 +87,30 @@ impl Conn {
         self.has_line() || (self.more_input && !self.eof)
     }
 
+    /// What this connection holds of vigil's memory: its buffers, and the replies written to
+    /// the kernel that the peer has not read yet ([`Conn::kernel_queued`]). A client that never
+    /// reads fills its socket's send buffer (`net.core.wmem_default`, about 208 KiB) before
+    /// anything waits in `wbuf`; that memory is charged to vigil's memory cgroup, so the
+    /// clients' budget counts it.
     pub(super) fn measure(&self) -> usize {
-        self.rbuf.capacity() + self.wbuf.capacity() + self.groups.capacity() * 4
+        (self.rbuf.capacity() + self.wbuf.capacity() + self.groups.capacity() * 4)
+            .saturating_add(self.kernel_queued())
+    }
+
+    /// Bytes written to this socket and not yet read by the peer, as the kernel charges them
+    /// (`SIOCOUTQ`, unix(7): the send queue's allocation, overhead included). 0 when the
+    /// kernel does not say.
+    #[allow(unsafe_code)] // one ioctl(2); nix has no SIOCOUTQ wrapper
+    pub(super) fn kernel_queued(&self) -> usize {
+        let mut queued: libc::c_int = 0;
+        // SAFETY: SIOCOUTQ (TIOCOUTQ) writes one int through the pointer, which points at a
+        // live c_int; the descriptor is this connection's open socket.
+        let r = unsafe { libc::ioctl(self.stream.as_raw_fd(), libc::TIOCOUTQ, &mut queued) };
+        if r == 0 {
+            usize::try_from(queued).unwrap_or(0)
+        } else {
+            0
+        }
     }
 
     /// Reads until the buffer holds a complete line, `WouldBlock`, EOF or more than one line's

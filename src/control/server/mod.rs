@@ -19,9 +19,10 @@
 //!   ([`Server::hungry_streams`]), so a `logs` reply never exists whole;
 //! - buffers are bounded per connection (one line of input, [`OUTPUT_HIGH`] plus one reply of
 //!   output), shrunk when drained or mostly worked off, and non-admin connections get no request
-//!   taken, no stream fed and nothing read while all client buffers together are at
-//!   [`Limits::memory_budget`] (checked before every request, so the budget is overshot by one
-//!   reply at most);
+//!   taken, no stream fed and nothing read while all client buffers together — replies waiting
+//!   unread in the kernel's send queues included (`SIOCOUTQ`, measured again every sweep while
+//!   over) — are at [`Limits::memory_budget`] (checked before every request, so the budget is
+//!   overshot by one reply at most);
 //! - a peer that hung up (`EPOLLHUP`) is served to the end of what it sent — the requests that
 //!   change state carried out (a fire-and-forget `restart`), the others dropped unanswered,
 //!   at most [`TURN_SKIPS`] a turn — and then closed;
@@ -520,15 +521,22 @@ impl Server {
         if self.accept_pending || retry_due {
             self.accept_some(registry, now);
         }
-        if !self.starved.is_empty() && !self.memory.full() {
-            for index in std::mem::take(&mut self.starved) {
-                self.enqueue(index);
-            }
-        }
         if now >= self.next_sweep {
             self.next_sweep = now + SWEEP_EVERY;
             self.sweep(registry, now);
             self.check_socket_file_logged(registry);
+            if self.memory.full() {
+                // A connection's kernel bytes shrink when its peer reads, which no event
+                // announces while vigil has nothing more to write to it: over the budget,
+                // every connection is measured again (once a sweep), so waiting clients are
+                // let back in once the others have read their replies.
+                self.reaccount_all();
+            }
+        }
+        if !self.starved.is_empty() && !self.memory.full() {
+            for index in std::mem::take(&mut self.starved) {
+                self.enqueue(index);
+            }
         }
     }
 

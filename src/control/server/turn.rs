@@ -132,6 +132,13 @@ impl Server {
         }
     }
 
+    /// Measures every open connection again (see [`Server::begin_turn`]).
+    pub(super) fn reaccount_all(&mut self) {
+        for index in 0..self.conns.len() {
+            self.account(index);
+        }
+    }
+
     /// After any change: close the connection if it is done, fix write interest, queue it if
     /// it has requests to give, account its buffers. Returns whether it is still open.
     pub(super) fn settle(&mut self, registry: &Registry, id: ConnId) -> bool {
