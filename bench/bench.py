@@ -28,6 +28,11 @@ Driven by bench/run.sh, which installs the peers and builds vigil first. Workloa
   metrics  vigil alone: GET /metrics latency and size with 1,000 containers (both formats), and
            restart gap and probe lateness without and with a scraper every second
            (--only metrics)
+  frozen   vigil alone (issue 36): a crash-looping bystander's exit -> restart gap and `status`
+           latency in alternating windows, with 10 containers that have exec readiness and
+           liveness probes every 0.5 s and a pre_stop exec hook unfrozen, then their cgroups
+           frozen (cgroup.freeze; one pod also stopped meanwhile, so its hook meets the freeze);
+           needs root and a cgroup2 mount, in a scratch cgroup_root it removes (--only frozen)
   statefile  vigil alone, without cgroups (cgroup_root = "none"): N sleeping containers
            (--statefile-containers, 500), idle; vigil's own on-CPU time per second over
            --idle-window (the state file's scan of the containers' trees, once a second, is all
@@ -892,6 +897,198 @@ def w_hostile(ctx, vigil, window=8.0, probed=100, period=0.5):
     return out
 
 
+def cgroup2_mount():
+    """The first cgroup2 mount (/sys/fs/cgroup, or /sys/fs/cgroup/unified on a hybrid host)."""
+    try:
+        with open("/proc/self/mounts") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) > 2 and parts[2] == "cgroup2":
+                    return Path(parts[1])
+    except OSError:
+        pass
+    return None
+
+
+def remove_tree(root):
+    """rmdir a cgroup tree bottom-up; True when it is gone."""
+    for dirpath, _dirs, _files in sorted(os.walk(root), key=lambda w: -len(w[0])):
+        try:
+            os.rmdir(dirpath)
+        except OSError:
+            pass
+    return not root.exists()
+
+
+def w_frozen(ctx, vigil, probed=10, window=8.0, rounds=3, period=0.5):
+    """vigil only (issue 36): the exit -> next start gap of a crash-looping bystander (back-off
+    0, bench/stamp.c), in alternating windows of `window` s: all `probed` containers (`sleep
+    600`, each with exec readiness and liveness probes every `period` s, timeout 1 s, liveness
+    failure_threshold 1000, and a pre_stop exec hook) unfrozen, then with their cgroups frozen
+    (cgroup.freeze = 1: the probes' children cannot reach execve and fail at their timeout);
+    in each frozen window one probed pod is also stopped, so its pre_stop hook meets the frozen
+    cgroup (it fails at the grace period's end, 2 s). After each frozen window: thaw, start
+    that pod again, wait until every probed container is ready. A gap belongs to the window
+    its exit stamp falls in. Also the latency of `status` on a new connection every 0.1 s.
+    Its own scratch cgroup_root under the cgroup2 mount, removed at the end (thawed first)."""
+    mount = cgroup2_mount()
+    if os.geteuid() != 0 or mount is None or not ctx.stamp:
+        log("  frozen: skipped (needs root, a cgroup2 mount and --stamp)")
+        return None
+    root = mount / f"vigil-bench-frozen-{os.getpid()}"
+    root.mkdir()
+    d = fresh_dir(ctx, "vigil-frozen")
+    stamps = d / "stamps-000"
+    true = shutil.which("true") or "/bin/true"
+    names = [f"probe{i:03d}" for i in range(probed)]
+    lines = ["[supervisor]", f'socket = "{vigil.sock(d)}"', f'cgroup_root = "{root}"',
+             "log_forward = false", "shutdown_timeout_seconds = 20", "",
+             "[pods.crash]", 'restart_policy = "Always"', "termination_grace_period_seconds = 5",
+             "backoff = { initial_seconds = 0, max_seconds = 0, reset_after_seconds = 600 }",
+             "[[pods.crash.containers]]", 'name = "c"',
+             "command = " + json.dumps([str(ctx.stamp), str(stamps), "0"])]
+    for n in names:
+        lines += ["", f"[pods.{n}]", "termination_grace_period_seconds = 2",
+                  f"[[pods.{n}.containers]]", 'name = "c"',
+                  "command = " + json.dumps([str(ctx.sleep), "600"]),
+                  f"[pods.{n}.containers.readiness_probe]",
+                  f'exec = {{ command = ["{true}"] }}', f"period_seconds = {period}", "timeout_seconds = 1",
+                  f"[pods.{n}.containers.liveness_probe]",
+                  f'exec = {{ command = ["{true}"] }}', f"period_seconds = {period}", "timeout_seconds = 1",
+                  "failure_threshold = 1000",
+                  f"[pods.{n}.containers.lifecycle]",
+                  f'pre_stop = {{ exec = {{ command = ["{true}"] }} }}']
+    (d / "vigil.toml").write_text("\n".join(lines) + "\n")
+    r = Running(vigil, d)
+    dirs = {}
+    frozen = False
+
+    def status():
+        vs = VSock(vigil.sock(d))
+        try:
+            return {p["name"]: p["containers"][0] for p in vs.req("status")["result"]["pods"]}
+        finally:
+            vs.close()
+
+    def all_ready():
+        st = status()
+        return all(st.get(n, {}).get("ready") is True for n in names)
+
+    def freeze(on):
+        for p in dirs.values():
+            try:
+                (p / "cgroup.freeze").write_text("1" if on else "0")
+            except FileNotFoundError:
+                pass  # a stopped pod's cgroup, removed
+
+    windows = []
+    events = {}
+    try:
+        wait_until(lambda: os.path.exists(vigil.sock(d)), 10)
+        if not wait_until(all_ready, ctx.start_timeout, poll=0.2):
+            raise RuntimeError("frozen: the probed containers did not become ready")
+        one, _ = vigil.status_raw(d, "crash")
+        for rnd in range(rounds):
+            for state in ("unfrozen", "frozen"):
+                dirs = {n: Path(c["cgroup"]) for n, c in status().items() if n in names}
+                victim = names[rnd % probed]
+                if state == "frozen":
+                    freeze(True)
+                    frozen = True
+                    stop = VSock(vigil.sock(d))
+                    stop.req("stop", pod=victim)
+                    stop.close()
+                lat = []
+                w0 = time.time()
+                end = time.monotonic() + window
+                while time.monotonic() < end:
+                    t0 = time.monotonic()
+                    one()
+                    lat.append((time.monotonic() - t0) * 1000)
+                    time.sleep(0.1)
+                w1 = time.time()
+                st = status()
+                not_ready = sum(1 for n in names if st.get(n, {}).get("ready") is not True)
+                if state == "frozen":
+                    freeze(False)
+                    frozen = False
+                    wait_until(lambda: bool(status().get(victim, {}).get("state", {}).get("terminated")),
+                               15, poll=0.2)
+                    start = VSock(vigil.sock(d))
+                    start.req("start", pod=victim)
+                    start.close()
+                    if not wait_until(all_ready, 30, poll=0.2):
+                        raise RuntimeError("frozen: not every probed container ready after the thaw")
+                windows.append({"state": state, "round": rnd + 1, "w0": w0, "w1": w1,
+                                "status_ms": lat, "not_ready_at_end": not_ready})
+        vs = VSock(vigil.sock(d))
+        for n in names:
+            for e in vs.req("events", pod=n).get("result", {}).get("events", []):
+                key = e["reason"] + (" (not reached execve)" if "has not reached execve" in e.get("message", "") else "")
+                events[key] = events.get(key, 0) + e.get("count", 1)
+        vs.close()
+    finally:
+        if frozen:
+            freeze(False)
+        r.stop()
+        gone = remove_tree(root)
+        if not gone:
+            log(f"  frozen: {root} left behind")
+    rows = []
+    try:
+        rows = [tuple(map(int, x.split())) for x in stamps.read_text().splitlines() if x.strip()]
+    except OSError:
+        pass
+    gaps = [((s1 - e0) / 1e6, e0 / 1e9) for (_s0, e0), (s1, _e1) in zip(rows, rows[1:])]
+    for w in windows:
+        w["gaps_ms"] = [g for g, at in gaps if w["w0"] <= at < w["w1"]]
+    out = {"probed": probed, "period_s": period, "window_s": window, "rounds": rounds,
+           "cgroups_removed": gone, "events_of_probed_pods": events, "windows": []}
+    cols = {}
+    for w in windows:
+        g = w["gaps_ms"]
+        row = {"state": w["state"], "round": w["round"], "restarts": len(g),
+               "gap_mean_ms": statistics.fmean(g) if g else None, "gap_p50_ms": pct(g, 0.5),
+               "gap_p99_ms": pct(g, 0.99), "gap_max_ms": max(g) if g else None,
+               "status_p50_ms": pct(w["status_ms"], 0.5),
+               "status_max_ms": max(w["status_ms"]) if w["status_ms"] else None,
+               "not_ready_at_end": w["not_ready_at_end"]}
+        out["windows"].append(row)
+        cols.setdefault(w["state"], {"gaps": [], "status": []})
+        cols[w["state"]]["gaps"] += g
+        cols[w["state"]]["status"] += w["status_ms"]
+    for k, c in cols.items():
+        out[k] = {"restarts": len(c["gaps"]),
+                  "gap_mean_ms": statistics.fmean(c["gaps"]) if c["gaps"] else None,
+                  "gap_p50_ms": pct(c["gaps"], 0.5),
+                  "gap_p99_ms": pct(c["gaps"], 0.99), "gap_max_ms": max(c["gaps"]) if c["gaps"] else None,
+                  "status_p50_ms": pct(c["status"], 0.5),
+                  "status_max_ms": max(c["status"]) if c["status"] else None}
+    print(f"\nfrozen containers (vigil only; {probed} containers with exec readiness and liveness "
+          f"probes every {period} s and a pre_stop exec hook; {window} s windows, alternated):")
+    keys = ("restarts", "gap_mean_ms", "gap_p50_ms", "gap_p99_ms", "gap_max_ms", "status_p50_ms", "status_max_ms",
+            "not_ready_at_end")
+    print(f"  {'window':18} " + " ".join(f"{k:>16}" for k in keys))
+    for row in out["windows"]:
+        cells = [f"{row[k]:16.2f}" if isinstance(row[k], float) else f"{row[k]!s:>16}" for k in keys]
+        print(f"  {row['state'] + ' ' + str(row['round']):18} " + " ".join(cells))
+    for k in ("unfrozen", "frozen"):
+        if k in out:
+            cells = [f"{out[k][x]:16.2f}" if isinstance(out[k][x], float) else f"{out[k][x]!s:>16}"
+                     for x in keys[:-1]]
+            print(f"  {k + ' (all)':18} " + " ".join(cells))
+    if "unfrozen" in out and "frozen" in out and out["unfrozen"]["gap_p50_ms"] is not None \
+            and out["frozen"]["gap_p50_ms"] is not None:
+        dp50 = out["frozen"]["gap_p50_ms"] - out["unfrozen"]["gap_p50_ms"]
+        dp99 = out["frozen"]["gap_p99_ms"] - out["unfrozen"]["gap_p99_ms"]
+        dmean = out["frozen"]["gap_mean_ms"] - out["unfrozen"]["gap_mean_ms"]
+        out["frozen_minus_unfrozen"] = {"gap_mean_ms": dmean, "gap_p50_ms": dp50, "gap_p99_ms": dp99}
+        print(f"  frozen - unfrozen: gap mean {dmean:+.2f} ms, p50 {dp50:+.2f} ms, p99 {dp99:+.2f} ms "
+              f"(issue 36: within +50 ms)")
+    print(f"  events of the probed pods: {json.dumps(events)}; scratch cgroups removed: {gone}")
+    return out
+
+
 def _scrape(conn, accept=None):
     """One GET /metrics on a kept-alive http.client connection: (ms, bytes)."""
     t0 = time.monotonic()
@@ -1679,6 +1876,9 @@ def full(ctx, args):
     vigil = next((t for t in tools if t.name == "vigil"), None)
     if vigil and "hostile" in only:
         res.setdefault("vigil_only", {})["hostile"] = w_hostile(ctx, vigil)
+    if vigil and "frozen" in only:
+        res.setdefault("vigil_only", {})["frozen"] = w_frozen(
+            ctx, vigil, args.frozen_containers, args.frozen_window, args.frozen_rounds)
     if vigil and "upgrade" in only:
         res.setdefault("vigil_only", {})["upgrade"] = w_upgrade(ctx, vigil, args.upgrade_sizes)
     if vigil and "metrics" in only:
@@ -1784,12 +1984,16 @@ def main():
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--with-horust", action="store_true")
     ap.add_argument("--tools", help="comma list (default: all installed)")
-    ap.add_argument("--only", help="comma list of idle,restart,status,vigil (probes: only the vigil probe workload; hostile, upgrade, metrics, statefile: vigil alone; logs: only its log throughput; status100: only its status of 100 pods with 8 clients)")
+    ap.add_argument("--only", help="comma list of idle,restart,status,vigil (probes: only the vigil probe workload; hostile, upgrade, metrics, statefile, frozen: vigil alone; logs: only its log throughput; status100: only its status of 100 pods with 8 clients)")
     ap.add_argument("--upgrade-sizes", type=lambda v: [int(x) for x in v.split(",")], default=[10, 200, 1000],
                     help="container counts of the upgrade workload")
     ap.add_argument("--statefile-containers", type=int, default=500,
                     help="containers of the statefile workload")
     ap.add_argument("--statefile-against", help="--only statefile also measures this vigil binary, alternating")
+    ap.add_argument("--frozen-containers", type=int, default=10,
+                    help="probed containers of the frozen workload (frozen together)")
+    ap.add_argument("--frozen-window", type=float, default=8.0, help="seconds of each frozen workload window")
+    ap.add_argument("--frozen-rounds", type=int, default=3, help="unfrozen/frozen window pairs")
     ap.add_argument("--no-cgroups", action="store_true", help="run vigil with cgroup_root = none")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--sizes", default="10,100,200,1000")

@@ -26,6 +26,10 @@
 #   bench/run.sh --no-install --tools vigil --only metrics       # GET /metrics with 1,000
 #                                                                #   containers; restart gap and
 #                                                                #   probe lateness, scraped or not
+#   bench/run.sh --no-install --tools vigil --only frozen        # restart gap of a crash-looping
+#                                                                #   bystander with 10 exec-probed
+#                                                                #   containers unfrozen, then their
+#                                                                #   cgroups frozen (issue 36; root)
 #   bench/run.sh --no-install --tools vigil --only probes --probe-mix http-https-grpc
 #                                 # the same with a third each of HTTP, HTTPS and gRPC probes
 #
