@@ -10,7 +10,10 @@
 //! `VIGIL_FAULT_TAKEOVER_HANG_FILE` (the new instance hangs there instead, until the takeover's
 //! alarm ends it) and `VIGIL_FAULT_EXEC_FAIL_FILE` (the old instance's `execve(2)` of the new
 //! binary is given an argument longer than the kernel takes, so it fails with `E2BIG` and
-//! returns). Must not do anything else.
+//! returns), `VIGIL_FAULT_POLL_ERROR_FILE` (while that file exists the loop's `poll` fails with
+//! `EINVAL` instead of polling) and `VIGIL_FAULT_SLOW_TURN_FILE` (while that file exists one
+//! chore of a turn, the janitor's, sleeps 300 ms, at most once a second). Must not do anything
+//! else.
 
 #[cfg(feature = "fault-injection")]
 use std::time::{Duration, Instant};
@@ -100,7 +103,18 @@ pub fn failing_exec_arg() -> Option<std::ffi::CString> {
 pub struct Fault {
     at: Option<Instant>,
     left: u32,
+    /// `VIGIL_FAULT_POLL_ERROR_FILE`.
+    poll_error_file: Option<std::path::PathBuf>,
+    /// `VIGIL_FAULT_SLOW_TURN_FILE`.
+    slow_turn_file: Option<std::path::PathBuf>,
+    /// When a chore last slept for `slow_turn_file`.
+    slowed_at: Option<Instant>,
 }
+
+/// How long the chore sleeps while `VIGIL_FAULT_SLOW_TURN_FILE` exists: three times the
+/// self-watchdog's threshold (`SLOW_TURN`, 100 ms).
+#[cfg(feature = "fault-injection")]
+const SLOW_CHORE: Duration = Duration::from_millis(300);
 
 #[cfg(feature = "fault-injection")]
 impl Fault {
@@ -116,10 +130,46 @@ impl Fault {
         if let Some(s) = secs {
             warn!("fault injection: a loop turn will panic after {s}s ({left} time(s))");
         }
+        let file = |name: &str| std::env::var_os(name).map(std::path::PathBuf::from);
         Fault {
             at: secs.map(|s| start + Duration::from_secs_f64(s)),
             left,
+            poll_error_file: file("VIGIL_FAULT_POLL_ERROR_FILE"),
+            slow_turn_file: file("VIGIL_FAULT_SLOW_TURN_FILE"),
+            slowed_at: None,
         }
+    }
+
+    /// The error the loop's `poll` gets instead of polling while `VIGIL_FAULT_POLL_ERROR_FILE`
+    /// names a file that exists: `EINVAL`, as epoll_wait(2) returns for a broken epoll
+    /// descriptor. Not logged here: how vigil logs a run of them is what is under test.
+    pub fn poll_error(&self) -> Option<std::io::Error> {
+        self.poll_error_file
+            .as_deref()
+            .filter(|f| f.exists())
+            .map(|_| std::io::Error::from_raw_os_error(libc::EINVAL))
+    }
+
+    /// While `VIGIL_FAULT_SLOW_TURN_FILE` names a file that exists: sleeps [`SLOW_CHORE`], at
+    /// most once a second (a chore that holds the loop, as a slow cgroup removal would).
+    pub fn slow_chore(&mut self) {
+        let Some(file) = self.slow_turn_file.as_deref() else {
+            return;
+        };
+        let now = Instant::now();
+        if self
+            .slowed_at
+            .is_some_and(|at| now.saturating_duration_since(at) < Duration::from_secs(1))
+            || !file.exists()
+        {
+            return;
+        }
+        self.slowed_at = Some(now);
+        warn!(
+            "fault injection: VIGIL_FAULT_SLOW_TURN_FILE is there: this chore sleeps {} ms",
+            SLOW_CHORE.as_millis()
+        );
+        std::thread::sleep(SLOW_CHORE);
     }
 
     /// When the loop must wake up for the next injected panic.

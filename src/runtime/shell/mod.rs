@@ -185,7 +185,14 @@ impl Shell {
         let mut poll_errors: u32 = 0;
         loop {
             let timeout = self.next_timeout(Instant::now());
-            match self.poll.poll(&mut events, timeout) {
+            let polled = match self.injected_poll_error() {
+                Some(e) => {
+                    events.clear();
+                    Err(e)
+                }
+                None => self.poll.poll(&mut events, timeout),
+            };
+            match polled {
                 Ok(()) => poll_errors = 0,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
@@ -475,6 +482,12 @@ impl Shell {
                         self.update_status(now);
                     }
                 }
+                Chore::Janitor => {
+                    self.chore_all(chore, now);
+                    // A slow chore for the VM suite (`VIGIL_FAULT_SLOW_TURN_FILE`).
+                    #[cfg(feature = "fault-injection")]
+                    self.fault.slow_chore();
+                }
                 _ => self.chore_all(chore, now),
             }
             self.watch.mark(Phase::Chore(chore));
@@ -529,6 +542,17 @@ impl Shell {
                 ]),
         );
         deadline.map(|d| component::wake_early_for_slack(d.saturating_duration_since(now)))
+    }
+
+    /// The `poll` error injected for the VM suite (`VIGIL_FAULT_POLL_ERROR_FILE`).
+    #[cfg(feature = "fault-injection")]
+    fn injected_poll_error(&self) -> Option<io::Error> {
+        self.fault.poll_error()
+    }
+
+    #[cfg(not(feature = "fault-injection"))]
+    fn injected_poll_error(&self) -> Option<io::Error> {
+        None
     }
 
     #[cfg(feature = "fault-injection")]
